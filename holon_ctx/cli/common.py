@@ -1,0 +1,86 @@
+"""Helpers every command shares: opening a SOURCE, budgets, consoles."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from holon_ctx.errors import InputError, StoreError
+from holon_ctx.ledger.importer import import_jsonl
+from holon_ctx.ledger.memory import MemoryStore
+from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.store import LedgerStore
+
+__all__ = ["add_source_args", "console", "open_source", "positive_int"]
+
+
+def positive_int(text: str) -> int:
+    """argparse type for budgets: a positive integer, with a one-line error otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def add_source_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", nargs="?", metavar="SOURCE",
+                        help="a ledger JSONL file (read into memory)")
+    parser.add_argument("--db", metavar="PATH", help="a holon-ctx SQLite ledger")
+
+
+def open_db(path: str, *, must_exist: bool) -> SqliteStore:
+    p = Path(path)
+    if must_exist and not p.exists():
+        raise InputError("no such database file", source=path)
+    if p.exists() and not os.access(p, os.R_OK):
+        raise InputError("database file is not readable", source=path)
+    return SqliteStore(p)
+
+
+def open_source(args: argparse.Namespace) -> LedgerStore:
+    """The store named by SOURCE or --db (exactly one of them)."""
+    source: str | None = getattr(args, "source", None)
+    db: str | None = getattr(args, "db", None)
+    if (source is None) == (db is None):
+        raise InputError("give exactly one SOURCE: a ledger JSONL file or --db PATH")
+    if db is not None:
+        return open_db(db, must_exist=True)
+    assert source is not None
+    if not Path(source).exists():
+        raise InputError("no such file", source=source)
+    if _looks_like_sqlite(source):
+        return open_db(source, must_exist=True)
+    store = MemoryStore()
+    import_jsonl(source, store)
+    return store
+
+
+def _looks_like_sqlite(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=path) from None
+
+
+def console(*, plain: bool = False, stderr: bool = False, width: int | None = None) -> Console:
+    """A rich console: colour only on a terminal, none with --plain or NO_COLOR."""
+    return Console(
+        file=sys.stderr if stderr else sys.stdout,
+        no_color=plain or None,
+        color_system=None if plain else "auto",
+        highlight=False,
+        width=width,
+        soft_wrap=False,
+    )
+
+
+# Re-exported so command modules need one import for store errors too.
+StoreError = StoreError

@@ -1,0 +1,109 @@
+"""``holon-ctx import``, ``export`` and ``stats``: the ledger in and out."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+from rich.table import Table
+
+from holon_ctx.cli.common import add_source_args, console, open_db, open_source
+from holon_ctx.errors import InputError
+from holon_ctx.ledger.importer import export_jsonl, import_jsonl
+
+__all__ = ["register"]
+
+#: Files above this size get a progress bar (on a terminal); smaller imports finish too fast to need one.
+_PROGRESS_BYTES = 2_000_000
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("import", help="import a ledger (JSONL v1) into a SQLite database")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--db", metavar="PATH", required=True)
+    p.set_defaults(func=cmd_import)
+
+    p = subparsers.add_parser("export", help="write a SQLite ledger as JSONL v1 (stdout or -o)")
+    p.add_argument("--db", metavar="PATH", required=True)
+    p.add_argument("-o", "--output", metavar="FILE")
+    p.set_defaults(func=cmd_export)
+
+    p = subparsers.add_parser("stats", help="turns, records and tokens by kind and trust")
+    add_source_args(p)
+    p.add_argument("--plain", action="store_true", help="no colour")
+    p.set_defaults(func=cmd_stats)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    src = Path(args.file)
+    if not src.exists():
+        raise InputError("no such file", source=args.file)
+    db_path = Path(args.db)
+    created = not db_path.exists()
+    store = open_db(args.db, must_exist=False)
+    try:
+        size = src.stat().st_size
+        out = console(stderr=True)
+        if size >= _PROGRESS_BYTES and out.is_terminal:
+            with Progress("[progress.description]{task.description}", BarColumn(),
+                          DownloadColumn(), TimeRemainingColumn(), console=out,
+                          transient=True) as progress:
+                task = progress.add_task(f"importing {src.name}", total=size)
+                n = import_jsonl(src, store, on_bytes=lambda b: progress.advance(task, b))
+        else:
+            n = import_jsonl(src, store)
+    except BaseException:
+        store.close()
+        if created:
+            # Nothing of a failed import may remain, not even an empty database we created.
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+        raise
+    stats = store.stats()
+    store.close()
+    print(f"imported {n} records from {args.file} into {args.db} "
+          f"({stats.turns} turns, {stats.records} records in the ledger)")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    store = open_db(args.db, must_exist=True)
+    try:
+        if args.output:
+            with open(args.output, "wb") as out:
+                export_jsonl(store, out)
+        else:
+            export_jsonl(store, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+    finally:
+        store.close()
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    store = open_source(args)
+    stats = store.stats()
+    out = console(plain=args.plain)
+    table = Table(title=f"ledger: {stats.turns} turns, {stats.records} records "
+                        f"(tokens by {stats.counter})")
+    table.add_column("kind")
+    table.add_column("records", justify="right")
+    table.add_column("tokens", justify="right")
+    for kind in sorted(stats.records_by_kind):
+        table.add_row(kind, str(stats.records_by_kind[kind]),
+                      str(stats.tokens_by_kind.get(kind, 0)))
+    out.print(table)
+    trust = Table(title="tokens by trust")
+    trust.add_column("trust")
+    trust.add_column("tokens", justify="right")
+    for name in sorted(stats.tokens_by_trust):
+        trust.add_row(name, str(stats.tokens_by_trust[name]))
+    out.print(trust)
+    extra = getattr(args, "_extra_stats", None)
+    if extra is not None:
+        extra(store, out)
+    store.close()
+    return 0

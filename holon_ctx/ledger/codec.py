@@ -1,0 +1,325 @@
+"""Ledger JSONL v1: one record per line, decoded against its type and checked on its own.
+
+Reading is streaming and strict about bytes: a byte-order mark, invalid UTF-8, an oversized or
+truncated line, a non-object, an unknown type or enum value each become a
+:class:`~holon_ctx.errors.LedgerFormatError` naming ``FILE:LINE: $.field``. Checks that need the
+rest of the ledger (duplicate ids, missing turns, sequence order, ownership) live in
+:mod:`holon_ctx.ledger.validate`.
+
+Writing is canonical: ``{"v":1,"type":...}`` followed by the record's fields in declaration order,
+defaults omitted, compact separators. Export → import → export is therefore byte-identical.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import IO, Final
+
+import msgspec
+
+from holon_ctx.errors import LedgerFormatError
+from holon_ctx.ledger.records import (
+    EXTENSION_TRIGGER,
+    FORMAT_VERSION,
+    KNOWN_TRIGGERS,
+    OPERATOR_TRIGGERS,
+    Brief,
+    BriefKind,
+    Environment,
+    ExternalEvent,
+    Message,
+    MessageRole,
+    Origin,
+    Outcome,
+    Pin,
+    Record,
+    SideEffect,
+    TaskResult,
+    TaskStatus,
+    Tool,
+    ToolStatus,
+    Trust,
+    Turn,
+    Wait,
+    WaitStatus,
+    WorkItem,
+    WorkItemStatus,
+)
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "decode_line",
+    "encode_record",
+    "iter_jsonl",
+    "provenance_defaults",
+    "write_jsonl",
+]
+
+#: Longest accepted line. Large tool outputs belong behind ``output_ref``; a line past this is
+#: refused rather than truncated, because truncating would silently lose data.
+MAX_LINE_BYTES: Final = 4 * 1024 * 1024
+MAX_ID_CHARS: Final = 256
+
+_decoder = msgspec.json.Decoder(Record)
+_encoder = msgspec.json.Encoder()
+_BAD_ID = re.compile(r"[\x00-\x1f\x7f\s]")
+_ENUM_FIELDS: dict[str, type] = {
+    "origin": Origin,
+    "trust": Trust,
+    "outcome": Outcome,
+    "role": MessageRole,
+    "kind": BriefKind,
+    "side_effect": SideEffect,
+}
+_STATUS_BY_TYPE: dict[str, type] = {
+    "task_result": TaskStatus,
+    "tool": ToolStatus,
+    "work_item": WorkItemStatus,
+    "wait": WaitStatus,
+}
+_TYPES = ("turn", "message", "brief", "task_result", "tool", "external_event", "work_item",
+          "wait", "environment", "pin")
+_MSGSPEC_PATH = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<path>[^`]+)`)?$", re.DOTALL)
+
+# Default provenance by record kind: what a runtime appending the record asserts when it does
+# not say. Trust defaults never exceed what the origin may claim (see _ALLOWED_TRUST).
+_TRIGGER_ORIGIN: dict[str, Origin] = {
+    "operator_input": Origin.OPERATOR,
+    "operator_override": Origin.OPERATOR,
+    "approval_decision": Origin.OPERATOR,
+    "task_result": Origin.TASK,
+    "subagent_result": Origin.TASK,
+    "external_event": Origin.EXTERNAL,
+    "timer": Origin.SCHEDULER,
+    "scheduler_tick": Origin.SCHEDULER,
+    "provider_fallback": Origin.PROVIDER,
+    "provider_retry": Origin.PROVIDER,
+    "recovery": Origin.RUNTIME,
+    "restart": Origin.RUNTIME,
+}
+_ORIGIN_TRUST: dict[Origin, Trust] = {
+    Origin.OPERATOR: Trust.TRUSTED_OPERATOR,
+    Origin.ASSISTANT: Trust.MODEL_OUTPUT,
+    Origin.RUNTIME: Trust.RUNTIME_FACT,
+    Origin.TASK: Trust.RUNTIME_FACT,
+    Origin.TOOL: Trust.UNTRUSTED_EXTERNAL,
+    Origin.EXTERNAL: Trust.UNTRUSTED_EXTERNAL,
+    Origin.SCHEDULER: Trust.RUNTIME_FACT,
+    Origin.PROVIDER: Trust.RUNTIME_FACT,
+}
+#: Which trust each origin may claim. Only the operator is ever trusted as an instructor; a record
+#: may always claim *less* trust than its origin allows, never more.
+_ALLOWED_TRUST: dict[Origin, frozenset[Trust]] = {
+    Origin.OPERATOR: frozenset({Trust.TRUSTED_OPERATOR}),
+    Origin.ASSISTANT: frozenset({Trust.MODEL_OUTPUT}),
+    Origin.RUNTIME: frozenset({Trust.RUNTIME_FACT, Trust.UNTRUSTED_EXTERNAL}),
+    Origin.TASK: frozenset({Trust.RUNTIME_FACT, Trust.MODEL_OUTPUT, Trust.UNTRUSTED_EXTERNAL}),
+    Origin.TOOL: frozenset({Trust.UNTRUSTED_EXTERNAL, Trust.RUNTIME_FACT}),
+    Origin.EXTERNAL: frozenset({Trust.UNTRUSTED_EXTERNAL}),
+    Origin.SCHEDULER: frozenset({Trust.RUNTIME_FACT}),
+    Origin.PROVIDER: frozenset({Trust.RUNTIME_FACT}),
+}
+
+
+def provenance_defaults(record: Record) -> tuple[Origin, Trust]:
+    """The origin and trust a record gets when its line leaves them out."""
+    match record:
+        case Turn():
+            origin = _TRIGGER_ORIGIN.get(record.trigger, Origin.RUNTIME)
+        case Message():
+            origin = {
+                MessageRole.OPERATOR: Origin.OPERATOR,
+                MessageRole.ASSISTANT: Origin.ASSISTANT,
+                MessageRole.SYSTEM: Origin.RUNTIME,
+            }[record.role]
+        case Brief():
+            origin = Origin.ASSISTANT
+        case TaskResult():
+            origin = Origin.TASK
+        case Tool():
+            origin = Origin.TOOL
+        case ExternalEvent():
+            origin = Origin.EXTERNAL
+        case Pin():
+            origin = Origin.OPERATOR
+        case WorkItem() | Wait() | Environment():
+            origin = Origin.RUNTIME
+    origin = record.origin or origin
+    return origin, record.trust or _ORIGIN_TRUST[origin]
+
+
+def _check_id(value: str | None, path: str) -> str | None:
+    if value is None:
+        return None
+    if not value:
+        return f"{path}: must not be empty"
+    if len(value) > MAX_ID_CHARS:
+        return f"{path}: longer than {MAX_ID_CHARS} characters"
+    if _BAD_ID.search(value):
+        return f"{path}: must not contain whitespace or control characters, got {value!r}"
+    return None
+
+
+_ID_FIELDS = ("id", "turn_id", "anchor_turn_id", "work_item_id", "spawned_by_turn_id", "wait_id",
+              "task_id", "call_id")
+
+
+def check_record(record: Record) -> str | None:
+    """Context-free rules; returns ``"$.field: problem"`` or None. Fills no defaults."""
+    if record.v != FORMAT_VERSION:
+        return f"$.v: unsupported format version {record.v} (this reader supports {FORMAT_VERSION})"
+    for name in _ID_FIELDS:
+        problem = _check_id(getattr(record, name, None), f"$.{name}")
+        if problem:
+            return problem
+    origin, trust = provenance_defaults(record)
+    if trust not in _ALLOWED_TRUST[origin]:
+        allowed = ", ".join(sorted(_ALLOWED_TRUST[origin]))
+        return f"$.trust: origin {origin.value!r} may claim only {allowed}, got {trust.value!r}"
+    match record:
+        case Turn():
+            if record.seq < 0:
+                return f"$.seq: must be >= 0, got {record.seq}"
+            if record.trigger not in KNOWN_TRIGGERS and not EXTENSION_TRIGGER.match(record.trigger):
+                known = ", ".join(sorted(KNOWN_TRIGGERS))
+                return (f"$.trigger: expected one of {known} or an extension 'x-name', "
+                        f"got {record.trigger!r}")
+            if record.trigger in OPERATOR_TRIGGERS and origin is not Origin.OPERATOR:
+                return f"$.origin: trigger {record.trigger!r} requires origin 'operator'"
+        case Message():
+            if record.role is MessageRole.OPERATOR and origin is not Origin.OPERATOR:
+                return "$.origin: an operator message must have origin 'operator'"
+            if record.role is not MessageRole.OPERATOR and origin is Origin.OPERATOR:
+                return f"$.role: a message from the operator must have role 'operator', got {record.role.value!r}"
+        case Pin():
+            if origin is not Origin.OPERATOR:
+                return "$.origin: only the operator can pin"
+            return _check_ref_syntax(record.target, "$.target")
+        case Wait():
+            return _check_id(record.wait_id, "$.wait_id")
+        case WorkItem():
+            return _check_id(record.work_item_id, "$.work_item_id")
+        case _:
+            pass
+    return None
+
+
+def _check_ref_syntax(ref: str, path: str) -> str | None:
+    kind, sep, ident = ref.partition(":")
+    if not sep or kind not in _TYPES or not ident:
+        return f"{path}: expected a ref 'kind:id' with kind one of {', '.join(_TYPES)}, got {ref!r}"
+    return _check_id(ident, path)
+
+
+def _translate(exc: msgspec.ValidationError, raw: bytes) -> tuple[str, str]:
+    """Turn a msgspec message into ``(path, message)`` in our ``expected …, got …`` voice."""
+    match = _MSGSPEC_PATH.match(str(exc))
+    msg = match.group("msg") if match else str(exc)
+    path = (match.group("path") if match else None) or "$"
+    if msg.startswith("Invalid enum value") or msg.startswith("Invalid value"):
+        got = msg.split(" ", 3)[-1]
+        field = path.rsplit(".", 1)[-1]
+        if path == "$.type":
+            return path, f"unknown record type {got}; expected one of {', '.join(_TYPES)}"
+        enum = _ENUM_FIELDS.get(field)
+        if field == "status":
+            try:
+                kind = msgspec.json.decode(raw).get("type", "")
+            except (msgspec.DecodeError, AttributeError):
+                kind = ""
+            enum = _STATUS_BY_TYPE.get(kind)
+        if enum is not None:
+            allowed = ", ".join(str(m.value) for m in enum)  # type: ignore[attr-defined]
+            return path, f"expected one of {allowed}, got {got}"
+        return path, f"unexpected value {got}"
+    if msg.startswith("Object missing required field"):
+        field = msg.split("`")[1] if "`" in msg else "?"
+        return (f"{path}.{field}" if path != "$" else f"$.{field}"), "missing required field"
+    if msg.startswith("Expected"):
+        return path, msg[0].lower() + msg[1:]
+    if msg.startswith("Object contains unknown field") or "tag" in msg.lower():
+        return path, msg
+    return path, msg
+
+
+def decode_line(raw: bytes, *, source: str, line: int) -> Record:
+    """Decode and check one line; raises LedgerFormatError naming source, line and field."""
+    try:
+        record = _decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        path, msg = _translate(exc, raw)
+        if path == "$" and "expected `object`" in msg:
+            msg = f"expected a JSON object per line, {msg}"
+        if path == "$.type" and "missing required field" in msg:
+            msg = f"missing required field (one of {', '.join(_TYPES)})"
+        raise LedgerFormatError(msg, source=source, line=line, path=path) from None
+    except msgspec.DecodeError as exc:
+        raise LedgerFormatError(f"invalid JSON: {exc}", source=source, line=line) from None
+    problem = check_record(record)
+    if problem:
+        path, _, msg = problem.partition(": ")
+        raise LedgerFormatError(msg, source=source, line=line, path=path)
+    return record
+
+
+def iter_jsonl(stream: IO[bytes], *, source: str) -> Iterator[tuple[int, Record]]:
+    """Yield ``(line_number, record)`` for each non-blank line, streaming, one line in memory."""
+    line_no = 0
+    saw_record = False
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            break
+        line_no += 1
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            raise LedgerFormatError(
+                f"line longer than the {MAX_LINE_BYTES} byte limit; store large outputs behind "
+                "output_ref",
+                source=source,
+                line=line_no,
+            )
+        if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raise LedgerFormatError(
+                "file starts with a UTF-8 byte-order mark; ledger JSONL must be plain UTF-8",
+                source=source,
+                line=1,
+            )
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise LedgerFormatError(
+                f"invalid UTF-8 at byte {exc.start} of the line", source=source, line=line_no
+            ) from None
+        if not raw.strip():
+            continue
+        try:
+            record = decode_line(raw, source=source, line=line_no)
+        except LedgerFormatError as exc:
+            if not raw.endswith(b"\n") and exc.path is None:
+                raise LedgerFormatError(
+                    "truncated last line (no newline at end and not complete JSON)",
+                    source=source,
+                    line=line_no,
+                ) from None
+            raise
+        saw_record = True
+        yield line_no, record
+    if not saw_record:
+        raise LedgerFormatError("empty file: no records", source=source, line=max(line_no, 1))
+
+
+def encode_record(record: Record) -> bytes:
+    """The canonical line for a record, newline included."""
+    body = _encoder.encode(record)
+    # v is omitted as a default by msgspec; the interchange format always states it, first.
+    return b'{"v":%d,' % record.v + body[1:] + b"\n"
+
+
+def write_jsonl(records: Iterable[Record], out: IO[bytes]) -> int:
+    """Write canonical lines; returns the number of records written."""
+    n = 0
+    for record in records:
+        out.write(encode_record(record))
+        n += 1
+    return n

@@ -1,0 +1,315 @@
+"""The SQLite store: the embedded default. WAL journal, one transaction per append batch.
+
+Layout (schema version 1). ``records`` is the append-only truth: the canonical JSONL line of each
+record by position. Every other table is derived from it at append time and can be rebuilt with
+:meth:`SqliteStore.rebuild_derived`: ``turns`` (by sequence, with an operator-intent partial index
+for the continuation anchor), ``token_counts`` (per counter identity), ``work_item_states`` and
+``wait_states`` (folded transitions). Each projection read is an indexed range or point query.
+
+Durability: a batch is one ``BEGIN IMMEDIATE … COMMIT``. A writer killed mid-batch leaves nothing of
+that batch (WAL rollback on next open); readers in other processes see only committed batches.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from holon_ctx.errors import StoreError
+from holon_ctx.ledger.body import record_body
+from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
+from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
+from holon_ctx.ledger.store import LedgerStats, StoredRecord
+from holon_ctx.ledger.writer import Row, append_records
+from holon_ctx.tokens import TokenCounter, default_counter
+
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+
+SCHEMA_VERSION: Final = 1
+_INTENT_TRIGGERS = tuple(sorted(OPERATOR_TRIGGERS - {"approval_decision"}))
+
+_SCHEMA_V1 = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    pos INTEGER PRIMARY KEY,
+    ref TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    trust TEXT NOT NULL,
+    turn_seq INTEGER,
+    line BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_by_turn ON records(turn_seq, pos) WHERE turn_seq IS NOT NULL;
+CREATE INDEX IF NOT EXISTS records_env_pin ON records(kind, pos)
+    WHERE kind IN ('environment', 'pin');
+CREATE TABLE IF NOT EXISTS turns (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    pos INTEGER NOT NULL UNIQUE,
+    intent INTEGER NOT NULL,
+    work_item_id TEXT
+);
+CREATE INDEX IF NOT EXISTS turns_intent ON turns(seq) WHERE intent = 1;
+CREATE TABLE IF NOT EXISTS token_counts (
+    counter TEXT NOT NULL,
+    pos INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    PRIMARY KEY (counter, pos)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS work_item_states (
+    pos INTEGER PRIMARY KEY, work_item_id TEXT NOT NULL, state BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS work_item_states_by_id ON work_item_states(work_item_id, pos);
+CREATE TABLE IF NOT EXISTS wait_states (
+    pos INTEGER PRIMARY KEY, wait_id TEXT NOT NULL, status TEXT NOT NULL, state BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS wait_states_by_id ON wait_states(wait_id, pos);
+"""
+
+#: Migrations from version N to N+1. Version 0 is an empty file.
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
+_DERIVED_TABLES = ("turns", "token_counts", "work_item_states", "wait_states")
+
+_record_decoder = msgspec.json.Decoder(Record)
+_wi_decoder = msgspec.json.Decoder(WorkItemState)
+_wait_decoder = msgspec.json.Decoder(WaitState)
+_encode = msgspec.json.encode
+
+
+class SqliteStore:
+    """A ledger in one SQLite file (or ``":memory:"``)."""
+
+    def __init__(self, path: str | Path, counter: TokenCounter | None = None) -> None:
+        self.path = str(path)
+        self._counter = counter or default_counter()
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=OFF")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a usable holon-ctx database ({exc})") from None
+        self._counter_id = self._counter.identity
+
+    def _migrate(self) -> None:
+        db = self._db
+        has_meta = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        version = 0
+        if has_meta:
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+        elif db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise StoreError(f"{self.path}: an SQLite database, but not a holon-ctx ledger")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: schema version {version} is newer than this holon-ctx "
+                f"supports ({SCHEMA_VERSION}); upgrade holon-ctx")
+        while version < SCHEMA_VERSION:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for stmt in _MIGRATIONS[version].split(";"):
+                    if stmt.strip():
+                        db.execute(stmt)
+                version += 1
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                           (str(version),))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    # -- append backend -------------------------------------------------------------------
+    @property
+    def counter_identity(self) -> str:
+        return self._counter_id
+
+    def next_pos(self) -> int:
+        row = self._db.execute("SELECT max(pos) FROM records").fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def has_ref(self, ref: str) -> bool:
+        return self._db.execute("SELECT 1 FROM records WHERE ref=?", (ref,)).fetchone() is not None
+
+    def find_turn(self, turn_id: str) -> TurnInfo | None:
+        row = self._db.execute(
+            "SELECT id, seq, pos, work_item_id FROM turns WHERE id=?", (turn_id,)).fetchone()
+        return None if row is None else TurnInfo(*row)
+
+    def last_turn(self) -> TurnInfo | None:
+        row = self._db.execute(
+            "SELECT id, seq, pos, work_item_id FROM turns ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if row is None else TurnInfo(*row)
+
+    def wait_state(self, wait_id: str) -> WaitState | None:
+        row = self._db.execute(
+            "SELECT state FROM wait_states WHERE wait_id=? ORDER BY pos DESC LIMIT 1",
+            (wait_id,)).fetchone()
+        return None if row is None else _wait_decoder.decode(row[0])
+
+    def insert(self, row: Row, counter_identity: str) -> None:
+        db = self._db
+        trust = row.record.trust.value if row.record.trust else ""
+        db.execute("INSERT INTO records VALUES (?,?,?,?,?,?)",
+                   (row.pos, row.ref, row.kind, trust, row.turn_seq, row.line))
+        self._insert_derived(row, counter_identity)
+
+    def _insert_derived(self, row: Row, counter_identity: str) -> None:
+        db = self._db
+        db.execute("INSERT INTO token_counts VALUES (?,?,?)", (counter_identity, row.pos, row.tokens))
+        rec = row.record
+        if row.turn is not None and isinstance(rec, Turn):
+            db.execute("INSERT INTO turns VALUES (?,?,?,?,?)",
+                       (rec.seq, rec.id, row.pos, int(rec.trigger in _INTENT_TRIGGERS),
+                        rec.work_item_id))
+        if row.work_item_state is not None:
+            db.execute("INSERT INTO work_item_states VALUES (?,?,?)",
+                       (row.pos, row.work_item_state.work_item_id, _encode(row.work_item_state)))
+        if row.wait_state is not None:
+            db.execute("INSERT INTO wait_states VALUES (?,?,?,?)",
+                       (row.pos, row.wait_state.wait_id, row.wait_state.status.value,
+                        _encode(row.wait_state)))
+
+    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str) -> int:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            n = append_records(self, self._counter, items, source=source)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return n
+
+    def append(self, records: Iterable[Record], *, source: str = "<append>") -> int:
+        return self.append_lines(((None, r) for r in records), source=source)
+
+    def rebuild_derived(self) -> None:
+        """Drop every derived table and recompute it from ``records`` in one transaction.
+
+        Replays the records through a scratch :class:`MemoryStore`, so derivation runs the very
+        same code as appends do; only the derived rows are written back.
+        """
+        from holon_ctx.ledger.memory import MemoryStore  # noqa: PLC0415 - avoids an import cycle
+
+        scratch = MemoryStore(self._counter)
+        scratch.append(self.iter_records(), source=self.path)
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for table in _DERIVED_TABLES:
+                db.execute(f"DELETE FROM {table}")
+            for row in scratch.derived_rows():
+                self._insert_derived(row, self._counter_id)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    # -- reads ----------------------------------------------------------------------------
+    def _stored(self, row: tuple[Any, ...]) -> StoredRecord:
+        pos, ref, turn_seq, line, tokens = row
+        record = _record_decoder.decode(line)
+        if tokens is None:
+            # Counted under another counter: recount rather than trust a foreign count. Reads never
+            # write, so the count is not persisted here; `holon-ctx import` with this counter does.
+            tokens = self._counter.count(record_body(record))
+        return StoredRecord(pos=pos, ref=ref, record=record, tokens=tokens, turn_seq=turn_seq)
+
+    _SELECT = ("SELECT r.pos, r.ref, r.turn_seq, r.line, t.tokens FROM records r "
+               "LEFT JOIN token_counts t ON t.counter=? AND t.pos=r.pos ")
+
+    def _query(self, where: str, args: tuple[Any, ...]) -> list[StoredRecord]:
+        rows = self._db.execute(self._SELECT + where, (self._counter_id, *args)).fetchall()
+        return [self._stored(r) for r in rows]
+
+    def end_pos(self) -> int:
+        return self.next_pos()
+
+    def get(self, ref: str) -> StoredRecord | None:
+        found = self._query("WHERE r.ref=?", (ref,))
+        return found[0] if found else None
+
+    def turn(self, turn_id: str) -> StoredRecord | None:
+        return self.get(f"turn:{turn_id}")
+
+    def next_turn_pos(self, seq: int) -> int | None:
+        row = self._db.execute("SELECT pos FROM turns WHERE seq>? ORDER BY seq LIMIT 1",
+                               (seq,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def latest_turn(self, limit_pos: int) -> StoredRecord | None:
+        row = self._db.execute("SELECT pos FROM turns WHERE pos<? ORDER BY seq DESC LIMIT 1",
+                               (limit_pos,)).fetchone()
+        if row is None:
+            return None
+        found = self._query("WHERE r.pos=?", (row[0],))
+        return found[0]
+
+    def turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        return self._query(
+            "JOIN turns u ON u.pos=r.pos WHERE u.seq<? AND u.pos<? ORDER BY u.seq DESC LIMIT ?",
+            (seq, limit_pos, count))
+
+    def records_of_turns(self, lo_seq: int, hi_seq: int, limit_pos: int) -> list[StoredRecord]:
+        return self._query(
+            "WHERE r.turn_seq BETWEEN ? AND ? AND r.pos<? AND r.kind!='turn' ORDER BY r.pos",
+            (lo_seq, hi_seq, limit_pos))
+
+    def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
+        row = self._db.execute(
+            "SELECT pos FROM turns WHERE intent=1 AND seq<? AND pos<? ORDER BY seq DESC LIMIT 1",
+            (before_seq, limit_pos)).fetchone()
+        return None if row is None else self._query("WHERE r.pos=?", (row[0],))[0]
+
+    def work_item_state(self, work_item_id: str, limit_pos: int | None = None) -> WorkItemState | None:
+        row = self._db.execute(
+            "SELECT state FROM work_item_states WHERE work_item_id=? AND pos<? "
+            "ORDER BY pos DESC LIMIT 1",
+            (work_item_id, limit_pos if limit_pos is not None else 1 << 62)).fetchone()
+        return None if row is None else _wi_decoder.decode(row[0])
+
+    def open_waits(self, limit_pos: int) -> list[WaitState]:
+        rows = self._db.execute(
+            "SELECT w.state FROM wait_states w WHERE w.pos = (SELECT max(pos) FROM wait_states v "
+            "WHERE v.wait_id=w.wait_id AND v.pos<?) AND w.status='open' ORDER BY w.pos",
+            (limit_pos,)).fetchall()
+        return [_wait_decoder.decode(r[0]) for r in rows]
+
+    def latest_environment(self, limit_pos: int) -> StoredRecord | None:
+        found = self._query("WHERE r.kind='environment' AND r.pos<? ORDER BY r.pos DESC LIMIT 1",
+                            (limit_pos,))
+        return found[0] if found else None
+
+    def pins(self, limit_pos: int, count: int) -> list[StoredRecord]:
+        found = self._query("WHERE r.kind='pin' AND r.pos<? ORDER BY r.pos DESC LIMIT ?",
+                            (limit_pos, count))
+        return found[::-1]
+
+    def iter_records(self) -> Iterator[Record]:
+        cur = self._db.execute("SELECT line FROM records ORDER BY pos")
+        while True:
+            batch = cur.fetchmany(1024)
+            if not batch:
+                return
+            for (line,) in batch:
+                yield _record_decoder.decode(line)
+
+    def stats(self) -> LedgerStats:
+        db = self._db
+        kinds = dict(db.execute("SELECT kind, count(*) FROM records GROUP BY kind").fetchall())
+        tokens = dict(db.execute(
+            "SELECT r.kind, sum(t.tokens) FROM records r JOIN token_counts t ON t.pos=r.pos "
+            "AND t.counter=? GROUP BY r.kind", (self._counter_id,)).fetchall())
+        trust = dict(db.execute(
+            "SELECT r.trust, sum(t.tokens) FROM records r JOIN token_counts t ON t.pos=r.pos "
+            "AND t.counter=? GROUP BY r.trust", (self._counter_id,)).fetchall())
+        turns = db.execute("SELECT count(*) FROM turns").fetchone()[0]
+        return LedgerStats(turns=turns, records=sum(kinds.values()), records_by_kind=kinds,
+                           tokens_by_kind=tokens, tokens_by_trust=trust,
+                           counter=self._counter_id)
+
+    def close(self) -> None:
+        self._db.close()

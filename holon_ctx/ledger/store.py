@@ -1,0 +1,97 @@
+"""The store Protocol: what the projection engine may ask of a ledger, and nothing more.
+
+Positions (``pos``) number records in append order from 0. Every read takes ``limit_pos``, an
+*exclusive* upper bound, so a projection "as of" an earlier turn sees exactly the records that were
+appended before the next turn began. Each read is bounded by its arguments (a range of turn
+sequence numbers, a work item, the newest N), never by the size of the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from holon_ctx.ledger.records import Record
+from holon_ctx.ledger.state import WaitState, WorkItemState
+
+__all__ = ["LedgerStats", "LedgerStore", "StoredRecord"]
+
+
+@attrs.frozen
+class StoredRecord:
+    """A record as stored: its position, ref, owning turn's sequence and cached token count."""
+
+    pos: int
+    ref: str
+    record: Record
+    #: Tokens of :func:`holon_ctx.ledger.body.record_body` under the store's counter.
+    tokens: int
+    turn_seq: int | None
+
+
+@attrs.frozen
+class LedgerStats:
+    turns: int
+    records: int
+    records_by_kind: dict[str, int]
+    tokens_by_kind: dict[str, int]
+    tokens_by_trust: dict[str, int]
+    counter: str
+
+
+@runtime_checkable
+class LedgerStore(Protocol):
+    @property
+    def counter_identity(self) -> str: ...
+
+    def append(self, records: Iterable[Record], *, source: str = "<append>") -> int:
+        """Append atomically; returns how many records (derived turns included) were stored."""
+        ...
+
+    def append_lines(
+        self, items: Iterable[tuple[int | None, Record]], *, source: str
+    ) -> int:
+        """Like :meth:`append` with the source line of each record, for located errors."""
+        ...
+
+    def end_pos(self) -> int: ...
+
+    def get(self, ref: str) -> StoredRecord | None: ...
+
+    def turn(self, turn_id: str) -> StoredRecord | None: ...
+
+    def next_turn_pos(self, seq: int) -> int | None:
+        """Position of the first turn with a sequence above ``seq`` (None when there is none)."""
+        ...
+
+    def latest_turn(self, limit_pos: int) -> StoredRecord | None: ...
+
+    def turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        """Up to ``count`` turns with sequence < ``seq``, newest first."""
+        ...
+
+    def records_of_turns(self, lo_seq: int, hi_seq: int, limit_pos: int) -> list[StoredRecord]:
+        """Non-turn records owned by turns with ``lo_seq <= seq <= hi_seq``, in append order."""
+        ...
+
+    def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
+        """Newest turn with seq < ``before_seq`` whose trigger is trusted operator input."""
+        ...
+
+    def work_item_state(self, work_item_id: str, limit_pos: int) -> WorkItemState | None: ...
+
+    def open_waits(self, limit_pos: int) -> list[WaitState]: ...
+
+    def latest_environment(self, limit_pos: int) -> StoredRecord | None: ...
+
+    def pins(self, limit_pos: int, count: int) -> list[StoredRecord]:
+        """The newest ``count`` pins, oldest first."""
+        ...
+
+    def iter_records(self) -> Iterator[Record]: ...
+
+    def stats(self) -> LedgerStats: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,256 @@
+"""The append path shared by every store: validate against the ledger, derive, count, insert.
+
+Theory of operation. A batch of records arrives in ledger order (with the source line of each when
+it came from a file). For each record, in order:
+
+1. *Derive its turn* when it has no ``turn_id``: an operator message, external event or task result
+   opens a new turn (``t.<record id>``, next sequence number, trigger from the record kind); any
+   other ownable record attaches to the last turn. This is what lets a plain event stream import.
+2. *Validate against what is already appended* (including earlier records of the same batch):
+   unique ref, owning turn exists, turn sequence strictly increases, anchors and spawning turns
+   exist, wait ids were opened, pin targets exist, and a record's work item agrees with its turn's.
+3. *Fill provenance* (origin and trust defaults) so the stored record states it explicitly.
+4. *Count tokens* of the record body once with the store's counter (in chunks, so tiktoken's batch
+   encoder can use both cores), and derive work-item and wait state.
+5. *Insert* through the backend, which the caller runs inside one transaction: any error aborts
+   the batch and nothing of it is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Final, Protocol
+
+import attrs
+import msgspec
+
+from holon_ctx.errors import LedgerFormatError
+from holon_ctx.ledger.body import record_body
+from holon_ctx.ledger.codec import check_record, encode_record, provenance_defaults
+from holon_ctx.ledger.records import (
+    Brief,
+    ExternalEvent,
+    Message,
+    MessageRole,
+    Pin,
+    Record,
+    TaskResult,
+    Tool,
+    Turn,
+    Wait,
+    WaitStatus,
+    WorkItem,
+    record_ref,
+)
+from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState, fold_wait, fold_work_item
+from holon_ctx.tokens import TokenCounter
+
+__all__ = ["AppendBackend", "Row", "append_records"]
+
+_CHUNK: Final = 512
+_OWNABLE = (Message, Brief, TaskResult, Tool, ExternalEvent)
+
+
+@attrs.frozen
+class Row:
+    """One record ready for a backend: the record with provenance filled, plus derived values."""
+
+    pos: int
+    ref: str
+    kind: str
+    record: Record
+    line: bytes
+    turn_seq: int | None
+    tokens: int
+    turn: TurnInfo | None = None
+    work_item_state: WorkItemState | None = None
+    wait_state: WaitState | None = None
+
+
+class AppendBackend(Protocol):
+    """The primitives a store offers the append path; all reads see earlier rows of the batch."""
+
+    def next_pos(self) -> int: ...
+    def has_ref(self, ref: str) -> bool: ...
+    def find_turn(self, turn_id: str) -> TurnInfo | None: ...
+    def last_turn(self) -> TurnInfo | None: ...
+    def work_item_state(self, work_item_id: str) -> WorkItemState | None: ...
+    def wait_state(self, wait_id: str) -> WaitState | None: ...
+    def insert(self, row: Row, counter_identity: str) -> None: ...
+
+
+_DERIVED_TRIGGER: dict[type, str] = {
+    Message: "operator_input",
+    ExternalEvent: "external_event",
+    TaskResult: "task_result",
+}
+
+
+def _opens_turn(record: Record) -> bool:
+    if isinstance(record, Message):
+        return record.role is MessageRole.OPERATOR
+    return isinstance(record, ExternalEvent | TaskResult)
+
+
+class _Appender:
+    def __init__(self, backend: AppendBackend, counter: TokenCounter, source: str) -> None:
+        self.backend = backend
+        self.counter = counter
+        self.source = source
+        self.pos = backend.next_pos()
+        last = backend.last_turn()
+        self.last_turn: TurnInfo | None = last
+        # Turns of this batch, so the common case (records of the turn just opened) needs no query.
+        self.turn_cache: dict[str, TurnInfo] = {}
+
+    def fail(self, line: int | None, path: str, msg: str) -> LedgerFormatError:
+        return LedgerFormatError(msg, source=self.source, line=line, path=path)
+
+    def find_turn(self, turn_id: str) -> TurnInfo | None:
+        hit = self.turn_cache.get(turn_id)
+        return hit if hit is not None else self.backend.find_turn(turn_id)
+
+    def expand(self, items: Iterable[tuple[int | None, Record]]) -> Iterator[tuple[int | None, Record]]:
+        """Step 1: derive turns for records without ``turn_id`` (yields derived turns first)."""
+        next_seq: int | None = None
+        open_turn: str | None = self.last_turn.id if self.last_turn else None
+        for line, record in items:
+            problem = check_record(record)
+            if problem:
+                path, _, msg = problem.partition(": ")
+                raise self.fail(line, path, msg)
+            if isinstance(record, Turn):
+                next_seq = record.seq + 1
+                open_turn = record.id
+                yield line, record
+                continue
+            if isinstance(record, _OWNABLE) and record.turn_id is None:
+                if _opens_turn(record):
+                    ref = record_ref(record)
+                    if self.backend.has_ref(ref):
+                        raise self.fail(line, "$.id",
+                                        f"duplicate id: {ref} is already in the ledger")
+                    if next_seq is None:
+                        last = self.last_turn
+                        next_seq = 0 if last is None else last.seq + 1
+                    derived = Turn(
+                        id=f"t.{record.id}",
+                        seq=next_seq,
+                        trigger=_DERIVED_TRIGGER[type(record)],
+                        at=record.at,
+                        work_item_id=getattr(record, "work_item_id", None),
+                    )
+                    next_seq += 1
+                    open_turn = derived.id
+                    yield line, derived
+                    record = msgspec.structs.replace(record, turn_id=derived.id)
+                else:
+                    if open_turn is None:
+                        raise self.fail(line, "$.turn_id",
+                                        "missing, and there is no open turn to attach it to")
+                    record = msgspec.structs.replace(record, turn_id=open_turn)
+            yield line, record
+
+    def check(self, line: int | None, record: Record, ref: str) -> tuple[int | None, TurnInfo | None]:
+        """Step 2: ledger-wide rules. Returns the owning turn's seq and, for a turn, its info."""
+        if self.backend.has_ref(ref):
+            raise self.fail(line, "$.id", f"duplicate id: {ref} is already in the ledger")
+        if isinstance(record, Turn):
+            last = self.last_turn
+            if last is not None and record.seq <= last.seq:
+                raise self.fail(line, "$.seq",
+                                f"sequence goes backwards: {record.seq} after {last.seq} "
+                                f"(turn {last.id})")
+            if record.anchor_turn_id is not None and self.find_turn(record.anchor_turn_id) is None:
+                raise self.fail(line, "$.anchor_turn_id",
+                                f"no earlier turn {record.anchor_turn_id!r} to continue")
+            info = TurnInfo(id=record.id, seq=record.seq, pos=self.pos,
+                            work_item_id=record.work_item_id)
+            return record.seq, info
+        owner_seq: int | None = None
+        turn_id = getattr(record, "turn_id", None)
+        if turn_id is not None:
+            owner = self.find_turn(turn_id)
+            if owner is None:
+                raise self.fail(line, "$.turn_id",
+                                f"no turn {turn_id!r} before this record "
+                                "(a record belongs only to a turn appended before it)")
+            owner_seq = owner.seq
+            wid = getattr(record, "work_item_id", None)
+            if (isinstance(record, Brief | TaskResult | ExternalEvent) and wid
+                    and owner.work_item_id and wid != owner.work_item_id):
+                raise self.fail(line, "$.work_item_id",
+                                f"owner mismatch: record acts for {wid!r} but its turn "
+                                f"{owner.id!r} acts for {owner.work_item_id!r}")
+        if isinstance(record, TaskResult) and record.spawned_by_turn_id is not None \
+                and self.find_turn(record.spawned_by_turn_id) is None:
+            raise self.fail(line, "$.spawned_by_turn_id",
+                            f"no turn {record.spawned_by_turn_id!r} spawned this task")
+        wait_id = getattr(record, "wait_id", None)
+        if isinstance(record, ExternalEvent | TaskResult) and wait_id is not None \
+                and self.backend.wait_state(wait_id) is None:
+            raise self.fail(line, "$.wait_id", f"no wait {wait_id!r} was opened")
+        if isinstance(record, Wait):
+            known = self.backend.wait_state(record.wait_id)
+            if known is None and record.status is not WaitStatus.OPEN:
+                raise self.fail(line, "$.status",
+                                f"wait {record.wait_id!r} is {record.status.value} but was never opened")
+            if record.resolved_by is not None and not self.backend.has_ref(record.resolved_by):
+                raise self.fail(line, "$.resolved_by", f"no record {record.resolved_by!r}")
+        if isinstance(record, Pin) and not self.backend.has_ref(record.target):
+            raise self.fail(line, "$.target", f"pin target {record.target!r} is not in the ledger")
+        return owner_seq, None
+
+    def run(self, items: Iterable[tuple[int | None, Record]]) -> int:
+        count = 0
+        chunk: list[tuple[int | None, Record]] = []
+        for item in self.expand(items):
+            chunk.append(item)
+            if len(chunk) >= _CHUNK:
+                count += self.flush(chunk)
+                chunk = []
+        if chunk:
+            count += self.flush(chunk)
+        return count
+
+    def flush(self, chunk: list[tuple[int | None, Record]]) -> int:
+        filled: list[Record] = []
+        for _, record in chunk:
+            origin, trust = provenance_defaults(record)
+            if record.origin is not origin or record.trust is not trust:
+                record = msgspec.structs.replace(record, origin=origin, trust=trust)
+            filled.append(record)
+        counts = self.counter.count_many([record_body(r) for r in filled])
+        for (line, _), record, tokens in zip(chunk, filled, counts, strict=True):
+            ref = record_ref(record)
+            owner_seq, turn = self.check(line, record, ref)
+            wis = wst = None
+            if isinstance(record, WorkItem):
+                wis = fold_work_item(self.backend.work_item_state(record.work_item_id), record,
+                                     ref=ref, pos=self.pos)
+            elif isinstance(record, Wait):
+                wst = fold_wait(self.backend.wait_state(record.wait_id), record, ref=ref,
+                                pos=self.pos)
+            row = Row(pos=self.pos, ref=ref, kind=ref.partition(":")[0], record=record,
+                      line=encode_record(record), turn_seq=owner_seq, tokens=tokens, turn=turn,
+                      work_item_state=wis, wait_state=wst)
+            self.backend.insert(row, self.counter.identity)
+            if turn is not None:
+                self.last_turn = turn
+                self.turn_cache[turn.id] = turn
+                if len(self.turn_cache) > 4096:
+                    self.turn_cache.clear()
+                    self.turn_cache[turn.id] = turn
+            self.pos += 1
+        return len(chunk)
+
+
+def append_records(
+    backend: AppendBackend,
+    counter: TokenCounter,
+    items: Iterable[tuple[int | None, Record]],
+    *,
+    source: str = "<append>",
+) -> int:
+    """Validate and insert ``(line, record)`` pairs; the caller owns the transaction."""
+    return _Appender(backend, counter, source).run(items)
