@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from holon_ctx.errors import InputError, StoreError
+from holon_ctx.errors import InputError
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.sqlite import SqliteStore
@@ -81,6 +81,3 @@ def console(*, plain: bool = False, stderr: bool = False, width: int | None = No
         soft_wrap=False,
     )
 
-
-# Re-exported so command modules need one import for store errors too.
-StoreError = StoreError

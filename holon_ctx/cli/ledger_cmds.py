@@ -16,7 +16,7 @@ from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 
 __all__ = ["register"]
 
-#: Files above this size get a progress bar (on a terminal); smaller imports finish too fast to need one.
+#: Files above this size get a progress bar on a terminal; smaller imports finish too fast to need one.
 _PROGRESS_BYTES = 2_000_000
 
 

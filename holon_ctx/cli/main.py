@@ -20,6 +20,7 @@ __all__ = ["build_parser", "main"]
 # Order is the order shown by --help.
 COMMAND_MODULES: tuple[str, ...] = (
     "holon_ctx.cli.ledger_cmds",
+    "holon_ctx.cli.project_cmd",
 )
 
 

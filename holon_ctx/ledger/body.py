@@ -30,11 +30,17 @@ __all__ = ["FENCE_TAG", "block_safe", "neutralise_fences", "record_body"]
 #: The element name of data fences; see :func:`neutralise_fences`.
 FENCE_TAG = "data"
 _FENCE_LIKE = re.compile(r"<(/?)(data)\b", re.IGNORECASE)
+_TRUSTED_LABEL = re.compile(r"operator\s*\(trusted\)", re.IGNORECASE)
 
 
 def neutralise_fences(text: str) -> str:
-    """Replace ``<`` by ``‹`` where it would start a fence tag, so text cannot open or close one."""
-    return _FENCE_LIKE.sub(lambda m: f"\u2039{m.group(1)}{m.group(2)}", text)
+    """Make text unable to open or close a fence, or to wear the trusted-operator label.
+
+    ``<data`` / ``</data`` become ``‹data`` / ``‹/data``; the renderer's trusted label
+    ``operator (trusted)`` becomes ``operator (claimed)`` so quoted text cannot pose as it.
+    """
+    text = _FENCE_LIKE.sub(lambda m: f"\u2039{m.group(1)}{m.group(2)}", text)
+    return _TRUSTED_LABEL.sub("operator (claimed)", text)
 
 
 def block_safe(text: str) -> str:

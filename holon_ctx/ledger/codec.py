@@ -191,7 +191,8 @@ def check_record(record: Record) -> str | None:
             if record.role is MessageRole.OPERATOR and origin is not Origin.OPERATOR:
                 return "$.origin: an operator message must have origin 'operator'"
             if record.role is not MessageRole.OPERATOR and origin is Origin.OPERATOR:
-                return f"$.role: a message from the operator must have role 'operator', got {record.role.value!r}"
+                return ("$.role: a message from the operator must have role 'operator', "
+                        f"got {record.role.value!r}")
         case Pin():
             if origin is not Origin.OPERATOR:
                 return "$.origin: only the operator can pin"
@@ -217,7 +218,7 @@ def _translate(exc: msgspec.ValidationError, raw: bytes) -> tuple[str, str]:
     match = _MSGSPEC_PATH.match(str(exc))
     msg = match.group("msg") if match else str(exc)
     path = (match.group("path") if match else None) or "$"
-    if msg.startswith("Invalid enum value") or msg.startswith("Invalid value"):
+    if msg.startswith(("Invalid enum value", "Invalid value")):
         got = msg.split(" ", 3)[-1]
         field = path.rsplit(".", 1)[-1]
         if path == "$.type":

@@ -86,6 +86,7 @@ class MemoryStore:
         return states[-1] if states else None
 
     def insert(self, row: Row, counter_identity: str) -> None:
+        del counter_identity  # one counter per store: rows already carry its counts
         self._staged.append(row)
 
     def _publish(self, row: Row) -> None:

@@ -182,7 +182,7 @@ class RecordBase(
     at: str | None = None
 
 
-class Turn(RecordBase, tag="turn", kw_only=True):
+class Turn(RecordBase, tag="turn", kw_only=True, frozen=True):
     """One activation of the agent: the causal unit of the ledger."""
 
     seq: int
@@ -195,20 +195,20 @@ class Turn(RecordBase, tag="turn", kw_only=True):
     label: str | None = None
 
 
-class Message(RecordBase, tag="message", kw_only=True):
+class Message(RecordBase, tag="message", kw_only=True, frozen=True):
     turn_id: str | None = None
     role: MessageRole
     text: str
 
 
-class Brief(RecordBase, tag="brief", kw_only=True):
+class Brief(RecordBase, tag="brief", kw_only=True, frozen=True):
     turn_id: str | None = None
     kind: BriefKind
     text: str
     work_item_id: str | None = None
 
 
-class TaskResult(RecordBase, tag="task_result", kw_only=True):
+class TaskResult(RecordBase, tag="task_result", kw_only=True, frozen=True):
     turn_id: str | None = None
     task_id: str
     status: TaskStatus
@@ -222,7 +222,7 @@ class TaskResult(RecordBase, tag="task_result", kw_only=True):
     verification: bool = False
 
 
-class Tool(RecordBase, tag="tool", kw_only=True):
+class Tool(RecordBase, tag="tool", kw_only=True, frozen=True):
     turn_id: str | None = None
     tool_name: str
     args_digest: str = ""
@@ -238,7 +238,7 @@ class Tool(RecordBase, tag="tool", kw_only=True):
     files_written: list[str] = []
 
 
-class ExternalEvent(RecordBase, tag="external_event", kw_only=True):
+class ExternalEvent(RecordBase, tag="external_event", kw_only=True, frozen=True):
     turn_id: str | None = None
     source: str
     text: str
@@ -251,7 +251,7 @@ class Todo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     done: bool = False
 
 
-class WorkItem(RecordBase, tag="work_item", kw_only=True):
+class WorkItem(RecordBase, tag="work_item", kw_only=True, frozen=True):
     """A transition of work item ``work_item_id``; fields left out keep their previous value."""
 
     work_item_id: str
@@ -265,7 +265,7 @@ class WorkItem(RecordBase, tag="work_item", kw_only=True):
     completion_report: str | None = None
 
 
-class Wait(RecordBase, tag="wait", kw_only=True):
+class Wait(RecordBase, tag="wait", kw_only=True, frozen=True):
     """A transition of wait ``wait_id`` (opened, resolved, cancelled, expired)."""
 
     wait_id: str
@@ -276,14 +276,14 @@ class Wait(RecordBase, tag="wait", kw_only=True):
     resolved_by: str | None = None
 
 
-class Environment(RecordBase, tag="environment", kw_only=True):
+class Environment(RecordBase, tag="environment", kw_only=True, frozen=True):
     turn_id: str | None = None
     workspace: str = ""
     capabilities: list[str] = []
     guidance: str = ""
 
 
-class Pin(RecordBase, tag="pin", kw_only=True):
+class Pin(RecordBase, tag="pin", kw_only=True, frozen=True):
     """Something the operator wants kept in view: ``target`` is a ref that must exist."""
 
     turn_id: str | None = None

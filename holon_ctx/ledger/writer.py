@@ -10,8 +10,8 @@ it came from a file). For each record, in order:
    unique ref, owning turn exists, turn sequence strictly increases, anchors and spawning turns
    exist, wait ids were opened, pin targets exist, and a record's work item agrees with its turn's.
 3. *Fill provenance* (origin and trust defaults) so the stored record states it explicitly.
-4. *Count tokens* of the record body once with the store's counter (in chunks, so tiktoken's batch
-   encoder can use both cores), and derive work-item and wait state.
+4. *Count tokens* of the record body once with the store's counter (a chunk at a time, through
+   ``count_many``), and derive work-item and wait state.
 5. *Insert* through the backend, which the caller runs inside one transaction: any error aborts
    the batch and nothing of it is kept.
 """

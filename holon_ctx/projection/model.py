@@ -1,0 +1,155 @@
+"""Values the projection engine passes between its stages, and the manifest it returns.
+
+Closed vocabularies are string enums so that manifests, tests and docs speak the same words.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+import attrs
+import msgspec
+
+from holon_ctx.ledger.records import Turn
+from holon_ctx.ledger.store import StoredRecord
+
+__all__ = [
+    "SECTION_ORDER",
+    "Form",
+    "Omission",
+    "Priority",
+    "Relation",
+    "Section",
+    "TurnUnit",
+]
+
+
+class Section(StrEnum):
+    """Sections in render order: stable content first, the current input last (RFC 0002)."""
+
+    ENVIRONMENT = "environment"
+    WORK_ITEM = "work_item"
+    WORK_REFS = "work_refs"
+    EPISODES = "episodes"
+    RECENT_TURNS = "recent_turns"
+    CURRENT_INPUT = "current_input"
+
+
+SECTION_ORDER: tuple[Section, ...] = tuple(Section)
+
+
+class Priority(IntEnum):
+    """Retention classes; a lower value is kept first."""
+
+    PINNED = 0
+    HIGH = 1
+    NORMAL = 2
+    LOW = 3
+    DIAGNOSTIC = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class Form(IntEnum):
+    """Representations of an item, from least to most tokens."""
+
+    REF = 0
+    COMPACT = 1
+    FULL = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class Relation(StrEnum):
+    """Why the current turn exists, decided from runtime facts (RFC 0002, "relation")."""
+
+    NEW_OPERATOR_INTENT = "new_operator_intent"
+    OPERATOR_REFINEMENT = "operator_refinement"
+    OPERATOR_OVERRIDE = "operator_override"
+    APPROVAL_DECISION = "approval_decision"
+    TASK_RESULT_CONTINUATION = "task_result_continuation"
+    TASK_RESULT = "task_result"
+    EXTERNAL_CONTINUATION = "external_continuation"
+    EXTERNAL_WAKE = "external_wake"
+    TIMER_WAKE = "timer_wake"
+    SCHEDULER_WAKE = "scheduler_wake"
+    PROVIDER_RECOVERY = "provider_recovery"
+    RUNTIME_RECOVERY = "runtime_recovery"
+    EXTENSION_WAKE = "extension_wake"
+
+
+class Omission(StrEnum):
+    """Reason codes for what a projection leaves out or shrinks."""
+
+    BUDGET = "budget_exhausted"
+    FOLDED = "folded_low_value"
+    REPEATED_TOOL_CALL = "repeated_tool_call"
+    COMPACTED = "compacted_for_budget"
+    REF_ONLY = "ref_only_for_budget"
+    CLIPPED = "clipped_to_fit"
+    SUPERSEDED = "superseded_by_later_state"
+    OTHER_WORK_ITEM = "owned_by_other_work_item"
+    OUTSIDE_WINDOW = "outside_recent_window"
+
+
+@attrs.frozen
+class TurnUnit:
+    """A turn with the records it owns (exact ``turn_id`` match), in append order."""
+
+    stored: StoredRecord
+    records: tuple[StoredRecord, ...]
+
+    @property
+    def turn(self) -> Turn:
+        rec = self.stored.record
+        assert isinstance(rec, Turn)
+        return rec
+
+    @property
+    def ref(self) -> str:
+        return self.stored.ref
+
+
+class SectionManifest(msgspec.Struct, kw_only=True):
+    name: str
+    representation: str
+    allocated_tokens: int
+    used_tokens: int
+    selected: list[str]
+    omitted: list[dict[str, str]]
+    items: list[dict[str, object]] = []
+
+
+class FoldManifest(msgspec.Struct, kw_only=True):
+    first: str
+    last: str
+    count: int
+    kinds: dict[str, int]
+    refs: list[str] = []
+
+
+class EpisodeManifest(msgspec.Struct, kw_only=True):
+    ref: str
+    covers: list[str]
+    score: float
+    representation: str = "full"
+
+
+class Manifest(msgspec.Struct, kw_only=True):
+    """The ``project --json`` contract (architecture.md); keys may be added, never changed."""
+
+    budget_tokens: int
+    used_tokens: int
+    counter: str
+    current_turn: str
+    relation: str
+    anchor_turn: str | None
+    sections: list[SectionManifest]
+    folded: list[FoldManifest]
+    episodes: list[EpisodeManifest]
+    text: str
+    window: dict[str, object] = {}

@@ -1,0 +1,244 @@
+"""The budget planner: which items enter the prompt, in which form, under one token budget.
+
+Theory of operation (RFC 0002). Every item offers forms REF < COMPACT < FULL with exact token
+costs. The planner turns items into *steps* — "include item i in its minimum form", "upgrade item
+i to form f" — and sorts them by a key that does not depend on the budget:
+
+    (round, share, section, order)
+
+``round`` comes from the item's priority and the form (pinned minimums first, then pinned full,
+high compact, high full, normal compact, …); ``share`` interleaves sections fairly inside a round
+(cumulative section cost divided by the section's weight), and ``order`` is the item's rank in its
+section (newest and current-chain first). The plan is the longest prefix of that sequence that
+fits; the first step that does not fit is clipped to the remaining tokens when its item allows it.
+
+Because the order is fixed and the plan is a prefix, a larger budget selects a superset, every
+item in an equal or richer form (budget monotonicity), and the only unused tokens are those the
+next step could not use (utilisation). Spare tokens flow to whichever section still has steps.
+Round 0 (pinned minimums) must fit or the planner refuses with BudgetTooSmallError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from holon_ctx.errors import BudgetTooSmallError
+from holon_ctx.projection.model import SECTION_ORDER, Form, Priority, Section
+
+__all__ = ["SECTION_WEIGHTS", "Block", "Item", "Plan", "Rendered", "allocate", "plan"]
+
+#: Relative share of each section while several compete for the same round.
+SECTION_WEIGHTS: dict[Section, float] = {
+    Section.ENVIRONMENT: 0.06,
+    Section.WORK_ITEM: 0.12,
+    Section.WORK_REFS: 0.07,
+    Section.EPISODES: 0.15,
+    Section.RECENT_TURNS: 0.40,
+    Section.CURRENT_INPUT: 0.20,
+}
+
+
+@attrs.frozen
+class Block:
+    """Lines that count additively: ``head`` and ``tail`` are label lines, ``body`` is block-safe."""
+
+    head: str
+    body: str = ""
+    tail: str = ""
+    tokens: int = 0
+    #: Refs whose content this block shows.
+    refs: tuple[str, ...] = ()
+    clippable: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.head + self.body + self.tail
+
+
+@attrs.frozen
+class Rendered:
+    blocks: tuple[Block, ...]
+    tokens: int
+    refs: tuple[str, ...]
+    clipped: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(b.text for b in self.blocks)
+
+
+ClipFn = Callable[[Rendered, int], Rendered | None]
+
+
+@attrs.frozen
+class Item:
+    key: str
+    section: Section
+    priority: Priority
+    reasons: tuple[str, ...]
+    #: Rank for steps inside the section (0 first).
+    order: int
+    #: Position when rendering the section (chronological for turns).
+    position: tuple[int, ...]
+    forms: dict[Form, Rendered]
+    #: Refs this item stands for (shown in any form); the first is the item's own ref.
+    refs: tuple[str, ...]
+    chain: str | None = None
+    kind: str = "item"
+
+    @property
+    def min_form(self) -> Form:
+        return min(self.forms)
+
+
+@attrs.frozen
+class Step:
+    item: Item
+    form: Form
+    delta_tokens: int
+    key: tuple[float, ...]
+
+
+@attrs.frozen
+class Plan:
+    chosen: dict[str, tuple[Form, Rendered]]
+    #: Items with no form chosen, with the cumulative budget at which they would enter.
+    omitted: dict[str, int]
+    #: Items whose form is below FULL: the budget at which their next form would enter.
+    upgrade_at: dict[str, int]
+    header_tokens: dict[Section, int]
+    used_tokens: int
+    allocated: dict[Section, int]
+
+
+_ROUND: dict[tuple[Priority, Form], int] = {}
+for _p in Priority:
+    for _f in Form:
+        if _p is Priority.PINNED:
+            _ROUND[(_p, _f)] = 0 if _f is Form.REF else 1
+        else:
+            _ROUND[(_p, _f)] = 2 + 2 * (int(_p) - 1) + (0 if _f <= Form.COMPACT else 1)
+
+
+def _steps(items: Sequence[Item], headers: dict[Section, int]) -> list[Step]:
+    steps: list[Step] = []
+    cum: dict[tuple[int, Section], float] = {}
+    # Build per-item step chains first, then sort globally by key.
+    ordered = sorted(items, key=lambda it: (SECTION_ORDER.index(it.section), it.order))
+    for item in ordered:
+        forms = sorted(item.forms)
+        prev_tokens = 0
+        for i, form in enumerate(forms):
+            if item.priority is Priority.PINNED:
+                rnd = 0 if i == 0 else 1
+            else:
+                rnd = _ROUND[(item.priority, form)]
+            delta = item.forms[form].tokens - prev_tokens
+            prev_tokens = item.forms[form].tokens
+            slot = (rnd, item.section)
+            share = cum.get(slot, 0.0) / SECTION_WEIGHTS[item.section]
+            cum[slot] = cum.get(slot, 0.0) + delta
+            steps.append(Step(item=item, form=form, delta_tokens=delta,
+                              key=(rnd, share, SECTION_ORDER.index(item.section), item.order,
+                                   i)))
+    steps.sort(key=lambda s: s.key)
+    del headers
+    return steps
+
+
+def plan(
+    items: Sequence[Item],
+    *,
+    budget_tokens: int,
+    header_tokens: dict[Section, int],
+    fixed_tokens: int,
+    clip: ClipFn,
+) -> Plan:
+    """Choose forms under ``budget_tokens``. ``fixed_tokens`` is text that is always present."""
+    steps = _steps(items, header_tokens)
+    used = fixed_tokens
+    opened: set[Section] = set()
+    chosen: dict[str, tuple[Form, Rendered]] = {}
+    pinned_min = fixed_tokens
+    for step in steps:
+        if step.key[0] != 0:
+            break
+        pinned_min += step.delta_tokens + (
+            header_tokens[step.item.section] if step.item.section not in opened else 0)
+        opened.add(step.item.section)
+    if pinned_min > budget_tokens:
+        raise BudgetTooSmallError(pinned_min, budget_tokens,
+                                  "the pinned references (current input, anchor, work item)")
+    opened.clear()
+    omitted: dict[str, int] = {}
+    upgrade_at: dict[str, int] = {}
+    stopped = False
+    for step in steps:
+        item = step.item
+        header = header_tokens[item.section] if item.section not in opened else 0
+        cost = step.delta_tokens + header
+        if not stopped and used + cost <= budget_tokens:
+            used += cost
+            opened.add(item.section)
+            chosen[item.key] = (step.form, item.forms[step.form])
+            continue
+        if not stopped:
+            stopped = True
+            room = budget_tokens - used - header
+            prev = chosen.get(item.key)
+            base = prev[1].tokens if prev else 0
+            clipped = clip(item.forms[step.form], room + base) if room > 0 else None
+            if (clipped is not None and clipped.tokens > base
+                    and clipped.tokens - base + header <= budget_tokens - used):
+                used += clipped.tokens - base + header
+                opened.add(item.section)
+                chosen[item.key] = (step.form, clipped)
+                continue
+        would_need = used + cost
+        if item.key in chosen:
+            upgrade_at.setdefault(item.key, budget_tokens + (would_need - budget_tokens))
+        else:
+            omitted.setdefault(item.key, would_need)
+    allocated = allocate(items, budget_tokens, header_tokens, fixed_tokens)
+    return Plan(chosen=chosen, omitted=omitted, upgrade_at=upgrade_at,
+                header_tokens=header_tokens, used_tokens=used, allocated=allocated)
+
+
+def allocate(
+    items: Sequence[Item], budget_tokens: int, header_tokens: dict[Section, int],
+    fixed_tokens: int,
+) -> dict[Section, int]:
+    """What each section is entitled to: pinned minimum, then a weighted share up to its demand.
+
+    This is the divide-with-minimums-and-weights problem; it is reported (manifest, preview bars)
+    and does not constrain the plan, whose fixed step order already shares rounds by weight.
+    """
+    floor: dict[Section, int] = dict.fromkeys(Section, 0)
+    demand: dict[Section, int] = dict.fromkeys(Section, 0)
+    for item in items:
+        full = item.forms[max(item.forms)].tokens
+        demand[item.section] += full
+        if item.priority is Priority.PINNED:
+            floor[item.section] += item.forms[item.min_form].tokens
+    for section in Section:
+        if demand[section]:
+            demand[section] += header_tokens[section]
+            floor[section] += header_tokens[section] if floor[section] else 0
+    alloc = dict(floor)
+    remaining = max(0, budget_tokens - fixed_tokens - sum(floor.values()))
+    active = {s for s in Section if demand[s] > alloc[s]}
+    while remaining > 0 and active:
+        total_w = sum(SECTION_WEIGHTS[s] for s in active)
+        handed = 0
+        for s in sorted(active, key=SECTION_ORDER.index):
+            share = int(remaining * SECTION_WEIGHTS[s] / total_w)
+            give = min(share, demand[s] - alloc[s])
+            alloc[s] += give
+            handed += give
+        active = {s for s in active if demand[s] > alloc[s]}
+        if handed == 0:
+            break
+        remaining -= handed
+    return alloc

@@ -1,0 +1,62 @@
+"""The current-input relation: why the current turn exists, decided structurally.
+
+Only runtime facts decide: the trigger kind, the anchor link, the task's spawning turn, and whether
+an external event matches an open wait. Text is never read. A provider fallback, retry or recovery
+never becomes the operator's intent: its anchor is the latest trusted operator intent.
+"""
+
+from __future__ import annotations
+
+from holon_ctx.ledger.records import ExternalEvent, TaskResult
+from holon_ctx.projection.model import Relation, TurnUnit
+
+__all__ = ["RELATION_TEXT", "current_relation"]
+
+#: How the prompt states each relation (the model reads this line).
+RELATION_TEXT: dict[Relation, str] = {
+    Relation.NEW_OPERATOR_INTENT: "new trusted operator intent",
+    Relation.OPERATOR_REFINEMENT: "the operator refines an earlier request",
+    Relation.OPERATOR_OVERRIDE: "the operator overrides an earlier request",
+    Relation.APPROVAL_DECISION: "an operator approval decision",
+    Relation.TASK_RESULT_CONTINUATION: "a task result continuing an earlier request",
+    Relation.TASK_RESULT: "a task result with no known requesting turn",
+    Relation.EXTERNAL_CONTINUATION: "an external event continuing a waiting chain",
+    Relation.EXTERNAL_WAKE: "an external event waking the agent (untrusted, not operator input)",
+    Relation.TIMER_WAKE: "a timer wake",
+    Relation.SCHEDULER_WAKE: "a scheduler tick",
+    Relation.PROVIDER_RECOVERY: "a provider fallback or retry (does not replace the operator's intent)",
+    Relation.RUNTIME_RECOVERY: "a runtime recovery or restart",
+    Relation.EXTENSION_WAKE: "a runtime extension trigger",
+}
+
+_BY_TRIGGER: dict[str, Relation] = {
+    "operator_override": Relation.OPERATOR_OVERRIDE,
+    "approval_decision": Relation.APPROVAL_DECISION,
+    "timer": Relation.TIMER_WAKE,
+    "scheduler_tick": Relation.SCHEDULER_WAKE,
+    "provider_fallback": Relation.PROVIDER_RECOVERY,
+    "provider_retry": Relation.PROVIDER_RECOVERY,
+    "recovery": Relation.RUNTIME_RECOVERY,
+    "restart": Relation.RUNTIME_RECOVERY,
+}
+
+
+def current_relation(current: TurnUnit) -> Relation:
+    turn = current.turn
+    trigger = turn.trigger
+    if trigger == "operator_input":
+        return (Relation.OPERATOR_REFINEMENT if turn.anchor_turn_id
+                else Relation.NEW_OPERATOR_INTENT)
+    if trigger in _BY_TRIGGER:
+        return _BY_TRIGGER[trigger]
+    if trigger in ("task_result", "subagent_result"):
+        spawned = any(isinstance(r.record, TaskResult) and r.record.spawned_by_turn_id
+                      for r in current.records)
+        return (Relation.TASK_RESULT_CONTINUATION if spawned or turn.anchor_turn_id
+                else Relation.TASK_RESULT)
+    if trigger == "external_event":
+        waits = any(isinstance(r.record, ExternalEvent) and r.record.wait_id
+                    for r in current.records)
+        return (Relation.EXTERNAL_CONTINUATION if waits or turn.anchor_turn_id
+                else Relation.EXTERNAL_WAKE)
+    return Relation.EXTENSION_WAKE

@@ -1,0 +1,171 @@
+"""Retention priority of each turn, from runtime facts, with reason codes.
+
+Theory of operation: :func:`turn_facts` lists the facts a turn exhibits (``operator_input``,
+``task_failure``, ``noop_tick``…). ``RULES`` maps each fact to a priority class. A turn's class is
+the *highest* class among its facts, and the pinned reasons (current turn, anchor, latest intent,
+work-item source, operator pin) are added by the caller. A turn with no known fact is ``normal``:
+when unsure, classify up, never down. Low and diagnostic facts only count when no other fact does,
+which is what guarantees that folding never hides operator input or a state change.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from holon_ctx.ledger.records import (
+    Brief,
+    BriefKind,
+    ExternalEvent,
+    Message,
+    MessageRole,
+    TaskResult,
+    TaskStatus,
+    Tool,
+    ToolStatus,
+    Wait,
+    WorkItem,
+    WorkItemStatus,
+)
+from holon_ctx.projection.model import Priority, TurnUnit
+
+__all__ = ["RULES", "classify", "turn_facts"]
+
+#: Fact → priority class. The table *is* the policy; docs/projection.md prints it.
+RULES: Final[dict[str, Priority]] = {
+    # pinned reasons, assigned by the orchestrator from the view
+    "current_turn": Priority.PINNED,
+    "continuation_anchor": Priority.PINNED,
+    "latest_operator_intent": Priority.PINNED,
+    "current_work_item_transition": Priority.PINNED,
+    "operator_pin": Priority.PINNED,
+    # high
+    "operator_input": Priority.HIGH,
+    "result_brief": Priority.HIGH,
+    "work_item_transition": Priority.HIGH,
+    "wait_transition": Priority.HIGH,
+    "completion": Priority.HIGH,
+    "verification_outcome": Priority.HIGH,
+    "task_failure": Priority.HIGH,
+    "task_success_changes_next_action": Priority.HIGH,
+    "external_state_change": Priority.HIGH,
+    "side_effect_unresolved": Priority.HIGH,
+    "tool_failure": Priority.HIGH,
+    # normal
+    "task_result": Priority.NORMAL,
+    "tool_summary": Priority.NORMAL,
+    "external_event": Priority.NORMAL,
+    "assistant_message": Priority.NORMAL,
+    "progress_brief": Priority.NORMAL,
+    "unclassified": Priority.NORMAL,
+    # low
+    "duplicate_wake": Priority.LOW,
+    "noop_tick": Priority.LOW,
+    "repeated_pending_poll": Priority.LOW,
+    "ack_only": Priority.LOW,
+    # diagnostic
+    "provider_fallback": Priority.DIAGNOSTIC,
+    "provider_retry": Priority.DIAGNOSTIC,
+    "transport_recovery": Priority.DIAGNOSTIC,
+}
+
+_DIAGNOSTIC_TRIGGERS = {"provider_fallback": "provider_fallback",
+                        "provider_retry": "provider_retry",
+                        "recovery": "transport_recovery",
+                        "restart": "transport_recovery"}
+_TICK_TRIGGERS = {"scheduler_tick", "timer"}
+
+
+def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
+    """Facts of one turn; ``previous`` is the turn before it (for duplicate and repeat checks)."""
+    turn = unit.turn
+    facts: list[str] = []
+    records = [r.record for r in unit.records]
+    if turn.trigger in ("operator_input", "operator_override", "approval_decision"):
+        facts.append("operator_input")
+    for rec in records:
+        match rec:
+            case Message(role=MessageRole.OPERATOR):
+                facts.append("operator_input")
+            case Message(role=MessageRole.ASSISTANT):
+                facts.append("assistant_message")
+            case Brief(kind=BriefKind.RESULT) | Brief(kind=BriefKind.COMPLETION_REPORT):
+                facts.append("result_brief")
+            case Brief(kind=BriefKind.PROGRESS):
+                facts.append("progress_brief")
+            case WorkItem():
+                facts.append("work_item_transition")
+                if rec.status in (WorkItemStatus.DONE, WorkItemStatus.ABANDONED) \
+                        or rec.completion_report:
+                    facts.append("completion")
+            case Wait():
+                facts.append("wait_transition")
+            case TaskResult():
+                facts.append("task_result")
+                if rec.verification:
+                    facts.append("verification_outcome")
+                if rec.status is not TaskStatus.SUCCESS:
+                    facts.append("task_failure")
+                elif rec.spawned_by_turn_id or rec.wait_id:
+                    facts.append("task_success_changes_next_action")
+            case ExternalEvent():
+                facts.append("external_state_change" if rec.wait_id else "external_event")
+            case Tool():
+                facts.append("tool_summary")
+                if rec.side_effect is not None and rec.side_effect.value in ("unknown", "partial"):
+                    facts.append("side_effect_unresolved")
+                if rec.status in (ToolStatus.ERROR, ToolStatus.TIMEOUT):
+                    facts.append("tool_failure")
+            case _:
+                pass
+    substantive = [f for f in facts if RULES[f] <= Priority.NORMAL]
+    only_acks = bool(records) and all(
+        isinstance(r, Brief) and r.kind is BriefKind.ACK for r in records)
+    if only_acks:
+        return ["ack_only"]
+    if turn.trigger in _DIAGNOSTIC_TRIGGERS and not _changes_state(facts):
+        return [_DIAGNOSTIC_TRIGGERS[turn.trigger]]
+    if turn.trigger in _TICK_TRIGGERS and not substantive:
+        return ["noop_tick"]
+    if _is_repeated_poll(unit, previous) and not _changes_state(facts):
+        return ["repeated_pending_poll"]
+    if turn.trigger == "external_event" and _is_duplicate_wake(unit, previous):
+        return ["duplicate_wake"]
+    return facts or ["unclassified"]
+
+
+def _changes_state(facts: list[str]) -> bool:
+    return any(RULES[f] <= Priority.HIGH for f in facts)
+
+
+def _is_repeated_poll(unit: TurnUnit, previous: TurnUnit | None) -> bool:
+    """Every tool call repeats one of the previous turn's with the same (or no) result yet."""
+    if previous is None:
+        return False
+    mine = [r.record for r in unit.records if isinstance(r.record, Tool)]
+    if not mine or any(not isinstance(r.record, Tool | Brief) for r in unit.records):
+        return False
+    before = {(t.tool_name, t.args_digest or t.args_preview): t
+              for t in (r.record for r in previous.records) if isinstance(t, Tool)}
+    for tool in mine:
+        prior = before.get((tool.tool_name, tool.args_digest or tool.args_preview))
+        if prior is None:
+            return False
+        if tool.status is not ToolStatus.PENDING and (
+                tool.output != prior.output or tool.status is not prior.status):
+            return False
+    return True
+
+
+def _is_duplicate_wake(unit: TurnUnit, previous: TurnUnit | None) -> bool:
+    if previous is None or previous.turn.trigger != "external_event":
+        return False
+    def events(u: TurnUnit) -> list[tuple[str, str]]:
+        return [(r.record.source, r.record.text) for r in u.records
+                if isinstance(r.record, ExternalEvent)]
+    mine = events(unit)
+    return bool(mine) and mine == events(previous)
+
+
+def classify(facts: list[str]) -> Priority:
+    """The highest class among the facts (``normal`` when there are none)."""
+    return min((RULES[f] for f in facts), default=Priority.NORMAL)
