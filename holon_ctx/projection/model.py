@@ -6,6 +6,7 @@ Closed vocabularies are string enums so that manifests, tests and docs speak the
 from __future__ import annotations
 
 from enum import IntEnum, StrEnum
+from typing import Protocol
 
 import attrs
 import msgspec
@@ -15,9 +16,12 @@ from holon_ctx.ledger.store import StoredRecord
 
 __all__ = [
     "SECTION_ORDER",
+    "EpisodeSource",
     "Form",
     "Omission",
     "Priority",
+    "RecallQuery",
+    "RecalledEpisode",
     "Relation",
     "Section",
     "TurnUnit",
@@ -153,3 +157,38 @@ class Manifest(msgspec.Struct, kw_only=True):
     episodes: list[EpisodeManifest]
     text: str
     window: dict[str, object] = {}
+
+
+@attrs.frozen
+class RecallQuery:
+    """What episode recall may know about the turn being projected (a bounded view)."""
+
+    current: TurnUnit
+    #: Episodes must end before this turn sequence: the recent window starts here.
+    window_first_seq: int
+    work_item_id: str | None
+    limit_pos: int
+    #: Trusted and runtime text of the current turn and its anchor, for relevance scoring.
+    query_text: str
+    #: Refs and file paths visible in the view (for shared-ref boosts).
+    refs: frozenset[str]
+
+
+@attrs.frozen
+class RecalledEpisode:
+    """An episode offered to the planner. Texts are block-safe; untrusted parts already fenced."""
+
+    ref: str
+    covers: tuple[str, str]
+    score: float
+    priority: Priority
+    reasons: tuple[str, ...]
+    full_text: str
+    compact_text: str
+    ref_text: str
+
+
+class EpisodeSource(Protocol):
+    """Where the projector gets episode memory from (see holon_ctx.memory)."""
+
+    def recall(self, query: RecallQuery, limit: int) -> list[RecalledEpisode]: ...

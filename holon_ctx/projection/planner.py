@@ -131,10 +131,9 @@ def _steps(items: Sequence[Item], headers: dict[Section, int]) -> list[Step]:
         forms = sorted(item.forms)
         prev_tokens = 0
         for i, form in enumerate(forms):
-            if item.priority is Priority.PINNED:
-                rnd = 0 if i == 0 else 1
-            else:
-                rnd = _ROUND[(item.priority, form)]
+            # Pinned items: their minimum form is round 0 (must fit), every upgrade round 1.
+            rnd = (min(i, 1) if item.priority is Priority.PINNED
+                   else _ROUND[(item.priority, form)])
             delta = item.forms[form].tokens - prev_tokens
             prev_tokens = item.forms[form].tokens
             slot = (rnd, item.section)

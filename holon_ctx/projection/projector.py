@@ -33,11 +33,14 @@ from holon_ctx.projection.chains import current_chain
 from holon_ctx.projection.model import (
     SECTION_ORDER,
     EpisodeManifest,
+    EpisodeSource,
     FoldManifest,
     Form,
     Manifest,
     Omission,
     Priority,
+    RecalledEpisode,
+    RecallQuery,
     Relation,
     Section,
     SectionManifest,
@@ -108,8 +111,10 @@ class Projector:
     """``Projector(store).project(budget_tokens=8192)`` — see the module docstring."""
 
     def __init__(self, store: LedgerStore, counter: TokenCounter | None = None,
-                 *, limits: WindowLimits | None = None) -> None:
+                 *, limits: WindowLimits | None = None,
+                 episodes: EpisodeSource | None = None) -> None:
         self.store = store
+        self.episodes = episodes
         self.counter = counter or default_counter()
         self.limits = limits or WindowLimits()
         self.renderer = Renderer(self.counter, store.counter_identity)
@@ -119,7 +124,7 @@ class Projector:
         if budget_tokens <= 0:
             raise HolonCtxError(f"budget must be a positive number of tokens, got {budget_tokens}")
         view = load_view(self.store, budget_tokens=budget_tokens, at=at, limits=self.limits)
-        builder = _Builder(view, self.renderer)
+        builder = _Builder(view, self.renderer, self.episodes)
         items = builder.items()
         headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
         chosen = plan(items, budget_tokens=budget_tokens, header_tokens=headers,
@@ -136,9 +141,12 @@ class Projector:
 class _Builder:
     """Turns a view into items. Holds the per-turn classification for explain and the manifest."""
 
-    def __init__(self, view: View, renderer: Renderer) -> None:
+    def __init__(self, view: View, renderer: Renderer,
+                 episodes: EpisodeSource | None = None) -> None:
         self.view = view
         self.r = renderer
+        self.episode_source = episodes
+        self.recalled: list[RecalledEpisode] = []
         cur = view.current
         self.relation = current_relation(cur)
         self.work_item_id = view.work_item.work_item_id if view.work_item else (
@@ -190,6 +198,7 @@ class _Builder:
         items.extend(self._environment())
         items.extend(self._work_item())
         items.extend(self._work_refs())
+        items.extend(self._episodes())
         items.extend(self._recent_turns())
         items.extend(self._current_input())
         return items
@@ -297,6 +306,43 @@ class _Builder:
                     forms={Form.REF: self.r.rendered([head]),
                            Form.FULL: self.r.rendered([head, body])},
                     refs=(pin.ref,), kind="pin")
+
+    def _episodes(self) -> list[Item]:
+        """Recalled episodes, all older than the recent window, ranked by recall score."""
+        if self.episode_source is None:
+            return []
+        view = self.view
+        first_seq = view.window[0].turn.seq if view.window else view.current.turn.seq
+        texts = [r.record.text for u in (view.current, view.unit(view.anchor_id or ""))
+                 if u is not None for r in u.records
+                 if isinstance(r.record, Message) and r.record.role is MessageRole.OPERATOR]
+        for u in (view.current,):
+            texts.extend(r.record.summary for r in u.records if isinstance(r.record, TaskResult))
+        refs: set[str] = set()
+        for u in self.all_units:
+            for r in u.records:
+                refs.add(r.ref)
+                if isinstance(r.record, Tool):
+                    refs.update(r.record.files_written)
+        query = RecallQuery(current=view.current, window_first_seq=first_seq,
+                            work_item_id=self.work_item_id, limit_pos=view.limit_pos,
+                            query_text="\n".join(texts), refs=frozenset(refs))
+        self.recalled = self.episode_source.recall(query, 12)
+        items = []
+        for rank, ep in enumerate(self.recalled):
+            forms = {Form.REF: self.r.rendered([self.r.line(ep.ref_text, [ep.ref])])}
+            if ep.compact_text:
+                forms[Form.COMPACT] = self.r.rendered([self._text_block(ep.compact_text, ep.ref)])
+            if ep.full_text:
+                forms[Form.FULL] = self.r.rendered([self._text_block(ep.full_text, ep.ref)])
+            items.append(Item(key=ep.ref, section=Section.EPISODES, priority=ep.priority,
+                              reasons=ep.reasons, order=rank, position=(rank,), forms=forms,
+                              refs=(ep.ref,), kind="episode"))
+        return items
+
+    def _text_block(self, text: str, ref: str) -> Block:
+        body = text if text.endswith("\n") else text + "\n"
+        return Block(head=body, tokens=self.r.counter.count(body), refs=(ref,))
 
     def _turn_item(self, unit: TurnUnit, section: Section, order: int,
                    position: tuple[int, ...]) -> Item:
@@ -531,7 +577,11 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
         budget_tokens=budget_tokens, used_tokens=chosen.used_tokens, counter=counter.identity,
         current_turn=view.current.ref, relation=builder.relation.value,
         anchor_turn=f"turn:{view.anchor_id}" if view.anchor_id else None,
-        sections=sections, folded=shown_folds, episodes=list[EpisodeManifest](),
+        sections=sections, folded=shown_folds,
+        episodes=[EpisodeManifest(ref=ep.ref, covers=list(ep.covers), score=round(ep.score, 4),
+                                  representation=(chosen.chosen[ep.ref][0].label
+                                                  if ep.ref in chosen.chosen else "omitted"))
+                  for ep in builder.recalled],
         text=text,
         window={"turns": len(view.window), "reached_start": view.reached_start,
                 "first": view.window[0].ref if view.window else view.current.ref,
