@@ -70,6 +70,8 @@ CREATE INDEX IF NOT EXISTS wait_states_by_id ON wait_states(wait_id, pos);
 #: Migrations from version N to N+1. Version 0 is an empty file.
 _MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
 _DERIVED_TABLES = ("turns", "token_counts", "work_item_states", "wait_states")
+#: Token-count rows buffered before one executemany (bounded, so memory stays flat on big imports).
+_COUNT_ROWS: Final = 1024
 
 _record_decoder = msgspec.json.Decoder(Record)
 _wi_decoder = msgspec.json.Decoder(WorkItemState)
@@ -92,6 +94,7 @@ class SqliteStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable holon-ctx database ({exc})") from None
         self._counter_id = self._counter.identity
+        self._pending_counts: list[tuple[str, int, int]] = []
 
     def _migrate(self) -> None:
         db = self._db
@@ -158,7 +161,11 @@ class SqliteStore:
 
     def _insert_derived(self, row: Row, counter_identity: str) -> None:
         db = self._db
-        db.execute("INSERT INTO token_counts VALUES (?,?,?)", (counter_identity, row.pos, row.tokens))
+        # Nothing reads token counts while a batch is appended, so they go in with executemany
+        # (one statement per _COUNT_ROWS rows instead of one per record: ~10% of import time).
+        self._pending_counts.append((counter_identity, row.pos, row.tokens))
+        if len(self._pending_counts) >= _COUNT_ROWS:
+            self._flush_counts()
         rec = row.record
         if row.turn is not None and isinstance(rec, Turn):
             db.execute("INSERT INTO turns VALUES (?,?,?,?,?)",
@@ -172,13 +179,20 @@ class SqliteStore:
                        (row.pos, row.wait_state.wait_id, row.wait_state.status.value,
                         _encode(row.wait_state)))
 
+    def _flush_counts(self) -> None:
+        if self._pending_counts:
+            self._db.executemany("INSERT INTO token_counts VALUES (?,?,?)", self._pending_counts)
+            self._pending_counts.clear()
+
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str) -> int:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
             n = append_records(self, self._counter, items, source=source)
+            self._flush_counts()
             db.execute("COMMIT")
         except BaseException:
+            self._pending_counts.clear()
             db.execute("ROLLBACK")
             raise
         return n
@@ -203,8 +217,10 @@ class SqliteStore:
                 db.execute(f"DELETE FROM {table}")
             for row in scratch.derived_rows():
                 self._insert_derived(row, self._counter_id)
+            self._flush_counts()
             db.execute("COMMIT")
         except BaseException:
+            self._pending_counts.clear()
             db.execute("ROLLBACK")
             raise
 
