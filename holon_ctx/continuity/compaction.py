@@ -1,0 +1,384 @@
+"""Before a context reset: the seed's five compaction steps, each journaled before the next runs.
+
+Theory of operation. :func:`prepare_compaction` writes, in order:
+
+1. ``boundary``          the safe boundary: session, source trace, trigger and the durable range
+2. ``checkpoint``        the current checkpoint and the unfinished obligations
+3. ``governed_snapshot`` identity, policy, capability, approval, idempotency, side-effect, sandbox
+                         and budget state, read from the governed store, never from the summary
+4. ``envelope``          the summary digest and the sealed envelope (appended, never replaced)
+5. ``compaction_event``  the ``context_compaction`` trace event
+
+A step is journaled under the envelope id only after its effects are stored, and the next step
+starts only after that. So after a crash between any two steps the store holds either no envelope
+(steps 1–3: rehydration reports ``envelope_not_found``) or an envelope whose journal lacks step 5
+(rehydration reports ``compaction_incomplete``); ``latest_envelope`` ignores both. Nothing ever
+rehydrates from the summary alone. Recovery is to call :func:`prepare_compaction` again with the
+same envelope id and the same inputs: journaled steps are verified and skipped (a step 3 snapshot
+is reused, not re-read), missing ones run. Different inputs under a reused id raise
+:class:`CompactionConflictError`.
+
+``fault_hook(step)`` is called after each step is journaled; tests raise from it to simulate a
+crash at every point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from holon_ctx.continuity.digest import summary_digest
+from holon_ctx.continuity.envelope import (
+    SCHEMA_VERSION,
+    AuthorizationMode,
+    Envelope,
+    EventRange,
+    ResetReason,
+    SideEffectStatus,
+    check_field,
+    decode_envelope,
+    encode_envelope,
+)
+from holon_ctx.continuity.exceptions import (
+    CompactionConflictError,
+    ContinuityInputError,
+    GovernedStateError,
+    UntrustedClockError,
+)
+from holon_ctx.continuity.records import (
+    BoundaryStep,
+    CheckpointStep,
+    CompactionEventStep,
+    CompactionStep,
+    EnvelopeStep,
+    GovernedSnapshot,
+    SessionIdentity,
+    SessionResources,
+    TraceEventType,
+)
+from holon_ctx.continuity.store import ContinuityStore
+from holon_ctx.continuity.trace import compaction_payload
+
+__all__ = ["Clock", "FaultHook", "prepare_compaction"]
+
+#: An injected clock: returns the current time as an *aware* datetime.
+Clock = Callable[[], datetime]
+#: Called with each step right after it is journaled (crash injection in tests).
+FaultHook = Callable[[CompactionStep], None]
+
+
+def _trusted_now(store: ContinuityStore, clock: Clock) -> datetime:
+    now = clock()
+    if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise UntrustedClockError(f"clock returned {now!r}; an aware datetime is required")
+    store.stamp(now)  # raises if earlier than anything the store has recorded
+    return now
+
+
+def _validate_inputs(values: dict[str, Any]) -> None:
+    problems = [f for name, value in values.items() for f in check_field(name, value)]
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ContinuityInputError(first.detail + more, path=first.path)
+
+
+def _journal(
+    store: ContinuityStore,
+    envelope_id: str,
+    step: CompactionStep,
+    body: msgspec.Struct,
+    journaled: dict[CompactionStep, Any],
+    now: datetime,
+) -> None:
+    if step in journaled:
+        if journaled[step] != body:
+            raise CompactionConflictError(envelope_id, step.value, "differs from the journaled step")
+        return
+    store.record_step(envelope_id, step, body, at=now)
+    journaled[step] = body
+
+
+def _snapshot(
+    store: ContinuityStore,
+    *,
+    identity: SessionIdentity,
+    capability_name: str | None,
+    approval_id: str | None,
+    idempotency_key: str | None,
+    sandbox_snapshot_ref: str | None,
+    budget_remaining: int,
+    objective: str,
+    exact_constraint_refs: tuple[str, ...],
+    evidence_refs: tuple[str, ...],
+    now: datetime,
+) -> GovernedSnapshot:
+    """Step 3: capture control state from the governed store (the runtime's truth)."""
+    policy_version = store.policy_version(identity.tenant_id)
+    if policy_version is None:
+        raise GovernedStateError(f"no policy version in force for tenant {identity.tenant_id!r}")
+    capability_version = None
+    if capability_name is not None:
+        capability = store.capability(capability_name)
+        if capability is None or capability.capability_version is None:
+            raise GovernedStateError(f"capability {capability_name!r} is unknown or withdrawn")
+        capability_version = capability.capability_version
+    action_digest = expires_at = None
+    if approval_id is not None:
+        approval = store.approval(approval_id)
+        if approval is None:
+            raise GovernedStateError(f"approval {approval_id!r} is not in the registry")
+        action_digest, expires_at = approval.action_digest, approval.expires_at
+    status = SideEffectStatus.NONE
+    if idempotency_key is not None:
+        effect = store.side_effect(idempotency_key)
+        if effect is None:
+            raise GovernedStateError(f"idempotency key {idempotency_key!r} has no side-effect ledger record")
+        status = effect.status
+    governed_identity = store.session_identity(identity.session_id)
+    if governed_identity is None:
+        store.set_session_identity(identity, at=now)
+    elif governed_identity != identity:
+        raise ContinuityInputError(
+            "identity differs from the session's governed identity; record the change first",
+            path="tenant_id",
+        )
+    resources = SessionResources(
+        session_id=identity.session_id,
+        budget_remaining=budget_remaining,
+        sandbox_snapshot_ref=sandbox_snapshot_ref,
+    )
+    if store.session_resources(identity.session_id) != resources:
+        store.set_session_resources(resources, at=now)
+    return GovernedSnapshot(
+        objective=objective,
+        exact_constraint_refs=exact_constraint_refs,
+        tenant_id=identity.tenant_id,
+        principal_id=identity.principal_id,
+        authorization_mode=identity.authorization_mode,
+        delegated_principal_id=identity.delegated_principal_id,
+        delegated_scope=identity.delegated_scope,
+        policy_version=policy_version,
+        capability_name=capability_name,
+        capability_version=capability_version,
+        approval_id=approval_id,
+        action_digest=action_digest,
+        approval_expires_at=expires_at,
+        idempotency_key=idempotency_key,
+        side_effect_status=status,
+        sandbox_snapshot_ref=sandbox_snapshot_ref,
+        budget_remaining=budget_remaining,
+        evidence_refs=evidence_refs,
+    )
+
+
+def _seal(
+    envelope_id: str,
+    boundary: BoundaryStep,
+    checkpoint: CheckpointStep,
+    snapshot: GovernedSnapshot,
+    digest: str,
+) -> Envelope:
+    """Step 4's envelope, built only from journaled steps 1–3 plus the digest."""
+    fields = {name: getattr(snapshot, name) for name in snapshot.__struct_fields__}
+    return Envelope(
+        schema_version=SCHEMA_VERSION,
+        envelope_id=envelope_id,
+        session_id=boundary.session_id,
+        source_trace_id=boundary.source_trace_id,
+        reset_reason=boundary.reset_reason,
+        pending_obligations=checkpoint.pending_obligations,
+        checkpoint_ref=checkpoint.checkpoint_ref,
+        source_event_range=boundary.source_event_range,
+        summary_sha256=digest,
+        requires_reauthorization=True,
+        **fields,
+    )
+
+
+def prepare_compaction(
+    store: ContinuityStore,
+    *,
+    envelope_id: str,
+    session_id: str,
+    source_trace_id: str,
+    source_event_range: tuple[str, str],
+    summary_bytes: bytes,
+    objective: str,
+    exact_constraint_refs: Sequence[str],
+    pending_obligations: Sequence[str],
+    tenant_id: str,
+    principal_id: str,
+    authorization_mode: AuthorizationMode | str,
+    checkpoint_ref: str,
+    budget_remaining: int,
+    clock: Clock,
+    delegated_principal_id: str | None = None,
+    delegated_scope: str | None = None,
+    capability_name: str | None = None,
+    approval_id: str | None = None,
+    idempotency_key: str | None = None,
+    sandbox_snapshot_ref: str | None = None,
+    evidence_refs: Sequence[str] | None = None,
+    reset_reason: ResetReason | str = ResetReason.CONTEXT_COMPACTION,
+    fault_hook: FaultHook | None = None,
+) -> Envelope:
+    """Run (or resume) the five compaction steps and return the sealed envelope.
+
+    ``source_event_range`` is the closed range ``(first_id, last_id)`` of ledger events the summary
+    was derived from; the caller has made them durable. Policy and capability versions, the
+    approval's action digest and expiry, and the side-effect status are read from the store.
+    ``evidence_refs`` defaults to ``trace:<source_trace_id>`` plus ``approval:<approval_id>``.
+    Raises ``ContinuityInputError`` for malformed input, ``GovernedStateError`` when governed state
+    the envelope must carry is missing, ``UntrustedClockError`` for a naive or backwards clock.
+    """
+    if not isinstance(summary_bytes, bytes | bytearray):
+        raise ContinuityInputError("summary must be bytes (it is hashed exactly)", path="summary")
+    if evidence_refs is None:
+        evidence_refs = [f"trace:{source_trace_id}"]
+        if approval_id is not None:
+            evidence_refs.append(f"approval:{approval_id}")
+    constraint_refs, obligations, evidence = (
+        tuple(exact_constraint_refs),
+        tuple(pending_obligations),
+        tuple(evidence_refs),
+    )
+    first, last = source_event_range
+    _validate_inputs(
+        {
+            "envelope_id": envelope_id,
+            "session_id": session_id,
+            "source_trace_id": source_trace_id,
+            "source_event_range": {"first": first, "last": last},
+            "objective": objective,
+            "exact_constraint_refs": constraint_refs,
+            "pending_obligations": obligations,
+            "tenant_id": tenant_id,
+            "principal_id": principal_id,
+            "authorization_mode": authorization_mode,
+            "delegated_principal_id": delegated_principal_id,
+            "delegated_scope": delegated_scope,
+            "capability_name": capability_name,
+            "approval_id": approval_id,
+            "idempotency_key": idempotency_key,
+            "checkpoint_ref": checkpoint_ref,
+            "sandbox_snapshot_ref": sandbox_snapshot_ref,
+            "budget_remaining": budget_remaining,
+            "evidence_refs": evidence,
+            "reset_reason": reset_reason,
+        }
+    )
+    now = _trusted_now(store, clock)
+    hook = fault_hook or (lambda _step: None)
+    journaled = store.compaction_steps(envelope_id)
+
+    boundary = BoundaryStep(
+        session_id=session_id,
+        source_trace_id=source_trace_id,
+        reset_reason=ResetReason(reset_reason),
+        source_event_range=EventRange(first=first, last=last),
+    )
+    _journal(store, envelope_id, CompactionStep.BOUNDARY, boundary, journaled, now)
+    hook(CompactionStep.BOUNDARY)
+
+    checkpoint = CheckpointStep(checkpoint_ref=checkpoint_ref, pending_obligations=obligations)
+    if CompactionStep.CHECKPOINT not in journaled:
+        store.record_checkpoint(session_id, checkpoint_ref, at=now)
+        already_open = set(store.open_obligations(session_id))
+        for obligation in obligations:
+            if obligation not in already_open:
+                store.open_obligation(session_id, obligation, at=now)
+    _journal(store, envelope_id, CompactionStep.CHECKPOINT, checkpoint, journaled, now)
+    hook(CompactionStep.CHECKPOINT)
+
+    if CompactionStep.GOVERNED_SNAPSHOT not in journaled:
+        identity = SessionIdentity(
+            session_id=session_id,
+            tenant_id=tenant_id,
+            principal_id=principal_id,
+            authorization_mode=AuthorizationMode(authorization_mode),
+            delegated_principal_id=delegated_principal_id,
+            delegated_scope=delegated_scope,
+        )
+        snapshot = _snapshot(
+            store,
+            identity=identity,
+            capability_name=capability_name,
+            approval_id=approval_id,
+            idempotency_key=idempotency_key,
+            sandbox_snapshot_ref=sandbox_snapshot_ref,
+            budget_remaining=budget_remaining,
+            objective=objective,
+            exact_constraint_refs=constraint_refs,
+            evidence_refs=evidence,
+            now=now,
+        )
+        _journal(store, envelope_id, CompactionStep.GOVERNED_SNAPSHOT, snapshot, journaled, now)
+    snapshot = journaled[CompactionStep.GOVERNED_SNAPSHOT]
+    caller_parts = {
+        "objective": objective,
+        "exact_constraint_refs": constraint_refs,
+        "tenant_id": tenant_id,
+        "principal_id": principal_id,
+        "authorization_mode": authorization_mode,
+        "delegated_principal_id": delegated_principal_id,
+        "delegated_scope": delegated_scope,
+        "capability_name": capability_name,
+        "approval_id": approval_id,
+        "idempotency_key": idempotency_key,
+        "sandbox_snapshot_ref": sandbox_snapshot_ref,
+        "budget_remaining": budget_remaining,
+        "evidence_refs": evidence,
+    }
+    for name, value in caller_parts.items():
+        if getattr(snapshot, name) != value:
+            # Resuming after a crash reuses the journaled snapshot; it must be the same compaction.
+            raise CompactionConflictError(envelope_id, "governed_snapshot", f"{name} differs")
+    hook(CompactionStep.GOVERNED_SNAPSHOT)
+
+    digest = summary_digest(
+        envelope_id=envelope_id,
+        session_id=session_id,
+        source_event_range=(first, last),
+        summary_bytes=bytes(summary_bytes),
+    )
+    envelope = _seal(envelope_id, boundary, checkpoint, snapshot, digest)
+    body = encode_envelope(envelope)
+    problems = decode_envelope(body).findings
+    if problems:
+        raise ContinuityInputError(problems[0].detail, path=problems[0].path)
+    stored = store.envelope_bytes(envelope_id)
+    if stored is None:
+        store.append_envelope(envelope, at=now)
+    elif stored != body:
+        raise CompactionConflictError(envelope_id, "envelope", "a different envelope is stored")
+    sealed = EnvelopeStep(summary_sha256=digest, envelope_sha256="sha256:" + hashlib.sha256(body).hexdigest())
+    _journal(store, envelope_id, CompactionStep.ENVELOPE, sealed, journaled, now)
+    hook(CompactionStep.ENVELOPE)
+
+    if CompactionStep.COMPACTION_EVENT not in journaled:
+        # A crash between appending the event and journaling it must not emit it twice.
+        earlier = [
+            e
+            for e in store.events(envelope_id=envelope_id)
+            if e.event_type is TraceEventType.CONTEXT_COMPACTION
+        ]
+        seq = (
+            earlier[0].seq
+            if earlier
+            else store.append_event(
+                TraceEventType.CONTEXT_COMPACTION,
+                envelope_id=envelope_id,
+                session_id=session_id,
+                payload=compaction_payload(envelope),
+                at=now,
+            ).seq
+        )
+        event_step = CompactionEventStep(event_seq=seq)
+        _journal(store, envelope_id, CompactionStep.COMPACTION_EVENT, event_step, journaled, now)
+    hook(CompactionStep.COMPACTION_EVENT)
+    return envelope

@@ -1,0 +1,231 @@
+"""Persisted shapes of the governed store: registry records, compaction journal steps, trace events.
+
+All are msgspec Structs that forbid unknown fields and are decoded against their type on every
+read, so a corrupt or foreign row is detected instead of half-trusted. Governed records are the
+source of truth after a context reset; the envelope only *refers* to them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+import msgspec
+
+from holon_ctx.continuity.envelope import (
+    AuthorizationMode,
+    AwareDatetime,
+    EventRange,
+    ResetReason,
+    SideEffectStatus,
+)
+
+__all__ = [
+    "STEP_BODY",
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "BoundaryStep",
+    "CapabilityRecord",
+    "CheckpointRecord",
+    "CheckpointStep",
+    "CompactionEventStep",
+    "CompactionStep",
+    "ConstraintRecord",
+    "EnvelopeStep",
+    "GovernedSnapshot",
+    "ObligationRecord",
+    "PolicyRecord",
+    "SessionIdentity",
+    "SessionResources",
+    "SideEffectRecord",
+    "TraceEvent",
+    "TraceEventType",
+]
+
+NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class ApprovalStatus(StrEnum):
+    """Lifecycle of an approval in the registry. Only ``approved`` is usable."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    REVOKED = "revoked"
+    CONSUMED = "consumed"
+
+
+class ApprovalRecord(_Record, frozen=True):
+    """One approval as the registry knows it: status, expiry and what it is bound to."""
+
+    approval_id: str
+    tenant_id: str
+    principal_id: str
+    capability_name: str
+    action_digest: str
+    status: ApprovalStatus
+    expires_at: AwareDatetime
+
+
+class SideEffectRecord(_Record, frozen=True):
+    """The side-effect ledger's entry for one idempotency key."""
+
+    idempotency_key: str
+    tenant_id: str
+    session_id: str
+    status: SideEffectStatus
+
+
+class SessionIdentity(_Record, frozen=True):
+    """Who a session acts for; identity never comes from a summary."""
+
+    session_id: str
+    tenant_id: str
+    principal_id: str
+    authorization_mode: AuthorizationMode
+    delegated_principal_id: str | None = None
+    delegated_scope: str | None = None
+
+
+class SessionResources(_Record, frozen=True):
+    """Budget and sandbox state of a session."""
+
+    session_id: str
+    budget_remaining: NonNegativeInt
+    sandbox_snapshot_ref: str | None = None
+
+
+class ConstraintRecord(_Record, frozen=True):
+    """Exact user constraint. Its text may be sensitive: it stays here; envelopes hold the ref."""
+
+    session_id: str
+    ref: str
+    text: str
+    active: bool = True
+
+
+class ObligationRecord(_Record, frozen=True):
+    """An unfinished obligation of a session (``open`` until fulfilled)."""
+
+    session_id: str
+    obligation: str
+    open: bool = True
+
+
+class CheckpointRecord(_Record, frozen=True):
+    """The current checkpoint of a session."""
+
+    session_id: str
+    checkpoint_ref: str
+
+
+class PolicyRecord(_Record, frozen=True):
+    """The policy version currently in force for a tenant."""
+
+    tenant_id: str
+    policy_version: str
+
+
+class CapabilityRecord(_Record, frozen=True):
+    """The current version of a capability; ``None`` means withdrawn."""
+
+    capability_name: str
+    capability_version: str | None
+
+
+# --- compaction journal: one body per protocol step, written before the next step starts ---
+
+
+class BoundaryStep(_Record, frozen=True):
+    """Step 1: the safe boundary and the durable source event range."""
+
+    session_id: str
+    source_trace_id: str
+    reset_reason: ResetReason
+    source_event_range: EventRange
+
+
+class CheckpointStep(_Record, frozen=True):
+    """Step 2: the checkpoint and the unfinished obligations."""
+
+    checkpoint_ref: str
+    pending_obligations: tuple[str, ...]
+
+
+class GovernedSnapshot(_Record, frozen=True):
+    """Step 3: every control field, captured from governed state, never from the summary."""
+
+    objective: str
+    exact_constraint_refs: tuple[str, ...]
+    tenant_id: str
+    principal_id: str
+    authorization_mode: AuthorizationMode
+    delegated_principal_id: str | None
+    delegated_scope: str | None
+    policy_version: str
+    capability_name: str | None
+    capability_version: str | None
+    approval_id: str | None
+    action_digest: str | None
+    approval_expires_at: AwareDatetime | None
+    idempotency_key: str | None
+    side_effect_status: SideEffectStatus
+    sandbox_snapshot_ref: str | None
+    budget_remaining: NonNegativeInt
+    evidence_refs: tuple[str, ...]
+
+
+class EnvelopeStep(_Record, frozen=True):
+    """Step 4: the digest that binds the summary, and the SHA-256 of the stored envelope bytes."""
+
+    summary_sha256: str
+    envelope_sha256: str
+
+
+class CompactionEventStep(_Record, frozen=True):
+    """Step 5: the sequence number of the ``context_compaction`` trace event."""
+
+    event_seq: int
+
+
+class TraceEventType(StrEnum):
+    """The three trace events of the protocol (the seed's §5)."""
+
+    CONTEXT_COMPACTION = "context_compaction"
+    CONTEXT_REHYDRATION = "context_rehydration"
+    CONTINUITY_VALIDATION_FAILED = "continuity_validation_failed"
+
+
+class TraceEvent(_Record, frozen=True):
+    """A trace event as stored. ``payload`` never holds secrets, summary text or prompts."""
+
+    seq: int
+    event_type: TraceEventType
+    envelope_id: str
+    session_id: str
+    recorded_at: AwareDatetime
+    payload: dict[str, Any]
+
+
+class CompactionStep(StrEnum):
+    """The five before-steps of the seed's §3, in order; each is journaled before the next runs."""
+
+    BOUNDARY = "boundary"
+    CHECKPOINT = "checkpoint"
+    GOVERNED_SNAPSHOT = "governed_snapshot"
+    ENVELOPE = "envelope"
+    COMPACTION_EVENT = "compaction_event"
+
+
+#: The journal body type of each step (decoded strictly on every read).
+STEP_BODY: dict[CompactionStep, type[msgspec.Struct]] = {
+    CompactionStep.BOUNDARY: BoundaryStep,
+    CompactionStep.CHECKPOINT: CheckpointStep,
+    CompactionStep.GOVERNED_SNAPSHOT: GovernedSnapshot,
+    CompactionStep.ENVELOPE: EnvelopeStep,
+    CompactionStep.COMPACTION_EVENT: CompactionEventStep,
+}
