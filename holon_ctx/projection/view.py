@@ -159,13 +159,17 @@ def load_view(
         anchor_id = linked.turn.anchor_turn_id
         hops += 1
 
-    intent = store.latest_operator_turn(cur_turn.seq, limit_pos)
+    # A new operator intent is itself the latest intent: the previous one is not pinned, so an
+    # abandoned request does not ride along into a new topic. Every other trigger keeps the
+    # latest trusted intent in view, and without an explicit anchor continues it.
     latest_intent_id = None
-    if intent is not None:
-        assert isinstance(intent.record, Turn)
-        latest_intent_id = intent.record.id
-        fetch(latest_intent_id)
-    if anchor_id is None and cur_turn.trigger not in OPERATOR_TRIGGERS:
+    if cur_turn.trigger != "operator_input" or cur_turn.anchor_turn_id is not None:
+        intent = store.latest_operator_turn(cur_turn.seq, limit_pos)
+        if intent is not None:
+            assert isinstance(intent.record, Turn)
+            latest_intent_id = intent.record.id
+            fetch(latest_intent_id)
+    if anchor_id is None and cur_turn.trigger not in ("operator_input", "approval_decision"):
         anchor_id = latest_intent_id
 
     work_item = None
