@@ -3,8 +3,8 @@
 Reading is streaming and strict about bytes: a byte-order mark, invalid UTF-8, an oversized or
 truncated line, a non-object, an unknown type or enum value each become a
 :class:`~holon_ctx.errors.LedgerFormatError` naming ``FILE:LINE: $.field``. Checks that need the
-rest of the ledger (duplicate ids, missing turns, sequence order, ownership) live in
-:mod:`holon_ctx.ledger.validate`.
+rest of the ledger (duplicate ids, missing turns, sequence order, ownership) live in the append
+path, :mod:`holon_ctx.ledger.writer`.
 
 Writing is canonical: ``{"v":1,"type":...}`` followed by the record's fields in declaration order,
 defaults omitted, compact separators. Export → import → export is therefore byte-identical.
@@ -48,7 +48,9 @@ from holon_ctx.ledger.records import (
 )
 
 __all__ = [
+    "MAX_ID_CHARS",
     "MAX_LINE_BYTES",
+    "MAX_SEQ",
     "decode_line",
     "encode_record",
     "iter_jsonl",
@@ -60,6 +62,9 @@ __all__ = [
 #: refused rather than truncated, because truncating would silently lose data.
 MAX_LINE_BYTES: Final = 4 * 1024 * 1024
 MAX_ID_CHARS: Final = 256
+#: Largest turn sequence number: SQLite stores integers as signed 64-bit, and JSON decoding would
+#: otherwise accept any size and fail only at insert, with a traceback instead of a located error.
+MAX_SEQ: Final = 2**63 - 1
 
 _decoder = msgspec.json.Decoder(Record)
 _encoder = msgspec.json.Encoder()
@@ -189,6 +194,8 @@ def check_record(record: Record) -> str | None:
         case Turn():
             if record.seq < 0:
                 return f"$.seq: must be >= 0, got {record.seq}"
+            if record.seq > MAX_SEQ:
+                return f"$.seq: must be <= {MAX_SEQ} (a signed 64-bit integer), got {record.seq}"
             if record.trigger not in KNOWN_TRIGGERS and not EXTENSION_TRIGGER.match(record.trigger):
                 known = ", ".join(sorted(KNOWN_TRIGGERS))
                 return (f"$.trigger: expected one of {known} or an extension 'x-name', "

@@ -39,6 +39,13 @@ class MemoryStore:
         self._env: list[int] = []
         self._pins: list[int] = []
         self._staged: list[Row] = []
+        # Indexes over the staged batch, so a large batch costs O(1) per lookup and a duplicate
+        # is found however far back in the batch its first copy is.
+        self._staged_refs: set[str] = set()
+        self._staged_turns: dict[str, TurnInfo] = {}
+        self._staged_last_turn: TurnInfo | None = None
+        self._staged_wi: dict[str, WorkItemState] = {}
+        self._staged_waits: dict[str, WaitState] = {}
 
     # -- append backend -------------------------------------------------------------------
     @property
@@ -49,21 +56,14 @@ class MemoryStore:
         return len(self._rows) + len(self._staged)
 
     def has_ref(self, ref: str) -> bool:
-        return ref in self._by_ref or any(r.ref == ref for r in self._staged[-4096:])
-
-    def _staged_turn(self, turn_id: str) -> TurnInfo | None:
-        for row in reversed(self._staged):
-            if row.turn is not None and row.turn.id == turn_id:
-                return row.turn
-        return None
+        return ref in self._by_ref or ref in self._staged_refs
 
     def find_turn(self, turn_id: str) -> TurnInfo | None:
-        return self._turn_by_id.get(turn_id) or self._staged_turn(turn_id)
+        return self._turn_by_id.get(turn_id) or self._staged_turns.get(turn_id)
 
     def last_turn(self) -> TurnInfo | None:
-        for row in reversed(self._staged):
-            if row.turn is not None:
-                return row.turn
+        if self._staged_last_turn is not None:
+            return self._staged_last_turn
         if not self._turn_pos:
             return None
         rec = self._rows[self._turn_pos[-1]].record
@@ -71,23 +71,38 @@ class MemoryStore:
         return self._turn_by_id[rec.id]
 
     def work_item_state(self, work_item_id: str, limit_pos: int | None = None) -> WorkItemState | None:
-        for row in reversed(self._staged):
-            if row.work_item_state is not None and row.work_item_state.work_item_id == work_item_id \
-                    and (limit_pos is None or row.pos < limit_pos):
-                return row.work_item_state
+        staged = self._staged_wi.get(work_item_id)
+        if staged is not None and (limit_pos is None or staged.pos < limit_pos):
+            return staged
         states = self._wi.get(work_item_id, [])
         return _latest_before(states, limit_pos)
 
     def wait_state(self, wait_id: str) -> WaitState | None:
-        for row in reversed(self._staged):
-            if row.wait_state is not None and row.wait_state.wait_id == wait_id:
-                return row.wait_state
+        staged = self._staged_waits.get(wait_id)
+        if staged is not None:
+            return staged
         states = self._waits.get(wait_id)
         return states[-1] if states else None
 
     def insert(self, row: Row, counter_identity: str) -> None:
         del counter_identity  # one counter per store: rows already carry its counts
         self._staged.append(row)
+        self._staged_refs.add(row.ref)
+        if row.turn is not None:
+            self._staged_turns[row.turn.id] = row.turn
+            self._staged_last_turn = row.turn
+        if row.work_item_state is not None:
+            self._staged_wi[row.work_item_state.work_item_id] = row.work_item_state
+        if row.wait_state is not None:
+            self._staged_waits[row.wait_state.wait_id] = row.wait_state
+
+    def _clear_staged(self) -> None:
+        self._staged = []
+        self._staged_refs = set()
+        self._staged_turns = {}
+        self._staged_last_turn = None
+        self._staged_wi = {}
+        self._staged_waits = {}
 
     def _publish(self, row: Row) -> None:
         stored = StoredRecord(pos=row.pos, ref=row.ref, record=row.record, tokens=row.tokens,
@@ -114,15 +129,15 @@ class MemoryStore:
             self._pins.append(row.pos)
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str) -> int:
-        self._staged = []
+        self._clear_staged()
         try:
             n = append_records(self, self._counter, items, source=source)
         except BaseException:
-            self._staged = []
+            self._clear_staged()
             raise
         for row in self._staged:
             self._publish(row)
-        self._staged = []
+        self._clear_staged()
         return n
 
     def append(self, records: Iterable[Record], *, source: str = "<append>") -> int:

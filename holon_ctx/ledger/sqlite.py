@@ -230,7 +230,8 @@ class SqliteStore:
         record = _record_decoder.decode(line)
         if tokens is None:
             # Counted under another counter: recount rather than trust a foreign count. Reads never
-            # write, so the count is not persisted here; `holon-ctx import` with this counter does.
+            # write, so the count is not persisted here; rebuild_derived() persists counts for
+            # every record under this store's counter.
             tokens = self._counter.count(record_body(record))
         return StoredRecord(pos=pos, ref=ref, record=record, tokens=tokens, turn_seq=turn_seq)
 
@@ -322,6 +323,16 @@ class SqliteStore:
         trust = dict(db.execute(
             "SELECT r.trust, sum(t.tokens) FROM records r JOIN token_counts t ON t.pos=r.pos "
             "AND t.counter=? GROUP BY r.trust", (self._counter_id,)).fetchall())
+        # Records with no count under this store's counter (appended under another one): recount,
+        # as reads do, rather than leave them out of the totals or trust a foreign count.
+        uncounted = db.execute(
+            "SELECT r.kind, r.trust, r.line FROM records r LEFT JOIN token_counts t "
+            "ON t.counter=? AND t.pos=r.pos WHERE t.tokens IS NULL ORDER BY r.pos",
+            (self._counter_id,))
+        for kind, trust_name, line in uncounted:
+            n = self._counter.count(record_body(_record_decoder.decode(line)))
+            tokens[kind] = tokens.get(kind, 0) + n
+            trust[trust_name] = trust.get(trust_name, 0) + n
         turns = db.execute("SELECT count(*) FROM turns").fetchone()[0]
         return LedgerStats(turns=turns, records=sum(kinds.values()), records_by_kind=kinds,
                            tokens_by_kind=tokens, tokens_by_trust=trust,

@@ -26,7 +26,7 @@ import msgspec
 
 from holon_ctx.errors import LedgerFormatError
 from holon_ctx.ledger.body import record_body
-from holon_ctx.ledger.codec import check_record, encode_record, provenance_defaults
+from holon_ctx.ledger.codec import MAX_SEQ, check_record, encode_record, provenance_defaults
 from holon_ctx.ledger.records import (
     Brief,
     ExternalEvent,
@@ -133,6 +133,10 @@ class _Appender:
                     if next_seq is None:
                         last = self.last_turn
                         next_seq = 0 if last is None else last.seq + 1
+                    if next_seq > MAX_SEQ:
+                        raise self.fail(line, "$.turn_id",
+                                        f"missing, and a derived turn would need seq {next_seq} "
+                                        f"(above the limit {MAX_SEQ})")
                     derived = Turn(
                         id=f"t.{record.id}",
                         seq=next_seq,
