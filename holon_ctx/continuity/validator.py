@@ -367,9 +367,16 @@ def _check_side_effects(ctx: _Context) -> Iterable[Finding]:
         status = f["side_effect_status"]
         yield Finding(_reconcile_code(status), "$.side_effect_status", "declared without a key")
     # Scan the whole session ledger too: a compaction that dropped a key must not hide it.
+    # An unresolved effect that the control state does not carry also means the control state is
+    # lossy: once reconciled, nothing would remind the runtime of it. Block *and* fail.
     for record in governed.session_side_effects:
         if record.status in UNRESOLVED and record.idempotency_key != key:
             yield _unresolved(record, "governed.side_effects")
+            yield Finding(
+                R.IDEMPOTENCY_KEY_CHANGED,
+                "$.idempotency_key",
+                f"does not carry unresolved {_show(record.idempotency_key)}",
+            )
 
 
 def _check_session_state(ctx: _Context) -> Iterable[Finding]:
