@@ -77,9 +77,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=cmd_eval)
 
 
+#: Layout width off a terminal: rich would otherwise assume 80 columns and fold scenario names
+#: and reason codes mid-word, which breaks grep in CI logs.
+_PIPE_WIDTH: Final = 160
+
+
 def _console() -> Console:
     # force_terminal=None: colour and styles only on a terminal, plain text in pipes and tests.
-    return Console(force_terminal=None, highlight=False)
+    width = None if sys.stdout.isatty() else _PIPE_WIDTH
+    return Console(force_terminal=None, highlight=False, width=width)
 
 
 def _side_effect_status(text: str | None) -> SideEffectStatus:

@@ -78,13 +78,9 @@ from holon_ctx.continuity.records import (
     TraceEventType,
 )
 from holon_ctx.continuity.rehydration import rehydrate
+from holon_ctx.continuity.state import GovernedState, ResumeContext
 from holon_ctx.continuity.store import ContinuityStore
-from holon_ctx.continuity.validator import (
-    GovernedState,
-    ResumeContext,
-    verify_control_state,
-    verify_envelope,
-)
+from holon_ctx.continuity.validator import verify_control_state, verify_envelope
 
 __all__ = [
     "CODE_CLASS",

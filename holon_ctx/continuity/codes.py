@@ -19,6 +19,7 @@ reviewed change (other tools key on these strings).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
@@ -26,8 +27,10 @@ from typing import Final
 __all__ = [
     "CODE_CLASS",
     "DECISION_RANK",
+    "FIELD_CODE",
     "PRECEDENCE",
     "REFERENCE_CODES",
+    "SET_FIELD_CODES",
     "DecisionKind",
     "FindingClass",
     "ReasonCode",
@@ -198,3 +201,39 @@ DECISION_RANK: Final[MappingProxyType[DecisionKind, int]] = MappingProxyType(
         DecisionKind.CONTINUITY_VALIDATION_FAILED: 2,
     }
 )
+
+#: The reason code reported when a field disagrees with its counterpart, whoever holds it.
+FIELD_CODE: Final[Mapping[str, ReasonCode]] = MappingProxyType(
+    {
+        "envelope_id": R.ENVELOPE_ID_MISMATCH,
+        "session_id": R.SESSION_MISMATCH,
+        "source_trace_id": R.EVENT_LINEAGE_BROKEN,
+        "source_event_range": R.EVENT_RANGE_MISMATCH,
+        "reset_reason": R.ENVELOPE_RECORD_MISMATCH,
+        "objective": R.ENVELOPE_RECORD_MISMATCH,
+        "evidence_refs": R.ENVELOPE_RECORD_MISMATCH,
+        "tenant_id": R.TENANT_MISMATCH,
+        "principal_id": R.PRINCIPAL_MISMATCH,
+        "authorization_mode": R.AUTHORIZATION_MODE_CHANGED,
+        "delegated_principal_id": R.DELEGATED_PRINCIPAL_CHANGED,
+        "delegated_scope": R.DELEGATED_SCOPE_CHANGED,
+        "policy_version": R.POLICY_VERSION_CHANGED,
+        "capability_name": R.CAPABILITY_CHANGED,
+        "capability_version": R.CAPABILITY_VERSION_CHANGED,
+        "approval_id": R.APPROVAL_BINDING_CHANGED,
+        "action_digest": R.ACTION_DIGEST_CHANGED,
+        "approval_expires_at": R.APPROVAL_RECORD_MISMATCH,
+        "idempotency_key": R.IDEMPOTENCY_KEY_CHANGED,
+        "side_effect_status": R.SIDE_EFFECT_STATUS_CHANGED,
+        "checkpoint_ref": R.CHECKPOINT_CHANGED,
+        "sandbox_snapshot_ref": R.SANDBOX_SNAPSHOT_CHANGED,
+        "budget_remaining": R.BUDGET_CHANGED,
+        "summary_sha256": R.SUMMARY_DIGEST_MISMATCH,
+    }
+)
+
+#: Set-valued fields: (code when the reference has an item the envelope lacks, code for extras).
+SET_FIELD_CODES: Final = {
+    "exact_constraint_refs": (R.CONSTRAINT_DROPPED, R.CONSTRAINT_UNKNOWN),
+    "pending_obligations": (R.OBLIGATION_DROPPED, R.OBLIGATION_UNKNOWN),
+}

@@ -46,8 +46,9 @@ from holon_ctx.continuity.scenario import (
     resume_from,
     seed_history,
 )
+from holon_ctx.continuity.state import ResumeContext
 from holon_ctx.continuity.store import ContinuityStore
-from holon_ctx.continuity.validator import ResumeContext, verify_control_state
+from holon_ctx.continuity.validator import verify_control_state
 
 __all__ = [
     "INJECTED_SUMMARY",

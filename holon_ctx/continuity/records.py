@@ -7,8 +7,10 @@ source of truth after a context reset; the envelope only *refers* to them.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from types import MappingProxyType
+from typing import Annotated, Any, Final
 
 import msgspec
 
@@ -21,7 +23,9 @@ from holon_ctx.continuity.envelope import (
 )
 
 __all__ = [
+    "APPROVAL_TRANSITIONS",
     "STEP_BODY",
+    "UNRESOLVED",
     "ApprovalRecord",
     "ApprovalStatus",
     "BoundaryStep",
@@ -40,6 +44,8 @@ __all__ = [
     "SideEffectRecord",
     "TraceEvent",
     "TraceEventType",
+    "format_time",
+    "parse_time",
 ]
 
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
@@ -229,3 +235,31 @@ STEP_BODY: dict[CompactionStep, type[msgspec.Struct]] = {
     CompactionStep.ENVELOPE: EnvelopeStep,
     CompactionStep.COMPACTION_EVENT: CompactionEventStep,
 }
+
+
+#: Side-effect states that block until reconciled; never retried automatically.
+UNRESOLVED: Final = frozenset({SideEffectStatus.UNKNOWN, SideEffectStatus.PARTIAL})
+
+#: Allowed approval status changes. Terminal states have no exits: a revoked approval is never
+#: revived, it is replaced by a new approval with a new id.
+APPROVAL_TRANSITIONS: Final = MappingProxyType(
+    {
+        ApprovalStatus.PENDING: frozenset({ApprovalStatus.APPROVED, ApprovalStatus.DENIED}),
+        ApprovalStatus.APPROVED: frozenset({ApprovalStatus.REVOKED, ApprovalStatus.CONSUMED}),
+        ApprovalStatus.DENIED: frozenset(),
+        ApprovalStatus.REVOKED: frozenset(),
+        ApprovalStatus.CONSUMED: frozenset(),
+    }
+)
+
+_TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def format_time(at: datetime) -> str:
+    """Fixed-width UTC text of an aware datetime (so string order is time order)."""
+    return at.astimezone(UTC).strftime(_TIME_FORMAT)
+
+
+def parse_time(text: str) -> datetime:
+    """Inverse of :func:`format_time`."""
+    return datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)

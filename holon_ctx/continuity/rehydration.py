@@ -31,14 +31,10 @@ from holon_ctx.continuity.compaction import Clock
 from holon_ctx.continuity.decision import ConstraintView, Decision, Finding, RehydratedView
 from holon_ctx.continuity.envelope import Envelope, decode_envelope
 from holon_ctx.continuity.records import CompactionStep, SideEffectRecord, TraceEventType
+from holon_ctx.continuity.state import CompactionRecord, GovernedState, ResumeContext
 from holon_ctx.continuity.store import ContinuityStore
 from holon_ctx.continuity.trace import failure_payload, rehydration_payload
-from holon_ctx.continuity.validator import (
-    CompactionRecord,
-    GovernedState,
-    ResumeContext,
-    collect_findings,
-)
+from holon_ctx.continuity.validator import collect_findings
 
 __all__ = ["load_governed_state", "read_clock", "rehydrate"]
 

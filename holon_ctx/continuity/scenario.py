@@ -25,8 +25,8 @@ from holon_ctx.continuity.records import (
     SessionResources,
     SideEffectRecord,
 )
+from holon_ctx.continuity.state import ResumeContext
 from holon_ctx.continuity.store import ContinuityStore
-from holon_ctx.continuity.validator import ResumeContext
 
 __all__ = [
     "SEED",

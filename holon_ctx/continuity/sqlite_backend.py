@@ -85,6 +85,7 @@ class SQLiteBackend:
 
     def __init__(self, source: str | os.PathLike[str] | sqlite3.Connection) -> None:
         self._owned = not isinstance(source, sqlite3.Connection)
+        self._closed = False
         try:
             if isinstance(source, sqlite3.Connection):
                 self._conn = source
@@ -109,8 +110,13 @@ class SQLiteBackend:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open continuity store: {exc}") from exc
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("continuity store is closed")
+
     @contextmanager
     def _write(self) -> Iterator[None]:
+        self._check_open()
         try:
             self._conn.execute("SAVEPOINT continuity_write")
             try:
@@ -126,6 +132,7 @@ class SQLiteBackend:
             raise StoreError(f"continuity store write failed: {exc}") from exc
 
     def _read(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
+        self._check_open()
         try:
             return list(self._conn.execute(sql, params).fetchall())
         except sqlite3.Error as exc:
@@ -227,7 +234,9 @@ class SQLiteBackend:
         return str(rows[0][0]) if rows else None
 
     def close(self) -> None:
-        # A borrowed connection belongs to the caller (e.g. the ledger); never close it.
+        # A borrowed connection belongs to the caller (e.g. the ledger): stop using it, but never
+        # close it.
+        self._closed = True
         if self._owned:
             try:
                 self._conn.close()

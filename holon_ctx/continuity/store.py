@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
-from types import MappingProxyType, TracebackType
+from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -26,14 +26,15 @@ import msgspec
 from holon_ctx.continuity.backend import ContinuityBackend, MemoryBackend
 from holon_ctx.continuity.envelope import (
     Envelope,
-    SideEffectStatus,
     decode_envelope,
     encode_envelope,
     id_problem,
 )
 from holon_ctx.continuity.exceptions import ContinuityInputError, UntrustedClockError
 from holon_ctx.continuity.records import (
+    APPROVAL_TRANSITIONS,
     STEP_BODY,
+    UNRESOLVED,
     ApprovalRecord,
     ApprovalStatus,
     CapabilityRecord,
@@ -47,28 +48,15 @@ from holon_ctx.continuity.records import (
     SideEffectRecord,
     TraceEvent,
     TraceEventType,
+    format_time,
+    parse_time,
 )
 from holon_ctx.continuity.sqlite_backend import SQLiteBackend
 from holon_ctx.errors import StoreError
 
-__all__ = ["APPROVAL_TRANSITIONS", "ContinuityStore", "FactKind", "format_time", "parse_time"]
+__all__ = ["ContinuityStore", "FactKind"]
 
 _R = TypeVar("_R", bound=msgspec.Struct)
-
-#: Side-effect states that block until reconciled; never retried automatically.
-UNRESOLVED: Final = frozenset({SideEffectStatus.UNKNOWN, SideEffectStatus.PARTIAL})
-
-#: Allowed approval status changes. Terminal states have no exits: a revoked approval is never
-#: revived, it is replaced by a new approval with a new id.
-APPROVAL_TRANSITIONS: Final = MappingProxyType(
-    {
-        ApprovalStatus.PENDING: frozenset({ApprovalStatus.APPROVED, ApprovalStatus.DENIED}),
-        ApprovalStatus.APPROVED: frozenset({ApprovalStatus.REVOKED, ApprovalStatus.CONSUMED}),
-        ApprovalStatus.DENIED: frozenset(),
-        ApprovalStatus.REVOKED: frozenset(),
-        ApprovalStatus.CONSUMED: frozenset(),
-    }
-)
 
 
 class FactKind(StrEnum):
@@ -87,18 +75,7 @@ class FactKind(StrEnum):
 
 # Ids never contain control characters, so U+001F cannot occur inside either half of a pair key.
 _SEP: Final = "\x1f"
-_TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
 _FREE_TEXT_FIELDS: Final = frozenset({"text"})
-
-
-def format_time(at: datetime) -> str:
-    """Fixed-width UTC text of an aware datetime (so string order is time order)."""
-    return at.astimezone(UTC).strftime(_TIME_FORMAT)
-
-
-def parse_time(text: str) -> datetime:
-    """Inverse of :func:`format_time`."""
-    return datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)
 
 
 def _require_aware(at: object, what: str) -> datetime:

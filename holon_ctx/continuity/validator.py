@@ -23,12 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from types import MappingProxyType
 from typing import Any, Final
 
 import attrs
 
-from holon_ctx.continuity.codes import ReasonCode
+from holon_ctx.continuity.codes import FIELD_CODE, SET_FIELD_CODES, ReasonCode
 from holon_ctx.continuity.decision import Decision, Finding
 from holon_ctx.continuity.digest import digests_equal, summary_digest
 from holon_ctx.continuity.envelope import (
@@ -39,27 +38,14 @@ from holon_ctx.continuity.envelope import (
     id_problem,
 )
 from holon_ctx.continuity.records import (
-    ApprovalRecord,
+    UNRESOLVED,
     ApprovalStatus,
-    BoundaryStep,
-    CapabilityRecord,
-    CheckpointStep,
-    CompactionEventStep,
-    CompactionStep,
-    EnvelopeStep,
-    GovernedSnapshot,
-    SessionIdentity,
-    SessionResources,
     SideEffectRecord,
 )
-from holon_ctx.continuity.store import UNRESOLVED
+from holon_ctx.continuity.state import CompactionRecord, GovernedState, ResumeContext
 
 __all__ = [
     "CHECKS",
-    "FIELD_CODE",
-    "CompactionRecord",
-    "GovernedState",
-    "ResumeContext",
     "collect_findings",
     "verify_control_state",
     "verify_envelope",
@@ -67,106 +53,10 @@ __all__ = [
 
 R = ReasonCode
 
-#: The reason code reported when a field disagrees with its counterpart, whoever holds it.
-FIELD_CODE: Final[Mapping[str, ReasonCode]] = MappingProxyType(
-    {
-        "envelope_id": R.ENVELOPE_ID_MISMATCH,
-        "session_id": R.SESSION_MISMATCH,
-        "source_trace_id": R.EVENT_LINEAGE_BROKEN,
-        "source_event_range": R.EVENT_RANGE_MISMATCH,
-        "reset_reason": R.ENVELOPE_RECORD_MISMATCH,
-        "objective": R.ENVELOPE_RECORD_MISMATCH,
-        "evidence_refs": R.ENVELOPE_RECORD_MISMATCH,
-        "tenant_id": R.TENANT_MISMATCH,
-        "principal_id": R.PRINCIPAL_MISMATCH,
-        "authorization_mode": R.AUTHORIZATION_MODE_CHANGED,
-        "delegated_principal_id": R.DELEGATED_PRINCIPAL_CHANGED,
-        "delegated_scope": R.DELEGATED_SCOPE_CHANGED,
-        "policy_version": R.POLICY_VERSION_CHANGED,
-        "capability_name": R.CAPABILITY_CHANGED,
-        "capability_version": R.CAPABILITY_VERSION_CHANGED,
-        "approval_id": R.APPROVAL_BINDING_CHANGED,
-        "action_digest": R.ACTION_DIGEST_CHANGED,
-        "approval_expires_at": R.APPROVAL_RECORD_MISMATCH,
-        "idempotency_key": R.IDEMPOTENCY_KEY_CHANGED,
-        "side_effect_status": R.SIDE_EFFECT_STATUS_CHANGED,
-        "checkpoint_ref": R.CHECKPOINT_CHANGED,
-        "sandbox_snapshot_ref": R.SANDBOX_SNAPSHOT_CHANGED,
-        "budget_remaining": R.BUDGET_CHANGED,
-        "summary_sha256": R.SUMMARY_DIGEST_MISMATCH,
-    }
-)
-
-# Set-valued fields: (code when the reference side has an item the envelope lacks, code for extras).
-_SET_CODES: Final = {
-    "exact_constraint_refs": (R.CONSTRAINT_DROPPED, R.CONSTRAINT_UNKNOWN),
-    "pending_obligations": (R.OBLIGATION_DROPPED, R.OBLIGATION_UNKNOWN),
-}
 _MODES: Final = frozenset(m.value for m in AuthorizationMode)
 _IDENTITY_FIELDS: Final = (
     "tenant_id", "principal_id", "authorization_mode", "delegated_principal_id", "delegated_scope",
 )  # fmt: skip
-
-
-@attrs.frozen
-class ResumeContext:
-    """Who resumes the session, as the runtime claims it; optional fields name the next action.
-
-    Identity fields are always compared. ``capability_name``, ``approval_id``, ``action_digest``
-    and ``idempotency_key`` are compared only when given (``None``: no next action chosen yet).
-    """
-
-    session_id: str
-    tenant_id: str
-    principal_id: str
-    authorization_mode: str
-    delegated_principal_id: str | None = None
-    delegated_scope: str | None = None
-    capability_name: str | None = None
-    approval_id: str | None = None
-    action_digest: str | None = None
-    idempotency_key: str | None = None
-
-
-@attrs.frozen
-class CompactionRecord:
-    """The compaction journal of one envelope (``None`` for a step never recorded)."""
-
-    boundary: BoundaryStep | None = None
-    checkpoint: CheckpointStep | None = None
-    snapshot: GovernedSnapshot | None = None
-    sealed: EnvelopeStep | None = None
-    compaction_event: CompactionEventStep | None = None
-
-    def missing_steps(self) -> tuple[CompactionStep, ...]:
-        present = (
-            self.boundary,
-            self.checkpoint,
-            self.snapshot,
-            self.sealed,
-            self.compaction_event,
-        )
-        return tuple(step for step, body in zip(CompactionStep, present, strict=True) if body is None)
-
-
-@attrs.frozen
-class GovernedState:
-    """What the governed store says now, loaded before validation (pure data, no handles)."""
-
-    session_identity: SessionIdentity | None = None
-    policy_version: str | None = None
-    capability: CapabilityRecord | None = None
-    approval: ApprovalRecord | None = None
-    side_effect: SideEffectRecord | None = None
-    session_side_effects: tuple[SideEffectRecord, ...] = ()
-    checkpoint_ref: str | None = None
-    resources: SessionResources | None = None
-    open_obligations: tuple[str, ...] = ()
-    active_constraint_refs: tuple[str, ...] = ()
-    # Envelope mode only:
-    record: CompactionRecord | None = None
-    latest_complete_envelope_id: str | None = None
-    stored_envelope_sha256: str | None = None
 
 
 @attrs.frozen
@@ -192,8 +82,8 @@ def _compare(fields: Mapping[str, Any], reference: Mapping[str, Any], where: str
         if name not in fields:
             continue
         actual = fields[name]
-        if name in _SET_CODES:
-            dropped, unknown = _SET_CODES[name]
+        if name in SET_FIELD_CODES:
+            dropped, unknown = SET_FIELD_CODES[name]
             for item in sorted(set(expected) - set(actual)):
                 yield Finding(dropped, f"$.{name}", f"{where} has {_show(item)}, envelope lacks it")
             for item in sorted(set(actual) - set(expected)):
@@ -290,7 +180,8 @@ def _check_identity(ctx: _Context) -> Iterable[Finding]:
 
 def _check_contract_versions(ctx: _Context) -> Iterable[Finding]:
     f, governed = ctx.fields, ctx.governed
-    yield from _compare(f, {"policy_version": governed.policy_version}, "policy in force")
+    if "tenant_id" in f:  # the policy in force is the tenant's; unknown tenant, nothing to compare
+        yield from _compare(f, {"policy_version": governed.policy_version}, "policy in force")
     name = f.get("capability_name")
     if name is not None and "capability_version" in f:
         capability = governed.capability

@@ -1,0 +1,351 @@
+"""The compaction and rehydration protocol: order, crash recovery, trace events, integration API."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from continuity_helpers import COMPACTED_AT, RESUMED_AT, make_world
+
+from holon_ctx.continuity import (
+    SUMMARY_TRUST,
+    CompactionConflictError,
+    CompactionStep,
+    ContinuityInputError,
+    ContinuityStore,
+    DecisionKind,
+    GovernedStateError,
+    MemoryBackend,
+    ReasonCode,
+    SideEffectStatus,
+    TraceEventType,
+    UntrustedClockError,
+    prepare_compaction,
+    rehydrate,
+)
+from holon_ctx.continuity.experiment import TAMPER_SUFFIX, run_experiment
+from holon_ctx.continuity.scenario import (
+    SEED,
+    SEED_SUMMARY,
+    T0,
+    ManualClock,
+    apply_history,
+    compaction_kwargs,
+    fold_history,
+    resume_from,
+    seed_history,
+)
+
+K = DecisionKind
+R = ReasonCode
+
+
+def _fresh(store: ContinuityStore | None = None, **history: Any) -> tuple[ContinuityStore, dict[str, Any]]:
+    store = store or ContinuityStore.in_memory()
+    events = seed_history(**history)
+    apply_history(store, events, T0)
+    return store, fold_history(events)
+
+
+def _prepare(store: ContinuityStore, control: dict[str, Any], **overrides: Any) -> Any:
+    kwargs = {**compaction_kwargs(control), **overrides}
+    kwargs.setdefault("summary_bytes", SEED_SUMMARY)
+    kwargs.setdefault("clock", lambda: COMPACTED_AT)
+    return prepare_compaction(store, **kwargs)
+
+
+def _rehydrate(store: ContinuityStore, control: dict[str, Any], **overrides: Any) -> Any:
+    return rehydrate(
+        store,
+        overrides.pop("envelope_id", SEED.envelope_id),
+        summary_bytes=overrides.pop("summary_bytes", SEED_SUMMARY),
+        resume=overrides.pop("resume", resume_from(control)),
+        clock=overrides.pop("clock", lambda: RESUMED_AT),
+    )
+
+
+def test_normal_path_requires_reauthorization_and_rebuilds_from_governed_state() -> None:
+    """A clean rehydration is reauthorization_required with a view built from the store."""
+    world = make_world()
+    decision = world.rehydrate()
+    assert (decision.kind, decision.reason) == (K.REAUTHORIZATION_REQUIRED, R.CONTINUITY_VALIDATED)
+    assert decision.authorized is False
+    assert decision.requires_reauthorization is True
+    view = decision.view
+    assert view is not None
+    assert [(c.ref, c.text) for c in view.constraints] == [(SEED.constraint_ref, SEED.constraint_text)]
+    assert view.pending_obligations == (SEED.obligation,)
+    assert view.checkpoint_ref == SEED.checkpoint_ref
+    assert view.source_event_range == (SEED.first_event, SEED.last_event)
+    assert SEED.constraint_ref in view.selected_event_refs
+    assert view.untrusted_summary == SEED_SUMMARY
+    assert view.summary_trust == SUMMARY_TRUST
+    assert dict(view.reloaded_versions)["policy_version"] == SEED.policy_version
+
+
+def test_envelope_control_state_comes_from_the_registry_not_the_caller() -> None:
+    """Policy, capability version, action digest, expiry and side-effect status are read from the store."""
+    world = make_world(side_effect_status=SideEffectStatus.COMMITTED)
+    envelope = world.envelope
+    assert envelope.policy_version == SEED.policy_version
+    assert envelope.capability_version == SEED.capability_version
+    assert envelope.action_digest == SEED.action_digest
+    assert envelope.approval_expires_at == SEED.approval_expires_at
+    assert envelope.side_effect_status is SideEffectStatus.COMMITTED
+    assert envelope.requires_reauthorization is True
+    assert world.store.latest_envelope(SEED.session_id) == envelope
+
+
+def test_trace_links_compaction_and_rehydration() -> None:
+    """context_compaction then context_rehydration, same envelope id, linked by sequence."""
+    world = make_world()
+    world.rehydrate()
+    compaction, rehydration = world.store.events(envelope_id=world.envelope_id)
+    assert compaction.event_type is TraceEventType.CONTEXT_COMPACTION
+    assert rehydration.event_type is TraceEventType.CONTEXT_REHYDRATION
+    assert rehydration.payload["compaction_event_seq"] == compaction.seq
+    assert compaction.payload["summary_sha256"] == world.envelope.summary_sha256
+    assert compaction.payload["trigger"] == "context_compaction"
+    assert compaction.payload["source_event_range"] == {"first": "event-0001", "last": "event-0142"}
+    assert "approval" in compaction.payload["retained_field_classes"]
+    assert rehydration.payload["requires_reauthorization"] is True
+    assert rehydration.payload["reloaded_versions"]["capability_version"] == SEED.capability_version
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"tamper_summary": True},
+        {"current_policy_version": "policy-v5"},
+        {"side_effect_status": SideEffectStatus.UNKNOWN},
+    ],
+)
+def test_no_event_carries_summary_or_constraint_text(options: dict[str, Any]) -> None:
+    """Trace payloads never contain the summary, injected text or the exact constraint text."""
+    result = run_experiment(**options)
+    for event in result.events:
+        payload = msgspec.json.encode(event.payload)
+        assert SEED_SUMMARY not in payload
+        assert b"cannot sign in" not in payload
+        assert TAMPER_SUFFIX.strip() not in payload
+        assert SEED.constraint_text.encode() not in payload
+        assert b'"authorized":true' not in payload
+
+
+def test_unknown_side_effect_blocks_without_rehydration_or_retry() -> None:
+    """Blocked: a failure event with unknown_side_effect, no rehydration, ledger untouched."""
+    world = make_world(side_effect_status=SideEffectStatus.UNKNOWN)
+    before = world.store.side_effects(SEED.session_id)
+    decision = world.rehydrate()
+    assert decision.kind is K.BLOCKED_ON_RECONCILIATION
+    assert decision.view is None
+    types = [e.event_type for e in world.store.events(envelope_id=world.envelope_id)]
+    assert types == [TraceEventType.CONTEXT_COMPACTION, TraceEventType.CONTINUITY_VALIDATION_FAILED]
+    failure = world.store.events(envelope_id=world.envelope_id)[-1].payload
+    assert failure["reason"] == "unknown_side_effect"
+    assert failure["reconciliation_required"] is True
+    assert world.store.side_effects(SEED.session_id) == before
+    assert world.store.reconciliation_blocking(SEED.session_id) is True
+
+
+@pytest.mark.parametrize("step", list(CompactionStep))
+def test_crash_after_any_step_never_rehydrates_and_recovers(step: CompactionStep) -> None:
+    """After a crash at any step nothing rehydrates; re-running completes with one compaction event."""
+    store, control = _fresh()
+
+    def crash(reached: CompactionStep) -> None:
+        if reached is step:
+            raise SystemExit("crash")
+
+    with pytest.raises(SystemExit):
+        _prepare(store, control, fault_hook=crash)
+    after_crash = _rehydrate(store, control)
+    complete = step is CompactionStep.COMPACTION_EVENT
+    assert (after_crash.kind is K.REAUTHORIZATION_REQUIRED) is complete
+    if not complete:
+        assert store.latest_envelope(SEED.session_id) is None
+        types = [e.event_type for e in store.events(session_id=SEED.session_id)]
+        assert TraceEventType.CONTEXT_REHYDRATION not in types
+    envelope = _prepare(store, control, clock=lambda: RESUMED_AT)
+    assert store.latest_envelope(SEED.session_id) == envelope
+    recovered = _rehydrate(store, control, clock=lambda: RESUMED_AT + timedelta(minutes=1))
+    assert recovered.kind is K.REAUTHORIZATION_REQUIRED
+    compactions = [e for e in store.events() if e.event_type is TraceEventType.CONTEXT_COMPACTION]
+    assert len(compactions) == 1
+
+
+class _LosesStepJournal(MemoryBackend):
+    """Dies after appending the compaction event but before journaling it (once)."""
+
+    armed = True
+
+    def append_step(self, envelope_id: str, step: str, body: bytes, at: str) -> None:
+        if step == "compaction_event" and self.armed:
+            self.armed = False
+            raise SystemExit("crash between event and journal")
+        super().append_step(envelope_id, step, body, at)
+
+
+def test_crash_between_event_and_journal_does_not_duplicate_the_event() -> None:
+    """Recovery reuses the already-appended compaction event."""
+    store, control = _fresh(ContinuityStore(_LosesStepJournal()))
+    with pytest.raises(SystemExit):
+        _prepare(store, control)
+    assert _rehydrate(store, control).reason is R.COMPACTION_INCOMPLETE
+    _prepare(store, control, clock=lambda: RESUMED_AT)
+    compactions = [e for e in store.events() if e.event_type is TraceEventType.CONTEXT_COMPACTION]
+    assert len(compactions) == 1
+    assert _rehydrate(store, control, clock=lambda: RESUMED_AT).kind is K.REAUTHORIZATION_REQUIRED
+
+
+def test_rerunning_a_complete_compaction_is_idempotent() -> None:
+    """The same inputs under the same id return the same envelope and add nothing."""
+    store, control = _fresh()
+    first = _prepare(store, control)
+    events = store.events()
+    assert _prepare(store, control) == first
+    assert store.events() == events
+
+
+@pytest.mark.parametrize(
+    ("override", "step"),
+    [
+        ({"summary_bytes": SEED_SUMMARY + b" "}, "envelope"),
+        ({"source_event_range": ("event-0001", "event-0143")}, "boundary"),
+        ({"checkpoint_ref": "checkpoint:other"}, "checkpoint"),
+        ({"objective": "Something else."}, "governed_snapshot"),
+        ({"budget_remaining": 6}, "governed_snapshot"),
+    ],
+)
+def test_reused_envelope_id_with_different_inputs_conflicts(override: dict[str, Any], step: str) -> None:
+    """An envelope id reused with different inputs raises a conflict naming the step."""
+    store, control = _fresh()
+    _prepare(store, control)
+    with pytest.raises(CompactionConflictError) as info:
+        _prepare(store, control, **override)
+    assert info.value.step == step
+
+
+@pytest.mark.parametrize(
+    ("override", "path"),
+    [
+        ({"tenant_id": "tenant-acme "}, "$.tenant_id"),
+        ({"envelope_id": "ce\u200b1"}, "$.envelope_id"),
+        ({"budget_remaining": -1}, "$.budget_remaining"),
+        ({"authorization_mode": "root"}, "$.authorization_mode"),
+        ({"pending_obligations": ["a", "a"]}, "$.pending_obligations[1]"),
+        ({"source_event_range": ("event-0001", "")}, "$.source_event_range.last"),
+        ({"summary_bytes": "text"}, "summary"),
+    ],
+)
+def test_prepare_refuses_malformed_input(override: dict[str, Any], path: str) -> None:
+    """prepare_compaction raises ContinuityInputError naming the bad field, and writes nothing."""
+    store, control = _fresh()
+    with pytest.raises(ContinuityInputError) as info:
+        _prepare(store, control, **override)
+    assert info.value.path == path
+    assert store.compaction_steps(SEED.envelope_id) == {}
+
+
+@pytest.mark.parametrize(
+    "now",
+    [datetime(2026, 7, 21, 12, 1), T0 - timedelta(seconds=1), "12:01"],
+)
+def test_prepare_refuses_an_untrusted_clock(now: Any) -> None:
+    """A naive, backwards or non-datetime clock stops compaction before any step."""
+    store, control = _fresh()
+    with pytest.raises(UntrustedClockError):
+        _prepare(store, control, clock=lambda: now)
+    assert store.compaction_steps(SEED.envelope_id) == {}
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ({"approval_id": "apr-999"}, "not in the registry"),
+        ({"idempotency_key": "intent-999"}, "no side-effect ledger record"),
+        ({"capability_name": "unknown_capability"}, "unknown or withdrawn"),
+        ({"tenant_id": "tenant-beta"}, None),
+    ],
+)
+def test_prepare_refuses_missing_governed_state(override: dict[str, Any], match: str | None) -> None:
+    """Control state the envelope must carry has to exist in the governed store."""
+    store, control = _fresh()
+    with pytest.raises((GovernedStateError, ContinuityInputError), match=match):
+        _prepare(store, control, **override)
+    assert store.latest_envelope(SEED.session_id) is None
+
+
+def test_rehydrate_is_total_on_a_failing_backend() -> None:
+    """A backend that raises everywhere yields a failed decision, not an exception."""
+
+    class Broken(MemoryBackend):
+        def __getattribute__(self, name: str) -> Any:
+            if name.startswith("_"):
+                return super().__getattribute__(name)
+            raise OSError("disk on fire")
+
+    decision = rehydrate(
+        ContinuityStore(Broken()),
+        SEED.envelope_id,
+        summary_bytes=SEED_SUMMARY,
+        resume=resume_from(fold_history(seed_history())),
+        clock=lambda: RESUMED_AT,
+    )
+    assert (decision.kind, decision.reason) == (
+        K.CONTINUITY_VALIDATION_FAILED,
+        R.GOVERNED_STATE_UNAVAILABLE,
+    )
+    assert decision.event_types == ()
+
+
+def test_integration_api_lists_what_the_projection_must_pin() -> None:
+    """The store answers the projection engine's questions for a session."""
+    world = make_world(side_effect_status=SideEffectStatus.UNKNOWN)
+    store = world.store
+    assert store.open_obligations(SEED.session_id) == (SEED.obligation,)
+    assert store.constraint_refs(SEED.session_id) == (SEED.constraint_ref,)
+    assert [c.text for c in store.constraints(SEED.session_id)] == [SEED.constraint_text]
+    assert store.reconciliation_blocking(SEED.session_id) is True
+    assert [r.idempotency_key for r in store.unresolved_side_effects(SEED.session_id)] == [
+        SEED.idempotency_key
+    ]
+    latest = store.latest_envelope(SEED.session_id)
+    assert latest is not None
+    assert latest.pending_obligations == (SEED.obligation,)
+
+
+def test_sqlite_file_survives_a_restart_between_compaction_and_rehydration(tmp_path: Path) -> None:
+    """Compact through one process's store, rehydrate through a fresh handle on the same file."""
+    path = tmp_path / "ledger.db"
+    with ContinuityStore(path) as first:
+        _, control = _fresh(first)
+        _prepare(first, control)
+    with ContinuityStore(path) as second:
+        decision = _rehydrate(second, control)
+        assert decision.kind is K.REAUTHORIZATION_REQUIRED
+        assert [e.event_type for e in second.events()] == [
+            TraceEventType.CONTEXT_COMPACTION,
+            TraceEventType.CONTEXT_REHYDRATION,
+        ]
+
+
+def test_failure_event_uses_the_last_trusted_time_when_the_clock_lies() -> None:
+    """An untrusted clock never stamps the trace: the failure is recorded at the latest known time."""
+    world = make_world()
+    decision = world.rehydrate(clock=lambda: T0)
+    assert decision.reason is R.UNTRUSTED_CLOCK
+    failure = world.store.events(envelope_id=world.envelope_id)[-1]
+    assert failure.recorded_at == COMPACTED_AT
+
+
+def test_manual_clock_moves_only_when_told() -> None:
+    """The injected clock used by the scenarios is deterministic."""
+    clock = ManualClock(T0)
+    assert clock() == T0
+    assert clock.advance(timedelta(minutes=5)) == T0 + timedelta(minutes=5)
+    assert clock() == T0 + timedelta(minutes=5)
