@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 
 from holon_ctx.cli.common import add_source_args, console, open_db, open_source
-from holon_ctx.errors import InputError
+from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 
 __all__ = ["register"]
@@ -85,7 +86,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     store = open_source(args)
-    stats = store.stats()
+    try:
+        stats = store.stats()
+    except sqlite3.DatabaseError as exc:
+        # Damaged pages can pass the open and fail here, mid-read: still one line, exit 2.
+        store.close()
+        raise StoreError(f"{args.db or args.source}: not a usable holon-ctx database ({exc})") from None
     out = console(plain=args.plain)
     table = Table(title=f"ledger: {stats.turns} turns, {stats.records} records "
                         f"(tokens by {stats.counter})")

@@ -174,6 +174,9 @@ def plan(
     omitted: dict[str, int] = {}
     upgrade_at: dict[str, int] = {}
     stopped = False
+    # Once stopped, `need` is the budget at which every step so far would fit: the plan is a
+    # prefix, so a step enters only when all the steps before it fit too.
+    need = 0
     for step in steps:
         item = step.item
         header = header_tokens[item.section] if item.section not in opened else 0
@@ -185,21 +188,25 @@ def plan(
             continue
         if not stopped:
             stopped = True
+            need = used
             room = budget_tokens - used - header
             prev = chosen.get(item.key)
             base = prev[1].tokens if prev else 0
             clipped = clip(item.forms[step.form], room + base) if room > 0 else None
             if (clipped is not None and clipped.tokens > base
                     and clipped.tokens - base + header <= budget_tokens - used):
+                need = used + cost
+                upgrade_at.setdefault(item.key, need)
                 used += clipped.tokens - base + header
                 opened.add(item.section)
                 chosen[item.key] = (step.form, clipped)
                 continue
-        would_need = used + cost
+        need += cost
+        opened.add(item.section)  # counted once in `need`, as it would be in a larger plan
         if item.key in chosen:
-            upgrade_at.setdefault(item.key, budget_tokens + (would_need - budget_tokens))
+            upgrade_at.setdefault(item.key, need)
         else:
-            omitted.setdefault(item.key, would_need)
+            omitted.setdefault(item.key, need)
     allocated = allocate(items, budget_tokens, header_tokens, fixed_tokens)
     return Plan(chosen=chosen, omitted=omitted, upgrade_at=upgrade_at,
                 header_tokens=header_tokens, used_tokens=used, allocated=allocated)

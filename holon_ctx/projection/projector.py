@@ -97,6 +97,9 @@ class Projection:
     folds: tuple[FoldManifest, ...]
     manifest: Manifest
     section_text: dict[Section, str]
+    #: Chosen items per section in render order, with their blocks: for the preview, which styles
+    #: each block by origin and trust instead of re-parsing the prompt text.
+    section_items: dict[Section, tuple[tuple[str, Rendered], ...]] = attrs.field(factory=dict)
 
     def manifest_json(self) -> bytes:
         return msgspec.json.encode(self.manifest)
@@ -510,6 +513,7 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
         by_section[item.section].append(item)
     parts: list[str] = []
     section_text: dict[Section, str] = {}
+    section_items: dict[Section, tuple[tuple[str, Rendered], ...]] = {}
     sections: list[SectionManifest] = []
     decisions: list[ItemDecision] = []
     seen: set[str] = set()
@@ -532,6 +536,7 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
                                        "priority": item.priority.label, "tokens": 0})
                 continue
             form, rendered = pick
+            section_items[section] = (*section_items.get(section, ()), (item.key, rendered))
             forms_used.add("clipped" if rendered.clipped else form.label)
             body.append(rendered.text)
             used += rendered.tokens
@@ -591,7 +596,7 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
                       counter=counter.identity, current_turn=f"turn:{cur.id}",
                       relation=builder.relation, anchor_turn=manifest.anchor_turn,
                       decisions=tuple(decisions), folds=tuple(shown_folds), manifest=manifest,
-                      section_text=section_text)
+                      section_text=section_text, section_items=section_items)
 
 
 def _decision(item: Item, form: Form | None, rendered: Rendered | None,
