@@ -30,7 +30,9 @@ from holon_ctx.continuity.scenario import SEED
 WORLD = make_world()  # read-only in these properties: every check below is pure
 BASE = WORLD.envelope_dict()
 GOVERNED = WORLD.governed()
-PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY_SETTINGS = settings(
+    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 ids = st.text(min_size=0, max_size=12)
 
 
