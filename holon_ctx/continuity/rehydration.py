@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from holon_ctx.continuity.codes import DecisionKind, ReasonCode
 from holon_ctx.continuity.compaction import Clock
 from holon_ctx.continuity.decision import ConstraintView, Decision, Finding, RehydratedView
-from holon_ctx.continuity.envelope import Envelope, decode_envelope
+from holon_ctx.continuity.envelope import Envelope, decode_envelope, id_problem
 from holon_ctx.continuity.records import CompactionStep, SideEffectRecord, TraceEventType
 from holon_ctx.continuity.state import CompactionRecord, GovernedState, ResumeContext
 from holon_ctx.continuity.store import ContinuityStore
@@ -82,7 +82,8 @@ def load_governed_state(
     findings: list[Finding],
 ) -> GovernedState:
     """Read everything the checks compare against; unreadable parts become findings."""
-    session = fields.get("session_id", resume.session_id)
+    claimed = resume.session_id if isinstance(resume.session_id, str) else None
+    session = fields.get("session_id", claimed)
     tenant = fields.get("tenant_id")
     capability_name = fields.get("capability_name")
     approval_id = fields.get("approval_id")
@@ -92,7 +93,7 @@ def load_governed_state(
         return _attempt(part, load, default, findings)
 
     side_effects: list[SideEffectRecord] = []
-    for sid in dict.fromkeys((session, resume.session_id)):
+    for sid in dict.fromkeys(s for s in (session, claimed) if s is not None):
         empty: tuple[SideEffectRecord, ...] = ()
         side_effects.extend(get("side_effects", functools.partial(store.side_effects, sid), empty))
     no_steps: dict[CompactionStep, Any] = {}
@@ -159,6 +160,27 @@ def rehydrate(
     Never raises and never authorises. The returned decision's ``event_types`` are the trace
     events this call recorded (``context_rehydration`` or ``continuity_validation_failed``).
     """
+    problem = id_problem(envelope_id) if isinstance(envelope_id, str) else "is not a string"
+    if problem:
+        # Nothing can be loaded or traced under a malformed id.
+        finding = Finding(ReasonCode.MALFORMED_FIELD, "envelope_id", problem)
+        return Decision.from_findings([finding])
+    try:
+        return _rehydrate(store, envelope_id, summary_bytes=summary_bytes, resume=resume, clock=clock)
+    except Exception as exc:  # Totality, failing closed: input no check anticipated.
+        detail = f"rehydration could not complete: {type(exc).__name__}"
+        finding = Finding(ReasonCode.GOVERNED_STATE_UNAVAILABLE, "rehydrate", detail)
+        return Decision.from_findings([finding], envelope_id=str(envelope_id)[:256])
+
+
+def _rehydrate(
+    store: ContinuityStore,
+    envelope_id: str,
+    *,
+    summary_bytes: bytes,
+    resume: ResumeContext,
+    clock: Clock,
+) -> Decision:
     findings: list[Finding] = []
     last = _attempt("clock_history", store.last_recorded_at, None, findings)
     now = read_clock(clock, last, findings)

@@ -21,6 +21,7 @@ from holon_ctx.continuity import (
     SideEffectRecord,
     SideEffectStatus,
     decode_envelope,
+    rehydrate,
     summary_digest,
     verify_envelope,
 )
@@ -249,4 +250,36 @@ def test_an_unresolved_side_effect_always_blocks(
     governed = attrs.evolve(GOVERNED, session_side_effects=(effect,), stored_envelope_sha256=None)
     decision = _verify(changed, governed=governed, summary_bytes=summary)
     assert decision.reconciliation_required is True
+    assert decision.kind is not DecisionKind.REAUTHORIZATION_REQUIRED
+
+
+anything = st.none() | st.integers() | st.text(max_size=12) | st.binary(max_size=8) | json_values
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(
+    envelope_id=anything,
+    summary=anything,
+    session=anything,
+    tenant=anything,
+    mode=anything,
+    key=anything,
+    clock_value=anything | st.datetimes() | st.datetimes(timezones=st.just(UTC)),
+)
+def test_rehydrate_never_raises_on_hostile_arguments(
+    envelope_id: Any, summary: Any, session: Any, tenant: Any, mode: Any, key: Any, clock_value: Any
+) -> None:
+    """rehydrate with arbitrary ids, summaries, claims and clock values returns a decision."""
+    world = make_world()
+    resume = ResumeContext(
+        session_id=session,
+        tenant_id=tenant,
+        principal_id=SEED.principal_id,
+        authorization_mode=mode,
+        idempotency_key=key,
+    )
+    decision = rehydrate(
+        world.store, envelope_id, summary_bytes=summary, resume=resume, clock=lambda: clock_value
+    )
+    assert decision.authorized is False
     assert decision.kind is not DecisionKind.REAUTHORIZATION_REQUIRED
