@@ -14,6 +14,7 @@ from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.ledger.transcripts import import_any, sniff_ledger
 
 __all__ = ["add_source_args", "console", "open_source", "positive_int"]
 
@@ -31,7 +32,8 @@ def positive_int(text: str) -> int:
 
 def add_source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", nargs="?", metavar="SOURCE",
-                        help="a ledger JSONL file (read into memory)")
+                        help="a ledger JSONL file or a chat transcript / agent trajectory "
+                             "(read into memory)")
     parser.add_argument("--db", metavar="PATH", help="a holon-ctx SQLite ledger")
 
 
@@ -58,7 +60,11 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
     if _looks_like_sqlite(source):
         return open_db(source, must_exist=True)
     store = MemoryStore()
-    import_jsonl(source, store)
+    if sniff_ledger(source):
+        import_jsonl(source, store)
+    else:
+        # A chat transcript or agent trajectory, detected by name and content (docs/import.md).
+        import_any(source, store)
     return store
 
 

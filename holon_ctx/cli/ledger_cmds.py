@@ -14,6 +14,7 @@ from rich.table import Table
 from holon_ctx.cli.common import add_source_args, console, open_db, open_source
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
+from holon_ctx.ledger.transcripts import Detection, TranscriptFormat, import_any, sniff_ledger
 
 __all__ = ["register"]
 
@@ -22,9 +23,13 @@ _PROGRESS_BYTES = 2_000_000
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("import", help="import a ledger (JSONL v1) into a SQLite database")
+    p = subparsers.add_parser("import", help="import a ledger (JSONL v1) or a transcript into a "
+                                             "SQLite database")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--db", metavar="PATH", required=True)
+    p.add_argument("--from", dest="source_format", default="auto",
+                   choices=["auto", *(f.value for f in TranscriptFormat)],
+                   help="the format of FILE (default: detect it and say which on stderr)")
     p.set_defaults(func=cmd_import)
 
     p = subparsers.add_parser("export", help="write a SQLite ledger as JSONL v1 (stdout or -o)")
@@ -48,7 +53,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         size = src.stat().st_size
         out = console(stderr=True)
-        if size >= _PROGRESS_BYTES and out.is_terminal:
+        fmt = args.source_format
+        detection = Detection(TranscriptFormat.LEDGER, "given with --from" if fmt != "auto"
+                              else "ledger JSONL by its name or first line")
+        if fmt != TranscriptFormat.LEDGER and not (fmt == "auto" and sniff_ledger(src)):
+            # A transcript: parsed whole first, then appended in one transaction.
+            detection, n = import_any(src, store, fmt)
+        elif size >= _PROGRESS_BYTES and out.is_terminal:
             with Progress("[progress.description]{task.description}", BarColumn(),
                           DownloadColumn(), TimeRemainingColumn(), console=out,
                           transient=True) as progress:
@@ -65,6 +76,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise
     stats = store.stats()
     store.close()
+    if args.source_format == "auto":
+        sys.stderr.write(f"holon-ctx: read {args.file} as {detection.format.value} "
+                         f"({detection.reason})\n")
     print(f"imported {n} records from {args.file} into {args.db} "
           f"({stats.turns} turns, {stats.records} records in the ledger)")
     return 0

@@ -1,0 +1,229 @@
+"""Transcript import: chat transcripts and agent trajectories in, ledger records out.
+
+Three source formats besides ledger JSONL v1 (see ``docs/import.md`` for the full mapping):
+
+* ``openai`` — a chat-completions message list (``role``, ``content`` as text or parts,
+  ``tool_calls``, ``tool_call_id``), bare or as ``{"messages": [...]}``;
+* ``anthropic`` — a Messages transcript (top-level ``system``, content blocks ``text``,
+  ``tool_use``, ``tool_result``);
+* ``swe-traj`` — a mini-swe-agent trajectory (``*.traj.json``).
+
+:func:`detect_format` decides from the file name and content and says why. Reading is
+all-or-nothing: the whole transcript is parsed into records first (any problem raises a
+:class:`~holon_ctx.errors.LedgerFormatError` naming the file and the JSON path, e.g.
+``x.json: $.messages[12].tool_call_id: no tool call 'call_9' before this result``), and only then
+appended through the store's ordinary append path, in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import msgspec
+
+from holon_ctx.errors import InputError, LedgerFormatError
+from holon_ctx.ledger.importer import import_jsonl
+from holon_ctx.ledger.records import Record, Turn
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.ledger.transcript_build import LedgerBuilder
+from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
+from holon_ctx.ledger.transcript_swe import read_swe_traj
+
+__all__ = [
+    "MAX_TRANSCRIPT_BYTES",
+    "Detection",
+    "TranscriptFormat",
+    "detect_format",
+    "import_any",
+    "load_json",
+    "read_transcript",
+    "sniff_ledger",
+]
+
+#: Largest transcript read (a JSON document is parsed whole; ledger JSONL streams instead).
+MAX_TRANSCRIPT_BYTES: Final = 256 * 1024 * 1024
+_LEDGER_TYPES: Final = frozenset({"turn", "message", "brief", "task_result", "tool",
+                                  "external_event", "work_item", "wait", "environment", "pin"})
+
+
+class TranscriptFormat(StrEnum):
+    LEDGER = "ledger"
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    SWE_TRAJ = "swe-traj"
+
+
+@attrs.frozen
+class Detection:
+    """The format a file was read as, and why (``"given with --from"`` when not detected)."""
+
+    format: TranscriptFormat
+    reason: str
+
+
+_READERS: dict[TranscriptFormat, Callable[[Any, LedgerBuilder], list[Record]]] = {
+    TranscriptFormat.OPENAI: read_openai,
+    TranscriptFormat.ANTHROPIC: read_anthropic,
+    TranscriptFormat.SWE_TRAJ: read_swe_traj,
+}
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > MAX_TRANSCRIPT_BYTES:
+            raise InputError(f"transcript larger than the {MAX_TRANSCRIPT_BYTES} byte limit "
+                             f"({size} bytes)", source=str(path))
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+
+
+def load_json(path: Path, raw: bytes | None = None) -> Any:
+    """Parse a JSON transcript; errors name the file and line (``x.json:3: invalid JSON: …``)."""
+    raw = _read_bytes(path) if raw is None else raw
+    source = str(path)
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise LedgerFormatError("file starts with a UTF-8 byte-order mark; transcripts must be "
+                                "plain UTF-8", source=source, line=1)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LedgerFormatError(f"invalid UTF-8 at byte {exc.start}", source=source,
+                                line=raw.count(b"\n", 0, exc.start) + 1) from None
+    if not raw.strip():
+        raise LedgerFormatError("empty file: no transcript", source=source, line=1)
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        text = str(exc)
+        line = None
+        if "(byte " in text:
+            try:
+                offset = int(text.rsplit("(byte ", 1)[1].rstrip(")"))
+                line = raw.count(b"\n", 0, offset) + 1
+            except ValueError:
+                line = None
+        raise LedgerFormatError(f"invalid JSON: {text}", source=source, line=line) from None
+
+
+def _looks_like_ledger(raw: bytes) -> bool:
+    first = raw.lstrip().split(b"\n", 1)[0]
+    if not first.startswith(b"{"):
+        return False
+    try:
+        obj = msgspec.json.decode(first)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(obj, dict) and obj.get("type") in _LEDGER_TYPES and "messages" not in obj
+
+
+def _message_markers(messages: list[Any]) -> tuple[str | None, str | None]:
+    """The first OpenAI-only and the first Anthropic-only feature seen, as descriptions."""
+    openai = anthropic = None
+    for msg in messages[:512]:
+        if not isinstance(msg, dict):
+            continue
+        role = msg.get("role")
+        if openai is None and role in ("system", "developer", "tool"):
+            openai = f"a {role!r} role"
+        if openai is None and ("tool_calls" in msg or "tool_call_id" in msg):
+            openai = "tool_calls / tool_call_id fields"
+        content = msg.get("content")
+        if isinstance(content, list):
+            for part in content:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if anthropic is None and kind in ("tool_use", "tool_result", "thinking",
+                                                  "redacted_thinking"):
+                    anthropic = f"{kind!r} content blocks"
+                if openai is None and kind in ("image_url", "input_text", "refusal"):
+                    openai = f"{kind!r} content parts"
+    return openai, anthropic
+
+
+def detect_format(path: Path, data: Any | None = None, raw: bytes | None = None) -> Detection:
+    """Which format ``path`` is in, from its name and content (see the module docstring)."""
+    name = path.name.lower()
+    if data is None:
+        raw = _read_bytes(path) if raw is None else raw
+        if name.endswith(".jsonl") or _looks_like_ledger(raw):
+            why = "the .jsonl extension" if name.endswith(".jsonl") else "ledger records per line"
+            return Detection(TranscriptFormat.LEDGER, why)
+        data = load_json(path, raw)
+    if isinstance(data, dict):
+        fmt = data.get("trajectory_format")
+        if isinstance(fmt, str) and fmt.startswith("mini-swe-agent"):
+            return Detection(TranscriptFormat.SWE_TRAJ, f"trajectory_format {fmt!r}")
+        if name.endswith(".traj.json") and "messages" in data:
+            return Detection(TranscriptFormat.SWE_TRAJ, "the .traj.json extension")
+        if "system" in data and "messages" in data:
+            return Detection(TranscriptFormat.ANTHROPIC, "a top-level 'system' field")
+        messages = data.get("messages")
+    else:
+        messages = data
+    if not isinstance(messages, list):
+        raise LedgerFormatError(
+            "cannot tell the format: expected ledger JSONL, a list of chat messages, or an "
+            "object with 'messages'; choose one with --from", source=str(path), path="$")
+    openai, anthropic = _message_markers(messages)
+    if anthropic and not openai:
+        return Detection(TranscriptFormat.ANTHROPIC, anthropic)
+    if openai:
+        return Detection(TranscriptFormat.OPENAI, openai)
+    return Detection(TranscriptFormat.OPENAI,
+                     "plain user/assistant text (the anthropic reading is the same)")
+
+
+def read_transcript(path: str | Path, fmt: TranscriptFormat | str = "auto", *,
+                    first_seq: int = 0, id_prefix: str = "") -> tuple[Detection, list[Record]]:
+    """Parse a transcript (not ledger JSONL) into records, without touching any store."""
+    path = Path(path)
+    raw = _read_bytes(path)
+    data = None
+    if fmt == "auto":
+        if not path.name.lower().endswith(".jsonl") and not _looks_like_ledger(raw):
+            data = load_json(path, raw)
+        detection = detect_format(path, data=data, raw=raw)
+    else:
+        detection = Detection(TranscriptFormat(fmt), "given with --from")
+    if detection.format is TranscriptFormat.LEDGER:
+        raise InputError("ledger JSONL is imported with import_jsonl, not read as a transcript",
+                         source=str(path))
+    if data is None:
+        data = load_json(path, raw)
+    builder = LedgerBuilder(source=str(path), first_seq=first_seq, prefix=id_prefix)
+    return detection, _READERS[detection.format](data, builder)
+
+
+def sniff_ledger(path: str | Path) -> bool:
+    """True when ``path`` is ledger JSONL by name or by its first line (cheap: one line read)."""
+    path = Path(path)
+    if path.name.lower().endswith(".jsonl"):
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(1 << 16)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    return _looks_like_ledger(head)
+
+
+def import_any(path: str | Path, store: LedgerStore, fmt: TranscriptFormat | str = "auto", *,
+               id_prefix: str = "") -> tuple[Detection, int]:
+    """Import ledger JSONL or a transcript into ``store``, all-or-nothing; ``(how, stored)``."""
+    path = Path(path)
+    if fmt == TranscriptFormat.LEDGER or (fmt == "auto" and sniff_ledger(path)):
+        why = "given with --from" if fmt != "auto" else (
+            "the .jsonl extension" if path.name.lower().endswith(".jsonl")
+            else "ledger records per line")
+        return Detection(TranscriptFormat.LEDGER, why), import_jsonl(path, store)
+    latest = store.latest_turn(store.end_pos())
+    first_seq = 0
+    if latest is not None and isinstance(latest.record, Turn):
+        first_seq = latest.record.seq + 1
+    detection, records = read_transcript(path, fmt, first_seq=first_seq, id_prefix=id_prefix)
+    return detection, store.append(records, source=str(path))
