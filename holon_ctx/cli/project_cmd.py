@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from holon_ctx.cli.common import add_source_args, open_source, positive_int
+from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.projection.projector import Projection, Projector
 
 __all__ = ["project_from_args", "register"]
@@ -25,10 +26,13 @@ def register(subparsers: Any) -> None:
 def project_from_args(args: argparse.Namespace, budget: int | None = None,
                       at: str | None = None) -> Projection:
     store = open_source(args)
+    episodes = open_episode_source(store)
     try:
-        return Projector(store).project(budget_tokens=budget or args.budget,
-                                        at=at if at is not None else args.at, verify=True)
+        return Projector(store, episodes=episodes).project(
+            budget_tokens=budget or args.budget, at=at if at is not None else args.at, verify=True)
     finally:
+        if episodes is not None:
+            episodes.close()
         store.close()
 
 

@@ -1,0 +1,230 @@
+"""``holon-ctx episodes list|show|archive|rebuild|verify --db PATH``: episode memory on the CLI.
+
+Also :func:`open_episode_source`, which ``project`` uses to recall episodes from a SQLite ledger
+that has them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import msgspec
+from rich.table import Table
+
+from holon_ctx.cli.common import console, open_db, positive_int
+from holon_ctx.errors import InputError, UnknownRefError
+from holon_ctx.ledger.episode_store import SqliteEpisodeStore, has_episode_tables
+from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory.archiver import ArchivePolicy, Archiver
+from holon_ctx.memory.boundaries import BoundaryPolicy
+from holon_ctx.memory.episodes import Episode, parse_episode_id
+from holon_ctx.memory.render import full_text
+from holon_ctx.memory.source import StoreEpisodeSource
+from holon_ctx.memory.summarizer import with_recaps
+
+__all__ = ["open_episode_source", "register"]
+
+
+def open_episode_source(store: LedgerStore) -> StoreEpisodeSource | None:
+    """An episode source for ``store`` when it is a SQLite ledger holding episodes, else None."""
+    if not isinstance(store, SqliteStore) or not has_episode_tables(store.path):
+        return None
+    return StoreEpisodeSource(SqliteEpisodeStore(store.path, create=False), store)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("episodes", help="archived episodes: list, show, archive, rebuild")
+    sub = p.add_subparsers(dest="episodes_command", metavar="ACTION", required=True,
+                           parser_class=type(p))
+
+    q = sub.add_parser("list", help="a table of the episodes in a SQLite ledger")
+    q.add_argument("--db", metavar="PATH", required=True)
+    q.add_argument("--limit", type=positive_int, default=200, metavar="N")
+    q.add_argument("--offset", type=int, default=0, metavar="N")
+    q.add_argument("--plain", action="store_true", help="no colour")
+    q.set_defaults(func=cmd_list)
+
+    q = sub.add_parser("show", help="one episode: its fields, claims and refs")
+    q.add_argument("episode", metavar="EPISODE", help="an episode id (e3-9) or ref (episode:e3-9)")
+    q.add_argument("--db", metavar="PATH", required=True)
+    q.add_argument("--json", action="store_true", help="print the stored record as JSON")
+    q.set_defaults(func=cmd_show)
+
+    q = sub.add_parser("archive", help="archive the turn ranges older than the recent window")
+    q.add_argument("--db", metavar="PATH", required=True)
+    q.add_argument("--recent", type=positive_int, default=ArchivePolicy().recent_turns, metavar="N",
+                   help="turns kept out of episodes (default %(default)s)")
+    q.add_argument("--max-range", type=positive_int, metavar="N",
+                   help="longest episode in turns (fixed by the first archive; rebuild to change)")
+    q.add_argument("--at", metavar="TURN_ID", help="archive as of an earlier turn")
+    q.set_defaults(func=cmd_archive)
+
+    q = sub.add_parser("rebuild", help="drop and rebuild every episode from the ledger")
+    q.add_argument("--db", metavar="PATH", required=True)
+    q.add_argument("--max-range", type=positive_int, metavar="N",
+                   help="rebuild with another longest range (changes ids)")
+    q.set_defaults(func=cmd_rebuild)
+
+    q = sub.add_parser("verify", help="check every episode's digest and content against the ledger")
+    q.add_argument("--db", metavar="PATH", required=True)
+    q.set_defaults(func=cmd_verify)
+
+
+def _policy(stored: dict[str, str], *, recent: int | None = None,
+            max_range: int | None = None) -> ArchivePolicy:
+    """The archive policy: the stored one unless a flag overrides it."""
+    policy = ArchivePolicy() if recent is None else ArchivePolicy(recent_turns=recent)
+    if "policy" in stored:
+        try:
+            raw = msgspec.json.decode(stored["policy"])
+            policy = ArchivePolicy(recent_turns=policy.recent_turns,
+                                   boundaries=BoundaryPolicy(**raw["boundaries"]),
+                                   budget=type(policy.budget)(**raw["budget"]))
+        except (msgspec.DecodeError, KeyError, TypeError) as exc:
+            raise InputError(f"unreadable episode settings ({exc})") from None
+    if max_range is not None:
+        policy = ArchivePolicy(recent_turns=policy.recent_turns, budget=policy.budget,
+                               boundaries=BoundaryPolicy(
+                                   max_range_turns=max_range,
+                                   topic_min_terms=policy.boundaries.topic_min_terms,
+                                   topic_overlap=policy.boundaries.topic_overlap))
+    return policy
+
+
+def _open(path: str, *, create: bool) -> tuple[SqliteStore, SqliteEpisodeStore]:
+    ledger = open_db(path, must_exist=True)
+    try:
+        return ledger, SqliteEpisodeStore(path, create=create)
+    except BaseException:
+        ledger.close()
+        raise
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    ledger = open_db(args.db, must_exist=True)
+    ledger.close()
+    if not has_episode_tables(args.db):
+        print(f"no episodes in {args.db} yet (run `holon-ctx episodes archive --db {args.db}`)")
+        return 0
+    store = SqliteEpisodeStore(args.db, create=False)
+    try:
+        total = store.count()
+        rows = store.page(limit=args.limit, offset=args.offset)
+    finally:
+        store.close()
+    table = Table(title=f"{total} episodes in {args.db}")
+    for name, justify in (("episode", "left"), ("turns", "left"), ("n", "right"),
+                          ("owner", "left"), ("intents", "right"), ("decisions", "right"),
+                          ("results", "right"), ("artifacts", "right"), ("unresolved", "right"),
+                          ("closed by", "left"), ("digest", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for _, ep in rows:
+        first, last = ep.covers
+        table.add_row(ep.ref, f"{first}–{last}", str(ep.turns), ep.owner,
+                      str(len(ep.operator_intents)), str(len(ep.decisions)), str(len(ep.results)),
+                      str(len(ep.artifact_trail)), str(len(ep.unresolved)), ep.closed_by,
+                      ep.digest.removeprefix("sha256:")[:12])
+    out = console(plain=args.plain)
+    if not out.is_terminal:
+        out = console(plain=args.plain, width=200)  # a pipe or file: never truncate columns
+    out.print(table)
+    return 0
+
+
+def _find(store: SqliteEpisodeStore, text: str) -> Episode:
+    ident = parse_episode_id(text)
+    if not ident:
+        raise InputError(f"expected an episode id like e3-9 or episode:e3-9, got {text!r}")
+    ep = store.get(ident)
+    if ep is None:
+        raise UnknownRefError(f"episode:{ident}", hint="no such episode (see `holon-ctx episodes "
+                                                      "list`)")
+    return ep
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    ledger = open_db(args.db, must_exist=True)
+    ledger.close()
+    if not has_episode_tables(args.db):
+        raise UnknownRefError(f"episode:{parse_episode_id(args.episode) or args.episode}",
+                              hint="no episodes archived in this database")
+    store = SqliteEpisodeStore(args.db, create=False)
+    try:
+        ep = _find(store, args.episode)
+        recaps = store.recaps(ep.id)
+    finally:
+        store.close()
+    if args.json:
+        sys.stdout.buffer.write(msgspec.json.encode({"episode": ep, "recaps": recaps}) + b"\n")
+        return 0
+    first, last = ep.covers
+    out = [f"{ep.ref}",
+           f"covers: {first} – {last} (closed range, {ep.turns} turns: {', '.join(ep.turn_ids)})",
+           f"owner: {ep.owner}",
+           f"closed by: {ep.closed_by}",
+           f"generated by: {ep.generated_by}",
+           f"digest: {ep.digest} (over {len(ep.source_refs)} source records)",
+           f"source refs: {', '.join(ep.source_refs)}",
+           f"links: {', '.join(ep.links) or '-'}"]
+    for recap in recaps:
+        why = f" ({', '.join(recap.reasons)})" if recap.reasons else ""
+        out.append(f"recap by model {recap.model}: {recap.status.value}{why}")
+    sys.stdout.write("\n".join(out) + "\n\n" + full_text(with_recaps(ep, recaps)))
+    return 0
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    ledger, store = _open(args.db, create=True)
+    try:
+        policy = _policy(store.meta(), recent=args.recent, max_range=args.max_range)
+        report = Archiver(ledger, store, policy=policy).archive(at=args.at)
+        total = store.count()
+    finally:
+        store.close()
+        ledger.close()
+    if report.archived:
+        shown = ", ".join(report.archived[:8]) + (" …" if len(report.archived) > 8 else "")
+        print(f"archived {len(report.archived)} episodes ({shown}) covering {report.turns} turns "
+              f"older than the recent {policy.recent_turns}; {total} episodes in {args.db}")
+    else:
+        print(f"nothing new to archive (recent window {policy.recent_turns} turns"
+              + (f", horizon {report.horizon}" if report.horizon else "")
+              + f"); {total} episodes in {args.db}")
+    if report.resolved:
+        print(f"{report.resolved} unresolved items found resolved")
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    ledger, store = _open(args.db, create=True)
+    try:
+        policy = _policy(store.meta(), max_range=args.max_range)
+        store.set_meta(policy.identity())
+        report = Archiver(ledger, store, policy=policy).rebuild()
+    finally:
+        store.close()
+        ledger.close()
+    if report.identical:
+        print(f"rebuilt {report.episodes} episodes from the ledger: identical ids and digests "
+              "(byte-identical records)")
+        return 0
+    print(f"rebuilt {report.episodes} episodes from the ledger: {len(report.changed)} differ from "
+          f"before: {', '.join(report.changed[:20])}")
+    return 1
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    ledger, store = _open(args.db, create=False)
+    try:
+        report = Archiver(ledger, store, policy=_policy(store.meta())).verify()
+    finally:
+        store.close()
+        ledger.close()
+    for ident, problem in report.problems:
+        print(f"episode:{ident}: {problem}")
+    print(f"verified {report.checked} episodes against the ledger: "
+          + ("all match" if not report.problems else f"{len(report.problems)} do not match"))
+    return 0 if not report.problems else 1

@@ -1,0 +1,297 @@
+"""The Archiver: turns that aged out of the recent window become episodes, exactly once.
+
+Theory of operation. ``archive()`` finds the *horizon* H, the oldest of the ``recent_turns``
+newest turns; every turn older than H has aged out. It reads the ledger forward from the archival
+frontier (the last turn already in an episode) to H, a chunk of turns at a time, feeds the turns to
+the :class:`~holon_ctx.memory.boundaries.Segmenter` and builds an episode for every range that
+closes before H. H itself is only look-ahead: it can close the range before it, never join an
+episode, so a range is archived only once its end is certain.
+
+*Settled records.* A turn's records are those appended before the next turn began (``pos`` below
+the next turn's position). A turn is read only when its next turn exists, so what an episode
+covers never changes afterwards: archiving turn by turn and ``rebuild()`` from scratch give the
+same ranges, bytes and digests.
+
+*Resolutions.* After each run, unresolved items of stored episodes are checked against the
+ledger: a later tool run that settles a call is recorded with its exact position; a wait, todo or
+blocker seen resolved is recorded with the run's position as an upper bound. Recall re-checks
+anything not known resolved before the position it projects at.
+
+Cost: a run reads only the turns it archives (plus the look-ahead turn), so archiving costs O(size
+of the archived range); the open-item check costs O(open items).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+import attrs
+import msgspec
+
+from holon_ctx.errors import InputError
+from holon_ctx.ledger.records import Tool, Turn
+from holon_ctx.ledger.state import WorkItemState
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.memory.boundaries import BoundaryPolicy, ClosedRange, Segmenter
+from holon_ctx.memory.builder import FieldBudget, build_episode, source_records
+from holon_ctx.memory.episodes import Episode, RecapStatus, encode_episode, source_digest
+from holon_ctx.memory.index import index_episode
+from holon_ctx.memory.store import EpisodeStore, OpenRow, Resolution
+from holon_ctx.memory.summarizer import Summarizer, summarize
+from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, resolves
+from holon_ctx.projection.model import TurnUnit
+from holon_ctx.projection.view import resolve_limit
+
+__all__ = ["ArchivePolicy", "ArchiveReport", "Archiver", "RebuildReport", "VerifyReport"]
+
+#: Open items checked against the ledger per run (the rest wait for the next run).
+_OPEN_CHECK: Final = 4096
+_PAGE: Final = 512
+
+
+@attrs.frozen
+class ArchivePolicy:
+    """When turns age out, and the settings that shape an episode (stored with the episodes)."""
+
+    recent_turns: int = 48
+    boundaries: BoundaryPolicy = attrs.field(factory=BoundaryPolicy)
+    budget: FieldBudget = attrs.field(factory=FieldBudget)
+    chunk_turns: int = 1024
+
+    def __attrs_post_init__(self) -> None:
+        if self.recent_turns < 2:
+            raise InputError(f"recent window must be at least 2 turns, got {self.recent_turns}")
+
+    def identity(self) -> dict[str, str]:
+        """What must not change between archive runs of one store (it shapes every episode)."""
+        return {"policy": msgspec.json.encode(
+            {"builder": 1, "boundaries": attrs.asdict(self.boundaries),
+             "budget": attrs.asdict(self.budget)}).decode()}
+
+
+@attrs.frozen
+class ArchiveReport:
+    archived: tuple[str, ...]
+    turns: int
+    horizon: str | None
+    resolved: int
+    recaps_accepted: int
+    recaps_rejected: int
+
+
+@attrs.frozen
+class RebuildReport:
+    episodes: int
+    identical: bool
+    #: Ids whose bytes differ (or that appeared or disappeared), when not identical.
+    changed: tuple[str, ...]
+
+
+@attrs.frozen
+class VerifyReport:
+    checked: int
+    #: ``(episode id, problem)`` for each episode that does not match the ledger.
+    problems: tuple[tuple[str, str], ...]
+
+
+class Archiver:
+    """``Archiver(ledger, episodes).archive()`` — see the module docstring."""
+
+    def __init__(self, ledger: LedgerStore, episodes: EpisodeStore, *,
+                 policy: ArchivePolicy | None = None,
+                 summarizer: Summarizer | None = None) -> None:
+        self.ledger = ledger
+        self.store = episodes
+        self.policy = policy or ArchivePolicy()
+        self.summarizer = summarizer
+
+    # -- public --------------------------------------------------------------------------------
+    def archive(self, *, at: str | None = None) -> ArchiveReport:
+        """Archive every closed range older than the recent window (idempotent)."""
+        self._check_policy()
+        current, limit_pos = resolve_limit(self.ledger, at)
+        assert isinstance(current.record, Turn)
+        recent = self.ledger.turns_before(current.record.seq + 1, self.policy.recent_turns,
+                                          limit_pos)
+        if len(recent) < self.policy.recent_turns:
+            return ArchiveReport((), 0, None, self._resolve([], limit_pos), 0, 0)
+        horizon = recent[-1]
+        last = self.store.last()
+        after = last.span.last_seq if last is not None else None
+        report = self._run(after, horizon, limit_pos, summarize_new=True)
+        return attrs.evolve(report, horizon=horizon.ref)
+
+    def rebuild(self) -> RebuildReport:
+        """Drop every episode and rebuild them from the ledger, through the same frontier."""
+        old = {ep.id: encode_episode(ep) for ep in self.store.iter_episodes()}
+        last = self.store.last()
+        self.store.clear()
+        self.store.set_meta(self.policy.identity())
+        if last is None:
+            return RebuildReport(0, True, ())
+        limit_pos = self.ledger.end_pos()
+        nxt = self.ledger.next_turn_pos(last.span.last_seq)
+        look = self.ledger.latest_turn(nxt + 1) if nxt is not None else None
+        if look is None:
+            raise InputError(f"cannot rebuild: no turn follows {last.span.last_turn} in the ledger")
+        self._run(None, look, limit_pos, summarize_new=False)
+        new = {ep.id: encode_episode(ep) for ep in self.store.iter_episodes()}
+        changed = tuple(sorted(i for i in old.keys() | new.keys() if old.get(i) != new.get(i)))
+        return RebuildReport(len(new), not changed, changed)
+
+    def verify(self) -> VerifyReport:
+        """Re-derive every stored episode from the ledger; report any that differ."""
+        problems: list[tuple[str, str]] = []
+        checked = 0
+        for ep in self.store.iter_episodes():
+            checked += 1
+            problem = self.verify_episode(ep)
+            if problem:
+                problems.append((ep.id, problem))
+        return VerifyReport(checked, tuple(problems))
+
+    def verify_episode(self, ep: Episode) -> str | None:
+        """None when ``ep`` matches the ledger, else what differs."""
+        end = self.ledger.end_pos()
+        settle = self.ledger.next_turn_pos(ep.span.last_seq)
+        turns = self.ledger.turns_before(ep.span.last_seq + 1, len(ep.turn_ids), end)[::-1]
+        if [t.record.id for t in turns] != ep.turn_ids:
+            return "covered turns differ from the ledger"
+        units = self._units(turns, settle if settle is not None else end)
+        digest = source_digest(s.record for s in source_records(units))
+        if digest != ep.digest:
+            return f"digest mismatch: stored {ep.digest}, ledger gives {digest}"
+        again = build_episode(units, closed_by=ep.closed_by, budget=self.policy.budget)
+        if encode_episode(again) != encode_episode(ep):
+            return "content differs from what the ledger gives"
+        return None
+
+    # -- the run -------------------------------------------------------------------------------
+    def _check_policy(self) -> None:
+        stored = self.store.meta().get("policy")
+        mine = self.policy.identity()["policy"]
+        if stored is None:
+            self.store.set_meta(self.policy.identity())
+        elif stored != mine and self.store.count():
+            raise InputError(f"these episodes were archived with other settings ({stored}); "
+                             "rebuild them to change settings")
+
+    def _run(self, after_seq: int | None, look: StoredRecord, limit_pos: int, *,
+             summarize_new: bool) -> ArchiveReport:
+        look_turn = look.record
+        assert isinstance(look_turn, Turn)
+        look_settle = self.ledger.next_turn_pos(look_turn.seq)
+        if look_settle is None or look_settle > limit_pos:
+            look_settle = limit_pos
+        seqs = self._turn_positions(after_seq, look_turn.seq, limit_pos)
+        segmenter = Segmenter(self.policy.boundaries)
+        archived: list[str] = []
+        covered = 0
+        accepted = rejected = 0
+        tools: list[tuple[str, int, int]] = []
+        for chunk, settle in self._chunks(seqs, look, look_settle, limit_pos):
+            closed: list[ClosedRange] = []
+            for unit in chunk:
+                for stored in unit.records:
+                    if isinstance(stored.record, Tool):
+                        tools.extend((k, stored.pos, unit.turn.seq)
+                                     for k in resolves(stored.record, stored.ref))
+                closed.extend(r for r in segmenter.push(unit) if r.last_seq < look_turn.seq)
+            del settle
+            episodes = [build_episode(r.units, closed_by=r.closed_by, budget=self.policy.budget)
+                        for r in closed]
+            if episodes:
+                self.store.append([index_episode(ep) for ep in episodes])
+                archived.extend(ep.id for ep in episodes)
+                covered += sum(ep.turns for ep in episodes)
+            if summarize_new and self.summarizer is not None:
+                for ep in episodes:
+                    recap = summarize(ep, self.summarizer)
+                    self.store.add_recap(recap)
+                    accepted += recap.status is RecapStatus.ACCEPTED
+                    rejected += recap.status is RecapStatus.REJECTED
+        resolved = self._resolve(tools, limit_pos)
+        return ArchiveReport(tuple(archived), covered, None, resolved, accepted, rejected)
+
+    def _turn_positions(self, after_seq: int | None, upto_seq: int,
+                        limit_pos: int) -> list[tuple[int, int]]:
+        """``(seq, pos)`` of the turns with ``after_seq < seq < upto_seq``, oldest first."""
+        out: list[tuple[int, int]] = []
+        bound = upto_seq
+        while True:
+            page = self.ledger.turns_before(bound, _PAGE, limit_pos)
+            done = False
+            for stored in page:
+                seq = stored.turn_seq if stored.turn_seq is not None else _seq(stored)
+                if after_seq is not None and seq <= after_seq:
+                    done = True
+                    break
+                out.append((seq, stored.pos))
+            if done or len(page) < _PAGE:
+                break
+            bound = out[-1][0]
+        out.reverse()
+        return out
+
+    def _chunks(self, seqs: list[tuple[int, int]], look: StoredRecord, look_settle: int,
+                limit_pos: int) -> Iterator[tuple[list[TurnUnit], int]]:
+        """Turn units oldest first, a chunk at a time, the look-ahead turn last."""
+        size = self.policy.chunk_turns
+        for i in range(0, len(seqs), size):
+            part = seqs[i : i + size]
+            nxt = seqs[i + size][1] if i + size < len(seqs) else look.pos
+            turns = self.ledger.turns_before(part[-1][0] + 1, len(part), limit_pos)[::-1]
+            yield self._units(turns, nxt), nxt
+        yield self._units([look], look_settle), look_settle
+
+    def _units(self, turns: list[StoredRecord], settle_last: int) -> list[TurnUnit]:
+        """Turns with their settled records (each record before its owner's next turn)."""
+        if not turns:
+            return []
+        bounds = {_seq(t): (turns[i + 1].pos if i + 1 < len(turns) else settle_last)
+                  for i, t in enumerate(turns)}
+        owned: dict[int, list[StoredRecord]] = {}
+        for rec in self.ledger.records_of_turns(_seq(turns[0]), _seq(turns[-1]), settle_last):
+            seq = rec.turn_seq
+            if seq is not None and seq in bounds and rec.pos < bounds[seq]:
+                owned.setdefault(seq, []).append(rec)
+        return [TurnUnit(stored=t, records=tuple(owned.get(_seq(t), ()))) for t in turns]
+
+    # -- resolutions ---------------------------------------------------------------------------
+    def _resolve(self, tools: list[tuple[str, int, int]], limit_pos: int) -> int:
+        rows = self.store.open_rows(1 << 62, 1 << 62, _OPEN_CHECK)
+        if not rows:
+            return 0
+        first_tool: dict[str, list[tuple[int, int]]] = {}
+        for key, pos, seq in tools:
+            first_tool.setdefault(key, []).append((seq, pos))
+        facts = self.facts(rows, limit_pos)
+        marks: list[Resolution] = []
+        for row in rows:
+            if row.key in first_tool:
+                later = [pos for seq, pos in first_tool[row.key] if seq > row.last_seq]
+                if later:
+                    marks.append(Resolution(row.num, row.key, min(later) + 1, True))
+                continue
+            if row.key.partition(":")[0] not in ("call", "effect") and not is_open(row.key, facts):
+                marks.append(Resolution(row.num, row.key, limit_pos, False))
+        if marks:
+            self.store.mark_resolved(marks)
+        return len(marks)
+
+    def facts(self, rows: list[OpenRow], limit_pos: int) -> LedgerFacts:
+        """What the ledger says, as of ``limit_pos``, about the waits and work items of ``rows``."""
+        waits = frozenset(w.wait_id for w in self.ledger.open_waits(limit_pos))
+        items: dict[str, WorkItemState | None] = {}
+        for row in rows:
+            wid = key_work_item(row.key)
+            if wid is not None and wid not in items:
+                items[wid] = self.ledger.work_item_state(wid, limit_pos)
+        return LedgerFacts(open_wait_ids=waits, work_items=items)
+
+
+def _seq(stored: StoredRecord) -> int:
+    rec = stored.record
+    assert isinstance(rec, Turn)
+    return rec.seq

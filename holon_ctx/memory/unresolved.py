@@ -1,0 +1,151 @@
+"""Unresolved items: what an episode must carry forward, how it is keyed, and what resolves it.
+
+An item is *unresolved* when it is still open at the end of its episode's range. Each has a kind
+(the table :data:`KINDS`) and a *key* that a later record can resolve:
+
+=====================  ==========================  ===========================================
+kind                   key                          resolved by
+=====================  ==========================  ===========================================
+tool_call_pending      ``call:<call>``              a later tool run of the same call that is
+                                                    not pending
+side_effect_unknown,   ``effect:<call>``            a later run of the same call whose side
+side_effect_partial                                 effect is ``none`` or ``completed``
+approval_pending,      ``wait_id:<wait id>``        the wait is no longer open
+wait_open
+todo_open              ``todo:<work item>:<hash>``  the todo is done or gone, or the work item
+                                                    is done or abandoned
+work_item_blocked      ``blocked:<work item>``      the blocker is cleared or the work item is
+                                                    done or abandoned
+=====================  ==========================  ===========================================
+
+``<call>`` is the provider call id when the runtime recorded one, else ``<tool>#<args digest>``,
+else the tool record's own ref (which nothing later can resolve: such an item stays open, which is
+the safe side). Kinds marked *pinned* put their episode in the PINNED retention class until they
+are resolved: a pending tool call, approval or unknown side effect must never drop out of view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Final
+
+import attrs
+
+from holon_ctx.ledger.records import SideEffect, Tool, ToolStatus, WorkItemStatus
+from holon_ctx.ledger.state import WorkItemState
+
+__all__ = [
+    "KINDS",
+    "LedgerFacts",
+    "OpenKind",
+    "call_key",
+    "is_approval",
+    "is_open",
+    "key_work_item",
+    "resolves",
+    "todo_key",
+]
+
+
+class OpenKind(StrEnum):
+    TOOL_CALL_PENDING = "tool_call_pending"
+    APPROVAL_PENDING = "approval_pending"
+    SIDE_EFFECT_UNKNOWN = "side_effect_unknown"
+    SIDE_EFFECT_PARTIAL = "side_effect_partial"
+    WAIT_OPEN = "wait_open"
+    TODO_OPEN = "todo_open"
+    WORK_ITEM_BLOCKED = "work_item_blocked"
+
+
+@attrs.frozen
+class KindRule:
+    pinned: bool
+    label: str
+
+
+#: The kinds, in the order an episode lists them; ``pinned`` kinds pin their episode.
+KINDS: Final[dict[OpenKind, KindRule]] = {
+    OpenKind.TOOL_CALL_PENDING: KindRule(True, "tool call pending"),
+    OpenKind.APPROVAL_PENDING: KindRule(True, "approval pending"),
+    OpenKind.SIDE_EFFECT_UNKNOWN: KindRule(True, "side effect unknown"),
+    OpenKind.SIDE_EFFECT_PARTIAL: KindRule(True, "side effect partial"),
+    OpenKind.WAIT_OPEN: KindRule(False, "waiting"),
+    OpenKind.TODO_OPEN: KindRule(False, "open todo"),
+    OpenKind.WORK_ITEM_BLOCKED: KindRule(False, "blocked"),
+}
+
+_APPROVAL = re.compile(r"approv|sign[- ]?off|批准|审批|审核|承認|決裁", re.IGNORECASE)
+_DONE = (WorkItemStatus.DONE, WorkItemStatus.ABANDONED)
+
+
+def is_approval(wait_id: str, condition: str) -> bool:
+    """A wait that waits for someone's approval (by its id or condition)."""
+    return bool(_APPROVAL.search(wait_id) or _APPROVAL.search(condition))
+
+
+def call_key(tool: Tool, ref: str) -> str:
+    """What identifies one call across its runs (see the module docstring)."""
+    if tool.call_id:
+        return tool.call_id
+    if tool.args_digest:
+        return f"{tool.tool_name}#{tool.args_digest}"
+    return f"ref:{ref}"
+
+
+def todo_key(work_item_id: str, text: str) -> str:
+    return f"todo:{work_item_id}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def key_work_item(key: str) -> str | None:
+    """The work item a todo or blocker key belongs to (None for other keys)."""
+    kind, _, rest = key.partition(":")
+    if kind == "blocked":
+        return rest
+    if kind == "todo":
+        return rest.rpartition(":")[0]
+    return None
+
+
+def resolves(tool: Tool, ref: str) -> tuple[str, ...]:
+    """The keys a tool run resolves: a definite result ends a pending call, a known side effect
+    ends an unknown one."""
+    keys: list[str] = []
+    call = call_key(tool, ref)
+    if tool.status is not ToolStatus.PENDING:
+        keys.append(f"call:{call}")
+    if tool.side_effect in (SideEffect.NONE, SideEffect.COMPLETED):
+        keys.append(f"effect:{call}")
+    return tuple(keys)
+
+
+@attrs.frozen
+class LedgerFacts:
+    """What the ledger says now (as of some position) about open items' keys."""
+
+    open_wait_ids: frozenset[str]
+    work_items: Mapping[str, WorkItemState | None]
+    #: Keys (``call:…``/``effect:…``) resolved by a tool run seen before the position.
+    resolved_calls: frozenset[str] = frozenset()
+
+
+def is_open(key: str, facts: LedgerFacts) -> bool:
+    """Whether the item keyed ``key`` is still open according to ``facts``."""
+    kind, _, rest = key.partition(":")
+    if kind == "wait_id":
+        return rest in facts.open_wait_ids
+    if kind in ("call", "effect"):
+        return key not in facts.resolved_calls
+    wid = key_work_item(key)
+    if wid is None:
+        return True
+    state = facts.work_items.get(wid)
+    if state is None:
+        return True
+    if state.status in _DONE:
+        return False
+    if kind == "blocked":
+        return bool(state.blocker) or state.status is WorkItemStatus.BLOCKED
+    return any(todo_key(wid, t.text) == key and not t.done for t in state.todos)

@@ -1,0 +1,326 @@
+"""Recall: the episode section of the projection, relevance, pinning, fencing and CJK text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_episodes_kit import INJECTION, Conv, archived, billing_conversation, fenced_spans
+
+from holon_ctx.ledger.records import SideEffect, ToolStatus, WaitStatus
+from holon_ctx.memory.recall import RecallWeights, bm25_scores, query_terms, rank
+from holon_ctx.memory.source import StoreEpisodeSource
+from holon_ctx.projection.model import Priority, RecallQuery, Section
+from holon_ctx.projection.projector import Projection, Projector
+from holon_ctx.projection.view import WindowLimits, load_view
+
+#: Page 0 of the recent window holds 16 turns, so a 40-turn ledger has older turns to recall.
+LIMITS = WindowLimits(page_turns=16)
+
+
+def _project(ledger, episodes, budget: int = 2048, at: str | None = None) -> Projection:  # type: ignore[no-untyped-def]
+    source = StoreEpisodeSource(episodes, ledger) if episodes is not None else None
+    return Projector(ledger, episodes=source, limits=LIMITS).project(budget_tokens=budget, at=at,
+                                                                    verify=True)
+
+
+def _query(ledger, text: str | None = None, window_first_seq: int | None = None) -> RecallQuery:  # type: ignore[no-untyped-def]
+    view = load_view(ledger, budget_tokens=2048, limits=LIMITS)
+    first = view.window[0].turn.seq if view.window else view.current.turn.seq
+    words = text if text is not None else "\n".join(
+        getattr(r.record, "text", "") for r in view.current.records)
+    return RecallQuery(current=view.current,
+                       window_first_seq=first if window_first_seq is None else window_first_seq,
+                       work_item_id=view.current.turn.work_item_id, limit_pos=view.limit_pos,
+                       query_text=words, refs=frozenset())
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_forty_turn_decision_survives_at_2048_through_its_episode(kind: str, tmp_path: Path) -> None:
+    """In a 40-turn plain conversation the early decision reaches a 2,048-token prompt via its episode."""
+    c, ids = billing_conversation()
+    ledger, episodes, _ = archived(c.records, kind=kind, tmp=tmp_path)
+    projection = _project(ledger, episodes)
+    section = projection.section_text.get(Section.EPISODES, "")
+    assert "PostgreSQL 16 with logical replication" in section
+    assert f"message:{ids['decision']}" in section
+    assert projection.used_tokens <= 2048
+    assert [e.ref for e in projection.manifest.episodes][:1] == ["episode:e0-3"]
+    assert projection.manifest.episodes[0].covers == ["turn:t0", "turn:t3"]
+
+
+def test_without_episode_memory_the_early_decision_is_out_of_view() -> None:
+    """The control: the same projection without an episode source loses the decision."""
+    c, _ = billing_conversation()
+    ledger, _, _ = archived(c.records)
+    projection = _project(ledger, None)
+    assert "logical replication to the reporting replica" not in projection.text
+
+
+def test_return_to_old_topic_recalls_its_decision_not_the_other_topics_details() -> None:
+    """Returning to billing recalls the billing episode and no frontend episode or detail."""
+    c, _ = billing_conversation()
+    ledger, episodes, _ = archived(c.records)
+    source = StoreEpisodeSource(episodes, ledger)
+    assert [e.ref for e in source.recall(_query(ledger, window_first_seq=24), 12)] == [
+        "episode:e0-3"]
+    projection = _project(ledger, episodes)
+    recalled = [e.ref for e in projection.manifest.episodes]
+    assert recalled == ["episode:e0-3"]
+    section = projection.section_text[Section.EPISODES]
+    assert "integer cents" in section
+    assert "30 seconds" in section
+    for detail in ("teal", "gradient", "navigation", "Inter"):
+        assert detail not in section
+
+
+def test_a_new_topic_does_not_recall_the_unrelated_old_one() -> None:
+    """A frontend question recalls frontend episodes, never the billing decision."""
+    c, _ = billing_conversation()
+    c.operator("For the website navigation bar, which gradient did we settle on?")
+    ledger, episodes, _ = archived(c.records)
+    source = StoreEpisodeSource(episodes, ledger)
+    got = source.recall(_query(ledger, window_first_seq=24), 12)
+    assert got, "the frontend episodes should match"
+    assert all("PostgreSQL" not in ep.full_text for ep in got)
+
+
+def test_recall_returns_only_episodes_ending_before_the_window() -> None:
+    """No episode reaching into the recent window is recalled (no turn rendered twice)."""
+    c, _ = billing_conversation()
+    ledger, episodes, _ = archived(c.records, recent=2, max_range=4)
+    source = StoreEpisodeSource(episodes, ledger)
+    for first in (0, 3, 4, 9, 20, 37):
+        got = source.recall(_query(ledger, "billing replication website gradient", first), 50)
+        assert all(episodes.get(ep.ref.removeprefix("episode:")).span.last_seq < first  # type: ignore[union-attr]
+                   for ep in got)
+    assert source.recall(_query(ledger, "billing", 0), 12) == []
+
+
+def test_projection_never_renders_an_episode_turn_in_recent_turns() -> None:
+    """Turns covered by recalled episodes are not among the recent turns' selected refs."""
+    c, _ = billing_conversation()
+    ledger, episodes, _ = archived(c.records)
+    projection = _project(ledger, episodes)
+    covered = {f"turn:{t}" for e in projection.manifest.episodes
+               for t in episodes.get(e.ref.removeprefix("episode:")).turn_ids}  # type: ignore[union-attr]
+    recent = next(s for s in projection.manifest.sections if s.name == "recent_turns")
+    assert covered
+    assert not covered & set(recent.selected)
+
+
+@pytest.mark.parametrize(("topic", "other", "query", "expect"), [
+    ("我们决定账单服务使用数据库迁移方案，下周上线。", "前端导航栏采用渐变色和圆角按钮。",
+     "账单服务的数据库迁移方案是什么？", "数据库迁移"),
+    ("データベース移行は来週の火曜日に実施します。", "ナビゲーションバーのグラデーションを調整。",
+     "データベースの移行はいつ？", "データベース移行"),
+])
+def test_cjk_recall_finds_the_matching_episode(topic: str, other: str, query: str,
+                                              expect: str) -> None:
+    """Chinese and Japanese queries recall the episode that shares their words (bigram BM25)."""
+    c = Conv()
+    c.operator(topic)
+    c.assistant("好的。" if "我们" in topic else "了解しました。")
+    c.operator(other)
+    for _ in range(4):
+        c.tick()
+    ledger, episodes, _ = archived(c.records, recent=2, max_range=1)
+    got = StoreEpisodeSource(episodes, ledger).recall(_query(ledger, query, 99), 12)
+    assert got
+    assert expect in got[0].full_text
+    assert other not in got[0].full_text
+    assert all(ep.priority is not Priority.PINNED for ep in got)
+
+
+def test_bm25_ranks_the_rarer_term_higher_and_ties_break_on_the_newer_episode() -> None:
+    """BM25 favours rare terms, and equal scores order newer episodes first."""
+    postings = {"common": [(3, 1, 10), (2, 1, 10), (1, 1, 10)], "rare": [(1, 1, 10)]}
+    scores = bm25_scores(["common", "rare"], {"common": 3, "rare": 1}, 3, 30,
+                         lambda t, cap: postings[t][:cap], RecallWeights())
+    assert scores[1] > scores[2] == scores[3] > 0
+    from holon_ctx.memory.recall import Candidate
+
+    cands = [Candidate(num=n, text_score=s, same_work_item=False, links=(), open_keys=(),
+                       pinned=False, score=s) for n, s in scores.items()]
+    assert [c.num for c in rank(cands, 3)] == [1, 3, 2]
+
+
+def test_query_terms_are_distinct_and_in_order() -> None:
+    """Query terms keep first occurrences only, English words and CJK bigrams alike."""
+    assert query_terms("Billing billing 数据库 数据") == ["billing", "数据", "据库"]
+
+
+def _pending_deploy() -> tuple[Conv, str]:
+    c = Conv()
+    c.operator("Deploy the billing service to production with the new schema migration.")
+    call = c.tool("deploy", "billing --prod", "started", status=ToolStatus.PENDING,
+                  call_id="call-1", side_effect=SideEffect.UNKNOWN)
+    c.operator("Meanwhile, rename the website hero banner to 'Welcome back' please.")
+    c.assistant("Renamed the hero banner.")
+    for _ in range(5):
+        c.tick()
+    return c, call
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_pending_tool_call_is_pinned_until_resolved(kind: str, tmp_path: Path) -> None:
+    """An episode holding a pending call with unknown side effect is PINNED, whatever the query,
+    until a later run of the same call settles it."""
+    c, call = _pending_deploy()
+    ledger, episodes, archiver = archived(c.records, recent=3, max_range=1, kind=kind,
+                                          tmp=tmp_path)
+    source = StoreEpisodeSource(episodes, ledger)
+    got = source.recall(_query(ledger, "something unrelated entirely", 99), 12)
+    assert [ep.ref for ep in got][:1] == ["episode:e0-0"]
+    assert got[0].priority is Priority.PINNED
+    assert "pinned_unresolved" in got[0].reasons
+    assert "STILL OPEN, pinned until resolved" in got[0].full_text
+    before = ledger.end_pos()
+
+    c.records.clear()
+    c.turn("task_result")
+    c.tool("deploy", "billing --prod", "done", call_id="call-1", side_effect=SideEffect.COMPLETED)
+    ledger.append(c.records)
+    # Resolved in the unarchived tail: seen at recall time.
+    got = source.recall(_query(ledger, "something unrelated entirely", 99), 12)
+    assert all(ep.priority is not Priority.PINNED for ep in got)
+    # As of before the resolution it is still pinned.
+    at_before = _query(ledger, "x", 99)
+    at_before = RecallQuery(current=at_before.current, window_first_seq=99, work_item_id=None,
+                            limit_pos=before, query_text="x", refs=frozenset())
+    assert source.recall(at_before, 12)[0].priority is Priority.PINNED
+    # Once archived, the resolution is recorded exactly and holds at every later position.
+    for _ in range(4):
+        c.records.clear()
+        c.tick()
+        ledger.append(c.records)
+    assert archiver.archive().resolved >= 2
+    assert all(r.exact for r in episodes.open_rows(1 << 40, 0, 10))
+    got = source.recall(_query(ledger, "deploy billing", 99), 12)
+    assert got[0].priority is not Priority.PINNED
+    assert "resolved since" in got[0].full_text
+    del call
+
+
+def test_a_pending_approval_is_pinned_and_unpinned_when_the_wait_resolves() -> None:
+    """An open approval wait pins its episode; resolving the wait releases it."""
+    c = Conv()
+    c.operator("Ship the invoice export feature once security signs off.")
+    c.open_wait("approval-42", "security approval for the invoice export")
+    for _ in range(4):
+        c.tick()
+    ledger, episodes, _ = archived(c.records, recent=2, max_range=1)
+    ep = episodes.get("e0-0")
+    assert ep is not None
+    assert [u.kind for u in ep.unresolved] == ["approval_pending"]
+    source = StoreEpisodeSource(episodes, ledger)
+    assert source.recall(_query(ledger, "anything", 99), 12)[0].priority is Priority.PINNED
+    c.records.clear()
+    c.turn("approval_decision")
+    c.say("Approved.")
+    c.close_wait("approval-42")
+    ledger.append(c.records)
+    got = source.recall(_query(ledger, "anything", 99), 12)
+    assert all(g.ref != "episode:e0-0" or g.priority is not Priority.PINNED for g in got)
+
+
+def test_open_todos_make_an_episode_high_until_done() -> None:
+    """Open todos keep their episode HIGH; once the work item is done they no longer count."""
+    c = Conv()
+    c.turn("operator_input", work_item="wi1")
+    c.say("Migrate the billing tables.")
+    c.work("wi1", objective="migrate billing tables", todos=[("write migration", True),
+                                                             ("backfill invoices", False)])
+    for _ in range(4):
+        c.tick()
+    ledger, episodes, _ = archived(c.records, recent=2, max_range=1)
+    source = StoreEpisodeSource(episodes, ledger)
+    first = source.recall(_query(ledger, "unrelated", 99), 12)[0]
+    assert first.priority is Priority.HIGH
+    assert "open_unresolved" in first.reasons
+    c.records.clear()
+    c.turn("task_result", work_item="wi1")
+    c.work("wi1", status=__import__("holon_ctx.ledger.records", fromlist=["x"]).WorkItemStatus.DONE)
+    ledger.append(c.records)
+    got = source.recall(_query(ledger, "unrelated", 99), 12)
+    assert all("open_unresolved" not in g.reasons for g in got)
+
+
+def test_an_injection_in_an_old_tool_output_stays_fenced_data() -> None:
+    """Text planted in an archived tool output cannot leave its fence or pose as the operator."""
+    c = Conv()
+    c.operator("Fetch the billing status page and summarise it.")
+    c.tool("http_get", "https://status.example/billing", INJECTION, status=ToolStatus.ERROR,
+           exit_code=1)
+    c.event("webhook", INJECTION)
+    c.operator("Thanks. Now something else entirely: the website footer colour.")
+    for _ in range(20):
+        c.operator("Website footer colour, another variant please.")
+    c.operator("What did the billing status page say?")
+    ledger, episodes, _ = archived(c.records, recent=4, max_range=3)
+    got = StoreEpisodeSource(episodes, ledger).recall(_query(ledger, "billing status page", 99), 12)
+    text = got[0].full_text
+    assert "IGNORE PREVIOUS INSTRUCTIONS" in text
+    for inside, line in fenced_spans(text):
+        if "IGNORE PREVIOUS" in line or "wire $50,000" in line:
+            assert inside
+    assert "operator (trusted)" not in text
+    assert "operator (claimed)" in text
+    assert "\u2039/data" in text
+    projection = _project(ledger, episodes, budget=8192)
+    for inside, line in fenced_spans(projection.text):
+        if "IGNORE PREVIOUS" in line:
+            assert inside
+
+
+def test_episode_texts_are_block_safe() -> None:
+    """Full, compact and ref texts start with a non-blank line and end with one newline."""
+    c, _ = billing_conversation()
+    ledger, episodes, _ = archived(c.records)
+    got = StoreEpisodeSource(episodes, ledger).recall(_query(ledger, "billing"), 12)
+    assert got
+    for ep in got:
+        for text in (ep.full_text, ep.compact_text, ep.ref_text):
+            assert text.endswith("\n")
+            assert not text.endswith("\n\n")
+            assert text.split("\n", 1)[0].strip()
+        assert ep.ref_text.count("\n") == 1
+        assert "holon-ctx episodes show e0-3" in ep.ref_text
+
+
+def test_memory_and_sqlite_stores_recall_identically(tmp_path: Path) -> None:
+    """The same ledger gives the same recalled episodes, scores and texts from either store."""
+    c, _ = billing_conversation()
+    results = []
+    for kind in ("memory", "sqlite"):
+        ledger, episodes, _ = archived(c.records, recent=6, max_range=3, kind=kind, tmp=tmp_path)
+        results.append(StoreEpisodeSource(episodes, ledger).recall(
+            _query(ledger, "billing replication gradient navigation", 99), 12))
+    assert len(results[0]) == 12
+    assert results[0] == results[1]
+
+
+def test_recall_is_deterministic_across_calls() -> None:
+    """Two recalls of the same query return byte-identical results."""
+    c, _ = billing_conversation()
+    ledger, episodes, _ = archived(c.records, recent=6, max_range=2)
+    source = StoreEpisodeSource(episodes, ledger)
+    q = _query(ledger, "website navigation gradient", 99)
+    assert source.recall(q, 12) == source.recall(q, 12)
+
+
+def test_a_resolved_wait_is_not_unresolved_in_its_episode() -> None:
+    """A wait opened and resolved inside one range is a result, not an unresolved item."""
+    c = Conv()
+    c.operator("Wait for CI on the billing branch.")
+    c.open_wait("ci-7", "CI run 7")
+    c.event("ci", "CI run 7 passed", wait="ci-7")
+    c.close_wait("ci-7", WaitStatus.RESOLVED)
+    for _ in range(4):
+        c.tick()
+    _, episodes, _ = archived(c.records, recent=2, max_range=2)
+    first, second = list(episodes.iter_episodes())[:2]
+    assert (first.closed_by, first.unresolved[0].kind) == ("wait_start", "wait_open")
+    assert second.span.first_seq == 1
+    assert not second.unresolved
+    assert [r.kind for r in second.results] == ["external_event", "wait_resolved"]

@@ -1,0 +1,151 @@
+"""The EpisodeStore contract, run against the SQLite and the in-memory store alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_episodes_kit import Conv, make_stores, policy
+
+from holon_ctx.errors import StoreError
+from holon_ctx.ledger.episode_store import (
+    BLOCK,
+    MemoryEpisodeStore,
+    SqliteEpisodeStore,
+    has_episode_tables,
+)
+from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.memory.archiver import Archiver
+from holon_ctx.memory.episodes import Claim, Episode, Recap, RecapStatus, Span
+from holon_ctx.memory.index import index_episode
+from holon_ctx.memory.store import EpisodeStore, Resolution
+
+
+def _episode(first: int, last: int, text: str, *, owner: str = "conversation",
+             unresolved: list[Claim] | None = None) -> Episode:
+    return Episode(
+        id=f"e{first}-{last}",
+        span=Span(first_turn=f"turn:t{first}", last_turn=f"turn:t{last}", first_seq=first,
+                  last_seq=last),
+        turn_ids=[f"t{s}" for s in range(first, last + 1)],
+        source_refs=[f"turn:t{s}" for s in range(first, last + 1)],
+        digest="sha256:" + f"{first:064x}", owner=owner, closed_by="max_range",
+        operator_intents=[Claim(kind="request", text="operator request", refs=[f"turn:t{first}"],
+                                quote=text, origin="operator", trust="trusted_operator")],
+        unresolved=unresolved or [], links=[f"file:{owner}.py"])
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EpisodeStore]:
+    s: EpisodeStore
+    if request.param == "memory":
+        s = MemoryEpisodeStore()
+    else:
+        SqliteStore(tmp_path / "l.db").close()
+        s = SqliteEpisodeStore(tmp_path / "l.db")
+    yield s
+    s.close()
+
+
+def test_append_is_idempotent_and_numbers_in_order(store: EpisodeStore) -> None:
+    """Episodes are numbered in append order; appending the same bytes again is a no-op."""
+    a, b = _episode(0, 1, "billing database"), _episode(2, 4, "website banner")
+    assert store.append([index_episode(a), index_episode(b)]) == 2
+    assert store.append([index_episode(a)]) == 0
+    assert [ep.id for ep in store.iter_episodes()] == ["e0-1", "e2-4"]
+    assert store.last() == b
+    assert store.get("e0-1") == a
+    assert store.get("e9-9") is None
+    assert [n for n, _ in store.page(limit=1, offset=1)] == [2]
+    assert store.max_num_before(2) == 1
+    assert store.max_num_before(5) == 2
+    assert store.max_num_before(0) == 0
+
+
+def test_a_conflicting_episode_or_a_double_covered_turn_is_refused_atomically(
+        store: EpisodeStore) -> None:
+    """Different bytes for a stored id, or a turn in two episodes, raise and keep nothing."""
+    store.append([index_episode(_episode(0, 1, "billing"))])
+    with pytest.raises(StoreError, match="different content"):
+        store.append([index_episode(_episode(0, 1, "changed"))])
+    with pytest.raises(StoreError, match="at most one episode"):
+        store.append([index_episode(_episode(2, 3, "fine")), index_episode(_episode(1, 2, "x"))])
+    assert [ep.id for ep in store.iter_episodes()] == ["e0-1"]
+    assert store.corpus() == (1, index_episode(_episode(0, 1, "billing")).length)
+
+
+def test_postings_are_newest_first_capped_and_bounded_by_num(store: EpisodeStore) -> None:
+    """A term's postings come newest first, never past ``max_num``, at most ``cap`` of them."""
+    n = BLOCK * 2 + 5
+    store.append([index_episode(_episode(i, i, f"billing replica {i}")) for i in range(n)])
+    assert store.df(["billing", "replica", "nothing"]) == {"billing": n, "replica": n}
+    got = store.postings("billing", n, 10)
+    assert [p[0] for p in got] == list(range(n, n - 10, -1))
+    got = store.postings("billing", 100, 300)
+    assert [p[0] for p in got] == list(range(100, 0, -1))
+    assert all(tf == 1 and length > 0 for _, tf, length in got)
+
+
+def test_owner_link_and_open_item_lookups(store: EpisodeStore) -> None:
+    """Owner, link and open-item reads return the newest matches within the eligible prefix."""
+    pending = Claim(kind="tool_call_pending", text="tool call pending", refs=["tool:x1"],
+                    key="call:c1")
+    todo = Claim(kind="todo_open", text="open todo", refs=["work_item:w1"], key="todo:wi1:ab")
+    store.append([index_episode(_episode(0, 0, "a", owner="work_item:wi1", unresolved=[todo])),
+                  index_episode(_episode(1, 1, "b", owner="work_item:wi2")),
+                  index_episode(_episode(2, 2, "c", owner="work_item:wi1",
+                                         unresolved=[pending]))])
+    assert store.by_owner("work_item:wi1", 3, 5) == [3, 1]
+    assert store.by_owner("work_item:wi1", 2, 5) == [1]
+    assert store.by_links(["file:work_item:wi2.py", "turn:t0"], 3, 5) == [
+        (2, "file:work_item:wi2.py"), (1, "turn:t0")]
+    rows = store.open_rows(3, 100, 10)
+    assert [(r.num, r.key, r.pinned) for r in rows] == [(3, "call:c1", True),
+                                                         (1, "todo:wi1:ab", False)]
+    store.mark_resolved([Resolution(3, "call:c1", 50, True)])
+    assert [r.key for r in store.open_rows(3, 100, 10)] == ["todo:wi1:ab"]
+    assert [r.key for r in store.open_rows(3, 40, 10)] == ["call:c1", "todo:wi1:ab"]
+
+
+def test_recaps_survive_clear_and_episodes_do_not(store: EpisodeStore) -> None:
+    """``clear`` drops episodes and their indexes but keeps recaps and settings."""
+    store.append([index_episode(_episode(0, 0, "billing"))])
+    store.set_meta({"policy": "p"})
+    store.add_recap(Recap(episode_id="e0-0", digest="sha256:x", model="m",
+                          status=RecapStatus.REJECTED, reasons=["empty_recap"]))
+    store.clear()
+    assert store.count() == 0
+    assert store.df(["billing"]) == {}
+    assert store.corpus() == (0, 0)
+    assert store.recaps("e0-0")[0].reasons == ["empty_recap"]
+    assert store.meta()["policy"] == "p"
+
+
+def test_sqlite_episode_tables_live_in_the_ledger_file_and_leave_the_ledger_alone(
+        tmp_path: Path) -> None:
+    """Episodes are tables prefixed ``episodes`` in the same file; the ledger still opens."""
+    path = tmp_path / "ledger.db"
+    c = Conv()
+    for i in range(8):
+        c.operator(f"billing replication step {i}: keep the billing replica in sync")
+    ledger, store = make_stores("sqlite", tmp_path)
+    ledger.append(c.records)
+    assert not has_episode_tables(path)
+    Archiver(ledger, store, policy=policy(2, 2)).archive()
+    store.close()
+    ledger.close()
+    assert has_episode_tables(path)
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    db.close()
+    assert {n for n in names if n.startswith("episodes")} >= {
+        "episodes", "episodes_turns", "episodes_terms", "episodes_postings", "episodes_links",
+        "episodes_open", "episodes_recaps", "episodes_meta"}
+    again = SqliteStore(path)
+    assert again.stats().turns == 8
+    again.close()
+    with pytest.raises(StoreError, match="no episodes"):
+        SqliteEpisodeStore(tmp_path / "other.db", create=False)
