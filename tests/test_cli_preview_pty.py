@@ -16,13 +16,17 @@ SMALL = Path(__file__).parent / "golden" / "small.jsonl"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def run_in_pty(argv: list[str], *, columns: int, rows: int = 50) -> str:
-    """Run ``python -m holon_ctx …`` with a pty as stdout (and a real window size); all output."""
+def run_in_pty(argv: list[str], *, columns: int, rows: int = 50, pager: str = "cat") -> str:
+    """Run ``python -m holon_ctx …`` with a pty as stdout (and a real window size); all output.
+
+    ``pager`` is what PAGER says; "cat" (no pager) by default, since a real one would wait for keys.
+    """
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(rows)}
-    env.pop("NO_COLOR", None)
-    env.pop("FORCE_COLOR", None)
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(rows),
+           "PAGER": pager}
+    for name in ("NO_COLOR", "FORCE_COLOR", "HOLON_CTX_PAGER"):
+        env.pop(name, None)
     proc = subprocess.Popen([sys.executable, "-m", "holon_ctx", *argv], stdin=slave,
                             stdout=slave, stderr=slave, env=env, close_fds=True)
     os.close(slave)
@@ -70,3 +74,29 @@ def test_plain_in_a_terminal_has_no_colour() -> None:
     out = run_in_pty(["preview", str(SMALL), "--budget", "700", "--plain"], columns=100)
     assert "\x1b[" not in out
     assert "## Recent turns" in out
+
+
+def test_long_preview_goes_through_the_pager() -> None:
+    """Taller than the terminal, the coloured preview is handed to PAGER, as git log does."""
+    out = run_in_pty(["preview", str(SMALL), "--budget", "700"], columns=100, rows=30,
+                     pager="sed s/^/PAGED:/")
+    lines = out.splitlines()
+    assert lines, out
+    assert all(line.startswith("PAGED:") for line in lines)
+    assert "\x1b[" in out
+    assert _ANSI.sub("", lines[0]) == "PAGED:holon-ctx preview of turn:t10 at a budget of 700 tokens"
+
+
+def test_no_pager_flag_prints_directly() -> None:
+    """--no-pager prints on the terminal even when PAGER is set and the output is long."""
+    out = run_in_pty(["preview", str(SMALL), "--budget", "700", "--no-pager"], columns=100,
+                     rows=30, pager="sed s/^/PAGED:/")
+    assert "PAGED:" not in out
+    assert "## Recent turns" in _ANSI.sub("", out)
+
+
+def test_short_output_is_not_paged() -> None:
+    """Output that fits the terminal is printed, not paged."""
+    out = run_in_pty(["preview", str(SMALL), "--budget", "700"], columns=100, rows=500,
+                     pager="sed s/^/PAGED:/")
+    assert "PAGED:" not in out

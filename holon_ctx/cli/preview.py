@@ -180,7 +180,7 @@ def header_lines(p: Projection, console: Console) -> list[Text]:
     ])]
 
 
-def bar_lines(p: Projection, width: int) -> list[Text]:
+def bar_lines(p: Projection, console: Console, width: int) -> list[Text]:
     name_w = max(len(s.name) for s in p.manifest.sections)
     cells = max(10, min(BAR_CELLS, width - name_w - 46))
     caption = "scaled to the budget"[:cells]
@@ -196,8 +196,9 @@ def bar_lines(p: Projection, width: int) -> list[Text]:
         row.append_text(_bar(s.used_tokens, s.allocated_tokens, p.budget_tokens, cells))
         rep = _representation(Section(s.name), p.decisions, s.representation)
         row.append(f"│ {s.used_tokens:>6}/{s.allocated_tokens:<7}  ")
+        form_col = row.cell_len
         row.append(rep, style="dim" if rep == "empty" else "")
-        out.append(row)
+        out.extend(hang(console, row, width, form_col))
     legend = Text(f"{'':<{name_w}}  ")
     for char, style, words in (("█", "green", "used"), ("▓", "yellow", "beyond allocation"),
                                ("░", "dim green", "allocated, unused")):
@@ -309,7 +310,7 @@ def print_preview(console: Console, p: Projection, trust_of: TrustOf, *,
     """Write the whole preview to ``console`` at its width."""
     width = console.width
     parts: list[Iterable[Text]] = [
-        header_lines(p, console), [Text()], bar_lines(p, width), [Text()],
+        header_lines(p, console), [Text()], bar_lines(p, console, width), [Text()],
         section_lines(p, console, width, trust_of), [Text()],
         fold_lines(p), episode_lines(p), [Text()], left_out_lines(p, width, left_out_limit),
     ]
@@ -319,9 +320,27 @@ def print_preview(console: Console, p: Projection, trust_of: TrustOf, *,
             lines.extend(part)
             continue
         for line in part:
-            lines.extend(line.wrap(console, width, overflow="fold") if line.cell_len > width
-                         else [line])
+            lines.extend(hang(console, line, width))
     _emit(console, lines)
+
+
+def hang(console: Console, line: Text, width: int, indent: int | None = None) -> list[Text]:
+    """``line`` wrapped to ``width`` with a hanging indent (default: its own indent plus two)."""
+    if line.cell_len <= width:
+        return [line]
+    plain = line.plain
+    if indent is None:
+        indent = len(plain) - len(plain.lstrip(" ")) + 2
+    first = line.wrap(console, width, overflow="fold")[0]
+    rest = line[len(first.plain):]
+    rest = rest[len(rest.plain) - len(rest.plain.lstrip(" ")):]
+    room = max(10, width - indent)
+    return [first, *(Text(" " * indent) + part
+                     for part in rest.wrap(console, room, overflow="fold"))]
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _emit(console: Console, lines: Sequence[Text]) -> None:
@@ -379,6 +398,8 @@ def print_explanation(console: Console, e: Explanation) -> None:
                          f"current chain, linked by rule {i['chain']}" if i["chain"] else
                          "not in the current chain"))
         rows.append(("tokens", f"{i['tokens']} of {i['full_tokens']} ({i['form']})"))
+    if e.shown_as:
+        rows.append(("shown", e.shown_as))
     if e.reason:
         rows.append(("reason", e.reason))
     if e.fold is not None:
@@ -386,7 +407,9 @@ def print_explanation(console: Console, e: Explanation) -> None:
         if "count" in f:
             kinds = ", ".join(f"{k}×{n}" for k, n in sorted(f["kinds"].items(),
                                                            key=lambda kv: (-kv[1], kv[0])))
-            rows.append(("fold", f"{f['first']}–{f['last']} · {f['count']} turns · {kinds}"))
+            span = f["first"] if f["first"] == f["last"] else f"{f['first']}–{f['last']}"
+            left_out = " (the fold line itself is left out)" if f.get("shown") is False else ""
+            rows.append(("fold", f"{span} · {_n(f['count'], 'turn')} · {kinds}{left_out}"))
         else:
             rows.append(("fold", f"the run starting at {f['first']} (its fold line is left out)"))
     if e.episode is not None:
@@ -446,6 +469,6 @@ def print_diff(console: Console, d: Difference) -> None:
              else "the prompts are identical")
     lines.extend(_kv(console, [
         ("stable prefix", stable),
-        ("shared text", f"{d.shared_prefix_tokens} tokens from the start; identical sections "
+        ("shared text", f"{_n(d.shared_prefix_tokens, 'token')} from the start; identical sections "
                         f"from the top: {same}; {first}")], 14))
     _emit(console, lines)

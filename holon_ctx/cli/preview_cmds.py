@@ -11,8 +11,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.resources
+import io
 import os
+import shlex
+import signal
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from rich.console import Console
 
 from holon_ctx import __version__
 from holon_ctx.cli.common import add_source_args, console, open_db, open_source, positive_int
@@ -47,12 +52,12 @@ def register(subparsers: Any) -> None:
                    help=f"token budget of the prompt (default {DEMO_BUDGET})")
     p.add_argument("--db", metavar="PATH", default=str(DEMO_DB),
                    help=f"where to build the demo ledger (default {DEMO_DB}; reused when current)")
-    _view_args(p)
+    _view_args(p, pager=True)
     p.set_defaults(func=cmd_demo)
 
     p = subparsers.add_parser("preview", help="the prompt as the model will read it, explained")
     _projection_args(p)
-    _view_args(p)
+    _view_args(p, pager=True)
     p.set_defaults(func=cmd_preview)
 
     p = subparsers.add_parser("explain", help="why one ref is in, compacted, folded, archived or out",
@@ -109,10 +114,13 @@ def _projection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--at", metavar="TURN_ID", help="project as of an earlier turn")
 
 
-def _view_args(p: argparse.ArgumentParser) -> None:
+def _view_args(p: argparse.ArgumentParser, *, pager: bool = False) -> None:
     p.add_argument("--plain", action="store_true", help="no colour (also when not a terminal)")
     p.add_argument("--width", type=positive_int, metavar="W",
                    help="render at this many columns (default: the terminal's)")
+    if pager:
+        p.add_argument("--no-pager", action="store_true",
+                       help="on a terminal, print instead of paging long output (PAGER, less)")
 
 
 @contextmanager
@@ -143,8 +151,50 @@ def _preview(args: argparse.Namespace, budget: int, at: str | None) -> int:
     with opened(args) as store:
         projection = Projector(store).project(budget_tokens=budget, at=at)
         out = console(plain=args.plain, width=args.width)
-        print_preview(out, projection, trust_lookup(store))
+        pager = None if getattr(args, "no_pager", False) or not out.is_terminal else pager_command()
+        if pager is None:
+            print_preview(out, projection, trust_lookup(store))
+            return 0
+        # Render once into a buffer with the terminal's width and colours, then decide.
+        buf = io.StringIO()
+        screen = Console(file=buf, width=out.width, force_terminal=True,
+                         color_system=out.color_system,  # type: ignore[arg-type]
+                         no_color=out.no_color, highlight=False, soft_wrap=False)
+        print_preview(screen, projection, trust_lookup(store))
+    text = buf.getvalue()
+    if text.count("\n") < out.height:
+        sys.stdout.write(text)
+    else:
+        page(pager, text)
     return 0
+
+
+def pager_command() -> list[str] | None:
+    """The pager, like git's: HOLON_CTX_PAGER, else PAGER, else less; "" or "cat" turn it off."""
+    raw = os.environ.get("HOLON_CTX_PAGER", os.environ.get("PAGER", "less"))
+    command = shlex.split(raw)
+    return None if not command or command == ["cat"] else command
+
+
+def page(command: list[str], text: str) -> None:
+    """Show ``text`` through ``command``; without a usable pager, print it."""
+    env = dict(os.environ)
+    # As git does: quit when it fits one screen, pass colours through, leave the screen as is.
+    env.setdefault("LESS", "FRX")
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env)
+    except OSError:
+        sys.stdout.write(text)
+        return
+    # Ctrl-C belongs to the pager while it runs (less uses it to stop a search).
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc.communicate(text.encode())
+    except BrokenPipeError:
+        pass  # the reader quit before the end: not an error
+    finally:
+        proc.wait()
+        signal.signal(signal.SIGINT, previous)
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -270,6 +320,8 @@ class Explanation(msgspec.Struct, kw_only=True):
     to_get_in: str = ""
     #: The smallest budget (checked by projecting) at which the ref is shown, when one exists.
     enters_at_budget: int | None = None
+    #: How the prompt shows the record's own text: its fence or label, and what was neutralised.
+    shown_as: str | None = None
 
 
 _SHOWN = ("in_full", "excerpted", "clipped")
@@ -374,7 +426,8 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
             result.fold = {"first": fold.first, "last": fold.last, "count": fold.count,
                            "kinds": fold.kinds}
         elif d is not None:
-            result.fold = {"first": d.key.removeprefix("fold:"), "shown": False}
+            result.fold = {**_fold_run(store, p, d.key.removeprefix("fold:"), limit_pos),
+                           "shown": False}
         result.to_get_in = (
             "nothing about the budget: runs of low-value turns (ticks, retries, polls) always fold "
             "to one counted line; it would show on its own if it carried operator input or a state "
@@ -386,6 +439,8 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
     if status == "archived":
         result.episode = {"ref": extra.ref, "covers": list(extra.covers), "score": extra.score,
                           "representation": extra.representation}
+    if status in _SHOWN and owner != ref:
+        result.shown_as = _shown_as(p, ref)
     if status in ("in_full", "excerpted"):
         result.to_get_in = ("nothing: it is in the prompt" + (
             "; long text shows head and tail, the whole of it stays in the ledger"
@@ -402,8 +457,8 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
                    if status in ("outside_window", "archived") else "")
     found = _entry_budget(projector, p, ref, owner, status, owner_seq)
     result.enters_at_budget = found
-    goal = ("shown in full" if status in _SHRUNK or owner not in (None, ref)
-            else "in the prompt")
+    goal = ("shown in full" if status in _SHRUNK else
+            "shown with its turn" if owner not in (None, ref) else "in the prompt")
     if found is not None:
         hint = f"would be {goal} at a budget of ≥ {found} tokens (checked by projecting)"
     elif d is not None and d.next_budget:
@@ -415,6 +470,53 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
 
 
 _DOUBLINGS = 5
+
+
+def _shown_as(p: Projection, ref: str) -> str | None:
+    """The label or fence the record's text sits under, and how much forgery was defused."""
+    for _, rendered in (pair for items in p.section_items.values() for pair in items):
+        for block in rendered.blocks:
+            if ref not in block.refs or not block.body:
+                continue
+            head = block.head.rstrip("\n").split("\n")[-1]
+            fences = block.body.count("\u2039data") + block.body.count("\u2039/data")
+            claims = block.body.count("operator (claimed)")
+            notes = [f"{fences} fence-like tag(s) in the text neutralised (‹data)"] if fences else []
+            if claims:
+                notes.append(f"{claims} fake 'operator (trusted)' label(s) shown as "
+                             "'operator (claimed)'")
+            where = ("inside " + head + " … </data>: its text cannot close the fence or pose as "
+                     "operator input") if head.startswith("<data ") else f"under '{head}'"
+            return "; ".join([where, *notes])
+    return None
+
+
+#: Facts a fold line counts by trigger instead (as the projector's fold line does).
+_BY_TRIGGER = ("noop_tick", "provider_retry", "provider_fallback", "transport_recovery")
+
+
+def _fold_run(store: LedgerStore, p: Projection, first: str, limit_pos: Any) -> dict[str, Any]:
+    """The run of a fold whose line was left out (the projection reports shown folds only): the
+    window turns from ``first`` up to the next turn that is an item of its own."""
+    limit = limit_pos if isinstance(limit_pos, int) else store.end_pos()
+    start = store.get(first)
+    if start is None or start.turn_seq is None:
+        return {"first": first}
+    starts = [d.key.removeprefix("fold:") if d.kind == "fold" else d.key for d in p.decisions
+              if d.kind in ("turn", "fold")]
+    later = [seq for ref in starts if (found := store.get(ref)) is not None
+             and (seq := found.turn_seq) is not None and seq > start.turn_seq]
+    end = min(later, default=start.turn_seq + 1)
+    run = [t for t in store.turns_before(end, end - start.turn_seq, limit)
+           if (t.turn_seq or 0) >= start.turn_seq][::-1]
+    kinds: dict[str, int] = {}
+    for t in run:
+        facts = _turn_class(store, t.turn_seq or 0, limit)[1]
+        trigger = t.record.trigger if isinstance(t.record, Turn) else "turn"
+        kind = trigger if not facts or facts[0] in _BY_TRIGGER else facts[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return {"first": first, "last": run[-1].ref if run else first, "count": len(run),
+            "kinds": kinds}
 
 
 def _turn_class(store: LedgerStore, seq: int, limit_pos: Any) -> tuple[str, list[str]]:
@@ -434,9 +536,10 @@ def _entry_budget(projector: Projector, p: Projection, ref: str, owner: str | No
     """The smallest budget at which the ref gets (fully) in, found by projecting: doubling from
     the plan's own estimate, then bisecting. Budget monotonicity (a property the engine tests)
     is what makes the bisection valid."""
-    is_item = ref == owner or not ref.startswith(("message:", "tool:", "brief:", "task_result:",
-                                                  "external_event:"))
-    want = _SHOWN if status in _SHRUNK or not is_item else (*_SHOWN, "compacted", "ref_only")
+    # Shrunk: only the full form counts. A record inside a turn: its text must show (the turn in
+    # full, or clipped). Anything else: any form in the prompt.
+    want = (("in_full", "excerpted") if status in _SHRUNK else
+            _SHOWN if owner not in (None, ref) else (*_SHOWN, "compacted", "ref_only"))
 
     def reached(budget: int) -> bool:
         q = projector.project(budget_tokens=budget, at=p.current_turn)

@@ -1,0 +1,71 @@
+"""Start-to-screen time of the preview on the bundled demo ledger (target: under one second).
+
+Each benchmark runs a fresh ``python -m holon_ctx …`` process, so interpreter start-up, imports and
+loading the tokenizer vocabulary are all included, as a person typing the command would see them.
+Baselines in the same run separate the costs: a bare interpreter, ``--help`` (imports and parser),
+and ``project`` (the same projection without the rich view).
+
+Run with ``python3 dev.py bench bench/test_bench_cli.py``; figures go to docs/performance.md, "CLI".
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROUNDS = 10
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("bench-cli") / "demo.db"
+    subprocess.run([sys.executable, "-m", "holon_ctx", "demo", "--db", str(db), "--plain"],
+                   check=True, capture_output=True)
+    return db
+
+
+def _command(*argv: str) -> Callable[[], None]:
+    def run() -> None:
+        subprocess.run([sys.executable, *argv], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+    return run
+
+
+def _bench(benchmark: pytest.FixtureRequest, fn: Callable[[], None]) -> None:
+    fn()  # warm the bytecode cache and the OS page cache once, outside the measurement
+    benchmark.pedantic(fn, rounds=ROUNDS, iterations=1)  # type: ignore[attr-defined]
+
+
+def test_bench_python_startup(benchmark: pytest.FixtureRequest) -> None:
+    """Baseline: the interpreter alone."""
+    _bench(benchmark, _command("-c", "pass"))
+
+
+def test_bench_cli_help(benchmark: pytest.FixtureRequest) -> None:
+    """Baseline: importing every command module and building the parser."""
+    _bench(benchmark, _command("-m", "holon_ctx", "--help"))
+
+
+def test_bench_cli_project_demo(benchmark: pytest.FixtureRequest, demo_db: Path) -> None:
+    """The projection of the demo's last turn at 8192 tokens, printed as plain prompt text."""
+    _bench(benchmark, _command("-m", "holon_ctx", "project", "--db", str(demo_db), "--budget",
+                               "8192"))
+
+
+def test_bench_cli_preview_demo(benchmark: pytest.FixtureRequest, demo_db: Path) -> None:
+    """The preview of the demo at 8192 tokens: under one second, start-up included."""
+    _bench(benchmark, _command("-m", "holon_ctx", "preview", "--db", str(demo_db), "--budget",
+                               "8192", "--plain"))
+    stats = benchmark.stats.stats  # type: ignore[attr-defined]
+    # The best round is the machine's speed; the others add whatever else the machine is doing.
+    assert stats.min < 1.0, f"preview took {stats.min:.3f} s at best"
+
+
+def test_bench_cli_explain_demo(benchmark: pytest.FixtureRequest, demo_db: Path) -> None:
+    """explain of the injection event at 8192, including the search for its entry budget."""
+    _bench(benchmark, _command("-m", "holon_ctx", "explain", "--db", str(demo_db), "--budget",
+                               "8192", "external_event:e007", "--plain"))

@@ -1,0 +1,263 @@
+"""The bundled demo through demo, preview, explain, diff and stats, with asserted content.
+
+The landmarks come from holon_ctx.demo_ledger (KEY_TURNS, KEY_REFS): the last turn t276 is a task
+result anchored to the operator's request t214; t215–t275 are 61 low-value turns (ticks, retries,
+fallbacks, a restart); external_event:e007 (turn t164) is an injection attempt in a PR comment.
+What the engine decides (window start, fold runs, entry budgets) is read from a projection made
+in the test, so these tests pin the CLI's account of the engine, not the engine's tuning.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from holon_ctx.cli.main import main
+from holon_ctx.demo_ledger import KEY_REFS, KEY_TURNS
+from holon_ctx.ledger.records import Turn
+from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.projection.projector import Projection, Projector
+
+
+def project(db: Path, budget: int, at: str | None = None) -> Projection:
+    store = SqliteStore(db)
+    try:
+        return Projector(store).project(budget_tokens=budget, at=at)
+    finally:
+        store.close()
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo database, built once for the module by `holon-ctx demo`."""
+    db = tmp_path_factory.mktemp("demo") / "demo.db"
+    assert main(["demo", "--db", str(db), "--plain", "--width", "100"]) == 0
+    return db
+
+
+def test_demo_builds_once_then_reuses(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The first run builds the database and says so on stderr; the second reuses it untouched."""
+    db = tmp_path / "sub" / "demo.db"
+    out, err = run(capsys, "demo", "--db", str(db), "--plain", "--width", "100")
+    assert "built the demo ledger (656 records)" in err
+    assert out.startswith("holon-ctx preview of turn:t276 at a budget of 8192 tokens\n")
+    stamp = db.with_name("demo.db.sha256")
+    assert stamp.exists()
+    before = db.stat().st_mtime_ns
+    again, err = run(capsys, "demo", "--db", str(db), "--plain", "--width", "100")
+    assert err == ""
+    assert again == out
+    assert db.stat().st_mtime_ns == before
+    assert not list(tmp_path.glob("sub/*.tmp*"))
+
+
+def test_demo_rebuilds_when_the_stamp_differs(capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path) -> None:
+    """A database built from another ledger (or another holon-ctx) is rebuilt, not trusted."""
+    db = tmp_path / "demo.db"
+    run(capsys, "demo", "--db", str(db), "--plain")
+    db.with_name("demo.db.sha256").write_text("0" * 64 + "\n")
+    _, err = run(capsys, "demo", "--db", str(db), "--plain")
+    assert "built the demo ledger" in err
+
+
+def test_demo_default_location_is_under_the_current_directory(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --db the demo lives in .holon/demo.db of the current directory."""
+    monkeypatch.chdir(tmp_path)
+    out, _ = run(capsys, "demo", "--budget", "4096", "--plain", "--width", "100")
+    assert (tmp_path / ".holon" / "demo.db").exists()
+    assert "at a budget of 4096 tokens" in out.splitlines()[0]
+
+
+def test_demo_preview_shows_what_the_engine_did(capsys: pytest.CaptureFixture[str],
+                                                demo_db: Path) -> None:
+    """The preview names the turn, relation and anchor, draws bars, and shows trust per line."""
+    out, _ = run(capsys, "preview", "--db", str(demo_db), "--budget", "8192", "--plain",
+                 "--width", "100")
+    lines = out.splitlines()
+    assert lines[0] == "holon-ctx preview of turn:t276 at a budget of 8192 tokens"
+    assert "relation   task_result_continuation — a task result continuing an earlier request" in out
+    assert f"anchor     turn:{KEY_TURNS['e2e_request']}" in lines
+    for section in ("environment", "work_item", "work_refs", "episodes", "recent_turns",
+                    "current_input"):
+        assert any(line.startswith(f"{section:<13} │") for line in lines), section
+    for title in ("## Environment", "## Current work item", "## Recent turns",
+                  "## Continuation anchor and current input"):
+        assert title in lines
+    assert any(line.startswith("op │") for line in lines)
+    assert any(line.startswith("mdl│<data ") for line in lines)
+    assert any(line.startswith("ext│<data ") for line in lines)
+    assert any(line.startswith("rt │") for line in lines)
+    p = project(demo_db, 8192)
+    for fold in p.folds:
+        span = fold.first if fold.first == fold.last else f"{fold.first}–{fold.last}"
+        assert f"  {span}  {fold.count} · " in out
+    assert "left out or shrunk:" in out
+    if not p.manifest.window["reached_start"]:
+        assert f"turns before {p.manifest.window['first']} are outside the recent window" in out
+
+
+def test_explain_injection_event_is_untrusted_external(capsys: pytest.CaptureFixture[str],
+                                                       demo_db: Path) -> None:
+    """The injection attempt is untrusted external text, and where it is shown, it is fenced with
+    its forged fence neutralised."""
+    ref = KEY_REFS["injection"]
+    out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "8192", ref, "--plain",
+                 "--width", "100")
+    assert f"explain {ref} · budget 8192 · as of turn:t276" in out
+    assert "record     external_event · origin external · trust untrusted_external" in out
+    e = json.loads(run(capsys, "explain", "--db", str(demo_db), "--budget", "8192", ref,
+                       "--json")[0])
+    assert e["status"] != "in_full"  # 8192 tokens cannot hold the whole afternoon
+    assert e["enters_at_budget"] is not None
+    wide = json.loads(run(capsys, "explain", "--db", str(demo_db), "--budget",
+                          str(e["enters_at_budget"]), ref, "--json")[0])
+    assert wide["status"] == "in_full"
+    assert wide["record"]["trust"] == "untrusted_external"
+    assert wide["summary"] == "in the prompt, fenced as untrusted external text"
+    assert wide["shown_as"].startswith(f'inside <data ref="{ref}" origin="external" '
+                                       'trust="untrusted_external">')
+    assert "fence-like tag(s) in the text neutralised" in wide["shown_as"]
+
+
+def test_explain_entry_budget_is_checked(capsys: pytest.CaptureFixture[str], demo_db: Path) -> None:
+    """The budget explain names is the smallest one at which the injection event shows in full."""
+    ref = KEY_REFS["injection"]
+    out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "8192", ref, "--json")
+    enters = json.loads(out)["enters_at_budget"]
+    assert enters is not None
+    statuses = {}
+    for budget in (enters - 1, enters):
+        out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", str(budget), ref,
+                     "--json")
+        statuses[budget] = json.loads(out)["status"]
+    # One token less and the turn is at most clipped into the last free tokens.
+    assert statuses == {enters - 1: statuses[enters - 1], enters: "in_full"}
+    assert statuses[enters - 1] in ("compacted", "clipped")
+
+
+def folded_retry_turn(db: Path, p: Projection) -> str:
+    """A provider-retry turn of the evening's long wait that ``p`` folds (not the anchor's chain)."""
+    store = SqliteStore(db)
+    try:
+        for seq in range(215, 276):
+            stored = store.turn(f"t{seq}")
+            assert stored is not None
+            assert isinstance(stored.record, Turn)
+            if stored.record.trigger == "provider_retry" and not any(
+                    stored.ref in d.refs for d in p.decisions):
+                return stored.ref
+    finally:
+        store.close()
+    raise AssertionError("no folded provider retry in t215–t275")
+
+
+def test_explain_folded_retry_turn(capsys: pytest.CaptureFixture[str], demo_db: Path) -> None:
+    """A provider retry in the evening's long wait is folded; explain gives the fold's range."""
+    ref = folded_retry_turn(demo_db, project(demo_db, 8192))
+    e = json.loads(run(capsys, "explain", "--db", str(demo_db), "--budget", "8192", "--json",
+                       ref)[0])
+    assert e["status"] == "folded"
+    assert e["record"]["trigger"] == "provider_retry"
+    assert e["record"]["priority"] == "diagnostic"
+    fold = e["fold"]
+    first, last = (int(r.removeprefix("turn:t")) for r in (fold["first"], fold["last"]))
+    assert first <= int(ref.removeprefix("turn:t")) <= last
+    assert fold["count"] == sum(fold["kinds"].values()) >= 1
+    assert fold["kinds"]["provider_retry"] >= 1
+    assert "always fold" in e["to_get_in"]
+    text, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "8192", ref, "--plain",
+                  "--width", "100")
+    assert "status     folded — folded into a counted line with other low-value turns" in text
+    span = fold["first"] if first == last else f"{fold['first']}–{fold['last']}"
+    assert f"fold       {span} · {fold['count']} turn" in text
+
+
+def test_explain_turn_outside_the_window(capsys: pytest.CaptureFixture[str], demo_db: Path) -> None:
+    """A morning turn is older than the recent window, and explain says where the window starts."""
+    out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "8192",
+                 f"turn:{KEY_TURNS['ci_8812_wake']}", "--plain", "--width", "100")
+    first = project(demo_db, 8192).manifest.window["first"]
+    assert "status     outside_window" in out
+    assert f"older than the recent window (first turn in window: {first})" in out
+
+
+def test_explain_pinned_operator_words(capsys: pytest.CaptureFixture[str], demo_db: Path) -> None:
+    """The pinned schema-freeze message is in, as the operator's own words, priority pinned."""
+    out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "8192",
+                 KEY_REFS["pinned_message"], "--json")
+    e = json.loads(out)
+    assert e["status"] == "in_full"
+    assert e["summary"] == "in the prompt, as the operator's own words"
+    assert e["item"]["priority"] == "pinned"
+    assert "operator_pin" in e["item"]["reasons"]
+
+
+def test_diff_between_budgets_lists_entered_refs(capsys: pytest.CaptureFixture[str],
+                                                 demo_db: Path) -> None:
+    """2048 → 8192: refs only enter (budget monotonicity), each one selected at 8192 and not at
+    2048, and the text lists them and says whether the cacheable prefix survived."""
+    d = json.loads(run(capsys, "diff", "--db", str(demo_db), "--budget", "2048", "--budget",
+                       "8192", "--json")[0])
+    small, large = project(demo_db, 2048), project(demo_db, 8192)
+    selected = {budget: {r for s in p.manifest.sections for r in s.selected}
+                for budget, p in ((2048, small), (8192, large))}
+    assert d["left"] == []
+    assert d["entered"]
+    assert set(d["entered"]) == selected[8192] - selected[2048]
+    assert d["stable_prefix_changed"] == (small.stable_prefix != large.stable_prefix)
+    text, _ = run(capsys, "diff", "--db", str(demo_db), "--budget", "2048", "--budget", "8192",
+                  "--plain", "--width", "100")
+    assert f"entered   {len(d['entered'])} (" in text
+    assert d["entered"][0] in text
+    assert "left      none" in text
+    word = "changed" if d["stable_prefix_changed"] else "unchanged"
+    assert f"stable prefix {word} (environment section" in text
+
+
+def test_diff_of_a_projection_with_itself(capsys: pytest.CaptureFixture[str],
+                                          demo_db: Path) -> None:
+    """The same budget twice: nothing enters or leaves, and the whole prompt is reusable."""
+    out, _ = run(capsys, "diff", "--db", str(demo_db), "--budget", "8192", "--budget", "8192",
+                 "--plain", "--width", "100")
+    assert "entered   none" in out
+    assert "stable prefix unchanged (environment section, " in out
+    assert "the prompts are identical" in out
+
+
+def test_diff_between_consecutive_turns(capsys: pytest.CaptureFixture[str],
+                                        demo_db: Path) -> None:
+    """t275 → t276 at one budget: the environment is byte-identical, so the provider's prompt
+    cache can reuse it, and the new turn's refs enter."""
+    d = json.loads(run(capsys, "diff", "--db", str(demo_db), "--budget", "8192", "--at", "t275",
+                       "--at", "t276", "--json")[0])
+    assert d["a"]["current_turn"] == "turn:t275"
+    assert d["b"]["current_turn"] == "turn:t276"
+    assert "turn:t276" in d["entered"]
+    assert d["stable_prefix_changed"] is False
+    assert d["identical_sections"][0] == "environment"
+    assert d["shared_prefix_tokens"] >= d["stable_prefix_tokens"][0] > 0
+    text, _ = run(capsys, "diff", "--db", str(demo_db), "--budget", "8192", "--at", "t275",
+                  "--at", "t276", "--plain", "--width", "100")
+    assert "stable prefix unchanged (environment section, " in text
+    assert "a provider's prompt cache can reuse it" in text
+
+
+def test_stats_tokens_per_section(capsys: pytest.CaptureFixture[str], demo_db: Path) -> None:
+    """`stats --budget` adds a per-section table of a projection of the latest turn."""
+    out, _ = run(capsys, "stats", "--db", str(demo_db), "--budget", "8192", "--plain")
+    assert "tokens per section at a budget of 8192" in out
+    for section in ("environment", "work_item", "recent_turns", "current_input", "total"):
+        assert f"│ {section}" in out
+    plain, _ = run(capsys, "stats", "--db", str(demo_db), "--plain")
+    assert "tokens per section" not in plain
