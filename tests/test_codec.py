@@ -160,6 +160,11 @@ CASES = [
     Bad("record with no turn to attach to",
         line(type="brief", id="b1", kind="progress", text="halfway"), 1,
         "$.turn_id: missing, and there is no open turn to attach it to", only_into_empty=True),
+    Bad("the first bad line is reported, not a later one",
+        T1 + line(type="message", id="m1", turn_id="t9", role="assistant", text="orphan")
+        + b"not json\n", 2,
+        "$.turn_id: no turn 't9' before this record "
+        "(a record belongs only to a turn appended before it)"),
     Bad("error on line 41 of a longer file",
         _valid_prefix(40) + line(type="message", id="m99", turn_id="t20", role="assistant",
                                  text="ok", trust="admin")

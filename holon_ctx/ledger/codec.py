@@ -51,6 +51,7 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_LINE_BYTES",
     "MAX_SEQ",
+    "check_record",
     "decode_line",
     "encode_record",
     "iter_jsonl",
@@ -259,8 +260,8 @@ def _translate(exc: msgspec.ValidationError, raw: bytes) -> tuple[str, str]:
     return path, msg
 
 
-def decode_line(raw: bytes, *, source: str, line: int) -> Record:
-    """Decode and check one line; raises LedgerFormatError naming source, line and field."""
+def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Record:
+    """Decode and (unless ``check=False``) check one line; errors name source, line and field."""
     try:
         record = _decoder.decode(raw)
     except msgspec.ValidationError as exc:
@@ -272,15 +273,21 @@ def decode_line(raw: bytes, *, source: str, line: int) -> Record:
         raise LedgerFormatError(msg, source=source, line=line, path=path) from None
     except msgspec.DecodeError as exc:
         raise LedgerFormatError(f"invalid JSON: {exc}", source=source, line=line) from None
-    problem = check_record(record)
+    problem = check_record(record) if check else None
     if problem:
         path, _, msg = problem.partition(": ")
         raise LedgerFormatError(msg, source=source, line=line, path=path)
     return record
 
 
-def iter_jsonl(stream: IO[bytes], *, source: str) -> Iterator[tuple[int, Record]]:
-    """Yield ``(line_number, record)`` for each non-blank line, streaming, one line in memory."""
+def iter_jsonl(
+    stream: IO[bytes], *, source: str, check: bool = True
+) -> Iterator[tuple[int, Record]]:
+    """Yield ``(line_number, record)`` for each non-blank line, streaming, one line in memory.
+
+    ``check=False`` leaves :func:`check_record` to the consumer: the append path runs it on every
+    record anyway, so the importer does not pay for it twice.
+    """
     line_no = 0
     saw_record = False
     while True:
@@ -310,7 +317,7 @@ def iter_jsonl(stream: IO[bytes], *, source: str) -> Iterator[tuple[int, Record]
         if not raw.strip():
             continue
         try:
-            record = decode_line(raw, source=source, line=line_no)
+            record = decode_line(raw, source=source, line=line_no, check=check)
         except LedgerFormatError as exc:
             if not raw.endswith(b"\n") and exc.path is None:
                 raise LedgerFormatError(

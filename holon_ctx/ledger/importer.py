@@ -45,7 +45,9 @@ def import_jsonl(
         reader: IO[bytes] = stream
         if on_bytes is not None:
             reader = _CountingReader(stream, on_bytes)  # type: ignore[assignment]
-        return store.append_lines(iter_jsonl(reader, source=str(path)), source=str(path))
+        # Context-free checks run in the store's append path, line by line as records stream in.
+        records = iter_jsonl(reader, source=str(path), check=False)
+        return store.append_lines(records, source=str(path))
 
 
 def export_jsonl(store: LedgerStore, out: IO[bytes]) -> int:

@@ -208,7 +208,17 @@ class _Appender:
     def run(self, items: Iterable[tuple[int | None, Record]]) -> int:
         count = 0
         chunk: list[tuple[int | None, Record]] = []
-        for item in self.expand(items):
+        expanded = self.expand(items)
+        while True:
+            try:
+                item = next(expanded, None)
+            except LedgerFormatError:
+                # A later line failed to decode while this chunk waited for its ledger-wide
+                # checks: check it first, so the error reported is always the first bad line.
+                self.flush(chunk)
+                raise
+            if item is None:
+                break
             chunk.append(item)
             if len(chunk) >= _CHUNK:
                 count += self.flush(chunk)
