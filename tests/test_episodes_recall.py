@@ -138,11 +138,8 @@ def test_bm25_ranks_the_rarer_term_higher_and_ties_break_on_the_newer_episode() 
     scores = bm25_scores(["common", "rare"], {"common": 3, "rare": 1}, 3, 30,
                          lambda t, cap: postings[t][:cap], RecallWeights())
     assert scores[1] > scores[2] == scores[3] > 0
-    from holon_ctx.memory.recall import Candidate
-
-    cands = [Candidate(num=n, text_score=s, same_work_item=False, links=(), open_keys=(),
-                       pinned=False, score=s) for n, s in scores.items()]
-    assert [c.num for c in rank(cands, 3)] == [1, 3, 2]
+    assert rank(scores, set(), 3) == [1, 3, 2]
+    assert rank({**scores, 4: 0.0}, {4}, 2) == [4, 1]
 
 
 def test_query_terms_are_distinct_and_in_order() -> None:

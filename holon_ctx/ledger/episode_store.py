@@ -352,6 +352,17 @@ class SqliteEpisodeStore:
                                 (episode_id,)).fetchall()
         return [decode_recap(r[0]) for r in rows]
 
+    def recaps_for(self, episode_ids: Collection[str]) -> dict[str, list[Recap]]:
+        if not episode_ids:
+            return {}
+        marks = ",".join("?" * len(episode_ids))
+        out: dict[str, list[Recap]] = {}
+        for ident, body in self._db.execute(
+                f"SELECT episode_id, body FROM episodes_recaps WHERE episode_id IN ({marks}) "
+                "ORDER BY rid", tuple(episode_ids)).fetchall():
+            out.setdefault(ident, []).append(decode_recap(body))
+        return out
+
     def close(self) -> None:
         self._db.close()
 
@@ -502,6 +513,9 @@ class MemoryEpisodeStore:
 
     def recaps(self, episode_id: str) -> list[Recap]:
         return list(self._recaps.get(episode_id, []))
+
+    def recaps_for(self, episode_ids: Collection[str]) -> dict[str, list[Recap]]:
+        return {i: list(self._recaps[i]) for i in episode_ids if i in self._recaps}
 
     def close(self) -> None:
         return None

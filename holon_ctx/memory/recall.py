@@ -19,8 +19,9 @@ newest episodes. Candidates from work item, links and open items are capped like
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -38,6 +39,7 @@ __all__ = [
     "query_links",
     "query_terms",
     "rank",
+    "top_text",
 ]
 
 #: Ref kinds of ledger records: a query ref of one of these kinds is a record, not a file path.
@@ -60,8 +62,8 @@ class RecallWeights:
     #: like an operator turn would be); the rest are NORMAL unless they hold open items.
     high_relevance_ranks: int = 3
     max_terms: int = 48
-    postings_per_term: int = 512
-    postings_total: int = 4096
+    postings_per_term: int = 256
+    postings_total: int = 2048
     owner_candidates: int = 16
     link_candidates: int = 64
     open_candidates: int = 64
@@ -138,26 +140,41 @@ def bm25_scores(qterms: Iterable[str], df: Mapping[str, int], docs: int, total_t
     avg = max(total_terms / docs, 1.0)
     chosen = sorted((t for t in qterms if df.get(t)), key=lambda t: (df[t], t))[: w.max_terms]
     scores: dict[int, float] = {}
+    get = scores.get
     budget = w.postings_total
     k1, b = w.k1, w.b
+    norm = k1 * (1.0 - b)
+    slope = k1 * b / avg
     for term in chosen:
         if budget <= 0:
             break
         n = df[term]
-        idf = math.log(1.0 + (docs - n + 0.5) / (n + 0.5))
+        weight = math.log(1.0 + (docs - n + 0.5) / (n + 0.5)) * (k1 + 1.0)
         plist = postings(term, min(w.postings_per_term, budget))
         budget -= len(plist)
-        norm = k1 * (1.0 - b)
-        slope = k1 * b / avg
         for num, tf, length in plist:
-            scores[num] = scores.get(num, 0.0) + idf * tf * (k1 + 1.0) / (tf + norm + slope * length)
+            scores[num] = get(num, 0.0) + weight * tf / (tf + norm + slope * length)
     return scores
 
 
-def rank(candidates: Iterable[Candidate], limit: int) -> list[Candidate]:
-    """Pinned first (all of them, up to ``limit``), then by score; ties: newer, then lower num."""
-    ordered = sorted(candidates, key=lambda c: (not c.pinned, -c.score, -c.num))
-    return [c for c in ordered if c.pinned or c.score > 0][:limit]
+def rank(scores: Mapping[int, float], pinned: Collection[int], limit: int) -> list[int]:
+    """Pinned episodes first (all of them, up to ``limit``), then the best scores above zero.
+
+    Ties break on the newer episode (higher ``num``), so the order never depends on dict order.
+    """
+    first = sorted(pinned, key=lambda n: (-scores.get(n, 0.0), -n))[:limit]
+    room = limit - len(first)
+    if room <= 0:
+        return first
+    taken = set(first)
+    rest = heapq.nlargest(room, ((s, n) for n, s in scores.items() if s > 0 and n not in taken))
+    return first + [n for _, n in rest]
+
+
+def top_text(scores: Mapping[int, float], n: int) -> dict[int, int]:
+    """The ``n`` best text matches: episode num → rank (0 best), ties to the newer episode."""
+    best = heapq.nlargest(n, ((s, num) for num, s in scores.items() if s > 0))
+    return {num: i for i, (_, num) in enumerate(best)}
 
 
 def priority(candidate: Candidate, text_rank: int | None, has_substance: bool,

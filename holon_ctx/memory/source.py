@@ -14,7 +14,7 @@ from typing import Final
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.state import WorkItemState
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.memory.episodes import Episode
+from holon_ctx.memory.episodes import Episode, Recap
 from holon_ctx.memory.recall import (
     Candidate,
     RecallWeights,
@@ -23,6 +23,7 @@ from holon_ctx.memory.recall import (
     query_links,
     query_terms,
     rank,
+    top_text,
 )
 from holon_ctx.memory.render import compact_text, full_text, ref_text
 from holon_ctx.memory.store import EpisodeStore, OpenRow
@@ -66,33 +67,62 @@ class StoreEpisodeSource:
         shared: dict[int, list[str]] = {}
         for num, key in store.by_links(query_links(query), max_num, w.link_candidates):
             shared.setdefault(num, []).append(key)
-        open_by_num = self._open_items(query, max_num, state)
-        cands = []
-        for num in text_scores.keys() | same | shared.keys() | open_by_num.keys():
-            keys = open_by_num.get(num, [])
-            links = tuple(sorted(shared.get(num, ())))
-            t = text_scores.get(num, 0.0)
-            score = (t + (w.same_work_item if num in same else 0.0)
-                     + min(w.shared_link * len(links), w.shared_link_cap)
-                     + (w.open_unresolved if keys else 0.0))
-            cands.append(Candidate(num=num, text_score=t, same_work_item=num in same, links=links,
-                                   open_keys=tuple(k for k, _ in keys),
-                                   pinned=any(p for _, p in keys), score=score))
-        chosen = rank(cands, limit)
-        by_text = sorted((c for c in cands if c.text_score > 0),
-                         key=lambda c: (-c.text_score, -c.num))
-        text_rank = {c.num: i for i, c in enumerate(by_text)}
-        eps = store.episodes([c.num for c in chosen])
+        rows: dict[int, list[OpenRow]] = {}
+        for row in store.open_rows(max_num, query.limit_pos, w.open_candidates):
+            rows.setdefault(row.num, []).append(row)
+        base = dict(text_scores)
+        for num in same:
+            base[num] = base.get(num, 0.0) + w.same_work_item
+        for num, links in shared.items():
+            base[num] = base.get(num, 0.0) + min(w.shared_link * len(links), w.shared_link_cap)
+        chosen, scores, open_by_num = self._rank(query, state, base, rows, limit)
+        text_rank = top_text(text_scores, w.high_relevance_ranks)
+        eps = store.episodes(chosen)
+        recaps = store.recaps_for([ep.id for ep in eps.values()])
         out: list[RecalledEpisode] = []
-        for cand in chosen:
-            ep = eps.get(cand.num)
+        for num in chosen:
+            ep = eps.get(num)
             if ep is None or ep.span.last_seq >= query.window_first_seq:
                 continue
-            out.append(self._recalled(ep, cand, text_rank.get(cand.num)))
+            items = open_by_num.get(num, [])
+            cand = Candidate(num=num, text_score=text_scores.get(num, 0.0),
+                             same_work_item=num in same, links=tuple(sorted(shared.get(num, ()))),
+                             open_keys=tuple(k for k, _ in items),
+                             pinned=any(p for _, p in items), score=scores[num])
+            out.append(self._recalled(ep, cand, text_rank.get(num), recaps.get(ep.id, [])))
         return out
 
-    def _recalled(self, ep: Episode, cand: Candidate, text_rank: int | None) -> RecalledEpisode:
-        shown = with_recaps(ep, self.episodes.recaps(ep.id))
+    def _rank(self, query: RecallQuery, state: WorkItemState | None, base: dict[int, float],
+              rows: dict[int, list[OpenRow]], limit: int,
+              ) -> tuple[list[int], dict[int, float], dict[int, list[tuple[str, bool]]]]:
+        """Rank with open-item boosts, checking items against the ledger only for episodes that
+        make the cut (re-ranking when a check finds an item resolved): O(limit) checks, not
+        O(open items)."""
+        check = _Checker(self, query, state, rows)
+        verified: dict[int, list[tuple[str, bool]]] = {}
+        for round_ in range(_RANK_ROUNDS + 1):
+            scores = dict(base)
+            pinned: set[int] = set()
+            for num, group in rows.items():
+                items = verified.get(num)
+                live = items if items is not None else [(r.key, r.pinned) for r in group]
+                if live:
+                    scores[num] = scores.get(num, 0.0) + self.weights.open_unresolved
+                    if any(p for _, p in live):
+                        pinned.add(num)
+            chosen = rank(scores, pinned, limit)
+            todo = [n for n in chosen if n in rows and n not in verified]
+            if round_ == _RANK_ROUNDS:
+                todo = [n for n in rows if n not in verified]  # last resort: check them all
+            if not todo:
+                break
+            for num in todo:
+                verified[num] = check.open_items(rows[num])
+        return chosen, scores, verified
+
+    def _recalled(self, ep: Episode, cand: Candidate, text_rank: int | None,
+                  recaps: list[Recap]) -> RecalledEpisode:
+        shown = with_recaps(ep, recaps)
         open_keys = set(cand.open_keys)
         prio = priority(cand, text_rank, bool(ep.operator_intents or ep.decisions), self.weights)
         return RecalledEpisode(
@@ -100,51 +130,69 @@ class StoreEpisodeSource:
             reasons=cand.reasons(), full_text=full_text(shown, open_keys),
             compact_text=compact_text(shown, open_keys), ref_text=ref_text(shown, open_keys))
 
-    # -- open items ----------------------------------------------------------------------------
-    def _open_items(self, query: RecallQuery, max_num: int,
-                    state: WorkItemState | None) -> dict[int, list[tuple[str, bool]]]:
-        """Episode num → ``(key, pinned)`` of its items still open as of the projected turn."""
-        rows = self.episodes.open_rows(max_num, query.limit_pos, self.weights.open_candidates)
-        if not rows:
-            return {}
-        facts = self._facts(query, rows, state)
-        out: dict[int, list[tuple[str, bool]]] = {}
-        for row in rows:
-            # An exact resolution after the projected position leaves the item open then.
-            if row.exact or is_open(row.key, facts):
-                out.setdefault(row.num, []).append((row.key, row.pinned))
-        return out
 
-    def _facts(self, query: RecallQuery, rows: list[OpenRow],
-               state: WorkItemState | None) -> LedgerFacts:
-        limit = query.limit_pos
-        waits = frozenset(w.wait_id for w in self.ledger.open_waits(limit))
-        items: dict[str, WorkItemState | None] = {}
+#: Re-ranking rounds before every open item is checked at once (each round checks <= limit).
+_RANK_ROUNDS: Final = 4
+
+
+class _Checker:
+    """Checks open items against the ledger as of the projected turn, reading each fact once."""
+
+    def __init__(self, source: StoreEpisodeSource, query: RecallQuery,
+                 state: WorkItemState | None, rows: dict[int, list[OpenRow]]) -> None:
+        self.ledger = source.ledger
+        self.episodes = source.episodes
+        self.query = query
+        self.items: dict[str, WorkItemState | None] = {}
         if state is not None:
-            items[state.work_item_id] = state
-        for row in rows:
-            wid = key_work_item(row.key)
-            if wid is not None and wid not in items:
-                items[wid] = self.ledger.work_item_state(wid, limit)
-        calls = [r for r in rows if r.key.partition(":")[0] in ("call", "effect")
-                 and r.resolved_pos is None]
-        resolved: set[str] = set()
-        if calls:
-            resolved = self._tail_resolutions(query, {r.key for r in calls},
-                                              min(r.last_seq for r in calls))
-        return LedgerFacts(open_wait_ids=waits, work_items=items,
-                           resolved_calls=frozenset(resolved))
+            self.items[state.work_item_id] = state
+        self.waits: frozenset[str] | None = None
+        self.calls: frozenset[str] | None = None
+        self.call_rows = [r for group in rows.values() for r in group
+                          if r.key.partition(":")[0] in ("call", "effect") and not r.exact]
 
-    def _tail_resolutions(self, query: RecallQuery, keys: set[str], after_seq: int) -> set[str]:
-        """Keys settled by tool runs in the unarchived tail (bounded to TAIL_TURNS turns)."""
+    def open_items(self, group: list[OpenRow]) -> list[tuple[str, bool]]:
+        return [(row.key, row.pinned) for row in group if self.is_open(row)]
+
+    def is_open(self, row: OpenRow) -> bool:
+        # An exact resolution after the projected position leaves the item open then.
+        if row.exact:
+            return True
+        kind = row.key.partition(":")[0]
+        if kind == "wait_id":
+            if self.waits is None:
+                self.waits = frozenset(
+                    w.wait_id for w in self.ledger.open_waits(self.query.limit_pos))
+            facts = LedgerFacts(open_wait_ids=self.waits, work_items={})
+        elif kind in ("call", "effect"):
+            if self.calls is None:
+                self.calls = frozenset(self._tail_resolutions())
+            facts = LedgerFacts(open_wait_ids=frozenset(), work_items={},
+                                resolved_calls=self.calls)
+        else:
+            wid = key_work_item(row.key)
+            if wid is not None and wid not in self.items:
+                self.items[wid] = self.ledger.work_item_state(wid, self.query.limit_pos)
+            facts = LedgerFacts(open_wait_ids=frozenset(), work_items=self.items)
+        return is_open(row.key, facts)
+
+    def _tail_resolutions(self) -> set[str]:
+        """Call keys settled by tool runs after the archival frontier (at most TAIL_TURNS turns)."""
+        rows = self.call_rows
+        if not rows:
+            return set()
+        keys = {r.key for r in rows}
         last = self.episodes.last()
-        frontier = last.span.last_seq if last is not None else after_seq
-        cur = query.current.turn.seq
-        newest = self.ledger.turns_before(cur + 1, TAIL_TURNS, query.limit_pos)
-        oldest = newest[-1].turn_seq if newest and newest[-1].turn_seq is not None else cur
-        lo = max(frontier + 1, after_seq + 1, oldest)
+        after = min(r.last_seq for r in rows)
+        lo = max(after, last.span.last_seq if last is not None else after) + 1
+        cur = self.query.current.turn.seq
+        if cur - lo >= TAIL_TURNS:
+            # Sequence numbers may have gaps: bound the scan by turns, not by numbers.
+            newest = self.ledger.turns_before(cur + 1, TAIL_TURNS, self.query.limit_pos)
+            oldest = newest[-1].turn_seq if newest else None
+            lo = max(lo, oldest if oldest is not None else cur)
         found: set[str] = set()
-        for stored in self.ledger.records_of_turns(lo, cur, query.limit_pos):
+        for stored in self.ledger.records_of_turns(lo, cur, self.query.limit_pos):
             if isinstance(stored.record, Tool):
                 found.update(k for k in resolves(stored.record, stored.ref) if k in keys)
         return found
