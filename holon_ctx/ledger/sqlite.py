@@ -70,6 +70,9 @@ CREATE INDEX IF NOT EXISTS wait_states_by_id ON wait_states(wait_id, pos);
 #: Migrations from version N to N+1. Version 0 is an empty file.
 _MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
 _DERIVED_TABLES = ("turns", "token_counts", "work_item_states", "wait_states")
+#: SQLite uses a partial index only when the query repeats the index's WHERE term verbatim; without
+#: this prefix, latest_environment and pins walked back through every record (O(history)).
+_ENV_PIN = "WHERE r.kind IN ('environment', 'pin') AND "
 #: Rows of `records` and `token_counts` buffered for one executemany each: a statement per record
 #: was ~25% of import time. Bounded, so memory stays flat however large the import.
 _PENDING_ROWS: Final = 1024
@@ -272,7 +275,9 @@ class SqliteStore:
         return None if row is None else int(row[0])
 
     def latest_turn(self, limit_pos: int) -> StoredRecord | None:
-        row = self._db.execute("SELECT pos FROM turns WHERE pos<? ORDER BY seq DESC LIMIT 1",
+        # ORDER BY pos, not seq: the same order (seq rises with pos), but it walks the pos index
+        # back from limit_pos (O(log n)) instead of sorting every earlier turn.
+        row = self._db.execute("SELECT pos FROM turns WHERE pos<? ORDER BY pos DESC LIMIT 1",
                                (limit_pos,)).fetchone()
         if row is None:
             return None
@@ -310,12 +315,12 @@ class SqliteStore:
         return [_wait_decoder.decode(r[0]) for r in rows]
 
     def latest_environment(self, limit_pos: int) -> StoredRecord | None:
-        found = self._query("WHERE r.kind='environment' AND r.pos<? ORDER BY r.pos DESC LIMIT 1",
-                            (limit_pos,))
+        found = self._query(_ENV_PIN + "r.kind='environment' AND r.pos<? "
+                            "ORDER BY r.pos DESC LIMIT 1", (limit_pos,))
         return found[0] if found else None
 
     def pins(self, limit_pos: int, count: int) -> list[StoredRecord]:
-        found = self._query("WHERE r.kind='pin' AND r.pos<? ORDER BY r.pos DESC LIMIT ?",
+        found = self._query(_ENV_PIN + "r.kind='pin' AND r.pos<? ORDER BY r.pos DESC LIMIT ?",
                             (limit_pos, count))
         return found[::-1]
 
