@@ -1,0 +1,28 @@
+"""Benchmark fixtures: generated ledger files, made once per session and shared by every benchmark.
+
+Benchmarks run only through ``python3 dev.py bench`` (pytest-benchmark, ``--benchmark-only``); the
+default test run collects ``tests/`` alone. ``bench/`` is on ``sys.path`` (pytest's rootdir-less
+conftest import), so benchmarks import the generator as ``gen``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from gen import write_ledger
+
+
+@pytest.fixture(scope="session")
+def ledger_file(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Path]:
+    """``ledger_file(n)``: the path of a generated ledger of ``n`` records (seed 0), cached."""
+    root = tmp_path_factory.mktemp("ledgers")
+    made: dict[int, Path] = {}
+
+    def make(n_records: int) -> Path:
+        if n_records not in made:
+            made[n_records] = write_ledger(root / f"ledger-{n_records}.jsonl", n_records)
+        return made[n_records]
+
+    return make
