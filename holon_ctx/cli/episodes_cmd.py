@@ -187,15 +187,20 @@ def cmd_archive(args: argparse.Namespace) -> int:
         ledger.close()
     if report.archived:
         shown = ", ".join(report.archived[:8]) + (" …" if len(report.archived) > 8 else "")
-        print(f"archived {len(report.archived)} episodes ({shown}) covering {report.turns} turns "
-              f"older than the recent {policy.recent_turns}; {total} episodes in {args.db}")
+        print(f"archived {_n(len(report.archived), 'episode')} ({shown}) covering "
+              f"{_n(report.turns, 'turn')} older than the recent {policy.recent_turns}; "
+              f"{_n(total, 'episode')} in {args.db}")
     else:
         print(f"nothing new to archive (recent window {policy.recent_turns} turns"
               + (f", horizon {report.horizon}" if report.horizon else "")
-              + f"); {total} episodes in {args.db}")
+              + f"); {_n(total, 'episode')} in {args.db}")
     if report.resolved:
-        print(f"{report.resolved} unresolved items found resolved")
+        print(f"{_n(report.resolved, 'unresolved item')} found resolved")
     return 0
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:

@@ -13,7 +13,8 @@ a cut-before rule is known to be closed only once the next turn has been seen: t
 that turn as look-ahead and never archives the segment still open at the end of its input.
 
 Plain conversations (no work items) are cut too: by topic (``new_intent``, a new operator request
-that shares too few terms with the segment) and by length (``max_range``).
+that shares too few terms with the segment, unless it acts for the segment's own work item, whose
+chain it continues) and by length (``max_range``).
 """
 
 from __future__ import annotations
@@ -154,6 +155,8 @@ def _wait_end(f: TurnFacts, _seg: _Segment, _: BoundaryPolicy) -> bool:
 def _new_intent(f: TurnFacts, seg: _Segment, policy: BoundaryPolicy) -> bool:
     if f.trigger != "operator_input" or f.anchored or len(f.request_terms) < policy.topic_min_terms:
         return False
+    if f.work_item_id is not None and f.work_item_id == seg.work_item_id:
+        return False  # a request for the segment's own work item continues its chain
     shared = len(f.request_terms & seg.vocabulary)
     return shared < policy.topic_overlap * len(f.request_terms)
 
