@@ -1,22 +1,27 @@
-"""Continuation chains: which window turns belong to the current turn's chain, by rule.
+"""Continuation chains: which turns belong to the current turn's chain, by rule.
 
-A turn is in the current chain when any rule links it (transitively, over the bounded view):
-the anchor link (``anchor_turn_id``), a task result's spawning turn, a wait matched by an external
-event or task result (linked to the turn that opened the wait), and the current work item.
-A turn acting for *another* work item is never current-chain evidence even if linked, so the
-prompt can label it as belonging elsewhere.
+A turn is in the current chain when a rule links it to a turn already in the chain: the anchor
+link (``anchor_turn_id``), a task result's spawning turn, or a wait matched by an external event
+or task result (linked to the newest earlier turn that opened that wait). Links always point
+backwards, so :class:`ChainTracker` decides each turn as turns are fed to it newest first: a turn
+is decided by the turns after it only. That makes membership the same however deep the window is
+read (the planner's monotonicity needs that). Turns of the current work item are in the chain by
+the ``work_item`` rule. A turn acting for *another* work item is never current-chain evidence,
+even if linked, so the prompt can label it as belonging elsewhere; its links are not followed.
 """
 
 from __future__ import annotations
 
-from holon_ctx.ledger.records import ExternalEvent, TaskResult, Wait
+from collections.abc import Iterable
+
+from holon_ctx.ledger.records import ExternalEvent, TaskResult, Wait, WaitStatus
 from holon_ctx.projection.model import TurnUnit
 
-__all__ = ["chain_links", "current_chain"]
+__all__ = ["ChainTracker", "chain_links", "current_chain"]
 
 
-def chain_links(unit: TurnUnit, wait_openers: dict[str, str]) -> list[tuple[str, str]]:
-    """``(rule, turn_id)`` edges from this turn to earlier turns it continues."""
+def chain_links(unit: TurnUnit) -> list[tuple[str, str]]:
+    """``(rule, target)`` edges from this turn backwards; a ``wait_match`` target is a wait id."""
     links: list[tuple[str, str]] = []
     if unit.turn.anchor_turn_id:
         links.append(("anchor", unit.turn.anchor_turn_id))
@@ -24,38 +29,64 @@ def chain_links(unit: TurnUnit, wait_openers: dict[str, str]) -> list[tuple[str,
         r = rec.record
         if isinstance(r, TaskResult) and r.spawned_by_turn_id:
             links.append(("task_spawn", r.spawned_by_turn_id))
-        if isinstance(r, ExternalEvent | TaskResult) and r.wait_id and r.wait_id in wait_openers:
-            links.append(("wait_match", wait_openers[r.wait_id]))
+        if isinstance(r, ExternalEvent | TaskResult) and r.wait_id:
+            links.append(("wait_match", r.wait_id))
     return links
 
 
+class ChainTracker:
+    """Current-chain membership, decided incrementally over turns fed newest first."""
+
+    def __init__(self, current: TurnUnit, work_item_id: str | None) -> None:
+        self.work_item_id = work_item_id
+        #: Turn id → the rule that put it in the chain (``current`` for the current turn).
+        self.chain: dict[str, str] = {current.turn.id: "current"}
+        self._turn_targets: dict[str, str] = {}
+        self._wait_targets: set[str] = set()
+        self._link(current)
+
+    def _link(self, unit: TurnUnit) -> None:
+        for rule, target in chain_links(unit):
+            if rule == "wait_match":
+                if not _opens(unit, target):
+                    self._wait_targets.add(target)
+            else:
+                self._turn_targets.setdefault(target, rule)
+
+    def feed(self, unit: TurnUnit) -> str | None:
+        """Decide ``unit`` (older than every turn fed before); returns its rule or None."""
+        tid = unit.turn.id
+        if tid in self.chain:
+            return self.chain[tid]
+        rule = self._turn_targets.get(tid)
+        opened = {w for w in self._wait_targets if _opens(unit, w)}
+        self._wait_targets -= opened
+        if rule is None and opened:
+            rule = "wait_match"
+        wid = unit.turn.work_item_id
+        if rule is not None and self.work_item_id and wid and wid != self.work_item_id:
+            return None
+        if rule is not None:
+            self.chain[tid] = rule
+            self._link(unit)
+            return rule
+        if self.work_item_id and wid == self.work_item_id:
+            self.chain[tid] = "work_item"
+            return "work_item"
+        return None
+
+
+def _opens(unit: TurnUnit, wait_id: str) -> bool:
+    return any(isinstance(r.record, Wait) and r.record.wait_id == wait_id
+               and r.record.status is WaitStatus.OPEN for r in unit.records)
+
+
 def current_chain(
-    current: TurnUnit, units: list[TurnUnit], work_item_id: str | None
+    current: TurnUnit, units: Iterable[TurnUnit], work_item_id: str | None
 ) -> dict[str, str]:
-    """Turn id → the rule that put it in the current chain (``current`` maps to ``"current"``)."""
-    wait_openers: dict[str, str] = {}
-    for unit in units:
-        for rec in unit.records:
-            if isinstance(rec.record, Wait) and rec.record.wait_id not in wait_openers:
-                wait_openers[rec.record.wait_id] = unit.turn.id
-    by_id = {u.turn.id: u for u in units}
-    chain: dict[str, str] = {current.turn.id: "current"}
-    frontier = [current]
-    while frontier:
-        unit = frontier.pop()
-        for rule, target in chain_links(unit, wait_openers):
-            if target in chain:
-                continue
-            linked = by_id.get(target)
-            if linked is None:
-                continue
-            wid = linked.turn.work_item_id
-            if work_item_id and wid and wid != work_item_id:
-                continue
-            chain[target] = rule
-            frontier.append(linked)
-    if work_item_id:
-        for unit in units:
-            if unit.turn.work_item_id == work_item_id and unit.turn.id not in chain:
-                chain[unit.turn.id] = "work_item"
-    return chain
+    """Turn id → rule, for ``units`` (any order; those newer than ``current`` are ignored)."""
+    tracker = ChainTracker(current, work_item_id)
+    for unit in sorted(units, key=lambda u: -u.turn.seq):
+        if unit.turn.seq < current.turn.seq:
+            tracker.feed(unit)
+    return tracker.chain

@@ -6,16 +6,22 @@ i to form f" — and sorts them by a key that does not depend on the budget:
 
     (round, share, section, order)
 
-``round`` comes from the item's priority and the form (pinned minimums first, then pinned full,
-high compact, high full, normal compact, …); ``share`` interleaves sections fairly inside a round
-(cumulative section cost divided by the section's weight), and ``order`` is the item's rank in its
-section (newest and current-chain first). The plan is the longest prefix of that sequence that
-fits; the first step that does not fit is clipped to the remaining tokens when its item allows it.
+``round`` comes from the item's priority, the form and the item's *tier*: pinned minimums first
+(round 0), then pinned upgrades (round 1), then for tier 0, 1, 2, … in turn: high compact, high
+full, normal compact, normal full, low…, diagnostic…. Tier 0 is every item outside the recent
+window plus the turns of window page 0; tier k is window page k. ``share`` interleaves sections
+fairly inside a round (cumulative section cost divided by the section's weight), and ``order`` is
+the item's rank in its section (newest and current-chain first). The plan is the longest prefix
+of that sequence that fits; the first step that does not fit is clipped to the remaining tokens
+when its item allows it (and the clipped form keeps every ref of the form it replaces).
 
 Because the order is fixed and the plan is a prefix, a larger budget selects a superset, every
 item in an equal or richer form (budget monotonicity), and the only unused tokens are those the
-next step could not use (utilisation). Spare tokens flow to whichever section still has steps.
-Round 0 (pinned minimums) must fit or the planner refuses with BudgetTooSmallError.
+clipped step could not use (utilisation). Spare tokens flow to whichever section still has steps.
+Tiers are what let the window be read lazily: the steps of tier k+1 all come after those of tier
+k, so the planner asks for page k+1 (``more``) only when every step so far has fitted, and the
+order of the steps it already had never changes. Round 0 (pinned minimums) must fit or the
+planner refuses with BudgetTooSmallError.
 """
 
 from __future__ import annotations
@@ -87,6 +93,8 @@ class Item:
     refs: tuple[str, ...]
     chain: str | None = None
     kind: str = "item"
+    #: 0 outside the recent window and for its page 0; k for window page k (see the docstring).
+    tier: int = 0
 
     @property
     def min_form(self) -> Form:
@@ -120,6 +128,16 @@ for _p in Priority:
             _ROUND[(_p, _f)] = 0 if _f is Form.REF else 1
         else:
             _ROUND[(_p, _f)] = 2 + 2 * (int(_p) - 1) + (0 if _f <= Form.COMPACT else 1)
+#: Rounds of one tier: (high, normal, low, diagnostic) × (compact, full).
+_TIER_ROUNDS = 8
+
+
+def step_round(item: Item, form: Form, index: int) -> int:
+    """The round of ``item``'s step to ``form`` (its ``index``-th form from the smallest)."""
+    if item.priority is Priority.PINNED:
+        # Pinned items: their minimum form is round 0 (must fit), every upgrade round 1.
+        return min(index, 1)
+    return _ROUND[(item.priority, form)] + _TIER_ROUNDS * item.tier
 
 
 def _steps(items: Sequence[Item], headers: dict[Section, int]) -> list[Step]:
@@ -131,9 +149,7 @@ def _steps(items: Sequence[Item], headers: dict[Section, int]) -> list[Step]:
         forms = sorted(item.forms)
         prev_tokens = 0
         for i, form in enumerate(forms):
-            # Pinned items: their minimum form is round 0 (must fit), every upgrade round 1.
-            rnd = (min(i, 1) if item.priority is Priority.PINNED
-                   else _ROUND[(item.priority, form)])
+            rnd = step_round(item, form, i)
             delta = item.forms[form].tokens - prev_tokens
             prev_tokens = item.forms[form].tokens
             slot = (rnd, item.section)
@@ -154,8 +170,15 @@ def plan(
     header_tokens: dict[Section, int],
     fixed_tokens: int,
     clip: ClipFn,
+    more: Callable[[int], Sequence[Item] | None] | None = None,
 ) -> Plan:
-    """Choose forms under ``budget_tokens``. ``fixed_tokens`` is text that is always present."""
+    """Choose forms under ``budget_tokens``. ``fixed_tokens`` is text that is always present.
+
+    ``more(k)`` returns the items of tier ``k`` (window page k) or None when there is no such
+    tier; it is called for k = 1, 2, … only while every step so far has fitted. ``items`` must
+    hold every pinned item and every tier-0 item.
+    """
+    items = list(items)
     steps = _steps(items, header_tokens)
     used = fixed_tokens
     opened: set[Section] = set()
@@ -177,39 +200,60 @@ def plan(
     # Once stopped, `need` is the budget at which every step so far would fit: the plan is a
     # prefix, so a step enters only when all the steps before it fit too.
     need = 0
-    for step in steps:
-        item = step.item
-        header = header_tokens[item.section] if item.section not in opened else 0
-        cost = step.delta_tokens + header
-        if not stopped and used + cost <= budget_tokens:
-            used += cost
-            opened.add(item.section)
-            chosen[item.key] = (step.form, item.forms[step.form])
-            continue
-        if not stopped:
-            stopped = True
-            need = used
-            room = budget_tokens - used - header
-            prev = chosen.get(item.key)
-            base = prev[1].tokens if prev else 0
-            clipped = clip(item.forms[step.form], room + base) if room > 0 else None
-            if (clipped is not None and clipped.tokens > base
-                    and clipped.tokens - base + header <= budget_tokens - used):
-                need = used + cost
-                upgrade_at.setdefault(item.key, need)
-                used += clipped.tokens - base + header
-                opened.add(item.section)
-                chosen[item.key] = (step.form, clipped)
-                continue
-        need += cost
-        opened.add(item.section)  # counted once in `need`, as it would be in a larger plan
-        if item.key in chosen:
-            upgrade_at.setdefault(item.key, need)
-        else:
-            omitted.setdefault(item.key, need)
+    tier = 0
+    while True:
+        for step in steps:
+            stopped, used, need = _apply(step, stopped, used, need, budget_tokens, header_tokens,
+                                         opened, chosen, omitted, upgrade_at, clip)
+        if stopped or more is None:
+            break
+        tier += 1
+        deeper = more(tier)
+        if deeper is None:
+            break
+        items.extend(deeper)
+        steps = _steps(deeper, header_tokens)
     allocated = allocate(items, budget_tokens, header_tokens, fixed_tokens)
     return Plan(chosen=chosen, omitted=omitted, upgrade_at=upgrade_at,
                 header_tokens=header_tokens, used_tokens=used, allocated=allocated)
+
+
+def _apply(step: Step, stopped: bool, used: int, need: int, budget_tokens: int,
+           header_tokens: dict[Section, int], opened: set[Section],
+           chosen: dict[str, tuple[Form, Rendered]], omitted: dict[str, int],
+           upgrade_at: dict[str, int], clip: ClipFn) -> tuple[bool, int, int]:
+    """Take one step of the sequence (or record why not); returns (stopped, used, need)."""
+    item = step.item
+    header = header_tokens[item.section] if item.section not in opened else 0
+    cost = step.delta_tokens + header
+    if not stopped and used + cost <= budget_tokens:
+        opened.add(item.section)
+        chosen[item.key] = (step.form, item.forms[step.form])
+        return False, used + cost, need
+    if not stopped:
+        stopped = True
+        need = used
+        room = budget_tokens - used - header
+        prev = chosen.get(item.key)
+        base = prev[1].tokens if prev else 0
+        clipped = clip(item.forms[step.form], room + base) if room > 0 else None
+        # A clipped form replaces the one chosen before only when it is larger and still shows
+        # every ref that one showed: a larger budget must never lose a ref (monotonicity).
+        if (clipped is not None and clipped.tokens > base
+                and clipped.tokens - base + header <= budget_tokens - used
+                and (prev is None or set(prev[1].refs) <= set(clipped.refs))):
+            need = used + cost
+            upgrade_at.setdefault(item.key, need)
+            opened.add(item.section)
+            chosen[item.key] = (step.form, clipped)
+            return True, used + clipped.tokens - base + header, need
+    need += cost
+    opened.add(item.section)  # counted once in `need`, as it would be in a larger plan
+    if item.key in chosen:
+        upgrade_at.setdefault(item.key, need)
+    else:
+        omitted.setdefault(item.key, need)
+    return True, used, need
 
 
 def allocate(

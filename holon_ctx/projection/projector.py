@@ -2,10 +2,11 @@
 
     view      = load_view(store, budget, at)            bounded, indexed reads
     relation  = current_relation(view.current)           why this turn exists
-    chain     = current_chain(...)                       which turns continue with it
+    chain     = ChainTracker(...)                        which turns continue with it
     priority  = classify(turn_facts(...)) + pinned       retention class with reason codes
     items     = sections → items with REF/COMPACT/FULL forms (runs of low turns fold into one)
-    plan      = planner.plan(items, budget)              prefix of a budget-independent order
+    plan      = planner.plan(items, budget, more=pages)  prefix of a budget-independent order;
+                                                         window pages are read as it asks
     text      = sections in order, items chronological   exact: the sum of additive blocks
 
 This is the only module that composes the others.
@@ -26,12 +27,16 @@ from holon_ctx.ledger.records import (
     Pin,
     TaskResult,
     Tool,
+    ToolStatus,
     Trust,
+    Turn,
 )
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
-from holon_ctx.projection.chains import current_chain
+from holon_ctx.projection.chains import ChainTracker
 from holon_ctx.projection.model import (
     SECTION_ORDER,
+    ControlSource,
+    ControlState,
     EpisodeManifest,
     EpisodeSource,
     FoldManifest,
@@ -50,7 +55,7 @@ from holon_ctx.projection.planner import Block, Item, Plan, Rendered, plan
 from holon_ctx.projection.relation import RELATION_TEXT, current_relation
 from holon_ctx.projection.render import Renderer, one_line, tool_repeats
 from holon_ctx.projection.retention import classify, turn_facts
-from holon_ctx.projection.view import View, WindowLimits, load_view
+from holon_ctx.projection.view import Page, View, WindowLimits, load_page, load_view
 from holon_ctx.tokens import TokenCounter, default_counter
 
 __all__ = ["SECTION_TITLES", "ItemDecision", "Projection", "Projector"]
@@ -115,9 +120,11 @@ class Projector:
 
     def __init__(self, store: LedgerStore, counter: TokenCounter | None = None,
                  *, limits: WindowLimits | None = None,
-                 episodes: EpisodeSource | None = None) -> None:
+                 episodes: EpisodeSource | None = None,
+                 control: ControlSource | None = None) -> None:
         self.store = store
         self.episodes = episodes
+        self.control = control
         self.counter = counter or default_counter()
         self.limits = limits or WindowLimits()
         self.renderer = Renderer(self.counter, store.counter_identity)
@@ -127,12 +134,16 @@ class Projector:
         if budget_tokens <= 0:
             raise HolonCtxError(f"budget must be a positive number of tokens, got {budget_tokens}")
         view = load_view(self.store, budget_tokens=budget_tokens, at=at, limits=self.limits)
-        builder = _Builder(view, self.renderer, self.episodes)
+        builder = _Builder(view, self.renderer, self.episodes, store=self.store,
+                           limits=self.limits)
+        # Control state is read per call: it changes outside the ledger (reconciliation).
+        builder.control_state = self.control.control_state() if self.control else None
         items = builder.items()
         headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
         chosen = plan(items, budget_tokens=budget_tokens, header_tokens=headers,
-                      fixed_tokens=0, clip=builder.clip)
-        projection = _assemble(view, builder, items, chosen, budget_tokens, self.counter)
+                      fixed_tokens=0, clip=builder.clip, more=builder.page_items)
+        projection = _assemble(view, builder, [*items, *builder.page_item_list], chosen,
+                               budget_tokens, self.counter)
         if verify:
             actual = self.counter.count(projection.text)
             if actual != projection.used_tokens:
@@ -145,18 +156,34 @@ class _Builder:
     """Turns a view into items. Holds the per-turn classification for explain and the manifest."""
 
     def __init__(self, view: View, renderer: Renderer,
-                 episodes: EpisodeSource | None = None) -> None:
+                 episodes: EpisodeSource | None = None, *, store: LedgerStore | None = None,
+                 limits: WindowLimits | None = None) -> None:
         self.view = view
         self.r = renderer
+        self.store = store
+        self.limits = limits or WindowLimits()
         self.episode_source = episodes
         self.recalled: list[RecalledEpisode] = []
+        self.control_state: ControlState | None = None
         cur = view.current
         self.relation = current_relation(cur)
         self.work_item_id = view.work_item.work_item_id if view.work_item else (
             cur.turn.work_item_id)
         extras = sorted(view.extra.values(), key=lambda u: u.turn.seq)
+        # Tier 0: the current turn, page 0 of the window and the turns fetched by point query.
+        # Everything derived from these (work refs, chain labels of the extras, the exchange) is
+        # the same at every budget; deeper pages come through page_items().
         self.all_units = sorted([*view.window, *extras, cur], key=lambda u: u.turn.seq)
-        self.chain = current_chain(cur, self.all_units, self.work_item_id)
+        self.tracker = ChainTracker(cur, self.work_item_id)
+        for unit in reversed(view.window):
+            self.tracker.feed(unit)
+        for unit in reversed(extras):
+            self.tracker.feed(unit)
+        self.chain = self.tracker.chain
+        #: Every window unit loaded so far (all pages), for repeated-tool folds in the manifest.
+        self.loaded_units: list[TurnUnit] = [*self.all_units]
+        self.pages: list[Page] = [view.first_page]
+        self.page_item_list: list[Item] = []
         self.pinned: dict[str, list[str]] = {}
         self._pin(cur.turn.id, "current_turn")
         if view.anchor_id:
@@ -174,8 +201,20 @@ class _Builder:
             del pin
         self.folds: list[FoldManifest] = []
         self.facts: dict[str, list[str]] = {}
-        prev: TurnUnit | None = None
-        for unit in view.window:
+        self._classify_page(view.first_page)
+        self.exchange = self._find_exchange()
+        # An agent loop's previous step (same trigger, same anchor) is what the current step
+        # answers: keep it whole, as the last exchange is kept for a short operator reply.
+        prev = self.all_units[-2] if len(self.all_units) > 1 else None
+        if (prev is not None and cur.turn.anchor_turn_id is not None
+                and prev.turn.anchor_turn_id == cur.turn.anchor_turn_id
+                and prev.turn.trigger == cur.turn.trigger):
+            self._pin(prev.turn.id, "previous_step")
+        self.frontier = _frontier(store, view, self.all_units, self.work_item_id)
+
+    def _classify_page(self, page: Page) -> None:
+        prev = page.before
+        for unit in page.units:
             self.facts[unit.turn.id] = turn_facts(unit, prev)
             prev = unit
 
@@ -199,6 +238,7 @@ class _Builder:
     def items(self) -> list[Item]:
         items: list[Item] = []
         items.extend(self._environment())
+        items.extend(self._control())
         items.extend(self._work_item())
         items.extend(self._work_refs())
         items.extend(self._episodes())
@@ -216,13 +256,51 @@ class _Builder:
         compact = [self.r.line(f"workspace: {one_line(rec.workspace, 200)} ({env.ref})", [env.ref]),
                    self.r.line(f"capabilities: {caps}")]
         full = list(compact)
+        # Guidance is configuration only when the runtime (or operator) vouches for it; an
+        # environment record that claims less is data, fenced, and kept out of a system role.
+        vouched = rec.trust in (Trust.RUNTIME_FACT, Trust.TRUSTED_OPERATOR)
         if rec.guidance.strip():
-            full.append(self.r.trusted(env, "guidance (runtime configuration):", 1500))
+            full.append(self.r.trusted(env, "guidance (runtime configuration):", 1500) if vouched
+                        else self.r.fenced(env, "guidance (untrusted, not configuration):", 1500))
         return [Item(key=env.ref, section=Section.ENVIRONMENT, priority=Priority.HIGH,
-                     reasons=("environment",), order=0, position=(0,),
+                     reasons=("environment",) if vouched else ("environment", "untrusted"),
+                     order=0, position=(0,),
                      forms={Form.COMPACT: self.r.rendered(compact),
                             Form.FULL: self.r.rendered(full)},
                      refs=(env.ref,), kind="environment")]
+
+    def _control(self) -> list[Item]:
+        """Governed control state, pinned ahead of the work item (RFC 0004)."""
+        state = self.control_state
+        if state is None:
+            return []
+        source = f"governed store, envelope {state.envelope_id}" if state.envelope_id \
+            else "governed store"
+        items: list[Item] = []
+        if state.blocking:
+            lines = [self.r.line(f"BLOCKED ON RECONCILIATION ({source}): an external side effect "
+                                 "may already have happened. Reconcile it before any further "
+                                 "action; never retry the call.")]
+            lines += [self.r.line(f"- idempotency key {one_line(key, 160)}: {status}")
+                      for key, status in state.blocking]
+            items.append(self._control_item("control:blocking", lines, 0, ("blocked_on_reconciliation",)))
+        if state.obligations:
+            lines = [self.r.line(f"pending obligations ({source}):")]
+            lines += [self.r.line(f"- {one_line(o, 300)}") for o in state.obligations]
+            items.append(self._control_item("control:obligations", lines, 1, ("pending_obligation",)))
+        if state.constraints:
+            lines = [self.r.line(f"exact operator constraints ({source}; still in force):")]
+            lines += [self.r.line(f"- {ref}: {one_line(text, 400)}") for ref, text in state.constraints]
+            items.append(self._control_item("control:constraints", lines, 2, ("exact_constraint",)))
+        return items
+
+    def _control_item(self, key: str, lines: list[Block], order: int,
+                      reasons: tuple[str, ...]) -> Item:
+        head = self.r.rendered(lines[:1])
+        return Item(key=key, section=Section.WORK_ITEM, priority=Priority.PINNED, reasons=reasons,
+                    order=order, position=(-3 + order,),
+                    forms={Form.REF: head, Form.FULL: self.r.rendered(lines)},
+                    refs=(), kind="control")
 
     def _work_item(self) -> list[Item]:
         state = self.view.work_item
@@ -257,6 +335,10 @@ class _Builder:
                 elif isinstance(rec, TaskResult):
                     tasks[rec.task_id] = f"{rec.status.value} ({stored.ref})"
         scope = f" for {wid}" if wid else ""
+        frontier = self.frontier.item(self.r, wid) if wid else None
+        if frontier is not None:
+            items.append(frontier)
+            files = {}  # the frontier names every file of the work item, not only the window's
         if files:
             lines = [f"- {one_line(f, 160)} (written by {ref})" for f, ref in files.items()]
             items.append(self._list_item("work_refs:files", f"files touched{scope}:", lines, 0))
@@ -297,13 +379,21 @@ class _Builder:
         note = f" — {one_line(rec.note, 200)}" if rec.note else ""
         head = self.r.line(f"operator pin ({pin.ref}) on {target.ref}{note}", [pin.ref])
         trec = target.record
+        # A target that a turn owns is shown with that turn, which the pin pins; only a record
+        # no turn shows (and no other section shows) is shown here, and selected here.
+        shown_elsewhere = {self.view.environment.ref if self.view.environment else None,
+                           self.view.work_item.ref if self.view.work_item else None}
+        if (isinstance(trec, Turn) or target.turn_seq is not None
+                or target.ref in shown_elsewhere):
+            return Item(key=pin.ref, section=Section.WORK_REFS, priority=Priority.PINNED,
+                        reasons=("operator_pin",), order=order, position=(order,),
+                        forms={Form.REF: self.r.rendered([head])}, refs=(pin.ref,), kind="pin")
         if isinstance(trec, Message) and trec.role is MessageRole.OPERATOR:
             body = self.r.trusted(target, "pinned operator words:", 800)
         elif trec.trust is Trust.TRUSTED_OPERATOR or trec.trust is Trust.RUNTIME_FACT:
             body = self.r.trusted(target, "pinned record:", 800)
         else:
             body = self.r.fenced(target, "pinned record (untrusted):", 800)
-        body = attrs.evolve(body, refs=())  # the target is mentioned, not selected, here
         return Item(key=pin.ref, section=Section.WORK_REFS, priority=Priority.PINNED,
                     reasons=("operator_pin",), order=order, position=(order,),
                     forms={Form.REF: self.r.rendered([head]),
@@ -355,45 +445,87 @@ class _Builder:
         chain = self.chain.get(unit.turn.id)
         head = self.r.turn_head(unit, priority=priority, reasons=reasons,
                                 other_work_item=other, chain=chain)
+        # The previous exchange's assistant message is shown once, in the current-input section.
+        elsewhere = ({self.exchange[1].ref: "shown below as the previous exchange"}
+                     if self.exchange is not None and self.exchange[0] is unit else {})
+        if unit.turn.id not in self.pinned:
+            elsewhere.update(self.frontier.stubs(unit))
         forms = {Form.COMPACT: self.r.turn_compact(unit, head),
-                 Form.FULL: self.r.turn_full(unit, head)}
+                 Form.FULL: self.r.turn_full(unit, head, elsewhere=elsewhere)}
         if priority is Priority.PINNED:
             forms[Form.REF] = self.r.turn_ref(unit)
-        refs = tuple(dict.fromkeys([unit.ref, *(r.ref for r in unit.records)]))
+        refs = tuple(dict.fromkeys([unit.ref, *(r.ref for r in unit.records
+                                                if r.ref not in elsewhere)]))
         return Item(key=unit.ref, section=section, priority=priority, reasons=reasons,
                     order=order, position=position, forms=forms, refs=refs,
                     chain=chain, kind="turn")
 
     def _recent_turns(self) -> list[Item]:
+        """Tier 0 of the recent turns: window page 0 and the pinned turns fetched by point query."""
+        return self._turn_items([*self.view.window, *self.view.extra.values()], tier=0)
+
+    def page_items(self, index: int) -> list[Item] | None:
+        """Items of window page ``index`` (tier ``index``), or None when there is no such page."""
+        last = self.pages[-1]
+        if last.last or self.store is None or len(self.pages) != index:
+            return None
+        oldest = last.units[0].turn.seq if last.units else self.view.current.turn.seq
+        page = load_page(self.store, before_seq=oldest, index=index,
+                         limit_pos=self.view.limit_pos, limits=self.limits)
+        self.pages.append(page)
+        if not page.units:
+            return None
+        self._classify_page(page)
+        for unit in reversed(page.units):
+            self.tracker.feed(unit)
+        fetched = self.view.extra
+        self.loaded_units.extend(u for u in page.units if u.turn.id not in fetched)
+        items = self._turn_items(list(page.units), tier=index)
+        self.page_item_list.extend(items)
+        return items
+
+    def _turn_items(self, units: list[TurnUnit], tier: int) -> list[Item]:
+        """Turn items of one tier, runs of low-value turns folded into one counted line each.
+
+        A run never spans a turn shown elsewhere (the current turn, the anchor, a pinned turn) nor
+        a page boundary, so the same run folds the same way whatever the budget.
+        """
         view = self.view
         skip = {view.current.turn.id, view.anchor_id}
-        units = [u for u in self.all_units if u.turn.id not in skip]
+        if tier > 0:
+            skip |= set(view.extra)
+        units = sorted(units, key=lambda u: u.turn.seq)
         # Rank: pinned first, then current-chain turns newest first, then the rest newest first.
         def rank(u: TurnUnit) -> tuple[int, int, int]:
             pinned = 0 if u.turn.id in self.pinned else 1
             in_chain = 0 if u.turn.id in self.chain else 1
             return (pinned, in_chain, -u.turn.seq)
-        ranks = {u.turn.id: i for i, u in enumerate(sorted(units, key=rank))}
+        shown = [u for u in units if u.turn.id not in skip]
+        ranks = {u.turn.id: i for i, u in enumerate(sorted(shown, key=rank))}
         items: list[Item] = []
         run: list[TurnUnit] = []
 
         def flush() -> None:
             if run:
-                items.append(self._fold_item(run, ranks[run[-1].turn.id]))
+                items.append(self._fold_item(run, ranks[run[-1].turn.id], tier))
                 run.clear()
 
         for unit in units:
+            if unit.turn.id in skip:
+                flush()
+                continue
             priority, _ = self.priority_of(unit)
             if priority >= Priority.LOW:
                 run.append(unit)
                 continue
             flush()
-            items.append(self._turn_item(unit, Section.RECENT_TURNS, ranks[unit.turn.id],
-                                         (unit.turn.seq,)))
+            item = self._turn_item(unit, Section.RECENT_TURNS, ranks[unit.turn.id],
+                                   (unit.turn.seq,))
+            items.append(attrs.evolve(item, tier=tier))
         flush()
         return items
 
-    def _fold_item(self, run: list[TurnUnit], order: int) -> Item:
+    def _fold_item(self, run: list[TurnUnit], order: int, tier: int) -> Item:
         kinds: Counter[str] = Counter()
         for unit in run:
             facts = self.facts.get(unit.turn.id) or turn_facts(unit)
@@ -410,7 +542,8 @@ class _Builder:
         self.folds.append(fold)
         return Item(key=f"fold:{first}", section=Section.RECENT_TURNS, priority=Priority.NORMAL,
                     reasons=("folded_low_value",), order=order, position=(run[0].turn.seq,),
-                    forms={Form.COMPACT: self.r.rendered([line])}, refs=(), kind="fold")
+                    forms={Form.COMPACT: self.r.rendered([line])}, refs=(), kind="fold",
+                    tier=tier)
 
     def _current_input(self) -> list[Item]:
         view = self.view
@@ -434,8 +567,8 @@ class _Builder:
         items.append(attrs.evolve(cur_item, forms=forms))
         return items
 
-    def _last_exchange(self) -> Item | None:
-        """When the operator speaks, the assistant message just before keeps its place."""
+    def _find_exchange(self) -> tuple[TurnUnit, StoredRecord] | None:
+        """When the operator speaks, the assistant message just before it (newest 3 turns)."""
         cur = self.view.current
         if not any(isinstance(r.record, Message) and r.record.role is MessageRole.OPERATOR
                    for r in cur.records):
@@ -445,64 +578,123 @@ class _Builder:
             for stored in reversed(unit.records):
                 rec = stored.record
                 if isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT:
-                    block = self.r.fenced(stored, f"previous exchange — the assistant asked "
-                                          f"(turn:{unit.turn.id}):", 600)
-                    ref_form = self.r.line(f"previous exchange: {stored.ref} (turn:{unit.turn.id})",
-                                           [stored.ref])
-                    return Item(key=f"exchange:{stored.ref}", section=Section.CURRENT_INPUT,
-                                priority=Priority.PINNED, reasons=("last_exchange",), order=1,
-                                position=(1,),
-                                forms={Form.REF: self.r.rendered([ref_form]),
-                                       Form.FULL: self.r.rendered([block])},
-                                refs=(stored.ref,), kind="exchange")
+                    return unit, stored
         return None
+
+    def _last_exchange(self) -> Item | None:
+        """The exchange keeps role and order, so a short reply keeps the question it answers."""
+        if self.exchange is None:
+            return None
+        unit, stored = self.exchange
+        block = self.r.fenced(stored, f"previous exchange — the assistant asked "
+                              f"(turn:{unit.turn.id}):", 600)
+        ref_form = self.r.line(f"previous exchange: {stored.ref} (turn:{unit.turn.id})",
+                               [stored.ref])
+        return Item(key=f"exchange:{stored.ref}", section=Section.CURRENT_INPUT,
+                    priority=Priority.PINNED, reasons=("last_exchange",), order=1,
+                    position=(1,),
+                    forms={Form.REF: self.r.rendered([ref_form]),
+                           Form.FULL: self.r.rendered([block])},
+                    refs=(stored.ref,), kind="exchange")
 
     # -- clipping --------------------------------------------------------------------------
     def clip(self, rendered: Rendered, limit: int) -> Rendered | None:
-        """The longest prefix of the blocks that fits ``limit``, the first misfit body clipped."""
+        """The longest prefix of the blocks that fits ``limit``, the first misfit block clipped.
+
+        A misfit fenced or trusted block keeps its label and fence and loses the end of its body
+        (marked "…"); when even that does not fit, its label line alone is cut short with "…" (a
+        fence is never opened without being closed). A note naming the full text's ref follows,
+        in the longest wording that fits. Of these candidates the one that uses the most tokens
+        wins. Refs of a block count as shown when any of it is, so every candidate shows the same
+        refs and a larger ``limit`` never shows fewer.
+        """
         out: list[Block] = []
         used = 0
-        counter = self.r.counter
         first_ref = rendered.refs[0] if rendered.refs else "the ledger"
+        notes = [self.r.line(text) for text in (
+            f"[clipped to fit the budget; full text: {first_ref}]",
+            f"[clipped; full text: {first_ref}]", "[clipped]")]
         for block in rendered.blocks:
             if used + block.tokens <= limit:
                 out.append(block)
                 used += block.tokens
                 continue
-            note = self.r.line(f"[clipped to fit the budget; full text: {first_ref}]")
-            room = limit - used - note.tokens
-            if block.clippable and block.body:
-                fixed = counter.count(block.head) + counter.count(block.tail)
-                body_room = room - fixed
-                if body_room >= 8:
-                    body = _clip_text(counter, block.body, body_room)
-                    if body:
-                        tokens = fixed + counter.count(body)
-                        if tokens <= room:
-                            out.append(attrs.evolve(block, body=body, tokens=tokens))
-                            used += tokens
-            if room >= 0 and out:
-                out.append(note)
-                used += note.tokens
+            best: tuple[Block, ...] = ()
+            best_tokens = 0
+            room = limit - used
+            for note in (*notes, None):
+                cost = note.tokens if note is not None else 0
+                for part in self._clip_block(block, room - cost):
+                    total = part.tokens + cost
+                    if best_tokens < total <= room:
+                        best = (part,) if note is None else (part, note)
+                        best_tokens = total
+            if not best and out and notes[0].tokens <= room:
+                best, best_tokens = (notes[0],), notes[0].tokens
+            out.extend(best)
+            used += best_tokens
             break
         if not out or used > limit:
             return None
         result = self.r.rendered(out)
         return attrs.evolve(result, clipped=True)
 
+    def _clip_block(self, block: Block, room: int) -> list[Block]:
+        """Ways to cut ``block`` to at most ``room`` tokens: body clipped, label cut short."""
+        counter = self.r.counter
+        if room < 3:
+            return []
+        parts: list[Block] = []
+        if block.clippable and block.body:
+            fixed = counter.count(block.head) + counter.count(block.tail)
+            body = _clip_text(counter, block.body, room - fixed)
+            if body:
+                parts.append(attrs.evolve(block, body=body, tokens=fixed + counter.count(body)))
+        label = block.head.split("\n", 1)[0]
+        line = _clip_line(counter, label, room)
+        if line is not None:
+            parts.append(Block(head=line, tokens=counter.count(line), refs=block.refs))
+        return parts
+
+
+def _clip_line(counter: TokenCounter, label: str, max_tokens: int) -> str | None:
+    """``label`` cut short to a block-safe line ending in "…" within ``max_tokens`` tokens."""
+    tokens = counter.encode(label)
+    keep = min(len(tokens), max_tokens - 1)
+    while keep > 0:
+        text = counter.decode(tokens[:keep]).rstrip()
+        if text and "\ufffd" not in text[-2:]:
+            line = f"{text}…\n"
+            if counter.count(line) <= max_tokens:
+                return line
+        keep -= 1
+    return None
+
 
 def _clip_text(counter: TokenCounter, body: str, max_tokens: int) -> str:
+    """The longest block-safe prefix of ``body``, ending in "…", within ``max_tokens`` ("" if none).
+
+    ``body`` is already fence-safe; a prefix of it is re-neutralised anyway, and the search
+    steps down by the overshoot, so it ends within a token or two of the limit.
+    """
     from holon_ctx.ledger.body import block_safe, neutralise_fences  # noqa: PLC0415
 
+    if max_tokens < 2:
+        return ""
     tokens = counter.encode(body)
-    keep = max_tokens
+    keep = min(len(tokens), max_tokens - 1)
     while keep > 0:
         text = counter.decode(tokens[:keep])
         if "\ufffd" not in text[-2:]:
             clipped = block_safe(neutralise_fences(text))
-            if clipped and counter.count(clipped) <= max_tokens:
-                return clipped
-        keep -= 1 if keep < 8 else keep // 8
+            if clipped:
+                clipped = clipped[:-1] + "…\n"
+                over = counter.count(clipped) - max_tokens
+                if over <= 0:
+                    return clipped
+                keep -= over
+                continue
+        keep -= 1
     return ""
 
 
@@ -568,12 +760,18 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
             selected=selected, omitted=omitted, items=manifest_items))
     # Folded refs and repeated tool calls are reported once, in `folded`.
     folds = list(builder.folds)
-    for unit in builder.all_units:
+    for unit in builder.loaded_units:
         for last, earlier in tool_repeats(unit.records).items():
             if last in seen:
                 folds.append(FoldManifest(first=earlier[0], last=last, count=len(earlier) + 1,
                                           kinds={"repeated_tool_call": len(earlier) + 1},
                                           refs=[*earlier, last]))
+    # Earlier identical tool runs folded into a later run in another turn (_Frontier.superseded).
+    for last, earlier in builder.frontier.reruns().items():
+        if last in seen:
+            folds.append(FoldManifest(first=earlier[0], last=last, count=len(earlier) + 1,
+                                      kinds={"repeated_tool_call": len(earlier) + 1},
+                                      refs=[*earlier, last]))
     shown_folds = [f for f in folds if f"fold:{f.first}" in chosen.chosen
                    or "repeated_tool_call" in f.kinds]
     text = "".join(parts)
@@ -588,15 +786,143 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
                                                   if ep.ref in chosen.chosen else "omitted"))
                   for ep in builder.recalled],
         text=text,
-        window={"turns": len(view.window), "reached_start": view.reached_start,
-                "first": view.window[0].ref if view.window else view.current.ref,
-                "limit_pos": view.limit_pos},
+        window=_window_info(view, builder),
     )
     return Projection(text=text, budget_tokens=budget_tokens, used_tokens=chosen.used_tokens,
                       counter=counter.identity, current_turn=f"turn:{cur.id}",
                       relation=builder.relation, anchor_turn=manifest.anchor_turn,
                       decisions=tuple(decisions), folds=tuple(shown_folds), manifest=manifest,
                       section_text=section_text, section_items=section_items)
+
+
+def _window_info(view: View, builder: _Builder) -> dict[str, object]:
+    """How deep the window was read: turns in the pages read, the oldest, whether it is the start."""
+    pages = [p for p in builder.pages if p.units]
+    return {"turns": sum(len(p.units) for p in pages),
+            "reached_start": builder.pages[-1].reached_start,
+            "first": pages[-1].units[0].ref if pages else view.current.ref,
+            "limit_pos": view.limit_pos,
+            "pages": len(pages)}
+
+
+#: The execution frontier reads the current work item's turns older than page 0 in one bounded
+#: query when the work item began at most this many turns before it; otherwise it covers the
+#: turns in view and says from where (cost stays O(page + this), never O(history)).
+FRONTIER_SCAN_TURNS = 128
+_RAN_FAILED = (ToolStatus.ERROR, ToolStatus.TIMEOUT)
+
+
+def _run_key(rec: Tool) -> tuple[str, str]:
+    return rec.tool_name, rec.args_digest or rec.args_preview
+
+
+@attrs.frozen
+class _Frontier:
+    """Tool runs of the current work item (or of the turns in view), oldest first.
+
+    Budget-independent by construction: it reads page 0, the point-query turns and at most one
+    bounded query, never a page the planner loads on demand.
+    """
+
+    runs: tuple[StoredRecord, ...]
+    complete: bool
+    since: str | None
+    #: Earlier run ref → the latest identical run (same tool and arguments) in another turn.
+    superseded: dict[str, str]
+
+    def reruns(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for ref, last in self.superseded.items():
+            out.setdefault(last, []).append(ref)
+        return out
+
+    def stubs(self, unit: TurnUnit) -> dict[str, str]:
+        """One line for each run of ``unit`` that a later identical run supersedes."""
+        out: dict[str, str] = {}
+        for stored in unit.records:
+            rec = stored.record
+            later = self.superseded.get(stored.ref)
+            if later is None or not isinstance(rec, Tool):
+                continue
+            exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
+            files = (f"; wrote {', '.join(one_line(f, 80) for f in rec.files_written[:6])}"
+                     if rec.files_written else "")
+            out[stored.ref] = (f"{one_line(rec.tool_name, 40)} `{one_line(rec.args_preview, 100)}`"
+                               f" → {rec.status.value}{exit_part}{files}; output folded: "
+                               f"identical command re-run as {later}")
+        return out
+
+    def item(self, r: Renderer, wid: str) -> Item | None:
+        """The pinned work-refs line: runs, failures, repeats, pending; every file written."""
+        if not self.runs:
+            return None
+        done = [s.record for s in self.runs
+                if isinstance(s.record, Tool) and s.record.status is not ToolStatus.PENDING]
+        failed = sum(1 for t in done if t.status in _RAN_FAILED or t.exit_code not in (None, 0))
+        repeated = len(done) - len({_run_key(t) for t in done})
+        pending = len(self.runs) - len(done)
+        files: dict[str, list[str]] = {}
+        for stored in self.runs:
+            assert isinstance(stored.record, Tool)
+            for path in stored.record.files_written:
+                files.setdefault(path, []).append(stored.ref)
+        cover = "" if self.complete else (
+            f"; counts cover {self.since or 'the turns in view'} onward (the work item began more "
+            f"than {FRONTIER_SCAN_TURNS} turns before the recent window)")
+        head = r.line(f"execution frontier for {wid}: {len(done)} tool runs ({failed} failed, "
+                      f"{repeated} repeats of an earlier identical run, folded"
+                      + (f", {pending} pending" if pending else "")
+                      + f"); {len(files)} files modified{cover}")
+        lines = [head]
+        if files:
+            lines.append(r.line("files modified:"))
+            lines.extend(r.line(f"- {one_line(path, 160)} (last written by {refs[-1]}"
+                                + (f", {len(refs)} writes)" if len(refs) > 1 else ")"))
+                         for path, refs in files.items())
+        forms = {Form.REF: r.rendered([head]), Form.FULL: r.rendered(lines)}
+        return Item(key="work_refs:frontier", section=Section.WORK_REFS,
+                    priority=Priority.PINNED, reasons=("execution_frontier",), order=0,
+                    position=(-1,), forms=forms, refs=(), kind="work_refs")
+
+
+def _frontier(store: LedgerStore | None, view: View, units: list[TurnUnit],
+              wid: str | None) -> _Frontier:
+    """The tool runs of work item ``wid`` (see :data:`FRONTIER_SCAN_TURNS`)."""
+    scope = [u for u in units if not wid or u.turn.work_item_id in (wid, None)]
+    runs: dict[str, StoredRecord] = {r.ref: r for u in scope for r in u.records
+                                     if isinstance(r.record, Tool)}
+    complete = view.first_page.reached_start
+    oldest = min((u.turn.seq for u in view.window), default=view.current.turn.seq)
+    first = store.get(view.work_item.first_ref) if (
+        store is not None and view.work_item is not None and not complete) else None
+    if store is not None and first is not None and first.turn_seq is not None:
+        if first.turn_seq >= oldest:
+            complete = True
+        else:
+            turns = store.turns_before(oldest, FRONTIER_SCAN_TURNS + 1, view.limit_pos)
+            if len(turns) <= FRONTIER_SCAN_TURNS or min(
+                    t.turn_seq or 0 for t in turns) <= first.turn_seq:
+                keep = {t.turn_seq for t in turns if (t.turn_seq or 0) >= first.turn_seq
+                        and getattr(t.record, "work_item_id", None) in (wid, None)}
+                for older in store.records_of_turns(first.turn_seq, oldest - 1, view.limit_pos):
+                    if isinstance(older.record, Tool) and older.turn_seq in keep:
+                        runs.setdefault(older.ref, older)
+                complete = True
+    ordered = tuple(sorted(runs.values(), key=lambda r: r.pos))
+    latest: dict[tuple[str, str], StoredRecord] = {}
+    for stored in ordered:
+        if isinstance(stored.record, Tool) and stored.record.status is not ToolStatus.PENDING:
+            latest[_run_key(stored.record)] = stored
+    superseded: dict[str, str] = {}
+    for stored in ordered:
+        rec = stored.record
+        if not isinstance(rec, Tool) or rec.status is ToolStatus.PENDING:
+            continue
+        last = latest[_run_key(rec)]
+        if last.ref != stored.ref and getattr(last.record, "turn_id", None) != rec.turn_id:
+            superseded[stored.ref] = last.ref
+    since = None if complete else (scope[0].ref if scope else None)
+    return _Frontier(runs=ordered, complete=complete, since=since, superseded=superseded)
 
 
 def _decision(item: Item, form: Form | None, rendered: Rendered | None,

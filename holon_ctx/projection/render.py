@@ -13,7 +13,8 @@ Untrusted text never appears in a label line except sanitised single-line previe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences, record_body
 from holon_ctx.ledger.records import (
@@ -39,6 +40,9 @@ from holon_ctx.tokens import TokenCounter
 
 __all__ = ["Renderer", "one_line"]
 
+_T = TypeVar("_T")
+#: Entries of a renderer's memo before it is dropped (a few thousand turns of forms).
+_MEMO_ENTRIES = 16384
 #: Per-record caps (tokens) for full and compact forms; longer bodies show head and tail.
 FULL_CAP = {"operator": 2000, "tool": 500, "tool_failed": 700, "external": 600, "task": 600,
             "brief": 600, "assistant": 600, "system": 400}
@@ -56,6 +60,17 @@ class Renderer:
         self.counter = counter
         # Cached counts are exact only when the store counted with this very counter.
         self.trust_cached = counter.identity == store_counter
+        # Memo of bodies and turn forms across projections of one projector: records never
+        # change and refs are unique, so a turn costs its rendering once, not once per turn
+        # projected (per-step cost stays flat as an agent's history grows). Keys carry every
+        # input of the result; the memo is dropped whole when it grows past _MEMO_ENTRIES.
+        self._memo: dict[tuple[object, ...], object] = {}
+
+    def _remember(self, key: tuple[object, ...], value: _T) -> _T:
+        if len(self._memo) >= _MEMO_ENTRIES:
+            self._memo.clear()
+        self._memo[key] = value
+        return value
 
     # -- primitives --------------------------------------------------------------------
     def line(self, text: str, refs: Iterable[str] = ()) -> Block:
@@ -64,6 +79,12 @@ class Renderer:
 
     def _body(self, stored: StoredRecord, cap: int) -> tuple[str, int]:
         """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens."""
+        hit = self._memo.get(("body", stored.ref, cap))
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        return self._remember(("body", stored.ref, cap), self._body_uncached(stored, cap))
+
+    def _body_uncached(self, stored: StoredRecord, cap: int) -> tuple[str, int]:
         body = record_body(stored.record)
         tokens = stored.tokens if self.trust_cached else self.counter.count(body)
         if tokens <= cap:
@@ -161,13 +182,15 @@ class Renderer:
         exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
         side = f"; side effect {rec.side_effect.value}" if rec.side_effect and \
             rec.side_effect.value != "none" else ""
+        # Only an unresolved side effect is an alert; a completed one is a plain fact.
+        unresolved = bool(rec.side_effect and rec.side_effect.value in ("unknown", "partial"))
         repeat = f"; ×{len(folded) + 1} identical calls (earlier: {', '.join(folded)})" \
             if folded else ""
         files = f"; wrote {', '.join(one_line(f, 80) for f in rec.files_written[:6])}" \
             if rec.files_written else ""
         failed = rec.status in (ToolStatus.ERROR, ToolStatus.TIMEOUT) or (
             rec.exit_code not in (None, 0))
-        alert = "ALERT " if failed or side else ""
+        alert = "ALERT " if failed or unresolved else ""
         preview = one_line(rec.args_preview, 100)
         label = (f"{alert}{stored.ref} {one_line(rec.tool_name, 40)} `{preview}` → {status}"
                  f"{exit_part}{side}{files}{repeat}")
@@ -194,7 +217,18 @@ class Renderer:
         parts.append(f"{priority.label}: {', '.join(reasons)}")
         return " · ".join(parts)
 
-    def turn_full(self, unit: TurnUnit, head: str) -> Rendered:
+    def turn_full(self, unit: TurnUnit, head: str,
+                  elsewhere: Mapping[str, str] | None = None) -> Rendered:
+        """The turn with its records; a record in ``elsewhere`` is one line saying where it is."""
+        key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
+               tuple(sorted(elsewhere.items())) if elsewhere else ())
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        return self._remember(key, self._turn_full(unit, head, elsewhere))
+
+    def _turn_full(self, unit: TurnUnit, head: str,
+                   elsewhere: Mapping[str, str] | None) -> Rendered:
         repeats = tool_repeats(unit.records)
         hidden = {r for refs in repeats.values() for r in refs}
         blocks = [self.line(f"### {head}", [unit.ref])]
@@ -203,11 +237,19 @@ class Renderer:
         for stored in unit.records:
             if stored.ref in hidden:
                 continue
+            if elsewhere and stored.ref in elsewhere:
+                blocks.append(self.line(f"{stored.ref}: {elsewhere[stored.ref]}"))
+                continue
             blocks.extend(self.record_blocks(stored, repeats))
         return self.rendered(blocks)
 
     def turn_compact(self, unit: TurnUnit, head: str) -> Rendered:
-        return self.rendered([self.line(f"- {head} · {turn_digest(unit)}", [unit.ref])])
+        key = ("compact", unit.ref, head, tuple(r.ref for r in unit.records))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        return self._remember(key, self.rendered(
+            [self.line(f"- {head} · {turn_digest(unit)}", [unit.ref])]))
 
     def turn_ref(self, unit: TurnUnit) -> Rendered:
         t = unit.turn

@@ -15,9 +15,13 @@ from typing import Final
 from holon_ctx.ledger.records import (
     Brief,
     BriefKind,
+    Environment,
     ExternalEvent,
     Message,
     MessageRole,
+    Outcome,
+    Pin,
+    SideEffect,
     TaskResult,
     TaskStatus,
     Tool,
@@ -38,6 +42,8 @@ RULES: Final[dict[str, Priority]] = {
     "latest_operator_intent": Priority.PINNED,
     "current_work_item_transition": Priority.PINNED,
     "operator_pin": Priority.PINNED,
+    # the step just before the current one in an agent loop (same trigger, same anchor)
+    "previous_step": Priority.PINNED,
     # high
     "operator_input": Priority.HIGH,
     "result_brief": Priority.HIGH,
@@ -50,11 +56,14 @@ RULES: Final[dict[str, Priority]] = {
     "external_state_change": Priority.HIGH,
     "side_effect_unresolved": Priority.HIGH,
     "tool_failure": Priority.HIGH,
+    "pin_added": Priority.HIGH,
+    "environment_change": Priority.HIGH,
     # normal
     "task_result": Priority.NORMAL,
     "tool_summary": Priority.NORMAL,
     "external_event": Priority.NORMAL,
     "assistant_message": Priority.NORMAL,
+    "runtime_note": Priority.NORMAL,
     "progress_brief": Priority.NORMAL,
     "unclassified": Priority.NORMAL,
     # low
@@ -88,6 +97,12 @@ def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
                 facts.append("operator_input")
             case Message(role=MessageRole.ASSISTANT):
                 facts.append("assistant_message")
+            case Message():
+                facts.append("runtime_note")
+            case Pin():
+                facts.append("pin_added")
+            case Environment():
+                facts.append("environment_change")
             case Brief(kind=BriefKind.RESULT) | Brief(kind=BriefKind.COMPLETION_REPORT):
                 facts.append("result_brief")
             case Brief(kind=BriefKind.PROGRESS):
@@ -113,28 +128,36 @@ def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
                 facts.append("tool_summary")
                 if rec.side_effect is not None and rec.side_effect.value in ("unknown", "partial"):
                     facts.append("side_effect_unresolved")
-                if rec.status in (ToolStatus.ERROR, ToolStatus.TIMEOUT):
+                # A non-zero exit is a failure whatever the status says (the renderer alerts it).
+                if rec.status in (ToolStatus.ERROR, ToolStatus.TIMEOUT) or rec.exit_code not in (
+                        None, 0):
                     facts.append("tool_failure")
             case _:
                 pass
     substantive = [f for f in facts if RULES[f] <= Priority.NORMAL]
     only_acks = bool(records) and all(
         isinstance(r, Brief) and r.kind is BriefKind.ACK for r in records)
-    if only_acks:
+    # Low and diagnostic classes apply only when nothing else is known about the turn: a retry
+    # that carries an assistant message or a tool run is classified by that content (classify
+    # up). The two repeat rules look at content by definition and accept only repeats of it.
+    if only_acks and not facts:
         return ["ack_only"]
-    if turn.trigger in _DIAGNOSTIC_TRIGGERS and not _changes_state(facts):
+    if turn.trigger in _DIAGNOSTIC_TRIGGERS and not substantive:
         return [_DIAGNOSTIC_TRIGGERS[turn.trigger]]
     if turn.trigger in _TICK_TRIGGERS and not substantive:
         return ["noop_tick"]
-    if _is_repeated_poll(unit, previous) and not _changes_state(facts):
+    # The runtime's own verdict: a tick whose outcome is noop changed nothing, even if it polled
+    # a status (progress counters differ, the state does not). Failures are not in the set.
+    if (turn.trigger in _TICK_TRIGGERS and turn.outcome is Outcome.NOOP
+            and set(facts) <= {"tool_summary", "progress_brief"}):
+        return ["noop_tick"]
+    if _is_repeated_poll(unit, previous) and set(facts) <= {"tool_summary", "progress_brief"}:
         return ["repeated_pending_poll"]
-    if turn.trigger == "external_event" and _is_duplicate_wake(unit, previous):
+    if (turn.trigger == "external_event" and set(facts) <= {"external_event"}
+            and _is_duplicate_wake(unit, previous)):
         return ["duplicate_wake"]
-    return facts or ["unclassified"]
-
-
-def _changes_state(facts: list[str]) -> bool:
-    return any(RULES[f] <= Priority.HIGH for f in facts)
+    # Each fact once, in first-seen order: the reasons read as a set, not a tally.
+    return list(dict.fromkeys(facts)) or ["unclassified"]
 
 
 def _is_repeated_poll(unit: TurnUnit, previous: TurnUnit | None) -> bool:
@@ -147,6 +170,8 @@ def _is_repeated_poll(unit: TurnUnit, previous: TurnUnit | None) -> bool:
     before = {(t.tool_name, t.args_digest or t.args_preview): t
               for t in (r.record for r in previous.records) if isinstance(t, Tool)}
     for tool in mine:
+        if tool.side_effect not in (None, SideEffect.NONE):
+            return False  # a call that acts on the world is never "just a poll"
         prior = before.get((tool.tool_name, tool.args_digest or tool.args_preview))
         if prior is None:
             return False

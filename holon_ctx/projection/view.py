@@ -1,10 +1,17 @@
 """The bounded view: everything one projection may look at, read with indexed queries only.
 
-The window grows backwards from the current turn a page at a time until it holds about
-``content_factor`` times the budget in tokens (or ``max_turns`` turns, or the start of the ledger).
-So the cost of a projection follows the budget and the window, never the length of the history.
-The continuation anchor, the latest operator intent, pinned records, the current work item, its
-open waits and the environment are fetched by point queries wherever they lie.
+The recent window is read in *pages* of ``page_turns`` turns, newest first. :func:`load_view`
+reads page 0 together with the point queries; :func:`load_page` reads page k when the planner
+asks for it, which it does only once every step of pages 0..k-1 fitted (RFC 0002, "lazy pages").
+So the window is exactly as deep as the budget needs (never estimated), a projection costs
+O(budget + page), never O(history), and every page is the same whatever the budget, which the
+planner's monotonicity rests on. The window stops at ``max_turns`` turns.
+
+Each page carries the turn just before it (``before``), so that repeat and duplicate checks of
+its oldest turn see the same neighbour at every budget. The continuation anchor, the latest
+operator intent, the owner of the current work item's latest transition, pinned records, the
+current work item, its open waits and the environment are fetched by point queries wherever
+they lie (``extra``); a page skips the turns already held there.
 """
 
 from __future__ import annotations
@@ -17,19 +24,32 @@ from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.model import TurnUnit
 
-__all__ = ["View", "WindowLimits", "load_view"]
+__all__ = ["Page", "View", "WindowLimits", "load_page", "load_view"]
 
 
 @attrs.frozen
 class WindowLimits:
-    """How far back the recent window reaches."""
+    """How the recent window is read: pages of ``page_turns`` turns, at most ``max_turns``."""
 
-    content_factor: float = 2.0
-    min_turns: int = 8
-    max_turns: int = 2048
     page_turns: int = 64
-    #: Per-record cap used when estimating how much content a turn brings (long outputs clip).
-    record_cap_tokens: int = 1200
+    max_turns: int = 2048
+
+    @property
+    def max_pages(self) -> int:
+        return max(1, self.max_turns // self.page_turns)
+
+
+@attrs.frozen
+class Page:
+    """Page ``index`` of the recent window: its turns oldest first, and the turn just before."""
+
+    index: int
+    units: tuple[TurnUnit, ...]
+    before: TurnUnit | None
+    #: True when no older page exists (start of the ledger, or the ``max_turns`` limit).
+    last: bool
+    #: True when the page reaches the first turn of the ledger.
+    reached_start: bool
 
 
 @attrs.frozen
@@ -47,6 +67,8 @@ class View:
     pins: tuple[tuple[StoredRecord, StoredRecord], ...]
     limit_pos: int
     reached_start: bool
+    #: Page 0 of the window (``window`` is its units).
+    first_page: Page
 
     def unit(self, turn_id: str) -> TurnUnit | None:
         if self.current.turn.id == turn_id:
@@ -75,8 +97,17 @@ def _single(store: LedgerStore, turn: StoredRecord, limit_pos: int) -> TurnUnit:
     return _units(store, [turn], limit_pos)[0]
 
 
-def _unit_cost(unit: TurnUnit, cap: int) -> int:
-    return 24 + sum(min(r.tokens, cap) + 12 for r in unit.records)
+def load_page(store: LedgerStore, *, before_seq: int, index: int, limit_pos: int,
+              limits: WindowLimits) -> Page:
+    """Page ``index``: the ``page_turns`` turns before sequence ``before_seq`` (and one more)."""
+    turns = store.turns_before(before_seq, limits.page_turns + 1, limit_pos)
+    units = _units(store, turns, limit_pos)
+    reached_start = len(turns) <= limits.page_turns
+    before = None if reached_start else units[0]
+    page = units if reached_start else units[1:]
+    return Page(index=index, units=tuple(page), before=before,
+                last=reached_start or index + 1 >= limits.max_pages,
+                reached_start=reached_start)
 
 
 def resolve_limit(store: LedgerStore, at: str | None) -> tuple[StoredRecord, int]:
@@ -105,31 +136,12 @@ def load_view(
     assert isinstance(cur_turn, Turn)
     current = _single(store, current_stored, limit_pos)
 
-    target_tokens = limits.content_factor * budget_tokens
-    window: list[TurnUnit] = []
-    acc = 0
-    seq = cur_turn.seq
-    reached_start = False
-    while len(window) < limits.max_turns:
-        page = store.turns_before(seq, limits.page_turns, limit_pos)
-        if not page:
-            reached_start = True
-            break
-        units = _units(store, page, limit_pos)
-        # Newest first, so the window is cut at the oldest turns once it holds enough.
-        for unit in reversed(units):
-            window.append(unit)
-            acc += _unit_cost(unit, limits.record_cap_tokens)
-            if len(window) >= limits.max_turns:
-                break
-        seq = min(u.turn.seq for u in units)
-        if acc >= target_tokens and len(window) >= limits.min_turns:
-            break
-        if len(page) < limits.page_turns:
-            reached_start = True
-            break
-    window.reverse()
-    in_window = {u.turn.id for u in window} | {cur_turn.id}
+    del budget_tokens  # the planner asks for deeper pages itself (load_page)
+    first_page = load_page(store, before_seq=cur_turn.seq, index=0, limit_pos=limit_pos,
+                           limits=limits)
+    window = list(first_page.units)
+    by_id = {u.turn.id: u for u in window}
+    in_window = {*by_id, cur_turn.id}
 
     extra: dict[str, TurnUnit] = {}
 
@@ -147,17 +159,21 @@ def load_view(
             if isinstance(rec.record, TaskResult) and rec.record.spawned_by_turn_id:
                 anchor_id = rec.record.spawned_by_turn_id
                 break
-    # Follow anchors back to the operator turn that started the chain (bounded: 16 hops).
+    # Follow anchors back to the operator turn that started the chain (bounded: 16 hops). The
+    # turns passed on the way are read as point queries only: they are window turns like any
+    # other, so whether they show does not depend on how deep the window is read.
     hops = 0
     while anchor_id is not None and hops < 16:
-        fetch(anchor_id)
-        linked = extra.get(anchor_id) or next(
-            (u for u in window if u.turn.id == anchor_id), None)
-        if (linked is None or linked.turn.trigger in OPERATOR_TRIGGERS
-                or linked.turn.anchor_turn_id is None):
+        linked_unit = by_id.get(anchor_id)
+        linked_stored = None if linked_unit is not None else store.turn(anchor_id)
+        linked = (linked_unit.turn if linked_unit is not None
+                  else linked_stored.record if linked_stored is not None else None)
+        if (not isinstance(linked, Turn) or linked.trigger in OPERATOR_TRIGGERS
+                or linked.anchor_turn_id is None):
             break
-        anchor_id = linked.turn.anchor_turn_id
+        anchor_id = linked.anchor_turn_id
         hops += 1
+    fetch(anchor_id)
 
     # A new operator intent is itself the latest intent: the previous one is not pinned, so an
     # abandoned request does not ride along into a new topic. Every other trigger keeps the
@@ -173,10 +189,15 @@ def load_view(
         anchor_id = latest_intent_id
 
     work_item = None
-    wid = cur_turn.work_item_id or (
-        extra[anchor_id].turn.work_item_id if anchor_id in extra else None)
+    anchor_unit = None if anchor_id is None else by_id.get(anchor_id) or extra.get(anchor_id)
+    wid = cur_turn.work_item_id or (anchor_unit.turn.work_item_id if anchor_unit else None)
     if wid is not None:
         work_item = store.work_item_state(wid, limit_pos)
+    if work_item is not None:
+        # The turn of the latest transition is pinned: fetch it wherever it lies.
+        transition = store.get(work_item.ref)
+        if transition is not None:
+            fetch(getattr(transition.record, "turn_id", None))
 
     pins: list[tuple[StoredRecord, StoredRecord]] = []
     for pin in store.pins(limit_pos, 16):
@@ -201,5 +222,6 @@ def load_view(
         environment=store.latest_environment(limit_pos),
         pins=tuple(pins),
         limit_pos=limit_pos,
-        reached_start=reached_start,
+        reached_start=first_page.reached_start,
+        first_page=first_page,
     )
