@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
 from holon_ctx.cli.common import add_source_args, open_source, positive_int
 from holon_ctx.cli.episodes_cmd import open_episode_source
+from holon_ctx.errors import InputError
 from holon_ctx.projection.projector import Projection, Projector
+from holon_ctx.projection.providers import framing_tokens, to_anthropic_messages, to_openai_messages
+
+#: Output formats of ``project --format``.
+FORMATS = ("text", "json", "openai", "anthropic")
 
 __all__ = ["project_from_args", "register"]
 
@@ -19,7 +25,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of the prompt")
     p.add_argument("--at", metavar="TURN_ID", help="project as of an earlier turn")
-    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="text (the prompt), json (the manifest), or a provider request fragment: "
+                        "openai (messages) or anthropic (system + messages); for the providers "
+                        "--budget includes their per-message framing (docs/providers.md)")
+    p.add_argument("--json", action="store_true", help="print the manifest (same as --format json)")
     p.set_defaults(func=cmd_project)
 
 
@@ -37,8 +47,23 @@ def project_from_args(args: argparse.Namespace, budget: int | None = None,
 
 
 def cmd_project(args: argparse.Namespace) -> int:
+    fmt = args.format or ("json" if args.json else "text")
+    if args.json and fmt != "json":
+        raise InputError(f"--json and --format {fmt} disagree; give one of them")
+    if fmt in ("openai", "anthropic"):
+        # The provider's framing comes out of the same budget, so the request holds it.
+        budget = args.budget - framing_tokens()
+        if budget <= 0:
+            raise InputError(f"--budget {args.budget} leaves no room after the "
+                             f"{framing_tokens()} tokens of {fmt} message framing")
+        projection = project_from_args(args, budget=budget)
+        payload: object = ({"messages": to_openai_messages(projection)} if fmt == "openai"
+                           else to_anthropic_messages(projection))
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.flush()
+        return 0
     projection = project_from_args(args)
-    if args.json:
+    if fmt == "json":
         sys.stdout.buffer.write(projection.manifest_json() + b"\n")
     else:
         sys.stdout.write(projection.text)

@@ -1,0 +1,178 @@
+"""Provider-ready projections: the same prompt, laid out for OpenAI- and Anthropic-style calls.
+
+Layout (``docs/providers.md``). A projection's text is its sections in order, stable content first.
+The *stable part* is the environment section (workspace, capabilities, runtime guidance): it goes
+where the provider caches a prefix. Everything after it — work item, work refs, episodes, recent
+turns, continuation anchor and current input — goes into **one user message**, fenced and labelled
+exactly as the projection rendered it:
+
+* OpenAI: ``[{"role": "system", "content": STABLE}, {"role": "user", "content": REST}]``. The
+  system message is first and byte-identical across turns while the environment is unchanged, so
+  the provider's automatic prefix cache reuses it.
+* Anthropic: ``{"system": [{"type": "text", "text": STABLE, "cache_control": {"type":
+  "ephemeral"}}], "messages": [{"role": "user", "content": [{"type": "text", "text": REST}]}]}``:
+  one cache breakpoint, at the end of the stable part.
+
+Trust placement. Only runtime configuration and trusted operator text may sit in the system role.
+The stable part goes there only when it holds no data fence and the engine did not mark the
+environment untrusted; otherwise it is the first (cached) block of the user message instead.
+Untrusted and model-written text therefore only ever appears inside the user message, inside
+``<data ref=… origin=… trust=…>`` fences.
+
+Tool calls. The history is not replayed as provider ``tool_calls`` / ``tool`` messages: tool
+output is untrusted and must stay in fenced user-role data, and the renderer already shows each
+call with its own result in one block (``tool:x7 bash `ls` → ok exit 0`` then its fenced output),
+or an explicit stub naming a ref (``output folded …``, ``[clipped …; full text: REF]``). So no
+request built here can carry an orphaned tool result or an unanswered call — the HTTP 400 that
+trimming libraries cause — and :func:`tool_pairing_problems` checks the rendered pairing.
+
+Token accounting. :func:`measure` counts the concatenated text contents with the counter and adds
+the framing a chat format puts around each message: :data:`TOKENS_PER_MESSAGE` per message plus
+:data:`REPLY_PRIMING_TOKENS` (OpenAI's published accounting for its chat models; used for
+Anthropic too, whose exact framing is not public). Splitting the prompt at a section boundary
+keeps the content count exact (sections are additive blocks), so ``measure`` equals the
+projection's ``used_tokens`` plus framing; :func:`framing_tokens` is what a caller subtracts from
+its budget before projecting (``holon-ctx project --format openai|anthropic`` does).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from holon_ctx.projection.model import Section
+from holon_ctx.projection.projector import Projection
+from holon_ctx.tokens import TokenCounter
+
+__all__ = [
+    "CACHE_CONTROL",
+    "REPLY_PRIMING_TOKENS",
+    "TOKENS_PER_MESSAGE",
+    "framing_tokens",
+    "measure",
+    "shares_stable_prefix",
+    "split_stable",
+    "to_anthropic_messages",
+    "to_openai_messages",
+    "tool_pairing_problems",
+]
+
+#: Framing tokens per chat message (role and separators), per OpenAI's token-counting guide.
+TOKENS_PER_MESSAGE: Final = 3
+#: Tokens that prime the assistant's reply, counted once per request.
+REPLY_PRIMING_TOKENS: Final = 3
+CACHE_CONTROL: Final = {"type": "ephemeral"}
+#: The most messages a request built here holds (system + user): what ``framing_tokens`` assumes.
+MAX_MESSAGES: Final = 2
+_FENCE: Final = re.compile(r"<data\b", re.IGNORECASE)
+
+
+def split_stable(projection: Projection) -> tuple[str, str, bool]:
+    """``(stable, rest, system_ok)``: the cacheable prefix, the remainder, and whether the prefix
+    may sit in the system role (no fence, environment not marked untrusted)."""
+    stable = projection.stable_prefix
+    text = projection.text
+    if not stable or not text.startswith(stable):
+        return "", text, False
+    untrusted_env = any(d.section is Section.ENVIRONMENT and "untrusted" in d.reasons
+                        for d in projection.decisions)
+    system_ok = not untrusted_env and _FENCE.search(stable) is None
+    return stable, text[len(stable):], system_ok
+
+
+def to_openai_messages(projection: Projection) -> list[dict[str, Any]]:
+    """Chat-completions ``messages``: the stable part as the system message, the rest as user."""
+    stable, rest, system_ok = split_stable(projection)
+    if stable and system_ok:
+        return [{"role": "system", "content": stable}, {"role": "user", "content": rest}]
+    # No trusted stable part: one user message, still starting with whatever is stable.
+    return [{"role": "user", "content": stable + rest}]
+
+
+def to_anthropic_messages(projection: Projection) -> dict[str, Any]:
+    """A Messages request body fragment: ``system`` (cached) and one user message."""
+    stable, rest, system_ok = split_stable(projection)
+    if stable and system_ok:
+        return {"system": [{"type": "text", "text": stable, "cache_control": dict(CACHE_CONTROL)}],
+                "messages": [{"role": "user", "content": [{"type": "text", "text": rest}]}]}
+    content: list[dict[str, Any]] = []
+    if stable:
+        # Untrusted environment: still cached, but as the first block of the user message.
+        content.append({"type": "text", "text": stable, "cache_control": dict(CACHE_CONTROL)})
+    content.append({"type": "text", "text": rest})
+    return {"system": [], "messages": [{"role": "user", "content": content}]}
+
+
+def shares_stable_prefix(a: Projection, b: Projection) -> bool:
+    """True when both projections have the same non-empty stable part in the same place, so a
+    provider's prompt cache written by one is read by the other."""
+    sa, _, oka = split_stable(a)
+    sb, _, okb = split_stable(b)
+    return bool(sa) and sa == sb and oka == okb
+
+
+def _contents(payload: list[dict[str, Any]] | dict[str, Any]) -> tuple[list[str], int]:
+    """Every text content of a request in order, and the number of messages it frames."""
+    texts: list[str] = []
+    messages = payload if isinstance(payload, list) else payload.get("messages", [])
+    n = len(messages)
+    if isinstance(payload, dict):
+        system = payload.get("system") or []
+        if isinstance(system, str):
+            system = [{"type": "text", "text": system}]
+        texts.extend(block["text"] for block in system)
+        n += 1 if system else 0
+    for msg in messages:
+        content = msg["content"]
+        if isinstance(content, str):
+            texts.append(content)
+        else:
+            texts.extend(block["text"] for block in content if block.get("type") == "text")
+    return texts, n
+
+
+def measure(payload: list[dict[str, Any]] | dict[str, Any], counter: TokenCounter) -> int:
+    """Tokens of a request built here: its concatenated text contents plus framing."""
+    texts, n = _contents(payload)
+    return counter.count("".join(texts)) + framing_tokens(n)
+
+
+def framing_tokens(messages: int = MAX_MESSAGES) -> int:
+    """Framing the chat format adds around ``messages`` messages (see the module docstring)."""
+    return TOKENS_PER_MESSAGE * messages + REPLY_PRIMING_TOKENS
+
+
+_CALL_LABEL: Final = re.compile(r"^(?:ALERT )?(?P<ref>tool:\S+) .*? → (?P<rest>.*)$")
+_DATA_OPEN: Final = re.compile(r'^<data ref="(?P<ref>[^"]+)"')
+_CLIP_NOTE: Final = re.compile(r"^\[clipped\b.*\b(?:tool|turn|message):\S+")
+
+
+def tool_pairing_problems(text: str, outputs: dict[str, bool]) -> list[str]:
+    """Where rendered tool calls and results come apart, as messages (empty when none).
+
+    ``outputs`` maps each tool ref of the ledger to whether it recorded any output. A result
+    (``<data ref="tool:…">``) must follow the label line of its own call; a call label whose tool
+    has output must be followed by that result, or say where it went: folded or omitted with a
+    ref in its label, or a clip note naming a ref on the next line.
+    """
+    problems: list[str] = []
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        opened = _DATA_OPEN.match(line)
+        if opened and opened.group("ref").startswith("tool:"):
+            ref = opened.group("ref")
+            prev = lines[i - 1] if i else ""
+            label = _CALL_LABEL.match(prev)
+            if label is None or label.group("ref") != ref:
+                problems.append(f"line {i + 1}: result of {ref} without its call just before")
+        label = _CALL_LABEL.match(line)
+        if label is None or not outputs.get(label.group("ref"), False):
+            continue
+        ref = label.group("ref")
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        shown = _DATA_OPEN.match(nxt)
+        stub = ("output folded" in label.group("rest") or "result omitted" in label.group("rest")
+                or _CLIP_NOTE.match(nxt) is not None)
+        if not stub and (shown is None or shown.group("ref") != ref):
+            problems.append(f"line {i + 1}: call {ref} without its result or an omission stub")
+    return problems
