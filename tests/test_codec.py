@@ -92,6 +92,15 @@ CASES = [
         "$.status: expected one of ok, error, timeout, cancelled, pending, got 'done'"),
     Bad("duplicate id", T1 + M1 + M1, 3,
         "$.id: duplicate id: message:m1 is already in the ledger"),
+    Bad("duplicate id in a plain stream",
+        line(type="message", id="m1", role="operator", text="a")
+        + line(type="message", id="m1", role="operator", text="b"), 2,
+        "$.id: duplicate id: message:m1 is already in the ledger"),
+    Bad("derived turn id already taken",
+        line(type="message", id="m1", role="operator", text="a")
+        + line(type="external_event", id="m1", source="ci", text="b"), 2,
+        "$.id: external_event:m1 would open turn 't.m1', which is already in the ledger "
+        "(a derived turn is named t.<id>)"),
     Bad("reference to a missing turn", M1, 1,
         "$.turn_id: no turn 't1' before this record "
         "(a record belongs only to a turn appended before it)"),
@@ -249,7 +258,7 @@ def test_library_error_carries_location(case: Bad, tmp_path: Path) -> None:
 def test_line_of_exactly_the_limit_is_accepted(tmp_path: Path) -> None:
     """A line of MAX_LINE_BYTES bytes (newline not counted) imports; one byte more is refused."""
     head = b'{"v":1,"type":"message","id":"m1","turn_id":"t1","role":"assistant","text":"'
-    body = head + b"x" * (MAX_LINE_BYTES - len(head) - 2) + b'"}'
+    body = head + (b"ab 12 " * (MAX_LINE_BYTES // 6 + 1))[: MAX_LINE_BYTES - len(head) - 2] + b'"}'
     assert len(body) == MAX_LINE_BYTES
     src = tmp_path / "big.jsonl"
     src.write_bytes(T1 + body + b"\n")

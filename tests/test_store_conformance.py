@@ -700,3 +700,15 @@ def test_reads_are_index_searches(read: str, tmp_path: Path) -> None:
     for step in steps:
         assert step.startswith("SEARCH") or (read, step) in ALLOWED_SCANS, step
     store.close()
+
+
+def test_close_and_reopen_keeps_everything(tmp_path: Path) -> None:
+    """A closed SQLite store reopens with every record, count and derived state as it was."""
+    path = tmp_path / "l.db"
+    store = SqliteStore(path)
+    store.append(LEDGER)
+    before = _fixed_reads(store)
+    store.close()
+    again = SqliteStore(path)
+    assert _fixed_reads(again) == before
+    again.close()

@@ -102,6 +102,9 @@ class _Appender:
         self.last_turn: TurnInfo | None = last
         # Turns of this batch, so the common case (records of the turn just opened) needs no query.
         self.turn_cache: dict[str, TurnInfo] = {}
+        # Refs of turns derived in the current chunk -> the ref of the record that opened each,
+        # so a clash is reported in terms of the line's own record (cleared after every chunk).
+        self.derived_from: dict[str, str] = {}
 
     def fail(self, line: int | None, path: str, msg: str) -> LedgerFormatError:
         return LedgerFormatError(msg, source=self.source, line=line, path=path)
@@ -146,6 +149,7 @@ class _Appender:
                     )
                     next_seq += 1
                     open_turn = derived.id
+                    self.derived_from[f"turn:{derived.id}"] = ref
                     yield line, derived
                     record = msgspec.structs.replace(record, turn_id=derived.id)
                 else:
@@ -158,7 +162,12 @@ class _Appender:
     def check(self, line: int | None, record: Record, ref: str) -> tuple[int | None, TurnInfo | None]:
         """Step 2: ledger-wide rules. Returns the owning turn's seq and, for a turn, its info."""
         if self.backend.has_ref(ref):
-            raise self.fail(line, "$.id", f"duplicate id: {ref} is already in the ledger")
+            opener = self.derived_from.get(ref)
+            if opener is None or self.backend.has_ref(opener):
+                raise self.fail(line, "$.id", f"duplicate id: {opener or ref} is already in the ledger")
+            raise self.fail(line, "$.id", f"{opener} would open turn {ref.partition(':')[2]!r}, "
+                                          "which is already in the ledger (a derived turn is "
+                                          "named t.<id>)")
         if isinstance(record, Turn):
             last = self.last_turn
             if last is not None and record.seq <= last.seq:
@@ -256,6 +265,7 @@ class _Appender:
                     self.turn_cache.clear()
                     self.turn_cache[turn.id] = turn
             self.pos += 1
+        self.derived_from.clear()
         return len(chunk)
 
 
