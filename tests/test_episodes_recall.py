@@ -97,11 +97,13 @@ def test_recall_returns_only_episodes_ending_before_the_window() -> None:
     assert source.recall(_query(ledger, "billing", 0), 12) == []
 
 
-def test_projection_never_renders_an_episode_turn_in_recent_turns() -> None:
-    """Turns covered by recalled episodes are not among the recent turns' selected refs."""
+@pytest.mark.parametrize("budget", [2048, 8192, 32768])
+def test_projection_never_renders_an_episode_turn_in_recent_turns(budget: int) -> None:
+    """Turns covered by recalled episodes are not among the recent turns' selected refs, even
+    when a large budget reads deeper pages of the window."""
     c, _ = billing_conversation()
     ledger, episodes, _ = archived(c.records)
-    projection = _project(ledger, episodes)
+    projection = _project(ledger, episodes, budget=budget)
     covered = {f"turn:{t}" for e in projection.manifest.episodes
                for t in episodes.get(e.ref.removeprefix("episode:")).turn_ids}  # type: ignore[union-attr]
     recent = next(s for s in projection.manifest.sections if s.name == "recent_turns")

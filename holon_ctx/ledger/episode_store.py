@@ -109,7 +109,7 @@ def _unpack(data: bytes) -> array[int]:
 def has_episode_tables(path: str | Path) -> bool:
     """True when the SQLite file at ``path`` holds at least one episode (read-only check)."""
     try:
-        db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error:
         return False
     try:
@@ -396,7 +396,10 @@ class MemoryEpisodeStore:
         self._postings: dict[str, list[tuple[int, int, int]]] = {}
         self._links: dict[str, list[int]] = {}
         self._owner: dict[str, list[int]] = {}
+        #: Unresolved rows with no known resolution, and resolved rows by resolution position.
         self._open: dict[tuple[int, str], OpenRow] = {}
+        self._resolved: list[tuple[int, int, str]] = []
+        self._resolved_rows: dict[tuple[int, str], OpenRow] = {}
         self._recaps: dict[str, list[Recap]] = {}
         self._terms = 0
 
@@ -444,11 +447,17 @@ class MemoryEpisodeStore:
 
     def mark_resolved(self, resolutions: Sequence[Resolution]) -> None:
         for r in resolutions:
-            row = self._open.get((r.num, r.key))
-            if row is not None and (row.resolved_pos is None or row.resolved_pos > r.resolved_pos):
-                self._open[(r.num, r.key)] = OpenRow(
-                    num=row.num, episode_id=row.episode_id, last_seq=row.last_seq, key=row.key,
-                    kind=row.kind, pinned=row.pinned, resolved_pos=r.resolved_pos, exact=r.exact)
+            ident = (r.num, r.key)
+            row = self._open.get(ident) or self._resolved_rows.get(ident)
+            if row is None or (row.resolved_pos is not None and row.resolved_pos <= r.resolved_pos):
+                continue
+            if row.resolved_pos is not None:
+                self._resolved.remove((row.resolved_pos, r.num, r.key))
+            self._open.pop(ident, None)
+            self._resolved_rows[ident] = OpenRow(
+                num=row.num, episode_id=row.episode_id, last_seq=row.last_seq, key=row.key,
+                kind=row.kind, pinned=row.pinned, resolved_pos=r.resolved_pos, exact=r.exact)
+            bisect.insort(self._resolved, (r.resolved_pos, r.num, r.key))
 
     def add_recap(self, recap: Recap) -> None:
         self._recaps.setdefault(recap.episode_id, []).append(recap)
@@ -503,8 +512,9 @@ class MemoryEpisodeStore:
         return out[:limit]
 
     def open_rows(self, max_num: int, limit_pos: int, limit: int) -> list[OpenRow]:
-        rows = [r for r in self._open.values() if r.num <= max_num
-                and (r.resolved_pos is None or r.resolved_pos > limit_pos)]
+        later = self._resolved[bisect.bisect_right(self._resolved, (limit_pos, sys.maxsize, "")):]
+        rows = [r for r in self._open.values() if r.num <= max_num]
+        rows.extend(self._resolved_rows[(n, k)] for _, n, k in later if n <= max_num)
         rows.sort(key=lambda r: (not r.pinned, -r.num, r.key))
         return rows[:limit]
 
