@@ -16,6 +16,8 @@ from holon_ctx.ledger.store import StoredRecord
 
 __all__ = [
     "SECTION_ORDER",
+    "ControlSource",
+    "ControlState",
     "EpisodeSource",
     "Form",
     "Omission",
@@ -192,3 +194,25 @@ class EpisodeSource(Protocol):
     """Where the projector gets episode memory from (see holon_ctx.memory)."""
 
     def recall(self, query: RecallQuery, limit: int) -> list[RecalledEpisode]: ...
+
+
+@attrs.frozen
+class ControlState:
+    """Control state from the governed continuity store, never from a summary (RFC 0004).
+
+    The projector pins it in the current-work-item section: obligations and exact constraints stay
+    visible after compaction, and an unreconciled side effect becomes a blocking notice.
+    """
+
+    envelope_id: str | None
+    obligations: tuple[str, ...]
+    #: ``(ref, text)`` of each active exact constraint, as the governed store holds it.
+    constraints: tuple[tuple[str, str], ...]
+    #: ``(idempotency key, status)`` of each side effect that must be reconciled first.
+    blocking: tuple[tuple[str, str], ...]
+
+
+class ControlSource(Protocol):
+    """Where the projector gets control state from (see holon_ctx.compaction)."""
+
+    def control_state(self) -> ControlState | None: ...

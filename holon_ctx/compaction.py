@@ -1,0 +1,178 @@
+"""Compaction: archive aged-out turns into episodes and seal a continuity envelope for them.
+
+This module is the seam between the episode archive (:mod:`holon_ctx.memory`) and the continuity
+envelope (:mod:`holon_ctx.continuity`); neither knows the other. One :func:`compact` call:
+
+1. archives every closed turn range older than the recent window (idempotent per range);
+2. brings the governed store up to date *from the ledger, not from any summary*: the session's
+   identity and budget, the checkpoint (the newest archived turn), every side effect an archived
+   range left unknown or partial (so reconciliation blocks), side effects later resolved,
+   obligations (the archive's still-open items) and the operator's exact constraints (pins);
+3. seals a ``continuity-envelope/v1`` bound to the archived turn range and to the exact bytes of
+   the archived episodes (the derived, untrusted "summary"), emitting ``context_compaction``.
+
+:class:`GovernedControl` then hands the projector what must stay visible afterwards: open
+obligations, exact constraints and any blocking reconciliation, read from the governed store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import attrs
+
+from holon_ctx.continuity import (
+    AuthorizationMode,
+    ContinuityStore,
+    SideEffectStatus,
+    prepare_compaction,
+)
+from holon_ctx.continuity.records import (
+    ConstraintRecord,
+    SessionIdentity,
+    SessionResources,
+    SideEffectRecord,
+)
+from holon_ctx.ledger.records import Message, Pin
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory.archiver import Archiver, ArchiveReport
+from holon_ctx.memory.episodes import encode_episode
+from holon_ctx.memory.store import EpisodeStore
+from holon_ctx.projection.model import ControlState
+
+__all__ = ["CompactionResult", "GovernedControl", "SessionConfig", "compact"]
+
+_EFFECT_KINDS = {"side_effect_unknown": SideEffectStatus.UNKNOWN,
+                 "side_effect_partial": SideEffectStatus.PARTIAL}
+
+
+@attrs.frozen
+class SessionConfig:
+    """Who the session acts for. Supplied by the runtime; never read from a summary."""
+
+    session_id: str = "session-local"
+    tenant_id: str = "tenant-local"
+    principal_id: str = "operator"
+    authorization_mode: AuthorizationMode = AuthorizationMode.OPERATOR
+    budget_remaining: int = 100
+    #: Used only when the governed store has no policy version for the tenant yet; a runtime
+    #: with a policy engine records the real one with ``ContinuityStore.set_policy_version``.
+    policy_version: str = "policy-local-1"
+
+
+@attrs.frozen
+class CompactionResult:
+    archive: ArchiveReport
+    #: The sealed envelope's id, or None when nothing was archived.
+    envelope_id: str | None
+    obligations: tuple[str, ...]
+    blocking: tuple[str, ...]
+
+
+def _obligation(kind: str, key: str, episode_id: str) -> str:
+    return f"{kind} {key} (archived in episode:{episode_id})"
+
+
+def compact(
+    ledger: LedgerStore,
+    episodes: EpisodeStore,
+    continuity: ContinuityStore,
+    *,
+    session: SessionConfig,
+    clock: Callable[[], datetime],
+    archiver: Archiver | None = None,
+) -> CompactionResult:
+    """Archive, sync governed state from the ledger, seal an envelope (see the module docstring)."""
+    archiver = archiver or Archiver(ledger, episodes)
+    report = archiver.archive()
+    if not report.archived:
+        return CompactionResult(report, None, (), ())
+    now = clock()
+    sid = session.session_id
+    if continuity.session_identity(sid) is None:
+        continuity.set_session_identity(SessionIdentity(
+            session_id=sid, tenant_id=session.tenant_id, principal_id=session.principal_id,
+            authorization_mode=session.authorization_mode), at=now)
+    if continuity.policy_version(session.tenant_id) is None:
+        continuity.set_policy_version(session.tenant_id, session.policy_version, at=now)
+    continuity.set_session_resources(
+        SessionResources(session_id=sid, budget_remaining=session.budget_remaining), at=now)
+
+    end = ledger.end_pos()
+    # Every open item of the archive (resolved ones are reported too, to close obligations).
+    rows = episodes.open_rows(episodes.count(), end, 10_000)
+    open_now: set[str] = set()
+    blocking: list[str] = []
+    for row in rows:
+        text = _obligation(row.kind, row.key, row.episode_id)
+        effect = _EFFECT_KINDS.get(row.kind)
+        resolved = row.resolved_pos is not None and row.resolved_pos <= end
+        if effect is not None:
+            status = SideEffectStatus.COMMITTED if resolved else effect
+            known = continuity.side_effect(row.key)
+            if known is None or known.status is not status:
+                continuity.record_side_effect(SideEffectRecord(
+                    idempotency_key=row.key, tenant_id=session.tenant_id, session_id=sid,
+                    status=status), at=now)
+            if not resolved:
+                blocking.append(row.key)
+        if resolved:
+            if text in continuity.open_obligations(sid):
+                continuity.close_obligation(sid, text, at=now)
+        else:
+            open_now.add(text)
+    for text in sorted(open_now - set(continuity.open_obligations(sid))):
+        continuity.open_obligation(sid, text, at=now)
+
+    constraint_refs: list[str] = []
+    for pin in ledger.pins(end, 64):
+        rec = pin.record
+        assert isinstance(rec, Pin)
+        target = ledger.get(rec.target)
+        text = rec.note
+        if target is not None and isinstance(target.record, Message):
+            text = target.record.text if not text else f"{text} — {target.record.text}"
+        constraint_refs.append(rec.target)
+        current = {c.ref: c for c in continuity.constraints(sid)}
+        if rec.target not in current or current[rec.target].text != text:
+            continuity.add_constraint(ConstraintRecord(session_id=sid, ref=rec.target, text=text),
+                                      at=now)
+
+    archived = [ep for ep in (episodes.get(i) for i in report.archived) if ep is not None]
+    first, last = archived[0].span.first_turn, archived[-1].span.last_turn
+    continuity.record_checkpoint(sid, f"checkpoint:{last}", at=now)
+    summary = b"".join(encode_episode(ep) for ep in archived)
+    objective = next((c.quote or c.text for ep in reversed(archived) for c in ep.operator_intents),
+                     "continue the archived work")
+    envelope = prepare_compaction(
+        continuity, envelope_id=f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}", session_id=sid,
+        source_trace_id=f"ledger-{sid}", source_event_range=(first, last),
+        summary_bytes=summary, objective=objective[:500],
+        exact_constraint_refs=sorted(set(constraint_refs)),
+        pending_obligations=sorted(open_now), tenant_id=session.tenant_id,
+        principal_id=session.principal_id, authorization_mode=session.authorization_mode,
+        checkpoint_ref=f"checkpoint:{last}", budget_remaining=session.budget_remaining,
+        idempotency_key=blocking[0] if blocking else None, clock=clock)
+    return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
+                            tuple(blocking))
+
+
+@attrs.frozen
+class GovernedControl:
+    """A :class:`~holon_ctx.projection.model.ControlSource` over the governed store."""
+
+    store: ContinuityStore
+    session_id: str = SessionConfig().session_id
+
+    def control_state(self) -> ControlState | None:
+        sid = self.session_id
+        envelope = self.store.latest_envelope(sid)
+        obligations = self.store.open_obligations(sid)
+        constraints = tuple((c.ref, c.text) for c in self.store.constraints(sid) if c.active)
+        blocking = tuple((r.idempotency_key, r.status.value)
+                         for r in self.store.unresolved_side_effects(sid))
+        if envelope is None and not (obligations or constraints or blocking):
+            return None
+        return ControlState(envelope_id=envelope.envelope_id if envelope else None,
+                            obligations=obligations, constraints=constraints, blocking=blocking)

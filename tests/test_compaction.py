@@ -1,0 +1,126 @@
+"""Compaction wiring: archive → governed state from the ledger → envelope → pinned control state."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from holon_ctx.compaction import GovernedControl, SessionConfig, compact
+from holon_ctx.continuity import ContinuityStore, DecisionKind, SideEffectStatus, rehydrate
+from holon_ctx.continuity.records import SideEffectRecord
+from holon_ctx.continuity.state import ResumeContext
+from holon_ctx.ledger.episode_store import SqliteEpisodeStore
+from holon_ctx.ledger.importer import import_jsonl
+from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.memory.episodes import encode_episode
+from holon_ctx.projection.projector import Projector
+
+SESSION = SessionConfig()
+
+
+# One clock for the module: the governed store refuses a clock that goes backwards.
+_TICKS = itertools.count()
+
+
+def _clock() -> Callable[[], datetime]:
+    return lambda: datetime(2026, 11, 30, 18, 0, tzinfo=UTC) + timedelta(seconds=next(_TICKS))
+
+
+@pytest.fixture
+def compacted(tmp_path: Path) -> tuple[SqliteStore, SqliteEpisodeStore, ContinuityStore, str]:
+    db = tmp_path / "demo.db"
+    ledger = SqliteStore(db)
+    demo = resources.files("holon_ctx") / "data" / "demo.jsonl"
+    with resources.as_file(demo) as path:
+        import_jsonl(path, ledger)
+    episodes = SqliteEpisodeStore(db)
+    continuity = ContinuityStore(db)
+    result = compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
+    assert result.envelope_id is not None
+    return ledger, episodes, continuity, result.envelope_id
+
+
+def _resume() -> ResumeContext:
+    return ResumeContext(session_id=SESSION.session_id, tenant_id=SESSION.tenant_id,
+                         principal_id=SESSION.principal_id,
+                         authorization_mode=SESSION.authorization_mode.value)
+
+
+def _summary(episodes: SqliteEpisodeStore) -> bytes:
+    return b"".join(encode_episode(ep) for ep in episodes.iter_episodes())
+
+
+def test_compaction_seals_an_envelope_bound_to_the_archived_range(compacted) -> None:
+    """The envelope names the archived turn range and the operator's pinned constraint."""
+    _, episodes, continuity, envelope_id = compacted
+    envelope = continuity.latest_envelope(SESSION.session_id)
+    assert envelope is not None and envelope.envelope_id == envelope_id
+    first = next(episodes.iter_episodes()).span.first_turn
+    assert envelope.source_event_range.first == first
+    assert "message:m009" in envelope.exact_constraint_refs
+    assert envelope.requires_reauthorization is True
+
+
+def test_unknown_side_effect_blocks_rehydration_and_is_pinned(compacted) -> None:
+    """The demo's timed-out deploy is unknown: rehydration blocks and the prompt says so."""
+    ledger, episodes, continuity, envelope_id = compacted
+    decision = rehydrate(continuity, envelope_id, summary_bytes=_summary(episodes),
+                         resume=_resume(), clock=_clock())
+    assert decision.kind is DecisionKind.BLOCKED_ON_RECONCILIATION
+    assert "context_rehydration" not in decision.event_types
+    assert decision.authorized is False
+    projection = Projector(ledger, control=GovernedControl(continuity)).project(
+        budget_tokens=1024, verify=True)
+    assert "BLOCKED ON RECONCILIATION" in projection.text
+    assert "never retry the call" in projection.text
+    assert "message:m009: " in projection.text  # the exact constraint, from the governed store
+
+
+def test_reconciled_side_effect_clears_the_block_and_rehydrates(compacted) -> None:
+    """After the runtime records the deploy as committed and reseals, validation passes."""
+    ledger, episodes, continuity, _ = compacted
+    blocking = continuity.unresolved_side_effects(SESSION.session_id)
+    assert len(blocking) == 1
+    continuity.record_side_effect(SideEffectRecord(
+        idempotency_key=blocking[0].idempotency_key, tenant_id=SESSION.tenant_id,
+        session_id=SESSION.session_id, status=SideEffectStatus.COMMITTED), at=_clock()())
+    assert not continuity.reconciliation_blocking(SESSION.session_id)
+    text = Projector(ledger, control=GovernedControl(continuity)).project(
+        budget_tokens=1024).text
+    assert "BLOCKED ON RECONCILIATION" not in text
+
+
+def test_tampered_summary_fails_validation(compacted) -> None:
+    """A summary that differs by one byte from what was sealed fails with a digest mismatch."""
+    _, episodes, continuity, envelope_id = compacted
+    tampered = _summary(episodes).replace(b"canary", b"Canary", 1)
+    decision = rehydrate(continuity, envelope_id, summary_bytes=tampered, resume=_resume(),
+                         clock=_clock())
+    assert decision.kind is DecisionKind.CONTINUITY_VALIDATION_FAILED
+    codes = {f.code.value for f in decision.findings}
+    assert "summary_digest_mismatch" in codes
+    # The digest failure does not hide the unknown side effect.
+    assert decision.reconciliation_required is True
+
+
+def test_compaction_is_idempotent(compacted) -> None:
+    """A second run archives nothing new and seals no second envelope."""
+    ledger, episodes, continuity, envelope_id = compacted
+    again = compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
+    assert again.envelope_id is None
+    assert continuity.envelope_ids(SESSION.session_id) == (envelope_id,)
+
+
+def test_summary_text_cannot_change_control_state(compacted) -> None:
+    """Control state comes from the governed store: an episode claiming approval changes nothing."""
+    ledger, _, continuity, _ = compacted
+    before = GovernedControl(continuity).control_state()
+    text = Projector(ledger, control=GovernedControl(continuity)).project(budget_tokens=4096).text
+    after = GovernedControl(continuity).control_state()
+    assert before == after
+    assert "authorized: true" not in text.lower()
