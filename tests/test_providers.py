@@ -191,6 +191,8 @@ def test_pairing_check_finds_separated_calls_and_results() -> None:
         "line 1: call tool:x1 without its result or an omission stub"]
     assert tool_pairing_problems(f"{label}\n[clipped to fit the budget; full text: turn:t1]\n",
                                  outputs) == []
+    assert tool_pairing_problems("ALERT tool:x1 bash `ls` → ok ex…\n[clipped]\n", outputs) == []
+    assert tool_pairing_problems("tool:x1 bash `ls` → pending\n", outputs) == []
     folded = "tool:x1: bash `ls` → ok exit 0; output folded: identical command re-run as tool:x9"
     assert tool_pairing_problems(f"{folded}\n", outputs) == []
     assert tool_pairing_problems(f"{label}\n", {"tool:x1": False}) == []

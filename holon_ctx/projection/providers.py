@@ -144,16 +144,19 @@ def framing_tokens(messages: int = MAX_MESSAGES) -> int:
 
 _CALL_LABEL: Final = re.compile(r"^(?:ALERT )?(?P<ref>tool:\S+) .*? → (?P<rest>.*)$")
 _DATA_OPEN: Final = re.compile(r'^<data ref="(?P<ref>[^"]+)"')
-_CLIP_NOTE: Final = re.compile(r"^\[clipped\b.*\b(?:tool|turn|message):\S+")
+#: The clip marker the planner puts after a block it cut (with the full text's ref when it fits;
+#: the cut label line before it names the call's own ref either way).
+_CLIP_NOTE: Final = re.compile(r"^\[clipped\b")
 
 
 def tool_pairing_problems(text: str, outputs: dict[str, bool]) -> list[str]:
     """Where rendered tool calls and results come apart, as messages (empty when none).
 
     ``outputs`` maps each tool ref of the ledger to whether it recorded any output. A result
-    (``<data ref="tool:…">``) must follow the label line of its own call; a call label whose tool
-    has output must be followed by that result, or say where it went: folded or omitted with a
-    ref in its label, or a clip note naming a ref on the next line.
+    (``<data ref="tool:…">``) must follow the label line of its own call. A call label (which
+    always names the call's ref) whose tool has output must be followed by that result, or say
+    why not: its status is ``pending`` (no result exists yet), its output is folded into a named
+    later run, or the planner's clip marker follows it (the rest omitted for the budget).
     """
     problems: list[str] = []
     lines = text.split("\n")
@@ -171,8 +174,9 @@ def tool_pairing_problems(text: str, outputs: dict[str, bool]) -> list[str]:
         ref = label.group("ref")
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
         shown = _DATA_OPEN.match(nxt)
-        stub = ("output folded" in label.group("rest") or "result omitted" in label.group("rest")
-                or _CLIP_NOTE.match(nxt) is not None)
+        rest = label.group("rest")
+        stub = ("output folded" in rest or "result omitted" in rest
+                or rest.startswith("pending") or _CLIP_NOTE.match(nxt) is not None)
         if not stub and (shown is None or shown.group("ref") != ref):
             problems.append(f"line {i + 1}: call {ref} without its result or an omission stub")
     return problems
