@@ -379,6 +379,7 @@ def test_later_batches_continue_the_ledger(store: LedgerStore) -> None:
 
 def test_another_counter_counts_differently(make_store: MakeStore) -> None:
     """A store built with another counter stores that counter's counts and names it."""
+    assert isinstance(CharCounter(), TokenCounter)
     store = make_store(CharCounter())
     store.append(LEDGER)
     assert store.counter_identity == "fake:chars"
