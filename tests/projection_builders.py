@@ -128,6 +128,13 @@ class LedgerBuilder:
         self.add(Message(id=mid, turn_id=self._owner(), role=MessageRole.ASSISTANT, text=text))
         return mid
 
+    def note(self, text: str) -> str:
+        """A runtime system note (trusted runtime fact) in the open turn; returns the id."""
+        mid = self._id("m")
+        self.add(Message(id=mid, turn_id=self._owner(), role=MessageRole.SYSTEM, text=text,
+                         origin=Origin.RUNTIME))
+        return mid
+
     def brief(self, text: str, kind: BriefKind = BriefKind.RESULT) -> str:
         bid = self._id("b")
         self.add(Brief(id=bid, turn_id=self._owner(), kind=kind, text=text,
@@ -239,6 +246,19 @@ class LedgerBuilder:
             out.extend(self.retries(1) if i % 2 == 0 else self.ticks(1))
         return out
 
+    def busy(self, n: int, *, anchor: str | None = None, work_item: str | None = None,
+             topic: str = "api") -> list[str]:
+        """``n`` turns of ordinary agent work (a task result, a tool run with ~150 tokens of log,
+        an assistant note), each continuing ``anchor``; returns their turn ids."""
+        ids: list[str] = []
+        for i in range(n):
+            tid = self.task_result(f"{topic}-step-{i}", f"step {i} of the {topic} work finished: "
+                                   f"{_LOG[i % len(_LOG)]}", anchor=anchor, work_item=work_item)
+            self.tool("shell", f"pytest tests/test_{topic}.py -k case_{i}", _log_block(i, 12))
+            self.assistant(f"Step {i} of the {topic} work is done; {_NOTES[i % len(_NOTES)]}")
+            ids.append(tid)
+        return ids
+
     def chat(self, operator_text: str, assistant_text: str, *,
              work_item: str | None = None) -> str:
         """One operator turn answered by the assistant; returns the turn id."""
@@ -256,6 +276,26 @@ class LedgerBuilder:
         """Project the latest (or ``at``) turn with ``verify=True``."""
         return Projector(store or self.store()).project(budget_tokens=budget_tokens, at=at,
                                                         verify=True)
+
+
+_LOG = ("collected 48 items, 48 passed in 3.21s", "ruff: All checks passed!",
+        "mypy: Success: no issues found in 31 source files",
+        "coverage 91% (src/api/handlers.py 88%, src/api/models.py 97%)",
+        "built wheel holon_api-2.3.0-py3-none-any.whl (41 kB)",
+        "migrated schema to revision 0042_invoice_cents")
+_NOTES = ("the next step is the handler tests.", "nothing unexpected in the output.",
+          "the coverage gap is in error paths.", "I will continue with the migration check.")
+
+
+def _log_block(i: int, lines: int) -> str:
+    """A realistic pytest log of ``lines`` lines (different for each ``i``)."""
+    out = [f"============ test session starts (run {i}) ============",
+           "platform linux -- Python 3.11.7, pytest-8.3.2, pluggy-1.5.0"]
+    for k in range(lines):
+        out.append(f"tests/test_api.py::test_case_{i}_{k}[payload-{k % 4}] PASSED"
+                   f"{'':>8}[{(k + 1) * 100 // lines:3d}%]")
+    out.append(f"============ {lines} passed in {0.4 + i / 10:.2f}s ============")
+    return "\n".join(out)
 
 
 # -- stores and manifests ---------------------------------------------------------------------

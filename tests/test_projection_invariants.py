@@ -146,6 +146,37 @@ def test_a_larger_budget_keeps_every_ref_and_every_item_at_least_as_rich(
             assert not other.clipped, d.key
 
 
+def _sweep_ledger() -> list[Record]:
+    """A conversation under long environment guidance: many small items, one big stable one."""
+    from projection_builders import LedgerBuilder
+
+    b = LedgerBuilder()
+    b.environment(guidance="Keep changes small and run the tests before reporting done. " * 12)
+    ask = b.operator("Fix the flaky test in the payments suite.")
+    for i in range(40):
+        b.chat(f"Question {i}: is the refund rounding case covered?",
+               f"Answer {i}: yes, test_refund_rounding_{i} covers it.")
+    b.busy(6, anchor=ask)
+    b.ticks(2)
+    return b.records
+
+
+def test_monotone_at_every_single_token_step() -> None:
+    """Budget by budget, one token at a time from 100 to 1,100, no selected ref is ever lost
+    (thresholds that admit a whole item at once would show up here)."""
+    projector = Projector(memory_store(_sweep_ledger()))
+    before: set[str] = set()
+    for budget in range(100, 1100):
+        try:
+            p = projector.project(budget_tokens=budget)
+        except BudgetTooSmallError:
+            assert not before
+            continue
+        now = set(selected_refs(p)) | folded_refs(p)
+        assert before <= now, (budget, sorted(before - now))
+        before = set(selected_refs(p))
+
+
 @_SOME
 @given(LEDGERS, BUDGETS)
 def test_no_ref_is_selected_or_shown_twice(records: list[Record], budget: int) -> None:

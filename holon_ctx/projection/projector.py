@@ -133,7 +133,8 @@ class Projector:
                 verify: bool = False) -> Projection:
         if budget_tokens <= 0:
             raise HolonCtxError(f"budget must be a positive number of tokens, got {budget_tokens}")
-        view = load_view(self.store, budget_tokens=budget_tokens, at=at, limits=self.limits)
+        view = load_view(self.store, budget_tokens=budget_tokens, at=at, limits=self.limits,
+                         extend=_in_fold_run)
         builder = _Builder(view, self.renderer, self.episodes, store=self.store,
                            limits=self.limits)
         # Control state is read per call: it changes outside the ledger (reconciliation).
@@ -150,6 +151,11 @@ class Projector:
                 raise HolonCtxError(
                     f"internal: planned {projection.used_tokens} tokens, text has {actual}")
         return projection
+
+
+def _in_fold_run(unit: TurnUnit, previous: TurnUnit | None) -> bool:
+    """Whether a turn is low or diagnostic by its own facts (a page takes such runs whole)."""
+    return classify(turn_facts(unit, previous)) >= Priority.LOW
 
 
 class _Builder:
@@ -184,6 +190,7 @@ class _Builder:
         self.loaded_units: list[TurnUnit] = [*self.all_units]
         self.pages: list[Page] = [view.first_page]
         self.page_item_list: list[Item] = []
+        self._spans: list[tuple[int, int]] | None = None
         self.pinned: dict[str, list[str]] = {}
         self._pin(cur.turn.id, "current_turn")
         if view.anchor_id:
@@ -471,7 +478,7 @@ class _Builder:
             return None
         oldest = last.units[0].turn.seq if last.units else self.view.current.turn.seq
         page = load_page(self.store, before_seq=oldest, index=index,
-                         limit_pos=self.view.limit_pos, limits=self.limits)
+                         limit_pos=self.view.limit_pos, limits=self.limits, extend=_in_fold_run)
         self.pages.append(page)
         if not page.units:
             return None
@@ -494,6 +501,11 @@ class _Builder:
         skip = {view.current.turn.id, view.anchor_id}
         if tier > 0:
             skip |= set(view.extra)
+            # Page k > 0 is read only once every tier-0 item, recalled episodes included, is in
+            # its full form: a turn an episode covers is shown by that episode, not twice.
+            covered = self._episode_spans()
+            skip |= {u.turn.id for u in units
+                     if any(lo <= u.turn.seq <= hi for lo, hi in covered)}
         units = sorted(units, key=lambda u: u.turn.seq)
         # Rank: pinned first, then current-chain turns newest first, then the rest newest first.
         def rank(u: TurnUnit) -> tuple[int, int, int]:
@@ -524,6 +536,17 @@ class _Builder:
             items.append(attrs.evolve(item, tier=tier))
         flush()
         return items
+
+    def _episode_spans(self) -> list[tuple[int, int]]:
+        """Turn sequence ranges (closed) of the recalled episodes."""
+        if self._spans is None:
+            self._spans = []
+            for ep in self.recalled:
+                ends = [self.store.turn(ref.removeprefix("turn:")) if self.store else None
+                        for ref in ep.covers]
+                if ends[0] is not None and ends[1] is not None:
+                    self._spans.append((ends[0].turn_seq or 0, ends[1].turn_seq or 0))
+        return self._spans
 
     def _fold_item(self, run: list[TurnUnit], order: int, tier: int) -> Item:
         kinds: Counter[str] = Counter()
@@ -772,8 +795,9 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
             folds.append(FoldManifest(first=earlier[0], last=last, count=len(earlier) + 1,
                                       kinds={"repeated_tool_call": len(earlier) + 1},
                                       refs=[*earlier, last]))
-    shown_folds = [f for f in folds if f"fold:{f.first}" in chosen.chosen
-                   or "repeated_tool_call" in f.kinds]
+    # A fold is reported when its counted line is in the prompt whole (a clipped line is not).
+    shown_folds = [f for f in folds if "repeated_tool_call" in f.kinds or (
+        f"fold:{f.first}" in chosen.chosen and not chosen.chosen[f"fold:{f.first}"][1].clipped)]
     text = "".join(parts)
     cur = view.current.turn
     manifest = Manifest(

@@ -16,6 +16,8 @@ they lie (``extra``); a page skips the turns already held there.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 
 from holon_ctx.errors import UnknownRefError
@@ -97,17 +99,37 @@ def _single(store: LedgerStore, turn: StoredRecord, limit_pos: int) -> TurnUnit:
     return _units(store, [turn], limit_pos)[0]
 
 
+#: ``extend(unit, previous)``: does ``unit`` (preceded by ``previous``) continue a fold run?
+RunTest = Callable[[TurnUnit, "TurnUnit | None"], bool]
+
+
 def load_page(store: LedgerStore, *, before_seq: int, index: int, limit_pos: int,
-              limits: WindowLimits) -> Page:
-    """Page ``index``: the ``page_turns`` turns before sequence ``before_seq`` (and one more)."""
+              limits: WindowLimits, extend: RunTest | None = None) -> Page:
+    """Page ``index``: the ``page_turns`` turns before sequence ``before_seq`` (and one more).
+
+    When ``extend`` says the page's oldest turn and the turn before it both belong to a run of
+    low-value turns, the page takes in the whole run (one fold line per run, never split at a
+    page boundary); so a page may hold more than ``page_turns`` turns.
+    """
     turns = store.turns_before(before_seq, limits.page_turns + 1, limit_pos)
     units = _units(store, turns, limit_pos)
-    reached_start = len(turns) <= limits.page_turns
-    before = None if reached_start else units[0]
-    page = units if reached_start else units[1:]
+    before = None if len(turns) <= limits.page_turns else units[0]
+    page = units if before is None else units[1:]
+    older: list[TurnUnit] = []  # turns before `before`, oldest first, read a page at a time
+    exhausted = before is None
+    while (extend is not None and before is not None and page
+           and len(page) < limits.max_turns and extend(page[0], before)):
+        if not older and not exhausted:
+            more = store.turns_before(before.turn.seq, limits.page_turns, limit_pos)
+            older = _units(store, more, limit_pos)
+            exhausted = len(more) < limits.page_turns
+        if not extend(before, older[-1] if older else None):
+            break
+        page.insert(0, before)
+        before = older.pop() if older else None
     return Page(index=index, units=tuple(page), before=before,
-                last=reached_start or index + 1 >= limits.max_pages,
-                reached_start=reached_start)
+                last=before is None or index + 1 >= limits.max_pages,
+                reached_start=before is None)
 
 
 def resolve_limit(store: LedgerStore, at: str | None) -> tuple[StoredRecord, int]:
@@ -129,7 +151,7 @@ def resolve_limit(store: LedgerStore, at: str | None) -> tuple[StoredRecord, int
 
 def load_view(
     store: LedgerStore, *, budget_tokens: int, at: str | None = None,
-    limits: WindowLimits = WindowLimits(),
+    limits: WindowLimits = WindowLimits(), extend: RunTest | None = None,
 ) -> View:
     current_stored, limit_pos = resolve_limit(store, at)
     cur_turn = current_stored.record
@@ -138,7 +160,7 @@ def load_view(
 
     del budget_tokens  # the planner asks for deeper pages itself (load_page)
     first_page = load_page(store, before_seq=cur_turn.seq, index=0, limit_pos=limit_pos,
-                           limits=limits)
+                           limits=limits, extend=extend)
     window = list(first_page.units)
     by_id = {u.turn.id: u for u in window}
     in_window = {*by_id, cur_turn.id}
