@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.cli.main import main
 from holon_ctx.demo_ledger import KEY_REFS, KEY_TURNS
 from holon_ctx.ledger.records import Turn
@@ -22,10 +23,14 @@ from holon_ctx.projection.projector import Projection, Projector
 
 
 def project(db: Path, budget: int, at: str | None = None) -> Projection:
+    """The projection the CLI shows: the demo database holds archived episodes, recalled too."""
     store = SqliteStore(db)
+    episodes = open_episode_source(store)
     try:
-        return Projector(store).project(budget_tokens=budget, at=at)
+        return Projector(store, episodes=episodes).project(budget_tokens=budget, at=at)
     finally:
+        if episodes is not None:
+            episodes.close()
         store.close()
 
 
@@ -48,7 +53,8 @@ def test_demo_builds_once_then_reuses(capsys: pytest.CaptureFixture[str], tmp_pa
     """The first run builds the database and says so on stderr; the second reuses it untouched."""
     db = tmp_path / "sub" / "demo.db"
     out, err = run(capsys, "demo", "--db", str(db), "--plain", "--width", "100")
-    assert "built the demo ledger (656 records)" in err
+    assert "built the demo ledger (656 records, " in err
+    assert " episodes archived)" in err
     assert out.startswith("holon-ctx preview of turn:t276 at a budget of 8192 tokens\n")
     stamp = db.with_name("demo.db.sha256")
     assert stamp.exists()
@@ -109,19 +115,22 @@ def test_demo_preview_shows_what_the_engine_did(capsys: pytest.CaptureFixture[st
 
 def test_explain_injection_event_is_untrusted_external(capsys: pytest.CaptureFixture[str],
                                                        demo_db: Path) -> None:
-    """The injection attempt is untrusted external text, and where it is shown, it is fenced with
-    its forged fence neutralised."""
+    """The injection attempt is untrusted external text; projected soon after it arrived (t170),
+    it enters in full with a larger budget, fenced, its forged fence neutralised."""
     ref = KEY_REFS["injection"]
     out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "8192", ref, "--plain",
                  "--width", "100")
     assert f"explain {ref} · budget 8192 · as of turn:t276" in out
     assert "record     external_event · origin external · trust untrusted_external" in out
-    e = json.loads(run(capsys, "explain", "--db", str(demo_db), "--budget", "8192", ref,
-                       "--json")[0])
-    assert e["status"] != "in_full"  # 8192 tokens cannot hold the whole afternoon
+    e = json.loads(run(capsys, "explain", "--db", str(demo_db), "--budget", "4096", "--at",
+                       "t170", ref, "--json")[0])
+    assert e["current_turn"] == "turn:t170"
+    assert e["status"] != "in_full"  # 4096 tokens cannot hold the afternoon in full
     assert e["enters_at_budget"] is not None
+    assert f"at a budget of ≥ {e['enters_at_budget']} tokens (checked by projecting)" in e[
+        "to_get_in"]
     wide = json.loads(run(capsys, "explain", "--db", str(demo_db), "--budget",
-                          str(e["enters_at_budget"]), ref, "--json")[0])
+                          str(e["enters_at_budget"]), "--at", "t170", ref, "--json")[0])
     assert wide["status"] == "in_full"
     assert wide["record"]["trust"] == "untrusted_external"
     assert wide["summary"] == "in the prompt, fenced as untrusted external text"
@@ -133,17 +142,18 @@ def test_explain_injection_event_is_untrusted_external(capsys: pytest.CaptureFix
 def test_explain_entry_budget_is_checked(capsys: pytest.CaptureFixture[str], demo_db: Path) -> None:
     """The budget explain names is the smallest one at which the injection event shows in full."""
     ref = KEY_REFS["injection"]
-    out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "8192", ref, "--json")
+    out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "4096", "--at", "t170", ref,
+                 "--json")
     enters = json.loads(out)["enters_at_budget"]
     assert enters is not None
     statuses = {}
     for budget in (enters - 1, enters):
-        out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", str(budget), ref,
-                     "--json")
+        out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", str(budget), "--at",
+                     "t170", ref, "--json")
         statuses[budget] = json.loads(out)["status"]
-    # One token less and the turn is at most clipped into the last free tokens.
-    assert statuses == {enters - 1: statuses[enters - 1], enters: "in_full"}
-    assert statuses[enters - 1] in ("compacted", "clipped")
+    # One token less and the record is not whole: its turn is a digest, or clipped.
+    assert statuses[enters] == "in_full"
+    assert statuses[enters - 1] in ("compacted", "clipped", "clipped_out", "omitted")
 
 
 def folded_retry_turn(db: Path, p: Projection) -> str:
@@ -184,12 +194,20 @@ def test_explain_folded_retry_turn(capsys: pytest.CaptureFixture[str], demo_db: 
 
 
 def test_explain_turn_outside_the_window(capsys: pytest.CaptureFixture[str], demo_db: Path) -> None:
-    """A morning turn is older than the recent window, and explain says where the window starts."""
-    out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "8192",
-                 f"turn:{KEY_TURNS['ci_8812_wake']}", "--plain", "--width", "100")
+    """A morning turn is older than the recent window; the demo archived it into an episode, and
+    explain names the episode and where the window starts."""
     first = project(demo_db, 8192).manifest.window["first"]
-    assert "status     outside_window" in out
+    ref = f"turn:{KEY_TURNS['ci_8812_wake']}"
+    out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "8192", ref, "--plain",
+                 "--width", "100")
+    assert "status     archived — outside the recent window, archived in an episode" in out
     assert f"older than the recent window (first turn in window: {first})" in out
+    e = json.loads(run(capsys, "explain", "--db", str(demo_db), "--budget", "8192", ref,
+                       "--json")[0])
+    lo, hi = (int(c.removeprefix("turn:t")) for c in e["episode"]["covers"])
+    assert lo <= int(KEY_TURNS["ci_8812_wake"].removeprefix("t")) <= hi
+    assert e["episode"]["covers"][0].startswith("turn:t")
+    assert e["enters_at_budget"] is None or e["enters_at_budget"] > 8192
 
 
 def test_explain_pinned_operator_words(capsys: pytest.CaptureFixture[str], demo_db: Path) -> None:

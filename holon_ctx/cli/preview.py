@@ -17,7 +17,8 @@ adds emphasis.
 
 Everything is laid out by hand (pre-wrapped ``Text`` lines) rather than with rich tables for the
 long parts: it keeps the output byte-stable for golden tests and the preview of a few hundred lines
-well under the one-second start-to-screen target.
+well under the one-second start-to-screen target. The module also draws ``explain`` and ``diff``
+(the last part): one place for every line a person reads, a little past the house's ~400 lines.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -37,7 +39,8 @@ from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Project
 if TYPE_CHECKING:
     from holon_ctx.cli.preview_cmds import Difference, Explanation
 
-__all__ = ["TAGS", "TrustOf", "print_diff", "print_explanation", "print_preview", "tag_block_lines"]
+__all__ = ["TAGS", "TrustOf", "print_diff", "print_explanation", "print_preview", "tag_block_lines",
+           "visible"]
 
 #: Looks up the trust of a record by ref ("trusted_operator", "runtime_fact", …); None if unknown.
 TrustOf = Callable[[str], str | None]
@@ -53,6 +56,8 @@ TAGS: dict[str, tuple[str, str]] = {
 _TRUST_WORDS = {"trusted_operator": "operator (trusted)", "runtime_fact": "runtime fact",
                 "untrusted_external": "external/tool (untrusted, fenced)",
                 "model_output": "model output (fenced)"}
+#: Label lines the renderer puts above the operator's own (unfenced) words.
+_OPERATOR_LABELS = ("operator (trusted) ", "pinned operator words:")
 _FENCE_OPEN = re.compile(r'^<data ref="[^"]*" origin="[^"]*" trust="([a-z_]+)">$')
 _GUTTER = 4  # "ext" plus the bar
 
@@ -87,9 +92,14 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
             yield "structure", line
     if block.body:
         if fence is None:
-            # An unfenced body is trusted text: the operator's words or a runtime fact.
-            trust = (trust_of(block.refs[0]) if block.refs else None) or "runtime_fact"
-            if trust not in ("trusted_operator", "runtime_fact"):
+            # An unfenced body is trusted text: the operator's words or a runtime fact. The ledger
+            # says which; a block that names no ref (a pin's copy of its target) has only its
+            # label, which untrusted text cannot wear (neutralise_fences rewrites the trusted one).
+            # Unknown stays the lower of the two: never promoted to the operator's trust.
+            trust = (trust_of(block.refs[0]) if block.refs else (
+                "trusted_operator" if head and head[-1].startswith(_OPERATOR_LABELS) else None)
+            ) or "runtime_fact"
+            if trust not in TAGS:
                 trust = "runtime_fact"
         else:
             trust = fence
@@ -97,6 +107,29 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
             yield trust, line
     for line in block.tail.splitlines():
         yield ("fence:" + fence if fence else "structure"), line
+
+
+#: C0 controls but tab and newline, DEL and C1: tool output can carry terminal escape sequences,
+#: and a viewer must not let untrusted text move the cursor, recolour the screen or retitle it.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(line: str) -> str:
+    """The line as it can be shown on a terminal: control characters as ``\\xNN``, tabs as spaces
+    (a tab's width depends on the column, which the gutter shifts)."""
+    if "\t" in line:
+        # Tab stops every 8 cells, counted in terminal cells (a CJK character takes two).
+        out: list[str] = []
+        column = 0
+        for i, part in enumerate(line.split("\t")):
+            if i:
+                pad = 8 - column % 8
+                out.append(" " * pad)
+                column += pad
+            out.append(part)
+            column += cell_len(part)
+        line = "".join(out)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
 
 
 class _Lines:
@@ -115,7 +148,7 @@ class _Lines:
         elif kind == "structure":
             style = next((s for prefix, s in _STRUCTURE_STYLES if line.startswith(prefix)), "")
         tag_style = TAGS.get(trust, ("", ""))[1]
-        body = Text(line, style=style)
+        body = Text(visible(line), style=style)
         room = self.width - _GUTTER
         parts = [body] if body.cell_len <= room or room < 8 else \
             body.wrap(self.console, room, overflow="fold")
@@ -246,7 +279,7 @@ def episode_lines(p: Projection) -> list[Text]:
     eps = p.manifest.episodes
     if not eps:
         return [Text("recalled episodes: none", style="dim")]
-    out = [Text(f"recalled episodes ({len(eps)}), best first", style="bold")]
+    out = [Text(f"recalled episodes ({len(eps)}), in recall order", style="bold")]
     for e in eps:
         covers = "–".join(e.covers)
         out.append(Text.assemble("  ", (e.ref, "bold"), f"  score {e.score:.3f}  covers {covers}  ",
@@ -333,6 +366,7 @@ def hang(console: Console, line: Text, width: int, indent: int | None = None) ->
         indent = len(plain) - len(plain.lstrip(" ")) + 2
     first = line.wrap(console, width, overflow="fold")[0]
     rest = line[len(first.plain):]
+    first.rstrip()
     rest = rest[len(rest.plain) - len(rest.plain.lstrip(" ")):]
     room = max(10, width - indent)
     return [first, *(Text(" " * indent) + part
@@ -348,6 +382,12 @@ def _emit(console: Console, lines: Sequence[Text]) -> None:
     call is much cheaper than a call per line. Trailing blanks go: they only make diffs noisy."""
     for line in lines:
         line.rstrip()
+    if console.color_system is None:
+        # No colour at all (a pipe, --plain): the text is all there is, and writing it directly
+        # skips rich's per-segment rendering (a third of the view's time on the demo).
+        console.file.write("".join(f"{line.plain}\n" for line in lines))
+        console.file.flush()
+        return
     console.print(Text("\n").join(lines), no_wrap=True, crop=False, overflow="ignore",
                   soft_wrap=True)
 
@@ -358,13 +398,14 @@ def _kv(console: Console, rows: Sequence[tuple[str, str | Text]], label_w: int =
     out: list[Text] = []
     room = max(20, console.width - label_w)
     for label, value in rows:
-        text = value if isinstance(value, Text) else Text(value)
+        text = value if isinstance(value, Text) else Text(visible(value))
         for i, part in enumerate(text.wrap(console, room, overflow="fold")):
             out.append(Text.assemble((f"{label if i == 0 else '':<{label_w}}", "dim"), part))
     return out
 
 
 _STATUS_STYLE = {"in_full": "bold green", "excerpted": "bold green", "clipped": "bold yellow",
+                 "clipped_out": "bold yellow",
                  "compacted": "bold yellow", "ref_only": "bold yellow", "omitted": "bold red",
                  "folded": "bold blue", "archived": "bold blue", "outside_window": "bold red",
                  "not_a_candidate": "bold red", "not_yet_appended": "bold red"}
@@ -414,8 +455,9 @@ def print_explanation(console: Console, e: Explanation) -> None:
             rows.append(("fold", f"the run starting at {f['first']} (its fold line is left out)"))
     if e.episode is not None:
         ep = e.episode
-        rows.append(("episode", f"{ep['ref']} covers {'–'.join(ep['covers'])} · score "
-                                f"{ep['score']:.3f} · {ep['representation']}"))
+        score = "" if ep["score"] is None else f" · score {ep['score']:.3f}"
+        rows.append(("episode", f"{ep['ref']} covers {'–'.join(ep['covers'])}{score} · "
+                                f"{ep['representation']}"))
     if e.window_first and e.status in ("outside_window", "archived", "not_a_candidate"):
         rows.append(("window", f"first turn in the recent window: {e.window_first}"))
     rows.append(("to get in", e.to_get_in))

@@ -1,9 +1,19 @@
 """``holon-ctx demo``, ``preview``, ``explain`` and ``diff``, and the per-section part of ``stats``.
 
-The commands are thin: open the SOURCE, project, hand the Projection to :mod:`.preview` (the view)
-or to :mod:`.explain` (the analysis of one ref, of two projections). Every failure a person can
-cause (a missing or unreadable file, a corrupt database, a bad budget, an unknown ref or turn, a
-JSONL line that does not parse) surfaces as one HolonCtxError line and exit status 2.
+The commands are thin: open the SOURCE, project, and hand the Projection to :mod:`.preview`, which
+draws everything a person reads. What is not thin is the analysis behind ``explain`` and ``diff``:
+
+    explain   _status (where a ref stands: the manifest's selected and omitted lists, the items'
+              decisions, the folds, the window, the episodes) → Explanation, with _entry_budget
+              projecting again at larger budgets to find the smallest one that shows the ref
+    diff      two projections → Difference (refs in and out, forms, tokens per section, the
+              stable prefix and the token prefix the two prompts share)
+
+Length: about 800 lines, past the house's ~400, because the analysis has no user but these
+commands and is kept beside them; it is the part to move into its own module (``cli/explain.py``)
+when anything else needs it. Every failure a person can cause (a missing or unreadable file, a
+corrupt database, a bad budget, an unknown ref or turn, a JSONL line that does not parse) surfaces
+as one HolonCtxError line and exit status 2.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from holon_ctx.errors import InputError, StoreError, UnknownRefError
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.model import SECTION_ORDER, Form, TurnUnit
+from holon_ctx.projection.model import SECTION_ORDER, Form, Section, TurnUnit
 from holon_ctx.projection.projector import ItemDecision, Projection, Projector
 from holon_ctx.projection.retention import classify, turn_facts
 from holon_ctx.tokens import TokenCounter
@@ -124,17 +134,41 @@ def _view_args(p: argparse.ArgumentParser, *, pager: bool = False) -> None:
 
 
 @contextmanager
-def opened(args: argparse.Namespace) -> Iterator[LedgerStore]:
-    """The SOURCE's store, closed afterwards; SQLite failures mid-read become one-line errors."""
+def opened(args: argparse.Namespace) -> Iterator[tuple[LedgerStore, Projector]]:
+    """The SOURCE's store and a projector over it (recalling episodes when the database holds
+    them), closed afterwards; SQLite failures mid-read become one-line errors."""
+    from holon_ctx.cli.episodes_cmd import open_episode_source  # noqa: PLC0415
+
     where = getattr(args, "db", None) or getattr(args, "source", None) or "database"
     store = open_source(args)
+    episodes = None
     try:
-        yield store
+        episodes = open_episode_source(store)
+        yield store, Projector(store, episodes=episodes)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{where}: not a usable holon-ctx database ({exc})") from None
     finally:
         with suppress(sqlite3.Error):
+            if episodes is not None:
+                episodes.close()
             store.close()
+
+
+def episode_lookup(projector: Projector) -> Callable[[int], dict[str, Any] | None]:
+    """The archived episode covering a turn sequence number, whether recalled or not."""
+    source = projector.episodes
+    store = getattr(source, "episodes", None)
+
+    def covering(seq: int) -> dict[str, Any] | None:
+        if store is None:
+            return None
+        num = store.max_num_before(seq) + 1
+        ep = store.episodes([num]).get(num)
+        if ep is None or not ep.span.first_seq <= seq <= ep.span.last_seq:
+            return None
+        return {"ref": ep.ref, "covers": list(ep.covers), "score": None,
+                "representation": "not recalled for this turn"}
+    return covering
 
 
 def trust_lookup(store: LedgerStore) -> Callable[[str], str | None]:
@@ -148,8 +182,8 @@ def trust_lookup(store: LedgerStore) -> Callable[[str], str | None]:
 def _preview(args: argparse.Namespace, budget: int, at: str | None) -> int:
     from holon_ctx.cli.preview import print_preview  # noqa: PLC0415 - only the view needs it
 
-    with opened(args) as store:
-        projection = Projector(store).project(budget_tokens=budget, at=at)
+    with opened(args) as (store, projector):
+        projection = projector.project(budget_tokens=budget, at=at)
         out = console(plain=args.plain, width=args.width)
         pager = None if getattr(args, "no_pager", False) or not out.is_terminal else pager_command()
         if pager is None:
@@ -235,6 +269,7 @@ def build_demo(db: Path) -> bool:
         try:
             with importlib.resources.as_file(resource) as path:
                 n = import_jsonl(path, store)
+            archived = _archive(store, tmp)
         finally:
             store.close()
         # A stale -wal beside the old file would be replayed into the new one: remove all three.
@@ -247,9 +282,22 @@ def build_demo(db: Path) -> bool:
     finally:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
-    sys.stderr.write(f"holon-ctx: built the demo ledger ({n} records) into {db} in "
-                     f"{time.perf_counter() - started:.2f} s; later runs reuse it\n")
+    sys.stderr.write(f"holon-ctx: built the demo ledger ({n} records, {archived} episodes "
+                     f"archived) into {db} in {time.perf_counter() - started:.2f} s; later runs "
+                     "reuse it\n")
     return True
+
+
+def _archive(ledger: LedgerStore, path: Path) -> int:
+    """Archive the turn ranges older than the recent window, so the preview recalls episodes."""
+    from holon_ctx.ledger.episode_store import SqliteEpisodeStore  # noqa: PLC0415
+    from holon_ctx.memory.archiver import Archiver  # noqa: PLC0415
+
+    episodes = SqliteEpisodeStore(path, create=True)
+    try:
+        return len(Archiver(ledger, episodes).archive().archived)
+    finally:
+        episodes.close()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -268,8 +316,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                          + (" ".join(repr(o) for o in operands) or "neither"))
     args.source = None if args.db else operands[0]
     args.ref = operands[-1]
-    with opened(args) as store:
-        projector = Projector(store)
+    with opened(args) as (store, projector):
         projection = projector.project(budget_tokens=args.budget, at=args.at)
         result = explain(store, projector, projection, args.ref)
     if args.json:
@@ -287,8 +334,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if len(budgets) > 2 or len(ats) > 2 or (len(budgets) < 2 and len(ats) < 2):
         raise InputError("diff compares two projections: give --budget twice (two budgets), "
                          "--at twice (two turns), or both")
-    with opened(args) as store:
-        projector = Projector(store)
+    with opened(args) as (_, projector):
         a = projector.project(budget_tokens=budgets[0], at=ats[0] if ats else None)
         b = projector.project(budget_tokens=budgets[-1], at=ats[-1] if ats else None)
     result = diff(a, b, projector.counter)
@@ -325,13 +371,14 @@ class Explanation(msgspec.Struct, kw_only=True):
 
 
 _SHOWN = ("in_full", "excerpted", "clipped")
-_SHRUNK = ("compacted", "ref_only", "clipped")
+_SHRUNK = ("compacted", "ref_only", "clipped", "clipped_out")
 _OUT = ("omitted", "outside_window", "archived")
 _EXCERPT_MARK = "tokens omitted; full text:"
 
 
-def _status(p: Projection, ref: str, owner: str | None,
-            owner_seq: Callable[[str], int | None]) -> tuple[str, ItemDecision | None, Any]:
+def _status(p: Projection, ref: str, owner: str | None, owner_seq: Callable[[str], int | None],
+            archived_in: Callable[[int], dict[str, Any] | None] | None = None,
+            ) -> tuple[str, ItemDecision | None, Any]:
     """Where ``ref`` stands in ``p``: ``(status, the item holding it, fold or episode)``."""
     holders = [d for d in p.decisions if ref in d.refs]
     selected_in = next((s.name for s in p.manifest.sections if ref in s.selected), None)
@@ -352,7 +399,10 @@ def _status(p: Projection, ref: str, owner: str | None,
     shown = [h for h in holders if h.form is not None]
     if shown:
         d = shown[0]
-        return ("clipped" if d.clipped else "ref_only" if d.form is Form.REF else "compacted"), d, None
+        # Not selected itself: its item shows less than the record (a digest, a ref, or a clip
+        # that ends before it).
+        return ("clipped_out" if d.clipped else "ref_only" if d.form is Form.REF
+                else "compacted"), d, None
     if holders:
         return "omitted", holders[0], None
     keys = {ref, owner}
@@ -373,7 +423,12 @@ def _status(p: Projection, ref: str, owner: str | None,
     for e in p.manifest.episodes:
         lo, hi = (owner_seq(c) for c in e.covers)
         if lo is not None and hi is not None and lo <= seq <= hi:
-            return "archived", None, e
+            return "archived", next((d for d in p.decisions if d.key == e.ref), None), {
+                "ref": e.ref, "covers": list(e.covers), "score": e.score,
+                "representation": e.representation}
+    found = archived_in(seq) if archived_in is not None else None
+    if found is not None:
+        return "archived", None, found
     return "outside_window", None, None
 
 
@@ -382,7 +437,7 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
     base: dict[str, Any] = {"ref": ref, "budget_tokens": p.budget_tokens, "current_turn": p.current_turn,
             "window_first": p.manifest.window.get("first")}
     if ref.startswith("episode:"):
-        return _explain_episode(p, ref, base)
+        return _explain_episode(projector, p, ref, base)
     stored = store.get(ref)
     if stored is None:
         raise UnknownRefError(ref, hint="no such record in the ledger")
@@ -408,14 +463,11 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
             seqs[turn_ref] = found.turn_seq if found is not None else None
         return seqs[turn_ref]
 
-    status, d, extra = _status(p, ref, owner, owner_seq)
+    archived_in = episode_lookup(projector)
+    status, d, extra = _status(p, ref, owner, owner_seq, archived_in)
     reason = next((o["reason"] for s in p.manifest.sections for o in s.omitted
                    if o["ref"] == ref), None)
-    item = None if d is None else {
-        "key": d.key, "section": d.section.value, "priority": d.priority.label,
-        "reasons": list(d.reasons), "chain": d.chain, "kind": d.kind,
-        "form": "omitted" if d.form is None else "clipped" if d.clipped else d.form.label,
-        "tokens": d.tokens, "full_tokens": d.full_tokens, "next_budget": d.next_budget}
+    item = None if d is None else _item_dict(d)
     result = Explanation(**base, status=status, record=record, item=item, reason=reason,
                          summary=_summary(status, ref, record, item))
     if status == "folded":
@@ -437,8 +489,7 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
             result.to_get_in += f"; the fold line itself enters at a budget of ≥ {d.next_budget}"
         return result
     if status == "archived":
-        result.episode = {"ref": extra.ref, "covers": list(extra.covers), "score": extra.score,
-                          "representation": extra.representation}
+        result.episode = extra
     if status in _SHOWN and owner != ref:
         result.shown_as = _shown_as(p, ref)
     if status in ("in_full", "excerpted"):
@@ -452,24 +503,56 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
                             "pins); this one is superseded or no longer current")
         return result
     window_note = (f"older than the recent window (first turn in window: {base['window_first']}); "
-                   "the window holds about twice the budget in tokens, so a larger budget reaches "
-                   "further back, and a pin or a continuation anchor brings it in at any budget"
+                   "an operator pin on it or a continuation anchor to it brings it in at any budget"
                    if status in ("outside_window", "archived") else "")
+    if status == "archived":
+        result.shown_as = _in_episode_text(p, ref)
     found = _entry_budget(projector, p, ref, owner, status, owner_seq)
     result.enters_at_budget = found
-    goal = ("shown in full" if status in _SHRUNK else
-            "shown with its turn" if owner not in (None, ref) else "in the prompt")
+    goal = ("shown in full" if status in _SHRUNK or owner not in (None, ref)
+            else "in the prompt")
     if found is not None:
         hint = f"would be {goal} at a budget of ≥ {found} tokens (checked by projecting)"
-    elif d is not None and d.next_budget:
+    elif d is not None and d.next_budget and d.kind != "episode":
         hint = f"would be {goal} at a budget of ≥ {d.next_budget} tokens by the plan's order"
+    elif status == "archived":
+        hint = (f"a larger budget does not bring it back (checked up to "
+                f"{p.budget_tokens << _DOUBLINGS} tokens): archived turns are represented by "
+                "their episode")
     else:
         hint = f"not {goal} at any budget up to {p.budget_tokens << _DOUBLINGS} tokens"
+    if status == "archived" and d is not None and d.kind == "episode":
+        hint += (f"; meanwhile its episode {d.key} is recalled as {item['form']}"
+                 if d.form is not None and item is not None else
+                 f"; its episode {d.key} was recalled but left out for budget")
+        if d.next_budget:
+            hint += f" (its next form enters at a budget of ≥ {d.next_budget} tokens)"
     result.to_get_in = f"{window_note}; {hint}" if window_note else hint
     return result
 
 
 _DOUBLINGS = 5
+
+
+def _item_dict(d: ItemDecision) -> dict[str, Any]:
+    return {"key": d.key, "section": d.section.value, "priority": d.priority.label,
+            "reasons": list(d.reasons), "chain": d.chain, "kind": d.kind,
+            "form": "omitted" if d.form is None else "clipped" if d.clipped else d.form.label,
+            "tokens": d.tokens, "full_tokens": d.full_tokens, "next_budget": d.next_budget}
+
+
+def _in_episode_text(p: Projection, ref: str) -> str | None:
+    """Where a recalled episode quotes the record: its fence, or the line that names the ref."""
+    for key, rendered in p.section_items.get(Section.EPISODES, ()):
+        text = rendered.text
+        fence = next((line for line in text.split("\n")
+                      if line.startswith(f'<data ref="{ref}" ')), None)
+        if fence is not None:
+            return (f"quoted by {key} inside {fence} … </data>: its text cannot close the fence "
+                    "or pose as operator input")
+        if f"({ref}" in text or f" {ref})" in text or f", {ref}" in text:
+            return f"named by {key} (its text is not quoted there)"
+    return None
 
 
 def _shown_as(p: Projection, ref: str) -> str | None:
@@ -536,10 +619,10 @@ def _entry_budget(projector: Projector, p: Projection, ref: str, owner: str | No
     """The smallest budget at which the ref gets (fully) in, found by projecting: doubling from
     the plan's own estimate, then bisecting. Budget monotonicity (a property the engine tests)
     is what makes the bisection valid."""
-    # Shrunk: only the full form counts. A record inside a turn: its text must show (the turn in
-    # full, or clipped). Anything else: any form in the prompt.
-    want = (("in_full", "excerpted") if status in _SHRUNK else
-            _SHOWN if owner not in (None, ref) else (*_SHOWN, "compacted", "ref_only"))
+    # Shrunk, or a record inside a turn: only its whole text counts (a clipped turn may cut the
+    # record off). An item of its own: any form in the prompt.
+    want = (("in_full", "excerpted") if status in _SHRUNK or owner not in (None, ref) else
+            (*_SHOWN, "compacted", "ref_only"))
 
     def reached(budget: int) -> bool:
         q = projector.project(budget_tokens=budget, at=p.current_turn)
@@ -555,16 +638,36 @@ def _entry_budget(projector: Projector, p: Projection, ref: str, owner: str | No
         lo, hi = hi, hi * 2
     else:
         return None
+    # The plan's estimate is exact whenever the larger window brings nothing ahead of the item:
+    # one projection just below it settles that, instead of a whole bisection.
+    if hi - lo > 1 and not reached(hi - 1):
+        return hi
+    hi -= 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if reached(mid) else (mid, hi)
     return hi
 
 
-def _explain_episode(p: Projection, ref: str, base: dict[str, Any]) -> Explanation:
+def _explain_episode(projector: Projector, p: Projection, ref: str,
+                     base: dict[str, Any]) -> Explanation:
     ep = next((e for e in p.manifest.episodes if e.ref == ref), None)
     if ep is None:
-        raise UnknownRefError(ref, hint="not among the episodes recalled for this projection")
+        # Archived but not recalled for this turn (recall ranks; the window excludes overlap).
+        store = getattr(projector.episodes, "episodes", None)
+        stored = store.get(ref.removeprefix("episode:")) if store is not None else None
+        if stored is None:
+            raise UnknownRefError(ref, hint="no such episode in this ledger")
+        return Explanation(
+            **base, status="omitted",
+            summary=f"archived episode covering {stored.covers[0]}–{stored.covers[1]}, not "
+                    "recalled for this turn",
+            episode={"ref": ref, "covers": list(stored.covers), "score": None,
+                     "representation": "not recalled"},
+            to_get_in="recall ranks episodes by relevance to the current turn (BM25 over its "
+                      "operator and task text, boosts for its work item, shared refs and open "
+                      "items) among those ending before the recent window; a turn that shares "
+                      "more of its terms or refs would recall it")
     shown = ep.representation != "omitted"
     d = next((x for x in p.decisions if x.key == ref), None)
     return Explanation(
@@ -573,6 +676,7 @@ def _explain_episode(p: Projection, ref: str, base: dict[str, Any]) -> Explanati
             else "ref_only"),
         summary=f"recalled episode covering {ep.covers[0]}–{ep.covers[-1]}, score {ep.score}, "
                 f"{ep.representation}",
+        item=None if d is None else _item_dict(d),
         episode={"ref": ep.ref, "covers": list(ep.covers), "score": ep.score,
                  "representation": ep.representation},
         to_get_in=("nothing: it is in the prompt" if ep.representation == "full" else
@@ -584,6 +688,7 @@ _STATUS_TEXT = {
     "in_full": "in the prompt",
     "excerpted": "in the prompt, long text excerpted (head and tail)",
     "clipped": "in the prompt, clipped to fit the budget",
+    "clipped_out": "not shown: its item is clipped to fit the budget before it",
     "compacted": "compacted: its turn shows as a one-line digest",
     "ref_only": "reference only: the prompt names it without its content",
     "omitted": "left out for budget",
@@ -597,7 +702,8 @@ _STATUS_TEXT = {
 def _summary(status: str, ref: str, record: dict[str, Any],
              item: dict[str, Any] | None) -> str:
     text = _STATUS_TEXT[status]
-    if item is not None and status in ("compacted", "ref_only") and item["key"] != ref:
+    if item is not None and status in ("compacted", "ref_only", "clipped_out") and \
+            item["key"] != ref:
         text = f"not shown itself: its item {item['key']} is {item['form']}"
     if status in _SHOWN and record.get("trust") in ("untrusted_external", "model_output"):
         text += f", fenced as {record['trust'].replace('_', ' ')} text"
@@ -693,11 +799,19 @@ class _StatsBudget(argparse.Action):
 def _section_stats(store: LedgerStore, out: Any, budget: int) -> None:
     from rich.table import Table  # noqa: PLC0415
 
+    from holon_ctx.cli.episodes_cmd import open_episode_source  # noqa: PLC0415
+
+    episodes = None
     try:
-        projection: Projection = Projector(store).project(budget_tokens=budget)
+        episodes = open_episode_source(store)
+        projection: Projection = Projector(store, episodes=episodes).project(
+            budget_tokens=budget)
     except sqlite3.DatabaseError as exc:
         where = getattr(store, "path", "database")
         raise StoreError(f"{where}: not a usable holon-ctx database ({exc})") from None
+    finally:
+        if episodes is not None:
+            episodes.close()
     table = Table(title=f"tokens per section at a budget of {budget} "
                         f"(latest turn {projection.current_turn}, used {projection.used_tokens})")
     for name, justify in (("section", "left"), ("representation", "left"),
