@@ -7,7 +7,7 @@ and drop leading messages until the kept history starts with a user message. Tok
 the way :func:`holon_ctx.projection.providers.measure` counts ours (content with the same
 counter, plus 3 per message and 3 for reply priming), so both sides spend the same budget.
 
-Run ``python bench/langchain_baseline.py`` to print the execution-frontier tables of
+Run ``python3 dev.py shell bench/langchain_baseline.py`` to print the execution-frontier tables of
 ``docs/performance.md`` ("Execution frontier on real trajectories"): the checks of
 ``tests/test_frontier.py`` on holon_ctx's provider output and on this baseline, in one run.
 """

@@ -7,7 +7,7 @@ result) verbatim, or the result clipped with a ref; name every file modified so 
 counts of commands run, failed and repeated, and fold repeated identical commands; and hold the
 budget re-measured on the provider output. The same checks run, in the same run, on the
 LangChain-style "keep the newest messages that fit" baseline (``bench/langchain_baseline.py``);
-``python bench/langchain_baseline.py`` prints both tables for ``docs/performance.md``.
+``python3 dev.py shell bench/langchain_baseline.py`` prints both tables for ``docs/performance.md``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,61 @@
+"""docs/providers.md quotes real output: its corpus excerpts are regenerated and compared."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from holon_ctx.ledger.memory import MemoryStore
+from holon_ctx.ledger.transcripts import import_any
+from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.providers import (
+    CACHE_CONTROL,
+    framing_tokens,
+    measure,
+    to_anthropic_messages,
+)
+from holon_ctx.tokens import default_counter
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "providers.md"
+TRAJ = (Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "swe-trajectories"
+        / "django__django-10914.traj.json")
+pytestmark = pytest.mark.skipif(not TRAJ.exists(), reason=f"corpus not found at {TRAJ}")
+
+
+@pytest.fixture(scope="module")
+def request_at_t60() -> dict[str, object]:
+    store = MemoryStore()
+    import_any(TRAJ, store)
+    projection = Projector(store).project(budget_tokens=8192 - framing_tokens(), at="t60")
+    return to_anthropic_messages(projection)
+
+
+def text_blocks(request: dict[str, object]) -> tuple[str, str]:
+    system = request["system"][0]  # type: ignore[index]
+    user = request["messages"][0]["content"][0]  # type: ignore[index]
+    assert system["cache_control"] == CACHE_CONTROL
+    return system["text"], user["text"]
+
+
+def test_the_frontier_excerpt_is_the_projected_work_refs(request_at_t60: dict[str, object]) -> None:
+    """The work-refs block quoted in the doc is the projection's own, line for line."""
+    doc = DOC.read_text(encoding="utf-8")
+    quoted = re.search(r"```text\n(## Work refs\n.*?)```", doc, re.DOTALL)
+    assert quoted is not None
+    _, user = text_blocks(request_at_t60)
+    assert quoted.group(1) in user
+
+
+def test_the_layout_example_starts_and_ends_as_the_request(
+        request_at_t60: dict[str, object]) -> None:
+    """The shortened request in the doc keeps the real first lines, stub line and measure."""
+    doc = DOC.read_text(encoding="utf-8")
+    system, user = text_blocks(request_at_t60)
+    assert "\\n".join(system.split("\n")[:3]) in doc
+    assert "\\n".join(user.split("\n")[:3]) in doc
+    stub = re.search(r"^tool:x38: .*$", doc, re.MULTILINE)
+    assert stub is not None
+    assert stub.group(0) + "\n" in user
+    assert measure(request_at_t60, default_counter()) <= 8192
