@@ -217,6 +217,9 @@ class _Builder:
                 and prev.turn.anchor_turn_id == cur.turn.anchor_turn_id
                 and prev.turn.trigger == cur.turn.trigger):
             self._pin(prev.turn.id, "previous_step")
+            self.previous_step: TurnUnit | None = prev
+        else:
+            self.previous_step = None
         self.frontier = _frontier(store, view, self.all_units, self.work_item_id)
 
     def _classify_page(self, page: Page) -> None:
@@ -499,6 +502,8 @@ class _Builder:
         """
         view = self.view
         skip = {view.current.turn.id, view.anchor_id}
+        if self.previous_step is not None:
+            skip.add(self.previous_step.turn.id)  # shown with the current input
         if tier > 0:
             skip |= set(view.extra)
             # Page k > 0 is read only once every tier-0 item, recalled episodes included, is in
@@ -583,6 +588,10 @@ class _Builder:
         exchange = self._last_exchange()
         if exchange is not None:
             items.append(exchange)
+        if self.previous_step is not None:
+            # An agent loop's previous step is the exchange the current step continues: shown
+            # here, in order, and upgraded with the current input (order -17, after the anchor).
+            items.append(self._turn_item(self.previous_step, Section.CURRENT_INPUT, -17, (1, 1)))
         cur_item = self._turn_item(cur, Section.CURRENT_INPUT, 0, (2,))
         forms = {f: Rendered(blocks=(relation_line, *r.blocks), tokens=r.tokens + relation_line.tokens,
                              refs=r.refs)
@@ -833,6 +842,8 @@ def _window_info(view: View, builder: _Builder) -> dict[str, object]:
 #: query when the work item began at most this many turns before it; otherwise it covers the
 #: turns in view and says from where (cost stays O(page + this), never O(history)).
 FRONTIER_SCAN_TURNS = 128
+#: File names the frontier's minimal (pinned) form lists; the full form lists every file.
+FRONTIER_REF_FILES = 24
 _RAN_FAILED = (ToolStatus.ERROR, ToolStatus.TIMEOUT)
 
 
@@ -897,13 +908,19 @@ class _Frontier:
                       f"{repeated} repeats of an earlier identical run, folded"
                       + (f", {pending} pending" if pending else "")
                       + f"); {len(files)} files modified{cover}")
+        # The minimal form names the files too (the artifact trail is what a step must not lose);
+        # the full form adds who wrote each last and how often.
+        names = [one_line(path, 120) for path in files]
+        named = [r.line("files modified: " + ", ".join(names[:FRONTIER_REF_FILES])
+                        + (f", … {len(names) - FRONTIER_REF_FILES} more" if len(names)
+                           > FRONTIER_REF_FILES else ""))] if names else []
         lines = [head]
         if files:
             lines.append(r.line("files modified:"))
             lines.extend(r.line(f"- {one_line(path, 160)} (last written by {refs[-1]}"
                                 + (f", {len(refs)} writes)" if len(refs) > 1 else ")"))
                          for path, refs in files.items())
-        forms = {Form.REF: r.rendered([head]), Form.FULL: r.rendered(lines)}
+        forms = {Form.REF: r.rendered([head, *named]), Form.FULL: r.rendered(lines)}
         return Item(key="work_refs:frontier", section=Section.WORK_REFS,
                     priority=Priority.PINNED, reasons=("execution_frontier",), order=0,
                     position=(-1,), forms=forms, refs=(), kind="work_refs")
