@@ -17,8 +17,10 @@ obligations, exact constraints and any blocking reconciliation, read from the go
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 
 import attrs
 
@@ -41,7 +43,13 @@ from holon_ctx.memory.episodes import encode_episode
 from holon_ctx.memory.store import EpisodeStore
 from holon_ctx.projection.model import ControlState
 
-__all__ = ["CompactionResult", "GovernedControl", "SessionConfig", "compact"]
+__all__ = [
+    "CompactionResult",
+    "GovernedControl",
+    "SessionConfig",
+    "compact",
+    "has_continuity_state",
+]
 
 _EFFECT_KINDS = {"side_effect_unknown": SideEffectStatus.UNKNOWN,
                  "side_effect_partial": SideEffectStatus.PARTIAL}
@@ -70,8 +78,12 @@ class CompactionResult:
     blocking: tuple[str, ...]
 
 
-def _obligation(kind: str, key: str, episode_id: str) -> str:
-    return f"{kind} {key} (archived in episode:{episode_id})"
+def _obligation(episodes: EpisodeStore, kind: str, key: str, episode_id: str) -> str:
+    """The obligation as a person reads it: the episode's own claim (naming its ref) and key."""
+    episode = episodes.get(episode_id)
+    claim = next((c for c in episode.unresolved if c.key == key), None) if episode else None
+    what = f"{claim.text} ({', '.join(claim.refs)})" if claim is not None else kind
+    return f"{what} [{key}; archived in episode:{episode_id}]"
 
 
 def compact(
@@ -105,7 +117,7 @@ def compact(
     open_now: set[str] = set()
     blocking: list[str] = []
     for row in rows:
-        text = _obligation(row.kind, row.key, row.episode_id)
+        text = _obligation(episodes, row.kind, row.key, row.episode_id)
         effect = _EFFECT_KINDS.get(row.kind)
         resolved = row.resolved_pos is not None and row.resolved_pos <= end
         if effect is not None:
@@ -146,7 +158,8 @@ def compact(
     objective = next((c.quote or c.text for ep in reversed(archived) for c in ep.operator_intents),
                      "continue the archived work")
     envelope = prepare_compaction(
-        continuity, envelope_id=f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}", session_id=sid,
+        continuity, session_id=sid,
+        envelope_id=f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}",
         source_trace_id=f"ledger-{sid}", source_event_range=(first, last),
         summary_bytes=summary, objective=objective[:500],
         exact_constraint_refs=sorted(set(constraint_refs)),
@@ -176,3 +189,20 @@ class GovernedControl:
             return None
         return ControlState(envelope_id=envelope.envelope_id if envelope else None,
                             obligations=obligations, constraints=constraints, blocking=blocking)
+
+
+def has_continuity_state(path: str | Path) -> bool:
+    """True when the SQLite file holds at least one sealed envelope (read-only check)."""
+    try:
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        row = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' "
+                         "AND name='continuity_envelopes'").fetchone()
+        return row is not None and db.execute(
+            "SELECT 1 FROM continuity_envelopes LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return False
+    finally:
+        db.close()

@@ -59,7 +59,8 @@ def test_compaction_seals_an_envelope_bound_to_the_archived_range(compacted) -> 
     """The envelope names the archived turn range and the operator's pinned constraint."""
     _, episodes, continuity, envelope_id = compacted
     envelope = continuity.latest_envelope(SESSION.session_id)
-    assert envelope is not None and envelope.envelope_id == envelope_id
+    assert envelope is not None
+    assert envelope.envelope_id == envelope_id
     first = next(episodes.iter_episodes()).span.first_turn
     assert envelope.source_event_range.first == first
     assert "message:m009" in envelope.exact_constraint_refs
@@ -81,9 +82,9 @@ def test_unknown_side_effect_blocks_rehydration_and_is_pinned(compacted) -> None
     assert "message:m009: " in projection.text  # the exact constraint, from the governed store
 
 
-def test_reconciled_side_effect_clears_the_block_and_rehydrates(compacted) -> None:
-    """After the runtime records the deploy as committed and reseals, validation passes."""
-    ledger, episodes, continuity, _ = compacted
+def test_reconciled_side_effect_leaves_the_prompt(compacted) -> None:
+    """After the runtime records the deploy as committed, the blocking notice is gone."""
+    ledger, _episodes, continuity, _ = compacted
     blocking = continuity.unresolved_side_effects(SESSION.session_id)
     assert len(blocking) == 1
     continuity.record_side_effect(SideEffectRecord(
@@ -124,3 +125,30 @@ def test_summary_text_cannot_change_control_state(compacted) -> None:
     after = GovernedControl(continuity).control_state()
     assert before == after
     assert "authorized: true" not in text.lower()
+
+
+def test_compact_cli_seals_and_is_idempotent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`holon-ctx compact` archives and seals once; a second run says there is nothing to do."""
+    from holon_ctx.cli.main import main
+
+    db = tmp_path / "l.db"
+    demo = resources.files("holon_ctx") / "data" / "demo.jsonl"
+    with resources.as_file(demo) as path:
+        assert main(["import", str(path), "--db", str(db)]) == 0
+    assert main(["compact", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "sealed ce-t001-t214" in out
+    assert "tool:x074" in out  # the unreconciled deploy is named
+    assert main(["compact", "--db", str(db)]) == 0
+    assert "nothing to compact" in capsys.readouterr().out
+    assert main(["project", "--db", str(db), "--budget", "2048"]) == 0
+    assert "BLOCKED ON RECONCILIATION" in capsys.readouterr().out
+
+
+def test_compact_cli_missing_database_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing database is exit status 2 with one line naming it."""
+    from holon_ctx.cli.main import main
+
+    assert main(["compact", "--db", str(tmp_path / "none.db")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"holon-ctx: error: {tmp_path / 'none.db'}: no such database file"]

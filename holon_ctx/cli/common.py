@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -14,9 +15,18 @@ from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
+
+if TYPE_CHECKING:
+    from holon_ctx.compaction import GovernedControl
 from holon_ctx.ledger.transcripts import import_any, sniff_ledger
 
-__all__ = ["add_source_args", "console", "open_source", "positive_int"]
+__all__ = [
+    "add_source_args",
+    "console",
+    "open_control_source",
+    "open_source",
+    "positive_int",
+]
 
 
 def positive_int(text: str) -> int:
@@ -87,3 +97,13 @@ def console(*, plain: bool = False, stderr: bool = False, width: int | None = No
         soft_wrap=False,
     )
 
+
+
+def open_control_source(store: LedgerStore) -> GovernedControl | None:
+    """Governed control state for ``store`` when it is a SQLite ledger that was compacted."""
+    from holon_ctx.compaction import GovernedControl, has_continuity_state  # noqa: PLC0415
+    from holon_ctx.continuity import ContinuityStore  # noqa: PLC0415
+
+    if not isinstance(store, SqliteStore) or not has_continuity_state(store.path):
+        return None
+    return GovernedControl(ContinuityStore(store.path))

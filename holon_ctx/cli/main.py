@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "holon_ctx.cli.ledger_cmds",
     "holon_ctx.cli.project_cmd",
     "holon_ctx.cli.episodes_cmd",
+    "holon_ctx.cli.compact_cmd",
     "holon_ctx.cli.preview_cmds",
     "holon_ctx.cli.continuity_cmd",
 )

@@ -22,6 +22,7 @@ import argparse
 import hashlib
 import importlib.resources
 import io
+import itertools
 import os
 import shlex
 import signal
@@ -31,6 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,14 @@ import msgspec
 from rich.console import Console
 
 from holon_ctx import __version__
-from holon_ctx.cli.common import add_source_args, console, open_db, open_source, positive_int
+from holon_ctx.cli.common import (
+    add_source_args,
+    console,
+    open_control_source,
+    open_db,
+    open_source,
+    positive_int,
+)
 from holon_ctx.errors import InputError, StoreError, UnknownRefError
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.records import Turn
@@ -144,7 +153,7 @@ def opened(args: argparse.Namespace) -> Iterator[tuple[LedgerStore, Projector]]:
     episodes = None
     try:
         episodes = open_episode_source(store)
-        yield store, Projector(store, episodes=episodes)
+        yield store, Projector(store, episodes=episodes, control=open_control_source(store))
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{where}: not a usable holon-ctx database ({exc})") from None
     finally:
@@ -239,7 +248,9 @@ def cmd_preview(args: argparse.Namespace) -> int:
 def _demo_stamp(data: bytes) -> str:
     """What a built demo database must match: the bundled ledger and the code that imported it."""
     h = hashlib.sha256(data)
-    h.update(f"\0holon-ctx {__version__}".encode())
+    # The recipe changes when the build does more (episodes, then a continuity envelope), so an
+    # older demo database is rebuilt rather than shown without what the build now adds.
+    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact/2".encode())
     return h.hexdigest()
 
 
@@ -289,15 +300,28 @@ def build_demo(db: Path) -> bool:
 
 
 def _archive(ledger: LedgerStore, path: Path) -> int:
-    """Archive the turn ranges older than the recent window, so the preview recalls episodes."""
+    """Compact the demo: archive old turn ranges into episodes and seal a continuity envelope,
+    so the preview recalls episodes and pins the governed control state."""
+    from holon_ctx.compaction import SessionConfig, compact  # noqa: PLC0415
+    from holon_ctx.continuity import ContinuityStore  # noqa: PLC0415
     from holon_ctx.ledger.episode_store import SqliteEpisodeStore  # noqa: PLC0415
-    from holon_ctx.memory.archiver import Archiver  # noqa: PLC0415
 
     episodes = SqliteEpisodeStore(path, create=True)
+    continuity = ContinuityStore(path)
     try:
-        return len(Archiver(ledger, episodes).archive().archived)
+        return len(compact(ledger, episodes, continuity, session=SessionConfig(),
+                           clock=_demo_clock()).archive.archived)
     finally:
+        continuity.close()
         episodes.close()
+
+
+def _demo_clock() -> Callable[[], datetime]:
+    """A clock that starts at the demo day's end and ticks a second per call: the demo database
+    is the same on every machine (the governed store only needs time not to go backwards)."""
+    ticks = itertools.count()
+    start = datetime(2026, 11, 30, 18, 45, tzinfo=UTC)
+    return lambda: start + timedelta(seconds=next(ticks))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

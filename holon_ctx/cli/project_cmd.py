@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from holon_ctx.cli.common import add_source_args, open_source, positive_int
+from holon_ctx.cli.common import add_source_args, open_control_source, open_source, positive_int
 from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.errors import InputError
 from holon_ctx.projection.projector import Projection, Projector
@@ -38,7 +38,7 @@ def project_from_args(args: argparse.Namespace, budget: int | None = None,
     store = open_source(args)
     episodes = open_episode_source(store)
     try:
-        return Projector(store, episodes=episodes).project(
+        return Projector(store, episodes=episodes, control=open_control_source(store)).project(
             budget_tokens=budget or args.budget, at=at if at is not None else args.at, verify=True)
     finally:
         if episodes is not None:
