@@ -332,6 +332,28 @@ def test_export_import_project_is_byte_identical_across_stores(
         reopened.close()
 
 
+@_FEW
+@given(LEDGERS, st.data())
+def test_sqlite_open_waits_agree_with_memory_at_every_limit_and_after_appends(
+        records: list[Record], data: st.DataObject) -> None:
+    """The SQLite store's incrementally kept open-wait set answers like a full recomputation."""
+    split = data.draw(st.integers(0, len(records)))
+    first, rest = records[:split], records[split:]
+    memory = MemoryStore()
+    sqlite = SqliteStore(":memory:")
+    try:
+        for part in (first, rest):
+            if part:
+                memory.append(part)
+                sqlite.append(part)
+            end = memory.end_pos()
+            limits = {0, end, end + 5, *data.draw(st.lists(st.integers(0, end), max_size=6))}
+            for limit in sorted(limits, reverse=data.draw(st.booleans())):
+                assert sqlite.open_waits(limit) == memory.open_waits(limit), limit
+    finally:
+        sqlite.close()
+
+
 _DETERMINISM_SCRIPT = """
 import sys
 from holon_ctx.ledger.importer import import_jsonl

@@ -55,7 +55,10 @@ class Priority(IntEnum):
 
     @property
     def label(self) -> str:
-        return self.name.lower()
+        return _PRIORITY_LABELS[self]
+
+
+_PRIORITY_LABELS: dict[Priority, str] = {p: p.name.lower() for p in Priority}
 
 
 class Form(IntEnum):
@@ -108,12 +111,14 @@ class TurnUnit:
 
     stored: StoredRecord
     records: tuple[StoredRecord, ...]
+    #: The turn record itself (``stored.record``), kept typed: read thousands of times a call.
+    turn: Turn = attrs.field(init=False, eq=False, repr=False)
 
-    @property
-    def turn(self) -> Turn:
+    def __attrs_post_init__(self) -> None:
         rec = self.stored.record
-        assert isinstance(rec, Turn)
-        return rec
+        if not isinstance(rec, Turn):
+            raise TypeError(f"a TurnUnit holds a turn record, got {self.stored.ref}")
+        object.__setattr__(self, "turn", rec)
 
     @property
     def ref(self) -> str:
