@@ -128,6 +128,7 @@ for _p in Priority:
             _ROUND[(_p, _f)] = 0 if _f is Form.REF else 1
         else:
             _ROUND[(_p, _f)] = 2 + 2 * (int(_p) - 1) + (0 if _f <= Form.COMPACT else 1)
+_SECTION_INDEX: dict[Section, int] = {s: i for i, s in enumerate(SECTION_ORDER)}
 #: Rounds of one tier: (high, normal, low, diagnostic) × (compact, full).
 _TIER_ROUNDS = 8
 
@@ -144,8 +145,9 @@ def _steps(items: Sequence[Item], headers: dict[Section, int]) -> list[Step]:
     steps: list[Step] = []
     cum: dict[tuple[int, Section], float] = {}
     # Build per-item step chains first, then sort globally by key.
-    ordered = sorted(items, key=lambda it: (SECTION_ORDER.index(it.section), it.order))
+    ordered = sorted(items, key=lambda it: (_SECTION_INDEX[it.section], it.order))
     for item in ordered:
+        section_index = _SECTION_INDEX[item.section]
         forms = sorted(item.forms)
         prev_tokens = 0
         for i, form in enumerate(forms):
@@ -156,8 +158,7 @@ def _steps(items: Sequence[Item], headers: dict[Section, int]) -> list[Step]:
             share = cum.get(slot, 0.0) / SECTION_WEIGHTS[item.section]
             cum[slot] = cum.get(slot, 0.0) + delta
             steps.append(Step(item=item, form=form, delta_tokens=delta,
-                              key=(rnd, share, SECTION_ORDER.index(item.section), item.order,
-                                   i)))
+                              key=(rnd, share, section_index, item.order, i)))
     steps.sort(key=lambda s: s.key)
     del headers
     return steps

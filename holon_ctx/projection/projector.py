@@ -128,6 +128,7 @@ class Projector:
         self.counter = counter or default_counter()
         self.limits = limits or WindowLimits()
         self.renderer = Renderer(self.counter, store.counter_identity)
+        self._facts_cache: dict[tuple[str, int, str | None, int], list[str]] = {}
 
     def project(self, *, budget_tokens: int, at: str | None = None,
                 verify: bool = False) -> Projection:
@@ -136,7 +137,7 @@ class Projector:
         view = load_view(self.store, budget_tokens=budget_tokens, at=at, limits=self.limits,
                          extend=_in_fold_run)
         builder = _Builder(view, self.renderer, self.episodes, store=self.store,
-                           limits=self.limits)
+                           limits=self.limits, facts_cache=self._facts_cache)
         # Control state is read per call: it changes outside the ledger (reconciliation).
         builder.control_state = self.control.control_state() if self.control else None
         items = builder.items()
@@ -153,6 +154,10 @@ class Projector:
         return projection
 
 
+#: Turns whose retention facts a Projector remembers between calls (cleared when full).
+_FACTS_CACHE = 16_384
+
+
 def _in_fold_run(unit: TurnUnit, previous: TurnUnit | None) -> bool:
     """Whether a turn is low or diagnostic by its own facts (a page takes such runs whole)."""
     return classify(turn_facts(unit, previous)) >= Priority.LOW
@@ -163,7 +168,9 @@ class _Builder:
 
     def __init__(self, view: View, renderer: Renderer,
                  episodes: EpisodeSource | None = None, *, store: LedgerStore | None = None,
-                 limits: WindowLimits | None = None) -> None:
+                 limits: WindowLimits | None = None,
+                 facts_cache: dict[tuple[str, int, str | None, int], list[str]] | None = None,
+                 ) -> None:
         self.view = view
         self.r = renderer
         self.store = store
@@ -208,6 +215,8 @@ class _Builder:
             del pin
         self.folds: list[FoldManifest] = []
         self.facts: dict[str, list[str]] = {}
+        self.facts_cache: dict[tuple[str, int, str | None, int], list[str]] = (
+            {} if facts_cache is None else facts_cache)
         self._classify_page(view.first_page)
         self.exchange = self._find_exchange()
         # An agent loop's previous step (same trigger, same anchor) is what the current step
@@ -223,9 +232,19 @@ class _Builder:
         self.frontier = _frontier(store, view, self.all_units, self.work_item_id)
 
     def _classify_page(self, page: Page) -> None:
+        # Facts depend on the turn and its neighbour only (records never change; a turn can only
+        # gain records, hence the counts in the key), so a Projector keeps them across calls.
+        cache = self.facts_cache
         prev = page.before
         for unit in page.units:
-            self.facts[unit.turn.id] = turn_facts(unit, prev)
+            key = (unit.ref, len(unit.records), prev.ref if prev else None,
+                   len(prev.records) if prev else 0)
+            facts = cache.get(key)
+            if facts is None:
+                if len(cache) >= _FACTS_CACHE:
+                    cache.clear()
+                facts = cache[key] = turn_facts(unit, prev)
+            self.facts[unit.turn.id] = facts
             prev = unit
 
     def _pin(self, turn_id: str, reason: str) -> None:
@@ -448,27 +467,39 @@ class _Builder:
         return Block(head=body, tokens=self.r.counter.count(body), refs=(ref,))
 
     def _turn_item(self, unit: TurnUnit, section: Section, order: int,
-                   position: tuple[int, ...]) -> Item:
+                   position: tuple[int, ...], tier: int = 0) -> Item:
         priority, reasons = self.priority_of(unit)
         wid = unit.turn.work_item_id
         other = bool(self.work_item_id and wid and wid != self.work_item_id)
         chain = self.chain.get(unit.turn.id)
-        head = self.r.turn_head(unit, priority=priority, reasons=reasons,
-                                other_work_item=other, chain=chain)
         # The previous exchange's assistant message is shown once, in the current-input section.
         elsewhere = ({self.exchange[1].ref: "shown below as the previous exchange"}
                      if self.exchange is not None and self.exchange[0] is unit else {})
         if unit.turn.id not in self.pinned:
             elsewhere.update(self.frontier.stubs(unit))
+        # Forms and refs follow from these inputs alone (records never change; a turn can only
+        # gain records), so the renderer's memo keeps them across the projections of a turn's
+        # neighbours: most of a window is the same from one turn to the next.
+        memo_key = ("turn_item", unit.ref, len(unit.records), priority, reasons, other, chain,
+                    tuple(elsewhere.items()) if elsewhere else ())
+        forms, refs = self.r.memo(memo_key, lambda: self._turn_forms(
+            unit, priority, reasons, other, chain, elsewhere))
+        return Item(key=unit.ref, section=section, priority=priority, reasons=reasons,
+                    order=order, position=position, forms=forms, refs=refs,
+                    chain=chain, kind="turn", tier=tier)
+
+    def _turn_forms(self, unit: TurnUnit, priority: Priority, reasons: tuple[str, ...],
+                    other: bool, chain: str | None, elsewhere: dict[str, str],
+                    ) -> tuple[dict[Form, Rendered], tuple[str, ...]]:
+        head = self.r.turn_head(unit, priority=priority, reasons=reasons,
+                                other_work_item=other, chain=chain)
         forms = {Form.COMPACT: self.r.turn_compact(unit, head),
                  Form.FULL: self.r.turn_full(unit, head, elsewhere=elsewhere)}
         if priority is Priority.PINNED:
             forms[Form.REF] = self.r.turn_ref(unit)
         refs = tuple(dict.fromkeys([unit.ref, *(r.ref for r in unit.records
                                                 if r.ref not in elsewhere)]))
-        return Item(key=unit.ref, section=section, priority=priority, reasons=reasons,
-                    order=order, position=position, forms=forms, refs=refs,
-                    chain=chain, kind="turn")
+        return forms, refs
 
     def _recent_turns(self) -> list[Item]:
         """Tier 0 of the recent turns: window page 0 and the pinned turns fetched by point query."""
@@ -536,9 +567,8 @@ class _Builder:
                 run.append(unit)
                 continue
             flush()
-            item = self._turn_item(unit, Section.RECENT_TURNS, ranks[unit.turn.id],
-                                   (unit.turn.seq,))
-            items.append(attrs.evolve(item, tier=tier))
+            items.append(self._turn_item(unit, Section.RECENT_TURNS, ranks[unit.turn.id],
+                                         (unit.turn.seq,), tier))
         flush()
         return items
 
@@ -737,7 +767,7 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
         by_section[item.section].append(item)
     parts: list[str] = []
     section_text: dict[Section, str] = {}
-    section_items: dict[Section, tuple[tuple[str, Rendered], ...]] = {}
+    chosen_items: dict[Section, list[tuple[str, Rendered]]] = {s: [] for s in Section}
     sections: list[SectionManifest] = []
     decisions: list[ItemDecision] = []
     seen: set[str] = set()
@@ -760,7 +790,7 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
                                        "priority": item.priority.label, "tokens": 0})
                 continue
             form, rendered = pick
-            section_items[section] = (*section_items.get(section, ()), (item.key, rendered))
+            chosen_items[section].append((item.key, rendered))
             forms_used.add("clipped" if rendered.clipped else form.label)
             body.append(rendered.text)
             used += rendered.tokens
@@ -792,8 +822,11 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
             selected=selected, omitted=omitted, items=manifest_items))
     # Folded refs and repeated tool calls are reported once, in `folded`.
     folds = list(builder.folds)
+    memo = builder.r.memo
     for unit in builder.loaded_units:
-        for last, earlier in tool_repeats(unit.records).items():
+        repeats = memo(("tool_repeats", unit.ref, len(unit.records)),
+                       lambda u=unit: tool_repeats(u.records))  # type: ignore[misc]
+        for last, earlier in repeats.items():
             if last in seen:
                 folds.append(FoldManifest(first=earlier[0], last=last, count=len(earlier) + 1,
                                           kinds={"repeated_tool_call": len(earlier) + 1},
@@ -808,6 +841,7 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
     shown_folds = [f for f in folds if "repeated_tool_call" in f.kinds or (
         f"fold:{f.first}" in chosen.chosen and not chosen.chosen[f"fold:{f.first}"][1].clipped)]
     text = "".join(parts)
+    section_items = {s: tuple(pairs) for s, pairs in chosen_items.items() if pairs}
     cur = view.current.turn
     manifest = Manifest(
         budget_tokens=budget_tokens, used_tokens=chosen.used_tokens, counter=counter.identity,

@@ -13,7 +13,7 @@ Untrusted text never appears in a label line except sanitised single-line previe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences, record_body
@@ -65,6 +65,13 @@ class Renderer:
         # projected (per-step cost stays flat as an agent's history grows). Keys carry every
         # input of the result; the memo is dropped whole when it grows past _MEMO_ENTRIES.
         self._memo: dict[tuple[object, ...], object] = {}
+
+    def memo(self, key: tuple[object, ...], make: Callable[[], _T]) -> _T:
+        """``make()``, remembered under ``key`` (which must name every input of the result)."""
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        return self._remember(key, make())
 
     def _remember(self, key: tuple[object, ...], value: _T) -> _T:
         if len(self._memo) >= _MEMO_ENTRIES:
