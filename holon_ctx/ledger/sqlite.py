@@ -78,6 +78,8 @@ _ENV_PIN = "WHERE r.kind IN ('environment', 'pin') AND "
 _PENDING_ROWS: Final = 1024
 #: Decoded records a store keeps for the next read (a projection window is ~1-10k records).
 _DECODED_ROWS: Final = 32_768
+#: Positions per ``IN (…)`` query (SQLite's default limit on bound parameters is 32,766).
+_IN_CHUNK: Final = 900
 
 _record_decoder = msgspec.json.Decoder(Record)
 _wi_decoder = msgspec.json.Decoder(WorkItemState)
@@ -300,14 +302,42 @@ class SqliteStore:
         return found[0]
 
     def turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
-        return self._query(
-            "JOIN turns u ON u.pos=r.pos WHERE u.seq<? AND u.pos<? ORDER BY u.seq DESC LIMIT ?",
-            (seq, limit_pos, count))
+        positions = [p for (p,) in self._db.execute(
+            "SELECT pos FROM turns WHERE seq<? AND pos<? ORDER BY seq DESC LIMIT ?",
+            (seq, limit_pos, count))]
+        return self._at_positions(positions)
 
     def records_of_turns(self, lo_seq: int, hi_seq: int, limit_pos: int) -> list[StoredRecord]:
-        return self._query(
-            "WHERE r.turn_seq BETWEEN ? AND ? AND r.pos<? AND r.kind!='turn' ORDER BY r.pos",
-            (lo_seq, hi_seq, limit_pos))
+        # Positions come from the records_by_turn index alone; rows are read (and decoded) only
+        # for positions not already decoded. Turn rows are in that index too: dropped here.
+        positions = [p for (p,) in self._db.execute(
+            "SELECT pos FROM records WHERE turn_seq BETWEEN ? AND ? AND pos<? ORDER BY pos",
+            (lo_seq, hi_seq, limit_pos))]
+        return [r for r in self._at_positions(positions) if not isinstance(r.record, Turn)]
+
+    def _at_positions(self, positions: list[int]) -> list[StoredRecord]:
+        """The records at ``positions``, in that order: decoded ones reused, the rest read."""
+        decoded = self._decoded
+        missing = [p for p in positions if p not in decoded]
+        if missing:
+            for chunk in range(0, len(missing), _IN_CHUNK):
+                part = missing[chunk:chunk + _IN_CHUNK]
+                marks = ",".join("?" * len(part))
+                for row in self._db.execute(self._SELECT + f"WHERE r.pos IN ({marks})",
+                                            (self._counter_id, *part)).fetchall():
+                    self._stored(row)
+            if any(p not in decoded for p in positions):
+                # The decoded cache was cleared while filling it (a very large read): read
+                # these rows directly instead.
+                rows = {}
+                for chunk in range(0, len(positions), _IN_CHUNK):
+                    part = positions[chunk:chunk + _IN_CHUNK]
+                    marks = ",".join("?" * len(part))
+                    for row in self._db.execute(self._SELECT + f"WHERE r.pos IN ({marks})",
+                                                (self._counter_id, *part)).fetchall():
+                        rows[row[0]] = self._stored(row)
+                return [rows[p] for p in positions]
+        return [decoded[p] for p in positions]
 
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         row = self._db.execute(

@@ -70,7 +70,10 @@ class Form(IntEnum):
 
     @property
     def label(self) -> str:
-        return self.name.lower()
+        return _FORM_LABELS[self]
+
+
+_FORM_LABELS: dict[Form, str] = {f: f.name.lower() for f in Form}
 
 
 class Relation(StrEnum):

@@ -27,6 +27,7 @@ planner refuses with BudgetTooSmallError.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import attrs
 
@@ -69,10 +70,12 @@ class Rendered:
     tokens: int
     refs: tuple[str, ...]
     clipped: bool = False
+    #: The blocks' text, joined once (a rendered form is reused across a projector's calls).
+    text: str = attrs.field(init=False, eq=False, repr=False)
 
-    @property
-    def text(self) -> str:
-        return "".join(b.text for b in self.blocks)
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "text", "".join(
+            b.head + b.body + b.tail for b in self.blocks))
 
 
 ClipFn = Callable[[Rendered, int], Rendered | None]
@@ -101,8 +104,9 @@ class Item:
         return min(self.forms)
 
 
-@attrs.frozen
-class Step:
+class Step(NamedTuple):
+    """One step of the sequence (a named tuple: a plan makes thousands of them)."""
+
     item: Item
     form: Form
     delta_tokens: int
@@ -157,8 +161,7 @@ def _steps(items: Sequence[Item], headers: dict[Section, int]) -> list[Step]:
             slot = (rnd, item.section)
             share = cum.get(slot, 0.0) / SECTION_WEIGHTS[item.section]
             cum[slot] = cum.get(slot, 0.0) + delta
-            steps.append(Step(item=item, form=form, delta_tokens=delta,
-                              key=(rnd, share, section_index, item.order, i)))
+            steps.append(Step(item, form, delta, (rnd, share, section_index, item.order, i)))
     steps.sort(key=lambda s: s.key)
     del headers
     return steps

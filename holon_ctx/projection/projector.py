@@ -215,6 +215,7 @@ class _Builder:
             del pin
         self.folds: list[FoldManifest] = []
         self.facts: dict[str, list[str]] = {}
+        self._priorities: dict[str, tuple[Priority, tuple[str, ...]]] = {}
         self.facts_cache: dict[tuple[str, int, str | None, int], list[str]] = (
             {} if facts_cache is None else facts_cache)
         self._classify_page(view.first_page)
@@ -230,6 +231,7 @@ class _Builder:
         else:
             self.previous_step = None
         self.frontier = _frontier(store, view, self.all_units, self.work_item_id)
+        self._priorities.clear()  # pins are complete only now
 
     def _classify_page(self, page: Page) -> None:
         # Facts depend on the turn and its neighbour only (records never change; a turn can only
@@ -258,10 +260,17 @@ class _Builder:
 
     def priority_of(self, unit: TurnUnit) -> tuple[Priority, tuple[str, ...]]:
         tid = unit.turn.id
+        known = self._priorities.get(tid)
+        if known is not None:
+            return known
         if tid in self.pinned:
-            return Priority.PINNED, tuple(self.pinned[tid])
-        facts = self.facts.get(tid) or turn_facts(unit)
-        return classify(facts), tuple(facts)
+            found = Priority.PINNED, tuple(self.pinned[tid])
+        else:
+            facts = self.facts.get(tid) or turn_facts(unit)
+            found = classify(facts), tuple(facts)
+        if tid in self.facts or tid in self.pinned:
+            self._priorities[tid] = found
+        return found
 
     # -- items ---------------------------------------------------------------------------
     def items(self) -> list[Item]:
@@ -783,9 +792,10 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
             pick = chosen.chosen.get(item.key)
             full = item.forms[max(item.forms)]
             if pick is None:
-                omitted.extend({"ref": ref, "reason": Omission.BUDGET.value}
-                               for ref in item.refs[:1])
-                decisions.append(_decision(item, None, None, chosen.omitted.get(item.key)))
+                if item.refs:
+                    omitted.append({"ref": item.refs[0], "reason": Omission.BUDGET.value})
+                decisions.append(_decision(item, None, None, chosen.omitted.get(item.key),
+                                           full.tokens))
                 manifest_items.append({"key": item.key, "form": "omitted",
                                        "priority": item.priority.label, "tokens": 0})
                 continue
@@ -798,11 +808,14 @@ def _assemble(view: View, builder: _Builder, items: list[Item], chosen: Plan,
                 if ref not in seen:
                     seen.add(ref)
                     selected.append(ref)
-            dropped_reason = (Omission.CLIPPED if rendered.clipped else
-                              Omission.COMPACTED if form is Form.COMPACT else Omission.REF_ONLY)
-            omitted.extend({"ref": ref, "reason": dropped_reason.value}
-                           for ref in item.refs if ref not in rendered.refs)
-            decisions.append(_decision(item, form, rendered, chosen.upgrade_at.get(item.key)))
+            shown = set(rendered.refs)
+            missing = [ref for ref in item.refs if ref not in shown]
+            if missing:
+                dropped_reason = (Omission.CLIPPED if rendered.clipped else
+                                  Omission.COMPACTED if form is Form.COMPACT else Omission.REF_ONLY)
+                omitted.extend({"ref": ref, "reason": dropped_reason.value} for ref in missing)
+            decisions.append(_decision(item, form, rendered, chosen.upgrade_at.get(item.key),
+                                       full.tokens))
             manifest_items.append({"key": item.key, "form": form.label if not rendered.clipped
                                    else "clipped", "priority": item.priority.label,
                                    "reasons": list(item.reasons), "tokens": rendered.tokens,
@@ -1001,11 +1014,10 @@ def _frontier(store: LedgerStore | None, view: View, units: list[TurnUnit],
 
 
 def _decision(item: Item, form: Form | None, rendered: Rendered | None,
-              next_budget: int | None) -> ItemDecision:
-    full = item.forms[max(item.forms)]
+              next_budget: int | None, full_tokens: int) -> ItemDecision:
     return ItemDecision(key=item.key, section=item.section, priority=item.priority,
                         reasons=item.reasons, chain=item.chain, refs=item.refs, form=form,
                         clipped=bool(rendered and rendered.clipped),
-                        tokens=rendered.tokens if rendered else 0, full_tokens=full.tokens,
+                        tokens=rendered.tokens if rendered else 0, full_tokens=full_tokens,
                         next_budget=next_budget, kind=item.kind)
 
