@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 
+import msgspec
 import pytest
 from projection_builders import LedgerBuilder
 
+from holon_ctx.ledger.importer import import_jsonl
+from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import (
     KNOWN_TRIGGERS,
     BriefKind,
@@ -18,6 +24,7 @@ from holon_ctx.ledger.records import (
     WorkItemStatus,
 )
 from holon_ctx.projection.model import Priority, Relation, TurnUnit
+from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.relation import RELATION_TEXT, current_relation
 from holon_ctx.projection.retention import RULES, classify, turn_facts
 from holon_ctx.projection.view import load_view
@@ -450,3 +457,74 @@ def test_a_wait_transition_other_than_open_is_high() -> None:
         b.close_wait("w1", status=status)
         current, previous = _unit(b)
         assert turn_facts(current, previous) == ["wait_transition"]
+
+
+# -- docs/projection.md stays true ------------------------------------------------------------
+_DOC = Path(__file__).resolve().parent.parent / "docs" / "projection.md"
+
+
+def _doc_section(heading: str) -> str:
+    """The markdown under ``heading`` up to the next ``## `` heading outside a code block."""
+    lines = _DOC.read_text(encoding="utf-8").split("\n")
+    out: list[str] = []
+    inside = fenced = False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+        if not fenced and line.startswith("## "):
+            if inside:
+                break
+            inside = line == heading
+            continue
+        if inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _doc_rows(text: str) -> list[list[str]]:
+    rows = [[cell.strip().strip("`") for cell in line.strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("| ")]
+    return rows[2:]  # the header row and the separator row
+
+
+def test_the_documented_rules_table_is_the_code_s() -> None:
+    """docs/projection.md prints RULES fact by fact, in order."""
+    rows = _doc_rows(_doc_section("## Retention priorities"))
+    assert [(fact, cls) for fact, cls in rows] == [(f, p.label) for f, p in RULES.items()]
+
+
+def test_the_documented_relation_table_is_the_code_s() -> None:
+    """Every relation is documented with the exact words the prompt uses."""
+    rows = _doc_rows(_doc_section("## The current-input relation"))
+    assert [(row[0], row[2]) for row in rows] == [(r.value, RELATION_TEXT[r]) for r in Relation]
+
+
+def test_the_documented_example_projects_as_shown(tmp_path: Path) -> None:
+    """The example ledger of docs/projection.md gives the relation, anchor, fold and lines shown."""
+    section = _doc_section("## The manifest, on a real ledger")
+    ledger = re.findall(r"^```jsonl\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)[0]
+    shown = re.findall(r"^```text\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)[0]
+    manifest = json.loads(re.findall(r"^```json\n(.*?)^```$", section,
+                                     re.MULTILINE | re.DOTALL)[0])
+    path = tmp_path / "small.jsonl"
+    path.write_text(ledger, encoding="utf-8")
+    store = MemoryStore()
+    import_jsonl(path, store)
+    p = Projector(store).project(budget_tokens=600, verify=True)
+    got = msgspec.to_builtins(p.manifest)
+    for key in ("budget_tokens", "current_turn", "relation", "anchor_turn", "folded", "episodes"):
+        assert got[key] == manifest[key], key
+    assert got["window"] == manifest["window"]
+    current = next(s for s in got["sections"] if s["name"] == "current_input")
+    assert current["selected"] == manifest["sections"][-1]["selected"]
+    # The lines the doc walks through are in the prompt, in the same order.
+    for line in ("## Current work item", "## Recent turns",
+                 "- folded turn:t8–turn:t12: provider_retry×3, scheduler_tick×2 (5 low-value turns)",
+                 "## Continuation anchor and current input",
+                 "relation: task_result_continuation — a task result continuing an earlier request "
+                 "(continuation anchor: turn:t1)",
+                 "### turn:t13 · task_result · work item wi1 · pinned: current_turn"):
+        assert line in shown
+        assert line in p.text
+    positions = [p.text.index(line) for line in shown.splitlines() if line.startswith("##")]
+    assert positions == sorted(positions)
