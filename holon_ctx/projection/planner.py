@@ -140,7 +140,8 @@ _TIER_ROUNDS = 8
 def step_round(item: Item, form: Form, index: int) -> int:
     """The round of ``item``'s step to ``form`` (its ``index``-th form from the smallest)."""
     if item.priority is Priority.PINNED:
-        # Pinned items: their minimum form is round 0 (must fit), every upgrade round 1.
+        # Pinned items: their minimum form must fit (round 0); every upgrade is round 1, taken
+        # in the items' own order (see _steps), so the current input upgrades first.
         return min(index, 1)
     return _ROUND[(item.priority, form)] + _TIER_ROUNDS * item.tier
 
@@ -161,7 +162,14 @@ def _steps(items: Sequence[Item], headers: dict[Section, int]) -> list[Step]:
             slot = (rnd, item.section)
             share = cum.get(slot, 0.0) / SECTION_WEIGHTS[item.section]
             cum[slot] = cum.get(slot, 0.0) + delta
-            steps.append(Step(item, form, delta, (rnd, share, section_index, item.order, i)))
+            if rnd <= 1:
+                # Pinned rounds follow the items' own order across sections (control notices,
+                # current turn, question, anchor, work item, …), not the fair share: these are
+                # not competing evidence but the order in which the prompt must not lose them.
+                key: tuple[float, ...] = (rnd, float(item.order), section_index, 0, i)
+            else:
+                key = (rnd, share, section_index, item.order, i)
+            steps.append(Step(item, form, delta, key))
     steps.sort(key=lambda s: s.key)
     del headers
     return steps

@@ -300,11 +300,17 @@ class _Builder:
         if rec.guidance.strip():
             full.append(self.r.trusted(env, "guidance (runtime configuration):", 1500) if vouched
                         else self.r.fenced(env, "guidance (untrusted, not configuration):", 1500))
-        return [Item(key=env.ref, section=Section.ENVIRONMENT, priority=Priority.HIGH,
-                     reasons=("environment",) if vouched else ("environment", "untrusted"),
-                     order=0, position=(0,),
-                     forms={Form.COMPACT: self.r.rendered(compact),
-                            Form.FULL: self.r.rendered(full)},
+        forms = {Form.COMPACT: self.r.rendered(compact), Form.FULL: self.r.rendered(full)}
+        reasons = ("environment",) if vouched else ("environment", "untrusted")
+        # The stable prefix must not move with the rest of the prompt, or a provider's cache of
+        # it misses (docs/providers.md). It is pinned: its compact form is part of the pinned
+        # minimum and its full form is among the first upgrades, so at any budget that holds the
+        # pinned minimum and the guidance it is whole, whatever the other content. Choosing its
+        # form from the budget alone (a share of it) was tried and broke budget monotonicity:
+        # where the share admits the guidance, everything after it shrinks by its size, and a
+        # budget one token larger lost turns a smaller one had (RFC 0002, "environment").
+        return [Item(key=env.ref, section=Section.ENVIRONMENT, priority=Priority.PINNED,
+                     reasons=(*reasons, "stable_prefix"), order=0, position=(0,), forms=forms,
                      refs=(env.ref,), kind="environment")]
 
     def _control(self) -> list[Item]:
@@ -336,7 +342,7 @@ class _Builder:
                       reasons: tuple[str, ...]) -> Item:
         head = self.r.rendered(lines[:1])
         return Item(key=key, section=Section.WORK_ITEM, priority=Priority.PINNED, reasons=reasons,
-                    order=order, position=(-3 + order,),
+                    order=-30 + order, position=(-3 + order,),
                     forms={Form.REF: head, Form.FULL: self.r.rendered(lines)},
                     refs=(), kind="control")
 
@@ -348,7 +354,7 @@ class _Builder:
                  if w.work_item_id in (None, state.work_item_id)]
         forms = self.r.work_item(state, waits)
         return [Item(key=f"work_item_state:{state.work_item_id}", section=Section.WORK_ITEM,
-                     priority=Priority.PINNED, reasons=("current_work_item",), order=0,
+                     priority=Priority.PINNED, reasons=("current_work_item",), order=-10,
                      position=(0,), forms={Form(k): v for k, v in forms.items()},
                      refs=(state.ref,), kind="work_item")]
 
@@ -506,6 +512,9 @@ class _Builder:
                  Form.FULL: self.r.turn_full(unit, head, elsewhere=elsewhere)}
         if priority is Priority.PINNED:
             forms[Form.REF] = self.r.turn_ref(unit)
+            # A pinned turn's compact form keeps the operator's words verbatim: they are why
+            # the turn is pinned, and a one-line excerpt can cut the constraint that matters.
+            forms[Form.COMPACT] = self.r.turn_compact_verbatim(unit, head)
         refs = tuple(dict.fromkeys([unit.ref, *(r.ref for r in unit.records
                                                 if r.ref not in elsewhere)]))
         return forms, refs
@@ -622,7 +631,7 @@ class _Builder:
         if view.anchor_id and view.anchor_id != cur.turn.id:
             anchor = view.unit(view.anchor_id)
             if anchor is not None:
-                item = self._turn_item(anchor, Section.CURRENT_INPUT, 0, (0,))
+                item = self._turn_item(anchor, Section.CURRENT_INPUT, -18, (0,))
                 items.append(attrs.evolve(item, reasons=(*item.reasons,)))
         exchange = self._last_exchange()
         if exchange is not None:
@@ -631,7 +640,10 @@ class _Builder:
             # An agent loop's previous step is the exchange the current step continues: shown
             # here, in order, and upgraded with the current input (order -17, after the anchor).
             items.append(self._turn_item(self.previous_step, Section.CURRENT_INPUT, -17, (1, 1)))
-        cur_item = self._turn_item(cur, Section.CURRENT_INPUT, 0, (2,))
+        # Pinned upgrade order (planner rounds 0-1): governed control notices (-30), the current
+        # turn (-20), the question it answers (-19), the anchor (-18), the work item (-10), then
+        # pinned recent turns and pins (their section ranks).
+        cur_item = self._turn_item(cur, Section.CURRENT_INPUT, -20, (2,))
         forms = {f: Rendered(blocks=(relation_line, *r.blocks), tokens=r.tokens + relation_line.tokens,
                              refs=r.refs)
                  for f, r in cur_item.forms.items()}
@@ -662,7 +674,7 @@ class _Builder:
         ref_form = self.r.line(f"previous exchange: {stored.ref} (turn:{unit.turn.id})",
                                [stored.ref])
         return Item(key=f"exchange:{stored.ref}", section=Section.CURRENT_INPUT,
-                    priority=Priority.PINNED, reasons=("last_exchange",), order=1,
+                    priority=Priority.PINNED, reasons=("last_exchange",), order=-19,
                     position=(1,),
                     forms={Form.REF: self.r.rendered([ref_form]),
                            Form.FULL: self.r.rendered([block])},

@@ -241,13 +241,28 @@ class Renderer:
         blocks = [self.line(f"### {head}", [unit.ref])]
         if unit.turn.label:
             blocks.append(self.line(f"trigger: {one_line(unit.turn.label, 160)}"))
-        for stored in unit.records:
+        # The operator's words come first, then what happened: a clipped full form then always
+        # keeps them (and so every ref its pinned compact form showed, which the planner needs
+        # to accept the clip without losing a ref).
+        ordered = sorted(unit.records, key=lambda r: not (
+            isinstance(r.record, Message) and r.record.role is MessageRole.OPERATOR))
+        for stored in ordered:
             if stored.ref in hidden:
                 continue
             if elsewhere and stored.ref in elsewhere:
                 blocks.append(self.line(f"{stored.ref}: {elsewhere[stored.ref]}"))
                 continue
             blocks.extend(self.record_blocks(stored, repeats))
+        return self.rendered(blocks)
+
+    def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:
+        """One line of facts, then each operator message in full (capped like FULL)."""
+        blocks = [self.line(f"- {head} · {turn_digest(unit, quote_operator=False)}", [unit.ref])]
+        for stored in unit.records:
+            rec = stored.record
+            if isinstance(rec, Message) and rec.role is MessageRole.OPERATOR:
+                blocks.append(self.trusted(stored, f"operator (trusted) {stored.ref}:",
+                                           FULL_CAP["operator"]))
         return self.rendered(blocks)
 
     def turn_compact(self, unit: TurnUnit, head: str) -> Rendered:
@@ -324,15 +339,16 @@ def tool_repeats(records: Iterable[StoredRecord]) -> dict[str, list[str]]:
     return {refs[-1]: refs[:-1] for refs in groups.values() if len(refs) > 1}
 
 
-def turn_digest(unit: TurnUnit) -> str:
-    """Runtime facts of a turn on one line (no untrusted text)."""
+def turn_digest(unit: TurnUnit, *, quote_operator: bool = True) -> str:
+    """Runtime facts of a turn on one line (no untrusted text; operator words as an excerpt)."""
     parts: list[str] = []
     tools = [r.record for r in unit.records if isinstance(r.record, Tool)]
     for stored in unit.records:
         rec = stored.record
         match rec:
             case Message(role=MessageRole.OPERATOR):
-                parts.append(f"operator said: \"{one_line(rec.text, 160)}\"")
+                parts.append(f"operator said: \"{one_line(rec.text, 160)}\"" if quote_operator
+                             else f"operator message {stored.ref} below")
             case Message(role=MessageRole.ASSISTANT):
                 parts.append("assistant replied")
             case TaskResult():
