@@ -68,9 +68,9 @@ LEDGERS = st.one_of(
 #: Budgets over the whole range, weighted towards the small end where every token matters.
 BUDGETS = st.one_of(st.integers(64, 1024), st.integers(1024, 16_384),
                     st.integers(16_384, 200_000))
-_FEW = settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow,
+_FEW = settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow,
                                                         HealthCheck.data_too_large])
-_SOME = settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow,
+_SOME = settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow,
                                                          HealthCheck.data_too_large])
 
 
