@@ -49,6 +49,8 @@ TARGET_SCALING = 1.5
 TARGET_SPEEDUP = 50.0
 TARGET_MEMORY_RATIO = 1.3
 RESULTS = CACHE / "projection-results.json"
+# Each session records its own figures: test_targets must not judge stale ones.
+RESULTS.unlink(missing_ok=True)
 
 
 def _record(key: str, value: Any) -> None:
@@ -174,7 +176,10 @@ def test_peak_memory(benchmark: Any) -> None:
 
 def test_targets(benchmark: Any) -> None:
     """The issue's speed targets, on CPU-time medians recorded above (run the file in order)."""
-    data = json.loads(RESULTS.read_text())
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    needed = [f"per_turn/{n}/32768" for n in SIZES] + ["naive/100000/32768"]
+    if any(key not in data for key in needed):
+        pytest.skip("run the whole file: the targets use the figures the other benchmarks record")
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
     per_turn = {n: data[f"per_turn/{n}/32768"]["cpu_p50_ms"] for n in SIZES}
     scaling = per_turn[1_000_000] / per_turn[10_000]

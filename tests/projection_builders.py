@@ -8,7 +8,7 @@ Each method appends records in ledger order and returns the id the test will nam
     b.retries(200)
     done = b.task_result("deploy", "staging is green", spawned_by=ask)
     projection = b.project(2048)
-    assert ref(ask) in projection_selected(projection)
+    assert f"turn:{ask}" in selected_refs(projection)
 
 Turns are explicit ``turn`` records with consecutive sequence numbers; every other record belongs
 to the turn opened last (exact ``turn_id``). Ids are short, unique per kind and deterministic.
