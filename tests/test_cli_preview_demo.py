@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from holon_ctx.cli.common import open_control_source
 from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.cli.main import main
 from holon_ctx.demo_ledger import KEY_REFS, KEY_TURNS
@@ -23,11 +24,13 @@ from holon_ctx.projection.projector import Projection, Projector
 
 
 def project(db: Path, budget: int, at: str | None = None) -> Projection:
-    """The projection the CLI shows: the demo database holds archived episodes, recalled too."""
+    """The projection the CLI shows: the demo database holds archived episodes, recalled too,
+    and a sealed continuity envelope whose governed control state is pinned."""
     store = SqliteStore(db)
     episodes = open_episode_source(store)
     try:
-        return Projector(store, episodes=episodes).project(budget_tokens=budget, at=at)
+        return Projector(store, episodes=episodes, control=open_control_source(store)).project(
+            budget_tokens=budget, at=at)
     finally:
         if episodes is not None:
             episodes.close()

@@ -616,7 +616,10 @@ class _Builder:
         fold = FoldManifest(first=first, last=last, count=len(run), kinds=dict(kinds),
                             refs=[u.ref for u in run])
         self.folds.append(fold)
-        return Item(key=f"fold:{first}", section=Section.RECENT_TURNS, priority=Priority.NORMAL,
+        # A fold line is HIGH: one line of a few tokens says what a whole run was ("61 retries
+        # and ticks between the request and now") and is all the model ever sees of it, so it
+        # takes its place beside the other high turns' compact forms.
+        return Item(key=f"fold:{first}", section=Section.RECENT_TURNS, priority=Priority.HIGH,
                     reasons=("folded_low_value",), order=order, position=(run[0].turn.seq,),
                     forms={Form.COMPACT: self.r.rendered([line])}, refs=(), kind="fold",
                     tier=tier)

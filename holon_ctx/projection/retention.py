@@ -142,7 +142,9 @@ def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
     # up). The two repeat rules look at content by definition and accept only repeats of it.
     if only_acks and not facts:
         return ["ack_only"]
-    if turn.trigger in _DIAGNOSTIC_TRIGGERS and not substantive:
+    # A retry, fallback or recovery whose only content is the runtime's own note about it
+    # ("provider error, attempt 3/6") is still diagnostic: the note describes the retry itself.
+    if turn.trigger in _DIAGNOSTIC_TRIGGERS and set(substantive) <= {"runtime_note"}:
         return [_DIAGNOSTIC_TRIGGERS[turn.trigger]]
     if turn.trigger in _TICK_TRIGGERS and not substantive:
         return ["noop_tick"]
