@@ -224,9 +224,11 @@ def _state_changes(records: list[Record]) -> dict[str, list[str]]:
     """Turn ref -> what in it is operator input or a state change (independent of retention.py)."""
     found: dict[str, list[str]] = {}
     by_turn: dict[str, str] = {}
+    trigger: dict[str, str] = {}
     for rec in records:
         if isinstance(rec, Turn):
             by_turn[rec.id] = f"turn:{rec.id}"
+            trigger[rec.id] = rec.trigger
             found[f"turn:{rec.id}"] = ["operator trigger"] if rec.trigger in OPERATOR_TRIGGERS else []
     for rec in records:
         owner = getattr(rec, "turn_id", None)
@@ -236,6 +238,11 @@ def _state_changes(records: list[Record]) -> dict[str, list[str]]:
         match rec:
             case Message(role=MessageRole.OPERATOR):
                 why.append("operator message")
+            case Message(role=MessageRole.SYSTEM) if trigger[owner] in (
+                    "provider_retry", "provider_fallback", "recovery", "restart"):
+                # The runtime's note about its own retry or recovery ("provider error, attempt
+                # 3/6") describes the diagnostic turn; it is not a state change.
+                pass
             case Message():
                 why.append("message")
             case Tool():
