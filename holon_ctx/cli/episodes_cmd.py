@@ -148,9 +148,11 @@ def _find(store: SqliteEpisodeStore, text: str) -> Episode:
 def cmd_show(args: argparse.Namespace) -> int:
     ledger = open_db(args.db, must_exist=True)
     ledger.close()
+    ident = parse_episode_id(args.episode)
+    if not ident:
+        raise InputError(f"expected an episode id like e3-9 or episode:e3-9, got {args.episode!r}")
     if not has_episode_tables(args.db):
-        raise UnknownRefError(f"episode:{parse_episode_id(args.episode) or args.episode}",
-                              hint="no episodes archived in this database")
+        raise UnknownRefError(f"episode:{ident}", hint="no episodes archived in this database")
     store = SqliteEpisodeStore(args.db, create=False)
     try:
         ep = _find(store, args.episode)

@@ -88,7 +88,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = open_db(args.db, must_exist=True)
     try:
         if args.output:
-            with open(args.output, "wb") as out:
+            try:
+                out = open(args.output, "wb")  # noqa: SIM115 - closed below; errors are located
+            except OSError as exc:
+                raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
+            with out:
                 export_jsonl(store, out)
         else:
             export_jsonl(store, sys.stdout.buffer)
@@ -115,15 +119,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for kind in sorted(stats.records_by_kind):
         table.add_row(kind, str(stats.records_by_kind[kind]),
                       str(stats.tokens_by_kind.get(kind, 0)))
-    out.print(table)
     trust = Table(title="tokens by trust")
     trust.add_column("trust")
     trust.add_column("tokens", justify="right")
     for name in sorted(stats.tokens_by_trust):
         trust.add_row(name, str(stats.tokens_by_trust[name]))
-    out.print(trust)
     extra = getattr(args, "_extra_stats", None)
-    if extra is not None:
-        extra(store, out)
-    store.close()
+    try:
+        # Everything is rendered into a capture first: an error in the per-section part (budget
+        # too small, no turns) must leave stdout empty, not print half a report.
+        with out.capture() as captured:
+            out.print(table)
+            out.print(trust)
+            if extra is not None:
+                extra(store, out)
+    finally:
+        store.close()
+    sys.stdout.write(captured.get())
     return 0

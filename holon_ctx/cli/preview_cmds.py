@@ -133,10 +133,18 @@ def _projection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--at", metavar="TURN_ID", help="project as of an earlier turn")
 
 
+def _columns(text: str) -> int:
+    """argparse type for --width: below 40 columns the header and bars cannot be laid out."""
+    value = positive_int(text)
+    if value < 40:
+        raise argparse.ArgumentTypeError(f"expected a width of at least 40 columns, got {text!r}")
+    return value
+
+
 def _view_args(p: argparse.ArgumentParser, *, pager: bool = False) -> None:
     p.add_argument("--plain", action="store_true", help="no colour (also when not a terminal)")
-    p.add_argument("--width", type=positive_int, metavar="W",
-                   help="render at this many columns (default: the terminal's)")
+    p.add_argument("--width", type=_columns, metavar="W",
+                   help="render at this many columns, at least 40 (default: the terminal's)")
     if pager:
         p.add_argument("--no-pager", action="store_true",
                        help="on a terminal, print instead of paging long output (PAGER, less)")

@@ -95,13 +95,25 @@ class SqliteStore:
         self._counter = counter or default_counter()
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            # Refuse a foreign database before touching it: even switching the journal mode
+            # rewrites its header, and a refused file must stay byte-identical.
+            self._refuse_foreign()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=OFF")
             self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable holon-ctx database ({exc})") from None
+        except StoreError:
+            self._db.close()
+            raise
         self._counter_id = self._counter.identity
+
+    def _refuse_foreign(self) -> None:
+        names = {row[0] for row in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+        if names and "meta" not in names:
+            raise StoreError(f"{self.path}: an SQLite database, but not a holon-ctx ledger")
         self._pending_records: list[tuple[int, str, str, str, int | None, bytes]] = []
         self._pending_refs: set[str] = set()
         self._pending_counts: list[tuple[str, int, int]] = []

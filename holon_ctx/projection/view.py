@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import attrs
 
-from holon_ctx.errors import UnknownRefError
+from holon_ctx.errors import InputError, UnknownRefError
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Pin, TaskResult, Turn
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
@@ -138,7 +138,7 @@ def resolve_limit(store: LedgerStore, at: str | None) -> tuple[StoredRecord, int
     if at is None:
         current = store.latest_turn(end)
         if current is None:
-            raise UnknownRefError("turn:<latest>", hint="the ledger has no turns to project")
+            raise InputError("the ledger has no turns to project (it holds no turn record yet)")
         return current, end
     turn_id = at.removeprefix("turn:")
     current = store.turn(turn_id)
