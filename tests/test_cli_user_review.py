@@ -94,3 +94,25 @@ def test_preview_refuses_a_width_too_narrow_to_lay_out(capsys: pytest.CaptureFix
     assert exit_info.value.code == 2
     _, err = _err_lines(capsys)
     assert err[-1].endswith("expected a width of at least 40 columns, got '5'")
+
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "swe-trajectories"
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+def test_two_transcripts_share_a_database_with_id_prefixes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--id-prefix` keeps ids apart; the same transcript again without one would collide."""
+    db = str(tmp_path / "two.db")
+    traj = str(CORPUS / "sympy__sympy-23534.traj.json")
+    assert main(["import", traj, "--db", db, "--id-prefix", "a."]) == 0
+    assert main(["import", traj, "--db", db, "--id-prefix", "b."]) == 0
+    capsys.readouterr()
+    assert main(["import", traj, "--db", db, "--id-prefix", "a."]) == 2
+    _, err = _err_lines(capsys)
+    assert err == [f"holon-ctx: error: {traj}: $.id: duplicate id: environment:a.e1 is already "
+                   "in the ledger"]
+    with resources.as_file(DEMO) as path:
+        assert main(["import", str(path), "--db", db, "--id-prefix", "c."]) == 2
+    _, err = _err_lines(capsys)
+    assert err[-1].endswith("--id-prefix applies to transcripts; ledger JSONL keeps its own ids")

@@ -30,6 +30,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--from", dest="source_format", default="auto",
                    choices=["auto", *(f.value for f in TranscriptFormat)],
                    help="the format of FILE (default: detect it and say which on stderr)")
+    p.add_argument("--id-prefix", default="", metavar="PREFIX",
+                   help="prefix for the ids of records made from a transcript, so that several "
+                        "transcripts can share one database")
     p.set_defaults(func=cmd_import)
 
     p = subparsers.add_parser("export", help="write a SQLite ledger as JSONL v1 (stdout or -o)")
@@ -58,7 +61,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                               else "ledger JSONL by its name or first line")
         if fmt != TranscriptFormat.LEDGER and not (fmt == "auto" and sniff_ledger(src)):
             # A transcript: parsed whole first, then appended in one transaction.
-            detection, n = import_any(src, store, fmt)
+            detection, n = import_any(src, store, fmt, id_prefix=args.id_prefix)
+        elif args.id_prefix:
+            raise InputError("--id-prefix applies to transcripts; ledger JSONL keeps its own ids",
+                             source=args.file)
         elif size >= _PROGRESS_BYTES and out.is_terminal:
             with Progress("[progress.description]{task.description}", BarColumn(),
                           DownloadColumn(), TimeRemainingColumn(), console=out,
