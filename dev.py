@@ -40,7 +40,7 @@ def ensure_env() -> None:
 
 
 def run(args: list[str]) -> int:
-    return subprocess.run([str(PY), *args], cwd=ROOT).returncode
+    return subprocess.run([str(PY), *args], cwd=ROOT, check=False).returncode
 
 
 def main(argv: list[str]) -> int:
