@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     if job == "test":
         return run(["-m", "pytest", *rest])
     if job == "lint":
-        code = run(["-m", "ruff", "check", "holon_ctx", "tests", "bench"])
+        code = run(["-m", "ruff", "check", "."])
         return code or run(["-m", "mypy", "--strict", "holon_ctx"])
     if job == "bench":
         return run(["-m", "pytest", "bench", "--benchmark-only", "-p", "no:randomly", *rest])
