@@ -18,6 +18,7 @@ from types import FrameType
 
 from holon_ctx import __version__
 from holon_ctx.errors import HolonCtxError
+from holon_ctx.ledger.locking import translate_lock_errors
 
 __all__ = ["build_parser", "main"]
 
@@ -91,7 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        with _terminate_like_interrupt():
+        db = getattr(args, "db", None)
+        # The stores translate lock timeouts themselves; this catches any raw one left, so it is
+        # still one line naming the database and, when it can be seen, who holds the lock.
+        with _terminate_like_interrupt(), translate_lock_errors(db or "database"):
             code: int = func(args)
     except HolonCtxError as exc:
         sys.stderr.write(f"holon-ctx: error: {exc}\n")
