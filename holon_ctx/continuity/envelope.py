@@ -20,7 +20,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final
 
@@ -361,5 +361,15 @@ def _decode(raw: object) -> DecodedEnvelope:
 
 
 def encode_envelope(envelope: Envelope) -> bytes:
-    """Canonical bytes of an envelope as stored (field order is the Struct's; compact JSON)."""
+    """The canonical bytes of an envelope: what is stored, and what its sealed hash covers.
+
+    Canonical form (RFC 0004, "Canonical encoding"): compact JSON, fields in the Struct's order,
+    strings as UTF-8 (not ``\\u``-escaped), ``approval_expires_at`` in UTC (``...Z``). Two
+    encodings that decode to the same envelope have the same canonical bytes, so a migration or
+    another JSON writer (key order, whitespace, escapes, another offset for the same instant)
+    keeps a stored envelope valid, while any change of meaning changes them.
+    """
+    expires = envelope.approval_expires_at
+    if expires is not None:
+        envelope = msgspec.structs.replace(envelope, approval_expires_at=expires.astimezone(UTC))
     return msgspec.json.encode(envelope)
