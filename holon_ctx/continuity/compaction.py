@@ -365,9 +365,11 @@ def prepare_compaction(
     stored = store.envelope_bytes(envelope_id)
     if stored is None:
         store.append_envelope(envelope, at=now)
-    elif stored != body and decode_envelope(stored).envelope != envelope:
+    elif stored != body:
         # Compared by meaning: an envelope stored in another (older) encoding is the same one.
-        raise CompactionConflictError(envelope_id, "envelope", "a different envelope is stored")
+        previous = decode_envelope(stored).envelope
+        if previous is None or encode_envelope(previous) != body:
+            raise CompactionConflictError(envelope_id, "envelope", "a different envelope is stored")
     sealed = EnvelopeStep(summary_sha256=digest, envelope_sha256=envelope_sha256(envelope))
     _journal(store, envelope_id, CompactionStep.ENVELOPE, sealed, journaled, now)
     hook(CompactionStep.ENVELOPE)

@@ -364,12 +364,14 @@ def encode_envelope(envelope: Envelope) -> bytes:
     """The canonical bytes of an envelope: what is stored, and what its sealed hash covers.
 
     Canonical form (RFC 0004, "Canonical encoding"): compact JSON, fields in the Struct's order,
-    strings as UTF-8 (not ``\\u``-escaped), ``approval_expires_at`` in UTC (``...Z``). Two
-    encodings that decode to the same envelope have the same canonical bytes, so a migration or
-    another JSON writer (key order, whitespace, escapes, another offset for the same instant)
-    keeps a stored envelope valid, while any change of meaning changes them.
+    strings as UTF-8, ``approval_expires_at`` in UTC, and the set-valued fields (constraint refs,
+    obligations: compared as sets) sorted. Encodings that decode to the same envelope have the
+    same canonical bytes, so a migration or another JSON writer keeps a stored envelope valid.
     """
     expires = envelope.approval_expires_at
-    if expires is not None:
-        envelope = msgspec.structs.replace(envelope, approval_expires_at=expires.astimezone(UTC))
-    return msgspec.json.encode(envelope)
+    return msgspec.json.encode(msgspec.structs.replace(
+        envelope,
+        approval_expires_at=None if expires is None else expires.astimezone(UTC),
+        exact_constraint_refs=tuple(sorted(envelope.exact_constraint_refs)),
+        pending_obligations=tuple(sorted(envelope.pending_obligations)),
+    ))

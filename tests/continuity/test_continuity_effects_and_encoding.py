@@ -112,6 +112,21 @@ def _update(**values: Any) -> Callable[[dict[str, Any]], None]:
     return lambda body: body.update(values)
 
 
+def _reverse(name: str) -> Callable[[dict[str, Any]], None]:
+    return lambda body: body.update({name: list(reversed(body[name]))})
+
+
+def _second_obligation(store: ContinuityStore) -> None:
+    store.open_obligation(SEED.session_id, "answer_customer", at=store.last_recorded_at() or DRIFT_AT)
+
+
+#: A session with two open obligations, both sealed (so their order can be changed).
+TWO_OBLIGATIONS = {
+    "before_compaction": _second_obligation,
+    "compactor": lambda kwargs: {**kwargs, "pending_obligations": (SEED.obligation, "answer_customer")},
+}
+
+
 COMMITTED = {"side_effect_status": SideEffectStatus.COMMITTED}
 #: An envelope claiming no side effect at all (no key, status none).
 DROPPED = {"idempotency_key": None, "side_effect_status": "side_effect_none"}
@@ -236,6 +251,19 @@ CASES = [
          R.CONTINUITY_VALIDATED),
     Case("stored_expiry_one_second_later", _stored_bytes(_with_expiry("2026-07-21T18:00:01Z")), FAILED,
          R.ENVELOPE_RECORD_MISMATCH, also=frozenset({R.APPROVAL_RECORD_MISMATCH})),
+    Case("stored_obligations_reordered", stored(_reverse("pending_obligations")), OK,
+         R.CONTINUITY_VALIDATED, world=TWO_OBLIGATIONS),
+    Case("stored_obligation_dropped", stored(lambda b: b["pending_obligations"].pop()), FAILED,
+         R.ENVELOPE_RECORD_MISMATCH, also=frozenset({R.OBLIGATION_DROPPED}), world=TWO_OBLIGATIONS),
+    Case("stored_evidence_reordered", stored(_reverse("evidence_refs")), FAILED,
+         R.ENVELOPE_RECORD_MISMATCH),
+    Case("stored_range_swapped",
+         stored(_update(source_event_range={"first": SEED.last_event, "last": SEED.first_event})),
+         FAILED, R.ENVELOPE_RECORD_MISMATCH, also=frozenset({R.EVENT_RANGE_MISMATCH})),
+    Case("pure_tenant_and_principal_swapped",
+         pure(_update(tenant_id=SEED.principal_id, principal_id=SEED.tenant_id)), FAILED,
+         R.TENANT_MISMATCH, also=frozenset({R.PRINCIPAL_MISMATCH})),
+    Case("stored_budget_as_bool", stored(_update(budget_remaining=True)), FAILED, R.MALFORMED_FIELD),
     Case("stored_budget_as_float", stored(_update(budget_remaining=7.0)), FAILED, R.MALFORMED_FIELD),
     Case("stored_flag_as_one", stored(_update(requires_reauthorization=1)), FAILED, R.MALFORMED_FIELD),
     Case("stored_with_bom", _stored_bytes(lambda b: b"\xef\xbb\xbf" + msgspec.json.encode(b)), FAILED,
