@@ -31,8 +31,7 @@ from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
 from holon_ctx.ledger.writer import Lookups, Row, append_records
-from holon_ctx.postgres.connection import connect, describe, psycopg_module, store_error
-from holon_ctx.postgres.schema import create_session, ensure_schema, find_session
+from holon_ctx.postgres.session import SessionHandle
 from holon_ctx.tokens import TokenCounter, default_counter
 
 __all__ = ["PostgresStore"]
@@ -62,60 +61,22 @@ class PostgresStore:
 
     def __init__(self, source: str | Any, *, session: str, counter: TokenCounter | None = None,
                  create: bool = True) -> None:
-        psycopg = psycopg_module()
-        self._owned = isinstance(source, str)
-        self.where = describe(source if isinstance(source, str) else _dsn(source))
-        self.session = session
+        self._h = SessionHandle(source, session, create=create)
+        self.where, self.session, self.sid = self._h.where, session, self._h.sid
+        #: Whether opening made the session (a failed first import deletes it again).
+        self.created = self._h.created
         self._counter = counter or default_counter()
         self._counter_id = self._counter.identity
-        self._conn = connect(source) if isinstance(source, str) else source
-        self._error = psycopg.Error
-        try:
-            if not self._conn.autocommit:
-                raise StoreError(f"{self.where}: pass a connection in autocommit mode (the store "
-                                 "opens its own transactions)")
-            self._run(lambda: ensure_schema(self._conn, self.where))
-            if create:
-                self.sid, self.created = self._run(lambda: create_session(self._conn, session))
-            else:
-                found = self._run(lambda: find_session(self._conn, session))
-                if found is None:
-                    raise StoreError(f"{self.where}: no session {session!r} "
-                                     "(`holon-ctx db sessions --db URL` lists them)")
-                self.sid, self.created = found, False
-        except BaseException:
-            if self._owned:
-                self._conn.close()
-            raise
         self._decoded = DecodedRecords(self._counter)
         self._open_waits = OpenWaits(self)
-        self._closed = False
+        self._rows = self._h.rows
+        self._one = self._h.one
         self._reset_batch()
 
     @property
     def connection(self) -> Any:
         """The psycopg connection (for the session's episode and continuity stores)."""
-        return self._conn
-
-    def _run(self, fn: Any) -> Any:
-        try:
-            return fn()
-        except self._error as exc:
-            raise store_error(self.where, exc) from None
-
-    def _rows(self, sql: str, args: dict[str, Any] | tuple[Any, ...], *,
-              binary: bool = False) -> list[tuple[Any, ...]]:
-        if self._closed:
-            raise StoreError(f"{self.where}: the store is closed")
-        try:
-            cur = self._conn.execute(sql, args, binary=binary)
-            return [] if cur.description is None else cur.fetchall()
-        except self._error as exc:
-            raise store_error(self.where, exc) from None
-
-    def _one(self, sql: str, args: dict[str, Any] | tuple[Any, ...]) -> Any:
-        rows = self._rows(sql, args)
-        return rows[0] if rows else None
+        return self._h.conn
 
     # -- append backend -------------------------------------------------------------------
     @property
@@ -251,14 +212,9 @@ class PostgresStore:
     def _flush(self) -> None:
         """Insert the buffered rows (inside the batch's transaction); the pending sets and the
         prefetched answers go with them: from now on the database answers for those rows."""
-        with self._conn.cursor() as cur:
-            for name, rows in self._buf.items():
-                if rows:
-                    try:
-                        cur.executemany(self._INSERTS[name], rows)
-                    except self._error as exc:
-                        raise store_error(self.where, exc) from None
-                    rows.clear()
+        for name, rows in self._buf.items():
+            self._h.many(self._INSERTS[name], rows)
+            rows.clear()
         self._pending_refs.clear()
         self._pending_turns.clear()
         self._pending_wis.clear()
@@ -266,31 +222,28 @@ class PostgresStore:
         self._clear_prefetched()
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str) -> int:
-        if self._closed:
-            raise StoreError(f"{self.where}: the store is closed")
+        def batch() -> int:
+            row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE",
+                            (self.sid,))
+            if row is None:
+                raise StoreError(f"{self.where}: session {self.session!r} was deleted")
+            self._batch_next = int(row[0])
+            n = append_records(self, self._counter, items, source=source)
+            self._flush()
+            self._rows("UPDATE holon_sessions SET end_pos=%s WHERE sid=%s",
+                       (self._batch_next + self._appended, self.sid))
+            return n
         try:
-            with self._conn.transaction():
-                row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE",
-                                (self.sid,))
-                if row is None:
-                    raise StoreError(f"{self.where}: session {self.session!r} was deleted")
-                self._batch_next = int(row[0])
-                n = append_records(self, self._counter, items, source=source)
-                self._flush()
-                self._rows("UPDATE holon_sessions SET end_pos=%s WHERE sid=%s",
-                           (self._batch_next + self._appended, self.sid))
-        except self._error as exc:
-            raise store_error(self.where, exc) from None
+            return self._h.transaction(batch)
         finally:
             self._reset_batch()
-        return n
 
     def append(self, records: Iterable[Record], *, source: str = "<append>") -> int:
         return self.append_lines(((None, r) for r in records), source=source)
 
     # -- reads ----------------------------------------------------------------------------
     def _records(self, where: str, args: dict[str, Any]) -> list[StoredRecord]:
-        args.update(sid=self.sid, counter=self._counter_id)
+        args["counter"] = self._counter_id
         stored = self._decoded.stored
         return [stored(*row) for row in self._rows(_ROW + where, args, binary=True)]
 
@@ -429,15 +382,4 @@ class PostgresStore:
                            tokens_by_kind=tokens, tokens_by_trust=trust, counter=counter)
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._owned:
-            self._conn.close()
-
-
-def _dsn(conn: Any) -> str:
-    try:
-        return str(conn.info.dsn)
-    except Exception:
-        return "postgresql://"
+        self._h.close()
