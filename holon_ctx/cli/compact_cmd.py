@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from holon_ctx.cli.common import open_db
+from holon_ctx.cli.terminal import say
 
 __all__ = ["register"]
 
@@ -51,5 +52,5 @@ def cmd_compact(args: argparse.Namespace) -> int:
     print(f"open obligations: {len(result.obligations)}; "
           f"side effects to reconcile: {len(result.blocking)}")
     for item in result.obligations:
-        print(f"  - {item}")
+        say(f"  - {item}")  # worded from ledger text: made safe for the terminal
     return 0

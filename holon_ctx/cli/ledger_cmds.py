@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sqlite3
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from rich.table import Table
 
 from holon_ctx.cli.common import add_source_args, console, open_db, open_source
 from holon_ctx.cli.dbfiles import write_db
+from holon_ctx.cli.terminal import is_terminal, say, write_data_json
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.sqlite import SqliteStore
@@ -79,10 +81,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     # import never removes a database file another process may be writing (RFC 0006).
     detection, n, stats = write_db(args.db, work, rereadable=src.is_file())
     if args.source_format == "auto":
-        sys.stderr.write(f"holon-ctx: read {args.file} as {detection.format.value} "
-                         f"({detection.reason})\n")
-    print(f"imported {n} records from {args.file} into {args.db} "
-          f"({stats.turns} turns, {stats.records} records in the ledger)")
+        say(f"holon-ctx: read {args.file} as {detection.format.value} ({detection.reason})",
+            file=sys.stderr)
+    say(f"imported {n} records from {args.file} into {args.db} "
+        f"({stats.turns} turns, {stats.records} records in the ledger)")
     return 0
 
 
@@ -96,6 +98,12 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
             with out:
                 export_jsonl(store, out)
+        elif is_terminal(sys.stdout):
+            # On a terminal only: the same JSON with unsafe characters \u-escaped (RFC 0007).
+            buffer = io.BytesIO()
+            export_jsonl(store, buffer)
+            write_data_json(buffer.getvalue())
+            sys.stdout.flush()
         else:
             export_jsonl(store, sys.stdout.buffer)
             sys.stdout.buffer.flush()

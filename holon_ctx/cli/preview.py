@@ -32,6 +32,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
+from holon_ctx.cli.terminal import terminal_safe
 from holon_ctx.projection.model import SECTION_ORDER, Form, Priority, Section
 from holon_ctx.projection.planner import Block
 from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection
@@ -110,14 +111,11 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
         yield ("fence:" + fence if fence else "structure"), line
 
 
-#: C0 controls but tab and newline, DEL and C1: tool output can carry terminal escape sequences,
-#: and a viewer must not let untrusted text move the cursor, recolour the screen or retitle it.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def visible(line: str) -> str:
-    """The line as it can be shown on a terminal: control characters as ``\\xNN``, tabs as spaces
-    (a tab's width depends on the column, which the gutter shifts)."""
+    """The line as it can be shown on a terminal: control, bidi and invisible characters escaped
+    (``\\x1b``, ``\\u202e``: tool output must not move the cursor, recolour or retitle the
+    screen, or reorder what is read), tabs as spaces (a tab's width depends on the column, which
+    the gutter shifts). Escaped before layout, so widths are measured on what is shown."""
     if "\t" in line:
         # Tab stops every 8 cells, counted in terminal cells (a CJK character takes two).
         out: list[str] = []
@@ -130,7 +128,7 @@ def visible(line: str) -> str:
             out.append(part)
             column += cell_len(part)
         line = "".join(out)
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
+    return terminal_safe(line)
 
 
 class _Lines:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from holon_ctx.ledger.body import block_safe, neutralise_fences
+from holon_ctx.ledger.body import block_safe, fence_open, neutralise_fences
 from holon_ctx.memory.episodes import Claim, Episode, Field
 from holon_ctx.memory.unresolved import KINDS, OpenKind
 from holon_ctx.projection.render import one_line
@@ -74,10 +74,8 @@ def _quote_block(claim: Claim) -> str:
         body += f"[… cut to the field budget; full text: {_line(claim.refs[0], 80)}]\n"
     if claim.trust == _TRUSTED:
         return body
-    origin = _line(claim.origin or "unknown", 60).replace('"', "'")
-    trust = _line(claim.trust or "unknown", 40).replace('"', "'")
-    ref = _line(claim.refs[0], 120).replace('"', "'")
-    return f'<data ref="{ref}" origin="{origin}" trust="{trust}">\n{body}</data>\n'
+    origin, trust = _line(claim.origin or "unknown", 60), _line(claim.trust or "unknown", 40)
+    return fence_open(_line(claim.refs[0], 120), origin, trust) + f"{body}</data>\n"
 
 
 def _head(ep: Episode) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from holon_ctx.ledger.body import block_safe, neutralise_fences, record_body
+from holon_ctx.ledger.body import block_safe, fence_open, neutralise_fences, record_body_counted
 from holon_ctx.ledger.records import (
     Brief,
     Environment,
@@ -92,8 +92,8 @@ class Renderer:
         return self._remember(("body", stored.ref, cap), self._body_uncached(stored, cap))
 
     def _body_uncached(self, stored: StoredRecord, cap: int) -> tuple[str, int]:
-        body = record_body(stored.record)
-        tokens = stored.tokens if self.trust_cached else self.counter.count(body)
+        body, stale = record_body_counted(stored.record)
+        tokens = stored.tokens if self.trust_cached and not stale else self.counter.count(body)
         if tokens <= cap:
             return body, tokens
         # Cut by characters first so a 275 KB output never goes through the tokenizer here;
@@ -114,7 +114,7 @@ class Renderer:
             return self.line(f"{label} (empty)", [stored.ref])
         origin = rec.origin.value if rec.origin else "unknown"
         trust = rec.trust.value if rec.trust else "unknown"
-        head = f'{label}\n<data ref="{stored.ref}" origin="{origin}" trust="{trust}">\n'
+        head = f"{label}\n{fence_open(stored.ref, origin, trust)}"
         tail = "</data>\n"
         return Block(head=head, body=body, tail=tail,
                      tokens=self.counter.count(head) + body_tokens + self.counter.count(tail),
