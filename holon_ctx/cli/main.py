@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from holon_ctx import __version__
-from holon_ctx.errors import HolonCtxError
+from holon_ctx.errors import EngineError, HolonCtxError
 
 __all__ = ["build_parser", "main"]
 
@@ -60,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HolonCtxError as exc:
         sys.stderr.write(f"holon-ctx: error: {exc}\n")
         return 2
+    except EngineError as exc:
+        # An engine bug, not the user's input: say so, and use EX_SOFTWARE rather than 2.
+        sys.stderr.write(f"holon-ctx: internal error: {exc}; please report it with the ledger\n")
+        return 70
     except KeyboardInterrupt:
         sys.stderr.write("holon-ctx: interrupted\n")
         return 130

@@ -16,6 +16,7 @@ import msgspec
 from hypothesis import strategies as st
 
 from holon_ctx.continuity import (
+    CompactionRequest,
     ContinuityStore,
     Decision,
     Envelope,
@@ -143,7 +144,8 @@ def make_world(**history_options: Any) -> World:
     control = fold_history(history)
     clock.now = COMPACTED_AT
     envelope = prepare_compaction(
-        store, summary_bytes=SEED_SUMMARY, clock=clock, **compaction_kwargs(control)
+        store, CompactionRequest(summary_bytes=SEED_SUMMARY, **compaction_kwargs(control)),
+        clock=clock
     )
     clock.now = RESUMED_AT
     return World(conn, store, clock, control, envelope, resume_from(control))
