@@ -26,6 +26,7 @@ import attrs
 
 from holon_ctx.continuity import (
     AuthorizationMode,
+    CompactionRequest,
     ContinuityStore,
     SideEffectStatus,
     prepare_compaction,
@@ -162,8 +163,8 @@ def compact(
     summary = b"".join(encode_episode(ep) for ep in archived)
     objective = next((c.quote or c.text for ep in reversed(archived) for c in ep.operator_intents),
                      "continue the archived work")
-    envelope = prepare_compaction(
-        continuity, session_id=sid,
+    request = CompactionRequest(
+        session_id=sid,
         envelope_id=f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}",
         source_trace_id=f"ledger-{sid}", source_event_range=(first, last),
         summary_bytes=summary, objective=objective[:500],
@@ -171,7 +172,8 @@ def compact(
         pending_obligations=sorted(open_now), tenant_id=session.tenant_id,
         principal_id=session.principal_id, authorization_mode=session.authorization_mode,
         checkpoint_ref=f"checkpoint:{last}", budget_remaining=session.budget_remaining,
-        idempotency_key=key, clock=clock)
+        idempotency_key=key)
+    envelope = prepare_compaction(continuity, request, clock=clock)
     return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
                             tuple(blocking))
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 from holon_ctx import __version__
-from holon_ctx.errors import HolonCtxError
+from holon_ctx.errors import EngineError, HolonCtxError
 from holon_ctx.ledger.locking import translate_lock_errors
 
 __all__ = ["build_parser", "main"]
@@ -100,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HolonCtxError as exc:
         sys.stderr.write(f"holon-ctx: error: {exc}\n")
         return 2
+    except EngineError as exc:
+        # An engine bug, not the user's input: say so, and use EX_SOFTWARE rather than 2.
+        sys.stderr.write(f"holon-ctx: internal error: {exc}; please report it with the ledger\n")
+        return 70
     except KeyboardInterrupt:
         sys.stderr.write("holon-ctx: interrupted\n")
         return 130
