@@ -32,6 +32,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
+from holon_ctx.cli.wording import plural
 from holon_ctx.projection.model import SECTION_ORDER, Form, Priority, Section
 from holon_ctx.projection.planner import Block
 from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection
@@ -203,9 +204,9 @@ def header_lines(p: Projection, console: Console) -> list[Text]:
     first = m.window.get("first", p.current_turn)
     reached = " (reaches the start of the ledger)" if m.window.get("reached_start") else ""
     title = Text.assemble(("holon-ctx preview", "bold"), " of ", (p.current_turn, "bold"),
-                          f" at a budget of {p.budget_tokens} tokens")
+                          f" at a budget of {plural(p.budget_tokens, 'token')}")
     return [title, *_kv(console, [
-        ("used", f"{p.used_tokens} tokens ({_pct(p.used_tokens, p.budget_tokens)}) · counter "
+        ("used", f"{plural(p.used_tokens, 'token')} ({_pct(p.used_tokens, p.budget_tokens)}) · counter "
                  f"{p.counter}"),
         ("relation", Text.assemble((p.relation.value, "bold blue"),
                                    f" — {RELATION_TEXT[p.relation]}")),
@@ -313,7 +314,7 @@ def left_out_lines(p: Projection, width: int, limit: int) -> list[Text]:
     out: list[Text] = []
     rows = left_out_rows(p)
     summary = ", ".join(f"{k} {n}" for k, n in reasons.most_common()) or "none"
-    out.append(Text(f"left out or shrunk: {len(rows)} items", style="bold"))
+    out.append(Text(f"left out or shrunk: {plural(len(rows), 'item')}", style="bold"))
     out.append(Text(f"  manifest reason codes (refs): {summary}", style="dim"))
     if not window.get("reached_start"):
         out.append(Text(f"  turns before {window.get('first')} are outside the recent window "
@@ -374,10 +375,6 @@ def hang(console: Console, line: Text, width: int, indent: int | None = None) ->
                      for part in rest.wrap(console, room, overflow="fold"))]
 
 
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
-
-
 def _emit(console: Console, lines: Sequence[Text]) -> None:
     """One print of pre-wrapped lines: rich must not re-wrap them (no_wrap, soft_wrap), and one
     call is much cheaper than a call per line. Trailing blanks go: they only make diffs noisy."""
@@ -429,7 +426,7 @@ def print_explanation(console: Console, e: Explanation) -> None:
             owner = f" · owned by {r['turn']}" if r["turn"] else ""
             what = Text.assemble(f"{r['kind']} · origin {r['origin']} · trust ",
                                  (trust, TAGS.get(trust, ("", ""))[1]),
-                                 f" · {r['tokens']} tokens{owner}")
+                                 f" · {plural(r['tokens'], 'token')}{owner}")
         rows.append(("record", what))
     if e.item is not None:
         i = e.item
@@ -451,7 +448,7 @@ def print_explanation(console: Console, e: Explanation) -> None:
                                                            key=lambda kv: (-kv[1], kv[0])))
             span = f["first"] if f["first"] == f["last"] else f"{f['first']}–{f['last']}"
             left_out = " (the fold line itself is left out)" if f.get("shown") is False else ""
-            rows.append(("fold", f"{span} · {_n(f['count'], 'turn')} · {kinds}{left_out}"))
+            rows.append(("fold", f"{span} · {plural(f['count'], 'turn')} · {kinds}{left_out}"))
         else:
             rows.append(("fold", f"the run starting at {f['first']} (its fold line is left out)"))
     if e.episode is not None:
@@ -497,21 +494,21 @@ def print_diff(console: Console, d: Difference) -> None:
     lines.extend(_ref_list(console, "entered", d.entered))
     lines.extend(_ref_list(console, "left", d.left))
     changes = [f"{c['key']} {c['a']} → {c['b']}" for c in d.form_changes]
-    lines.extend(_kv(console, [("reshaped", f"{len(changes)} items changed form"
+    lines.extend(_kv(console, [("reshaped", f"{plural(len(changes), 'item')} changed form"
                                 + (": " + "; ".join(changes) if changes else ""))], 10))
     lines.append(Text())
     pa, pb = d.stable_prefix_tokens
     if d.stable_prefix_changed:
-        stable = Text.assemble(("changed", "bold red"), f" (environment section, {pa} → {pb} "
-                               "tokens): a provider's prompt cache cannot reuse it")
+        stable = Text.assemble(("changed", "bold red"), f" (environment section, {pa} → "
+                               f"{plural(pb, 'token')}): a provider's prompt cache cannot reuse it")
     else:
-        stable = Text.assemble(("unchanged", "bold green"), f" (environment section, {pa} tokens): "
+        stable = Text.assemble(("unchanged", "bold green"), f" (environment section, {plural(pa, 'token')}): "
                                "a provider's prompt cache can reuse it")
     same = ", ".join(d.identical_sections) or "none"
     first = (f"first difference in {d.first_difference}" if d.first_difference
              else "the prompts are identical")
     lines.extend(_kv(console, [
         ("stable prefix", stable),
-        ("shared text", f"{_n(d.shared_prefix_tokens, 'token')} from the start; identical sections "
+        ("shared text", f"{plural(d.shared_prefix_tokens, 'token')} from the start; identical sections "
                         f"from the top: {same}; {first}")], 14))
     _emit(console, lines)

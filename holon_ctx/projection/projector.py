@@ -52,6 +52,7 @@ from holon_ctx.projection.model import (
     TurnUnit,
 )
 from holon_ctx.projection.planner import Block, Item, Plan, Rendered, plan
+from holon_ctx.projection.questions import asks_question
 from holon_ctx.projection.relation import RELATION_TEXT, current_relation
 from holon_ctx.projection.render import Renderer, one_line, tool_repeats
 from holon_ctx.projection.retention import classify, turn_facts
@@ -672,7 +673,9 @@ class _Builder:
         if self.exchange is None:
             return None
         unit, stored = self.exchange
-        block = self.r.fenced(stored, f"previous exchange — the assistant asked "
+        # "asked" only for a question (any script): a statement is labelled as one (issue 16).
+        verb = "asked" if asks_question(getattr(stored.record, "text", "")) else "said"
+        block = self.r.fenced(stored, f"previous exchange — the assistant {verb} "
                               f"(turn:{unit.turn.id}):", 600)
         ref_form = self.r.line(f"previous exchange: {stored.ref} (turn:{unit.turn.id})",
                                [stored.ref])
