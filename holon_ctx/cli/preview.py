@@ -17,8 +17,8 @@ adds emphasis.
 
 Everything is laid out by hand (pre-wrapped ``Text`` lines) rather than with rich tables for the
 long parts: it keeps the output byte-stable for golden tests and the preview of a few hundred lines
-well under the one-second start-to-screen target. The module also draws ``explain`` and ``diff``
-(the last part): one place for every line a person reads, a little past the house's ~400 lines.
+well under the one-second start-to-screen target. Shared layout helpers are in :mod:`.layout`;
+``explain`` and ``diff`` are drawn by :mod:`.explain_view`.
 """
 
 from __future__ import annotations
@@ -26,23 +26,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
-from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
+from holon_ctx.cli.layout import emit, hang, kv, pct, visible
 from holon_ctx.cli.wording import plural
 from holon_ctx.projection.model import SECTION_ORDER, Form, Priority, Section
 from holon_ctx.projection.planner import Block
 from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection
 
-if TYPE_CHECKING:
-    from holon_ctx.cli.diff import Difference
-    from holon_ctx.cli.explain import Explanation
-
-__all__ = ["TAGS", "TrustOf", "print_diff", "print_explanation", "print_preview", "tag_block_lines",
-           "visible"]
+__all__ = ["TAGS", "TrustOf", "print_preview", "tag_block_lines"]
 
 #: Looks up the trust of a record by ref ("trusted_operator", "runtime_fact", …); None if unknown.
 TrustOf = Callable[[str], str | None]
@@ -111,29 +105,6 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
         yield ("fence:" + fence if fence else "structure"), line
 
 
-#: C0 controls but tab and newline, DEL and C1: tool output can carry terminal escape sequences,
-#: and a viewer must not let untrusted text move the cursor, recolour the screen or retitle it.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def visible(line: str) -> str:
-    """The line as it can be shown on a terminal: control characters as ``\\xNN``, tabs as spaces
-    (a tab's width depends on the column, which the gutter shifts)."""
-    if "\t" in line:
-        # Tab stops every 8 cells, counted in terminal cells (a CJK character takes two).
-        out: list[str] = []
-        column = 0
-        for i, part in enumerate(line.split("\t")):
-            if i:
-                pad = 8 - column % 8
-                out.append(" " * pad)
-                column += pad
-            out.append(part)
-            column += cell_len(part)
-        line = "".join(out)
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
-
-
 class _Lines:
     """Collects gutter-tagged, pre-wrapped lines of one width."""
 
@@ -161,10 +132,6 @@ class _Lines:
 
     def text(self, line: str | Text = "", style: str = "") -> None:
         self.out.append(line if isinstance(line, Text) else Text(line, style=style))
-
-
-def _pct(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
 def _bar(used: int, allocated: int, budget: int, cells: int) -> Text:
@@ -205,8 +172,8 @@ def header_lines(p: Projection, console: Console) -> list[Text]:
     reached = " (reaches the start of the ledger)" if m.window.get("reached_start") else ""
     title = Text.assemble(("holon-ctx preview", "bold"), " of ", (p.current_turn, "bold"),
                           f" at a budget of {plural(p.budget_tokens, 'token')}")
-    return [title, *_kv(console, [
-        ("used", f"{plural(p.used_tokens, 'token')} ({_pct(p.used_tokens, p.budget_tokens)}) · counter "
+    return [title, *kv(console, [
+        ("used", f"{plural(p.used_tokens, 'token')} ({pct(p.used_tokens, p.budget_tokens)}) · counter "
                  f"{p.counter}"),
         ("relation", Text.assemble((p.relation.value, "bold blue"),
                                    f" — {RELATION_TEXT[p.relation]}")),
@@ -224,7 +191,7 @@ def bar_lines(p: Projection, console: Console, width: int) -> list[Text]:
     total = Text(f"{'total':<{name_w}} │", style="bold")
     total.append_text(_bar(p.used_tokens, p.budget_tokens, p.budget_tokens, cells))
     total.append(f"│ {p.used_tokens:>6}/{p.budget_tokens:<7}  "
-                 f"{_pct(p.used_tokens, p.budget_tokens)} of the budget")
+                 f"{pct(p.used_tokens, p.budget_tokens)} of the budget")
     out.append(total)
     for s in p.manifest.sections:
         row = Text(f"{s.name:<{name_w}} │")
@@ -356,159 +323,4 @@ def print_preview(console: Console, p: Projection, trust_of: TrustOf, *,
             continue
         for line in part:
             lines.extend(hang(console, line, width))
-    _emit(console, lines)
-
-
-def hang(console: Console, line: Text, width: int, indent: int | None = None) -> list[Text]:
-    """``line`` wrapped to ``width`` with a hanging indent (default: its own indent plus two)."""
-    if line.cell_len <= width:
-        return [line]
-    plain = line.plain
-    if indent is None:
-        indent = len(plain) - len(plain.lstrip(" ")) + 2
-    first = line.wrap(console, width, overflow="fold")[0]
-    rest = line[len(first.plain):]
-    first.rstrip()
-    rest = rest[len(rest.plain) - len(rest.plain.lstrip(" ")):]
-    room = max(10, width - indent)
-    return [first, *(Text(" " * indent) + part
-                     for part in rest.wrap(console, room, overflow="fold"))]
-
-
-def _emit(console: Console, lines: Sequence[Text]) -> None:
-    """One print of pre-wrapped lines: rich must not re-wrap them (no_wrap, soft_wrap), and one
-    call is much cheaper than a call per line. Trailing blanks go: they only make diffs noisy."""
-    for line in lines:
-        line.rstrip()
-    if console.color_system is None:
-        # No colour at all (a pipe, --plain): the text is all there is, and writing it directly
-        # skips rich's per-segment rendering (a third of the view's time on the demo).
-        console.file.write("".join(f"{line.plain}\n" for line in lines))
-        console.file.flush()
-        return
-    console.print(Text("\n").join(lines), no_wrap=True, crop=False, overflow="ignore",
-                  soft_wrap=True)
-
-
-# -- explain and diff ----------------------------------------------------------------------------
-def _kv(console: Console, rows: Sequence[tuple[str, str | Text]], label_w: int = 11) -> list[Text]:
-    """Label/value rows; long values wrap under themselves (hanging indent)."""
-    out: list[Text] = []
-    room = max(20, console.width - label_w)
-    for label, value in rows:
-        text = value if isinstance(value, Text) else Text(visible(value))
-        for i, part in enumerate(text.wrap(console, room, overflow="fold")):
-            out.append(Text.assemble((f"{label if i == 0 else '':<{label_w}}", "dim"), part))
-    return out
-
-
-_STATUS_STYLE = {"in_full": "bold green", "excerpted": "bold green", "clipped": "bold yellow",
-                 "clipped_out": "bold yellow",
-                 "compacted": "bold yellow", "ref_only": "bold yellow", "omitted": "bold red",
-                 "folded": "bold blue", "archived": "bold blue", "outside_window": "bold red",
-                 "not_a_candidate": "bold red", "not_yet_appended": "bold red"}
-
-
-def print_explanation(console: Console, e: Explanation) -> None:
-    """Write one explanation: status first, then the facts it rests on, then what would change it."""
-    title = Text.assemble(("explain ", "bold"), (e.ref, "bold"),
-                          f" · budget {e.budget_tokens} · as of {e.current_turn}")
-    rows: list[tuple[str, str | Text]] = [
-        ("status", Text.assemble((e.status, _STATUS_STYLE.get(e.status, "bold")), f" — {e.summary}"))]
-    if e.record is not None:
-        r = e.record
-        trust = r["trust"] or "unknown"
-        if "trigger" in r:
-            what = Text(f"turn · trigger {r['trigger']} · origin {r['origin']}")
-            if "priority" in r:
-                what.append(f" · on its own: {r['priority']} ({', '.join(r['facts'])})")
-        else:
-            owner = f" · owned by {r['turn']}" if r["turn"] else ""
-            what = Text.assemble(f"{r['kind']} · origin {r['origin']} · trust ",
-                                 (trust, TAGS.get(trust, ("", ""))[1]),
-                                 f" · {plural(r['tokens'], 'token')}{owner}")
-        rows.append(("record", what))
-    if e.item is not None:
-        i = e.item
-        rows.append(("item", f"{i['key']} in {i['section']} ({i['kind']})"))
-        rows.append(("priority", f"{i['priority']}: {', '.join(i['reasons']) or '-'}"))
-        if i["kind"] == "turn":
-            rows.append(("chain", "the current turn" if i["chain"] == "current" else
-                         f"current chain, linked by rule {i['chain']}" if i["chain"] else
-                         "not in the current chain"))
-        rows.append(("tokens", f"{i['tokens']} of {i['full_tokens']} ({i['form']})"))
-    if e.shown_as:
-        rows.append(("shown", e.shown_as))
-    if e.reason:
-        rows.append(("reason", e.reason))
-    if e.fold is not None:
-        f = e.fold
-        if "count" in f:
-            kinds = ", ".join(f"{k}×{n}" for k, n in sorted(f["kinds"].items(),
-                                                           key=lambda kv: (-kv[1], kv[0])))
-            span = f["first"] if f["first"] == f["last"] else f"{f['first']}–{f['last']}"
-            left_out = " (the fold line itself is left out)" if f.get("shown") is False else ""
-            rows.append(("fold", f"{span} · {plural(f['count'], 'turn')} · {kinds}{left_out}"))
-        else:
-            rows.append(("fold", f"the run starting at {f['first']} (its fold line is left out)"))
-    if e.episode is not None:
-        ep = e.episode
-        score = "" if ep["score"] is None else f" · score {ep['score']:.3f}"
-        rows.append(("episode", f"{ep['ref']} covers {'–'.join(ep['covers'])}{score} · "
-                                f"{ep['representation']}"))
-    if e.window_first and e.status in ("outside_window", "archived", "not_a_candidate"):
-        rows.append(("window", f"first turn in the recent window: {e.window_first}"))
-    rows.append(("to get in", e.to_get_in))
-    _emit(console, [title, *_kv(console, rows)])
-
-
-def _ref_list(console: Console, label: str, refs: Sequence[str]) -> list[Text]:
-    if not refs:
-        return _kv(console, [(label, "none")], 10)
-    kinds = Counter(r.partition(":")[0] for r in refs)
-    head = f"{len(refs)} (" + ", ".join(f"{k} {n}" for k, n in kinds.most_common()) + ")"
-    return _kv(console, [(label, head), ("", ", ".join(refs))], 10)
-
-
-def print_diff(console: Console, d: Difference) -> None:
-    """Write a comparison of two projections: sections, refs in and out, and cache reuse."""
-    a, b = d.a, d.b
-    lines = [Text.assemble(("holon-ctx diff", "bold"),
-                           f" · A: budget {a['budget_tokens']} at {a['current_turn']}"
-                           f" · B: budget {b['budget_tokens']} at {b['current_turn']}"),
-             Text(f"used tokens {a['used_tokens']} → {b['used_tokens']} "
-                  f"({b['used_tokens'] - a['used_tokens']:+d})"),
-             Text()]
-    name_w = max(len(s.name) for s in d.sections)
-    lines.append(Text(f"{'section':<{name_w}}  {'A':>7}  {'B':>7}  {'change':>7}  form",
-                      style="dim"))
-    for s in d.sections:
-        row = Text(f"{s.name:<{name_w}}  {s.a_tokens:>7}  {s.b_tokens:>7}  ")
-        row.append(f"{s.change:>+7d}", style="green" if s.change > 0 else "red" if s.change < 0
-                   else "dim")
-        rep = s.a_representation if s.a_representation == s.b_representation else \
-            f"{s.a_representation} → {s.b_representation}"
-        row.append(f"  {rep}")
-        lines.append(row)
-    lines.append(Text())
-    lines.extend(_ref_list(console, "entered", d.entered))
-    lines.extend(_ref_list(console, "left", d.left))
-    changes = [f"{c['key']} {c['a']} → {c['b']}" for c in d.form_changes]
-    lines.extend(_kv(console, [("reshaped", f"{plural(len(changes), 'item')} changed form"
-                                + (": " + "; ".join(changes) if changes else ""))], 10))
-    lines.append(Text())
-    pa, pb = d.stable_prefix_tokens
-    if d.stable_prefix_changed:
-        stable = Text.assemble(("changed", "bold red"), f" (environment section, {pa} → "
-                               f"{plural(pb, 'token')}): a provider's prompt cache cannot reuse it")
-    else:
-        stable = Text.assemble(("unchanged", "bold green"), f" (environment section, {plural(pa, 'token')}): "
-                               "a provider's prompt cache can reuse it")
-    same = ", ".join(d.identical_sections) or "none"
-    first = (f"first difference in {d.first_difference}" if d.first_difference
-             else "the prompts are identical")
-    lines.extend(_kv(console, [
-        ("stable prefix", stable),
-        ("shared text", f"{plural(d.shared_prefix_tokens, 'token')} from the start; identical sections "
-                        f"from the top: {same}; {first}")], 14))
-    _emit(console, lines)
+    emit(console, lines)

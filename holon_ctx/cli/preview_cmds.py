@@ -228,7 +228,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from holon_ctx.cli.preview import print_explanation  # noqa: PLC0415
+    from holon_ctx.cli.explain_view import print_explanation  # noqa: PLC0415
 
     operands: list[str] = args.operands
     if len(operands) != (1 if args.db else 2):
@@ -247,7 +247,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from holon_ctx.cli.preview import print_diff  # noqa: PLC0415
+    from holon_ctx.cli.explain_view import print_diff  # noqa: PLC0415
 
     budgets: list[int] = args.budget
     ats: list[str] = args.at or []
