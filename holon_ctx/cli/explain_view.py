@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
-from holon_ctx.cli.layout import emit, kv
+from holon_ctx.cli.layout import emit, hang, kv
 from holon_ctx.cli.preview import TAGS
 from holon_ctx.cli.wording import plural
 
@@ -81,7 +81,7 @@ def print_explanation(console: Console, e: Explanation) -> None:
     if e.window_first and e.status in ("outside_window", "archived", "not_a_candidate"):
         rows.append(("window", f"first turn in the recent window: {e.window_first}"))
     rows.append(("to get in", e.to_get_in))
-    emit(console, [title, *kv(console, rows)])
+    emit(console, [*hang(console, title, console.width), *kv(console, rows)])
 
 
 def _ref_list(console: Console, label: str, refs: Sequence[str]) -> list[Text]:
@@ -133,4 +133,5 @@ def print_diff(console: Console, d: Difference) -> None:
         ("stable prefix", stable),
         ("shared text", f"{plural(d.shared_prefix_tokens, 'token')} from the start; identical sections "
                         f"from the top: {same}; {first}")], 14))
-    emit(console, lines)
+    # Every line fits the width: long ones (the title, a long form change) wrap, hanging.
+    emit(console, [part for line in lines for part in hang(console, line, console.width)])

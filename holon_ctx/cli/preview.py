@@ -31,8 +31,9 @@ from rich.console import Console
 from rich.text import Text
 
 from holon_ctx.cli.layout import emit, hang, kv, pct, visible
+from holon_ctx.cli.preview_summary import detail_lines, glance_lines
 from holon_ctx.cli.wording import plural
-from holon_ctx.projection.model import SECTION_ORDER, Form, Priority, Section
+from holon_ctx.projection.model import SECTION_ORDER, Section
 from holon_ctx.projection.planner import Block
 from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection
 
@@ -172,13 +173,18 @@ def header_lines(p: Projection, console: Console) -> list[Text]:
     reached = " (reaches the start of the ledger)" if m.window.get("reached_start") else ""
     title = Text.assemble(("holon-ctx preview", "bold"), " of ", (p.current_turn, "bold"),
                           f" at a budget of {plural(p.budget_tokens, 'token')}")
+    # Each row glosses its word once (docs/concepts.md has the longer story).
     return [title, *kv(console, [
         ("used", f"{plural(p.used_tokens, 'token')} ({pct(p.used_tokens, p.budget_tokens)}) · counter "
                  f"{p.counter}"),
         ("relation", Text.assemble((p.relation.value, "bold blue"),
-                                   f" — {RELATION_TEXT[p.relation]}")),
-        ("anchor", p.anchor_turn or "none (the current turn stands alone)"),
-        ("window", f"{m.window.get('turns', 0)} earlier turns from {first}{reached}"),
+                                   f" — {RELATION_TEXT[p.relation]} (how the current input "
+                                   "connects to earlier work)")),
+        ("anchor", f"{p.anchor_turn} — the earlier turn this input continues, shown with it"
+                   if p.anchor_turn else
+                   "none (the current turn stands alone: no continuation anchor)"),
+        ("window", f"{plural(int(str(m.window.get('turns', 0))), 'earlier turn')} from {first}{reached} — "
+                   "each weighed on its own; older turns return only in recalled episodes"),
     ])]
 
 
@@ -190,9 +196,10 @@ def bar_lines(p: Projection, console: Console, width: int) -> list[Text]:
                 style="dim")]
     total = Text(f"{'total':<{name_w}} │", style="bold")
     total.append_text(_bar(p.used_tokens, p.budget_tokens, p.budget_tokens, cells))
-    total.append(f"│ {p.used_tokens:>6}/{p.budget_tokens:<7}  "
-                 f"{pct(p.used_tokens, p.budget_tokens)} of the budget")
-    out.append(total)
+    total.append(f"│ {p.used_tokens:>6}/{p.budget_tokens:<7}  ")
+    form_col = total.cell_len
+    total.append(f"{pct(p.used_tokens, p.budget_tokens)} of the budget")
+    out.extend(hang(console, total, width, form_col))
     for s in p.manifest.sections:
         row = Text(f"{s.name:<{name_w}} │")
         row.append_text(_bar(s.used_tokens, s.allocated_tokens, p.budget_tokens, cells))
@@ -206,12 +213,13 @@ def bar_lines(p: Projection, console: Console, width: int) -> list[Text]:
                                ("░", "dim green", "allocated, unused")):
         legend.append(char, style=style)
         legend.append(f" {words}  ", style="dim")
-    out.append(legend)
+    out.extend(hang(console, legend, width, name_w + 2))
     return out
 
 
 def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf) -> list[Text]:
     lines = _Lines(console, width)
+    lines.text(Text("the prompt, as the model reads it", style="bold"))
     legend = Text("gutter: ", style="dim")
     for trust, (tag, style) in TAGS.items():
         if tag:
@@ -232,93 +240,20 @@ def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf
     return lines.out
 
 
-def fold_lines(p: Projection) -> list[Text]:
-    if not p.folds:
-        return [Text("folded ranges: none", style="dim")]
-    out = [Text(f"folded ranges ({len(p.folds)}): each shows in the prompt as one counted line",
-                style="bold")]
-    for f in p.folds:
-        span = f.first if f.first == f.last else f"{f.first}–{f.last}"
-        kinds = ", ".join(f"{k}×{n}" for k, n in sorted(f.kinds.items(), key=lambda kv: (-kv[1], kv[0])))
-        out.append(Text.assemble("  ", (span, "bold"), f"  {f.count} ", ("· ", "dim"), kinds))
-    return out
-
-
-def episode_lines(p: Projection) -> list[Text]:
-    eps = p.manifest.episodes
-    if not eps:
-        return [Text("recalled episodes: none", style="dim")]
-    out = [Text(f"recalled episodes ({len(eps)}), in recall order", style="bold")]
-    for e in eps:
-        covers = "–".join(e.covers)
-        out.append(Text.assemble("  ", (e.ref, "bold"), f"  score {e.score:.3f}  covers {covers}  ",
-                                 (e.representation, "dim" if e.representation == "omitted" else "")))
-    return out
-
-
-_OMISSION = {None: "budget_exhausted", Form.COMPACT: "compacted_for_budget",
-             Form.REF: "ref_only_for_budget"}
-
-
-def left_out_rows(p: Projection) -> list[tuple[ItemDecision, str]]:
-    """Items left out or shrunk, most important first: ``(decision, reason code)``."""
-    rows: list[tuple[ItemDecision, str]] = []
-    for d in p.decisions:
-        if d.clipped:
-            rows.append((d, "clipped_to_fit"))
-        elif d.form is None or (d.tokens < d.full_tokens and d.form is not Form.FULL):
-            rows.append((d, _OMISSION[d.form]))
-    order = {s: i for i, s in enumerate(SECTION_ORDER)}
-    rows.sort(key=lambda r: (r[0].priority, order[r[0].section]))
-    return rows
-
-
-def left_out_lines(p: Projection, width: int, limit: int) -> list[Text]:
-    reasons: Counter[str] = Counter()
-    for s in p.manifest.sections:
-        reasons.update(o["reason"] for o in s.omitted)
-    window = p.manifest.window
-    out: list[Text] = []
-    rows = left_out_rows(p)
-    summary = ", ".join(f"{k} {n}" for k, n in reasons.most_common()) or "none"
-    out.append(Text(f"left out or shrunk: {plural(len(rows), 'item')}", style="bold"))
-    out.append(Text(f"  manifest reason codes (refs): {summary}", style="dim"))
-    if not window.get("reached_start"):
-        out.append(Text(f"  turns before {window.get('first')} are outside the recent window "
-                        "(not candidates; episodes recall them when archived)", style="dim"))
-    if not rows:
-        return out
-    key_w = min(max(len(d.key) for d, _ in rows), 40)
-    with_reason = key_w + 72 <= width
-    out.append(Text(f"  {'item':<{key_w}}  {'priority':<10} {'now':<8} {'tokens now/full':>15}  "
-                    f"{'enters at':<10}" + ("  reason" if with_reason else ""), style="dim"))
-    for d, reason in rows[:limit]:
-        now = "omitted" if d.form is None else ("clipped" if d.clipped else d.form.label)
-        tokens = f"{d.tokens}/{d.full_tokens}"
-        at = f"≥ {d.next_budget}" if d.next_budget else "-"
-        row = Text(f"  {d.key:<{key_w}}  ")
-        row.append(f"{d.priority.label:<10} ",
-                   style="bold" if d.priority <= Priority.HIGH else "")
-        row.append(f"{now:<8} {tokens:>15}  {at:<10}" + (f"  {reason}" if with_reason else ""))
-        out.append(row)
-    if len(rows) > limit:
-        out.append(Text(f"  … and {len(rows) - limit} more (all of them: holon-ctx project --json; "
-                        "one of them: holon-ctx explain REF)", style="dim"))
-    return out
-
-
 def print_preview(console: Console, p: Projection, trust_of: TrustOf, *,
                   left_out_limit: int = 25) -> None:
-    """Write the whole preview to ``console`` at its width."""
+    """Write the whole preview to ``console`` at its width: the header and budget bars, the
+    summary, the prompt with its trust gutter, then the details (folds, episodes, left out)."""
     width = console.width
     parts: list[Iterable[Text]] = [
         header_lines(p, console), [Text()], bar_lines(p, console, width), [Text()],
+        glance_lines(p, console), [Text()],
         section_lines(p, console, width, trust_of), [Text()],
-        fold_lines(p), episode_lines(p), [Text()], left_out_lines(p, width, left_out_limit),
+        detail_lines(p, console, width, left_out_limit),
     ]
     lines: list[Text] = []
     for i, part in enumerate(parts):
-        if i == 4:  # the sections: already wrapped with their gutter
+        if i == 6:  # the sections: already wrapped with their gutter
             lines.extend(part)
             continue
         for line in part:
