@@ -13,6 +13,7 @@ from rich.table import Table
 
 from holon_ctx.cli.common import add_source_args, console, open_db, open_source
 from holon_ctx.cli.dbfiles import write_db
+from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.sqlite import SqliteStore
@@ -28,8 +29,9 @@ _PROGRESS_BYTES = 2_000_000
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("import", help="import a ledger (JSONL v1) or a transcript into a "
                                              "SQLite database")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--db", metavar="PATH", required=True)
+    p.add_argument("file", metavar="FILE", help="the ledger JSONL file or transcript to read")
+    p.add_argument("--db", metavar="PATH", required=True,
+                   help="the SQLite ledger to append to (created when missing)")
     p.add_argument("--from", dest="source_format", default="auto",
                    choices=["auto", *(f.value for f in TranscriptFormat)],
                    help="the format of FILE (default: detect it and say which on stderr)")
@@ -39,8 +41,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_import)
 
     p = subparsers.add_parser("export", help="write a SQLite ledger as JSONL v1 (stdout or -o)")
-    p.add_argument("--db", metavar="PATH", required=True)
-    p.add_argument("-o", "--output", metavar="FILE")
+    p.add_argument("--db", metavar="PATH", required=True, help="the SQLite ledger to write out")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser("stats", help="turns, records and tokens by kind and trust")
@@ -81,8 +83,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.source_format == "auto":
         sys.stderr.write(f"holon-ctx: read {args.file} as {detection.format.value} "
                          f"({detection.reason})\n")
-    print(f"imported {n} records from {args.file} into {args.db} "
-          f"({stats.turns} turns, {stats.records} records in the ledger)")
+    print(f"imported {plural(n, 'record')} from {args.file} into {args.db} "
+          f"({plural(stats.turns, 'turn')}, {plural(stats.records, 'record')} in the ledger)")
     return 0
 
 
@@ -113,7 +115,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         store.close()
         raise StoreError(f"{args.db or args.source}: not a usable holon-ctx database ({exc})") from None
     out = console(plain=args.plain)
-    table = Table(title=f"ledger: {stats.turns} turns, {stats.records} records "
+    table = Table(title=f"ledger: {plural(stats.turns, 'turn')}, {plural(stats.records, 'record')} "
                         f"(tokens by {stats.counter})")
     table.add_column("kind")
     table.add_column("records", justify="right")

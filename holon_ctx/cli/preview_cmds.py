@@ -63,7 +63,7 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser("explain", help="why one ref is in, compacted, folded, archived or out",
                               usage="holon-ctx explain (SOURCE | --db PATH) --budget N REF "
-                                    "[--at TURN_ID] [--json] [--plain]")
+                                    "[--at TURN_ID] [--json] [--plain] [--width W]")
     # SOURCE is optional (--db replaces it) and REF is not, and options may sit between them
     # (`explain FILE --budget N REF`). argparse consumes each positional once, so both arrive as
     # operands: whatever it leaves over that is not an option joins them (see _intermixed).
@@ -78,7 +78,10 @@ def register(subparsers: Any) -> None:
     _view_args(p)
     p.set_defaults(func=cmd_explain)
 
-    p = subparsers.add_parser("diff", help="what changes between two projections (budgets or turns)")
+    # argparse's own usage would show --budget and --at once; they are given twice.
+    p = subparsers.add_parser("diff", help="what changes between two projections (budgets or turns)",
+                              usage="holon-ctx diff (SOURCE | --db PATH) --budget N [--budget M] "
+                                    "[--at A --at B] [--json] [--plain] [--width W]")
     add_source_args(p)
     p.add_argument("--budget", type=positive_int, action="append", required=True, metavar="N",
                    help="token budget; give it twice to compare two budgets")
@@ -225,7 +228,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from holon_ctx.cli.preview import print_explanation  # noqa: PLC0415
+    from holon_ctx.cli.explain_view import print_explanation  # noqa: PLC0415
 
     operands: list[str] = args.operands
     if len(operands) != (1 if args.db else 2):
@@ -244,7 +247,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from holon_ctx.cli.preview import print_diff  # noqa: PLC0415
+    from holon_ctx.cli.explain_view import print_diff  # noqa: PLC0415
 
     budgets: list[int] = args.budget
     ats: list[str] = args.at or []
