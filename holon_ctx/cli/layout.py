@@ -56,7 +56,9 @@ def hang(console: Console, line: Text, width: int, indent: int | None = None) ->
     rest = line[len(first.plain):]
     first.rstrip()
     rest = rest[len(rest.plain) - len(rest.plain.lstrip(" ")):]
-    room = max(10, width - indent)
+    # A deep indent on a narrow terminal still leaves ten cells, inside the width.
+    indent = min(indent, max(0, width - 10))
+    room = width - indent
     return [first, *(Text(" " * indent) + part
                      for part in rest.wrap(console, room, overflow="fold"))]
 

@@ -188,26 +188,41 @@ def header_lines(p: Projection, console: Console) -> list[Text]:
     ])]
 
 
+#: Cells of a bar row besides the name and the bar: "│ " + used/allocated + two spaces.
+_BAR_FIXED = 18
+#: Below this many cells after the numbers, the form goes on a line of its own.
+_FORM_ROOM = 8
+
+
 def bar_lines(p: Projection, console: Console, width: int) -> list[Text]:
     name_w = max(len(s.name) for s in p.manifest.sections)
     cells = max(10, min(BAR_CELLS, width - name_w - 46))
+    # A narrow terminal: shorter bars, so that name, bar and numbers still share one line.
+    cells = min(cells, max(3, width - name_w - 2 - _BAR_FIXED))
     caption = "scaled to the budget"[:cells]
     out = [Text(f"{'section':<{name_w}}  {caption:<{cells}}  {'used/allocated':>15}  form",
                 style="dim")]
+
+    def row_lines(row: Text, tail: str, style: str = "") -> list[Text]:
+        """The row with its tail (the form) after it, or, without room, on the next line."""
+        form_col = row.cell_len
+        if form_col + _FORM_ROOM > width:
+            row.rstrip()
+            return [row, *hang(console, Text(" " * (name_w + 2)) + Text(tail, style=style),
+                               width, name_w + 2)]
+        row.append(tail, style=style)
+        return hang(console, row, width, form_col)
+
     total = Text(f"{'total':<{name_w}} │", style="bold")
     total.append_text(_bar(p.used_tokens, p.budget_tokens, p.budget_tokens, cells))
     total.append(f"│ {p.used_tokens:>6}/{p.budget_tokens:<7}  ")
-    form_col = total.cell_len
-    total.append(f"{pct(p.used_tokens, p.budget_tokens)} of the budget")
-    out.extend(hang(console, total, width, form_col))
+    out.extend(row_lines(total, f"{pct(p.used_tokens, p.budget_tokens)} of the budget"))
     for s in p.manifest.sections:
         row = Text(f"{s.name:<{name_w}} │")
         row.append_text(_bar(s.used_tokens, s.allocated_tokens, p.budget_tokens, cells))
         rep = _representation(Section(s.name), p.decisions, s.representation)
         row.append(f"│ {s.used_tokens:>6}/{s.allocated_tokens:<7}  ")
-        form_col = row.cell_len
-        row.append(rep, style="dim" if rep == "empty" else "")
-        out.extend(hang(console, row, width, form_col))
+        out.extend(row_lines(row, rep, "dim" if rep == "empty" else ""))
     legend = Text(f"{'':<{name_w}}  ")
     for char, style, words in (("█", "green", "used"), ("▓", "yellow", "beyond allocation"),
                                ("░", "dim green", "allocated, unused")):

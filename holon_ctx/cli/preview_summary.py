@@ -125,8 +125,8 @@ def _kinds(kinds: dict[str, int], limit: int | None = None) -> str:
 def _governed(p: Projection) -> str:
     controls = [d for d in p.decisions if d.kind == "control"]
     if not controls:
-        return ("none: no governed store for this ledger (`holon-ctx compact` seals one when it "
-                "archives old turns)")
+        return ("none: no governed store for this ledger (`holon-ctx compact --db PATH` seals one "
+                "when it archives old turns)")
     items = dict(p.section_items.get(Section.WORK_ITEM, ()))
     parts = []
     for d in controls:
