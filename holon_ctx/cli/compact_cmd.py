@@ -6,7 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from holon_ctx.cli.common import open_db
+from holon_ctx.cli.common import open_continuity, open_db, open_episodes
 
 __all__ = ["register"]
 
@@ -24,12 +24,13 @@ def register(subparsers: Any) -> None:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from holon_ctx.compaction import SessionConfig, compact  # noqa: PLC0415
-    from holon_ctx.continuity import ContinuityStore  # noqa: PLC0415
-    from holon_ctx.ledger.episode_store import SqliteEpisodeStore  # noqa: PLC0415
 
-    ledger = open_db(args.db, must_exist=True)
-    episodes = SqliteEpisodeStore(ledger.path, create=True)
-    continuity = ContinuityStore(ledger.path)
+    ledger = open_db(args.db, must_exist=True, session=args.session_key)
+    episodes = open_episodes(ledger, create=True)
+    continuity = open_continuity(ledger)
+    # A database ledger (SQLite or PostgreSQL) always has both beside it.
+    assert episodes is not None
+    assert continuity is not None
     try:
         session = SessionConfig(session_id=args.session, tenant_id=args.tenant,
                                 principal_id=args.principal)

@@ -11,10 +11,11 @@ from typing import Any
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from holon_ctx.cli.common import add_source_args, console, open_db, open_source
+from holon_ctx.cli.common import add_source_args, console, db_name, open_db, open_source, remove_db
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.transcripts import Detection, TranscriptFormat, import_any, sniff_ledger
+from holon_ctx.postgres.connection import is_postgres_url
 
 __all__ = ["register"]
 
@@ -50,9 +51,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     src = Path(args.file)
     if not src.exists():
         raise InputError("no such file", source=args.file)
-    db_path = Path(args.db)
-    created = not db_path.exists()
-    store = open_db(args.db, must_exist=False)
+    session = args.session_key
+    created = not is_postgres_url(args.db) and not Path(args.db).exists()
+    store = open_db(args.db, must_exist=False, session=session)
+    # A PostgreSQL session made by this import is removed again if the import fails, like a file.
+    created = created or bool(getattr(store, "created", False))
     try:
         size = src.stat().st_size
         out = console(stderr=True)
@@ -77,21 +80,20 @@ def cmd_import(args: argparse.Namespace) -> int:
         store.close()
         if created:
             # Nothing of a failed import may remain, not even an empty database we created.
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+            remove_db(args.db, session)
         raise
     stats = store.stats()
     store.close()
     if args.source_format == "auto":
         sys.stderr.write(f"holon-ctx: read {args.file} as {detection.format.value} "
                          f"({detection.reason})\n")
-    print(f"imported {n} records from {args.file} into {args.db} "
+    print(f"imported {n} records from {args.file} into {db_name(args.db, session)} "
           f"({stats.turns} turns, {stats.records} records in the ledger)")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    store = open_db(args.db, must_exist=True)
+    store = open_db(args.db, must_exist=True, session=args.session_key)
     try:
         if args.output:
             try:

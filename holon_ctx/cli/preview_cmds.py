@@ -43,8 +43,11 @@ from holon_ctx import __version__
 from holon_ctx.cli.common import (
     add_source_args,
     console,
+    db_name,
+    open_continuity,
     open_control_source,
     open_db,
+    open_episodes,
     open_source,
     positive_int,
 )
@@ -52,6 +55,7 @@ from holon_ctx.errors import InputError, StoreError, UnknownRefError
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.postgres.connection import is_postgres_url
 from holon_ctx.projection.model import SECTION_ORDER, Form, Section, TurnUnit
 from holon_ctx.projection.projector import ItemDecision, Projection, Projector
 from holon_ctx.projection.retention import classify, turn_facts
@@ -70,7 +74,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--budget", type=positive_int, default=DEMO_BUDGET, metavar="N",
                    help=f"token budget of the prompt (default {DEMO_BUDGET})")
     p.add_argument("--db", metavar="PATH", default=str(DEMO_DB),
-                   help=f"where to build the demo ledger (default {DEMO_DB}; reused when current)")
+                   help=f"where to build the demo ledger (default {DEMO_DB}; reused when current); "
+                        "a postgresql:// URL builds it into session 'demo' (or --session-key)")
     _view_args(p, pager=True)
     p.set_defaults(func=cmd_demo)
 
@@ -288,7 +293,7 @@ def build_demo(db: Path) -> bool:
         try:
             with importlib.resources.as_file(resource) as path:
                 n = import_jsonl(path, store)
-            archived = _archive(store, tmp)
+            archived = _archive(store)
         finally:
             store.close()
         # A stale -wal beside the old file would be replayed into the new one: remove all three.
@@ -307,18 +312,55 @@ def build_demo(db: Path) -> bool:
     return True
 
 
-def _archive(ledger: LedgerStore, path: Path) -> int:
+def build_demo_session(url: str, session: str) -> bool:
+    """Make session ``session`` of a PostgreSQL database hold the demo ledger (as
+    :func:`build_demo`; the stamp is kept in the session's episode settings, written last)."""
+    from holon_ctx.postgres import delete_session  # noqa: PLC0415
+
+    resource = importlib.resources.files("holon_ctx").joinpath("data/demo.jsonl")
+    stamp = _demo_stamp(resource.read_bytes())
+    store = open_db(url, must_exist=False, session=session)
+    try:
+        episodes = open_episodes(store, create=True)
+        assert episodes is not None  # a database ledger
+        current = episodes.meta().get("demo_stamp") == stamp
+        episodes.close()
+        stale = not current and store.end_pos() > 0
+    finally:
+        store.close()
+    if current:
+        return False
+    started = time.perf_counter()
+    if stale:
+        delete_session(url, session)
+    store = open_db(url, must_exist=False, session=session)
+    try:
+        with importlib.resources.as_file(resource) as path:
+            n = import_jsonl(path, store)
+        archived = _archive(store, stamp)
+    finally:
+        store.close()
+    sys.stderr.write(f"holon-ctx: built the demo ledger ({n} records, {archived} episodes "
+                     f"archived) into {db_name(url, session)} in "
+                     f"{time.perf_counter() - started:.2f} s; later runs reuse it\n")
+    return True
+
+
+def _archive(ledger: LedgerStore, stamp: str | None = None) -> int:
     """Compact the demo: archive old turn ranges into episodes and seal a continuity envelope,
     so the preview recalls episodes and pins the governed control state."""
     from holon_ctx.compaction import SessionConfig, compact  # noqa: PLC0415
-    from holon_ctx.continuity import ContinuityStore  # noqa: PLC0415
-    from holon_ctx.ledger.episode_store import SqliteEpisodeStore  # noqa: PLC0415
 
-    episodes = SqliteEpisodeStore(path, create=True)
-    continuity = ContinuityStore(path)
+    episodes = open_episodes(ledger, create=True)
+    continuity = open_continuity(ledger)
+    assert episodes is not None  # the demo is built into a database ledger
+    assert continuity is not None
     try:
-        return len(compact(ledger, episodes, continuity, session=SessionConfig(),
-                           clock=_demo_clock()).archive.archived)
+        archived = len(compact(ledger, episodes, continuity, session=SessionConfig(),
+                               clock=_demo_clock()).archive.archived)
+        if stamp is not None:
+            episodes.set_meta({"demo_stamp": stamp})  # last: a build cut short is redone
+        return archived
     finally:
         continuity.close()
         episodes.close()
@@ -333,8 +375,11 @@ def _demo_clock() -> Callable[[], datetime]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    db = Path(args.db)
-    build_demo(db)
+    if is_postgres_url(args.db):
+        args.session_key = args.session_key or "demo"
+        build_demo_session(args.db, args.session_key)
+    else:
+        build_demo(Path(args.db))
     args.source = None
     return _preview(args, args.budget, None)
 

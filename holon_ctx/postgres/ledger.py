@@ -31,6 +31,7 @@ from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
 from holon_ctx.ledger.writer import Lookups, Row, append_records
+from holon_ctx.postgres.schema import SESSION_TABLES
 from holon_ctx.postgres.session import SessionHandle
 from holon_ctx.tokens import TokenCounter, default_counter
 
@@ -72,6 +73,13 @@ class PostgresStore:
         self._rows = self._h.rows
         self._one = self._h.one
         self._reset_batch()
+
+    def holds(self, table: str) -> bool:
+        """Whether the session has any row in ``table`` (one of schema.SESSION_TABLES): e.g. has
+        it archived episodes, sealed an envelope."""
+        if table not in SESSION_TABLES:
+            raise ValueError(f"not a session table: {table}")
+        return self._one(f"SELECT 1 FROM {table} WHERE sid=%s LIMIT 1", (self.sid,)) is not None
 
     @property
     def connection(self) -> Any:
