@@ -48,8 +48,10 @@ _wi_decoder = msgspec.json.Decoder(WorkItemState)
 _wait_decoder = msgspec.json.Decoder(WaitState)
 _encode = msgspec.json.encode
 
-_ROW = ("SELECT r.pos, r.ref, r.turn_seq, r.line, c.tokens FROM holon_records r "
-        "LEFT JOIN holon_token_counts c ON c.sid=r.sid AND c.counter=%(counter)s AND c.pos=r.pos ")
+#: A record row with its count. The count is a scalar subquery, not a join: a join lets the planner
+#: hash the session's whole token_counts (O(history)) when it guesses the window is large.
+_ROW = ("SELECT r.pos, r.ref, r.turn_seq, r.line, (SELECT c.tokens FROM holon_token_counts c "
+        "WHERE c.sid=r.sid AND c.counter=%(counter)s AND c.pos=r.pos) FROM holon_records r ")
 
 
 class PostgresStore:
@@ -71,8 +73,11 @@ class PostgresStore:
         self._decoded = DecodedRecords(self._counter)
         self._open_waits = OpenWaits(self)
         self._rows = self._h.rows
-        self._one = self._h.one
         self._reset_batch()
+
+    def _one(self, sql: str, args: dict[str, Any] | tuple[Any, ...]) -> Any:
+        found = self._rows(sql, args)
+        return found[0] if found else None
 
     def holds(self, table: str) -> bool:
         """Whether the session has any row in ``table`` (one of schema.SESSION_TABLES): e.g. has
