@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
-from holon_ctx.cli.common import open_db
+from holon_ctx.cli.common import open_continuity, open_db, open_episodes
 from holon_ctx.cli.wording import plural
 
 __all__ = ["register"]
@@ -28,15 +27,13 @@ def register(subparsers: Any) -> None:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from holon_ctx.compaction import SessionConfig, compact  # noqa: PLC0415
-    from holon_ctx.continuity import ContinuityStore  # noqa: PLC0415
-    from holon_ctx.ledger.episode_store import SqliteEpisodeStore  # noqa: PLC0415
 
-    ledger = open_db(args.db, must_exist=True)
-    episodes = SqliteEpisodeStore(ledger.path, create=True)
-    # The governed store gets a connection that waits for other writers as long as the ledger's
-    # does (its own would give up after SQLite's default 5 s); autocommit, as it would open itself.
-    conn = sqlite3.connect(ledger.path, isolation_level=None, timeout=ledger.lock_timeout)
-    continuity = ContinuityStore(conn)
+    ledger = open_db(args.db, must_exist=True, session=args.session_key)
+    episodes = open_episodes(ledger, create=True)
+    continuity = open_continuity(ledger)
+    # A database ledger (SQLite or PostgreSQL) always has both beside it.
+    assert episodes is not None
+    assert continuity is not None
     try:
         session = SessionConfig(session_id=args.session, tenant_id=args.tenant,
                                 principal_id=args.principal)
@@ -44,7 +41,6 @@ def cmd_compact(args: argparse.Namespace) -> int:
                          clock=lambda: datetime.now(UTC))
     finally:
         continuity.close()
-        conn.close()
         episodes.close()
         ledger.close()
     if result.envelope_id is None:

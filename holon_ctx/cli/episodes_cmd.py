@@ -13,27 +13,25 @@ from typing import Any
 import msgspec
 from rich.table import Table
 
-from holon_ctx.cli.common import console, open_db, positive_int
+from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
 from holon_ctx.cli.wording import plural
-from holon_ctx.errors import InputError, UnknownRefError
-from holon_ctx.ledger.episode_store import SqliteEpisodeStore, has_episode_tables
-from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.errors import InputError, StoreError, UnknownRefError
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.boundaries import BoundaryPolicy
 from holon_ctx.memory.episodes import Episode, parse_episode_id
 from holon_ctx.memory.render import full_text
 from holon_ctx.memory.source import StoreEpisodeSource
+from holon_ctx.memory.store import EpisodeStore
 from holon_ctx.memory.summarizer import with_recaps
 
 __all__ = ["open_episode_source", "register"]
 
 
 def open_episode_source(store: LedgerStore) -> StoreEpisodeSource | None:
-    """An episode source for ``store`` when it is a SQLite ledger holding episodes, else None."""
-    if not isinstance(store, SqliteStore) or not has_episode_tables(store.path):
-        return None
-    return StoreEpisodeSource(SqliteEpisodeStore(store.path, create=False), store)
+    """An episode source for ``store`` when it is a database ledger holding episodes, else None."""
+    episodes = open_episodes(store, create=False)
+    return None if episodes is None else StoreEpisodeSource(episodes, store)
 
 
 _DB_HELP = "a holon-ctx SQLite ledger"
@@ -100,28 +98,35 @@ def _policy(stored: dict[str, str], *, recent: int | None = None,
     return policy
 
 
-def _open(path: str, *, create: bool) -> tuple[SqliteStore, SqliteEpisodeStore]:
-    ledger = open_db(path, must_exist=True)
+def _open(args: argparse.Namespace, *, create: bool) -> tuple[LedgerStore, EpisodeStore | None]:
+    """The ledger and its episode store (None: nothing archived yet and ``create`` is False)."""
+    ledger = open_db(args.db, must_exist=True, session=args.session_key)
     try:
-        return ledger, SqliteEpisodeStore(path, create=create)
+        return ledger, open_episodes(ledger, create=create)
     except BaseException:
         ledger.close()
         raise
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    ledger = open_db(args.db, must_exist=True)
+def _close(ledger: LedgerStore, store: EpisodeStore | None) -> None:
+    if store is not None:
+        store.close()
     ledger.close()
-    if not has_episode_tables(args.db):
-        print(f"no episodes in {args.db} yet (run `holon-ctx episodes archive --db {args.db}`)")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    ledger, store = _open(args, create=False)
+    where = db_name(args.db, args.session_key)
+    if store is None:
+        ledger.close()
+        print(f"no episodes in {where} yet (run `holon-ctx episodes archive` on it)")
         return 0
-    store = SqliteEpisodeStore(args.db, create=False)
     try:
         total = store.count()
         rows = store.page(limit=args.limit, offset=args.offset)
     finally:
-        store.close()
-    table = Table(title=f"{plural(total, 'episode')} in {args.db}")
+        _close(ledger, store)
+    table = Table(title=f"{plural(total, 'episode')} in {where}")
     for name, justify in (("episode", "left"), ("turns", "left"), ("n", "right"),
                           ("owner", "left"), ("intents", "right"), ("decisions", "right"),
                           ("results", "right"), ("artifacts", "right"), ("unresolved", "right"),
@@ -140,7 +145,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _find(store: SqliteEpisodeStore, text: str) -> Episode:
+def _find(store: EpisodeStore, text: str) -> Episode:
     ident = parse_episode_id(text)
     if not ident:
         raise InputError(f"expected an episode id like e3-9 or episode:e3-9, got {text!r}")
@@ -152,19 +157,18 @@ def _find(store: SqliteEpisodeStore, text: str) -> Episode:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    ledger = open_db(args.db, must_exist=True)
-    ledger.close()
-    ident = parse_episode_id(args.episode)
-    if not ident:
-        raise InputError(f"expected an episode id like e3-9 or episode:e3-9, got {args.episode!r}")
-    if not has_episode_tables(args.db):
-        raise UnknownRefError(f"episode:{ident}", hint="no episodes archived in this database")
-    store = SqliteEpisodeStore(args.db, create=False)
+    ledger, store = _open(args, create=False)
     try:
+        ident = parse_episode_id(args.episode)
+        if not ident:
+            raise InputError("expected an episode id like e3-9 or episode:e3-9, got "
+                             f"{args.episode!r}")
+        if store is None:
+            raise UnknownRefError(f"episode:{ident}", hint="no episodes archived in this database")
         ep = _find(store, args.episode)
         recaps = store.recaps(ep.id)
     finally:
-        store.close()
+        _close(ledger, store)
     if args.json:
         sys.stdout.buffer.write(msgspec.json.encode({"episode": ep, "recaps": recaps}) + b"\n")
         return 0
@@ -185,37 +189,38 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
-    ledger, store = _open(args.db, create=True)
+    ledger, store = _open(args, create=True)
     try:
+        assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), recent=args.recent, max_range=args.max_range)
         report = Archiver(ledger, store, policy=policy).archive(at=args.at)
         total = store.count()
     finally:
-        store.close()
-        ledger.close()
+        _close(ledger, store)
+    where = db_name(args.db, args.session_key)
     if report.archived:
         shown = ", ".join(report.archived[:8]) + (" …" if len(report.archived) > 8 else "")
         print(f"archived {plural(len(report.archived), 'episode')} ({shown}) covering "
               f"{plural(report.turns, 'turn')} older than the recent {policy.recent_turns}; "
-              f"{plural(total, 'episode')} in {args.db}")
+              f"{plural(total, 'episode')} in {where}")
     else:
         print(f"nothing new to archive (recent window {plural(policy.recent_turns, 'turn')}"
               + (f", horizon {report.horizon}" if report.horizon else "")
-              + f"); {plural(total, 'episode')} in {args.db}")
+              + f"); {plural(total, 'episode')} in {where}")
     if report.resolved:
         print(f"{plural(report.resolved, 'unresolved item')} found resolved")
     return 0
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    ledger, store = _open(args.db, create=True)
+    ledger, store = _open(args, create=True)
     try:
+        assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), max_range=args.max_range)
         store.set_meta(policy.identity())
         report = Archiver(ledger, store, policy=policy).rebuild()
     finally:
-        store.close()
-        ledger.close()
+        _close(ledger, store)
     if report.identical:
         print(f"rebuilt {plural(report.episodes, 'episode')} from the ledger: identical ids and digests "
               "(byte-identical records)")
@@ -226,12 +231,14 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    ledger, store = _open(args.db, create=False)
+    ledger, store = _open(args, create=False)
     try:
+        if store is None:
+            raise StoreError(f"{db_name(args.db, args.session_key)}: no episodes archived yet "
+                             "(run `holon-ctx episodes archive`)")
         report = Archiver(ledger, store, policy=_policy(store.meta())).verify()
     finally:
-        store.close()
-        ledger.close()
+        _close(ledger, store)
     for ident, problem in report.problems:
         print(f"episode:{ident}: {problem}")
     print(f"verified {plural(report.checked, 'episode')} against the ledger: "

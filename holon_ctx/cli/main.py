@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "holon_ctx.cli.compact_cmd",
     "holon_ctx.cli.preview_cmds",
     "holon_ctx.cli.continuity_cmd",
+    "holon_ctx.cli.db_cmd",
 )
 
 
@@ -50,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    from holon_ctx.cli.common import add_session_key_options  # noqa: PLC0415 - after registration
+
+    add_session_key_options(parser)
     return parser
 
 

@@ -37,11 +37,12 @@ from holon_ctx.cli.common import (
     open_source,
     positive_int,
 )
-from holon_ctx.cli.demo import DEMO_BUDGET, DEMO_DB, build_demo
+from holon_ctx.cli.demo import DEMO_BUDGET, DEMO_DB, build_demo, build_demo_session
 from holon_ctx.cli.diff import Difference, diff
 from holon_ctx.cli.explain import Explanation, explain
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.postgres.connection import is_postgres_url
 from holon_ctx.projection.projector import Projection, Projector
 
 __all__ = ["DEMO_BUDGET", "Difference", "Explanation", "diff", "explain", "register", "trust_lookup"]
@@ -52,7 +53,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--budget", type=positive_int, default=DEMO_BUDGET, metavar="N",
                    help=f"token budget of the prompt (default {DEMO_BUDGET})")
     p.add_argument("--db", metavar="PATH", default=str(DEMO_DB),
-                   help=f"where to build the demo ledger (default {DEMO_DB}; reused when current)")
+                   help=f"where to build the demo ledger (default {DEMO_DB}; reused when current); "
+                        "a postgresql:// URL builds it into session 'demo' (or --session-key)")
     _view_args(p, pager=True)
     p.set_defaults(func=cmd_demo)
 
@@ -221,8 +223,11 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    db = Path(args.db)
-    build_demo(db)
+    if is_postgres_url(args.db):
+        args.session_key = args.session_key or "demo"
+        build_demo_session(args.db, args.session_key)
+    else:
+        build_demo(Path(args.db))
     args.source = None
     return _preview(args, args.budget, None)
 
