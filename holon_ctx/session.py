@@ -119,7 +119,7 @@ _DEFAULT_POLICY = CompactionPolicy()
 def _arguments_json(value: object) -> str:
     """Tool-call arguments as stored: the model's JSON string, or a mapping as canonical JSON."""
     if isinstance(value, str):
-        return value
+        return check_text("ToolCall", "arguments", value)
     if isinstance(value, Mapping):
         return json.dumps(dict(value), ensure_ascii=False, sort_keys=True, default=str)
     raise InputError(f"expected a JSON string or a mapping, got {type(value).__name__}",
@@ -136,8 +136,8 @@ class ToolCall:
     arguments: str = attrs.field(default="", converter=_arguments_json)
 
     def __attrs_post_init__(self) -> None:
-        check_id("ToolCall", "call_id", self.call_id)
-        check_text("ToolCall", "name", self.name, required=True)
+        object.__setattr__(self, "call_id", check_id("ToolCall", "call_id", self.call_id))
+        object.__setattr__(self, "name", check_text("ToolCall", "name", self.name, required=True))
 
 
 @attrs.define

@@ -44,12 +44,13 @@ def type_name(value: Any) -> str:
 
 
 def check_text(where: str, name: str, value: Any, *, required: bool = False) -> str:
-    """A string (non-empty when ``required``)."""
+    """A string (non-empty when ``required``), as a plain ``str``: a subclass (LangChain's text
+    accessor, a numpy string) passes the type check but cannot be stored, so it is copied."""
     if not isinstance(value, str):
         raise InputError(f"expected a string, got {type_name(value)}", source=where, path=name)
     if required and not value.strip():
         raise InputError("must not be empty", source=where, path=name)
-    return value
+    return value if type(value) is str else str.__str__(value)
 
 
 def check_id(where: str, name: str, value: Any) -> str:
@@ -137,8 +138,8 @@ def check_todos(where: str, name: str, value: Any) -> list[Todo]:
     """Todos as a list of texts (all open) or a mapping text → done."""
     if isinstance(value, Mapping):
         todos = []
-        for text, done in value.items():
-            check_text(where, f"{name} key", text, required=True)
+        for key, done in value.items():
+            text = check_text(where, f"{name} key", key, required=True)
             todos.append(Todo(text=text, done=check_flag(where, f"{name}[{text!r}]", done)))
         return todos
     return [Todo(text=t) for t in check_strings(where, name, value)]

@@ -233,6 +233,22 @@ def test_bad_arguments_fail_at_the_call_naming_the_argument(
     assert s.store.end_pos() == before
 
 
+def test_string_subclasses_are_stored_as_plain_strings() -> None:
+    """A str subclass (LangChain's text accessor, numpy's str_) passes as text and is stored;
+    it used to fail deep inside the append path."""
+
+    class Text(str):
+        pass
+
+    s = open_session(MemoryStore(), compaction=None)
+    s.set_environment(guidance=Text("be brief"), capabilities=[Text("bash")])
+    s.operator_message(Text("hello"), work_item=Text("wi1"))
+    s.set_work_item(Text("wi1"), todos={Text("a"): False}, plan=[Text("b")])
+    s.assistant_message(Text("hi"), tool_calls=[ToolCall(Text("c1"), Text("bash"), Text("ls"))])
+    s.tool_result(Text("c1"), Text("out"), files_written=[Text("f")])
+    assert "hello" in s.next_request(1000).text
+
+
 def test_requests_need_a_turn_and_a_budget_above_the_framing() -> None:
     """An empty ledger and a budget smaller than the message framing are one-line errors."""
     s = open_session(MemoryStore(), compaction=None)

@@ -46,9 +46,11 @@ from holon_ctx.ledger.records import (
 )
 
 __all__ = [
+    "CLAIMED_LABEL",
     "FENCE_TAG",
+    "OPERATOR_LABEL",
+    "attribute_value",
     "block_safe",
-    "fence_open",
     "id_problem",
     "neutralise_fences",
     "record_body",
@@ -57,6 +59,9 @@ __all__ = [
 
 #: The element name of data fences; see :func:`neutralise_fences`.
 FENCE_TAG = "data"
+#: The label the renderer puts above the operator's own words, and what a forgery of it becomes.
+OPERATOR_LABEL = "operator (trusted)"
+CLAIMED_LABEL = "operator (claimed)"
 
 # --- the skeleton ---------------------------------------------------------------------------
 #: Characters that imitate the ASCII of ``<data``, ``</data>`` or ``operator (trusted)`` and that
@@ -149,7 +154,6 @@ _GT = r"(?:>|&gt;?|&#0*62;?|&#x0*3e;?|\\u0*3e|\\x3e)"
 _FENCE: Final = re.compile(
     rf"(?P<lt>{_LT})(?:(?:{_SLASH})?{FENCE_TAG}\b|\s*{_SLASH}\s*{FENCE_TAG}\s*{_GT})")
 _LABEL: Final = re.compile(r"operator\s*[(\[{]\s*trusted\s*[)\]}]")
-_CLAIMED = "operator (claimed)"
 # What neutralisation matched before lookalikes were caught (counts cached by earlier versions
 # were taken on bodies neutralised this way; see record_body_counted).
 _LEGACY_FENCE = re.compile(rf"<(/?)({FENCE_TAG})\b", re.IGNORECASE)
@@ -198,7 +202,7 @@ def _rewrite(text: str) -> str:
             owner.extend([index] * len(piece))
         skeleton = "".join(pieces)
         spans = [(m.start("lt"), m.end("lt"), "\u2039") for m in _FENCE.finditer(skeleton)]
-        spans += [(m.start(), m.end(), _CLAIMED) for m in _LABEL.finditer(skeleton)]
+        spans += [(m.start(), m.end(), CLAIMED_LABEL) for m in _LABEL.finditer(skeleton)]
         if not spans:
             return text
         # Right to left, so earlier spans keep their positions (an overlapping one waits for the
@@ -213,7 +217,7 @@ def _rewrite(text: str) -> str:
 
 def _legacy_neutralise(text: str) -> str:
     text = _LEGACY_FENCE.sub(lambda m: f"\u2039{m.group(1)}{m.group(2)}", text)
-    return _LEGACY_LABEL.sub(_CLAIMED, text)
+    return _LEGACY_LABEL.sub(CLAIMED_LABEL, text)
 
 
 def block_safe(text: str) -> str:
@@ -290,9 +294,13 @@ def id_problem(value: str) -> str | None:
     return None
 
 
-def _attribute(value: str) -> str:
-    # Valid ids pass unchanged; anything else (a ledger written before the id rule) is escaped
-    # so it cannot end the attribute or the tag: markup as entities, invisibles as \\uXXXX.
+def attribute_value(value: str) -> str:
+    """``value`` as a fence attribute: unchanged when it is a valid id (refs, origins, trusts).
+
+    Anything else (a ledger written before the id rule) is escaped so it cannot end the
+    attribute or the tag: markup as numeric entities (``&#34;``), invisibles as ``\\uXXXX``, and
+    what remains neutralised.
+    """
     if id_problem(value) is None:
         return value
     out = []
@@ -304,9 +312,3 @@ def _attribute(value: str) -> str:
         else:
             out.append(char)
     return neutralise_fences("".join(out))
-
-
-def fence_open(ref: str, origin: str, trust: str) -> str:
-    """The opening line of a data fence, ``<data ref="…" origin="…" trust="…">`` plus newline."""
-    return f'<{FENCE_TAG} ref="{_attribute(ref)}" origin="{_attribute(origin)}" ' \
-           f'trust="{_attribute(trust)}">\n'
