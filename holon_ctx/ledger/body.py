@@ -187,32 +187,37 @@ def neutralise_fences(text: str) -> str:
     their ``<``; the renderer's trusted label ``operator (trusted)`` and its lookalikes become
     ``operator (claimed)``, so quoted text cannot pose as it.
     """
-    return _rewrite(text) if _suspect(_skeleton(text)) else text
+    # Each pass removes a `<` or a "trusted" and adds neither, so the loop ends (in practice
+    # after one pass: a second only when rewriting made the characters of a new match adjacent).
+    while _suspect(_skeleton(text)):
+        text = _rewrite(text)
+    return text
 
 
 def _rewrite(text: str) -> str:
     """Rewrite every match, mapping skeleton positions back to the original characters."""
-    table = _skeleton_table()[0]
-    while True:
+    if text.isascii():
+        skeleton, owner = text.lower(), None  # one character each way: positions are the same
+    else:
+        table = _skeleton_table()[0]
         pieces: list[str] = []
-        owner: list[int] = []  # skeleton index -> index of the original character
+        owner = []  # skeleton index -> index of the original character
         for index, char in enumerate(text):
             piece = table.get(ord(char), char).lower()
             pieces.append(piece)
             owner.extend([index] * len(piece))
         skeleton = "".join(pieces)
-        spans = [(m.start("lt"), m.end("lt"), "\u2039") for m in _FENCE.finditer(skeleton)]
-        spans += [(m.start(), m.end(), CLAIMED_LABEL) for m in _LABEL.finditer(skeleton)]
-        if not spans:
-            return text
-        # Right to left, so earlier spans keep their positions (an overlapping one waits for the
-        # next pass). Every pass removes a `<` or a "trusted" and adds neither, so the loop ends.
-        limit = len(text)
-        for start, end, replacement in sorted(spans, reverse=True):
-            first, last = owner[start], owner[end - 1] + 1
-            if last <= limit:
-                text = text[:first] + replacement + text[last:]
-                limit = first
+    spans = [(m.start("lt"), m.end("lt"), "\u2039") for m in _FENCE.finditer(skeleton)]
+    spans += [(m.start(), m.end(), CLAIMED_LABEL) for m in _LABEL.finditer(skeleton)]
+    # Right to left, so earlier spans keep their positions (an overlapping one waits for the
+    # next pass).
+    limit = len(text)
+    for start, end, replacement in sorted(spans, reverse=True):
+        first, last = (start, end) if owner is None else (owner[start], owner[end - 1] + 1)
+        if last <= limit:
+            text = text[:first] + replacement + text[last:]
+            limit = first
+    return text
 
 
 def _legacy_neutralise(text: str) -> str:
