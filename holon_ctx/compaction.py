@@ -151,6 +151,11 @@ def compact(
             continuity.add_constraint(ConstraintRecord(session_id=sid, ref=rec.target, text=text),
                                       at=now)
 
+    # The envelope names the write in flight: the first unreconciled one, else the newest side
+    # effect (naming none while the session has some would claim it never wrote anything; the
+    # sealed state carries all of them either way, RFC 0004).
+    effects = continuity.side_effects(sid)
+    key = blocking[0] if blocking else (effects[-1].idempotency_key if effects else None)
     archived = [ep for ep in (episodes.get(i) for i in report.archived) if ep is not None]
     first, last = archived[0].span.first_turn, archived[-1].span.last_turn
     continuity.record_checkpoint(sid, f"checkpoint:{last}", at=now)
@@ -166,7 +171,7 @@ def compact(
         pending_obligations=sorted(open_now), tenant_id=session.tenant_id,
         principal_id=session.principal_id, authorization_mode=session.authorization_mode,
         checkpoint_ref=f"checkpoint:{last}", budget_remaining=session.budget_remaining,
-        idempotency_key=blocking[0] if blocking else None, clock=clock)
+        idempotency_key=key, clock=clock)
     return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
                             tuple(blocking))
 

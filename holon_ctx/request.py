@@ -20,6 +20,7 @@ import attrs
 import msgspec
 
 from holon_ctx.projection.projector import Projection
+from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
 from holon_ctx.projection.providers import framing_tokens, to_anthropic_messages, to_openai_messages
 
 __all__ = ["Request"]
@@ -65,13 +66,14 @@ class Request:
         return self._projection.manifest_json()
 
     @property
-    def openai_messages(self) -> list[dict[str, Any]]:
+    def openai_messages(self) -> list[OpenAIMessage]:
         """Chat-completions ``messages`` (a fresh list): the stable part first, where the
-        provider's prefix cache finds it (docs/providers.md)."""
+        provider's prefix cache finds it (docs/providers.md; shapes in
+        :mod:`holon_ctx.projection.provider_types`)."""
         return to_openai_messages(self._projection)
 
     @property
-    def anthropic_request(self) -> dict[str, Any]:
+    def anthropic_request(self) -> AnthropicRequest:
         """A Messages request body fragment: ``{"system": [...], "messages": [...]}`` (fresh),
         with one cache breakpoint at the end of the stable part."""
         return to_anthropic_messages(self._projection)

@@ -548,9 +548,9 @@ class Session:
         text = check_text(w, "text", text, required=True)
         brief_kind = check_status(w, "kind", kind, BriefKind)
         turn = self._require_turn(w)
+        # No work_item_id of its own: the brief acts for its turn's work item.
         return self._in_current_turn(w, lambda _turn, b: Brief(
-            id=b.new_id("brief", "b"), turn_id=turn, kind=brief_kind, text=text,
-            work_item_id=self._work_item))
+            id=b.new_id("brief", "b"), turn_id=turn, kind=brief_kind, text=text))
 
     def runtime_note(self, text: str) -> str:
         """Text the runtime itself puts in the conversation (a notice, a format error): a
@@ -591,7 +591,8 @@ class Session:
         if isinstance(history, str | os.PathLike):
             _, stored = import_any(Path(history), self.store, fmt.value, id_prefix=prefix)
         else:
-            stored = self.store.append(self._read_history(w, history, fmt, prefix), source=w)
+            stored = self.store.append(self._read_history(w, history, fmt, prefix), source=w,
+                                       renumber_turns=True)
         self._pending.clear()
         self._late.clear()
         self._load_state()
@@ -610,8 +611,8 @@ class Session:
             raise InputError(f"cannot read a {type(history).__name__} as {fmt.value} (give a "
                              "path, an OpenAI message list or an Anthropic request)", source=w,
                              path="history")
-        seq = 0 if self._turn is None else self._turn.seq + 1
-        return reader(history, LedgerBuilder(source=w, first_seq=seq, prefix=prefix))
+        # Turns are numbered by the store as the batch is written (renumber_turns).
+        return reader(history, LedgerBuilder(source=w, prefix=prefix))
 
     # -- asking ----------------------------------------------------------------------------------
     def next_request(self, budget_tokens: int, *, at: str | None = None) -> Request:

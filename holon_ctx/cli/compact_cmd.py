@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,7 +30,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     ledger = open_db(args.db, must_exist=True)
     episodes = SqliteEpisodeStore(ledger.path, create=True)
-    continuity = ContinuityStore(ledger.path)
+    # The governed store gets a connection that waits for other writers as long as the ledger's
+    # does (its own would give up after SQLite's default 5 s); autocommit, as it would open itself.
+    conn = sqlite3.connect(ledger.path, isolation_level=None, timeout=ledger.lock_timeout)
+    continuity = ContinuityStore(conn)
     try:
         session = SessionConfig(session_id=args.session, tenant_id=args.tenant,
                                 principal_id=args.principal)
@@ -37,6 +41,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
                          clock=lambda: datetime.now(UTC))
     finally:
         continuity.close()
+        conn.close()
         episodes.close()
         ledger.close()
     if result.envelope_id is None:

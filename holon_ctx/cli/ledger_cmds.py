@@ -12,8 +12,11 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 
 from holon_ctx.cli.common import add_source_args, console, open_db, open_source
+from holon_ctx.cli.dbfiles import write_db
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
+from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.store import LedgerStats
 from holon_ctx.ledger.transcripts import Detection, TranscriptFormat, import_any, sniff_ledger
 
 __all__ = ["register"]
@@ -50,13 +53,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     src = Path(args.file)
     if not src.exists():
         raise InputError("no such file", source=args.file)
-    db_path = Path(args.db)
-    created = not db_path.exists()
-    store = open_db(args.db, must_exist=False)
-    try:
-        size = src.stat().st_size
-        out = console(stderr=True)
-        fmt = args.source_format
+    out = console(stderr=True)
+    fmt = args.source_format
+
+    def work(store: SqliteStore) -> tuple[Detection, int, LedgerStats]:
         detection = Detection(TranscriptFormat.LEDGER, "given with --from" if fmt != "auto"
                               else "ledger JSONL by its name or first line")
         if fmt != TranscriptFormat.LEDGER and not (fmt == "auto" and sniff_ledger(src)):
@@ -65,7 +65,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         elif args.id_prefix:
             raise InputError("--id-prefix applies to transcripts; ledger JSONL keeps its own ids",
                              source=args.file)
-        elif size >= _PROGRESS_BYTES and out.is_terminal:
+        elif (size := src.stat().st_size) >= _PROGRESS_BYTES and out.is_terminal:
             with Progress("[progress.description]{task.description}", BarColumn(),
                           DownloadColumn(), TimeRemainingColumn(), console=out,
                           transient=True) as progress:
@@ -73,15 +73,11 @@ def cmd_import(args: argparse.Namespace) -> int:
                 n = import_jsonl(src, store, on_bytes=lambda b: progress.advance(task, b))
         else:
             n = import_jsonl(src, store)
-    except BaseException:
-        store.close()
-        if created:
-            # Nothing of a failed import may remain, not even an empty database we created.
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{db_path}{suffix}").unlink(missing_ok=True)
-        raise
-    stats = store.stats()
-    store.close()
+        return detection, n, store.stats()
+
+    # A new database is built privately and published only once the import committed: a failed
+    # import never removes a database file another process may be writing (RFC 0006).
+    detection, n, stats = write_db(args.db, work, rereadable=src.is_file())
     if args.source_format == "auto":
         sys.stderr.write(f"holon-ctx: read {args.file} as {detection.format.value} "
                          f"({detection.reason})\n")

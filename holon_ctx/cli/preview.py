@@ -37,7 +37,8 @@ from holon_ctx.projection.planner import Block
 from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection
 
 if TYPE_CHECKING:
-    from holon_ctx.cli.preview_cmds import Difference, Explanation
+    from holon_ctx.cli.diff import Difference
+    from holon_ctx.cli.explain import Explanation
 
 __all__ = ["TAGS", "TrustOf", "print_diff", "print_explanation", "print_preview", "tag_block_lines",
            "visible"]

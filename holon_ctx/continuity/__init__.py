@@ -46,7 +46,7 @@ from holon_ctx.continuity.decision import (
     RehydratedView,
     is_same_or_stricter,
 )
-from holon_ctx.continuity.digest import summary_digest
+from holon_ctx.continuity.digest import envelope_sha256, summary_digest
 from holon_ctx.continuity.envelope import (
     SCHEMA_VERSION,
     AuthorizationMode,
@@ -125,6 +125,7 @@ __all__ = [
     "UntrustedClockError",
     "decode_envelope",
     "encode_envelope",
+    "envelope_sha256",
     "id_problem",
     "is_same_or_stricter",
     "prepare_compaction",
