@@ -479,7 +479,10 @@ class _Builder:
 
     def _text_block(self, text: str, ref: str) -> Block:
         body = text if text.endswith("\n") else text + "\n"
-        return Block(head=body, tokens=self.r.counter.count(body), refs=(ref,))
+        # Keyed by the text itself: an episode recalled turn after turn is counted once.
+        return self.r.memo(("text_block", ref, body),
+                           lambda: Block(head=body, tokens=self.r.counter.count(body),
+                                         refs=(ref,)))
 
     def _turn_item(self, unit: TurnUnit, section: Section, order: int,
                    position: tuple[int, ...], tier: int = 0) -> Item:
