@@ -133,6 +133,28 @@ def test_reopening_continues_where_the_ledger_left_off(tmp_path: Path) -> None:
                                                       ("c1", ToolStatus.OK)]
 
 
+def test_two_sessions_on_one_file_take_turns(tmp_path: Path) -> None:
+    """A session continues from what another writer appended meanwhile: sequence numbers keep
+    rising, ids stay unique, and a reply lands in the newest turn."""
+    db = tmp_path / "shared.db"
+    a = open_session(db, compaction=None)
+    b = open_session(db, compaction=None)
+    a.operator_message("from a")
+    b.operator_message("from b")
+    a.assistant_message("a answers b's turn")
+    b.external_event("ci", "build 12 passed")
+    a.wake("timer")
+    ts = turns(SqliteStore(db))
+    assert [t.seq for t in ts] == [0, 1, 2, 3]
+    msgs = [r for r in SqliteStore(db).iter_records() if isinstance(r, Message)]
+    assert msgs[-1].text == "a answers b's turn"
+    assert f"turn:{msgs[-1].turn_id}" == f"turn:{ts[1].id}"
+    assert a.current_turn == f"turn:{ts[3].id}"
+    assert "build 12 passed" in a.next_request(2000).text
+    a.close()
+    b.close()
+
+
 def test_ids_never_clash_with_an_imported_history(tmp_path: Path) -> None:
     """Records appended after an import get fresh ids even where the importer's names collide."""
     s = open_session(MemoryStore(), compaction=None)
