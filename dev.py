@@ -69,9 +69,9 @@ def ensure_env(*, verbose: bool = False) -> None:
     if not fresh and STAMP.exists() and STAMP.read_text() == _stamp_value():
         return
     started = time.monotonic()
-    _say(("first run: creating .venv and installing holon-ctx with its dev tools" if fresh else
-          "pyproject.toml changed: updating holon-ctx and its dev tools in .venv")
-         + ("" if verbose else " (about a minute the first time; pip's log: .venv/pip.log)"))
+    _say(("first run: creating .venv and installing holon-ctx with its dev tools (about a minute)"
+          if fresh else "pyproject.toml changed: updating holon-ctx and its dev tools in .venv")
+         + ("" if verbose else "; pip's log: .venv/pip.log"))
     if fresh:
         try:
             venv.EnvBuilder(with_pip=True).create(VENV)

@@ -16,14 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
+from ledger_procs import child_env
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs and POSIX signals")
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 @pytest.mark.parametrize(("signum", "status", "name"), [
@@ -37,7 +34,7 @@ def test_a_signal_while_reading_a_fifo_leaves_nothing(tmp_path: Path, signum: in
     os.mkfifo(fifo)
     db = tmp_path / "new.db"
     proc = subprocess.Popen([sys.executable, "-m", "holon_ctx", "import", str(fifo), "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
     deadline = time.monotonic() + 60
     # The database (or its private build) exists once the import is about to read its input.
     while not [p for p in tmp_path.iterdir() if p.name.startswith("new.db")]:

@@ -9,23 +9,16 @@ processes a few rounds and checks that every import that reported success is in 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_procs import child_env, ledger_ids
 
 from holon_ctx.cli import ledger_cmds
 from holon_ctx.cli.main import main
-from holon_ctx.ledger.sqlite import SqliteStore
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 def _ledger(path: Path, tag: str, first_seq: int, turns: int) -> Path:
@@ -41,15 +34,8 @@ def _ledger(path: Path, tag: str, first_seq: int, turns: int) -> Path:
 
 def _import_cli(src: Path, db: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "holon_ctx", "import", str(src), "--db", str(db)],
-                          capture_output=True, text=True, env=_env(), timeout=120, check=False)
+                          capture_output=True, text=True, env=child_env(), timeout=120, check=False)
 
-
-def _ids(db: Path) -> list[str]:
-    store = SqliteStore(db)
-    try:
-        return [r.id for r in store.iter_records()]
-    finally:
-        store.close()
 
 
 def _leftovers(directory: Path) -> list[str]:
@@ -78,7 +64,7 @@ def test_a_failed_import_keeps_what_another_import_committed_meanwhile(
     assert code == 2
     assert "duplicate id: turn:t0 is already in the ledger" in err
     assert db.exists()
-    assert _ids(db) == [f"{k}{s}" for s in range(20) for k in "tm"]
+    assert ledger_ids(db) == [f"{k}{s}" for s in range(20) for k in "tm"]
     assert _leftovers(tmp_path) == []
 
 
@@ -101,7 +87,7 @@ def test_imports_that_fit_together_both_land_when_they_race_for_a_new_path(
     assert main(["import", str(second), "--db", str(db)]) == 0
     assert other[0].returncode == 0, other[0].stderr
     assert "(10 turns, 20 records in the ledger)" in capsys.readouterr().out
-    assert _ids(db) == [f"{t}{k}{s}" for t, base in (("a.", 0), ("b.", 100))
+    assert ledger_ids(db) == [f"{t}{k}{s}" for t, base in (("a.", 0), ("b.", 100))
                         for s in range(base, base + 5) for k in "tm"]
     assert _leftovers(tmp_path) == []
 
@@ -114,14 +100,14 @@ def test_racing_imports_lose_nothing_that_was_reported(tmp_path: Path, round_: i
     db = tmp_path / "race.db"
     cmd = [sys.executable, "-m", "holon_ctx", "import", str(src), "--db", str(db)]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=_env()) for _ in range(2)]
+                              env=child_env()) for _ in range(2)]
     results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
     codes = sorted(code for code, _, _ in results)
     assert codes == [0, 2], results
     loser = next(err for code, _, err in results if code == 2)
     assert "duplicate id" in loser, loser
     assert "Traceback" not in loser
-    assert len(_ids(db)) == 400
+    assert len(ledger_ids(db)) == 400
     assert _leftovers(tmp_path) == []
 
 

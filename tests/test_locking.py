@@ -7,7 +7,6 @@ instead of ``sqlite3.OperationalError: database is locked`` and a traceback.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys
@@ -16,13 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
+from ledger_procs import child_env
 
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger.locking import DEFAULT_LOCK_TIMEOUT, lock_timeout
 from holon_ctx.ledger.records import Message, MessageRole, Turn
 from holon_ctx.ledger.sqlite import SqliteStore
 
-ROOT = Path(__file__).resolve().parent.parent
 HOLDER = """
 import sqlite3, sys, time
 db = sqlite3.connect(sys.argv[1], isolation_level=None)
@@ -33,10 +32,6 @@ db.execute("ROLLBACK")
 """
 LINUX = Path("/proc/locks").exists()
 
-
-def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, **extra,
-            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 def _batch(tag: str, seq: int) -> list[Turn | Message]:
@@ -90,7 +85,7 @@ def test_the_cli_exits_2_with_that_line_and_writes_nothing(
     src.write_text('{"v":1,"type":"turn","id":"bt","seq":1,"trigger":"timer"}\n', encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "holon_ctx", "import", str(src), "--db", str(db)],
                           capture_output=True, text=True, timeout=60, check=False,
-                          env=_env(HOLON_CTX_LOCK_TIMEOUT="0.5"))
+                          env=child_env(HOLON_CTX_LOCK_TIMEOUT="0.5"))
     assert (done.returncode, done.stdout) == (2, "")
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr

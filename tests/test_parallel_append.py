@@ -8,13 +8,13 @@ now allocated inside the transaction (``renumber_turns=True``), for every store.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_procs import child_env
 
 from holon_ctx.errors import LedgerFormatError
 from holon_ctx.ledger import transcripts
@@ -23,12 +23,6 @@ from holon_ctx.ledger.records import Message, MessageRole, Turn
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcripts import import_any
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 def _chat(path: Path, steps: int) -> Path:
@@ -106,7 +100,7 @@ def test_parallel_imports_with_id_prefixes_all_succeed(tmp_path: Path) -> None:
     SqliteStore(db).close()
     writers = [subprocess.Popen([sys.executable, "-c", IMPORTER, str(db), str(src), f"w{w}-", "5"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=_env()) for w in range(4)]
+                                env=child_env()) for w in range(4)]
     for proc in writers:
         _, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, err
@@ -131,7 +125,7 @@ def test_the_cli_imports_transcripts_in_parallel(tmp_path: Path) -> None:
     SqliteStore(db).close()
     procs = [subprocess.Popen([sys.executable, "-m", "holon_ctx", "import", str(src), "--db",
                                str(db), "--id-prefix", f"{k}."], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=_env()) for k in "abc"]
+                              stderr=subprocess.PIPE, text=True, env=child_env()) for k in "abc"]
     results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
     assert [code for code, _, _ in results] == [0, 0, 0], results
     assert len(_turns(SqliteStore(db))) == 3 * len(_turns(_import_into_memory(src)))

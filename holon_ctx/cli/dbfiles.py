@@ -51,6 +51,7 @@ def write_db(path: str, work: Callable[[SqliteStore], T], *, rereadable: bool = 
                              "ran, and the input cannot be read a second time; nothing was "
                              "imported (run the command again)")
     store = open_db(path, must_exist=True)
+    assert isinstance(store, SqliteStore)  # a path, never a postgresql:// URL (see ledger_cmds)
     try:
         return work(store)
     finally:

@@ -18,12 +18,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from holon_ctx import __version__
-from holon_ctx.cli.common import open_db
+from holon_ctx.cli.common import db_name, open_continuity, open_db, open_episodes
+from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.store import LedgerStore
 
-__all__ = ["DEMO_BUDGET", "DEMO_DB", "build_demo"]
+__all__ = ["DEMO_BUDGET", "DEMO_DB", "build_demo", "build_demo_session"]
 
 #: The demo's budget: large enough to show every section, small enough that folding, compaction
 #: and omission all happen on the bundled ledger.
@@ -66,7 +67,7 @@ def build_demo(db: Path) -> bool:
         try:
             with importlib.resources.as_file(resource) as path:
                 n = import_jsonl(path, store)
-            archived = _archive(store, tmp)
+            archived = _archive(store)
         finally:
             store.close()
         # A stale -wal beside the old file would be replayed into the new one: remove all three.
@@ -79,24 +80,61 @@ def build_demo(db: Path) -> bool:
     finally:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
-    sys.stderr.write(f"holon-ctx: built the demo ledger ({n} records, {archived} episodes "
-                     f"archived) into {db} in {time.perf_counter() - started:.2f} s; later runs "
-                     "reuse it\n")
+    sys.stderr.write(f"holon-ctx: built the demo ledger ({plural(n, 'record')}, "
+                     f"{plural(archived, 'episode')} archived) into {db} in "
+                     f"{time.perf_counter() - started:.2f} s; later runs reuse it\n")
     return True
 
 
-def _archive(ledger: LedgerStore, path: Path) -> int:
+def build_demo_session(url: str, session: str) -> bool:
+    """Make session ``session`` of a PostgreSQL database hold the demo ledger (as
+    :func:`build_demo`; the stamp is kept in the session's episode settings, written last)."""
+    from holon_ctx.postgres import delete_session  # noqa: PLC0415
+
+    resource = importlib.resources.files("holon_ctx").joinpath("data/demo.jsonl")
+    stamp = _demo_stamp(resource.read_bytes())
+    store = open_db(url, must_exist=False, session=session)
+    try:
+        episodes = open_episodes(store, create=True)
+        assert episodes is not None  # a database ledger
+        current = episodes.meta().get("demo_stamp") == stamp
+        episodes.close()
+        stale = not current and store.end_pos() > 0
+    finally:
+        store.close()
+    if current:
+        return False
+    started = time.perf_counter()
+    if stale:
+        delete_session(url, session)
+    store = open_db(url, must_exist=False, session=session)
+    try:
+        with importlib.resources.as_file(resource) as path:
+            n = import_jsonl(path, store)
+        archived = _archive(store, stamp)
+    finally:
+        store.close()
+    sys.stderr.write(f"holon-ctx: built the demo ledger ({plural(n, 'record')}, "
+                     f"{plural(archived, 'episode')} archived) into {db_name(url, session)} in "
+                     f"{time.perf_counter() - started:.2f} s; later runs reuse it\n")
+    return True
+
+
+def _archive(ledger: LedgerStore, stamp: str | None = None) -> int:
     """Compact the demo: archive old turn ranges into episodes and seal a continuity envelope,
     so the preview recalls episodes and pins the governed control state."""
     from holon_ctx.compaction import SessionConfig, compact  # noqa: PLC0415
-    from holon_ctx.continuity import ContinuityStore  # noqa: PLC0415
-    from holon_ctx.ledger.episode_store import SqliteEpisodeStore  # noqa: PLC0415
 
-    episodes = SqliteEpisodeStore(path, create=True)
-    continuity = ContinuityStore(path)
+    episodes = open_episodes(ledger, create=True)
+    continuity = open_continuity(ledger)
+    assert episodes is not None  # the demo is built into a database ledger
+    assert continuity is not None
     try:
-        return len(compact(ledger, episodes, continuity, session=SessionConfig(),
-                           clock=_demo_clock()).archive.archived)
+        archived = len(compact(ledger, episodes, continuity, session=SessionConfig(),
+                               clock=_demo_clock()).archive.archived)
+        if stamp is not None:
+            episodes.set_meta({"demo_stamp": stamp})  # last: a build cut short is redone
+        return archived
     finally:
         continuity.close()
         episodes.close()

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 from holon_ctx import __version__
-from holon_ctx.errors import HolonCtxError
+from holon_ctx.errors import EngineError, HolonCtxError
 from holon_ctx.ledger.locking import translate_lock_errors
 
 __all__ = ["build_parser", "main"]
@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "holon_ctx.cli.compact_cmd",
     "holon_ctx.cli.preview_cmds",
     "holon_ctx.cli.continuity_cmd",
+    "holon_ctx.cli.db_cmd",
 )
 
 
@@ -50,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    from holon_ctx.cli.common import add_session_key_options  # noqa: PLC0415 - after registration
+
+    add_session_key_options(parser)
     return parser
 
 
@@ -100,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HolonCtxError as exc:
         sys.stderr.write(f"holon-ctx: error: {exc}\n")
         return 2
+    except EngineError as exc:
+        # An engine bug, not the user's input: say so, and use EX_SOFTWARE rather than 2.
+        sys.stderr.write(f"holon-ctx: internal error: {exc}; please report it with the ledger\n")
+        return 70
     except KeyboardInterrupt:
         sys.stderr.write("holon-ctx: interrupted\n")
         return 130

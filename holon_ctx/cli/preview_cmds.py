@@ -37,11 +37,12 @@ from holon_ctx.cli.common import (
     open_source,
     positive_int,
 )
-from holon_ctx.cli.demo import DEMO_BUDGET, DEMO_DB, build_demo
+from holon_ctx.cli.demo import DEMO_BUDGET, DEMO_DB, build_demo, build_demo_session
 from holon_ctx.cli.diff import Difference, diff
 from holon_ctx.cli.explain import Explanation, explain
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.postgres.connection import is_postgres_url
 from holon_ctx.projection.projector import Projection, Projector
 
 __all__ = ["DEMO_BUDGET", "Difference", "Explanation", "diff", "explain", "register", "trust_lookup"]
@@ -52,7 +53,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--budget", type=positive_int, default=DEMO_BUDGET, metavar="N",
                    help=f"token budget of the prompt (default {DEMO_BUDGET})")
     p.add_argument("--db", metavar="PATH", default=str(DEMO_DB),
-                   help=f"where to build the demo ledger (default {DEMO_DB}; reused when current)")
+                   help=f"where to build the demo ledger (default {DEMO_DB}; reused when current); "
+                        "a postgresql:// URL builds it into session 'demo' (or --session-key)")
     _view_args(p, pager=True)
     p.set_defaults(func=cmd_demo)
 
@@ -62,15 +64,16 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_preview)
 
     p = subparsers.add_parser("explain", help="why one ref is in, compacted, folded, archived or out",
-                              usage="holon-ctx explain (SOURCE | --db PATH) --budget N REF "
-                                    "[--at TURN_ID] [--json] [--plain]")
+                              usage="holon-ctx explain (SOURCE | --db PATH [--session-key KEY]) --budget N "
+                                    "REF [--at TURN_ID] [--json] [--plain] [--width W]")
     # SOURCE is optional (--db replaces it) and REF is not, and options may sit between them
     # (`explain FILE --budget N REF`). argparse consumes each positional once, so both arrive as
     # operands: whatever it leaves over that is not an option joins them (see _intermixed).
     p.add_argument("operands", nargs="*", metavar="SOURCE REF",
                    help="a ledger JSONL file (unless --db) and a ref kind:id, e.g. turn:t41")
     _intermixed(p)
-    p.add_argument("--db", metavar="PATH", help="a holon-ctx SQLite ledger")
+    p.add_argument("--db", metavar="PATH",
+                   help="a holon-ctx SQLite ledger, or a postgresql:// URL (with --session-key)")
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of the prompt")
     p.add_argument("--at", metavar="TURN_ID", help="project as of an earlier turn")
@@ -78,7 +81,10 @@ def register(subparsers: Any) -> None:
     _view_args(p)
     p.set_defaults(func=cmd_explain)
 
-    p = subparsers.add_parser("diff", help="what changes between two projections (budgets or turns)")
+    # argparse's own usage would show --budget and --at once; they are given twice.
+    p = subparsers.add_parser("diff", help="what changes between two projections (budgets or turns)",
+                              usage="holon-ctx diff (SOURCE | --db PATH [--session-key KEY]) --budget N "
+                                    "[--budget M] [--at A --at B] [--json] [--plain] [--width W]")
     add_source_args(p)
     p.add_argument("--budget", type=positive_int, action="append", required=True, metavar="N",
                    help="token budget; give it twice to compare two budgets")
@@ -218,14 +224,17 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    db = Path(args.db)
-    build_demo(db)
+    if is_postgres_url(args.db):
+        args.session_key = args.session_key or "demo"
+        build_demo_session(args.db, args.session_key)
+    else:
+        build_demo(Path(args.db))
     args.source = None
     return _preview(args, args.budget, None)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from holon_ctx.cli.preview import print_explanation  # noqa: PLC0415
+    from holon_ctx.cli.explain_view import print_explanation  # noqa: PLC0415
 
     operands: list[str] = args.operands
     if len(operands) != (1 if args.db else 2):
@@ -244,7 +253,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from holon_ctx.cli.preview import print_diff  # noqa: PLC0415
+    from holon_ctx.cli.explain_view import print_diff  # noqa: PLC0415
 
     budgets: list[int] = args.budget
     ats: list[str] = args.at or []

@@ -25,11 +25,15 @@ from holon_ctx.ledger.records import (
     WorkItem,
 )
 
-__all__ = ["FENCE_TAG", "block_safe", "neutralise_fences", "record_body"]
+__all__ = ["CLAIMED_LABEL", "FENCE_TAG", "OPERATOR_LABEL", "block_safe", "neutralise_fences",
+           "record_body"]
 
 #: The element name of data fences; see :func:`neutralise_fences`.
 FENCE_TAG = "data"
-_FENCE_LIKE = re.compile(r"<(/?)(data)\b", re.IGNORECASE)
+#: The label the renderer puts above the operator's own words, and what a forgery of it becomes.
+OPERATOR_LABEL = "operator (trusted)"
+CLAIMED_LABEL = "operator (claimed)"
+_FENCE_LIKE = re.compile(rf"<(/?)({FENCE_TAG})\b", re.IGNORECASE)
 _TRUSTED_LABEL = re.compile(r"operator\s*\(trusted\)", re.IGNORECASE)
 
 
@@ -40,7 +44,7 @@ def neutralise_fences(text: str) -> str:
     ``operator (trusted)`` becomes ``operator (claimed)`` so quoted text cannot pose as it.
     """
     text = _FENCE_LIKE.sub(lambda m: f"\u2039{m.group(1)}{m.group(2)}", text)
-    return _TRUSTED_LABEL.sub("operator (claimed)", text)
+    return _TRUSTED_LABEL.sub(CLAIMED_LABEL, text)
 
 
 def block_safe(text: str) -> str:

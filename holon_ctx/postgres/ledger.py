@@ -31,6 +31,7 @@ from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
 from holon_ctx.ledger.writer import Lookups, Row, append_records
+from holon_ctx.postgres.schema import SESSION_TABLES
 from holon_ctx.postgres.session import SessionHandle
 from holon_ctx.tokens import TokenCounter, default_counter
 
@@ -47,8 +48,10 @@ _wi_decoder = msgspec.json.Decoder(WorkItemState)
 _wait_decoder = msgspec.json.Decoder(WaitState)
 _encode = msgspec.json.encode
 
-_ROW = ("SELECT r.pos, r.ref, r.turn_seq, r.line, c.tokens FROM holon_records r "
-        "LEFT JOIN holon_token_counts c ON c.sid=r.sid AND c.counter=%(counter)s AND c.pos=r.pos ")
+#: A record row with its count. The count is a scalar subquery, not a join: a join lets the planner
+#: hash the session's whole token_counts (O(history)) when it guesses the window is large.
+_ROW = ("SELECT r.pos, r.ref, r.turn_seq, r.line, (SELECT c.tokens FROM holon_token_counts c "
+        "WHERE c.sid=r.sid AND c.counter=%(counter)s AND c.pos=r.pos) FROM holon_records r ")
 
 
 class PostgresStore:
@@ -70,8 +73,18 @@ class PostgresStore:
         self._decoded = DecodedRecords(self._counter)
         self._open_waits = OpenWaits(self)
         self._rows = self._h.rows
-        self._one = self._h.one
         self._reset_batch()
+
+    def _one(self, sql: str, args: dict[str, Any] | tuple[Any, ...]) -> Any:
+        found = self._rows(sql, args)
+        return found[0] if found else None
+
+    def holds(self, table: str) -> bool:
+        """Whether the session has any row in ``table`` (one of schema.SESSION_TABLES): e.g. has
+        it archived episodes, sealed an envelope."""
+        if table not in SESSION_TABLES:
+            raise ValueError(f"not a session table: {table}")
+        return self._one(f"SELECT 1 FROM {table} WHERE sid=%s LIMIT 1", (self.sid,)) is not None
 
     @property
     def connection(self) -> Any:
@@ -221,14 +234,16 @@ class PostgresStore:
         self._pending_waits.clear()
         self._clear_prefetched()
 
-    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str) -> int:
+    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
+                     renumber_turns: bool = False) -> int:
         def batch() -> int:
             row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE",
                             (self.sid,))
             if row is None:
                 raise StoreError(f"{self.where}: session {self.session!r} was deleted")
             self._batch_next = int(row[0])
-            n = append_records(self, self._counter, items, source=source)
+            n = append_records(self, self._counter, items, source=source,
+                               renumber_turns=renumber_turns)
             self._flush()
             self._rows("UPDATE holon_sessions SET end_pos=%s WHERE sid=%s",
                        (self._batch_next + self._appended, self.sid))
@@ -238,8 +253,10 @@ class PostgresStore:
         finally:
             self._reset_batch()
 
-    def append(self, records: Iterable[Record], *, source: str = "<append>") -> int:
-        return self.append_lines(((None, r) for r in records), source=source)
+    def append(self, records: Iterable[Record], *, source: str = "<append>",
+               renumber_turns: bool = False) -> int:
+        return self.append_lines(((None, r) for r in records), source=source,
+                                 renumber_turns=renumber_turns)
 
     # -- reads ----------------------------------------------------------------------------
     def _records(self, where: str, args: dict[str, Any]) -> list[StoredRecord]:

@@ -229,13 +229,20 @@ def list_sessions(conn: Any) -> list[SessionInfo]:
     return [SessionInfo(key=k, records=int(n), created_at=at) for k, n, at in rows.fetchall()]
 
 
-def delete_session(conn: Any, key: str) -> bool:
+def delete_session(conn: Any, key: str, *, only_if_empty: bool = False) -> bool:
     """Delete a session's ledger, episodes and governed state in one transaction; False when there
-    is no such session. Waits for an append in progress (it holds the session row) to finish."""
+    is no such session. Waits for an append in progress (it holds the session row) to finish.
+
+    ``only_if_empty`` keeps a session that holds any record: a failed first import removes the
+    session it made only while no other writer has committed to it (RFC 0006's rule for files).
+    """
     with conn.transaction():
         row = conn.execute("SELECT sid FROM holon_sessions WHERE key=%s FOR UPDATE",
                            (key,)).fetchone()
         if row is None:
+            return False
+        if only_if_empty and conn.execute("SELECT 1 FROM holon_records WHERE sid=%s LIMIT 1",
+                                          (row[0],)).fetchone() is not None:
             return False
         conn.execute("SET LOCAL holon_ctx.deleting_session = 'on'")
         for table in SESSION_TABLES:

@@ -16,6 +16,7 @@ import msgspec
 from hypothesis import strategies as st
 
 from holon_ctx.continuity import (
+    CompactionRequest,
     ContinuityStore,
     Decision,
     Envelope,
@@ -156,7 +157,8 @@ def make_world(
     kwargs = compaction_kwargs(control)
     if compactor is not None:
         kwargs = compactor(kwargs)
-    envelope = prepare_compaction(store, summary_bytes=SEED_SUMMARY, clock=clock, **kwargs)
+    envelope = prepare_compaction(
+        store, CompactionRequest(summary_bytes=SEED_SUMMARY, **kwargs), clock=clock)
     clock.now = RESUMED_AT
     return World(conn, store, clock, control, envelope, resume_from(control))
 

@@ -18,6 +18,7 @@ from continuity_helpers import World, make_world
 
 from holon_ctx.continuity import (
     ApprovalStatus,
+    CompactionRequest,
     CompactionStep,
     ConstraintRecord,
     ContinuityStore,
@@ -161,7 +162,8 @@ def resources(**changes: Any) -> Act:
 def superseded(w: World) -> Decision:
     kwargs = {**compaction_kwargs(w.control), "envelope_id": "ce-2026-07-21-002"}
     w.clock.now = T0 + timedelta(minutes=2)
-    prepare_compaction(w.store, summary_bytes=SEED_SUMMARY, clock=w.clock, **kwargs)
+    prepare_compaction(w.store, CompactionRequest(summary_bytes=SEED_SUMMARY, **kwargs),
+                       clock=w.clock)
     w.clock.now = T0 + timedelta(minutes=5)
     return w.rehydrate()
 
@@ -220,10 +222,9 @@ def crash_at(step: CompactionStep) -> Act:
         with pytest.raises(KeyboardInterrupt):
             prepare_compaction(
                 store,
-                summary_bytes=SEED_SUMMARY,
+                CompactionRequest(summary_bytes=SEED_SUMMARY, **compaction_kwargs(control)),
                 clock=lambda: T0 + timedelta(minutes=1),
                 fault_hook=fault,
-                **compaction_kwargs(control),
             )
         return rehydrate(
             store,
