@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from holon_ctx.cli.inputs import regular_input
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
@@ -70,15 +71,19 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
     if _looks_like_sqlite(source):
         return open_db(source, must_exist=True)
     store = MemoryStore()
-    if sniff_ledger(source):
-        import_jsonl(source, store)
-    else:
-        # A chat transcript or agent trajectory, detected by name and content (docs/import.md).
-        import_any(source, store)
+    # A pipe or device is copied first (capped): detection and parsing each read it.
+    with regular_input(source) as path:
+        if sniff_ledger(path):
+            import_jsonl(path, store)
+        else:
+            # A chat transcript or agent trajectory, detected by name and content (docs/import.md).
+            import_any(path, store)
     return store
 
 
 def _looks_like_sqlite(path: str) -> bool:
+    if not Path(path).is_file():
+        return False  # a pipe's head must not be consumed here; a database is a regular file
     try:
         with open(path, "rb") as f:
             return f.read(16) == b"SQLite format 3\x00"

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from holon_ctx.cli.common import add_source_args, console, open_db, open_source
 from holon_ctx.cli.dbfiles import write_db
+from holon_ctx.cli.inputs import regular_input
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.sqlite import SqliteStore
@@ -50,9 +51,13 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    src = Path(args.file)
-    if not src.exists():
-        raise InputError("no such file", source=args.file)
+    # A pipe or device is copied first (capped): it is read more than once (detection, parsing,
+    # and again if another import creates the database meanwhile).
+    with regular_input(args.file) as src:
+        return _import(args, src)
+
+
+def _import(args: argparse.Namespace, src: Path) -> int:
     out = console(stderr=True)
     fmt = args.source_format
 
@@ -77,7 +82,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     # A new database is built privately and published only once the import committed: a failed
     # import never removes a database file another process may be writing (RFC 0006).
-    detection, n, stats = write_db(args.db, work, rereadable=src.is_file())
+    detection, n, stats = write_db(args.db, work)
     if args.source_format == "auto":
         sys.stderr.write(f"holon-ctx: read {args.file} as {detection.format.value} "
                          f"({detection.reason})\n")

@@ -19,6 +19,7 @@ from typing import IO, Final
 import msgspec
 
 from holon_ctx.errors import LedgerFormatError
+from holon_ctx.ledger.jsoninput import MAX_JSON_DEPTH, decode_problem, nesting_offset
 from holon_ctx.ledger.records import (
     EXTENSION_TRIGGER,
     FORMAT_VERSION,
@@ -86,6 +87,7 @@ _STATUS_BY_TYPE: dict[str, type] = {
 }
 _TYPES = ("turn", "message", "brief", "task_result", "tool", "external_event", "work_item",
           "wait", "environment", "pin")
+_TRUNCATED: Final = "invalid JSON: Input data was truncated"
 _MSGSPEC_PATH = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<path>[^`]+)`)?$", re.DOTALL)
 
 # Default provenance by record kind: what a runtime appending the record asserts when it does
@@ -262,6 +264,10 @@ def _translate(exc: msgspec.ValidationError, raw: bytes) -> tuple[str, str]:
 
 def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Record:
     """Decode and (unless ``check=False``) check one line; errors name source, line and field."""
+    deep = nesting_offset(raw)
+    if deep is not None:
+        raise LedgerFormatError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels (at byte {deep} "
+                                "of the line)", source=source, line=line)
     try:
         record = _decoder.decode(raw)
     except msgspec.ValidationError as exc:
@@ -272,7 +278,8 @@ def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Re
             msg = f"missing required field (one of {', '.join(_TYPES)})"
         raise LedgerFormatError(msg, source=source, line=line, path=path) from None
     except msgspec.DecodeError as exc:
-        raise LedgerFormatError(f"invalid JSON: {exc}", source=source, line=line) from None
+        raise LedgerFormatError(decode_problem(raw, str(exc))[0], source=source,
+                                line=line) from None
     problem = check_record(record) if check else None
     if problem:
         path, _, msg = problem.partition(": ")
@@ -319,7 +326,7 @@ def iter_jsonl(
         try:
             record = decode_line(raw, source=source, line=line_no, check=check)
         except LedgerFormatError as exc:
-            if not raw.endswith(b"\n") and exc.path is None:
+            if not raw.endswith(b"\n") and exc.message == _TRUNCATED:
                 raise LedgerFormatError(
                     "truncated last line (no newline at end and not complete JSON)",
                     source=source,

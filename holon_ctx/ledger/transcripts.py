@@ -27,6 +27,7 @@ import msgspec
 
 from holon_ctx.errors import InputError, LedgerFormatError
 from holon_ctx.ledger.importer import import_jsonl
+from holon_ctx.ledger.jsoninput import MAX_JSON_DEPTH, decode_problem, nesting_offset, read_capped
 from holon_ctx.ledger.records import Record
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcript_build import LedgerBuilder
@@ -73,14 +74,8 @@ _READERS: dict[TranscriptFormat, Callable[[Any, LedgerBuilder], list[Record]]] =
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > MAX_TRANSCRIPT_BYTES:
-            raise InputError(f"transcript larger than the {MAX_TRANSCRIPT_BYTES} byte limit "
-                             f"({size} bytes)", source=str(path))
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    # Capped by what is read: a device or FIFO says size 0 and may never end.
+    return read_capped(path, MAX_TRANSCRIPT_BYTES, "transcript")
 
 
 def load_json(path: Path, raw: bytes | None = None) -> Any:
@@ -97,23 +92,21 @@ def load_json(path: Path, raw: bytes | None = None) -> Any:
                                 line=raw.count(b"\n", 0, exc.start) + 1) from None
     if not raw.strip():
         raise LedgerFormatError("empty file: no transcript", source=source, line=1)
+    deep = nesting_offset(raw)
+    if deep is not None:
+        raise LedgerFormatError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels",
+                                source=source, line=raw.count(b"\n", 0, deep) + 1)
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        text = str(exc)
-        line = None
-        if "(byte " in text:
-            try:
-                offset = int(text.rsplit("(byte ", 1)[1].rstrip(")"))
-                line = raw.count(b"\n", 0, offset) + 1
-            except ValueError:
-                line = None
-        raise LedgerFormatError(f"invalid JSON: {text}", source=source, line=line) from None
+        message, offset = decode_problem(raw, str(exc))
+        line = None if offset is None else raw.count(b"\n", 0, offset) + 1
+        raise LedgerFormatError(message, source=source, line=line) from None
 
 
 def _looks_like_ledger(raw: bytes) -> bool:
     first = raw.lstrip().split(b"\n", 1)[0]
-    if not first.startswith(b"{"):
+    if not first.startswith(b"{") or nesting_offset(first) is not None:
         return False
     try:
         obj = msgspec.json.decode(first)
