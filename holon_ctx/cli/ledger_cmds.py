@@ -14,6 +14,7 @@ from rich.table import Table
 from holon_ctx.cli.common import add_source_args, console, open_db, open_source
 from holon_ctx.cli.dbfiles import write_db
 from holon_ctx.cli.inputs import regular_input
+from holon_ctx.cli.outputs import output_file
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.sqlite import SqliteStore
@@ -95,11 +96,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = open_db(args.db, must_exist=True)
     try:
         if args.output:
-            try:
-                out = open(args.output, "wb")  # noqa: SIM115 - closed below; errors are located
-            except OSError as exc:
-                raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
-            with out:
+            # Written beside the file and renamed into place when complete: a failure leaves
+            # no partial export that looks whole.
+            with output_file(args.output) as out:
                 export_jsonl(store, out)
         else:
             export_jsonl(store, sys.stdout.buffer)
