@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from typing import IO, Final
 
 import msgspec
@@ -49,9 +50,11 @@ from holon_ctx.ledger.records import (
 )
 
 __all__ = [
+    "MAX_EXIT_CODE",
     "MAX_ID_CHARS",
     "MAX_LINE_BYTES",
     "MAX_SEQ",
+    "MIN_EXIT_CODE",
     "check_record",
     "decode_line",
     "encode_record",
@@ -67,6 +70,14 @@ MAX_ID_CHARS: Final = 256
 #: Largest turn sequence number: SQLite stores integers as signed 64-bit, and JSON decoding would
 #: otherwise accept any size and fail only at insert, with a traceback instead of a located error.
 MAX_SEQ: Final = 2**63 - 1
+#: ``exit_code`` range: a signed or an unsigned 32-bit exit status (negative for a signal, as
+#: Python reports it; Windows statuses such as 0xC0000005 are unsigned).
+MIN_EXIT_CODE: Final = -(2**31)
+MAX_EXIT_CODE: Final = 2**32 - 1
+#: RFC 3339 ``date-time`` (section 5.6): full date, ``T``, time with seconds, optional fraction,
+#: and an offset (``Z`` or ``±hh:mm``). The ranges are checked apart, with the calendar.
+_RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?"
+                      r"(?:[Zz]|[+-](\d{2}):(\d{2}))$", re.ASCII)
 
 _decoder = msgspec.json.Decoder(Record)
 _encoder = msgspec.json.Encoder()
@@ -189,6 +200,8 @@ def check_record(record: Record) -> str | None:
         # Fast path for the common, valid id; _check_id words the problem otherwise.
         if value is not None and (not value or len(value) > MAX_ID_CHARS or _BAD_ID.search(value)):
             return _check_id(value, f"$.{name}")
+    if record.at is not None and (problem := _check_at(record.at)):
+        return problem
     origin, trust = provenance_defaults(record)
     if trust not in _ALLOWED_TRUST[origin]:
         allowed = ", ".join(sorted(_ALLOWED_TRUST[origin]))
@@ -211,6 +224,11 @@ def check_record(record: Record) -> str | None:
             if record.role is not MessageRole.OPERATOR and origin is Origin.OPERATOR:
                 return ("$.role: a message from the operator must have role 'operator', "
                         f"got {record.role.value!r}")
+        case Tool():
+            if record.exit_code is not None and not (
+                    MIN_EXIT_CODE <= record.exit_code <= MAX_EXIT_CODE):
+                return (f"$.exit_code: must be between {MIN_EXIT_CODE} and {MAX_EXIT_CODE} "
+                        f"(a 32-bit exit status), got {record.exit_code}")
         case Pin():
             if origin is not Origin.OPERATOR:
                 return "$.origin: only the operator can pin"
@@ -222,6 +240,22 @@ def check_record(record: Record) -> str | None:
         case _:
             pass
     return None
+
+
+def _check_at(at: str) -> str | None:
+    match = _RFC3339.match(at)
+    if match is not None:
+        year, month, day, hour, minute, second, off_h, off_m = (
+            int(g) if g is not None else 0 for g in match.groups())
+        try:
+            # Second 60 is a leap second (RFC 3339 allows it); the calendar check ignores it.
+            datetime(year, month, day, hour, minute, min(second, 59))
+            if second <= 60 and off_h <= 23 and off_m <= 59:
+                return None
+        except ValueError:
+            pass
+    return (f"$.at: expected an RFC 3339 date-time with an offset, such as "
+            f"2026-11-30T08:02:32Z or 2026-11-30T16:02:32.5+08:00, got {at!r}")
 
 
 def _check_ref_syntax(ref: str, path: str) -> str | None:
