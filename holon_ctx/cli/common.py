@@ -19,7 +19,7 @@ from holon_ctx.ledger.store import LedgerStore
 
 if TYPE_CHECKING:
     from holon_ctx.compaction import GovernedControl
-from holon_ctx.ledger.transcripts import import_any, sniff_ledger
+from holon_ctx.ledger.transcripts import TranscriptFormat, import_any, sniff_ledger
 
 __all__ = [
     "add_source_args",
@@ -46,6 +46,9 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
                         help="a ledger JSONL file or a chat transcript / agent trajectory "
                              "(read into memory)")
     parser.add_argument("--db", metavar="PATH", help="a holon-ctx SQLite ledger")
+    parser.add_argument("--from", dest="source_format", default="auto",
+                        choices=["auto", *(f.value for f in TranscriptFormat)],
+                        help="the format of a SOURCE file (default: detect it)")
 
 
 def open_db(path: str, *, must_exist: bool) -> SqliteStore:
@@ -72,12 +75,14 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
         return open_db(source, must_exist=True)
     store = MemoryStore()
     # A pipe or device is copied first (capped): detection and parsing each read it.
+    fmt = getattr(args, "source_format", "auto")
     with regular_input(source) as path:
-        if sniff_ledger(path):
+        if fmt == TranscriptFormat.LEDGER or (fmt == "auto" and sniff_ledger(path)):
             import_jsonl(path, store)
         else:
-            # A chat transcript or agent trajectory, detected by name and content (docs/import.md).
-            import_any(path, store)
+            # A chat transcript or agent trajectory, detected by name and content unless --from
+            # says (docs/import.md).
+            import_any(path, store, fmt)
     return store
 
 
