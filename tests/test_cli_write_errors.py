@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from ledger_procs import child_env
+from ledger_procs import child_env, ledger_ids
 
 from holon_ctx.cli.main import main
 
@@ -103,3 +103,29 @@ def test_a_complete_export_replaces_the_file_keeping_its_mode(db: Path, tmp_path
         assert capsys.readouterr().out.encode() == out.read_bytes()
         assert len(out.read_bytes()) >= len(src.read_bytes()) // 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["day.jsonl", "link.jsonl"]
+
+
+def _more(tmp_path: Path, turns: int) -> Path:
+    src = tmp_path / "more.jsonl"
+    src.write_text("".join(f'{{"v":1,"type":"turn","id":"z{k}","seq":{1000 + k},'
+                           f'"trigger":"timer","label":"{"x" * 200}"}}\n' for k in range(turns)),
+                   encoding="utf-8")
+    return src
+
+
+@pytest.mark.parametrize("into", ["new", "existing"])
+def test_an_import_onto_a_full_disk_is_one_line_and_keeps_nothing(db: Path, tmp_path: Path,
+                                                                  into: str) -> None:
+    """SQLite rolls back by itself when the disk is full; the import used to then fail on its own
+    ROLLBACK ("no transaction is active") with a traceback that hid the cause."""
+    target = tmp_path / "l.db"
+    if into == "existing":
+        target.write_bytes(db.read_bytes())
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = _cli(["import", str(_more(tmp_path, 3000)), "--db", str(target)], limited=True)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"holon-ctx: error: {target}: cannot write: ")
+    assert done.stderr.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, "more.jsonl"])
+    if into == "existing":
+        assert ledger_ids(target) == ledger_ids(db)

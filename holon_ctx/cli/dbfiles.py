@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from holon_ctx.cli.common import open_db
-from holon_ctx.errors import InputError
+from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.sqlite import SqliteStore
 
 __all__ = ["write_db"]
@@ -67,6 +67,11 @@ def _build_new(dest: Path, work: Callable[[SqliteStore], T]) -> T | _Taken:
             store.close()
         _self_contained(tmp)
         return result if _publish(tmp, dest) else _Taken()
+    except StoreError as exc:
+        # Name the database the user asked for, not the private build.
+        raise StoreError(str(exc).replace(str(tmp), str(dest))) from None
+    except sqlite3.Error as exc:
+        raise StoreError(f"{dest}: cannot write: {exc}") from None
     finally:
         for suffix in _SUFFIXES:
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
