@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -231,29 +232,39 @@ class SqliteStore:
         self._pending_refs.clear()
         self._pending_counts.clear()
 
-    def _begin(self) -> None:
-        """Take the write lock, waiting up to the lock timeout for another writer."""
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        """One write transaction: ``BEGIN IMMEDIATE`` (waiting for another writer up to the lock
+        timeout) … ``COMMIT``; on any error, nothing of it stays.
+
+        SQLite rolls a transaction back by itself on some errors (a full disk, an I/O error), so
+        ROLLBACK is issued only if one is still open: otherwise its own error would hide the real
+        one. SQLite's errors become one-line :class:`StoreError`\\ s naming the database.
+        """
+        db = self._db
         try:
-            self._db.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if locking.is_lock_error(exc):
                 raise locking.lock_error(self.path, self.lock_timeout) from None
+            raise StoreError(f"{self.path}: cannot write: {exc}") from None
+        try:
+            yield
+            self._flush_pending()
+            db.execute("COMMIT")
+        except BaseException as exc:
+            self._drop_pending()
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"{self.path}: cannot write: {exc}") from None
             raise
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
                      renumber_turns: bool = False) -> int:
-        db = self._db
-        self._begin()
-        try:
-            n = append_records(self, self._counter, items, source=source,
-                               renumber_turns=renumber_turns)
-            self._flush_pending()
-            db.execute("COMMIT")
-        except BaseException:
-            self._drop_pending()
-            db.execute("ROLLBACK")
-            raise
-        return n
+        with self._write():
+            return append_records(self, self._counter, items, source=source,
+                                  renumber_turns=renumber_turns)
 
     def append(self, records: Iterable[Record], *, source: str = "<append>",
                renumber_turns: bool = False) -> int:
@@ -270,19 +281,11 @@ class SqliteStore:
 
         scratch = MemoryStore(self._counter)
         scratch.append(self.iter_records(), source=self.path)
-        db = self._db
-        self._begin()
-        try:
+        with self._write():
             for table in _DERIVED_TABLES:
-                db.execute(f"DELETE FROM {table}")
+                self._db.execute(f"DELETE FROM {table}")
             for row in scratch.derived_rows():
                 self._insert_derived(row, self._counter_id)
-            self._flush_pending()
-            db.execute("COMMIT")
-        except BaseException:
-            self._drop_pending()
-            db.execute("ROLLBACK")
-            raise
 
     # -- reads ----------------------------------------------------------------------------
     def _stored(self, row: tuple[Any, ...]) -> StoredRecord:
