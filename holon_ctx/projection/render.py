@@ -243,16 +243,28 @@ class Renderer:
 
     def turn_full(self, unit: TurnUnit, head: str,
                   elsewhere: Mapping[str, str] | None = None) -> Rendered:
-        """The turn with its records; a record in ``elsewhere`` is one line saying where it is."""
+        """The turn's heading, then its body (:meth:`turn_body`)."""
         key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
                tuple(sorted(elsewhere.items())) if elsewhere else ())
-        return self.memo(key, lambda: self._turn_full(unit, head, elsewhere))
+        return self.memo(key, lambda: self.rendered(
+            [self.line(f"{HEADING}{head}", [unit.ref]), *self.turn_body(unit, elsewhere)]))
 
-    def _turn_full(self, unit: TurnUnit, head: str,
-                   elsewhere: Mapping[str, str] | None) -> Rendered:
+    def turn_body(self, unit: TurnUnit,
+                  elsewhere: Mapping[str, str] | None = None) -> tuple[Block, ...]:
+        """The turn's records as blocks; a record in ``elsewhere`` is one line saying where it is.
+
+        A function of the turn's records and ``elsewhere`` only: what changes as a turn ages (its
+        class, reasons and chain label) is in the heading, never in the body.
+        """
+        key = ("turn_body", unit.ref, tuple(r.ref for r in unit.records),
+               tuple(sorted(elsewhere.items())) if elsewhere else ())
+        return self.memo(key, lambda: self._turn_body(unit, elsewhere))
+
+    def _turn_body(self, unit: TurnUnit,
+                   elsewhere: Mapping[str, str] | None) -> tuple[Block, ...]:
         repeats = tool_repeats(unit.records)
         hidden = {r for refs in repeats.values() for r in refs}
-        blocks = [self.line(f"{HEADING}{head}", [unit.ref])]
+        blocks: list[Block] = []
         if unit.turn.label:
             blocks.append(self.line(f"trigger: {one_line(unit.turn.label, self.chars.trigger_label)}"))
         # The operator's words come first, then what happened: a clipped full form then always
@@ -267,7 +279,7 @@ class Renderer:
                 blocks.append(self.line(f"{stored.ref}: {elsewhere[stored.ref]}"))
                 continue
             blocks.extend(self.record_blocks(stored, repeats))
-        return self.rendered(blocks)
+        return tuple(blocks)
 
     def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:
         """One line of facts, then each operator message in full (capped like FULL)."""
