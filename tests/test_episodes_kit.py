@@ -187,19 +187,31 @@ def policy(recent: int = 16, max_range: int = 16) -> ArchivePolicy:
                          boundaries=BoundaryPolicy(max_range_turns=max_range))
 
 
-def make_stores(kind: str, tmp: Path | None = None) -> tuple[LedgerStore, EpisodeStore]:
-    """A ledger store and an episode store of ``kind`` ("memory" or "sqlite", in ``tmp``)."""
+_pg_sessions = iter(range(1 << 30))
+
+
+def make_stores(kind: str, tmp: Path | None = None, pg_url: str | None = None,
+                ) -> tuple[LedgerStore, EpisodeStore]:
+    """A ledger store and an episode store of ``kind``: "memory", "sqlite" (in ``tmp``) or
+    "postgres" (a new session in the database at ``pg_url``)."""
     if kind == "memory":
         return MemoryStore(), MemoryEpisodeStore()
+    if kind == "postgres":
+        from holon_ctx.postgres import PostgresStore
+        from holon_ctx.postgres.episodes import PostgresEpisodeStore
+
+        assert pg_url is not None
+        ledger = PostgresStore(pg_url, session=f"kit-{next(_pg_sessions)}")
+        return ledger, PostgresEpisodeStore(ledger.connection, session=ledger.session)
     assert tmp is not None
     path = tmp / "ledger.db"
     return SqliteStore(path), SqliteEpisodeStore(path)
 
 
 def archived(records: list[Record], *, recent: int = 16, max_range: int = 16,
-             kind: str = "memory", tmp: Path | None = None,
+             kind: str = "memory", tmp: Path | None = None, pg_url: str | None = None,
              ) -> tuple[LedgerStore, EpisodeStore, Archiver]:
-    ledger, episodes = make_stores(kind, tmp)
+    ledger, episodes = make_stores(kind, tmp, pg_url)
     ledger.append(records)
     archiver = Archiver(ledger, episodes, policy=policy(recent, max_range))
     archiver.archive()

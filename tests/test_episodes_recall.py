@@ -35,11 +35,16 @@ def _query(ledger, text: str | None = None, window_first_seq: int | None = None)
                        query_text=words, refs=frozenset())
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_forty_turn_decision_survives_at_2048_through_its_episode(kind: str, tmp_path: Path) -> None:
+def _pg(kind: str, request: pytest.FixtureRequest) -> str | None:
+    return request.getfixturevalue("pg_url") if kind == "postgres" else None
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_forty_turn_decision_survives_at_2048_through_its_episode(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """In a 40-turn plain conversation the early decision reaches a 2,048-token prompt via its episode."""
     c, ids = billing_conversation()
-    ledger, episodes, _ = archived(c.records, kind=kind, tmp=tmp_path)
+    ledger, episodes, _ = archived(c.records, kind=kind, tmp=tmp_path, pg_url=_pg(kind, request))
     projection = _project(ledger, episodes)
     section = projection.section_text.get(Section.EPISODES, "")
     assert "PostgreSQL 16 with logical replication" in section
@@ -161,13 +166,14 @@ def _pending_deploy() -> tuple[Conv, str]:
     return c, call
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_a_pending_tool_call_is_pinned_until_resolved(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_a_pending_tool_call_is_pinned_until_resolved(kind: str, tmp_path: Path,
+                                                      request: pytest.FixtureRequest) -> None:
     """An episode holding a pending call with unknown side effect is PINNED, whatever the query,
     until a later run of the same call settles it."""
     c, call = _pending_deploy()
     ledger, episodes, archiver = archived(c.records, recent=3, max_range=1, kind=kind,
-                                          tmp=tmp_path)
+                                          tmp=tmp_path, pg_url=_pg(kind, request))
     source = StoreEpisodeSource(episodes, ledger)
     got = source.recall(_query(ledger, "something unrelated entirely", 99), 12)
     assert [ep.ref for ep in got][:1] == ["episode:e0-0"]

@@ -20,6 +20,7 @@ from holon_ctx.memory.archiver import Archiver
 from holon_ctx.memory.episodes import Claim, Episode, Recap, RecapStatus, Span
 from holon_ctx.memory.index import index_episode
 from holon_ctx.memory.store import EpisodeStore, Resolution
+from holon_ctx.postgres.episodes import PostgresEpisodeStore
 
 
 def _episode(first: int, last: int, text: str, *, owner: str = "conversation",
@@ -36,11 +37,14 @@ def _episode(first: int, last: int, text: str, *, owner: str = "conversation",
         unresolved=unresolved or [], links=[f"file:{owner}.py"])
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EpisodeStore]:
     s: EpisodeStore
     if request.param == "memory":
         s = MemoryEpisodeStore()
+    elif request.param == "postgres":
+        s = PostgresEpisodeStore(request.getfixturevalue("pg_url"),
+                                 session=request.getfixturevalue("pg_session_key"))
     else:
         SqliteStore(tmp_path / "l.db").close()
         s = SqliteEpisodeStore(tmp_path / "l.db")

@@ -54,6 +54,7 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.sqlite import _MIGRATIONS, SCHEMA_VERSION, SqliteStore
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.postgres import PostgresStore
 from holon_ctx.tokens import TokenCounter, default_counter
 
 
@@ -78,14 +79,19 @@ class CharCounter:
 MakeStore = Callable[..., LedgerStore]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
-    """A factory for fresh stores of one kind (SQLite ones in files under tmp_path)."""
+    """A factory for fresh stores of one kind (SQLite ones in files under tmp_path, PostgreSQL
+    ones as new sessions of the run's database)."""
     made: list[LedgerStore] = []
+    pg_url = request.getfixturevalue("pg_url") if request.param == "postgres" else ""
 
     def make(counter: TokenCounter | None = None) -> LedgerStore:
         if request.param == "memory":
             store: LedgerStore = MemoryStore(counter)
+        elif request.param == "postgres":
+            store = PostgresStore(pg_url, session=f"{request.node.name}-{len(made)}",
+                                  counter=counter)
         else:
             store = SqliteStore(tmp_path / f"l{len(made)}.db", counter)
         made.append(store)
@@ -98,7 +104,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeS
 
 @pytest.fixture
 def store(make_store: MakeStore) -> LedgerStore:
-    """MemoryStore() and SqliteStore(tmp_path / "l0.db"), one per test run."""
+    """MemoryStore(), SqliteStore(tmp_path / "l0.db") and a PostgresStore session in turn."""
     return make_store()
 
 
@@ -585,6 +591,34 @@ def test_stores_agree_with_the_oracle_and_each_other(records: list[Record], data
         assert memory.work_item_state(w, end) == sqlite_store.work_item_state(w, end)
     assert memory.open_waits(end) == sqlite_store.open_waits(end)
     sqlite_store.close()
+
+
+_pg_sessions = iter(range(1 << 30))
+
+
+@settings(max_examples=15)
+@given(records=ledgers(1, 10), data=st.data())
+def test_postgres_agrees_with_the_oracle(pg_url: str, records: list[Record],
+                                         data: st.DataObject) -> None:
+    """On a generated ledger the PostgreSQL store answers every read as the oracle and memory do."""
+    memory = MemoryStore()
+    memory.append(records)
+    pg = PostgresStore(pg_url, session=f"oracle-{next(_pg_sessions)}")
+    try:
+        pg.append(records)
+        end = len(records)
+        probes = sorted({0, end, *data.draw(st.lists(st.integers(0, end), max_size=4))})
+        oracle = Oracle(_oracle_rows(records))
+        assert _reads(pg, records, probes) == _reads(oracle, records, probes)
+        for row in oracle.rows:
+            assert pg.get(row.ref) == row
+        assert pg.stats() == memory.stats()
+        assert list(pg.iter_records()) == [row.record for row in oracle.rows]
+        for w in {r.work_item_id for r in records if isinstance(r, WorkItem)}:
+            assert pg.work_item_state(w, end) == memory.work_item_state(w, end)
+        assert pg.open_waits(end) == memory.open_waits(end)
+    finally:
+        pg.close()
 
 
 # -- SQLite only ------------------------------------------------------------------------------

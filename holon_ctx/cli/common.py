@@ -1,4 +1,10 @@
-"""Helpers every command shares: opening a SOURCE, budgets, consoles."""
+"""Helpers every command shares: opening a SOURCE, budgets, consoles.
+
+``--db`` is turned into stores here and nowhere else: a path is a SQLite file, a
+``postgresql://`` URL is a database of many sessions, of which ``--session-key`` picks one
+(docs/postgres.md). :func:`open_db` opens the ledger; :func:`open_episodes` and
+:func:`open_continuity` open the episode and governed stores beside it, whichever kind it is.
+"""
 
 from __future__ import annotations
 
@@ -15,17 +21,27 @@ from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.postgres.connection import describe, is_postgres_url
+from holon_ctx.postgres.ledger import PostgresStore
 
 if TYPE_CHECKING:
     from holon_ctx.compaction import GovernedControl
+    from holon_ctx.continuity import ContinuityStore
+    from holon_ctx.memory.store import EpisodeStore
 from holon_ctx.ledger.transcripts import import_any, sniff_ledger
 
 __all__ = [
+    "add_session_key_options",
     "add_source_args",
     "console",
+    "db_name",
+    "open_continuity",
     "open_control_source",
+    "open_db",
+    "open_episodes",
     "open_source",
     "positive_int",
+    "remove_empty_session",
 ]
 
 
@@ -44,10 +60,38 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", nargs="?", metavar="SOURCE",
                         help="a ledger JSONL file or a chat transcript / agent trajectory "
                              "(read into memory)")
-    parser.add_argument("--db", metavar="PATH", help="a holon-ctx SQLite ledger")
+    parser.add_argument("--db", metavar="PATH|URL",
+                        help="a holon-ctx SQLite ledger, or a postgresql:// URL (with --session-key)")
 
 
-def open_db(path: str, *, must_exist: bool) -> SqliteStore:
+def add_session_key_options(parser: argparse.ArgumentParser) -> None:
+    """Give every (sub)command that takes ``--db`` a ``--session-key`` too (called once, by the
+    parser builder, so commands need not declare it)."""
+    options = {s for action in parser._actions for s in action.option_strings}
+    if "--db" in options and "--session-key" not in options:
+        parser.add_argument("--session-key", metavar="KEY",
+                            help="with a postgresql:// --db: the session whose ledger to use")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                add_session_key_options(sub)
+
+
+def db_name(db: str, session: str | None) -> str:
+    """How messages name a database: the path, or the server, database and session (no password)."""
+    return f"{describe(db)} session {session!r}" if is_postgres_url(db) else db
+
+
+def open_db(path: str, *, must_exist: bool, session: str | None = None) -> LedgerStore:
+    """The ledger at ``path`` (a SQLite file, or a session of a PostgreSQL database: made when
+    ``must_exist`` is False)."""
+    if is_postgres_url(path):
+        if not session:
+            raise InputError("a postgresql:// --db needs --session-key KEY (`holon-ctx db "
+                             "sessions --db URL` lists the sessions)", source=describe(path))
+        return PostgresStore(path, session=session, create=not must_exist)
+    if session:
+        raise InputError("--session-key applies to a postgresql:// --db only", source=path)
     p = Path(path)
     if must_exist and not p.exists():
         raise InputError("no such database file", source=path)
@@ -63,7 +107,7 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
     if (source is None) == (db is None):
         raise InputError("give exactly one SOURCE: a ledger JSONL file or --db PATH")
     if db is not None:
-        return open_db(db, must_exist=True)
+        return open_db(db, must_exist=True, session=getattr(args, "session_key", None))
     assert source is not None
     if not Path(source).exists():
         raise InputError("no such file", source=source)
@@ -99,11 +143,55 @@ def console(*, plain: bool = False, stderr: bool = False, width: int | None = No
 
 
 
-def open_control_source(store: LedgerStore) -> GovernedControl | None:
-    """Governed control state for ``store`` when it is a SQLite ledger that was compacted."""
-    from holon_ctx.compaction import GovernedControl, has_continuity_state  # noqa: PLC0415
+def remove_empty_session(db: str, session: str) -> None:
+    """Remove the PostgreSQL session a failed first import made, only while it holds no record:
+    another import may have committed to it meanwhile (RFC 0006; SQLite files: cli/dbfiles.py)."""
+    from holon_ctx.postgres import delete_session  # noqa: PLC0415
+
+    delete_session(db, session, only_if_empty=True)
+
+
+def open_episodes(store: LedgerStore, *, create: bool) -> EpisodeStore | None:
+    """The episode store beside a database ledger; None for an in-memory one, and when ``create``
+    is False and nothing was archived yet."""
+    from holon_ctx.ledger.episode_store import SqliteEpisodeStore, has_episode_tables  # noqa: PLC0415
+
+    if isinstance(store, SqliteStore):
+        if not create and not has_episode_tables(store.path):
+            return None
+        return SqliteEpisodeStore(store.path, create=create)
+    if isinstance(store, PostgresStore):
+        from holon_ctx.postgres.episodes import PostgresEpisodeStore  # noqa: PLC0415
+
+        if not create and not store.holds("holon_episodes"):
+            return None
+        return PostgresEpisodeStore(store.connection, session=store.session)
+    return None
+
+
+def open_continuity(store: LedgerStore, *, create: bool = True) -> ContinuityStore | None:
+    """The governed store beside a database ledger; None for an in-memory one, and when ``create``
+    is False and no compaction sealed an envelope yet."""
+    from holon_ctx.compaction import has_continuity_state  # noqa: PLC0415
     from holon_ctx.continuity import ContinuityStore  # noqa: PLC0415
 
-    if not isinstance(store, SqliteStore) or not has_continuity_state(store.path):
-        return None
-    return GovernedControl(ContinuityStore(store.path))
+    if isinstance(store, SqliteStore):
+        if not create and not has_continuity_state(store.path):
+            return None
+        # The governed store waits for other writers as long as the ledger does (RFC 0006).
+        return ContinuityStore(store.path, timeout=store.lock_timeout)
+    if isinstance(store, PostgresStore):
+        from holon_ctx.postgres.continuity import PostgresContinuityBackend  # noqa: PLC0415
+
+        if not create and not store.holds("holon_continuity_envelopes"):
+            return None
+        return ContinuityStore(PostgresContinuityBackend(store.connection, session=store.session))
+    return None
+
+
+def open_control_source(store: LedgerStore) -> GovernedControl | None:
+    """Governed control state for ``store`` when it is a database ledger that was compacted."""
+    from holon_ctx.compaction import GovernedControl  # noqa: PLC0415
+
+    continuity = open_continuity(store, create=False)
+    return None if continuity is None else GovernedControl(continuity)

@@ -13,48 +13,52 @@ from typing import Any
 import msgspec
 from rich.table import Table
 
-from holon_ctx.cli.common import console, open_db, positive_int
-from holon_ctx.errors import InputError, UnknownRefError
-from holon_ctx.ledger.episode_store import SqliteEpisodeStore, has_episode_tables
-from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
+from holon_ctx.cli.wording import plural
+from holon_ctx.errors import InputError, StoreError, UnknownRefError
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.boundaries import BoundaryPolicy
 from holon_ctx.memory.episodes import Episode, parse_episode_id
 from holon_ctx.memory.render import full_text
 from holon_ctx.memory.source import StoreEpisodeSource
+from holon_ctx.memory.store import EpisodeStore
 from holon_ctx.memory.summarizer import with_recaps
 
 __all__ = ["open_episode_source", "register"]
 
 
 def open_episode_source(store: LedgerStore) -> StoreEpisodeSource | None:
-    """An episode source for ``store`` when it is a SQLite ledger holding episodes, else None."""
-    if not isinstance(store, SqliteStore) or not has_episode_tables(store.path):
-        return None
-    return StoreEpisodeSource(SqliteEpisodeStore(store.path, create=False), store)
+    """An episode source for ``store`` when it is a database ledger holding episodes, else None."""
+    episodes = open_episodes(store, create=False)
+    return None if episodes is None else StoreEpisodeSource(episodes, store)
+
+
+_DB_HELP = "a holon-ctx SQLite ledger"
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("episodes", help="archived episodes: list, show, archive, rebuild")
+    p = subparsers.add_parser("episodes", help="archived episodes: list, show, archive, rebuild, verify")
     sub = p.add_subparsers(dest="episodes_command", metavar="ACTION", required=True,
                            parser_class=type(p))
 
     q = sub.add_parser("list", help="a table of the episodes in a SQLite ledger")
-    q.add_argument("--db", metavar="PATH", required=True)
-    q.add_argument("--limit", type=positive_int, default=200, metavar="N")
-    q.add_argument("--offset", type=int, default=0, metavar="N")
+    q.add_argument("--db", metavar="PATH", required=True, help=_DB_HELP)
+    q.add_argument("--limit", type=positive_int, default=200, metavar="N",
+                   help="show at most N episodes (default %(default)s)")
+    q.add_argument("--offset", type=int, default=0, metavar="N",
+                   help="skip the first N episodes (default %(default)s)")
     q.add_argument("--plain", action="store_true", help="no colour")
     q.set_defaults(func=cmd_list)
 
     q = sub.add_parser("show", help="one episode: its fields, claims and refs")
     q.add_argument("episode", metavar="EPISODE", help="an episode id (e3-9) or ref (episode:e3-9)")
-    q.add_argument("--db", metavar="PATH", required=True)
+    q.add_argument("--db", metavar="PATH", required=True, help=_DB_HELP)
     q.add_argument("--json", action="store_true", help="print the stored record as JSON")
     q.set_defaults(func=cmd_show)
 
     q = sub.add_parser("archive", help="archive the turn ranges older than the recent window")
-    q.add_argument("--db", metavar="PATH", required=True)
+    q.add_argument("--db", metavar="PATH", required=True, help=_DB_HELP)
     q.add_argument("--recent", type=positive_int, default=ArchivePolicy().recent_turns, metavar="N",
                    help="turns kept out of episodes (default %(default)s)")
     q.add_argument("--max-range", type=positive_int, metavar="N",
@@ -63,13 +67,13 @@ def register(subparsers: Any) -> None:
     q.set_defaults(func=cmd_archive)
 
     q = sub.add_parser("rebuild", help="drop and rebuild every episode from the ledger")
-    q.add_argument("--db", metavar="PATH", required=True)
+    q.add_argument("--db", metavar="PATH", required=True, help=_DB_HELP)
     q.add_argument("--max-range", type=positive_int, metavar="N",
                    help="rebuild with another longest range (changes ids)")
     q.set_defaults(func=cmd_rebuild)
 
     q = sub.add_parser("verify", help="check every episode's digest and content against the ledger")
-    q.add_argument("--db", metavar="PATH", required=True)
+    q.add_argument("--db", metavar="PATH", required=True, help=_DB_HELP)
     q.set_defaults(func=cmd_verify)
 
 
@@ -94,28 +98,35 @@ def _policy(stored: dict[str, str], *, recent: int | None = None,
     return policy
 
 
-def _open(path: str, *, create: bool) -> tuple[SqliteStore, SqliteEpisodeStore]:
-    ledger = open_db(path, must_exist=True)
+def _open(args: argparse.Namespace, *, create: bool) -> tuple[LedgerStore, EpisodeStore | None]:
+    """The ledger and its episode store (None: nothing archived yet and ``create`` is False)."""
+    ledger = open_db(args.db, must_exist=True, session=args.session_key)
     try:
-        return ledger, SqliteEpisodeStore(path, create=create)
+        return ledger, open_episodes(ledger, create=create)
     except BaseException:
         ledger.close()
         raise
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    ledger = open_db(args.db, must_exist=True)
+def _close(ledger: LedgerStore, store: EpisodeStore | None) -> None:
+    if store is not None:
+        store.close()
     ledger.close()
-    if not has_episode_tables(args.db):
-        print(f"no episodes in {args.db} yet (run `holon-ctx episodes archive --db {args.db}`)")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    ledger, store = _open(args, create=False)
+    where = db_name(args.db, args.session_key)
+    if store is None:
+        ledger.close()
+        print(f"no episodes in {where} yet (run `holon-ctx episodes archive` on it)")
         return 0
-    store = SqliteEpisodeStore(args.db, create=False)
     try:
         total = store.count()
         rows = store.page(limit=args.limit, offset=args.offset)
     finally:
-        store.close()
-    table = Table(title=f"{total} episodes in {args.db}")
+        _close(ledger, store)
+    table = Table(title=f"{plural(total, 'episode')} in {where}")
     for name, justify in (("episode", "left"), ("turns", "left"), ("n", "right"),
                           ("owner", "left"), ("intents", "right"), ("decisions", "right"),
                           ("results", "right"), ("artifacts", "right"), ("unresolved", "right"),
@@ -134,7 +145,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _find(store: SqliteEpisodeStore, text: str) -> Episode:
+def _find(store: EpisodeStore, text: str) -> Episode:
     ident = parse_episode_id(text)
     if not ident:
         raise InputError(f"expected an episode id like e3-9 or episode:e3-9, got {text!r}")
@@ -146,29 +157,28 @@ def _find(store: SqliteEpisodeStore, text: str) -> Episode:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    ledger = open_db(args.db, must_exist=True)
-    ledger.close()
-    ident = parse_episode_id(args.episode)
-    if not ident:
-        raise InputError(f"expected an episode id like e3-9 or episode:e3-9, got {args.episode!r}")
-    if not has_episode_tables(args.db):
-        raise UnknownRefError(f"episode:{ident}", hint="no episodes archived in this database")
-    store = SqliteEpisodeStore(args.db, create=False)
+    ledger, store = _open(args, create=False)
     try:
+        ident = parse_episode_id(args.episode)
+        if not ident:
+            raise InputError("expected an episode id like e3-9 or episode:e3-9, got "
+                             f"{args.episode!r}")
+        if store is None:
+            raise UnknownRefError(f"episode:{ident}", hint="no episodes archived in this database")
         ep = _find(store, args.episode)
         recaps = store.recaps(ep.id)
     finally:
-        store.close()
+        _close(ledger, store)
     if args.json:
         sys.stdout.buffer.write(msgspec.json.encode({"episode": ep, "recaps": recaps}) + b"\n")
         return 0
     first, last = ep.covers
     out = [f"{ep.ref}",
-           f"covers: {first} – {last} (closed range, {ep.turns} turns: {', '.join(ep.turn_ids)})",
+           f"covers: {first} – {last} (closed range, {plural(ep.turns, 'turn')}: {', '.join(ep.turn_ids)})",
            f"owner: {ep.owner}",
            f"closed by: {ep.closed_by}",
            f"generated by: {ep.generated_by}",
-           f"digest: {ep.digest} (over {len(ep.source_refs)} source records)",
+           f"digest: {ep.digest} (over {plural(len(ep.source_refs), 'source record')})",
            f"source refs: {', '.join(ep.source_refs)}",
            f"links: {', '.join(ep.links) or '-'}"]
     for recap in recaps:
@@ -179,59 +189,58 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
-    ledger, store = _open(args.db, create=True)
+    ledger, store = _open(args, create=True)
     try:
+        assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), recent=args.recent, max_range=args.max_range)
         report = Archiver(ledger, store, policy=policy).archive(at=args.at)
         total = store.count()
     finally:
-        store.close()
-        ledger.close()
+        _close(ledger, store)
+    where = db_name(args.db, args.session_key)
     if report.archived:
         shown = ", ".join(report.archived[:8]) + (" …" if len(report.archived) > 8 else "")
-        print(f"archived {_n(len(report.archived), 'episode')} ({shown}) covering "
-              f"{_n(report.turns, 'turn')} older than the recent {policy.recent_turns}; "
-              f"{_n(total, 'episode')} in {args.db}")
+        print(f"archived {plural(len(report.archived), 'episode')} ({shown}) covering "
+              f"{plural(report.turns, 'turn')} older than the recent {policy.recent_turns}; "
+              f"{plural(total, 'episode')} in {where}")
     else:
-        print(f"nothing new to archive (recent window {policy.recent_turns} turns"
+        print(f"nothing new to archive (recent window {plural(policy.recent_turns, 'turn')}"
               + (f", horizon {report.horizon}" if report.horizon else "")
-              + f"); {_n(total, 'episode')} in {args.db}")
+              + f"); {plural(total, 'episode')} in {where}")
     if report.resolved:
-        print(f"{_n(report.resolved, 'unresolved item')} found resolved")
+        print(f"{plural(report.resolved, 'unresolved item')} found resolved")
     return 0
 
 
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    ledger, store = _open(args.db, create=True)
+    ledger, store = _open(args, create=True)
     try:
+        assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), max_range=args.max_range)
         store.set_meta(policy.identity())
         report = Archiver(ledger, store, policy=policy).rebuild()
     finally:
-        store.close()
-        ledger.close()
+        _close(ledger, store)
     if report.identical:
-        print(f"rebuilt {report.episodes} episodes from the ledger: identical ids and digests "
+        print(f"rebuilt {plural(report.episodes, 'episode')} from the ledger: identical ids and digests "
               "(byte-identical records)")
         return 0
-    print(f"rebuilt {report.episodes} episodes from the ledger: {len(report.changed)} differ from "
+    print(f"rebuilt {plural(report.episodes, 'episode')} from the ledger: {len(report.changed)} differ from "
           f"before: {', '.join(report.changed[:20])}")
     return 1
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    ledger, store = _open(args.db, create=False)
+    ledger, store = _open(args, create=False)
     try:
+        if store is None:
+            raise StoreError(f"{db_name(args.db, args.session_key)}: no episodes archived yet "
+                             "(run `holon-ctx episodes archive`)")
         report = Archiver(ledger, store, policy=_policy(store.meta())).verify()
     finally:
-        store.close()
-        ledger.close()
+        _close(ledger, store)
     for ident, problem in report.problems:
         print(f"episode:{ident}: {problem}")
-    print(f"verified {report.checked} episodes against the ledger: "
+    print(f"verified {plural(report.checked, 'episode')} against the ledger: "
           + ("all match" if not report.problems else f"{len(report.problems)} do not match"))
     return 0 if not report.problems else 1

@@ -52,7 +52,7 @@ from holon_ctx.continuity.decision import (
     RehydratedView,
     is_same_or_stricter,
 )
-from holon_ctx.continuity.digest import summary_digest
+from holon_ctx.continuity.digest import envelope_sha256, summary_digest
 from holon_ctx.continuity.envelope import (
     SCHEMA_VERSION,
     AuthorizationMode,
@@ -132,6 +132,7 @@ __all__ = [
     "UntrustedClockError",
     "decode_envelope",
     "encode_envelope",
+    "envelope_sha256",
     "id_problem",
     "is_same_or_stricter",
     "prepare_compaction",

@@ -24,7 +24,6 @@ crash at every point.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -32,8 +31,9 @@ from typing import Any
 import attrs
 import msgspec
 
-from holon_ctx.continuity.digest import summary_digest
+from holon_ctx.continuity.digest import envelope_sha256, summary_digest
 from holon_ctx.continuity.envelope import (
+    ENVELOPE_FIELDS,
     SCHEMA_VERSION,
     AuthorizationMode,
     Envelope,
@@ -59,6 +59,7 @@ from holon_ctx.continuity.records import (
     GovernedSnapshot,
     SessionIdentity,
     SessionResources,
+    SideEffectEntry,
     TraceEventType,
 )
 from holon_ctx.continuity.store import ContinuityStore
@@ -137,6 +138,13 @@ def _snapshot(
         if effect is None:
             raise GovernedStateError(f"idempotency key {idempotency_key!r} has no side-effect ledger record")
         status = effect.status
+    # Every side effect of the session, whatever its status, read from the ledger (never from the
+    # caller): a compactor that names no key, or another key, cannot make one disappear.
+    side_effects = tuple(sorted(
+        (SideEffectEntry(idempotency_key=r.idempotency_key, status=r.status)
+         for r in store.side_effects(identity.session_id)),
+        key=lambda entry: entry.idempotency_key,
+    ))
     governed_identity = store.session_identity(identity.session_id)
     if governed_identity is None:
         store.set_session_identity(identity, at=now)
@@ -171,6 +179,7 @@ def _snapshot(
         sandbox_snapshot_ref=sandbox_snapshot_ref,
         budget_remaining=budget_remaining,
         evidence_refs=evidence_refs,
+        side_effects=side_effects,
     )
 
 
@@ -182,7 +191,9 @@ def _seal(
     digest: str,
 ) -> Envelope:
     """Step 4's envelope, built only from journaled steps 1–3 plus the digest."""
-    fields = {name: getattr(snapshot, name) for name in snapshot.__struct_fields__}
+    # The snapshot holds more than the envelope (every side effect); the envelope takes its fields.
+    fields = {name: getattr(snapshot, name) for name in snapshot.__struct_fields__
+              if name in ENVELOPE_FIELDS}
     return Envelope(
         schema_version=SCHEMA_VERSION,
         envelope_id=envelope_id,
@@ -327,8 +338,11 @@ def prepare_compaction(store: ContinuityStore, request: CompactionRequest, *, cl
     if stored is None:
         store.append_envelope(envelope, at=now)
     elif stored != body:
-        raise CompactionConflictError(envelope_id, "envelope", "a different envelope is stored")
-    sealed = EnvelopeStep(summary_sha256=digest, envelope_sha256="sha256:" + hashlib.sha256(body).hexdigest())
+        # Compared by meaning: an envelope stored in another (older) encoding is the same one.
+        previous = decode_envelope(stored).envelope
+        if previous is None or encode_envelope(previous) != body:
+            raise CompactionConflictError(envelope_id, "envelope", "a different envelope is stored")
+    sealed = EnvelopeStep(summary_sha256=digest, envelope_sha256=envelope_sha256(envelope))
     _journal(store, envelope_id, CompactionStep.ENVELOPE, sealed, journaled, now)
     hook(CompactionStep.ENVELOPE)
 

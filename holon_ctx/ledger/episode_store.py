@@ -30,11 +30,14 @@ import bisect
 import sqlite3
 import sys
 from array import array
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
+
 from holon_ctx.errors import StoreError
+from holon_ctx.ledger import locking
 from holon_ctx.memory.episodes import (
     Episode,
     Recap,
@@ -46,7 +49,9 @@ from holon_ctx.memory.episodes import (
 from holon_ctx.memory.index import IndexedEpisode
 from holon_ctx.memory.store import OpenRow, Resolution
 
-__all__ = ["BLOCK", "MemoryEpisodeStore", "SqliteEpisodeStore", "has_episode_tables"]
+__all__ = ["BLOCK", "MemoryEpisodeStore", "PostingsHead", "PostingsPlan", "SqliteEpisodeStore",
+           "conflict", "has_episode_tables", "newest_postings", "pack_postings", "plan_postings",
+           "unpack_postings"]
 
 #: Postings per block row.
 BLOCK: Final = 128
@@ -91,14 +96,14 @@ _DERIVED = ("episodes", "episodes_turns", "episodes_terms", "episodes_postings",
 _SWAP = sys.byteorder != "little"
 
 
-def _pack(values: Sequence[int]) -> bytes:
+def pack_postings(values: Sequence[int]) -> bytes:
     arr = array("I", values)
     if _SWAP:
         arr.byteswap()
     return arr.tobytes()
 
 
-def _unpack(data: bytes) -> array[int]:
+def unpack_postings(data: bytes) -> array[int]:
     arr = array("I")
     arr.frombytes(data)
     if _SWAP:
@@ -122,7 +127,63 @@ def has_episode_tables(path: str | Path) -> bool:
         db.close()
 
 
-def _conflict(new: Episode, old: Episode | None, what: str) -> StoreError:
+@attrs.frozen
+class PostingsHead:
+    """What appending to a term's postings needs to know: its totals and its last block."""
+
+    df: int
+    blocks: int
+    last_n: int
+    last_data: bytes
+
+
+@attrs.frozen
+class PostingsPlan:
+    #: ``(term, block, n, data)``: last blocks that take some of the new postings.
+    updates: list[tuple[str, int, int, bytes]]
+    #: ``(term, block, first_num, n, data)``: new blocks.
+    inserts: list[tuple[str, int, int, int, bytes]]
+    #: ``(term, df, blocks)``: every touched term's new totals.
+    terms: list[tuple[str, int, int]]
+
+
+def plan_postings(pending: Mapping[str, list[int]], heads: Mapping[str, PostingsHead]
+                  ) -> PostingsPlan:
+    """Where new ``(num, tf, length)`` triples go, for every store: the last block of each term
+    while it has room, then new blocks of up to :data:`BLOCK`. ``heads`` omits unknown terms."""
+    plan = PostingsPlan([], [], [])
+    for term, triples in pending.items():
+        head = heads.get(term) or PostingsHead(df=0, blocks=0, last_n=0, last_data=b"")
+        blocks, i = head.blocks, 0
+        if blocks and head.last_n < BLOCK:
+            take = triples[: 3 * (BLOCK - head.last_n)]
+            plan.updates.append((term, blocks - 1, head.last_n + len(take) // 3,
+                                 head.last_data + pack_postings(take)))
+            i = len(take)
+        while i < len(triples):
+            take = triples[i : i + 3 * BLOCK]
+            plan.inserts.append((term, blocks, take[0], len(take) // 3, pack_postings(take)))
+            blocks += 1
+            i += len(take)
+        plan.terms.append((term, head.df + len(triples) // 3, blocks))
+    return plan
+
+
+def newest_postings(blocks: Iterable[bytes], max_num: int, cap: int) -> list[tuple[int, int, int]]:
+    """The newest ``cap`` postings with ``num <= max_num`` from a term's blocks, newest first
+    (``blocks`` newest first too)."""
+    out: list[tuple[int, int, int]] = []
+    for data in blocks:
+        arr = unpack_postings(data)
+        block = list(zip(arr[0::3], arr[1::3], arr[2::3], strict=True))
+        block.reverse()
+        out.extend(p for p in block if p[0] <= max_num)
+        if len(out) >= cap:
+            break
+    return out[:cap]
+
+
+def conflict(new: Episode, old: Episode | None, what: str) -> StoreError:
     if old is not None and old.id == new.id:
         return StoreError(f"episode {new.id} is already stored with different content "
                           f"(digest {old.digest} vs {new.digest}); run `holon-ctx episodes rebuild`")
@@ -135,8 +196,10 @@ class SqliteEpisodeStore:
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = str(path)
+        timeout = locking.lock_timeout()
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       timeout=timeout)
             self._db.execute("PRAGMA synchronous=NORMAL")
             if create:
                 self._db.executescript(_SCHEMA)
@@ -146,11 +209,14 @@ class SqliteEpisodeStore:
                 raise StoreError(f"{self.path}: no episodes archived yet "
                                  "(run `holon-ctx episodes archive`)")
         except sqlite3.DatabaseError as exc:
+            if locking.is_lock_error(exc):
+                self._db.close()
+                raise locking.lock_error(self.path, timeout) from None
             raise StoreError(f"{self.path}: cannot use episode tables ({exc})") from None
 
     # -- helpers ------------------------------------------------------------------------------
     def _tx(self) -> _Tx:
-        return _Tx(self._db)
+        return _Tx(self._db, self.path)
 
     def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
         row = self._db.execute(sql, args).fetchone()
@@ -180,13 +246,13 @@ class SqliteEpisodeStore:
                 if old is not None:
                     if bytes(old) == body:
                         continue
-                    raise _conflict(ep, decode_episode(old), "")
+                    raise conflict(ep, decode_episode(old), "")
                 num += 1
                 try:
                     db.executemany("INSERT INTO episodes_turns VALUES (?, ?)",
                                    [(tid, num) for tid in ep.turn_ids])
                 except sqlite3.IntegrityError:
-                    raise _conflict(ep, None, f"turns {ep.span.first_turn}–{ep.span.last_turn}"
+                    raise conflict(ep, None, f"turns {ep.span.first_turn}–{ep.span.last_turn}"
                                     ) from None
                 db.execute("INSERT INTO episodes VALUES (?,?,?,?,?,?,?,?)",
                            (num, ep.id, ep.span.first_seq, ep.span.last_seq, ep.owner, ep.digest,
@@ -214,28 +280,18 @@ class SqliteEpisodeStore:
 
     def _add_postings(self, pending: dict[str, list[int]]) -> None:
         db = self._db
-        for term, triples in pending.items():
+        heads: dict[str, PostingsHead] = {}
+        for term in pending:
             row = db.execute("SELECT df, blocks FROM episodes_terms WHERE term=?", (term,)).fetchone()
-            df, blocks = (0, 0) if row is None else row
-            i = 0
-            if blocks:
-                last = blocks - 1
+            if row is not None:
                 n, data = db.execute("SELECT n, data FROM episodes_postings WHERE term=? AND block=?",
-                                     (term, last)).fetchone()
-                room = BLOCK - n
-                if room > 0:
-                    take = triples[: 3 * room]
-                    db.execute("UPDATE episodes_postings SET n=?, data=? WHERE term=? AND block=?",
-                               (n + len(take) // 3, bytes(data) + _pack(take), term, last))
-                    i = len(take)
-            while i < len(triples):
-                take = triples[i : i + 3 * BLOCK]
-                db.execute("INSERT INTO episodes_postings VALUES (?,?,?,?,?)",
-                           (term, blocks, take[0], len(take) // 3, _pack(take)))
-                blocks += 1
-                i += len(take)
-            db.execute("INSERT OR REPLACE INTO episodes_terms VALUES (?,?,?)",
-                       (term, df + len(triples) // 3, blocks))
+                                     (term, row[1] - 1)).fetchone()
+                heads[term] = PostingsHead(df=row[0], blocks=row[1], last_n=n, last_data=bytes(data))
+        plan = plan_postings(pending, heads)
+        db.executemany("UPDATE episodes_postings SET n=?, data=? WHERE term=? AND block=?",
+                       [(n, data, term, block) for term, block, n, data in plan.updates])
+        db.executemany("INSERT INTO episodes_postings VALUES (?,?,?,?,?)", plan.inserts)
+        db.executemany("INSERT OR REPLACE INTO episodes_terms VALUES (?,?,?)", plan.terms)
 
     def mark_resolved(self, resolutions: Sequence[Resolution]) -> None:
         with self._tx():
@@ -300,15 +356,7 @@ class SqliteEpisodeStore:
         rows = self._db.execute(
             "SELECT data FROM episodes_postings WHERE term=? AND first_num<=? "
             "ORDER BY block DESC LIMIT ?", (term, max_num, cap // BLOCK + 2)).fetchall()
-        out: list[tuple[int, int, int]] = []
-        for (data,) in rows:
-            arr = _unpack(data)
-            block = list(zip(arr[0::3], arr[1::3], arr[2::3], strict=True))
-            block.reverse()
-            out.extend(p for p in block if p[0] <= max_num)
-            if len(out) >= cap:
-                break
-        return out[:cap]
+        return newest_postings((data for (data,) in rows), max_num, cap)
 
     def by_owner(self, owner: str, max_num: int, limit: int) -> list[int]:
         rows = self._db.execute("SELECT num FROM episodes WHERE owner=? AND num<=? "
@@ -370,13 +418,15 @@ class SqliteEpisodeStore:
 class _Tx:
     """``BEGIN IMMEDIATE … COMMIT`` (ROLLBACK on error); nested uses join the outer one."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, path: str) -> None:
         self.db = db
+        self.path = path
         self.outer = not db.in_transaction
 
     def __enter__(self) -> None:
         if self.outer:
-            self.db.execute("BEGIN IMMEDIATE")
+            with locking.translate_lock_errors(self.path):
+                self.db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if not self.outer:
@@ -419,10 +469,10 @@ class MemoryEpisodeStore:
                 old = self._eps[known - 1]
                 if encode_episode(old) == encode_episode(ep):
                     continue
-                raise _conflict(ep, old, "")
+                raise conflict(ep, old, "")
             for tid in ep.turn_ids:
                 if tid in self._covered or tid in covered:
-                    raise _conflict(ep, None, f"turns {ep.span.first_turn}–{ep.span.last_turn}")
+                    raise conflict(ep, None, f"turns {ep.span.first_turn}–{ep.span.last_turn}")
                 covered[tid] = ep.id
             staged.append(item)
         for item in staged:

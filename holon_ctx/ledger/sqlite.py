@@ -23,8 +23,10 @@ from typing import Any, Final
 import msgspec
 
 from holon_ctx.errors import StoreError
+from holon_ctx.ledger import locking
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
+from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
@@ -85,8 +87,6 @@ _ENV_PIN = "WHERE r.kind IN ('environment', 'pin') AND "
 #: Rows of `records` and `token_counts` buffered for one executemany each: a statement per record
 #: was ~25% of import time. Bounded, so memory stays flat however large the import.
 _PENDING_ROWS: Final = 1024
-#: Decoded records a store keeps for the next read (a projection window is ~1-10k records).
-_DECODED_ROWS: Final = 32_768
 #: Positions per ``IN (…)`` query (SQLite's default limit on bound parameters is 32,766).
 _IN_CHUNK: Final = 900
 
@@ -99,11 +99,20 @@ _encode = msgspec.json.encode
 class SqliteStore:
     """A ledger in one SQLite file (or ``":memory:"``)."""
 
-    def __init__(self, path: str | Path, counter: TokenCounter | None = None) -> None:
+    def __init__(self, path: str | Path, counter: TokenCounter | None = None, *,
+                 lock_timeout: float | None = None) -> None:
+        """Open (or create) the ledger at ``path``.
+
+        ``lock_timeout``: seconds an append waits for another writer's lock before failing with
+        a :class:`StoreError` (default: ``$HOLON_CTX_LOCK_TIMEOUT``, else 30; see
+        :mod:`holon_ctx.ledger.locking`).
+        """
         self.path = str(path)
         self._counter = counter or default_counter()
+        self.lock_timeout = locking.lock_timeout(lock_timeout)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       timeout=self.lock_timeout)
             # Refuse a foreign database before touching it: even switching the journal mode
             # rewrites its header, and a refused file must stay byte-identical.
             self._refuse_foreign()
@@ -113,6 +122,9 @@ class SqliteStore:
             self._migrate()
             self._check_high_index()
         except sqlite3.DatabaseError as exc:
+            if locking.is_lock_error(exc):
+                self._db.close()
+                raise locking.lock_error(self.path, self.lock_timeout) from None
             raise StoreError(f"{self.path}: not a usable holon-ctx database ({exc})") from None
         except StoreError:
             self._db.close()
@@ -128,10 +140,8 @@ class SqliteStore:
         self._pending_refs: set[str] = set()
         self._pending_counts: list[tuple[str, int, int]] = []
         self._pending_high: list[tuple[int, int]] = []
-        self._decoded: dict[int, StoredRecord] = {}
-        # open_waits(): the open set as of every wait transition before _waits_seen.
-        self._open_waits: dict[str, WaitState] | None = None
-        self._waits_seen = 0
+        self._decoded = DecodedRecords(self._counter)
+        self._open_waits = OpenWaits(self)
 
     def _migrate(self) -> None:
         db = self._db
@@ -170,6 +180,11 @@ class SqliteStore:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
+            # Another process may have rebuilt it while this one waited for the lock.
+            row = db.execute("SELECT value FROM meta WHERE key='high_index'").fetchone()
+            if row is not None and row[0] == HIGH_INDEX_KEY:
+                db.execute("COMMIT")
+                return
             db.execute("DELETE FROM high_turns")
             rows = db.execute("SELECT pos, turn_seq, line FROM records WHERE turn_seq IS NOT NULL "
                               "ORDER BY pos")
@@ -260,11 +275,22 @@ class SqliteStore:
         self._pending_counts.clear()
         self._pending_high.clear()
 
-    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str) -> int:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
+    def _begin(self) -> None:
+        """Take the write lock, waiting up to the lock timeout for another writer."""
         try:
-            n = append_records(self, self._counter, items, source=source)
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if locking.is_lock_error(exc):
+                raise locking.lock_error(self.path, self.lock_timeout) from None
+            raise
+
+    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
+                     renumber_turns: bool = False) -> int:
+        db = self._db
+        self._begin()
+        try:
+            n = append_records(self, self._counter, items, source=source,
+                               renumber_turns=renumber_turns)
             self._flush_pending()
             db.execute("COMMIT")
         except BaseException:
@@ -273,8 +299,10 @@ class SqliteStore:
             raise
         return n
 
-    def append(self, records: Iterable[Record], *, source: str = "<append>") -> int:
-        return self.append_lines(((None, r) for r in records), source=source)
+    def append(self, records: Iterable[Record], *, source: str = "<append>",
+               renumber_turns: bool = False) -> int:
+        return self.append_lines(((None, r) for r in records), source=source,
+                                 renumber_turns=renumber_turns)
 
     def rebuild_derived(self) -> None:
         """Drop every derived table and recompute it from ``records`` in one transaction.
@@ -287,7 +315,7 @@ class SqliteStore:
         scratch = MemoryStore(self._counter)
         scratch.append(self.iter_records(), source=self.path)
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
+        self._begin()
         try:
             for table in _DERIVED_TABLES:
                 db.execute(f"DELETE FROM {table}")
@@ -303,23 +331,7 @@ class SqliteStore:
 
     # -- reads ----------------------------------------------------------------------------
     def _stored(self, row: tuple[Any, ...]) -> StoredRecord:
-        pos, ref, turn_seq, line, tokens = row
-        # Records never change once appended, so a decoded one is kept for the next projection,
-        # which reads mostly the same window (bounded; a count that changed is taken afresh).
-        hit = self._decoded.get(pos)
-        if hit is not None and (tokens is None or hit.tokens == tokens):
-            return hit
-        if len(self._decoded) >= _DECODED_ROWS:
-            self._decoded.clear()
-        record = _record_decoder.decode(line)
-        if tokens is None:
-            # Counted under another counter: recount rather than trust a foreign count. Reads never
-            # write, so the count is not persisted here; rebuild_derived() persists counts for
-            # every record under this store's counter.
-            tokens = self._counter.count(record_body(record))
-        stored = StoredRecord(pos=pos, ref=ref, record=record, tokens=tokens, turn_seq=turn_seq)
-        self._decoded[pos] = stored
-        return stored
+        return self._decoded.stored(*row)
 
     _SELECT = ("SELECT r.pos, r.ref, r.turn_seq, r.line, t.tokens FROM records r "
                "LEFT JOIN token_counts t ON t.counter=? AND t.pos=r.pos ")
@@ -411,52 +423,34 @@ class SqliteStore:
         return None if row is None else _wi_decoder.decode(row[0])
 
     def open_waits(self, limit_pos: int) -> list[WaitState]:
-        """Waits whose latest transition before ``limit_pos`` is open, oldest transition first.
+        """Waits whose latest transition before ``limit_pos`` is open, oldest transition first
+        (kept current incrementally: :class:`~holon_ctx.ledger.readcache.OpenWaits`)."""
+        return self._open_waits.at(limit_pos)
 
-        Finding them needs every wait's latest transition, which is O(all waits) in SQL. So the
-        store does that once and then keeps the set current from the transitions appended since
-        (by anyone: it reads ``wait_states`` past a watermark), and answers an earlier
-        ``limit_pos`` by re-deciding only the waits that changed after it. A projection per turn
-        then costs O(open waits + transitions since the last call), not O(history).
-        """
-        current = self._current_open_waits()
-        found = {w: s for w, s in current.items() if s.pos < limit_pos}
-        if limit_pos < self._waits_seen:
-            changed = self._db.execute(
+    # WaitTransitions, for OpenWaits.
+    def initial_open_waits(self) -> tuple[int, list[bytes]]:
+        top = self._db.execute("SELECT max(pos) FROM wait_states").fetchone()[0]
+        seen = 0 if top is None else int(top) + 1
+        rows = self._db.execute(
+            "SELECT w.state FROM wait_states w WHERE w.pos = (SELECT max(pos) FROM "
+            "wait_states v WHERE v.wait_id=w.wait_id AND v.pos<?) AND w.status='open'",
+            (seen,)).fetchall()
+        return seen, [r[0] for r in rows]
+
+    def transitions_since(self, seen: int) -> list[tuple[int, str, str, bytes]]:
+        return self._db.execute(
+            "SELECT pos, wait_id, status, state FROM wait_states WHERE pos>=? ORDER BY pos",
+            (seen,)).fetchall()
+
+    def changed_waits(self, lo: int, hi: int) -> dict[str, tuple[str, bytes] | None]:
+        changed: dict[str, tuple[str, bytes] | None] = {}
+        for (wait_id,) in self._db.execute(
                 "SELECT DISTINCT wait_id FROM wait_states WHERE pos>=? AND pos<?",
-                (limit_pos, self._waits_seen)).fetchall()
-            for (wait_id,) in changed:
-                row = self._db.execute(
-                    "SELECT status, state FROM wait_states WHERE wait_id=? AND pos<? "
-                    "ORDER BY pos DESC LIMIT 1", (wait_id, limit_pos)).fetchone()
-                if row is not None and row[0] == "open":
-                    found[wait_id] = _wait_decoder.decode(row[1])
-                else:
-                    found.pop(wait_id, None)
-        return sorted(found.values(), key=lambda w: w.pos)
-
-    def _current_open_waits(self) -> dict[str, WaitState]:
-        """Open waits as of every committed transition (position < ``_waits_seen``)."""
-        if self._open_waits is None:
-            top = self._db.execute("SELECT max(pos) FROM wait_states").fetchone()[0]
-            seen = 0 if top is None else int(top) + 1
-            rows = self._db.execute(
-                "SELECT w.state FROM wait_states w WHERE w.pos = (SELECT max(pos) FROM "
-                "wait_states v WHERE v.wait_id=w.wait_id AND v.pos<?) AND w.status='open'",
-                (seen,)).fetchall()
-            states = [_wait_decoder.decode(r[0]) for r in rows]
-            self._open_waits = {w.wait_id: w for w in states}
-            self._waits_seen = seen
-            return self._open_waits
-        for pos, wait_id, status, state in self._db.execute(
-                "SELECT pos, wait_id, status, state FROM wait_states WHERE pos>=? ORDER BY pos",
-                (self._waits_seen,)).fetchall():
-            if status == "open":
-                self._open_waits[wait_id] = _wait_decoder.decode(state)
-            else:
-                self._open_waits.pop(wait_id, None)
-            self._waits_seen = pos + 1
-        return self._open_waits
+                (lo, hi)).fetchall():
+            changed[wait_id] = self._db.execute(
+                "SELECT status, state FROM wait_states WHERE wait_id=? AND pos<? "
+                "ORDER BY pos DESC LIMIT 1", (wait_id, lo)).fetchone()
+        return changed
 
     def latest_environment(self, limit_pos: int) -> StoredRecord | None:
         found = self._query(_ENV_PIN + "r.kind='environment' AND r.pos<? "

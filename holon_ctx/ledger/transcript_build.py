@@ -1,8 +1,9 @@
 """Shared machinery of the transcript readers: ids, turns, provenance, located errors.
 
 A reader walks a transcript once, in order, and calls :class:`LedgerBuilder` to open turns and add
-records. The builder numbers turns from ``first_seq`` (so a transcript can be appended after an
-existing ledger), names every record after the source message it came from (``m12`` is
+records. The builder numbers turns from ``first_seq`` (0 by default: :func:`import_any` appends
+with ``renumber_turns=True``, so the store gives them the ledger's next numbers inside its write
+transaction), names every record after the source message it came from (``m12`` is
 ``$.messages[12]``, ``x12.0`` its first tool call), and states provenance explicitly on every
 record, so the mapping is visible in the ledger itself rather than left to defaults.
 

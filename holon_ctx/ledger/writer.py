@@ -15,6 +15,18 @@ it came from a file). For each record, in order:
    high (:func:`holon_ctx.ledger.facts.marks_high`; the store indexes high turns).
 5. *Insert* through the backend, which the caller runs inside one transaction: any error aborts
    the batch and nothing of it is kept.
+
+Several writers. Everything the path reads about the ledger so far (the next position, the last
+turn) is read when the batch starts, and the caller starts the batch inside its write transaction,
+so two writers never number records or turns against the same state. A writer that does not own
+the turn numbering (a transcript import, one of several agents sharing a ledger) appends with
+``renumber_turns=True``: its turns keep their order but take the next sequence numbers of the
+ledger as it is at that moment, instead of numbers it read earlier (RFC 0006).
+
+Records are checked a chunk at a time. Before each chunk, a backend whose lookups are round trips
+to a server (PostgreSQL) may answer every lookup of the chunk at once: it gets a :class:`Lookups`
+through an optional ``prefetch`` method. Backends without one (memory, SQLite) are asked one
+lookup at a time, as before.
 """
 
 from __future__ import annotations
@@ -47,7 +59,7 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState, fold_wait, fold_work_item
 from holon_ctx.tokens import TokenCounter
 
-__all__ = ["AppendBackend", "Row", "append_records"]
+__all__ = ["AppendBackend", "Lookups", "Row", "append_records"]
 
 _CHUNK: Final = 512
 _OWNABLE = (Message, Brief, TaskResult, Tool, ExternalEvent)
@@ -70,6 +82,20 @@ class Row:
     #: The record gives its turn (seq ``turn_seq``) a high retention fact: the store records the
     #: turn in its high-turn index, at the position of the first such record.
     marks_high: bool = False
+
+
+@attrs.frozen
+class Lookups:
+    """Everything the append path may ask about while checking one chunk (a superset)."""
+
+    #: For ``has_ref``: the chunk's own refs, the refs its records point at.
+    refs: frozenset[str]
+    #: For ``find_turn``: owning, anchor and spawning turns not already known to the batch.
+    turn_ids: frozenset[str]
+    #: For ``wait_state``.
+    wait_ids: frozenset[str]
+    #: For ``work_item_state``.
+    work_item_ids: frozenset[str]
 
 
 class AppendBackend(Protocol):
@@ -98,10 +124,12 @@ def _opens_turn(record: Record) -> bool:
 
 
 class _Appender:
-    def __init__(self, backend: AppendBackend, counter: TokenCounter, source: str) -> None:
+    def __init__(self, backend: AppendBackend, counter: TokenCounter, source: str,
+                 renumber_turns: bool = False) -> None:
         self.backend = backend
         self.counter = counter
         self.source = source
+        self.renumber_turns = renumber_turns
         self.pos = backend.next_pos()
         last = backend.last_turn()
         self.last_turn: TurnInfo | None = last
@@ -128,6 +156,14 @@ class _Appender:
                 path, _, msg = problem.partition(": ")
                 raise self.fail(line, path, msg)
             if isinstance(record, Turn):
+                if self.renumber_turns:
+                    if next_seq is None:
+                        next_seq = 0 if self.last_turn is None else self.last_turn.seq + 1
+                    if next_seq > MAX_SEQ:
+                        raise self.fail(line, "$.seq", f"the next sequence number {next_seq} is "
+                                                       f"above the limit {MAX_SEQ}")
+                    if record.seq != next_seq:
+                        record = msgspec.structs.replace(record, seq=next_seq)
                 next_seq = record.seq + 1
                 open_turn = record.id
                 yield line, record
@@ -241,6 +277,29 @@ class _Appender:
             count += self.flush(chunk)
         return count
 
+    def lookups(self, records: list[Record]) -> Lookups:
+        refs = set(self.derived_from.values())
+        turn_ids: set[str] = set()
+        wait_ids: set[str] = set()
+        work_items: set[str] = set()
+        for record in records:
+            refs.add(record_ref(record))
+            for name in ("turn_id", "anchor_turn_id", "spawned_by_turn_id"):
+                value = getattr(record, name, None)
+                if value is not None and value not in self.turn_cache:
+                    turn_ids.add(value)
+            wait_id = getattr(record, "wait_id", None)
+            if wait_id is not None:
+                wait_ids.add(wait_id)
+            if isinstance(record, Wait) and record.resolved_by is not None:
+                refs.add(record.resolved_by)
+            elif isinstance(record, Pin):
+                refs.add(record.target)
+            elif isinstance(record, WorkItem):
+                work_items.add(record.work_item_id)
+        return Lookups(refs=frozenset(refs), turn_ids=frozenset(turn_ids),
+                       wait_ids=frozenset(wait_ids), work_item_ids=frozenset(work_items))
+
     def flush(self, chunk: list[tuple[int | None, Record]]) -> int:
         filled: list[Record] = []
         for _, record in chunk:
@@ -248,6 +307,9 @@ class _Appender:
             if record.origin is not origin or record.trust is not trust:
                 record = msgspec.structs.replace(record, origin=origin, trust=trust)
             filled.append(record)
+        prefetch = getattr(self.backend, "prefetch", None)
+        if prefetch is not None:
+            prefetch(self.lookups(filled))
         counts = self.counter.count_many([record_body(r) for r in filled])
         for (line, _), record, tokens in zip(chunk, filled, counts, strict=True):
             ref = record_ref(record)
@@ -281,6 +343,12 @@ def append_records(
     items: Iterable[tuple[int | None, Record]],
     *,
     source: str = "<append>",
+    renumber_turns: bool = False,
 ) -> int:
-    """Validate and insert ``(line, record)`` pairs; the caller owns the transaction."""
-    return _Appender(backend, counter, source).run(items)
+    """Validate and insert ``(line, record)`` pairs; the caller owns the transaction.
+
+    Call it *inside* the write transaction: it reads the ledger's next position and last turn
+    first. ``renumber_turns``: give the batch's turns the ledger's next sequence numbers, in order
+    (see the module docstring).
+    """
+    return _Appender(backend, counter, source, renumber_turns).run(items)

@@ -51,6 +51,7 @@ from holon_ctx.memory.episodes import Claim, Episode, Field, Span, episode_id, s
 from holon_ctx.memory.unresolved import OpenKind, call_key, is_approval, resolves, todo_key
 from holon_ctx.projection.formats import one_line
 from holon_ctx.projection.model import TurnUnit
+from holon_ctx.projection.questions import ends_with_question
 
 __all__ = ["DECISION_MARKERS", "FIELD_OF", "SHORT_REPLY", "FieldBudget", "build_episode",
            "link_keys", "source_records"]
@@ -174,7 +175,7 @@ class _Walk:
             case Message(role=MessageRole.ASSISTANT):
                 self.quoted(Field.MODEL_INFERENCES, "assistant_message",
                             "the assistant said (model output, not authority)", stored, rec.text)
-                self.last_question = stored if rec.text.rstrip().endswith(("?", "？")) else None
+                self.last_question = stored if ends_with_question(rec.text) else None
             case Message():
                 self.quoted(Field.RESULTS, "runtime_note", f"{rec.role.value} note", stored,
                             rec.text)
@@ -230,7 +231,7 @@ class _Walk:
             self.add(Field.DECISIONS, _claim(
                 "operator_reply", f"operator answered the question in {asked}: “{preview}”",
                 [*refs, asked], stored))
-        elif DECISION_MARKERS.search(rec.text) and not rec.text.rstrip().endswith(("?", "？")):
+        elif DECISION_MARKERS.search(rec.text) and not ends_with_question(rec.text):
             self.add(Field.DECISIONS, _claim("operator_decision", f"operator decided: “{preview}”",
                                              refs, stored))
         self.last_question = None

@@ -31,6 +31,7 @@ from holon_ctx.projection.model import (
     Section,
 )
 from holon_ctx.projection.pins import SLOTS
+from holon_ctx.projection.questions import asks_question
 from holon_ctx.projection.relation import RELATION_TEXT
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.turns import ChainOf, TurnItems
@@ -289,7 +290,9 @@ def _exchange_item(ctx: Context, r: Renderer) -> Item:
     """The exchange keeps role and order, so a short reply keeps the question it answers."""
     assert ctx.exchange is not None
     unit, stored = ctx.exchange.unit, ctx.exchange.message
-    block = r.fenced(stored, f"previous exchange — the assistant asked (turn:{unit.turn.id}):",
+    # "asked" only for a question (any script): a statement is labelled as one (issue 16).
+    verb = "asked" if asks_question(getattr(stored.record, "text", "")) else "said"
+    block = r.fenced(stored, f"previous exchange — the assistant {verb} (turn:{unit.turn.id}):",
                      ctx.policy.caps.exchange)
     ref_form = r.line(f"previous exchange: {stored.ref} (turn:{unit.turn.id})", [stored.ref])
     slot = SLOTS["last_exchange"]

@@ -458,11 +458,12 @@ CASES = [
         world={"side_effect_status": SideEffectStatus.UNKNOWN},
     ),
     Case(
+        # Only side-effect state changed, and the write may have happened: the seed's
+        # blocked_on_reconciliation, not a validation failure (issue 10 item 17, RFC 0004).
         "became_unknown_after_compaction",
         record_effect(SEED.idempotency_key, SideEffectStatus.UNKNOWN),
-        FAILED,
-        R.SIDE_EFFECT_STATUS_CHANGED,
-        also=frozenset({R.UNKNOWN_SIDE_EFFECT}),
+        BLOCKED,
+        R.UNKNOWN_SIDE_EFFECT,
         reconcile=True,
     ),
     Case(
@@ -553,10 +554,11 @@ CASES = [
     Case("stored_tenant_padded", stored(_update(tenant_id=" tenant-acme")), FAILED, R.MALFORMED_FIELD),
     Case("stored_id_control_char", stored(_update(envelope_id="ce-2026\x07")), FAILED, R.MALFORMED_FIELD),
     Case(
+        # Same meaning, other encoding: valid (canonical hashing, issue 10 item 18, RFC 0004).
         "stored_key_order_changed",
         stored(lambda b: msgspec.json.encode(dict(reversed(list(b.items()))))),
-        FAILED,
-        R.ENVELOPE_RECORD_MISMATCH,
+        OK,
+        R.CONTINUITY_VALIDATED,
     ),
     Case(
         "pure_reauthorization_flag_cleared",
@@ -662,6 +664,11 @@ def test_there_are_at_least_sixty_adversarial_cases() -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_adversarial_case(case: Case) -> None:
     """The attack yields exactly the expected decision and primary reason, never authorisation."""
+    assert_case(case)
+
+
+def assert_case(case: Case) -> None:
+    """Run ``case`` on a fresh world and check decision, reasons, reconciliation and view."""
     decision = case.act(make_world(**case.world))
     assert (decision.kind, decision.reason) == (case.kind, case.reason), decision.findings
     assert case.also <= set(decision.reasons)

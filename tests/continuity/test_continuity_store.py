@@ -37,10 +37,15 @@ from holon_ctx.errors import StoreError
 T = datetime(2026, 7, 21, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture(params=["memory", "sqlite_file", "sqlite_connection"])
+@pytest.fixture(params=["memory", "sqlite_file", "sqlite_connection", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ContinuityStore]:
     if request.param == "memory":
         result = ContinuityStore.in_memory()
+    elif request.param == "postgres":
+        from holon_ctx.postgres.continuity import PostgresContinuityBackend
+
+        result = ContinuityStore(PostgresContinuityBackend(
+            request.getfixturevalue("pg_url"), session=request.getfixturevalue("pg_session_key")))
     elif request.param == "sqlite_file":
         result = ContinuityStore(tmp_path / "ledger.db")
     else:

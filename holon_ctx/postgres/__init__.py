@@ -1,0 +1,20 @@
+"""PostgreSQL stores for fleets of agents: many sessions' ledgers, episodes and governed state in
+one database (RFC 0006, docs/postgres.md).
+
+Needs the ``postgres`` extra (psycopg 3); importing this package does not import psycopg, opening a
+store does. Every store of a session is opened with the same session key::
+
+    ledger = PostgresStore("postgresql://host/db", session="agent-42")
+    episodes = PostgresEpisodeStore(ledger.connection, session="agent-42")
+    governed = ContinuityStore(PostgresContinuityBackend(ledger.connection, session="agent-42"))
+"""
+
+from __future__ import annotations
+
+from holon_ctx.postgres.admin import delete_session, list_sessions, migrate
+from holon_ctx.postgres.connection import is_postgres_url
+from holon_ctx.postgres.ledger import PostgresStore
+from holon_ctx.postgres.schema import SCHEMA_VERSION, SessionInfo
+
+__all__ = ["SCHEMA_VERSION", "PostgresStore", "SessionInfo", "delete_session", "is_postgres_url",
+           "list_sessions", "migrate"]

@@ -1,0 +1,118 @@
+"""The governed store's backend in PostgreSQL, one session's state beside its ledger.
+
+The same four append-only logs as ``continuity/sqlite_backend.py`` (facts, envelopes, the
+compaction journal, trace events), keyed by ``sid``. Each write is its own committed transaction
+(the step-by-step compaction protocol relies on it). Envelopes, journal and events are guarded
+against UPDATE and DELETE by a trigger (deleting a whole session is the one exception, see
+``schema.py``). Sequence numbers come from identity columns: strictly increasing in the order they
+are taken, which for one writer is the order of its writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from holon_ctx.continuity.backend import StoredEvent
+from holon_ctx.continuity.exceptions import DuplicateRecordError
+from holon_ctx.postgres.connection import psycopg_module
+from holon_ctx.postgres.session import SessionHandle
+
+__all__ = ["PostgresContinuityBackend"]
+
+_TOUCH = ("INSERT INTO holon_continuity_meta VALUES (%(sid)s, 'last_recorded_at', %(at)s) "
+          "ON CONFLICT (sid, key) DO UPDATE SET value = "
+          "greatest(holon_continuity_meta.value, excluded.value)")
+
+
+class PostgresContinuityBackend:
+    """``ContinuityBackend`` for a session: ``PostgresContinuityBackend(url_or_conn, session=KEY)``."""
+
+    def __init__(self, source: str | Any, *, session: str, create: bool = True) -> None:
+        self._h = SessionHandle(source, session, create=create)
+        self._unique = psycopg_module().errors.UniqueViolation
+
+    def _write(self, sql: str, args: dict[str, Any], at: str) -> list[tuple[Any, ...]]:
+        """One statement and the latest-time mark, in one committed transaction."""
+        conn, args = self._h.conn, {"sid": self._h.sid, "at": at, **args}
+
+        def run() -> list[tuple[Any, ...]]:
+            try:
+                with conn.transaction():
+                    cur = conn.execute(sql, args)
+                    rows = [] if cur.description is None else list(cur.fetchall())
+                    conn.execute(_TOUCH, args)
+                    return rows
+            except self._unique as exc:
+                raise DuplicateRecordError(f"record already exists: {exc}") from None
+        return self._h.call(run)
+
+    def append_fact(self, kind: str, key: str, scope: str, body: bytes, at: str) -> None:
+        self._write("INSERT INTO holon_continuity_facts (sid, kind, key, scope, body, recorded_at) "
+                    "VALUES (%(sid)s, %(kind)s, %(key)s, %(scope)s, %(body)s, %(at)s)",
+                    {"kind": kind, "key": key, "scope": scope, "body": bytes(body), "at": at}, at)
+
+    def latest_fact(self, kind: str, key: str) -> bytes | None:
+        row = self._h.one("SELECT body FROM holon_continuity_facts WHERE sid=%(sid)s AND "
+                          "kind=%(kind)s AND key=%(key)s ORDER BY seq DESC LIMIT 1",
+                          {"kind": kind, "key": key})
+        return None if row is None else bytes(row[0])
+
+    def latest_facts_in_scope(self, kind: str, scope: str) -> list[bytes]:
+        rows = self._h.rows(
+            "SELECT body FROM (SELECT DISTINCT ON (key) seq, scope, body FROM "
+            "holon_continuity_facts WHERE sid=%(sid)s AND kind=%(kind)s ORDER BY key, seq DESC) "
+            "latest WHERE scope=%(scope)s ORDER BY seq", {"kind": kind, "scope": scope})
+        return [bytes(r[0]) for r in rows]
+
+    def append_envelope(self, envelope_id: str, session_id: str, body: bytes, at: str) -> None:
+        self._write("INSERT INTO holon_continuity_envelopes (sid, envelope_id, session_id, body, "
+                    "recorded_at) VALUES (%(sid)s, %(id)s, %(session)s, %(body)s, %(at)s)",
+                    {"id": envelope_id, "session": session_id, "body": bytes(body), "at": at}, at)
+
+    def envelope(self, envelope_id: str) -> bytes | None:
+        row = self._h.one("SELECT body FROM holon_continuity_envelopes WHERE sid=%(sid)s AND "
+                          "envelope_id=%(id)s", {"id": envelope_id})
+        return None if row is None else bytes(row[0])
+
+    def envelope_ids(self, session_id: str) -> list[str]:
+        return [str(r[0]) for r in self._h.rows(
+            "SELECT envelope_id FROM holon_continuity_envelopes WHERE sid=%(sid)s AND "
+            "session_id=%(session)s ORDER BY seq", {"session": session_id})]
+
+    def append_step(self, envelope_id: str, step: str, body: bytes, at: str) -> None:
+        self._write("INSERT INTO holon_continuity_journal VALUES (%(sid)s, %(id)s, %(step)s, "
+                    "%(body)s, %(at)s)",
+                    {"id": envelope_id, "step": step, "body": bytes(body), "at": at}, at)
+
+    def steps(self, envelope_id: str) -> dict[str, bytes]:
+        return {str(step): bytes(body) for step, body in self._h.rows(
+            "SELECT step, body FROM holon_continuity_journal WHERE sid=%(sid)s AND "
+            "envelope_id=%(id)s", {"id": envelope_id})}
+
+    def append_event(self, event_type: str, envelope_id: str, session_id: str, payload: bytes,
+                     at: str) -> int:
+        rows = self._write(
+            "INSERT INTO holon_continuity_events (sid, event_type, envelope_id, session_id, "
+            "payload, recorded_at) VALUES (%(sid)s, %(type)s, %(id)s, %(session)s, %(payload)s, "
+            "%(at)s) RETURNING seq",
+            {"type": event_type, "id": envelope_id, "session": session_id,
+             "payload": bytes(payload), "at": at}, at)
+        return int(rows[0][0])
+
+    def events(self, *, envelope_id: str | None, session_id: str | None) -> list[StoredEvent]:
+        rows = self._h.rows(
+            "SELECT seq, event_type, envelope_id, session_id, payload, recorded_at FROM "
+            "holon_continuity_events WHERE sid=%(sid)s AND "
+            "(%(id)s::text IS NULL OR envelope_id=%(id)s) AND "
+            "(%(session)s::text IS NULL OR session_id=%(session)s) ORDER BY seq",
+            {"id": envelope_id, "session": session_id})
+        return [StoredEvent(int(s), str(t), str(e), str(sid), bytes(p), str(at))
+                for s, t, e, sid, p, at in rows]
+
+    def last_recorded_at(self) -> str | None:
+        row = self._h.one("SELECT value FROM holon_continuity_meta WHERE sid=%(sid)s AND "
+                          "key='last_recorded_at'", {})
+        return None if row is None else str(row[0])
+
+    def close(self) -> None:
+        self._h.close()

@@ -1,0 +1,416 @@
+"""The PostgreSQL ledger store: one session's ledger in a database shared by a fleet.
+
+Appends (RFC 0006). A batch is one transaction that first locks the session's row in
+``holon_sessions`` (``SELECT … FOR UPDATE``): appends to the same session queue there, appends to
+other sessions do not meet at all. Under that lock the row's ``end_pos`` is the next position and
+the newest turn the last sequence, so positions and sequence numbers are allocated race-free; the
+batch commits with the rows and the new ``end_pos`` together. Committed positions are therefore
+always a prefix of the session's ledger, which is what lets readers cache by position. A process
+killed mid-batch leaves an open transaction that the server rolls back when its connection drops.
+
+Round trips. The append path asks many small questions ("is this ref taken?", "which turn is
+t42?"); the store answers a chunk's worth at once (``prefetch``, from :mod:`..ledger.writer`) and
+buffers its inserts until the next chunk, so a chunk costs a few round trips, not one per record.
+Reads are one statement each and return rows, not positions; rows already decoded are not decoded
+again (:class:`~holon_ctx.ledger.readcache.DecodedRecords`) and the open-wait set is kept
+incrementally, as in SQLite. Every read is an index search bounded by its arguments
+(``tests/test_postgres.py`` checks the plans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+import msgspec
+
+from holon_ctx.errors import StoreError
+from holon_ctx.ledger.body import record_body
+from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
+from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
+from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
+from holon_ctx.ledger.store import LedgerStats, StoredRecord
+from holon_ctx.ledger.writer import Lookups, Row, append_records
+from holon_ctx.postgres.schema import SESSION_TABLES
+from holon_ctx.postgres.session import SessionHandle
+from holon_ctx.tokens import TokenCounter, default_counter
+
+__all__ = ["PostgresStore"]
+
+_INTENT_TRIGGERS = frozenset(OPERATOR_TRIGGERS - {"approval_decision"})
+#: Buffered rows that force an insert mid-chunk (a chunk of 512 records makes at most ~1k rows;
+#: this only bounds memory for a backend driven without prefetch).
+_PENDING_ROWS: Final = 4096
+_PAGE: Final = 2048
+
+_record_decoder = msgspec.json.Decoder(Record)
+_wi_decoder = msgspec.json.Decoder(WorkItemState)
+_wait_decoder = msgspec.json.Decoder(WaitState)
+_encode = msgspec.json.encode
+
+#: A record row with its count. The count is a scalar subquery, not a join: a join lets the planner
+#: hash the session's whole token_counts (O(history)) when it guesses the window is large.
+_ROW = ("SELECT r.pos, r.ref, r.turn_seq, r.line, (SELECT c.tokens FROM holon_token_counts c "
+        "WHERE c.sid=r.sid AND c.counter=%(counter)s AND c.pos=r.pos) FROM holon_records r ")
+
+
+class PostgresStore:
+    """A session's ledger in PostgreSQL: ``PostgresStore(url_or_connection, session=KEY)``.
+
+    ``create``: make the session when it does not exist (else StoreError). A connection passed in
+    must be in autocommit mode; it stays the caller's (``close`` does not close it). The schema is
+    created or migrated on first use (``holon-ctx db migrate`` does it ahead of time).
+    """
+
+    def __init__(self, source: str | Any, *, session: str, counter: TokenCounter | None = None,
+                 create: bool = True) -> None:
+        self._h = SessionHandle(source, session, create=create)
+        self.where, self.session, self.sid = self._h.where, session, self._h.sid
+        #: Whether opening made the session (a failed first import deletes it again).
+        self.created = self._h.created
+        self._counter = counter or default_counter()
+        self._counter_id = self._counter.identity
+        self._decoded = DecodedRecords(self._counter)
+        self._open_waits = OpenWaits(self)
+        self._rows = self._h.rows
+        self._reset_batch()
+
+    def _one(self, sql: str, args: dict[str, Any] | tuple[Any, ...]) -> Any:
+        found = self._rows(sql, args)
+        return found[0] if found else None
+
+    def holds(self, table: str) -> bool:
+        """Whether the session has any row in ``table`` (one of schema.SESSION_TABLES): e.g. has
+        it archived episodes, sealed an envelope."""
+        if table not in SESSION_TABLES:
+            raise ValueError(f"not a session table: {table}")
+        return self._one(f"SELECT 1 FROM {table} WHERE sid=%s LIMIT 1", (self.sid,)) is not None
+
+    @property
+    def connection(self) -> Any:
+        """The psycopg connection (for the session's episode and continuity stores)."""
+        return self._h.conn
+
+    # -- append backend -------------------------------------------------------------------
+    @property
+    def counter_identity(self) -> str:
+        return self._counter_id
+
+    def _reset_batch(self) -> None:
+        self._batch_next: int | None = None
+        self._appended = 0
+        self._buf: dict[str, list[tuple[Any, ...]]] = {
+            "records": [], "counts": [], "turns": [], "wis": [], "waits": [], "high": []}
+        self._pending_refs: set[str] = set()
+        self._pending_turns: dict[str, TurnInfo] = {}
+        self._pending_last: TurnInfo | None = None
+        self._pending_wis: dict[str, WorkItemState] = {}
+        self._pending_waits: dict[str, WaitState] = {}
+        self._clear_prefetched()
+
+    def _clear_prefetched(self) -> None:
+        self._known_refs: dict[str, bool] = {}
+        self._known_turns: dict[str, TurnInfo | None] = {}
+        self._known_wis: dict[str, WorkItemState | None] = {}
+        self._known_waits: dict[str, WaitState | None] = {}
+
+    def next_pos(self) -> int:
+        if self._batch_next is not None:
+            return self._batch_next + self._appended
+        return self.end_pos()
+
+    def prefetch(self, lookups: Lookups) -> None:
+        """Answer a chunk's lookups in one round trip each (see :mod:`..ledger.writer`).
+
+        Buffered rows are inserted first, so the answers describe everything appended before the
+        chunk; the chunk's own rows are answered from the pending sets, which are checked first.
+        """
+        self._flush()
+        sid = self.sid
+        if lookups.refs:
+            refs = list(lookups.refs)
+            present = {r for (r,) in self._rows(
+                "SELECT ref FROM holon_records WHERE sid=%s AND ref = ANY(%s)", (sid, refs))}
+            self._known_refs = {r: r in present for r in refs}
+        if lookups.turn_ids:
+            ids = list(lookups.turn_ids)
+            self._known_turns = dict.fromkeys(ids)
+            for row in self._rows("SELECT id, seq, pos, work_item_id FROM holon_turns "
+                                  "WHERE sid=%s AND id = ANY(%s)", (sid, ids)):
+                self._known_turns[row[0]] = TurnInfo(*row)
+        if lookups.wait_ids:
+            ids = list(lookups.wait_ids)
+            self._known_waits = dict.fromkeys(ids)
+            for wait_id, state in self._rows(
+                    "SELECT DISTINCT ON (wait_id) wait_id, state FROM holon_wait_states "
+                    "WHERE sid=%s AND wait_id = ANY(%s) ORDER BY wait_id, pos DESC", (sid, ids)):
+                self._known_waits[wait_id] = _wait_decoder.decode(state)
+        if lookups.work_item_ids:
+            ids = list(lookups.work_item_ids)
+            self._known_wis = dict.fromkeys(ids)
+            for wid, state in self._rows(
+                    "SELECT DISTINCT ON (work_item_id) work_item_id, state FROM "
+                    "holon_work_item_states WHERE sid=%s AND work_item_id = ANY(%s) "
+                    "ORDER BY work_item_id, pos DESC", (sid, ids)):
+                self._known_wis[wid] = _wi_decoder.decode(state)
+
+    def has_ref(self, ref: str) -> bool:
+        if ref in self._pending_refs:
+            return True
+        known = self._known_refs.get(ref)
+        if known is not None:
+            return known
+        return self._one("SELECT 1 FROM holon_records WHERE sid=%s AND ref=%s",
+                         (self.sid, ref)) is not None
+
+    def find_turn(self, turn_id: str) -> TurnInfo | None:
+        hit = self._pending_turns.get(turn_id)
+        if hit is not None:
+            return hit
+        if turn_id in self._known_turns:
+            return self._known_turns[turn_id]
+        row = self._one("SELECT id, seq, pos, work_item_id FROM holon_turns WHERE sid=%s AND id=%s",
+                        (self.sid, turn_id))
+        return None if row is None else TurnInfo(*row)
+
+    def last_turn(self) -> TurnInfo | None:
+        if self._pending_last is not None:
+            return self._pending_last
+        row = self._one("SELECT id, seq, pos, work_item_id FROM holon_turns WHERE sid=%s "
+                        "ORDER BY seq DESC LIMIT 1", (self.sid,))
+        return None if row is None else TurnInfo(*row)
+
+    def wait_state(self, wait_id: str) -> WaitState | None:
+        hit = self._pending_waits.get(wait_id)
+        if hit is not None:
+            return hit
+        if wait_id in self._known_waits:
+            return self._known_waits[wait_id]
+        row = self._one("SELECT state FROM holon_wait_states WHERE sid=%s AND wait_id=%s "
+                        "ORDER BY pos DESC LIMIT 1", (self.sid, wait_id))
+        return None if row is None else _wait_decoder.decode(row[0])
+
+    def insert(self, row: Row, counter_identity: str) -> None:
+        sid, buf = self.sid, self._buf
+        trust = row.record.trust.value if row.record.trust else ""
+        buf["records"].append((sid, row.pos, row.ref, row.kind, trust, row.turn_seq, row.line))
+        buf["counts"].append((sid, counter_identity, row.pos, row.tokens))
+        self._pending_refs.add(row.ref)
+        rec = row.record
+        if row.turn is not None and isinstance(rec, Turn):
+            buf["turns"].append((sid, rec.seq, rec.id, row.pos, rec.trigger in _INTENT_TRIGGERS,
+                                 rec.work_item_id))
+            self._pending_turns[row.turn.id] = row.turn
+            self._pending_last = row.turn
+        if row.work_item_state is not None:
+            state = row.work_item_state
+            buf["wis"].append((sid, row.pos, state.work_item_id, _encode(state)))
+            self._pending_wis[state.work_item_id] = state
+        if row.wait_state is not None:
+            wait = row.wait_state
+            buf["waits"].append((sid, row.pos, wait.wait_id, wait.status.value, _encode(wait)))
+            self._pending_waits[wait.wait_id] = wait
+        if row.marks_high and row.turn_seq is not None:
+            # In position order, ON CONFLICT DO NOTHING: the first record that marks it wins.
+            buf["high"].append((sid, row.turn_seq, row.pos))
+        self._appended += 1
+        if len(buf["records"]) >= _PENDING_ROWS:
+            self._flush()
+
+    _INSERTS: Final = {
+        "records": "INSERT INTO holon_records VALUES (%s,%s,%s,%s,%s,%s,%s)",
+        "counts": "INSERT INTO holon_token_counts VALUES (%s,%s,%s,%s)",
+        "turns": "INSERT INTO holon_turns VALUES (%s,%s,%s,%s,%s,%s)",
+        "wis": "INSERT INTO holon_work_item_states VALUES (%s,%s,%s,%s)",
+        "waits": "INSERT INTO holon_wait_states VALUES (%s,%s,%s,%s,%s)",
+        "high": "INSERT INTO holon_high_turns VALUES (%s,%s,%s) ON CONFLICT (sid, seq) DO NOTHING",
+    }
+
+    def _flush(self) -> None:
+        """Insert the buffered rows (inside the batch's transaction); the pending sets and the
+        prefetched answers go with them: from now on the database answers for those rows."""
+        for name, rows in self._buf.items():
+            self._h.many(self._INSERTS[name], rows)
+            rows.clear()
+        self._pending_refs.clear()
+        self._pending_turns.clear()
+        self._pending_wis.clear()
+        self._pending_waits.clear()
+        self._clear_prefetched()
+
+    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
+                     renumber_turns: bool = False) -> int:
+        def batch() -> int:
+            row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE",
+                            (self.sid,))
+            if row is None:
+                raise StoreError(f"{self.where}: session {self.session!r} was deleted")
+            self._batch_next = int(row[0])
+            n = append_records(self, self._counter, items, source=source,
+                               renumber_turns=renumber_turns)
+            self._flush()
+            self._rows("UPDATE holon_sessions SET end_pos=%s WHERE sid=%s",
+                       (self._batch_next + self._appended, self.sid))
+            return n
+        try:
+            return self._h.transaction(batch)
+        finally:
+            self._reset_batch()
+
+    def append(self, records: Iterable[Record], *, source: str = "<append>",
+               renumber_turns: bool = False) -> int:
+        return self.append_lines(((None, r) for r in records), source=source,
+                                 renumber_turns=renumber_turns)
+
+    # -- reads ----------------------------------------------------------------------------
+    def _records(self, where: str, args: dict[str, Any]) -> list[StoredRecord]:
+        args["counter"] = self._counter_id
+        stored = self._decoded.stored
+        return [stored(*row) for row in self._rows(_ROW + where, args, binary=True)]
+
+    def end_pos(self) -> int:
+        row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s", (self.sid,))
+        if row is None:
+            raise StoreError(f"{self.where}: session {self.session!r} was deleted")
+        return int(row[0])
+
+    def get(self, ref: str) -> StoredRecord | None:
+        # Records never change, and tokens come from this store's counter: a hit is the answer.
+        hit = self._decoded.by_ref(ref)
+        if hit is not None:
+            return hit
+        found = self._records("WHERE r.sid=%(sid)s AND r.ref=%(ref)s", {"ref": ref})
+        return found[0] if found else None
+
+    def turn(self, turn_id: str) -> StoredRecord | None:
+        return self.get(f"turn:{turn_id}")
+
+    def next_turn_pos(self, seq: int) -> int | None:
+        row = self._one("SELECT pos FROM holon_turns WHERE sid=%s AND seq>%s ORDER BY seq LIMIT 1",
+                        (self.sid, seq))
+        return None if row is None else int(row[0])
+
+    def latest_turn(self, limit_pos: int) -> StoredRecord | None:
+        found = self._records(
+            "WHERE r.sid=%(sid)s AND r.pos = (SELECT pos FROM holon_turns WHERE sid=%(sid)s "
+            "AND pos<%(lim)s ORDER BY pos DESC LIMIT 1)", {"lim": limit_pos})
+        return found[0] if found else None
+
+    def turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        if count <= 0:
+            return []
+        return self._records(
+            "JOIN (SELECT pos AS tpos, seq AS tseq FROM holon_turns WHERE sid=%(sid)s "
+            "AND seq<%(seq)s AND pos<%(lim)s ORDER BY seq DESC LIMIT %(n)s) t ON r.pos=t.tpos "
+            "WHERE r.sid=%(sid)s ORDER BY t.tseq DESC",
+            {"seq": seq, "lim": limit_pos, "n": count})
+
+    def records_of_turns(self, lo_seq: int, hi_seq: int, limit_pos: int) -> list[StoredRecord]:
+        return self._records(
+            "WHERE r.sid=%(sid)s AND r.turn_seq BETWEEN %(lo)s AND %(hi)s AND r.pos<%(lim)s "
+            "AND r.kind <> 'turn' ORDER BY r.pos", {"lo": lo_seq, "hi": hi_seq, "lim": limit_pos})
+
+    def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        if count <= 0:
+            return []
+        return self._records(
+            "JOIN (SELECT t.pos AS tpos, h.seq AS hseq FROM holon_high_turns h JOIN holon_turns t "
+            "ON t.sid=h.sid AND t.seq=h.seq WHERE h.sid=%(sid)s AND h.seq<%(seq)s "
+            "AND h.pos<%(lim)s ORDER BY h.seq DESC LIMIT %(n)s) x ON r.pos=x.tpos "
+            "WHERE r.sid=%(sid)s ORDER BY x.hseq DESC",
+            {"seq": seq, "lim": limit_pos, "n": count})
+
+    def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
+        found = self._records(
+            "WHERE r.sid=%(sid)s AND r.pos = (SELECT pos FROM holon_turns WHERE sid=%(sid)s "
+            "AND intent AND seq<%(seq)s AND pos<%(lim)s ORDER BY seq DESC LIMIT 1)",
+            {"seq": before_seq, "lim": limit_pos})
+        return found[0] if found else None
+
+    def work_item_state(self, work_item_id: str, limit_pos: int | None = None) -> WorkItemState | None:
+        if limit_pos is None and self._batch_next is not None:
+            hit = self._pending_wis.get(work_item_id)
+            if hit is not None:
+                return hit
+            if work_item_id in self._known_wis:
+                return self._known_wis[work_item_id]
+        row = self._one(
+            "SELECT state FROM holon_work_item_states WHERE sid=%s AND work_item_id=%s AND pos<%s "
+            "ORDER BY pos DESC LIMIT 1",
+            (self.sid, work_item_id, limit_pos if limit_pos is not None else 1 << 62))
+        return None if row is None else _wi_decoder.decode(row[0])
+
+    def open_waits(self, limit_pos: int) -> list[WaitState]:
+        return self._open_waits.at(limit_pos)
+
+    # WaitTransitions, for OpenWaits.
+    def initial_open_waits(self) -> tuple[int, list[bytes]]:
+        rows = self._rows(
+            "SELECT pos, status, state FROM (SELECT DISTINCT ON (wait_id) pos, status, state "
+            "FROM holon_wait_states WHERE sid=%s ORDER BY wait_id, pos DESC) latest",
+            (self.sid,))
+        seen = max((int(r[0]) for r in rows), default=-1) + 1
+        return seen, [r[2] for r in rows if r[1] == "open"]
+
+    def transitions_since(self, seen: int) -> list[tuple[int, str, str, bytes]]:
+        return self._rows("SELECT pos, wait_id, status, state FROM holon_wait_states "
+                          "WHERE sid=%s AND pos>=%s ORDER BY pos", (self.sid, seen))
+
+    def changed_waits(self, lo: int, hi: int) -> dict[str, tuple[str, bytes] | None]:
+        changed: dict[str, tuple[str, bytes] | None] = {}
+        for wait_id, status, state in self._rows(
+                "SELECT c.wait_id, l.status, l.state FROM (SELECT DISTINCT wait_id FROM "
+                "holon_wait_states WHERE sid=%(sid)s AND pos>=%(lo)s AND pos<%(hi)s) c "
+                "LEFT JOIN LATERAL (SELECT status, state FROM holon_wait_states WHERE sid=%(sid)s "
+                "AND wait_id=c.wait_id AND pos<%(lo)s ORDER BY pos DESC LIMIT 1) l ON true",
+                {"sid": self.sid, "lo": lo, "hi": hi}):
+            changed[wait_id] = None if status is None else (status, state)
+        return changed
+
+    def latest_environment(self, limit_pos: int) -> StoredRecord | None:
+        found = self._records("WHERE r.sid=%(sid)s AND r.kind='environment' AND r.pos<%(lim)s "
+                              "ORDER BY r.pos DESC LIMIT 1", {"lim": limit_pos})
+        return found[0] if found else None
+
+    def pins(self, limit_pos: int, count: int) -> list[StoredRecord]:
+        if count <= 0:
+            return []
+        found = self._records("WHERE r.sid=%(sid)s AND r.kind='pin' AND r.pos<%(lim)s "
+                              "ORDER BY r.pos DESC LIMIT %(n)s", {"lim": limit_pos, "n": count})
+        return found[::-1]
+
+    def iter_records(self) -> Iterator[Record]:
+        """Every record in order, as of the call (a page of positions per round trip)."""
+        end, pos = self.end_pos(), 0
+        while pos < end:
+            rows = self._rows("SELECT pos, line FROM holon_records WHERE sid=%s AND pos>=%s "
+                              "AND pos<%s ORDER BY pos LIMIT %s", (self.sid, pos, end, _PAGE),
+                              binary=True)
+            if not rows:
+                return
+            for _, line in rows:
+                yield _record_decoder.decode(line)
+            pos = int(rows[-1][0]) + 1
+
+    def stats(self) -> LedgerStats:
+        sid, counter = self.sid, self._counter_id
+        kinds = dict(self._rows("SELECT kind, count(*) FROM holon_records WHERE sid=%s "
+                                "GROUP BY kind", (sid,)))
+        sums = "SELECT r.{0}, sum(t.tokens) FROM holon_records r JOIN holon_token_counts t ON " \
+               "t.sid=r.sid AND t.pos=r.pos AND t.counter=%s WHERE r.sid=%s GROUP BY r.{0}"
+        tokens = {k: int(v) for k, v in self._rows(sums.format("kind"), (counter, sid))}
+        trust = {k: int(v) for k, v in self._rows(sums.format("trust"), (counter, sid))}
+        # Records with no count under this store's counter: recount, as reads do.
+        for kind, trust_name, line in self._rows(
+                "SELECT r.kind, r.trust, r.line FROM holon_records r LEFT JOIN holon_token_counts t "
+                "ON t.sid=r.sid AND t.counter=%s AND t.pos=r.pos WHERE r.sid=%s "
+                "AND t.tokens IS NULL ORDER BY r.pos", (counter, sid)):
+            n = self._counter.count(record_body(_record_decoder.decode(line)))
+            tokens[kind] = tokens.get(kind, 0) + n
+            trust[trust_name] = trust.get(trust_name, 0) + n
+        turns = int(self._one("SELECT count(*) FROM holon_turns WHERE sid=%s", (sid,))[0])
+        return LedgerStats(turns=turns, records=sum(kinds.values()), records_by_kind=kinds,
+                           tokens_by_kind=tokens, tokens_by_trust=trust, counter=counter)
+
+    def close(self) -> None:
+        self._h.close()
