@@ -64,15 +64,16 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_preview)
 
     p = subparsers.add_parser("explain", help="why one ref is in, compacted, folded, archived or out",
-                              usage="holon-ctx explain (SOURCE | --db PATH) --budget N REF "
-                                    "[--at TURN_ID] [--json] [--plain] [--width W]")
+                              usage="holon-ctx explain (SOURCE | --db PATH [--session-key KEY]) --budget N "
+                                    "REF [--at TURN_ID] [--json] [--plain] [--width W]")
     # SOURCE is optional (--db replaces it) and REF is not, and options may sit between them
     # (`explain FILE --budget N REF`). argparse consumes each positional once, so both arrive as
     # operands: whatever it leaves over that is not an option joins them (see _intermixed).
     p.add_argument("operands", nargs="*", metavar="SOURCE REF",
                    help="a ledger JSONL file (unless --db) and a ref kind:id, e.g. turn:t41")
     _intermixed(p)
-    p.add_argument("--db", metavar="PATH", help="a holon-ctx SQLite ledger")
+    p.add_argument("--db", metavar="PATH",
+                   help="a holon-ctx SQLite ledger, or a postgresql:// URL (with --session-key)")
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of the prompt")
     p.add_argument("--at", metavar="TURN_ID", help="project as of an earlier turn")
@@ -82,8 +83,8 @@ def register(subparsers: Any) -> None:
 
     # argparse's own usage would show --budget and --at once; they are given twice.
     p = subparsers.add_parser("diff", help="what changes between two projections (budgets or turns)",
-                              usage="holon-ctx diff (SOURCE | --db PATH) --budget N [--budget M] "
-                                    "[--at A --at B] [--json] [--plain] [--width W]")
+                              usage="holon-ctx diff (SOURCE | --db PATH [--session-key KEY]) --budget N "
+                                    "[--budget M] [--at A --at B] [--json] [--plain] [--width W]")
     add_source_args(p)
     p.add_argument("--budget", type=positive_int, action="append", required=True, metavar="N",
                    help="token budget; give it twice to compare two budgets")
