@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from holon_ctx.ledger.facts import marks_high
+from holon_ctx.ledger.facts import HIGH_FACTS
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.chains import ChainTracker
 from holon_ctx.projection.context import Context
@@ -172,8 +172,10 @@ class HighTurns:
         view = history.ctx.view
         self.per_tier = history.ctx.policy.high_turns_per_tier
         self.before = view.window[0].turn.seq if view.window else view.current.turn.seq
-        #: High turns newer than the lookup (page 0's): they hold ranks 0 … base-1.
-        self.base = sum(1 for u in view.window if _marked_high(u))
+        #: High turns newer than the lookup (page 0's): they hold ranks 0 … base-1. A turn is in
+        #: the store's index exactly when it has a high fact (the facts are already known).
+        self.base = sum(1 for u in view.window
+                        if any(f in HIGH_FACTS for f in history.retention.facts(u)))
         #: Index entries consumed so far (the next one has rank base + taken).
         self.taken = 0
         self.peeked: list[StoredRecord] | None = None
@@ -245,7 +247,3 @@ class HighTurns:
         h.tiers.append(Tier(items=tuple(items), folds=()))
         return items
 
-
-def _marked_high(unit: TurnUnit) -> bool:
-    """The turn is in the store's high-turn index as of its view (same rule, same records)."""
-    return marks_high(unit.turn) or any(marks_high(r.record) for r in unit.records)

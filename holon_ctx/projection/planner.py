@@ -321,14 +321,17 @@ def entitlement(
     # depends on the hash seed, and the manifest must not.
     active = [s for s in SECTION_ORDER if demand[s] > alloc[s]]
     while remaining > 0 and active:
+        # Each share is rounded against what is left of the total, so the shares add up to
+        # exactly `remaining` (rich's ratio_distribute); a section capped by its demand gives
+        # the rest back to the next pass.
         total_w = sum(SECTION_WEIGHTS[s] for s in active)
-        handed = 0
+        left = remaining
         for s in active:
-            give = min(int(remaining * SECTION_WEIGHTS[s] / total_w), demand[s] - alloc[s])
+            share = round(left * SECTION_WEIGHTS[s] / total_w) if total_w > 0 else left
+            total_w -= SECTION_WEIGHTS[s]
+            left -= share
+            give = min(share, demand[s] - alloc[s])
             alloc[s] += give
-            handed += give
+            remaining -= give
         active = [s for s in active if demand[s] > alloc[s]]
-        if handed == 0:
-            break
-        remaining -= handed
     return alloc

@@ -86,8 +86,15 @@ class Renderer:
 
     # -- primitives --------------------------------------------------------------------
     def line(self, text: str, refs: Iterable[str] = ()) -> Block:
+        """A label line (counted once per text: work refs, fold and relation lines recur every
+        call)."""
+        key = ("line", text, tuple(refs))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
         head = text if text.endswith("\n") else text + "\n"
-        return Block(head=head, tokens=self.counter.count(head), refs=tuple(refs))
+        return self.memo(key, lambda: Block(head=head, tokens=self.counter.count(head),
+                                            refs=key[2]))
 
     def _body(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
         """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens."""

@@ -1,0 +1,124 @@
+"""Mutation-test one core module: ``python3 dev.py mutate MODULE`` (see docs/testing.md).
+
+Each mutant is one small change to the module (an operator swapped, a constant changed, a branch
+inverted, …) made by cosmic-ray; the module's focused tests run against it, and a mutant the tests
+do not fail on *survived*. The run happens in a copy of the repository, so the working tree is
+never touched, with one worker: the machine is shared. At the end it prints the kill rate and every
+survivor (file, line, operator), and writes them to ``mutation/MODULE.txt``.
+
+    python3 dev.py mutate planner            # the whole module
+    python3 dev.py mutate planner --limit 40  # the first 40 mutants only (a quick look)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Module → (source file, its focused tests). Each test selection runs in a few seconds: it is run
+#: once per mutant.
+MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "planner": ("holon_ctx/projection/planner.py", ("tests/test_planner.py",)),
+    "retention": ("holon_ctx/projection/retention.py",
+                  ("tests/test_retention.py", "tests/test_relation_retention.py")),
+    "facts": ("holon_ctx/ledger/facts.py", ("tests/test_retention.py",)),
+    "render": ("holon_ctx/projection/render.py", ("tests/test_render.py",)),
+    "folding": ("holon_ctx/projection/folding.py", ("tests/test_folding.py",)),
+    "chains": ("holon_ctx/projection/chains.py", ("tests/test_chains.py",)),
+    "builder": ("holon_ctx/memory/builder.py", ("tests/test_episodes_builder.py",)),
+    "validator": ("holon_ctx/continuity/validator.py",
+                  ("tests/continuity/test_continuity_codes.py",
+                   "tests/continuity/test_continuity_protocol.py")),
+}
+
+
+def _copy_repo(dest: Path) -> None:
+    """The tracked and untracked (not ignored) files of the repository, copied to ``dest``."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           check=True, capture_output=True, text=True).stdout.split("\n")
+    for name in filter(None, files):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
+def _config(module: str, tests: tuple[str, ...]) -> str:
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly",
+               "-p", "no:cacheprovider", *tests]
+    return (f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = 120.0\nexcluded-modules = []\n'
+            f'test-command = "{" ".join(command)}"\n\n[cosmic-ray.distributor]\nname = "local"\n')
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="dev.py mutate", description=__doc__.split("\n")[0])
+    parser.add_argument("module", choices=sorted(MODULES))
+    parser.add_argument("--limit", type=int, default=0, help="test only the first N mutants")
+    args = parser.parse_args(argv)
+    source, tests = MODULES[args.module]
+    with tempfile.TemporaryDirectory(prefix="holon-mutate-") as tmp:
+        work = Path(tmp)
+        _copy_repo(work)
+        (work / "cr.toml").write_text(_config(source, tests), encoding="utf-8")
+        cosmic = [sys.executable, "-m", "cosmic_ray.cli"]
+        subprocess.run([*cosmic, "init", "cr.toml", "cr.sqlite"], cwd=work, check=True)
+        if args.limit:
+            _keep_first(work / "cr.sqlite", args.limit)
+        # The tests must pass on the unmutated copy, or every mutant would count as killed.
+        baseline = subprocess.run([*cosmic, "baseline", "cr.toml"], cwd=work, check=False)
+        if baseline.returncode:
+            print(f"mutate: the tests of {args.module} fail without any mutant", file=sys.stderr)
+            return 1
+        subprocess.run([*cosmic, "exec", "cr.toml", "cr.sqlite"], cwd=work, check=True)
+        dump = subprocess.run([*cosmic, "dump", "cr.sqlite"], cwd=work, check=True,
+                              capture_output=True, text=True).stdout
+    report = _report(args.module, source, dump)
+    out = ROOT / "mutation" / f"{args.module}.txt"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(report, encoding="utf-8")
+    print(report, end="")
+    return 0
+
+
+def _keep_first(session: Path, limit: int) -> None:
+    with sqlite3.connect(session) as db:
+        ids = [row[0] for row in db.execute("SELECT job_id FROM work_items ORDER BY rowid")]
+        for job in ids[limit:]:
+            db.execute("DELETE FROM mutation_specs WHERE job_id=?", (job,))
+            db.execute("DELETE FROM work_items WHERE job_id=?", (job,))
+
+
+def _report(name: str, source: str, dump: str) -> str:
+    """Kill rate and survivors from ``cosmic-ray dump`` (one JSON ``[work_item, result]`` a line)."""
+    outcomes: dict[str, int] = {}
+    survivors: list[str] = []
+    lines = source_lines = (ROOT / source).read_text(encoding="utf-8").split("\n")
+    for row in filter(None, dump.split("\n")):
+        item, result = json.loads(row)
+        outcome = (result or {}).get("test_outcome") or "not run"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if outcome == "survived":
+            for spec in item["mutations"]:
+                line = spec["start_pos"][0]
+                survivors.append(f"{source}:{line}: {spec['operator_name']} "
+                                 f"#{spec['occurrence']}: {lines[line - 1].strip()}")
+    del source_lines
+    killed = outcomes.get("killed", 0)
+    survived = outcomes.get("survived", 0)
+    rate = killed / (killed + survived) if killed + survived else 0.0
+    head = (f"{name} ({source}): {killed + survived} mutants tested, {killed} killed, "
+            f"{survived} survived: {rate:.1%} killed; other outcomes: "
+            f"{ {k: v for k, v in outcomes.items() if k not in ('killed', 'survived')} }\n")
+    return head + "".join(f"  survived: {s}\n" for s in sorted(survivors))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
