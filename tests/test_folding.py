@@ -131,3 +131,29 @@ def test_a_fold_never_hides_operator_input_between_ticks() -> None:
     p = b.project(4096)
     assert f"turn:{said}" not in folded_refs(p)
     assert f"turn:{said}" in selected_refs(p)
+
+
+def test_fold_line_counts_most_first_then_by_name_and_spans_by_ref() -> None:
+    """Kinds are listed by count (largest first), ties by name; a run from t9 to t10 names both
+    ends (refs are compared as refs, not ordered as text)."""
+    run = [unit("t9", 9, "external_event"), unit("t10", 10), unit("t11", 11), unit("t12", 12),
+           unit("t13", 13, "timer"), unit("t14", 14, "external_event")]
+    facts = {"t9": ["duplicate_wake"], "t10": ["noop_tick"], "t11": ["noop_tick"],
+             "t12": ["noop_tick"], "t13": ["noop_tick"], "t14": ["duplicate_wake"]}
+    item, _ = fold_item(Renderer(default_counter(), "x"), run, lambda u: facts[u.turn.id],
+                        order=0, tier=0)
+    assert item.forms[Form.COMPACT].text == (
+        "- folded turn:t9–turn:t14: scheduler_tick×3, duplicate_wake×2, timer×1 "
+        "(6 low-value turns)\n")
+    item, _ = fold_item(Renderer(default_counter(), "x"), run[:2], lambda u: facts[u.turn.id],
+                        order=0, tier=0)
+    assert item.forms[Form.COMPACT].text.startswith(
+        "- folded turn:t9–turn:t10: duplicate_wake×1, scheduler_tick×1 ")
+
+
+def test_repeat_folds_count_the_last_call_too() -> None:
+    """One earlier identical call: two calls in all (an odd and an even number of earlier calls)."""
+    [one] = repeat_folds({"tool:x2": ["tool:x1"]})
+    assert (one.count, one.kinds) == (2, {"repeated_tool_call": 2})
+    [three] = repeat_folds({"tool:x4": ["tool:x1", "tool:x2", "tool:x3"]})
+    assert (three.count, three.kinds) == (4, {"repeated_tool_call": 4})

@@ -13,6 +13,7 @@ survivor (file, line, operator), and writes them to ``mutation/MODULE.txt``.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import shutil
 import sqlite3
@@ -96,27 +97,57 @@ def _keep_first(session: Path, limit: int) -> None:
             db.execute("DELETE FROM work_items WHERE job_id=?", (job,))
 
 
+def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) positions of every type annotation: with ``from __future__ import
+    annotations`` they are never evaluated, so a mutant inside one is equivalent by construction."""
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        notes: list[ast.expr | None] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            notes.append(node.returns)
+            args = node.args
+            notes.extend(a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs])
+            notes.extend(a.annotation for a in (args.vararg, args.kwarg) if a is not None)
+        elif isinstance(node, ast.AnnAssign):
+            notes.append(node.annotation)
+        spans.extend(((n.lineno, n.col_offset), (n.end_lineno or n.lineno, n.end_col_offset or 0))
+                     for n in notes if n is not None)
+    return spans
+
+
 def _report(name: str, source: str, dump: str) -> str:
-    """Kill rate and survivors from ``cosmic-ray dump`` (one JSON ``[work_item, result]`` a line)."""
+    """Kill rate and survivors from ``cosmic-ray dump`` (one JSON ``[work_item, result]`` a line).
+
+    Survivors inside type annotations are listed apart as equivalent (see _annotation_spans);
+    the kill rate is given with and without them.
+    """
+    text = (ROOT / source).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    spans = _annotation_spans(text)
     outcomes: dict[str, int] = {}
     survivors: list[str] = []
-    lines = source_lines = (ROOT / source).read_text(encoding="utf-8").split("\n")
+    in_annotations = 0
     for row in filter(None, dump.split("\n")):
         item, result = json.loads(row)
-        outcome = (result or {}).get("test_outcome") or "not run"
+        outcome = str((result or {}).get("test_outcome") or "not run").lower()
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        if outcome == "survived":
-            for spec in item["mutations"]:
-                line = spec["start_pos"][0]
-                survivors.append(f"{source}:{line}: {spec['operator_name']} "
-                                 f"#{spec['occurrence']}: {lines[line - 1].strip()}")
-    del source_lines
-    killed = outcomes.get("killed", 0)
-    survived = outcomes.get("survived", 0)
-    rate = killed / (killed + survived) if killed + survived else 0.0
-    head = (f"{name} ({source}): {killed + survived} mutants tested, {killed} killed, "
-            f"{survived} survived: {rate:.1%} killed; other outcomes: "
-            f"{ {k: v for k, v in outcomes.items() if k not in ('killed', 'survived')} }\n")
+        if outcome != "survived":
+            continue
+        spec = item["mutations"][0]
+        pos = (spec["start_pos"][0], spec["start_pos"][1])
+        if any(lo <= pos < hi for lo, hi in spans):
+            in_annotations += 1
+            continue
+        survivors.append(f"{source}:{pos[0]}: {spec['operator_name'].split('/')[-1]} "
+                         f"#{spec['occurrence']}: {lines[pos[0] - 1].strip()}")
+    killed, survived = outcomes.get("killed", 0), outcomes.get("survived", 0)
+    tested = killed + survived
+    real = tested - in_annotations
+    others = {k: v for k, v in outcomes.items() if k not in ("killed", "survived")}
+    head = (f"{name} ({source}): {tested} mutants tested, {killed} killed, {survived} survived "
+            f"({killed / tested if tested else 0:.1%} killed); {in_annotations} of the survivors "
+            f"are inside type annotations (equivalent): {killed / real if real else 0:.1%} of "
+            f"the other {real} killed; other outcomes: {others or 'none'}\n")
     return head + "".join(f"  survived: {s}\n" for s in sorted(survivors))
 
 
