@@ -9,6 +9,10 @@ fact, with the position of the record that marked it; see :mod:`holon_ctx.ledger
 high-turn index is rebuilt on open when it was built under another ``HIGH_INDEX_KEY`` (meta
 ``high_index``). Each projection read is an indexed range or point query.
 
+Length: past the house's ~400 lines because the store is one class over one connection (schema,
+migrations, the append backend and every read of the Protocol); splitting it would split the
+transaction handling the reads and writes share.
+
 Durability: a batch is one ``BEGIN IMMEDIATE … COMMIT``. A writer killed mid-batch leaves nothing of
 that batch (WAL rollback on next open); readers in other processes see only committed batches.
 """
