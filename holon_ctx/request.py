@@ -68,7 +68,8 @@ class Request:
     @property
     def openai_messages(self) -> list[OpenAIMessage]:
         """Chat-completions ``messages`` (a fresh list): the stable part first, where the
-        provider's prefix cache finds it (docs/providers.md)."""
+        provider's prefix cache finds it (docs/providers.md; shapes in
+        :mod:`holon_ctx.projection.provider_types`)."""
         return to_openai_messages(self._projection)
 
     @property
