@@ -6,8 +6,13 @@ do not fail on *survived*. The run happens in a copy of the repository, so the w
 never touched, with one worker: the machine is shared. At the end it prints the kill rate and every
 survivor (file, line, operator), and writes them to ``mutation/MODULE.txt``.
 
-    python3 dev.py mutate planner            # the whole module
-    python3 dev.py mutate planner --limit 40  # the first 40 mutants only (a quick look)
+    python3 dev.py mutate planner             # every mutant of the module
+    python3 dev.py mutate planner --sample 120 # a seeded random sample of 120 (the rate then
+                                               # estimates the module's; the report says so)
+    python3 dev.py mutate planner --limit 40   # the first 40 mutants only (a quick look)
+
+Mutants inside type annotations are not run: with ``from __future__ import annotations`` an
+annotation is never evaluated, so they are equivalent by construction (counted in the report).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import random
 import shutil
 import sqlite3
 import subprocess
@@ -55,7 +61,7 @@ def _copy_repo(dest: Path) -> None:
 def _config(module: str, tests: tuple[str, ...]) -> str:
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly",
                "-p", "no:cacheprovider", *tests]
-    return (f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = 120.0\nexcluded-modules = []\n'
+    return (f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = 40.0\nexcluded-modules = []\n'
             f'test-command = "{" ".join(command)}"\n\n[cosmic-ray.distributor]\nname = "local"\n')
 
 
@@ -63,6 +69,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="dev.py mutate", description=__doc__.split("\n")[0])
     parser.add_argument("module", choices=sorted(MODULES))
     parser.add_argument("--limit", type=int, default=0, help="test only the first N mutants")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="test a seeded random sample of N mutants")
     args = parser.parse_args(argv)
     source, tests = MODULES[args.module]
     with tempfile.TemporaryDirectory(prefix="holon-mutate-") as tmp:
@@ -71,8 +79,11 @@ def main(argv: list[str]) -> int:
         (work / "cr.toml").write_text(_config(source, tests), encoding="utf-8")
         cosmic = [sys.executable, "-m", "cosmic_ray.cli"]
         subprocess.run([*cosmic, "init", "cr.toml", "cr.sqlite"], cwd=work, check=True)
+        skipped = _drop_annotation_mutants(work / "cr.sqlite", (ROOT / source).read_text())
         if args.limit:
             _keep_first(work / "cr.sqlite", args.limit)
+        elif args.sample:
+            _keep_sample(work / "cr.sqlite", args.sample)
         # The tests must pass on the unmutated copy, or every mutant would count as killed.
         baseline = subprocess.run([*cosmic, "baseline", "cr.toml"], cwd=work, check=False)
         if baseline.returncode:
@@ -81,7 +92,8 @@ def main(argv: list[str]) -> int:
         subprocess.run([*cosmic, "exec", "cr.toml", "cr.sqlite"], cwd=work, check=True)
         dump = subprocess.run([*cosmic, "dump", "cr.sqlite"], cwd=work, check=True,
                               capture_output=True, text=True).stdout
-    report = _report(args.module, source, dump)
+    report = _report(args.module, source, dump, skipped=skipped,
+                     sample=args.sample or args.limit)
     out = ROOT / "mutation" / f"{args.module}.txt"
     out.parent.mkdir(exist_ok=True)
     out.write_text(report, encoding="utf-8")
@@ -89,12 +101,37 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _jobs(db: sqlite3.Connection) -> list[tuple[str, int, int]]:
+    return [(job, row, col) for job, row, col in db.execute(
+        "SELECT w.job_id, m.start_pos_row, m.start_pos_col FROM work_items w "
+        "JOIN mutation_specs m ON m.job_id=w.job_id ORDER BY w.rowid")]
+
+
+def _drop(db: sqlite3.Connection, jobs: list[str]) -> None:
+    for job in jobs:
+        db.execute("DELETE FROM mutation_specs WHERE job_id=?", (job,))
+        db.execute("DELETE FROM work_items WHERE job_id=?", (job,))
+
+
+def _drop_annotation_mutants(session: Path, source: str) -> int:
+    spans = _annotation_spans(source)
+    with sqlite3.connect(session) as db:
+        inside = [job for job, row, col in _jobs(db)
+                  if any(lo <= (row, col) < hi for lo, hi in spans)]
+        _drop(db, inside)
+    return len(inside)
+
+
+def _keep_sample(session: Path, n: int) -> None:
+    with sqlite3.connect(session) as db:
+        jobs = [job for job, _, _ in _jobs(db)]
+        keep = set(random.Random(11).sample(jobs, min(n, len(jobs))))
+        _drop(db, [job for job in jobs if job not in keep])
+
+
 def _keep_first(session: Path, limit: int) -> None:
     with sqlite3.connect(session) as db:
-        ids = [row[0] for row in db.execute("SELECT job_id FROM work_items ORDER BY rowid")]
-        for job in ids[limit:]:
-            db.execute("DELETE FROM mutation_specs WHERE job_id=?", (job,))
-            db.execute("DELETE FROM work_items WHERE job_id=?", (job,))
+        _drop(db, [job for job, _, _ in _jobs(db)][limit:])
 
 
 def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -115,7 +152,7 @@ def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int
     return spans
 
 
-def _report(name: str, source: str, dump: str) -> str:
+def _report(name: str, source: str, dump: str, *, skipped: int = 0, sample: int = 0) -> str:
     """Kill rate and survivors from ``cosmic-ray dump`` (one JSON ``[work_item, result]`` a line).
 
     Survivors inside type annotations are listed apart as equivalent (see _annotation_spans);
@@ -144,10 +181,13 @@ def _report(name: str, source: str, dump: str) -> str:
     tested = killed + survived
     real = tested - in_annotations
     others = {k: v for k, v in outcomes.items() if k not in ("killed", "survived")}
-    head = (f"{name} ({source}): {tested} mutants tested, {killed} killed, {survived} survived "
-            f"({killed / tested if tested else 0:.1%} killed); {in_annotations} of the survivors "
-            f"are inside type annotations (equivalent): {killed / real if real else 0:.1%} of "
-            f"the other {real} killed; other outcomes: {others or 'none'}\n")
+    scope = f"a sample of {tested}" if sample else f"{tested}"
+    head = (f"{name} ({source}): {scope} mutants tested ({skipped} inside type annotations not "
+            f"run: equivalent), {killed} killed, {survived} survived: "
+            f"{killed / tested if tested else 0:.1%} killed"
+            + (f"; {in_annotations} further survivors inside annotations, "
+               f"{killed / real if real else 0:.1%} of the other {real}" if in_annotations else "")
+            + f"; other outcomes: {others or 'none'}\n")
     return head + "".join(f"  survived: {s}\n" for s in sorted(survivors))
 
 
