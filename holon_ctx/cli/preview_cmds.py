@@ -83,7 +83,8 @@ def register(subparsers: Any) -> None:
 
     # argparse's own usage would show --budget and --at once; they are given twice.
     p = subparsers.add_parser("diff", help="what changes between two projections (budgets or turns)",
-                              usage="holon-ctx diff (SOURCE [--from FORMAT] | --db PATH "
+                              usage="holon-ctx diff (SOURCE [--from {auto,ledger,openai,anthropic,"
+                                    "swe-traj}] | --db PATH "
                                     "[--session-key KEY]) --budget N [--budget M] "
                                     "[--at A --at B] [--json] [--plain] [--width W]")
     add_source_args(p)
