@@ -50,8 +50,21 @@ _encode = msgspec.json.encode
 
 #: A record row with its count. The count is a scalar subquery, not a join: a join lets the planner
 #: hash the session's whole token_counts (O(history)) when it guesses the window is large.
-_ROW = ("SELECT r.pos, r.ref, r.turn_seq, r.line, (SELECT c.tokens FROM holon_token_counts c "
-        "WHERE c.sid=r.sid AND c.counter=%(counter)s AND c.pos=r.pos) FROM holon_records r ")
+_COLS = ("r.pos, r.ref, r.turn_seq, r.line, (SELECT c.tokens FROM holon_token_counts c "
+         "WHERE c.sid=r.sid AND c.counter=%(counter)s AND c.pos=r.pos)")
+_ROW = f"SELECT {_COLS} FROM holon_records r "
+#: turns_before, and the records of those turns in the same round trip (see there). The turns'
+#: positions are an array, not a join, and the limits are `pos + 0`: written so that a planner
+#: that underestimates the session has no bad plan to pick (see RFC 0006).
+_TURNS_AND_RECORDS = (
+    "WITH t AS MATERIALIZED ({turns}) "
+    f"SELECT {_COLS}, r.kind = 'turn' FROM holon_records r WHERE r.sid=%(sid)s AND "
+    "(r.pos = ANY(ARRAY(SELECT pos FROM t)) OR (r.turn_seq BETWEEN (SELECT min(seq) FROM t) "
+    "AND (SELECT max(seq) FROM t) AND r.pos + 0 < %(lim)s AND r.kind <> 'turn'))")
+_TURNS_BEFORE = ("SELECT pos, seq FROM holon_turns WHERE sid=%(sid)s AND seq<%(seq)s "
+                 "AND pos + 0 < %(lim)s ORDER BY seq DESC LIMIT %(n)s")
+_LATEST_TURN = ("SELECT pos, seq FROM holon_turns WHERE sid=%(sid)s AND pos<%(lim)s "
+                "ORDER BY pos DESC LIMIT 1")
 
 
 class PostgresStore:
@@ -73,6 +86,8 @@ class PostgresStore:
         self._decoded = DecodedRecords(self._counter)
         self._open_waits = OpenWaits(self)
         self._rows = self._h.rows
+        #: ``((lo_seq, hi_seq, limit_pos), records)`` read ahead by turns_before.
+        self._owned: tuple[tuple[int, int, int], list[StoredRecord]] | None = None
         self._reset_batch()
 
     def _one(self, sql: str, args: dict[str, Any] | tuple[Any, ...]) -> Any:
@@ -120,38 +135,41 @@ class PostgresStore:
         return self.end_pos()
 
     def prefetch(self, lookups: Lookups) -> None:
-        """Answer a chunk's lookups in one round trip each (see :mod:`..ledger.writer`).
+        """Answer a chunk's lookups in one round trip (see :mod:`..ledger.writer`).
 
         Buffered rows are inserted first, so the answers describe everything appended before the
         chunk; the chunk's own rows are answered from the pending sets, which are checked first.
         """
         self._flush()
         sid = self.sid
-        if lookups.refs:
-            refs = list(lookups.refs)
-            present = {r for (r,) in self._rows(
-                "SELECT ref FROM holon_records WHERE sid=%s AND ref = ANY(%s)", (sid, refs))}
+        refs, turn_ids = list(lookups.refs), list(lookups.turn_ids)
+        wait_ids, wids = list(lookups.wait_ids), list(lookups.work_item_ids)
+        queries = [
+            ("SELECT ref FROM holon_records WHERE sid=%s AND ref = ANY(%s)", (sid, refs)),
+            ("SELECT id, seq, pos, work_item_id FROM holon_turns WHERE sid=%s AND id = ANY(%s)",
+             (sid, turn_ids)),
+            ("SELECT DISTINCT ON (wait_id) wait_id, state FROM holon_wait_states WHERE sid=%s "
+             "AND wait_id = ANY(%s) ORDER BY wait_id, pos DESC", (sid, wait_ids)),
+            ("SELECT DISTINCT ON (work_item_id) work_item_id, state FROM holon_work_item_states "
+             "WHERE sid=%s AND work_item_id = ANY(%s) ORDER BY work_item_id, pos DESC",
+             (sid, wids))]
+        wanted = [q for q, keys in zip(queries, (refs, turn_ids, wait_ids, wids), strict=True)
+                  if keys]
+        answers = iter(self._h.batch(wanted))
+        if refs:
+            present = {r for (r,) in next(answers)}
             self._known_refs = {r: r in present for r in refs}
-        if lookups.turn_ids:
-            ids = list(lookups.turn_ids)
-            self._known_turns = dict.fromkeys(ids)
-            for row in self._rows("SELECT id, seq, pos, work_item_id FROM holon_turns "
-                                  "WHERE sid=%s AND id = ANY(%s)", (sid, ids)):
+        if turn_ids:
+            self._known_turns = dict.fromkeys(turn_ids)
+            for row in next(answers):
                 self._known_turns[row[0]] = TurnInfo(*row)
-        if lookups.wait_ids:
-            ids = list(lookups.wait_ids)
-            self._known_waits = dict.fromkeys(ids)
-            for wait_id, state in self._rows(
-                    "SELECT DISTINCT ON (wait_id) wait_id, state FROM holon_wait_states "
-                    "WHERE sid=%s AND wait_id = ANY(%s) ORDER BY wait_id, pos DESC", (sid, ids)):
+        if wait_ids:
+            self._known_waits = dict.fromkeys(wait_ids)
+            for wait_id, state in next(answers):
                 self._known_waits[wait_id] = _wait_decoder.decode(state)
-        if lookups.work_item_ids:
-            ids = list(lookups.work_item_ids)
-            self._known_wis = dict.fromkeys(ids)
-            for wid, state in self._rows(
-                    "SELECT DISTINCT ON (work_item_id) work_item_id, state FROM "
-                    "holon_work_item_states WHERE sid=%s AND work_item_id = ANY(%s) "
-                    "ORDER BY work_item_id, pos DESC", (sid, ids)):
+        if wids:
+            self._known_wis = dict.fromkeys(wids)
+            for wid, state in next(answers):
                 self._known_wis[wid] = _wi_decoder.decode(state)
 
     def has_ref(self, ref: str) -> bool:
@@ -215,18 +233,23 @@ class PostgresStore:
             self._flush()
 
     _INSERTS: Final = {
-        "records": "INSERT INTO holon_records VALUES (%s,%s,%s,%s,%s,%s,%s)",
-        "counts": "INSERT INTO holon_token_counts VALUES (%s,%s,%s,%s)",
-        "turns": "INSERT INTO holon_turns VALUES (%s,%s,%s,%s,%s,%s)",
-        "wis": "INSERT INTO holon_work_item_states VALUES (%s,%s,%s,%s)",
-        "waits": "INSERT INTO holon_wait_states VALUES (%s,%s,%s,%s,%s)",
+        "records": ("holon_records", "INSERT INTO holon_records VALUES (%s,%s,%s,%s,%s,%s,%s)"),
+        "counts": ("holon_token_counts", "INSERT INTO holon_token_counts VALUES (%s,%s,%s,%s)"),
+        "turns": ("holon_turns", "INSERT INTO holon_turns VALUES (%s,%s,%s,%s,%s,%s)"),
+        "wis": ("holon_work_item_states",
+                "INSERT INTO holon_work_item_states VALUES (%s,%s,%s,%s)"),
+        "waits": ("holon_wait_states", "INSERT INTO holon_wait_states VALUES (%s,%s,%s,%s,%s)"),
     }
 
-    def _flush(self) -> None:
-        """Insert the buffered rows (inside the batch's transaction); the pending sets and the
-        prefetched answers go with them: from now on the database answers for those rows."""
-        for name, rows in self._buf.items():
-            self._h.many(self._INSERTS[name], rows)
+    def _flush(self, end_pos: int | None = None) -> None:
+        """Insert the buffered rows (inside the batch's transaction), and at the end of a batch
+        its new ``end_pos`` with them; the pending sets and the prefetched answers go too: from
+        now on the database answers for those rows."""
+        self._h.insert([(*self._INSERTS[name], rows) for name, rows in self._buf.items()],
+                       after=[] if end_pos is None else [
+                           ("UPDATE holon_sessions SET end_pos=%s WHERE sid=%s",
+                            (end_pos, self.sid))])
+        for rows in self._buf.values():
             rows.clear()
         self._pending_refs.clear()
         self._pending_turns.clear()
@@ -236,15 +259,16 @@ class PostgresStore:
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str) -> int:
         def batch() -> int:
+            # The lock first, alone: the newest turn must be read by a later statement. One
+            # statement that also read it (a lateral join) saw the turns as of before it waited
+            # for the lock, and two appenders took the same sequence number (the stress test).
             row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE",
                             (self.sid,))
             if row is None:
                 raise StoreError(f"{self.where}: session {self.session!r} was deleted")
             self._batch_next = int(row[0])
             n = append_records(self, self._counter, items, source=source)
-            self._flush()
-            self._rows("UPDATE holon_sessions SET end_pos=%s WHERE sid=%s",
-                       (self._batch_next + self._appended, self.sid))
+            self._flush(end_pos=self._batch_next + self._appended)
             return n
         try:
             return self._h.transaction(batch)
@@ -283,29 +307,56 @@ class PostgresStore:
         return None if row is None else int(row[0])
 
     def latest_turn(self, limit_pos: int) -> StoredRecord | None:
-        found = self._records(
-            "WHERE r.sid=%(sid)s AND r.pos = (SELECT pos FROM holon_turns WHERE sid=%(sid)s "
-            "AND pos<%(lim)s ORDER BY pos DESC LIMIT 1)", {"lim": limit_pos})
+        """The turn; its records come back in the same round trip for the ``records_of_turns``
+        call that follows (the projector reads the current turn, then its records)."""
+        found = self._turns_and_records(_LATEST_TURN, {"lim": limit_pos})
         return found[0] if found else None
 
     def turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        """The turns, newest first. The records those turns own come back in the same round trip
+        and answer the ``records_of_turns`` call that follows (the projector reads a page of
+        turns and then their records: one round trip instead of two)."""
         if count <= 0:
             return []
-        return self._records(
-            "JOIN (SELECT pos AS tpos, seq AS tseq FROM holon_turns WHERE sid=%(sid)s "
-            "AND seq<%(seq)s AND pos<%(lim)s ORDER BY seq DESC LIMIT %(n)s) t ON r.pos=t.tpos "
-            "WHERE r.sid=%(sid)s ORDER BY t.tseq DESC",
-            {"seq": seq, "lim": limit_pos, "n": count})
+        return self._turns_and_records(_TURNS_BEFORE, {"seq": seq, "lim": limit_pos, "n": count})
+
+    def _turns_and_records(self, turns_sql: str, args: dict[str, Any]) -> list[StoredRecord]:
+        """The turns ``turns_sql`` selects, newest first, and (kept for records_of_turns) the
+        records they own below ``args["lim"]``."""
+        args.update(sid=self.sid, counter=self._counter_id)
+        stored = self._decoded.stored
+        turns: list[StoredRecord] = []
+        owned: list[StoredRecord] = []
+        for *row, is_turn in self._rows(_TURNS_AND_RECORDS.format(turns=turns_sql), args,
+                                        binary=True):
+            (turns if is_turn else owned).append(stored(*row))
+        turns.sort(key=lambda r: -(r.turn_seq or 0))
+        owned.sort(key=lambda r: r.pos)
+        if turns:
+            # Records never change below limit_pos (committed positions are a prefix), so the
+            # answer stays right; it is kept for the one call that asks exactly for it.
+            self._owned = ((turns[-1].turn_seq or 0, turns[0].turn_seq or 0, args["lim"]), owned)
+        return turns
 
     def records_of_turns(self, lo_seq: int, hi_seq: int, limit_pos: int) -> list[StoredRecord]:
-        return self._records(
-            "WHERE r.sid=%(sid)s AND r.turn_seq BETWEEN %(lo)s AND %(hi)s AND r.pos<%(lim)s "
-            "AND r.kind <> 'turn' ORDER BY r.pos", {"lo": lo_seq, "hi": hi_seq, "lim": limit_pos})
+        if self._owned is not None and self._owned[0] == (lo_seq, hi_seq, limit_pos):
+            found = self._owned[1]
+            self._owned = None
+            return found
+        # Neither the limit nor the order may suit the primary key (sid, pos): a planner that
+        # underestimates the session (one newer than the statistics) would walk it from the
+        # session's first record instead of searching the turn range. So `pos + 0`, and the
+        # window (a few hundred rows) is sorted here.
+        found = self._records(
+            "WHERE r.sid=%(sid)s AND r.turn_seq BETWEEN %(lo)s AND %(hi)s AND r.pos + 0 < %(lim)s "
+            "AND r.kind <> 'turn'", {"lo": lo_seq, "hi": hi_seq, "lim": limit_pos})
+        found.sort(key=lambda r: r.pos)
+        return found
 
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         found = self._records(
             "WHERE r.sid=%(sid)s AND r.pos = (SELECT pos FROM holon_turns WHERE sid=%(sid)s "
-            "AND intent AND seq<%(seq)s AND pos<%(lim)s ORDER BY seq DESC LIMIT 1)",
+            "AND intent AND seq<%(seq)s AND pos + 0 < %(lim)s ORDER BY seq DESC LIMIT 1)",
             {"seq": before_seq, "lim": limit_pos})
         return found[0] if found else None
 
