@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import psycopg
-from projection_gen import turns
+from projection_gen import append_turns, turns
 
 from holon_ctx.ledger.records import Record, Turn
 from holon_ctx.postgres import PostgresStore, delete_session
@@ -27,7 +27,6 @@ __all__ = ["bench_url", "cached_session", "clone", "drop", "next_turns"]
 ADMIN_URL = os.environ.get("HOLON_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 _LEDGER_TABLES = ("holon_records", "holon_turns", "holon_token_counts", "holon_work_item_states",
                   "holon_wait_states")
-_BATCH = 20_000
 
 
 def bench_url() -> str:
@@ -50,14 +49,7 @@ def cached_session(n_turns: int) -> str:
     loading = f"loading-{n_turns}-{os.getpid()}"
     store = PostgresStore(url, session=loading)
     started = time.perf_counter()
-    batch: list[Record] = []
-    for record in turns(n_turns):
-        batch.append(record)
-        if len(batch) >= _BATCH and isinstance(record, Turn):
-            store.append(batch[:-1])
-            batch = batch[-1:]
-    if batch:
-        store.append(batch)
+    append_turns(store, n_turns)
     store.connection.execute("ANALYZE")
     store.connection.execute("UPDATE holon_sessions SET key=%s WHERE key=%s", (key, loading))
     print(f"loaded {n_turns} turns into PostgreSQL in {time.perf_counter() - started:.1f} s")
