@@ -15,6 +15,10 @@ Reads are one statement each and return rows, not positions; rows already decode
 again (:class:`~holon_ctx.ledger.readcache.DecodedRecords`) and the open-wait set is kept
 incrementally, as in SQLite. Every read is an index search bounded by its arguments
 (``tests/test_postgres.py`` checks the plans).
+
+Length: ~450 lines, past the house's ~400, because the append side (prefetch, pending rows) and
+the read side (decoded records, read-ahead of a page's records) share one connection's batch state
+and caches; splitting them would put one object's invariants in two files.
 """
 
 from __future__ import annotations
