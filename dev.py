@@ -1,5 +1,20 @@
 #!/usr/bin/env python3
-"""One entry point for a fresh machine: ``python3 dev.py demo | test | lint | bench | shell``.
+"""One entry point for a fresh machine: ``python3 dev.py [--verbose] JOB [ARGS...]``.
+
+    demo    build the bundled demo ledger and preview it (arguments go to ``holon-ctx demo``)
+    test    the test suite (arguments go to pytest)
+    lint    ruff check and mypy --strict
+    bench   the benchmarks in bench/ (arguments go to pytest)
+    cli     any holon-ctx command, e.g. ``python3 dev.py cli stats FILE.jsonl``
+    shell   the venv's python with the given arguments
+
+``--verbose`` (or ``-v``), before the job, shows pip's whole output while installing; otherwise
+the install says what it does in two lines and its log goes to ``.venv/pip.log`` (printed in full
+if it fails).
+
+Paths are the caller's: ``demo``, ``cli`` and ``shell`` run in the directory you ran dev.py from;
+``test``, ``lint`` and ``bench`` run at the repository root, with path arguments that exist where
+you are passed on as absolute paths.
 
 Why a script rather than make or tox: the README promises commands that work with nothing but
 ``python3``. This file creates (or reuses) ``.venv``, installs the project with its dev extras when
@@ -12,6 +27,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -19,49 +35,97 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 STAMP = VENV / ".holon-install-stamp"
+LOG = VENV / "pip.log"
+JOBS = ("demo", "test", "lint", "bench", "shell", "cli")
 
 
 def _stamp_value() -> str:
     return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
 
 
-def ensure_env() -> None:
-    """Create the venv and install the project unless the install stamp is current."""
-    if not PY.exists():
-        print("dev.py: creating .venv", file=sys.stderr)
-        venv.EnvBuilder(with_pip=True).create(VENV)
-    if STAMP.exists() and STAMP.read_text() == _stamp_value():
+def _say(text: str) -> None:
+    print(f"dev.py: {text}", file=sys.stderr, flush=True)
+
+
+def _pip(args: list[str], *, verbose: bool) -> None:
+    """Run pip in the venv: streamed when verbose, else into LOG, which is shown if pip fails."""
+    command = [str(PY), "-m", "pip", "--disable-pip-version-check", *args]
+    if verbose:
+        subprocess.run(command, check=True)
         return
-    print("dev.py: installing holon-ctx and its dev tools into .venv", file=sys.stderr)
-    pip = [str(PY), "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "install", "-e", f"{ROOT}[dev]"], check=True)
+    with LOG.open("a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(command)}\n")
+        log.flush()
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+    if code:
+        sys.stderr.write(LOG.read_text(encoding="utf-8", errors="replace"))
+        _say(f"pip failed (exit status {code}); its output is above and in {LOG}")
+        raise SystemExit(code)
+
+
+def ensure_env(*, verbose: bool = False) -> None:
+    """Create the venv and install the project unless the install stamp is current."""
+    fresh = not PY.exists()
+    if not fresh and STAMP.exists() and STAMP.read_text() == _stamp_value():
+        return
+    started = time.monotonic()
+    _say(("first run: creating .venv and installing holon-ctx with its dev tools (about a minute)"
+          if fresh else "pyproject.toml changed: updating holon-ctx and its dev tools in .venv")
+         + ("" if verbose else "; pip's log: .venv/pip.log"))
+    if fresh:
+        try:
+            venv.EnvBuilder(with_pip=True).create(VENV)
+        except subprocess.CalledProcessError as exc:
+            _say(f"could not create .venv ({exc}); on Debian/Ubuntu install python3-venv")
+            raise SystemExit(1) from None
+    LOG.write_text("", encoding="utf-8")
+    _pip(["install", "--upgrade", "pip"], verbose=verbose)
+    _pip(["install", "-e", f"{ROOT}[dev]"], verbose=verbose)
     STAMP.write_text(_stamp_value())
+    _say(f"ready in {time.monotonic() - started:.0f} s")
 
 
-def run(args: list[str]) -> int:
-    return subprocess.run([str(PY), *args], cwd=ROOT, check=False).returncode
+def from_caller(args: list[str], cwd: Path) -> list[str]:
+    """``args`` with each one that names an existing path relative to ``cwd`` made absolute
+    (a pytest node id ``FILE::TEST`` counts by its file), so a job run at ROOT finds it."""
+    out: list[str] = []
+    for arg in args:
+        head, sep, tail = arg.partition("::")
+        path = cwd / head
+        if not arg.startswith("-") and head and not Path(head).is_absolute() and path.exists():
+            arg = f"{path.resolve()}{sep}{tail}"
+        out.append(arg)
+    return out
+
+
+def run(args: list[str], cwd: Path = ROOT) -> int:
+    return subprocess.run([str(PY), *args], cwd=cwd, check=False).returncode
 
 
 def main(argv: list[str]) -> int:
+    verbose = bool(argv) and argv[0] in ("-v", "--verbose")
+    argv = argv[1:] if verbose else argv
     job = argv[0] if argv else "help"
     rest = argv[1:]
-    if job not in {"demo", "test", "lint", "bench", "shell", "cli"}:
+    if job not in JOBS:
         print(__doc__)
         return 0 if job in {"help", "-h", "--help"} else 2
-    ensure_env()
+    ensure_env(verbose=verbose)
+    here = Path.cwd()
     if job == "demo":
-        return run(["-m", "holon_ctx", "demo", *rest])
+        return run(["-m", "holon_ctx", "demo", *rest], here)
     if job == "cli":
-        return run(["-m", "holon_ctx", *rest])
+        return run(["-m", "holon_ctx", *rest], here)
+    if job == "shell":
+        return run(rest, here)
     if job == "test":
-        return run(["-m", "pytest", *rest])
+        return run(["-m", "pytest", *from_caller(rest, here)])
     if job == "lint":
         code = run(["-m", "ruff", "check", "."])
         return code or run(["-m", "mypy", "--strict", "holon_ctx"])
-    if job == "bench":
-        return run(["-m", "pytest", "bench", "--benchmark-only", "-p", "no:randomly", *rest])
-    return run(rest)
+    # bench
+    return run(["-m", "pytest", "bench", "--benchmark-only", "-p", "no:randomly",
+                *from_caller(rest, here)])
 
 
 if __name__ == "__main__":

@@ -245,7 +245,7 @@ def recall_setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     append_s = time.perf_counter() - start
     memory = MemoryEpisodeStore()
     memory.append([index_episode(ep) for ep in episodes])
-    view = load_view(ledger, budget_tokens=8192)
+    view = load_view(ledger)
     rng = random.Random(7)
     text = _Text(99)
     queries = []

@@ -26,6 +26,7 @@ import attrs
 
 from holon_ctx.continuity import (
     AuthorizationMode,
+    CompactionRequest,
     ContinuityStore,
     SideEffectStatus,
     prepare_compaction,
@@ -39,7 +40,7 @@ from holon_ctx.continuity.records import (
 from holon_ctx.ledger.records import Message, Pin
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import Archiver, ArchiveReport
-from holon_ctx.memory.episodes import encode_episode
+from holon_ctx.memory.episodes import Episode, encode_episode
 from holon_ctx.memory.store import EpisodeStore
 from holon_ctx.projection.model import ControlState
 
@@ -98,7 +99,11 @@ def compact(
     """Archive, sync governed state from the ledger, seal an envelope (see the module docstring)."""
     archiver = archiver or Archiver(ledger, episodes)
     report = archiver.archive()
-    if not report.archived:
+    # The envelope covers every episode archived since the last sealed one, not only this run's:
+    # a compaction killed after archiving and before sealing leaves episodes that the next run
+    # must seal, or their range would never be covered by any envelope.
+    archived = _unsealed(episodes, continuity, session.session_id)
+    if not archived:
         return CompactionResult(report, None, (), ())
     now = clock()
     sid = session.session_id
@@ -151,14 +156,18 @@ def compact(
             continuity.add_constraint(ConstraintRecord(session_id=sid, ref=rec.target, text=text),
                                       at=now)
 
-    archived = [ep for ep in (episodes.get(i) for i in report.archived) if ep is not None]
+    # The envelope names the write in flight: the first unreconciled one, else the newest side
+    # effect (naming none while the session has some would claim it never wrote anything; the
+    # sealed state carries all of them either way, RFC 0004).
+    effects = continuity.side_effects(sid)
+    key = blocking[0] if blocking else (effects[-1].idempotency_key if effects else None)
     first, last = archived[0].span.first_turn, archived[-1].span.last_turn
     continuity.record_checkpoint(sid, f"checkpoint:{last}", at=now)
     summary = b"".join(encode_episode(ep) for ep in archived)
     objective = next((c.quote or c.text for ep in reversed(archived) for c in ep.operator_intents),
                      "continue the archived work")
-    envelope = prepare_compaction(
-        continuity, session_id=sid,
+    request = CompactionRequest(
+        session_id=sid,
         envelope_id=f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}",
         source_trace_id=f"ledger-{sid}", source_event_range=(first, last),
         summary_bytes=summary, objective=objective[:500],
@@ -166,9 +175,26 @@ def compact(
         pending_obligations=sorted(open_now), tenant_id=session.tenant_id,
         principal_id=session.principal_id, authorization_mode=session.authorization_mode,
         checkpoint_ref=f"checkpoint:{last}", budget_remaining=session.budget_remaining,
-        idempotency_key=blocking[0] if blocking else None, clock=clock)
+        idempotency_key=key)
+    envelope = prepare_compaction(continuity, request, clock=clock)
     return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
                             tuple(blocking))
+
+
+def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore, session_id: str) -> list[Episode]:
+    """Episodes after the last one the session's newest complete envelope covers, oldest first."""
+    sealed = continuity.latest_envelope(session_id)
+    sealed_last = sealed.source_event_range.last if sealed is not None else None
+    found: list[Episode] = []
+    num = episodes.count()
+    while num >= 1:
+        episode = episodes.episodes([num]).get(num)
+        if episode is None or episode.span.last_turn == sealed_last:
+            break
+        found.append(episode)
+        num -= 1
+    found.reverse()
+    return found
 
 
 @attrs.frozen

@@ -9,14 +9,20 @@
     ├── UnknownRefError (KeyError)         a ref or turn id that the ledger does not hold
     └── BudgetTooSmallError (ValueError)   the budget cannot hold even the pinned references
 
-Every error renders as one line; the CLI prints ``str(error)`` and exits with status 2. Errors carry
-the objects involved as attributes so a library caller can act on them without parsing text.
+    EngineError (RuntimeError)             an engine bug (an internal check failed): not the
+                                           caller's fault, so deliberately outside HolonCtxError
+
+Every HolonCtxError renders as one line; the CLI prints ``str(error)`` and exits with status 2.
+An EngineError is reported as an internal error (exit status 70) and asks for a bug report.
+Errors carry the objects involved as attributes so a library caller can act on them without
+parsing text.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "BudgetTooSmallError",
+    "EngineError",
     "HolonCtxError",
     "InputError",
     "LedgerFormatError",
@@ -88,3 +94,8 @@ class BudgetTooSmallError(HolonCtxError, ValueError):
             f"budget too small: {what} need {required_tokens} tokens, "
             f"only {available_tokens} available"
         )
+
+
+class EngineError(RuntimeError):
+    """An internal consistency check of the engine failed (e.g. a planned token count disagrees
+    with the text). A bug to report, never a problem with the caller's input."""

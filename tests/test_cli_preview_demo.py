@@ -10,6 +10,7 @@ in the test, so these tests pin the CLI's account of the engine, not the engine'
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,8 @@ def test_demo_preview_shows_what_the_engine_did(capsys: pytest.CaptureFixture[st
     lines = out.splitlines()
     assert lines[0] == "holon-ctx preview of turn:t276 at a budget of 8192 tokens"
     assert "relation   task_result_continuation — a task result continuing an earlier request" in out
-    assert f"anchor     turn:{KEY_TURNS['e2e_request']}" in lines
+    assert f"anchor     turn:{KEY_TURNS['e2e_request']} — the earlier turn this input continues, " \
+        "shown with it" in lines
     for section in ("environment", "work_item", "work_refs", "episodes", "recent_turns",
                     "current_input"):
         assert any(line.startswith(f"{section:<13} │") for line in lines), section
@@ -110,7 +112,7 @@ def test_demo_preview_shows_what_the_engine_did(capsys: pytest.CaptureFixture[st
     p = project(demo_db, 8192)
     for fold in p.folds:
         span = fold.first if fold.first == fold.last else f"{fold.first}–{fold.last}"
-        assert f"  {span}  {fold.count} · " in out
+        assert re.search(rf"^  {span}\s+{fold.count}  \w", out, re.MULTILINE), span
     assert "left out or shrunk:" in out
     if not p.manifest.window["reached_start"]:
         assert f"turns before {p.manifest.window['first']} are outside the recent window" in out
@@ -282,3 +284,39 @@ def test_stats_tokens_per_section(capsys: pytest.CaptureFixture[str], demo_db: P
         assert f"│ {section}" in out
     plain, _ = run(capsys, "stats", "--db", str(demo_db), "--plain")
     assert "tokens per section" not in plain
+
+
+def test_demo_summary_leads_and_states_the_recall_order(capsys: pytest.CaptureFixture[str],
+                                                        demo_db: Path) -> None:
+    """At 80 columns the summary (governed state and why, folds, episodes, left out) ends within
+    the first 50 lines, before the prompt; the episode table's stated order is the true one."""
+    out, _ = run(capsys, "preview", "--db", str(demo_db), "--budget", "8192", "--plain",
+                 "--width", "80")
+    lines = out.splitlines()
+    prompt = lines.index("the prompt, as the model reads it")
+    assert prompt < 50
+    head = " ".join(" ".join(lines[:prompt]).split())
+    p = project(demo_db, 8192)
+    controls = [d for d in p.decisions if d.kind == "control"]
+    assert {d.key for d in controls} == {"control:blocking", "control:obligations",
+                                         "control:constraints"}
+    assert "side effect to reconcile" in head
+    assert "never from a summary" in head
+    assert "Reconcile = find out whether the side effect happened before acting again" in head
+    folded = sum(f.count for f in p.folds)
+    assert f"folded {len(p.folds)} runs, {folded} low-value turns" in head
+    eps = p.manifest.episodes
+    assert f"episodes {len(eps)} recalled, ranked episodes holding a pinned open item first, " \
+        "then by recall score (highest first)" in head
+    omitted = sum(1 for e in eps if e.representation == "omitted")
+    assert f"{omitted} left out for budget" in head
+    assert re.search(r"left out \d+ items, \d+ of them high priority; top reasons "
+                     r"budget_exhausted \d+", head)
+    # The stated order holds: pinned open items first, then score, highest first (ties: as
+    # recall breaks them, newer first, which a stable sort keeps).
+    reasons = {d.key: d.reasons for d in p.decisions if d.kind == "episode"}
+    stated = sorted(eps, key=lambda e: ("pinned_unresolved" not in reasons[e.ref], -e.score))
+    assert [e.ref for e in stated] == [e.ref for e in eps]
+    table = lines[lines.index(next(x for x in lines if x.startswith("recalled episodes ("))):]
+    ranks = [m.group(2) for line in table if (m := re.match(r"^\s+(\d+)  (episode:\S+)", line))]
+    assert ranks == [e.ref for e in eps]

@@ -9,8 +9,9 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
+from holon_ctx.cli.layout import hang, visible
 from holon_ctx.cli.main import main
-from holon_ctx.cli.preview import _bar, hang, tag_block_lines, visible
+from holon_ctx.cli.preview import _bar, tag_block_lines
 from holon_ctx.projection.planner import Block
 
 TRUST = {"message:m1": "trusted_operator", "message:m2": "runtime_fact",

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from holon_ctx.compaction import GovernedControl, SessionConfig, compact
-from holon_ctx.continuity import ContinuityStore, DecisionKind, SideEffectStatus, rehydrate
+from holon_ctx.continuity import (
+    CompactionStep,
+    ContinuityStore,
+    DecisionKind,
+    SideEffectStatus,
+    rehydrate,
+)
 from holon_ctx.continuity.records import SideEffectRecord
 from holon_ctx.continuity.state import ResumeContext
 from holon_ctx.ledger.episode_store import SqliteEpisodeStore
@@ -152,3 +158,16 @@ def test_compact_cli_missing_database_is_one_line(tmp_path: Path, capsys: pytest
     assert main(["compact", "--db", str(tmp_path / "none.db")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"holon-ctx: error: {tmp_path / 'none.db'}: no such database file"]
+
+
+def test_every_side_effect_of_the_session_is_sealed(compacted) -> None:
+    """The sealed snapshot carries every side-effect ledger entry; the envelope names the unknown one."""
+    _ledger, _episodes, continuity, envelope_id = compacted
+    effects = continuity.side_effects(SESSION.session_id)
+    snapshot = continuity.compaction_steps(envelope_id)[CompactionStep.GOVERNED_SNAPSHOT]
+    assert {(e.idempotency_key, e.status) for e in snapshot.side_effects} == {
+        (e.idempotency_key, e.status) for e in effects}
+    envelope = continuity.latest_envelope(SESSION.session_id)
+    assert envelope is not None
+    assert envelope.idempotency_key == continuity.unresolved_side_effects(
+        SESSION.session_id)[0].idempotency_key

@@ -25,7 +25,7 @@ def _project(ledger, episodes, budget: int = 2048, at: str | None = None) -> Pro
 
 
 def _query(ledger, text: str | None = None, window_first_seq: int | None = None) -> RecallQuery:  # type: ignore[no-untyped-def]
-    view = load_view(ledger, budget_tokens=2048, limits=LIMITS)
+    view = load_view(ledger, limits=LIMITS)
     first = view.window[0].turn.seq if view.window else view.current.turn.seq
     words = text if text is not None else "\n".join(
         getattr(r.record, "text", "") for r in view.current.records)

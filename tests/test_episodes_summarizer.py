@@ -98,7 +98,7 @@ def test_a_recap_inventing_authority_is_only_model_inference_and_changes_no_deci
     assert "Approval granted" in text
     assert "Approval granted" not in outside_fences(text)
     assert list(fenced_spans(text))
-    view = load_view(ledger, budget_tokens=2048)  # type: ignore[arg-type]
+    view = load_view(ledger)  # type: ignore[arg-type]
     query = RecallQuery(current=view.current, window_first_seq=99, work_item_id=None,
                         limit_pos=view.limit_pos, query_text="invoice export", refs=frozenset())
     got = StoreEpisodeSource(store, ledger).recall(query, 12)  # type: ignore[arg-type]

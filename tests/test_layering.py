@@ -60,12 +60,53 @@ def test_only_the_cli_imports_rich() -> None:
 
 def test_only_tokens_imports_tiktoken() -> None:
     """tiktoken has one importer, holon_ctx/tokens.py, which makes it work offline."""
-    importers = set()
-    for path in sorted(PKG.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                    else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            if any(m.startswith("tiktoken") for m in mods):
-                importers.add(str(path.relative_to(PKG)))
+    importers = {str(path.relative_to(PKG)) for path in sorted(PKG.rglob("*.py"))
+                 if any(m.startswith("tiktoken") for m in _module_imports(path))}
     assert importers == {"tokens.py"}
+
+
+def _module_imports(path: Path) -> list[str]:
+    """Every module name one file imports (``from x import y`` counts as ``x``)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.append(node.module or "")
+    return names
+
+
+#: Third-party packages only the optional integrations may import (pyproject's extras).
+INTEGRATION_PACKAGES = ("agents", "minisweagent", "langchain_core", "langchain", "langgraph",
+                        "openai", "litellm")
+
+
+def test_core_imports_no_integration_package() -> None:
+    """Outside holon_ctx/integrations nothing imports an optional extra (or the integrations)."""
+    offenders = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        bad = [m for m in _module_imports(path) if m.split(".")[0] in INTEGRATION_PACKAGES
+               or m.startswith("holon_ctx.integrations")]
+        if bad and rel.parts[0] != "integrations":
+            offenders[str(rel)] = bad
+    assert offenders == {}
+
+
+def test_the_library_api_loads_no_optional_extra() -> None:
+    """Opening a session and asking for a request, in a fresh interpreter, loads none of them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, holon_ctx\n"
+        "from holon_ctx.ledger.memory import MemoryStore\n"
+        "s = holon_ctx.open_session(MemoryStore())\n"
+        "s.operator_message('hi')\n"
+        "s.next_request(500)\n"
+        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {INTEGRATION_PACKAGES!r})\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == ""

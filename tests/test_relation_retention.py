@@ -32,7 +32,7 @@ from holon_ctx.projection.view import load_view
 
 def _unit(b: LedgerBuilder) -> tuple[TurnUnit, TurnUnit | None]:
     """The newest turn of ``b``'s ledger and the turn before it, as the projector sees them."""
-    view = load_view(b.store(), budget_tokens=4096)
+    view = load_view(b.store())
     return view.current, (view.window[-1] if view.window else None)
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
@@ -41,7 +42,7 @@ __all__ = [
     "open_episodes",
     "open_source",
     "positive_int",
-    "remove_db",
+    "remove_empty_session",
 ]
 
 
@@ -131,8 +132,8 @@ def _looks_like_sqlite(path: str) -> bool:
 
 
 def console(*, plain: bool = False, stderr: bool = False, width: int | None = None) -> Console:
-    """A rich console: colour only on a terminal, none with --plain or NO_COLOR."""
-    return Console(
+    """A rich console: colour only on a terminal, none with --plain or NO_COLOR; text made safe."""
+    return SafeConsole(
         file=sys.stderr if stderr else sys.stdout,
         no_color=plain or None,
         color_system=None if plain else "auto",
@@ -143,16 +144,12 @@ def console(*, plain: bool = False, stderr: bool = False, width: int | None = No
 
 
 
-def remove_db(db: str, session: str | None) -> None:
-    """Remove what a failed first import made: the SQLite file, or the PostgreSQL session."""
-    if is_postgres_url(db):
-        from holon_ctx.postgres import delete_session  # noqa: PLC0415
+def remove_empty_session(db: str, session: str) -> None:
+    """Remove the PostgreSQL session a failed first import made, only while it holds no record:
+    another import may have committed to it meanwhile (RFC 0006; SQLite files: cli/dbfiles.py)."""
+    from holon_ctx.postgres import delete_session  # noqa: PLC0415
 
-        if session:
-            delete_session(db, session)
-        return
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    delete_session(db, session, only_if_empty=True)
 
 
 def open_episodes(store: LedgerStore, *, create: bool) -> EpisodeStore | None:
@@ -182,7 +179,8 @@ def open_continuity(store: LedgerStore, *, create: bool = True) -> ContinuitySto
     if isinstance(store, SqliteStore):
         if not create and not has_continuity_state(store.path):
             return None
-        return ContinuityStore(store.path)
+        # The governed store waits for other writers as long as the ledger does (RFC 0006).
+        return ContinuityStore(store.path, timeout=store.lock_timeout)
     if isinstance(store, PostgresStore):
         from holon_ctx.postgres.continuity import PostgresContinuityBackend  # noqa: PLC0415
 

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from holon_ctx.cli.common import open_continuity, open_db, open_episodes
+from holon_ctx.cli.terminal import say
+from holon_ctx.cli.wording import plural
 
 __all__ = ["register"]
 
@@ -14,11 +16,13 @@ __all__ = ["register"]
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "compact", help="archive old turn ranges into episodes and seal a continuity envelope")
-    p.add_argument("--db", metavar="PATH", required=True)
+    p.add_argument("--db", metavar="PATH", required=True, help="the SQLite ledger to compact")
     p.add_argument("--session", metavar="ID", default="session-local",
                    help="the session id the governed store keeps state under")
-    p.add_argument("--tenant", metavar="ID", default="tenant-local")
-    p.add_argument("--principal", metavar="ID", default="operator")
+    p.add_argument("--tenant", metavar="ID", default="tenant-local",
+                   help="the tenant whose policy version governs it (default %(default)s)")
+    p.add_argument("--principal", metavar="ID", default="operator",
+                   help="who the session acts for (default %(default)s)")
     p.set_defaults(func=cmd_compact)
 
 
@@ -43,9 +47,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if result.envelope_id is None:
         print("nothing to compact: no closed turn range is older than the recent window")
         return 0
-    print(f"archived {len(result.archive.archived)} episodes; sealed {result.envelope_id}")
+    print(f"archived {plural(len(result.archive.archived), 'episode')}; sealed {result.envelope_id}")
     print(f"open obligations: {len(result.obligations)}; "
           f"side effects to reconcile: {len(result.blocking)}")
     for item in result.obligations:
-        print(f"  - {item}")
+        say(f"  - {item}")  # worded from ledger text: made safe for the terminal
     return 0

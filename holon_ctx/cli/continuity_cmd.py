@@ -26,6 +26,7 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
+from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.continuity.codes import DecisionKind
 from holon_ctx.continuity.envelope import SideEffectStatus, id_problem
 from holon_ctx.continuity.evaluation import ScenarioResult, run_evaluation
@@ -46,12 +47,28 @@ EXIT_STATUS: Final = MappingProxyType(
 #: Exit status of ``eval-continuity`` when any scenario fails.
 EVAL_FAILED_STATUS: Final = 1
 
+#: What each exit status means, for the commands' own --help (built from the tables above).
+_MEANING: Final = MappingProxyType({
+    DecisionKind.REAUTHORIZATION_REQUIRED: "continuity holds; re-authorise the next action",
+    DecisionKind.BLOCKED_ON_RECONCILIATION: "a side effect may have happened; reconcile, never retry",
+    DecisionKind.CONTINUITY_VALIDATION_FAILED: "the envelope cannot be used; rebuild from full "
+                                               "history",
+})
+_INSPECT_EPILOG: Final = "exit status:\n" + "".join(
+    f"  {code}  {kind.value:<30}{_MEANING[kind]}\n" for kind, code in EXIT_STATUS.items()
+) + f"  2  {'bad input':<30}a flag value, as for every holon-ctx command\n"
+_EVAL_EPILOG: Final = ("exit status:\n  0  every scenario passes\n"
+                       f"  {EVAL_FAILED_STATUS}  a scenario fails\n"
+                       "  2  bad input, as for every holon-ctx command\n")
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "inspect-continuity",
         help="run the continuity-envelope experiment (exit 0/3/4 by decision)",
         description="Compact and rehydrate the built-in support session; print the decision.",
+        epilog=_INSPECT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--tamper-summary", action="store_true", help="alter the summary after sealing")
     p.add_argument(
@@ -72,6 +89,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "eval-continuity",
         help="full-history vs compacted-history evaluation (exit 1 if any scenario fails)",
         description="Run every continuity scenario with full and with compacted history.",
+        epilog=_EVAL_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_eval)
@@ -85,7 +104,7 @@ _PIPE_WIDTH: Final = 160
 def _console() -> Console:
     # force_terminal=None: colour and styles only on a terminal, plain text in pipes and tests.
     width = None if sys.stdout.isatty() else _PIPE_WIDTH
-    return Console(force_terminal=None, highlight=False, width=width)
+    return SafeConsole(force_terminal=None, highlight=False, width=width)
 
 
 def _side_effect_status(text: str | None) -> SideEffectStatus:

@@ -18,7 +18,7 @@ __all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("db", help="a PostgreSQL database: migrate, list or delete sessions")
+    p = subparsers.add_parser("db", help="a PostgreSQL database: migrate, sessions, delete-session")
     sub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True,
                            parser_class=type(p))
     q = sub.add_parser("migrate", help="create or upgrade the holon-ctx schema")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sqlite3
 import sys
 from pathlib import Path
@@ -11,9 +12,20 @@ from typing import Any
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from holon_ctx.cli.common import add_source_args, console, db_name, open_db, open_source, remove_db
+from holon_ctx.cli.common import (
+    add_source_args,
+    console,
+    db_name,
+    open_db,
+    open_source,
+    remove_empty_session,
+)
+from holon_ctx.cli.dbfiles import write_db
+from holon_ctx.cli.terminal import is_terminal, say, write_data_json
+from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
+from holon_ctx.ledger.store import LedgerStats, LedgerStore
 from holon_ctx.ledger.transcripts import Detection, TranscriptFormat, import_any, sniff_ledger
 from holon_ctx.postgres.connection import is_postgres_url
 
@@ -26,8 +38,9 @@ _PROGRESS_BYTES = 2_000_000
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("import", help="import a ledger (JSONL v1) or a transcript into a "
                                              "SQLite database")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--db", metavar="PATH", required=True)
+    p.add_argument("file", metavar="FILE", help="the ledger JSONL file or transcript to read")
+    p.add_argument("--db", metavar="PATH", required=True,
+                   help="the SQLite ledger to append to (created when missing)")
     p.add_argument("--from", dest="source_format", default="auto",
                    choices=["auto", *(f.value for f in TranscriptFormat)],
                    help="the format of FILE (default: detect it and say which on stderr)")
@@ -37,8 +50,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_import)
 
     p = subparsers.add_parser("export", help="write a SQLite ledger as JSONL v1 (stdout or -o)")
-    p.add_argument("--db", metavar="PATH", required=True)
-    p.add_argument("-o", "--output", metavar="FILE")
+    p.add_argument("--db", metavar="PATH", required=True, help="the SQLite ledger to write out")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser("stats", help="turns, records and tokens by kind and trust")
@@ -51,15 +64,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     src = Path(args.file)
     if not src.exists():
         raise InputError("no such file", source=args.file)
+    out = console(stderr=True)
+    fmt = args.source_format
     session = args.session_key
-    created = not is_postgres_url(args.db) and not Path(args.db).exists()
-    store = open_db(args.db, must_exist=False, session=session)
-    # A PostgreSQL session made by this import is removed again if the import fails, like a file.
-    created = created or bool(getattr(store, "created", False))
-    try:
-        size = src.stat().st_size
-        out = console(stderr=True)
-        fmt = args.source_format
+
+    def work(store: LedgerStore) -> tuple[Detection, int, LedgerStats]:
         detection = Detection(TranscriptFormat.LEDGER, "given with --from" if fmt != "auto"
                               else "ledger JSONL by its name or first line")
         if fmt != TranscriptFormat.LEDGER and not (fmt == "auto" and sniff_ledger(src)):
@@ -68,7 +77,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         elif args.id_prefix:
             raise InputError("--id-prefix applies to transcripts; ledger JSONL keeps its own ids",
                              source=args.file)
-        elif size >= _PROGRESS_BYTES and out.is_terminal:
+        elif (size := src.stat().st_size) >= _PROGRESS_BYTES and out.is_terminal:
             with Progress("[progress.description]{task.description}", BarColumn(),
                           DownloadColumn(), TimeRemainingColumn(), console=out,
                           transient=True) as progress:
@@ -76,19 +85,27 @@ def cmd_import(args: argparse.Namespace) -> int:
                 n = import_jsonl(src, store, on_bytes=lambda b: progress.advance(task, b))
         else:
             n = import_jsonl(src, store)
-    except BaseException:
+        return detection, n, store.stats()
+
+    if is_postgres_url(args.db):
+        store = open_db(args.db, must_exist=False, session=session)
+        try:
+            detection, n, stats = work(store)
+        except BaseException:
+            store.close()
+            if getattr(store, "created", False):
+                remove_empty_session(args.db, session)
+            raise
         store.close()
-        if created:
-            # Nothing of a failed import may remain, not even an empty database we created.
-            remove_db(args.db, session)
-        raise
-    stats = store.stats()
-    store.close()
+    else:
+        # A new database is built privately and published only once the import committed: a
+        # failed import never removes a database file another process may be writing (RFC 0006).
+        detection, n, stats = write_db(args.db, work, rereadable=src.is_file())
     if args.source_format == "auto":
-        sys.stderr.write(f"holon-ctx: read {args.file} as {detection.format.value} "
-                         f"({detection.reason})\n")
-    print(f"imported {n} records from {args.file} into {db_name(args.db, session)} "
-          f"({stats.turns} turns, {stats.records} records in the ledger)")
+        say(f"holon-ctx: read {args.file} as {detection.format.value} ({detection.reason})",
+            file=sys.stderr)
+    say(f"imported {plural(n, 'record')} from {args.file} into {db_name(args.db, session)} "
+        f"({plural(stats.turns, 'turn')}, {plural(stats.records, 'record')} in the ledger)")
     return 0
 
 
@@ -102,6 +119,12 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
             with out:
                 export_jsonl(store, out)
+        elif is_terminal(sys.stdout):
+            # On a terminal only: the same JSON with unsafe characters \u-escaped (RFC 0007).
+            buffer = io.BytesIO()
+            export_jsonl(store, buffer)
+            write_data_json(buffer.getvalue())
+            sys.stdout.flush()
         else:
             export_jsonl(store, sys.stdout.buffer)
             sys.stdout.buffer.flush()
@@ -119,7 +142,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         store.close()
         raise StoreError(f"{args.db or args.source}: not a usable holon-ctx database ({exc})") from None
     out = console(plain=args.plain)
-    table = Table(title=f"ledger: {stats.turns} turns, {stats.records} records "
+    table = Table(title=f"ledger: {plural(stats.turns, 'turn')}, {plural(stats.records, 'record')} "
                         f"(tokens by {stats.counter})")
     table.add_column("kind")
     table.add_column("records", justify="right")

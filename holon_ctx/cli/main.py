@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 
 from holon_ctx import __version__
-from holon_ctx.errors import HolonCtxError
+from holon_ctx.cli.terminal import terminal_safe
+from holon_ctx.errors import EngineError, HolonCtxError
+from holon_ctx.ledger.locking import translate_lock_errors
 
 __all__ = ["build_parser", "main"]
 
@@ -33,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse prints usage and exits 2 on bad flags; keep that, but as one clear line."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.stderr.write(terminal_safe(f"{self.prog}: error: {message}") + "\n")
         raise SystemExit(2)
 
 
@@ -52,6 +58,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised where the process is so that cleanup runs as for Ctrl-C.
+
+    A BaseException, like KeyboardInterrupt, so no ``except Exception`` swallows it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: FrameType | None) -> None:
+    raise _Terminated(signum)
+
+
+@contextmanager
+def _terminate_like_interrupt() -> Iterator[None]:
+    """Turn SIGTERM/SIGHUP into an exception for the duration of a command (then restore)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wanted = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+              if s is not None]
+    previous = {s: signal.signal(s, _raise_terminated) for s in wanted}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -60,13 +97,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        code: int = func(args)
+        db = getattr(args, "db", None)
+        # The stores translate lock timeouts themselves; this catches any raw one left, so it is
+        # still one line naming the database and, when it can be seen, who holds the lock.
+        with _terminate_like_interrupt(), translate_lock_errors(db or "database"):
+            code: int = func(args)
     except HolonCtxError as exc:
-        sys.stderr.write(f"holon-ctx: error: {exc}\n")
+        # Messages quote file names and values: never let them drive the terminal.
+        sys.stderr.write(terminal_safe(f"holon-ctx: error: {exc}") + "\n")
         return 2
+    except EngineError as exc:
+        # An engine bug, not the user's input: say so, and use EX_SOFTWARE rather than 2.
+        sys.stderr.write(f"holon-ctx: internal error: {exc}; please report it with the ledger\n")
+        return 70
     except KeyboardInterrupt:
         sys.stderr.write("holon-ctx: interrupted\n")
         return 130
+    except _Terminated as exc:
+        # Every command cleans up on the way out (private database builds, partial outputs),
+        # exactly as for Ctrl-C; the status is the conventional 128 + signal number.
+        sys.stderr.write(f"holon-ctx: terminated ({signal.Signals(exc.signum).name})\n")
+        return 128 + exc.signum
     except BrokenPipeError:
         # A pager or `head` closed the pipe: not an error worth a traceback.
         return 0

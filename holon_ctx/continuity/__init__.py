@@ -11,11 +11,12 @@ It imports nothing from the rest of holon_ctx except :mod:`holon_ctx.errors`.
 Integration (what the projection engine calls)::
 
     store = ContinuityStore("ledger.db")          # or a sqlite3.Connection, or ContinuityStore.in_memory()
-    envelope = prepare_compaction(store, envelope_id=..., session_id=..., source_trace_id=...,
-                                  source_event_range=(first_id, last_id), summary_bytes=...,
-                                  objective=..., exact_constraint_refs=[...], pending_obligations=[...],
-                                  tenant_id=..., principal_id=..., authorization_mode="user_delegated",
-                                  checkpoint_ref=..., budget_remaining=..., clock=clock)
+    request = CompactionRequest(envelope_id=..., session_id=..., source_trace_id=...,
+                                source_event_range=(first_id, last_id), summary_bytes=...,
+                                objective=..., exact_constraint_refs=[...], pending_obligations=[...],
+                                tenant_id=..., principal_id=..., authorization_mode="user_delegated",
+                                checkpoint_ref=..., budget_remaining=...)
+    envelope = prepare_compaction(store, request, clock=clock)
     decision = rehydrate(store, envelope.envelope_id, summary_bytes=...,
                          resume=ResumeContext(...), clock=clock)
     store.latest_envelope(session_id)           # newest complete envelope, or None
@@ -37,7 +38,12 @@ from holon_ctx.continuity.codes import (
     FindingClass,
     ReasonCode,
 )
-from holon_ctx.continuity.compaction import Clock, FaultHook, prepare_compaction
+from holon_ctx.continuity.compaction import (
+    Clock,
+    CompactionRequest,
+    FaultHook,
+    prepare_compaction,
+)
 from holon_ctx.continuity.decision import (
     SUMMARY_TRUST,
     ConstraintView,
@@ -46,7 +52,7 @@ from holon_ctx.continuity.decision import (
     RehydratedView,
     is_same_or_stricter,
 )
-from holon_ctx.continuity.digest import summary_digest
+from holon_ctx.continuity.digest import envelope_sha256, summary_digest
 from holon_ctx.continuity.envelope import (
     SCHEMA_VERSION,
     AuthorizationMode,
@@ -94,6 +100,7 @@ __all__ = [
     "AuthorizationMode",
     "Clock",
     "CompactionConflictError",
+    "CompactionRequest",
     "CompactionStep",
     "ConstraintRecord",
     "ConstraintView",
@@ -125,6 +132,7 @@ __all__ = [
     "UntrustedClockError",
     "decode_envelope",
     "encode_envelope",
+    "envelope_sha256",
     "id_problem",
     "is_same_or_stricter",
     "prepare_compaction",

@@ -24,15 +24,16 @@ crash at every point.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+import attrs
 import msgspec
 
-from holon_ctx.continuity.digest import summary_digest
+from holon_ctx.continuity.digest import envelope_sha256, summary_digest
 from holon_ctx.continuity.envelope import (
+    ENVELOPE_FIELDS,
     SCHEMA_VERSION,
     AuthorizationMode,
     Envelope,
@@ -58,12 +59,13 @@ from holon_ctx.continuity.records import (
     GovernedSnapshot,
     SessionIdentity,
     SessionResources,
+    SideEffectEntry,
     TraceEventType,
 )
 from holon_ctx.continuity.store import ContinuityStore
 from holon_ctx.continuity.trace import compaction_payload
 
-__all__ = ["Clock", "FaultHook", "prepare_compaction"]
+__all__ = ["Clock", "CompactionRequest", "FaultHook", "prepare_compaction"]
 
 #: An injected clock: returns the current time as an *aware* datetime.
 Clock = Callable[[], datetime]
@@ -105,19 +107,16 @@ def _journal(
 
 def _snapshot(
     store: ContinuityStore,
-    *,
     identity: SessionIdentity,
-    capability_name: str | None,
-    approval_id: str | None,
-    idempotency_key: str | None,
-    sandbox_snapshot_ref: str | None,
-    budget_remaining: int,
-    objective: str,
+    req: CompactionRequest,
     exact_constraint_refs: tuple[str, ...],
     evidence_refs: tuple[str, ...],
     now: datetime,
 ) -> GovernedSnapshot:
     """Step 3: capture control state from the governed store (the runtime's truth)."""
+    capability_name, approval_id = req.capability_name, req.approval_id
+    idempotency_key, budget_remaining = req.idempotency_key, req.budget_remaining
+    sandbox_snapshot_ref = req.sandbox_snapshot_ref
     policy_version = store.policy_version(identity.tenant_id)
     if policy_version is None:
         raise GovernedStateError(f"no policy version in force for tenant {identity.tenant_id!r}")
@@ -139,6 +138,13 @@ def _snapshot(
         if effect is None:
             raise GovernedStateError(f"idempotency key {idempotency_key!r} has no side-effect ledger record")
         status = effect.status
+    # Every side effect of the session, whatever its status, read from the ledger (never from the
+    # caller): a compactor that names no key, or another key, cannot make one disappear.
+    side_effects = tuple(sorted(
+        (SideEffectEntry(idempotency_key=r.idempotency_key, status=r.status)
+         for r in store.side_effects(identity.session_id)),
+        key=lambda entry: entry.idempotency_key,
+    ))
     governed_identity = store.session_identity(identity.session_id)
     if governed_identity is None:
         store.set_session_identity(identity, at=now)
@@ -155,7 +161,7 @@ def _snapshot(
     if store.session_resources(identity.session_id) != resources:
         store.set_session_resources(resources, at=now)
     return GovernedSnapshot(
-        objective=objective,
+        objective=req.objective,
         exact_constraint_refs=exact_constraint_refs,
         tenant_id=identity.tenant_id,
         principal_id=identity.principal_id,
@@ -173,6 +179,7 @@ def _snapshot(
         sandbox_snapshot_ref=sandbox_snapshot_ref,
         budget_remaining=budget_remaining,
         evidence_refs=evidence_refs,
+        side_effects=side_effects,
     )
 
 
@@ -184,7 +191,9 @@ def _seal(
     digest: str,
 ) -> Envelope:
     """Step 4's envelope, built only from journaled steps 1–3 plus the digest."""
-    fields = {name: getattr(snapshot, name) for name in snapshot.__struct_fields__}
+    # The snapshot holds more than the envelope (every side effect); the envelope takes its fields.
+    fields = {name: getattr(snapshot, name) for name in snapshot.__struct_fields__
+              if name in ENVELOPE_FIELDS}
     return Envelope(
         schema_version=SCHEMA_VERSION,
         envelope_id=envelope_id,
@@ -200,94 +209,94 @@ def _seal(
     )
 
 
-def prepare_compaction(
-    store: ContinuityStore,
-    *,
-    envelope_id: str,
-    session_id: str,
-    source_trace_id: str,
-    source_event_range: tuple[str, str],
-    summary_bytes: bytes,
-    objective: str,
-    exact_constraint_refs: Sequence[str],
-    pending_obligations: Sequence[str],
-    tenant_id: str,
-    principal_id: str,
-    authorization_mode: AuthorizationMode | str,
-    checkpoint_ref: str,
-    budget_remaining: int,
-    clock: Clock,
-    delegated_principal_id: str | None = None,
-    delegated_scope: str | None = None,
-    capability_name: str | None = None,
-    approval_id: str | None = None,
-    idempotency_key: str | None = None,
-    sandbox_snapshot_ref: str | None = None,
-    evidence_refs: Sequence[str] | None = None,
-    reset_reason: ResetReason | str = ResetReason.CONTEXT_COMPACTION,
-    fault_hook: FaultHook | None = None,
-) -> Envelope:
-    """Run (or resume) the five compaction steps and return the sealed envelope.
+@attrs.frozen(kw_only=True)
+class CompactionRequest:
+    """What one compaction records: the summary, the boundary it covers, and the control state
+    the runtime states for it (checked against the governed store, never taken on trust).
 
-    ``source_event_range`` is the closed range ``(first_id, last_id)`` of ledger events the summary
-    was derived from; the caller has made them durable. Policy and capability versions, the
-    approval's action digest and expiry, and the side-effect status are read from the store.
-    ``evidence_refs`` defaults to ``trace:<source_trace_id>`` plus ``approval:<approval_id>``.
-    Raises ``ContinuityInputError`` for malformed input, ``GovernedStateError`` when governed state
-    the envelope must carry is missing, ``UntrustedClockError`` for a naive or backwards clock.
+    ``source_event_range`` is the closed range ``(first_id, last_id)`` of ledger events the
+    summary was derived from; the caller has made them durable. ``evidence_refs`` defaults to
+    ``trace:<source_trace_id>`` plus ``approval:<approval_id>``. Values are validated by
+    :func:`prepare_compaction`, which names the first bad field in the order declared here.
     """
-    if not isinstance(summary_bytes, bytes | bytearray):
+
+    envelope_id: str
+    session_id: str
+    source_trace_id: str
+    source_event_range: tuple[str, str]
+    summary_bytes: bytes
+    objective: str
+    exact_constraint_refs: Sequence[str]
+    pending_obligations: Sequence[str]
+    tenant_id: str
+    principal_id: str
+    authorization_mode: AuthorizationMode | str
+    delegated_principal_id: str | None = None
+    delegated_scope: str | None = None
+    capability_name: str | None = None
+    approval_id: str | None = None
+    idempotency_key: str | None = None
+    checkpoint_ref: str
+    sandbox_snapshot_ref: str | None = None
+    budget_remaining: int
+    evidence_refs: Sequence[str] | None = None
+    reset_reason: ResetReason | str = ResetReason.CONTEXT_COMPACTION
+
+    def evidence(self) -> tuple[str, ...]:
+        if self.evidence_refs is not None:
+            return tuple(self.evidence_refs)
+        refs = [f"trace:{self.source_trace_id}"]
+        if self.approval_id is not None:
+            refs.append(f"approval:{self.approval_id}")
+        return tuple(refs)
+
+
+#: Request fields the governed snapshot (step 3) records and a resumed compaction must repeat.
+_SNAPSHOT_FIELDS = ("objective", "exact_constraint_refs", "tenant_id", "principal_id",
+                    "authorization_mode", "delegated_principal_id", "delegated_scope",
+                    "capability_name", "approval_id", "idempotency_key", "sandbox_snapshot_ref",
+                    "budget_remaining", "evidence_refs")
+
+
+def prepare_compaction(store: ContinuityStore, request: CompactionRequest, *, clock: Clock,
+                       fault_hook: FaultHook | None = None) -> Envelope:
+    """Run (or resume) the five compaction steps for ``request`` and return the sealed envelope.
+
+    Policy and capability versions, the approval's action digest and expiry, and the side-effect
+    status are read from the store. Raises ``ContinuityInputError`` for malformed input,
+    ``GovernedStateError`` when governed state the envelope must carry is missing,
+    ``UntrustedClockError`` for a naive or backwards clock.
+    """
+    req = request
+    if not isinstance(req.summary_bytes, bytes | bytearray):
         raise ContinuityInputError("summary must be bytes (it is hashed exactly)", path="summary")
-    if evidence_refs is None:
-        evidence_refs = [f"trace:{source_trace_id}"]
-        if approval_id is not None:
-            evidence_refs.append(f"approval:{approval_id}")
     constraint_refs, obligations, evidence = (
-        tuple(exact_constraint_refs),
-        tuple(pending_obligations),
-        tuple(evidence_refs),
-    )
-    first, last = source_event_range
-    _validate_inputs(
-        {
-            "envelope_id": envelope_id,
-            "session_id": session_id,
-            "source_trace_id": source_trace_id,
-            "source_event_range": {"first": first, "last": last},
-            "objective": objective,
-            "exact_constraint_refs": constraint_refs,
-            "pending_obligations": obligations,
-            "tenant_id": tenant_id,
-            "principal_id": principal_id,
-            "authorization_mode": authorization_mode,
-            "delegated_principal_id": delegated_principal_id,
-            "delegated_scope": delegated_scope,
-            "capability_name": capability_name,
-            "approval_id": approval_id,
-            "idempotency_key": idempotency_key,
-            "checkpoint_ref": checkpoint_ref,
-            "sandbox_snapshot_ref": sandbox_snapshot_ref,
-            "budget_remaining": budget_remaining,
-            "evidence_refs": evidence,
-            "reset_reason": reset_reason,
-        }
-    )
+        tuple(req.exact_constraint_refs), tuple(req.pending_obligations), req.evidence())
+    first, last = req.source_event_range
+    values = {name: getattr(req, name) for name in attrs.fields_dict(CompactionRequest)
+              if name != "summary_bytes"}
+    values.update(source_event_range={"first": first, "last": last},
+                  exact_constraint_refs=constraint_refs, pending_obligations=obligations,
+                  evidence_refs=evidence)
+    _validate_inputs(values)
     now = _trusted_now(store, clock)
     hook = fault_hook or (lambda _step: None)
+    envelope_id = req.envelope_id
     journaled = store.compaction_steps(envelope_id)
 
+    session_id = req.session_id
     boundary = BoundaryStep(
         session_id=session_id,
-        source_trace_id=source_trace_id,
-        reset_reason=ResetReason(reset_reason),
+        source_trace_id=req.source_trace_id,
+        reset_reason=ResetReason(req.reset_reason),
         source_event_range=EventRange(first=first, last=last),
     )
     _journal(store, envelope_id, CompactionStep.BOUNDARY, boundary, journaled, now)
     hook(CompactionStep.BOUNDARY)
 
-    checkpoint = CheckpointStep(checkpoint_ref=checkpoint_ref, pending_obligations=obligations)
+    checkpoint = CheckpointStep(checkpoint_ref=req.checkpoint_ref, pending_obligations=obligations)
     if CompactionStep.CHECKPOINT not in journaled:
-        store.record_checkpoint(session_id, checkpoint_ref, at=now)
+        store.record_checkpoint(session_id, req.checkpoint_ref, at=now)
         already_open = set(store.open_obligations(session_id))
         for obligation in obligations:
             if obligation not in already_open:
@@ -298,42 +307,16 @@ def prepare_compaction(
     if CompactionStep.GOVERNED_SNAPSHOT not in journaled:
         identity = SessionIdentity(
             session_id=session_id,
-            tenant_id=tenant_id,
-            principal_id=principal_id,
-            authorization_mode=AuthorizationMode(authorization_mode),
-            delegated_principal_id=delegated_principal_id,
-            delegated_scope=delegated_scope,
+            tenant_id=req.tenant_id,
+            principal_id=req.principal_id,
+            authorization_mode=AuthorizationMode(req.authorization_mode),
+            delegated_principal_id=req.delegated_principal_id,
+            delegated_scope=req.delegated_scope,
         )
-        snapshot = _snapshot(
-            store,
-            identity=identity,
-            capability_name=capability_name,
-            approval_id=approval_id,
-            idempotency_key=idempotency_key,
-            sandbox_snapshot_ref=sandbox_snapshot_ref,
-            budget_remaining=budget_remaining,
-            objective=objective,
-            exact_constraint_refs=constraint_refs,
-            evidence_refs=evidence,
-            now=now,
-        )
+        snapshot = _snapshot(store, identity, req, constraint_refs, evidence, now)
         _journal(store, envelope_id, CompactionStep.GOVERNED_SNAPSHOT, snapshot, journaled, now)
     snapshot = journaled[CompactionStep.GOVERNED_SNAPSHOT]
-    caller_parts = {
-        "objective": objective,
-        "exact_constraint_refs": constraint_refs,
-        "tenant_id": tenant_id,
-        "principal_id": principal_id,
-        "authorization_mode": authorization_mode,
-        "delegated_principal_id": delegated_principal_id,
-        "delegated_scope": delegated_scope,
-        "capability_name": capability_name,
-        "approval_id": approval_id,
-        "idempotency_key": idempotency_key,
-        "sandbox_snapshot_ref": sandbox_snapshot_ref,
-        "budget_remaining": budget_remaining,
-        "evidence_refs": evidence,
-    }
+    caller_parts = {name: values[name] for name in _SNAPSHOT_FIELDS}
     for name, value in caller_parts.items():
         if getattr(snapshot, name) != value:
             # Resuming after a crash reuses the journaled snapshot; it must be the same compaction.
@@ -344,7 +327,7 @@ def prepare_compaction(
         envelope_id=envelope_id,
         session_id=session_id,
         source_event_range=(first, last),
-        summary_bytes=bytes(summary_bytes),
+        summary_bytes=bytes(req.summary_bytes),
     )
     envelope = _seal(envelope_id, boundary, checkpoint, snapshot, digest)
     body = encode_envelope(envelope)
@@ -355,8 +338,11 @@ def prepare_compaction(
     if stored is None:
         store.append_envelope(envelope, at=now)
     elif stored != body:
-        raise CompactionConflictError(envelope_id, "envelope", "a different envelope is stored")
-    sealed = EnvelopeStep(summary_sha256=digest, envelope_sha256="sha256:" + hashlib.sha256(body).hexdigest())
+        # Compared by meaning: an envelope stored in another (older) encoding is the same one.
+        previous = decode_envelope(stored).envelope
+        if previous is None or encode_envelope(previous) != body:
+            raise CompactionConflictError(envelope_id, "envelope", "a different envelope is stored")
+    sealed = EnvelopeStep(summary_sha256=digest, envelope_sha256=envelope_sha256(envelope))
     _journal(store, envelope_id, CompactionStep.ENVELOPE, sealed, journaled, now)
     hook(CompactionStep.ENVELOPE)
 

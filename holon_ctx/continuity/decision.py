@@ -77,6 +77,9 @@ class RehydratedView:
     reloaded_versions: tuple[tuple[str, str | None], ...]
     summary_sha256: str
     untrusted_summary: bytes = attrs.field(repr=False)
+    #: Every side effect of the session as (idempotency key, status), from the governed ledger:
+    #: what was already written, so the agent never repeats a write it cannot see in the summary.
+    side_effects: tuple[tuple[str, str], ...] = ()
 
     @property
     def summary_trust(self) -> Literal["derived_untrusted"]:

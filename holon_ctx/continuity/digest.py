@@ -12,6 +12,10 @@ in), so a summary cannot be moved to another envelope, session or range and stil
 summary is hashed as given: no whitespace stripping, no newline or Unicode normalisation, so
 whitespace tampering is detected. A digest proves *which* summary was checked, never that it is
 complete, true or authorised.
+
+The envelope digest is SHA-256 over the envelope's canonical bytes (:func:`encode_envelope`):
+the journal seals it at step 4 and rehydration recomputes it from what the stored bytes *mean*,
+so a re-encoding (another JSON writer, a migration) stays valid and any change of meaning fails.
 """
 
 from __future__ import annotations
@@ -20,7 +24,17 @@ import hashlib
 import hmac
 from typing import Final
 
-__all__ = ["DIGEST_DOMAIN", "digests_equal", "summary_digest"]
+import msgspec
+
+from holon_ctx.continuity.envelope import Envelope, decode_envelope, encode_envelope
+
+__all__ = [
+    "DIGEST_DOMAIN",
+    "digests_equal",
+    "envelope_sha256",
+    "stored_envelope_sha256",
+    "summary_digest",
+]
 
 DIGEST_DOMAIN: Final = b"holon-ctx/continuity-summary/v1\n"
 
@@ -49,3 +63,31 @@ def summary_digest(
 def digests_equal(left: str, right: str) -> bool:
     """Constant-time comparison of two digest strings."""
     return hmac.compare_digest(left.encode("utf-8", "surrogatepass"), right.encode("utf-8", "surrogatepass"))
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def envelope_sha256(envelope: Envelope) -> str:
+    """``sha256:<hex>`` of the canonical bytes (the journal's ``envelope_sha256``)."""
+    return _sha256(encode_envelope(envelope))
+
+
+def stored_envelope_sha256(raw: bytes, sealed: str | None = None) -> str:
+    """The digest to compare with the sealed ``envelope_sha256`` for stored bytes ``raw``.
+
+    Stored bytes that decode to a valid envelope are hashed in canonical form. ``sealed`` lets an
+    envelope sealed before the canonical form existed stay valid: its digest covered the plain
+    msgspec encoding (the same, except for a non-UTC approval expiry), so that form is tried too.
+    Bytes that do not decode are hashed as they are (and then never match).
+    """
+    envelope = decode_envelope(raw).envelope
+    if envelope is None:
+        return _sha256(bytes(raw))
+    canonical = envelope_sha256(envelope)
+    if sealed is not None and sealed != canonical:
+        for legacy in (_sha256(msgspec.json.encode(envelope)), _sha256(bytes(raw))):
+            if legacy == sealed:
+                return legacy
+    return canonical

@@ -20,7 +20,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final
 
@@ -361,5 +361,17 @@ def _decode(raw: object) -> DecodedEnvelope:
 
 
 def encode_envelope(envelope: Envelope) -> bytes:
-    """Canonical bytes of an envelope as stored (field order is the Struct's; compact JSON)."""
-    return msgspec.json.encode(envelope)
+    """The canonical bytes of an envelope: what is stored, and what its sealed hash covers.
+
+    Canonical form (RFC 0004, "Canonical encoding"): compact JSON, fields in the Struct's order,
+    strings as UTF-8, ``approval_expires_at`` in UTC, and the set-valued fields (constraint refs,
+    obligations: compared as sets) sorted. Encodings that decode to the same envelope have the
+    same canonical bytes, so a migration or another JSON writer keeps a stored envelope valid.
+    """
+    expires = envelope.approval_expires_at
+    return msgspec.json.encode(msgspec.structs.replace(
+        envelope,
+        approval_expires_at=None if expires is None else expires.astimezone(UTC),
+        exact_constraint_refs=tuple(sorted(envelope.exact_constraint_refs)),
+        pending_obligations=tuple(sorted(envelope.pending_obligations)),
+    ))

@@ -29,7 +29,7 @@ import attrs
 import msgspec
 
 from holon_ctx.continuity.codes import DecisionKind, ReasonCode
-from holon_ctx.continuity.compaction import prepare_compaction
+from holon_ctx.continuity.compaction import CompactionRequest, prepare_compaction
 from holon_ctx.continuity.decision import SUMMARY_TRUST, Decision, is_same_or_stricter
 from holon_ctx.continuity.envelope import SideEffectStatus
 from holon_ctx.continuity.records import ApprovalStatus, ConstraintRecord, TraceEvent
@@ -270,7 +270,8 @@ def _compacted_path(scenario: EvalScenario) -> PathOutcome:
     if scenario.compactor is not None:
         kwargs = scenario.compactor(kwargs)
     clock.advance(timedelta(minutes=1))
-    envelope = prepare_compaction(store, summary_bytes=scenario.summary, clock=clock, **kwargs)
+    envelope = prepare_compaction(
+        store, CompactionRequest(summary_bytes=scenario.summary, **kwargs), clock=clock)
     if scenario.drift is not None:
         scenario.drift(store, clock.advance(timedelta(minutes=1)))
     clock.now = scenario.resume_at

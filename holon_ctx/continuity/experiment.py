@@ -12,7 +12,7 @@ from typing import Final
 
 import attrs
 
-from holon_ctx.continuity.compaction import prepare_compaction
+from holon_ctx.continuity.compaction import CompactionRequest, prepare_compaction
 from holon_ctx.continuity.decision import Decision
 from holon_ctx.continuity.envelope import Envelope, SideEffectStatus
 from holon_ctx.continuity.records import TraceEvent
@@ -63,7 +63,8 @@ def run_experiment(
     control = fold_history(history)
     clock.advance(timedelta(minutes=1))
     envelope = prepare_compaction(
-        store, summary_bytes=SEED_SUMMARY, clock=clock, **compaction_kwargs(control)
+        store, CompactionRequest(summary_bytes=SEED_SUMMARY, **compaction_kwargs(control)),
+        clock=clock,
     )
     clock.advance(timedelta(minutes=1))
     if current_policy_version is not None:

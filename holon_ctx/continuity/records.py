@@ -41,6 +41,7 @@ __all__ = [
     "PolicyRecord",
     "SessionIdentity",
     "SessionResources",
+    "SideEffectEntry",
     "SideEffectRecord",
     "TraceEvent",
     "TraceEventType",
@@ -83,6 +84,13 @@ class SideEffectRecord(_Record, frozen=True):
     idempotency_key: str
     tenant_id: str
     session_id: str
+    status: SideEffectStatus
+
+
+class SideEffectEntry(_Record, frozen=True):
+    """One side effect as sealed at compaction: its idempotency key and the status it had then."""
+
+    idempotency_key: str
     status: SideEffectStatus
 
 
@@ -183,6 +191,11 @@ class GovernedSnapshot(_Record, frozen=True):
     sandbox_snapshot_ref: str | None
     budget_remaining: NonNegativeInt
     evidence_refs: tuple[str, ...]
+    #: Every side effect of the session at sealing, whatever its status, sorted by key: the
+    #: envelope names one idempotency key, the sealed state carries them all (RFC 0004). Journals
+    #: written before this field existed decode with none, so their sessions' side effects all
+    #: count as "not carried" and rehydration fails closed.
+    side_effects: tuple[SideEffectEntry, ...] = ()
 
 
 class EnvelopeStep(_Record, frozen=True):

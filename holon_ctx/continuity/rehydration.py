@@ -21,7 +21,6 @@ The next capability call still needs policy and authorisation checks: every deci
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -29,6 +28,7 @@ from typing import Any, TypeVar
 from holon_ctx.continuity.codes import DecisionKind, ReasonCode
 from holon_ctx.continuity.compaction import Clock
 from holon_ctx.continuity.decision import ConstraintView, Decision, Finding, RehydratedView
+from holon_ctx.continuity.digest import stored_envelope_sha256
 from holon_ctx.continuity.envelope import Envelope, decode_envelope, id_problem
 from holon_ctx.continuity.records import CompactionStep, SideEffectRecord, TraceEventType
 from holon_ctx.continuity.state import CompactionRecord, GovernedState, ResumeContext
@@ -98,6 +98,8 @@ def load_governed_state(
         side_effects.extend(get("side_effects", functools.partial(store.side_effects, sid), empty))
     no_steps: dict[CompactionStep, Any] = {}
     steps = get("journal", lambda: store.compaction_steps(envelope_id), no_steps)
+    sealed = steps.get(CompactionStep.ENVELOPE)
+    sealed_sha256 = sealed.envelope_sha256 if sealed is not None else None
     no_ids: tuple[str, ...] = ()
     complete = get("envelopes", lambda: store.complete_envelope_ids(session), no_ids)
     return GovernedState(
@@ -121,7 +123,7 @@ def load_governed_state(
             compaction_event=steps.get(CompactionStep.COMPACTION_EVENT),
         ),
         latest_complete_envelope_id=complete[-1] if complete else None,
-        stored_envelope_sha256=(None if raw is None else "sha256:" + hashlib.sha256(raw).hexdigest()),
+        stored_envelope_sha256=None if raw is None else stored_envelope_sha256(raw, sealed_sha256),
     )
 
 
@@ -144,6 +146,9 @@ def _build_view(store: ContinuityStore, envelope: Envelope, summary_bytes: bytes
         ),
         summary_sha256=envelope.summary_sha256,
         untrusted_summary=bytes(summary_bytes),
+        side_effects=tuple(
+            (r.idempotency_key, r.status.value) for r in store.side_effects(envelope.session_id)
+        ),
     )
 
 
@@ -222,7 +227,10 @@ def _rehydrate(
                 TraceEventType.CONTEXT_REHYDRATION,
                 envelope_id=envelope_id,
                 session_id=envelope.session_id,
-                payload=rehydration_payload(envelope, decision, compaction_event_seq=compaction_seq),
+                payload=rehydration_payload(
+                    envelope, decision, compaction_event_seq=compaction_seq,
+                    side_effects=view.side_effects,
+                ),
                 at=at,
             )
         except Exception as exc:  # Totality: without a view and a trace there is no continuity.

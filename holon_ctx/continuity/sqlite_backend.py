@@ -83,14 +83,18 @@ def _int(value: object) -> int:
 class SQLiteBackend:
     """``ContinuityBackend`` over a database path or an existing ``sqlite3.Connection``."""
 
-    def __init__(self, source: str | os.PathLike[str] | sqlite3.Connection) -> None:
+    def __init__(self, source: str | os.PathLike[str] | sqlite3.Connection, *,
+                 timeout: float = 5.0) -> None:
         self._owned = not isinstance(source, sqlite3.Connection)
         self._closed = False
         try:
             if isinstance(source, sqlite3.Connection):
                 self._conn = source
             else:
-                self._conn = sqlite3.connect(os.fspath(source), isolation_level=None)
+                # ``timeout``: how long a write waits for another writer's lock (the ledger's
+                # commands pass their own, so the governed store waits as long as the ledger does).
+                self._conn = sqlite3.connect(os.fspath(source), isolation_level=None,
+                                             timeout=timeout)
             with self._write():
                 for statement in _statements():
                     self._conn.execute(statement)

@@ -109,9 +109,10 @@ def _check_id(value: str, what: str) -> str:
 class ContinuityStore:
     """Typed governed store. ``ContinuityStore(path | sqlite3.Connection | backend)``."""
 
-    def __init__(self, source: str | os.PathLike[str] | sqlite3.Connection | ContinuityBackend) -> None:
+    def __init__(self, source: str | os.PathLike[str] | sqlite3.Connection | ContinuityBackend,
+                 *, timeout: float = 5.0) -> None:  # timeout: seconds a write waits (SQLite)
         if isinstance(source, str | os.PathLike | sqlite3.Connection):
-            self._backend: ContinuityBackend = SQLiteBackend(source)
+            self._backend: ContinuityBackend = SQLiteBackend(source, timeout=timeout)
         else:
             self._backend = source
 

@@ -10,6 +10,7 @@ post-rehydration evidence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from holon_ctx.continuity.decision import Decision
@@ -62,9 +63,17 @@ def compaction_payload(envelope: Envelope) -> dict[str, Any]:
 
 
 def rehydration_payload(
-    envelope: Envelope, decision: Decision, *, compaction_event_seq: int | None
+    envelope: Envelope,
+    decision: Decision,
+    *,
+    compaction_event_seq: int | None,
+    side_effects: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
-    """``context_rehydration``: checkpoint, reloaded versions, result, requires_reauthorization."""
+    """``context_rehydration``: checkpoint, reloaded versions, result, requires_reauthorization.
+
+    ``side_effects`` (idempotency key → status) are the session's side effects the resumed agent
+    is told about: keys and statuses only.
+    """
     return {
         "envelope_id": envelope.envelope_id,
         "session_id": envelope.session_id,
@@ -80,6 +89,7 @@ def rehydration_payload(
         "authorized": False,
         "summary_sha256": envelope.summary_sha256,
         "compaction_event_seq": compaction_event_seq,
+        "side_effects": dict(side_effects),
     }
 
 

@@ -27,21 +27,18 @@ from typing import Any, Final
 
 import attrs
 
-from holon_ctx.continuity.codes import FIELD_CODE, SET_FIELD_CODES, ReasonCode
+from holon_ctx.continuity.codes import ReasonCode
+from holon_ctx.continuity.comparison import CheckContext, compare, show
 from holon_ctx.continuity.decision import Decision, Finding
 from holon_ctx.continuity.digest import digests_equal, summary_digest
 from holon_ctx.continuity.envelope import (
     AuthorizationMode,
     EventRange,
-    SideEffectStatus,
     decode_envelope,
     id_problem,
 )
-from holon_ctx.continuity.records import (
-    UNRESOLVED,
-    ApprovalStatus,
-    SideEffectRecord,
-)
+from holon_ctx.continuity.records import ApprovalStatus
+from holon_ctx.continuity.side_effect_checks import check_side_effects
 from holon_ctx.continuity.state import CompactionRecord, GovernedState, ResumeContext
 
 __all__ = [
@@ -59,40 +56,7 @@ _IDENTITY_FIELDS: Final = (
 )  # fmt: skip
 
 
-@attrs.frozen
-class _Context:
-    fields: Mapping[str, Any]
-    resume: ResumeContext
-    governed: GovernedState
-    now: datetime | None
-    envelope_mode: bool
-    envelope_id: str | None = None
-    summary_bytes: bytes | None = None
-
-
-def _show(value: object) -> str:
-    # ascii() makes confusables and invisible characters visible in details (а → \u0430).
-    text = ascii(value.value if hasattr(value, "value") else value)
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _compare(fields: Mapping[str, Any], reference: Mapping[str, Any], where: str) -> Iterable[Finding]:
-    """Field-by-field comparison of ``fields`` against ``reference`` (only keys in both)."""
-    for name, expected in reference.items():
-        if name not in fields:
-            continue
-        actual = fields[name]
-        if name in SET_FIELD_CODES:
-            dropped, unknown = SET_FIELD_CODES[name]
-            for item in sorted(set(expected) - set(actual)):
-                yield Finding(dropped, f"$.{name}", f"{where} has {_show(item)}, envelope lacks it")
-            for item in sorted(set(actual) - set(expected)):
-                yield Finding(unknown, f"$.{name}", f"{_show(item)} is not in {where}")
-        elif actual != expected:
-            yield Finding(FIELD_CODE[name], f"$.{name}", f"{_show(actual)} != {where} {_show(expected)}")
-
-
-def _check_resume(ctx: _Context) -> Iterable[Finding]:
+def _check_resume(ctx: CheckContext) -> Iterable[Finding]:
     for name, value in attrs.asdict(ctx.resume).items():
         if value is None and name not in {"session_id", "tenant_id", "principal_id"}:
             continue
@@ -104,7 +68,7 @@ def _check_resume(ctx: _Context) -> Iterable[Finding]:
         yield Finding(R.MALFORMED_FIELD, "resume.authorization_mode", "unknown authorization mode")
 
 
-def _check_record(ctx: _Context) -> Iterable[Finding]:
+def _check_record(ctx: CheckContext) -> Iterable[Finding]:
     if not ctx.envelope_mode:
         return
     if ctx.fields.get("envelope_id", ctx.envelope_id) != ctx.envelope_id:
@@ -119,13 +83,13 @@ def _check_record(ctx: _Context) -> Iterable[Finding]:
         )
     where = "compaction record"
     if record.boundary is not None:
-        yield from _compare(ctx.fields, _struct_fields(record.boundary), where)
+        yield from compare(ctx.fields, _struct_fields(record.boundary), where)
     if record.checkpoint is not None:
-        yield from _compare(ctx.fields, _struct_fields(record.checkpoint), where)
+        yield from compare(ctx.fields, _struct_fields(record.checkpoint), where)
     if record.snapshot is not None:
-        yield from _compare(ctx.fields, _struct_fields(record.snapshot), where)
+        yield from compare(ctx.fields, _struct_fields(record.snapshot), where)
     if record.sealed is not None:
-        yield from _compare(ctx.fields, {"summary_sha256": record.sealed.summary_sha256}, where)
+        yield from compare(ctx.fields, {"summary_sha256": record.sealed.summary_sha256}, where)
         stored = ctx.governed.stored_envelope_sha256
         if stored is not None and not digests_equal(stored, record.sealed.envelope_sha256):
             yield Finding(
@@ -140,13 +104,13 @@ def _struct_fields(struct: Any) -> dict[str, Any]:
     return {name: getattr(struct, name) for name in struct.__struct_fields__}
 
 
-def _check_superseded(ctx: _Context) -> Iterable[Finding]:
+def _check_superseded(ctx: CheckContext) -> Iterable[Finding]:
     latest = ctx.governed.latest_complete_envelope_id
     if ctx.envelope_mode and latest is not None and latest != ctx.envelope_id:
-        yield Finding(R.ENVELOPE_SUPERSEDED, "$.envelope_id", f"superseded by {_show(latest)}")
+        yield Finding(R.ENVELOPE_SUPERSEDED, "$.envelope_id", f"superseded by {show(latest)}")
 
 
-def _check_digest(ctx: _Context) -> Iterable[Finding]:
+def _check_digest(ctx: CheckContext) -> Iterable[Finding]:
     f = ctx.fields
     if not ctx.envelope_mode or ctx.envelope_id is None or ctx.summary_bytes is None:
         return
@@ -167,44 +131,52 @@ def _check_digest(ctx: _Context) -> Iterable[Finding]:
         )
 
 
-def _check_identity(ctx: _Context) -> Iterable[Finding]:
+def _check_identity(ctx: CheckContext) -> Iterable[Finding]:
     resume = attrs.asdict(ctx.resume)
-    yield from _compare(ctx.fields, {"session_id": resume["session_id"]}, "resume claim")
-    yield from _compare(ctx.fields, {k: resume[k] for k in _IDENTITY_FIELDS}, "resume claim")
+    yield from compare(ctx.fields, {"session_id": resume["session_id"]}, "resume claim")
+    yield from compare(ctx.fields, {k: resume[k] for k in _IDENTITY_FIELDS}, "resume claim")
     identity = ctx.governed.session_identity
     if identity is None:
         yield Finding(R.SESSION_MISMATCH, "governed.identity", "no governed identity for session")
         return
-    yield from _compare(ctx.fields, _struct_fields(identity), "governed identity")
+    yield from compare(ctx.fields, _struct_fields(identity), "governed identity")
 
 
-def _check_contract_versions(ctx: _Context) -> Iterable[Finding]:
+def _check_contract_versions(ctx: CheckContext) -> Iterable[Finding]:
     f, governed = ctx.fields, ctx.governed
     if "tenant_id" in f:  # the policy in force is the tenant's; unknown tenant, nothing to compare
-        yield from _compare(f, {"policy_version": governed.policy_version}, "policy in force")
+        yield from compare(f, {"policy_version": governed.policy_version}, "policy in force")
     name = f.get("capability_name")
     if name is not None and "capability_version" in f:
         capability = governed.capability
         if capability is None or capability.capability_version is None:
             yield Finding(R.CAPABILITY_CHANGED, "$.capability_name", "capability withdrawn or unknown")
+        elif capability.capability_name != name:
+            detail = f"the record given is for {show(capability.capability_name)}"
+            yield Finding(R.CAPABILITY_CHANGED, "governed.capability", detail)
         else:
             current = {"capability_version": capability.capability_version}
-            yield from _compare(f, current, "capability catalogue")
+            yield from compare(f, current, "capability catalogue")
     if ctx.resume.capability_name is not None:
-        yield from _compare(f, {"capability_name": ctx.resume.capability_name}, "resume claim")
+        yield from compare(f, {"capability_name": ctx.resume.capability_name}, "resume claim")
 
 
-def _check_approval(ctx: _Context) -> Iterable[Finding]:
+def _check_approval(ctx: CheckContext) -> Iterable[Finding]:
     f, resume = ctx.fields, ctx.resume
     claims = (("approval_id", resume.approval_id), ("action_digest", resume.action_digest))
     intended = {name: value for name, value in claims if value is not None}
-    yield from _compare(f, intended, "resume claim")
+    yield from compare(f, intended, "resume claim")
     if f.get("approval_id") is None:
         return
     record = ctx.governed.approval
     if record is None:
         yield Finding(R.APPROVAL_RECORD_MISSING, "$.approval_id", "not in the approval registry")
         return
+    if record.approval_id != f["approval_id"]:
+        # A record of another approval proves nothing about this one (verify_envelope callers
+        # load state themselves): every other comparison below is then against the wrong record.
+        detail = f"the record given is for {show(record.approval_id)}"
+        yield Finding(R.APPROVAL_RECORD_MISMATCH, "governed.approval", detail)
     where = "approval registry"
     for name in ("tenant_id", "principal_id", "approval_expires_at"):
         key = "expires_at" if name == "approval_expires_at" else name
@@ -212,10 +184,10 @@ def _check_approval(ctx: _Context) -> Iterable[Finding]:
             yield Finding(
                 R.APPROVAL_RECORD_MISMATCH,
                 f"$.{name}",
-                f"{_show(f[name])} != {where} {_show(getattr(record, key))}",
+                f"{show(f[name])} != {where} {show(getattr(record, key))}",
             )
     bound = {"capability_name": record.capability_name, "action_digest": record.action_digest}
-    for finding in _compare(f, bound, where):
+    for finding in compare(f, bound, where):
         # The registry binding moved: that is the approval binding, not the capability, changing.
         code = R.APPROVAL_BINDING_CHANGED if finding.code is R.CAPABILITY_CHANGED else finding.code
         yield attrs.evolve(finding, code=code)
@@ -228,74 +200,35 @@ def _check_approval(ctx: _Context) -> Iterable[Finding]:
         yield Finding(R.APPROVAL_EXPIRED, "governed.approval", f"expired at {record.expires_at}")
 
 
-def _reconcile_code(status: SideEffectStatus) -> ReasonCode:
-    return R.UNKNOWN_SIDE_EFFECT if status is SideEffectStatus.UNKNOWN else R.PARTIAL_SIDE_EFFECT
-
-
-def _unresolved(record: SideEffectRecord, path: str) -> Finding:
-    detail = f"{_show(record.idempotency_key)} is {record.status.value}"
-    return Finding(_reconcile_code(record.status), path, detail)
-
-
-def _check_side_effects(ctx: _Context) -> Iterable[Finding]:
+def _check_session_state(ctx: CheckContext) -> Iterable[Finding]:
     f, governed = ctx.fields, ctx.governed
-    if ctx.resume.idempotency_key is not None:
-        yield from _compare(f, {"idempotency_key": ctx.resume.idempotency_key}, "resume claim")
-    key = f.get("idempotency_key")
-    if key is not None:
-        record = governed.side_effect
-        if record is None:
-            # No ledger entry for a declared intent: its outcome cannot be known. Reconcile.
-            yield Finding(R.UNKNOWN_SIDE_EFFECT, "$.idempotency_key", "no side-effect ledger record")
-        else:
-            owner = {"session_id": record.session_id, "tenant_id": record.tenant_id}
-            for finding in _compare(f, owner, "side-effect ledger"):
-                yield attrs.evolve(finding, code=R.IDEMPOTENCY_KEY_CHANGED)
-            yield from _compare(f, {"side_effect_status": record.status}, "side-effect ledger")
-            if record.status in UNRESOLVED:
-                yield _unresolved(record, "$.side_effect_status")
-    elif f.get("side_effect_status") in UNRESOLVED:
-        status = f["side_effect_status"]
-        yield Finding(_reconcile_code(status), "$.side_effect_status", "declared without a key")
-    # Scan the whole session ledger too: a compaction that dropped a key must not hide it.
-    # An unresolved effect that the control state does not carry also means the control state is
-    # lossy: once reconciled, nothing would remind the runtime of it. Block *and* fail.
-    for record in governed.session_side_effects:
-        if record.status in UNRESOLVED and record.idempotency_key != key:
-            yield _unresolved(record, "governed.side_effects")
-            yield Finding(
-                R.IDEMPOTENCY_KEY_CHANGED,
-                "$.idempotency_key",
-                f"does not carry unresolved {_show(record.idempotency_key)}",
-            )
-
-
-def _check_session_state(ctx: _Context) -> Iterable[Finding]:
-    f, governed = ctx.fields, ctx.governed
-    yield from _compare(f, {"checkpoint_ref": governed.checkpoint_ref}, "governed checkpoint")
+    yield from compare(f, {"checkpoint_ref": governed.checkpoint_ref}, "governed checkpoint")
     resources = governed.resources
     if resources is None:
         yield Finding(R.BUDGET_CHANGED, "governed.resources", "no governed budget for session")
         return
+    if "session_id" in f and resources.session_id != f["session_id"]:
+        detail = f"the record given is for {show(resources.session_id)}"
+        yield Finding(R.SESSION_MISMATCH, "governed.resources", detail)
     current = {
         "budget_remaining": resources.budget_remaining,
         "sandbox_snapshot_ref": resources.sandbox_snapshot_ref,
     }
-    yield from _compare(f, current, "governed resources")
+    yield from compare(f, current, "governed resources")
     if resources.budget_remaining <= 0:
         yield Finding(R.BUDGET_EXHAUSTED, "governed.resources", "no budget remaining")
 
 
-def _check_obligations_and_constraints(ctx: _Context) -> Iterable[Finding]:
+def _check_obligations_and_constraints(ctx: CheckContext) -> Iterable[Finding]:
     current = {
         "pending_obligations": ctx.governed.open_obligations,
         "exact_constraint_refs": ctx.governed.active_constraint_refs,
     }
-    yield from _compare(ctx.fields, current, "governed store")
+    yield from compare(ctx.fields, current, "governed store")
 
 
 #: Every check, in evaluation order. All run; none short-circuits another.
-CHECKS: Final[tuple[tuple[str, Callable[[_Context], Iterable[Finding]]], ...]] = (
+CHECKS: Final[tuple[tuple[str, Callable[[CheckContext], Iterable[Finding]]], ...]] = (
     ("resume claim is well-formed", _check_resume),
     ("envelope matches its compaction record", _check_record),
     ("envelope is the session's latest", _check_superseded),
@@ -303,7 +236,7 @@ CHECKS: Final[tuple[tuple[str, Callable[[_Context], Iterable[Finding]]], ...]] =
     ("session, tenant, principal and delegation unchanged", _check_identity),
     ("policy and capability versions unchanged", _check_contract_versions),
     ("approval valid in the registry", _check_approval),
-    ("no unknown or partial side effect", _check_side_effects),
+    ("no unknown or partial side effect", check_side_effects),
     ("checkpoint, sandbox and budget unchanged", _check_session_state),
     ("obligations and constraints all carried", _check_obligations_and_constraints),
 )
@@ -320,7 +253,7 @@ def collect_findings(
     summary_bytes: bytes | None = None,
 ) -> list[Finding]:
     """Run every check in :data:`CHECKS` and return all findings, in check order."""
-    ctx = _Context(
+    ctx = CheckContext(
         fields=fields,
         resume=resume,
         governed=governed,

@@ -37,6 +37,7 @@ from typing import Any, Final
 import attrs
 
 from holon_ctx.errors import StoreError
+from holon_ctx.ledger import locking
 from holon_ctx.memory.episodes import (
     Episode,
     Recap,
@@ -195,8 +196,10 @@ class SqliteEpisodeStore:
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = str(path)
+        timeout = locking.lock_timeout()
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       timeout=timeout)
             self._db.execute("PRAGMA synchronous=NORMAL")
             if create:
                 self._db.executescript(_SCHEMA)
@@ -206,11 +209,14 @@ class SqliteEpisodeStore:
                 raise StoreError(f"{self.path}: no episodes archived yet "
                                  "(run `holon-ctx episodes archive`)")
         except sqlite3.DatabaseError as exc:
+            if locking.is_lock_error(exc):
+                self._db.close()
+                raise locking.lock_error(self.path, timeout) from None
             raise StoreError(f"{self.path}: cannot use episode tables ({exc})") from None
 
     # -- helpers ------------------------------------------------------------------------------
     def _tx(self) -> _Tx:
-        return _Tx(self._db)
+        return _Tx(self._db, self.path)
 
     def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
         row = self._db.execute(sql, args).fetchone()
@@ -412,13 +418,15 @@ class SqliteEpisodeStore:
 class _Tx:
     """``BEGIN IMMEDIATE … COMMIT`` (ROLLBACK on error); nested uses join the outer one."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, path: str) -> None:
         self.db = db
+        self.path = path
         self.outer = not db.in_transaction
 
     def __enter__(self) -> None:
         if self.outer:
-            self.db.execute("BEGIN IMMEDIATE")
+            with locking.translate_lock_errors(self.path):
+                self.db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if not self.outer:

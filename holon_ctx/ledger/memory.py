@@ -128,10 +128,12 @@ class MemoryStore:
         if isinstance(rec, Pin):
             self._pins.append(row.pos)
 
-    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str) -> int:
+    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
+                     renumber_turns: bool = False) -> int:
         self._clear_staged()
         try:
-            n = append_records(self, self._counter, items, source=source)
+            n = append_records(self, self._counter, items, source=source,
+                               renumber_turns=renumber_turns)
         except BaseException:
             self._clear_staged()
             raise
@@ -140,8 +142,10 @@ class MemoryStore:
         self._clear_staged()
         return n
 
-    def append(self, records: Iterable[Record], *, source: str = "<append>") -> int:
-        return self.append_lines(((None, r) for r in records), source=source)
+    def append(self, records: Iterable[Record], *, source: str = "<append>",
+               renumber_turns: bool = False) -> int:
+        return self.append_lines(((None, r) for r in records), source=source,
+                                 renumber_turns=renumber_turns)
 
     # -- reads ----------------------------------------------------------------------------
     def end_pos(self) -> int:

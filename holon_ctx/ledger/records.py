@@ -44,6 +44,7 @@ __all__ = [
     "Todo",
     "Tool",
     "ToolStatus",
+    "Trigger",
     "Trust",
     "Turn",
     "Wait",
@@ -134,6 +135,11 @@ class WorkItemStatus(StrEnum):
     DONE = "done"
     ABANDONED = "abandoned"
 
+    @property
+    def closed(self) -> bool:
+        """Done or abandoned: nothing more will happen to the work item."""
+        return self in (WorkItemStatus.DONE, WorkItemStatus.ABANDONED)
+
 
 class WaitStatus(StrEnum):
     OPEN = "open"
@@ -142,26 +148,52 @@ class WaitStatus(StrEnum):
     EXPIRED = "expired"
 
 
-#: Trigger kinds the engine understands. Anything else must use the extension form ``x-name``.
-KNOWN_TRIGGERS: Final = frozenset(
-    {
-        "operator_input",
-        "operator_override",
-        "task_result",
-        "external_event",
-        "timer",
-        "scheduler_tick",
-        "provider_fallback",
-        "provider_retry",
-        "recovery",
-        "restart",
-        "subagent_result",
-        "approval_decision",
-    }
-)
-OPERATOR_TRIGGERS: Final = frozenset({"operator_input", "operator_override", "approval_decision"})
 #: Extension triggers: lowercase, namespaced by the ``x-`` prefix so they never shadow a known one.
 EXTENSION_TRIGGER: Final = re.compile(r"^x-[a-z0-9][a-z0-9_.-]{0,62}$")
+
+
+class Trigger(StrEnum):
+    """Why a turn began: the kinds the engine understands, plus runtime extensions ``x-name``.
+
+    ``Trigger("x-deploy.hook")`` is accepted (an extension member that is not among the listed
+    ones, so it never compares equal to a known kind); any other unknown string is a ValueError.
+    A member compares and hashes like its string value, so ``turn.trigger == Trigger.TIMER``
+    holds for the plain string a record carries.
+    """
+
+    OPERATOR_INPUT = "operator_input"
+    OPERATOR_OVERRIDE = "operator_override"
+    TASK_RESULT = "task_result"
+    EXTERNAL_EVENT = "external_event"
+    TIMER = "timer"
+    SCHEDULER_TICK = "scheduler_tick"
+    PROVIDER_FALLBACK = "provider_fallback"
+    PROVIDER_RETRY = "provider_retry"
+    RECOVERY = "recovery"
+    RESTART = "restart"
+    SUBAGENT_RESULT = "subagent_result"
+    APPROVAL_DECISION = "approval_decision"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Trigger | None:
+        if isinstance(value, str) and EXTENSION_TRIGGER.match(value):
+            # Not cached in the value map: extension names are open-ended, the map would grow.
+            member = str.__new__(cls, value)
+            member._name_ = value
+            member._value_ = value
+            return member
+        return None
+
+    @property
+    def is_extension(self) -> bool:
+        return self.value.startswith("x-")
+
+
+#: Trigger kinds the engine understands. Anything else must use the extension form ``x-name``.
+KNOWN_TRIGGERS: Final = frozenset(t.value for t in Trigger)
+#: Triggers that carry trusted operator input.
+OPERATOR_TRIGGERS: Final = frozenset(
+    {Trigger.OPERATOR_INPUT.value, Trigger.OPERATOR_OVERRIDE.value, Trigger.APPROVAL_DECISION.value})
 
 
 class RecordBase(
@@ -194,11 +226,25 @@ class Turn(RecordBase, tag="turn", kw_only=True, frozen=True):
     #: A short runtime-written description of the trigger ("CI run 88 finished").
     label: str | None = None
 
+    @property
+    def kind(self) -> Trigger:
+        """The trigger as a :class:`Trigger` (the codec admits only known and ``x-`` triggers)."""
+        return Trigger(self.trigger)
+
+    @property
+    def by_operator(self) -> bool:
+        """The turn carries trusted operator input (its trigger says so)."""
+        return self.trigger in OPERATOR_TRIGGERS
+
 
 class Message(RecordBase, tag="message", kw_only=True, frozen=True):
     turn_id: str | None = None
     role: MessageRole
     text: str
+
+    @property
+    def by_operator(self) -> bool:
+        return self.role is MessageRole.OPERATOR
 
 
 class Brief(RecordBase, tag="brief", kw_only=True, frozen=True):
@@ -206,6 +252,11 @@ class Brief(RecordBase, tag="brief", kw_only=True, frozen=True):
     kind: BriefKind
     text: str
     work_item_id: str | None = None
+
+    @property
+    def reports_result(self) -> bool:
+        """A result or completion report (a progress note or an acknowledgement is not)."""
+        return self.kind in (BriefKind.RESULT, BriefKind.COMPLETION_REPORT)
 
 
 class TaskResult(RecordBase, tag="task_result", kw_only=True, frozen=True):
@@ -220,6 +271,16 @@ class TaskResult(RecordBase, tag="task_result", kw_only=True, frozen=True):
     wait_id: str | None = None
     #: True when the result is a verification (tests, CI, review) rather than plain work output.
     verification: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Anything but success (failure, cancelled, timeout, partial)."""
+        return self.status is not TaskStatus.SUCCESS
+
+    @property
+    def changes_next_action(self) -> bool:
+        """A success that answers a request or a wait: what the agent does next depends on it."""
+        return not self.failed and bool(self.spawned_by_turn_id or self.wait_id)
 
 
 class Tool(RecordBase, tag="tool", kw_only=True, frozen=True):
@@ -236,6 +297,26 @@ class Tool(RecordBase, tag="tool", kw_only=True, frozen=True):
     side_effect: SideEffect | None = None
     #: Files the run wrote, as the runtime observed them (the artifact trail).
     files_written: list[str] = []
+
+    @property
+    def failed(self) -> bool:
+        """Errored or timed out, or exited non-zero whatever its status says."""
+        return self.status in (ToolStatus.ERROR, ToolStatus.TIMEOUT) or self.exit_code not in (
+            None, 0)
+
+    @property
+    def pending(self) -> bool:
+        return self.status is ToolStatus.PENDING
+
+    @property
+    def side_effect_unresolved(self) -> bool:
+        """The runtime does not know the run's effect on the world, or knows it was partial."""
+        return self.side_effect in (SideEffect.UNKNOWN, SideEffect.PARTIAL)
+
+    @property
+    def run_key(self) -> tuple[str, str]:
+        """What makes two runs the same command: the tool and its arguments (digest, else preview)."""
+        return self.tool_name, self.args_digest or self.args_preview
 
 
 class ExternalEvent(RecordBase, tag="external_event", kw_only=True, frozen=True):

@@ -20,6 +20,7 @@ from typing import Any, Final
 import msgspec
 
 from holon_ctx.errors import StoreError
+from holon_ctx.ledger import locking
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
@@ -89,11 +90,20 @@ _encode = msgspec.json.encode
 class SqliteStore:
     """A ledger in one SQLite file (or ``":memory:"``)."""
 
-    def __init__(self, path: str | Path, counter: TokenCounter | None = None) -> None:
+    def __init__(self, path: str | Path, counter: TokenCounter | None = None, *,
+                 lock_timeout: float | None = None) -> None:
+        """Open (or create) the ledger at ``path``.
+
+        ``lock_timeout``: seconds an append waits for another writer's lock before failing with
+        a :class:`StoreError` (default: ``$HOLON_CTX_LOCK_TIMEOUT``, else 30; see
+        :mod:`holon_ctx.ledger.locking`).
+        """
         self.path = str(path)
         self._counter = counter or default_counter()
+        self.lock_timeout = locking.lock_timeout(lock_timeout)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       timeout=self.lock_timeout)
             # Refuse a foreign database before touching it: even switching the journal mode
             # rewrites its header, and a refused file must stay byte-identical.
             self._refuse_foreign()
@@ -102,6 +112,9 @@ class SqliteStore:
             self._db.execute("PRAGMA foreign_keys=OFF")
             self._migrate()
         except sqlite3.DatabaseError as exc:
+            if locking.is_lock_error(exc):
+                self._db.close()
+                raise locking.lock_error(self.path, self.lock_timeout) from None
             raise StoreError(f"{self.path}: not a usable holon-ctx database ({exc})") from None
         except StoreError:
             self._db.close()
@@ -218,11 +231,22 @@ class SqliteStore:
         self._pending_refs.clear()
         self._pending_counts.clear()
 
-    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str) -> int:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
+    def _begin(self) -> None:
+        """Take the write lock, waiting up to the lock timeout for another writer."""
         try:
-            n = append_records(self, self._counter, items, source=source)
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if locking.is_lock_error(exc):
+                raise locking.lock_error(self.path, self.lock_timeout) from None
+            raise
+
+    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
+                     renumber_turns: bool = False) -> int:
+        db = self._db
+        self._begin()
+        try:
+            n = append_records(self, self._counter, items, source=source,
+                               renumber_turns=renumber_turns)
             self._flush_pending()
             db.execute("COMMIT")
         except BaseException:
@@ -231,8 +255,10 @@ class SqliteStore:
             raise
         return n
 
-    def append(self, records: Iterable[Record], *, source: str = "<append>") -> int:
-        return self.append_lines(((None, r) for r in records), source=source)
+    def append(self, records: Iterable[Record], *, source: str = "<append>",
+               renumber_turns: bool = False) -> int:
+        return self.append_lines(((None, r) for r in records), source=source,
+                                 renumber_turns=renumber_turns)
 
     def rebuild_derived(self) -> None:
         """Drop every derived table and recompute it from ``records`` in one transaction.
@@ -245,7 +271,7 @@ class SqliteStore:
         scratch = MemoryStore(self._counter)
         scratch.append(self.iter_records(), source=self.path)
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
+        self._begin()
         try:
             for table in _DERIVED_TABLES:
                 db.execute(f"DELETE FROM {table}")

@@ -46,12 +46,19 @@ class LedgerStore(Protocol):
     @property
     def counter_identity(self) -> str: ...
 
-    def append(self, records: Iterable[Record], *, source: str = "<append>") -> int:
-        """Append atomically; returns how many records (derived turns included) were stored."""
+    def append(self, records: Iterable[Record], *, source: str = "<append>",
+               renumber_turns: bool = False) -> int:
+        """Append atomically; returns how many records (derived turns included) were stored.
+
+        Safe with other writers: the batch is numbered inside the store's write transaction.
+        ``renumber_turns=True`` gives the batch's turns the next sequence numbers of the ledger
+        (their order kept), for a writer that does not own the numbering (RFC 0006).
+        """
         ...
 
     def append_lines(
-        self, items: Iterable[tuple[int | None, Record]], *, source: str
+        self, items: Iterable[tuple[int | None, Record]], *, source: str,
+        renumber_turns: bool = False,
     ) -> int:
         """Like :meth:`append` with the source line of each record, for located errors."""
         ...

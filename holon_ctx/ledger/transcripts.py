@@ -27,7 +27,7 @@ import msgspec
 
 from holon_ctx.errors import InputError, LedgerFormatError
 from holon_ctx.ledger.importer import import_jsonl
-from holon_ctx.ledger.records import Record, Turn
+from holon_ctx.ledger.records import Record
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcript_build import LedgerBuilder
 from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
@@ -221,9 +221,7 @@ def import_any(path: str | Path, store: LedgerStore, fmt: TranscriptFormat | str
             "the .jsonl extension" if path.name.lower().endswith(".jsonl")
             else "ledger records per line")
         return Detection(TranscriptFormat.LEDGER, why), import_jsonl(path, store)
-    latest = store.latest_turn(store.end_pos())
-    first_seq = 0
-    if latest is not None and isinstance(latest.record, Turn):
-        first_seq = latest.record.seq + 1
-    detection, records = read_transcript(path, fmt, first_seq=first_seq, id_prefix=id_prefix)
-    return detection, store.append(records, source=str(path))
+    detection, records = read_transcript(path, fmt, id_prefix=id_prefix)
+    # The turns are numbered by the store, inside its write transaction, after whatever is in the
+    # ledger by then: numbers read before it would race with other writers (RFC 0006).
+    return detection, store.append(records, source=str(path), renumber_turns=True)

@@ -15,6 +15,13 @@ it came from a file). For each record, in order:
 5. *Insert* through the backend, which the caller runs inside one transaction: any error aborts
    the batch and nothing of it is kept.
 
+Several writers. Everything the path reads about the ledger so far (the next position, the last
+turn) is read when the batch starts, and the caller starts the batch inside its write transaction,
+so two writers never number records or turns against the same state. A writer that does not own
+the turn numbering (a transcript import, one of several agents sharing a ledger) appends with
+``renumber_turns=True``: its turns keep their order but take the next sequence numbers of the
+ledger as it is at that moment, instead of numbers it read earlier (RFC 0006).
+
 Records are checked a chunk at a time. Before each chunk, a backend whose lookups are round trips
 to a server (PostgreSQL) may answer every lookup of the chunk at once: it gets a :class:`Lookups`
 through an optional ``prefetch`` method. Backends without one (memory, SQLite) are asked one
@@ -112,10 +119,12 @@ def _opens_turn(record: Record) -> bool:
 
 
 class _Appender:
-    def __init__(self, backend: AppendBackend, counter: TokenCounter, source: str) -> None:
+    def __init__(self, backend: AppendBackend, counter: TokenCounter, source: str,
+                 renumber_turns: bool = False) -> None:
         self.backend = backend
         self.counter = counter
         self.source = source
+        self.renumber_turns = renumber_turns
         self.pos = backend.next_pos()
         last = backend.last_turn()
         self.last_turn: TurnInfo | None = last
@@ -142,6 +151,14 @@ class _Appender:
                 path, _, msg = problem.partition(": ")
                 raise self.fail(line, path, msg)
             if isinstance(record, Turn):
+                if self.renumber_turns:
+                    if next_seq is None:
+                        next_seq = 0 if self.last_turn is None else self.last_turn.seq + 1
+                    if next_seq > MAX_SEQ:
+                        raise self.fail(line, "$.seq", f"the next sequence number {next_seq} is "
+                                                       f"above the limit {MAX_SEQ}")
+                    if record.seq != next_seq:
+                        record = msgspec.structs.replace(record, seq=next_seq)
                 next_seq = record.seq + 1
                 open_turn = record.id
                 yield line, record
@@ -320,6 +337,12 @@ def append_records(
     items: Iterable[tuple[int | None, Record]],
     *,
     source: str = "<append>",
+    renumber_turns: bool = False,
 ) -> int:
-    """Validate and insert ``(line, record)`` pairs; the caller owns the transaction."""
-    return _Appender(backend, counter, source).run(items)
+    """Validate and insert ``(line, record)`` pairs; the caller owns the transaction.
+
+    Call it *inside* the write transaction: it reads the ledger's next position and last turn
+    first. ``renumber_turns``: give the batch's turns the ledger's next sequence numbers, in order
+    (see the module docstring).
+    """
+    return _Appender(backend, counter, source, renumber_turns).run(items)

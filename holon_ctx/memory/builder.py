@@ -39,7 +39,7 @@ from holon_ctx.ledger.records import (
     TaskResult,
     Todo,
     Tool,
-    ToolStatus,
+    Trigger,
     Turn,
     Wait,
     WaitStatus,
@@ -49,8 +49,9 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.memory.episodes import Claim, Episode, Field, Span, episode_id, source_digest
 from holon_ctx.memory.unresolved import OpenKind, call_key, is_approval, resolves, todo_key
+from holon_ctx.projection.formats import one_line
 from holon_ctx.projection.model import TurnUnit
-from holon_ctx.projection.render import one_line
+from holon_ctx.projection.questions import ends_with_question
 
 __all__ = ["DECISION_MARKERS", "FIELD_OF", "SHORT_REPLY", "FieldBudget", "build_episode",
            "link_keys", "source_records"]
@@ -174,7 +175,7 @@ class _Walk:
             case Message(role=MessageRole.ASSISTANT):
                 self.quoted(Field.MODEL_INFERENCES, "assistant_message",
                             "the assistant said (model output, not authority)", stored, rec.text)
-                self.last_question = stored if rec.text.rstrip().endswith(("?", "？")) else None
+                self.last_question = stored if ends_with_question(rec.text) else None
             case Message():
                 self.quoted(Field.RESULTS, "runtime_note", f"{rec.role.value} note", stored,
                             rec.text)
@@ -208,8 +209,9 @@ class _Walk:
 
     def operator(self, stored: StoredRecord, rec: Message) -> None:
         turn = self.turn
-        trigger = turn.trigger if turn else "operator_input"
-        kind = {"operator_override": "override", "approval_decision": "approval_decision"}.get(
+        trigger = turn.kind if turn else Trigger.OPERATOR_INPUT
+        kind = {Trigger.OPERATOR_OVERRIDE: "override",
+                Trigger.APPROVAL_DECISION: "approval_decision"}.get(
             trigger, "refinement" if turn and turn.anchor_turn_id else "request")
         refs = [stored.ref] + ([f"turn:{turn.id}"] if turn else [])
         limit = min(self.budget.intent_chars,
@@ -229,7 +231,7 @@ class _Walk:
             self.add(Field.DECISIONS, _claim(
                 "operator_reply", f"operator answered the question in {asked}: “{preview}”",
                 [*refs, asked], stored))
-        elif DECISION_MARKERS.search(rec.text) and not rec.text.rstrip().endswith(("?", "？")):
+        elif DECISION_MARKERS.search(rec.text) and not ends_with_question(rec.text):
             self.add(Field.DECISIONS, _claim("operator_decision", f"operator decided: “{preview}”",
                                              refs, stored))
         self.last_question = None
@@ -253,11 +255,11 @@ class _Walk:
             self.open.pop(resolved, None)
         preview = f"{one_line(rec.tool_name, 40)} `{one_line(rec.args_preview, 100)}`"
         call = one_line(key, 80)
-        if rec.status is ToolStatus.PENDING:
+        if rec.pending:
             self.open[f"call:{key}"] = _claim(
                 OpenKind.TOOL_CALL_PENDING.value, f"tool call pending: {preview} (call {call})",
                 [stored.ref], stored, key=f"call:{key}")
-        if rec.side_effect in (SideEffect.UNKNOWN, SideEffect.PARTIAL):
+        if rec.side_effect_unresolved and rec.side_effect is not None:
             kind = (OpenKind.SIDE_EFFECT_UNKNOWN if rec.side_effect is SideEffect.UNKNOWN
                     else OpenKind.SIDE_EFFECT_PARTIAL)
             self.open[f"effect:{key}"] = _claim(
@@ -265,8 +267,7 @@ class _Walk:
                 [stored.ref], stored, key=f"effect:{key}")
         for path in rec.files_written:
             self.files.setdefault(path, []).append(stored.ref)
-        group = (self.turn.id if self.turn else "", rec.tool_name,
-                 rec.args_digest or rec.args_preview, rec.status.value)
+        group = (self.turn.id if self.turn else "", *rec.run_key, rec.status.value)
         self.tool_groups.setdefault(group, []).append(stored)
 
     def tool_claims(self) -> None:
@@ -280,8 +281,7 @@ class _Walk:
             files = (f"; wrote {', '.join(one_line(f, 80) for f in rec.files_written[:6])}"
                      if rec.files_written else "")
             repeat = f"; ×{len(runs)} identical calls" if len(runs) > 1 else ""
-            failed = rec.status in (ToolStatus.ERROR, ToolStatus.TIMEOUT) or (
-                rec.exit_code not in (None, 0))
+            failed = rec.failed
             text = (f"{one_line(rec.tool_name, 40)} `{one_line(rec.args_preview, 100)}` → "
                     f"{rec.status.value}{exit_part}{side}{files}{repeat}")
             refs = [r.ref for r in reversed(runs)]
@@ -316,7 +316,7 @@ class _Walk:
                 self.blockers.pop(wid, None)
         if rec.status is not None:
             self.wi_status[wid] = rec.status
-            if rec.status in _CLOSED:
+            if rec.status.closed:
                 self.add(Field.RESULTS, _claim("completion", f"work item {name} {rec.status.value}",
                                                [ref], stored))
             else:
@@ -349,7 +349,7 @@ class _Walk:
         """End of range: carry what is still open into ``unresolved``."""
         self.tool_claims()
         for wid, (ref, todos) in self.todos.items():
-            if self.wi_status.get(wid) in _CLOSED:
+            if _closed(self.wi_status.get(wid)):
                 continue
             for todo in todos:
                 if not todo.done:
@@ -359,7 +359,7 @@ class _Walk:
                         f"open todo of work item {one_line(wid, 60)}: {one_line(todo.text, 200)}",
                         [ref], key=key))
         for wid, (ref, blocker) in self.blockers.items():
-            if self.wi_status.get(wid) in _CLOSED:
+            if _closed(self.wi_status.get(wid)):
                 continue
             key = f"blocked:{wid}"
             self.open[key] = _claim(
@@ -383,7 +383,8 @@ class _Walk:
                              refs=refs)]
 
 
-_CLOSED = (WorkItemStatus.DONE, WorkItemStatus.ABANDONED)
+def _closed(status: WorkItemStatus | None) -> bool:
+    return status is not None and status.closed
 
 
 def build_episode(units: Sequence[TurnUnit], *, closed_by: str,

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences
+from holon_ctx.ledger.records import Trust
 from holon_ctx.memory.episodes import Claim, Episode, Field
 from holon_ctx.memory.unresolved import KINDS, OpenKind
-from holon_ctx.projection.render import one_line
+from holon_ctx.projection.formats import FENCE_CLOSE, fence_open, one_line
 
 __all__ = ["compact_text", "full_text", "ref_text", "retrieval_hint"]
 
@@ -32,7 +33,7 @@ _TITLES: dict[Field, str] = {
     Field.UNRESOLVED: "unresolved when the range ended:",
     Field.MODEL_INFERENCES: "model inferences (not authority):",
 }
-_TRUSTED = "trusted_operator"
+_TRUSTED = Trust.TRUSTED_OPERATOR.value
 
 
 def _line(text: str, limit: int) -> str:
@@ -74,10 +75,8 @@ def _quote_block(claim: Claim) -> str:
         body += f"[… cut to the field budget; full text: {_line(claim.refs[0], 80)}]\n"
     if claim.trust == _TRUSTED:
         return body
-    origin = _line(claim.origin or "unknown", 60).replace('"', "'")
-    trust = _line(claim.trust or "unknown", 40).replace('"', "'")
-    ref = _line(claim.refs[0], 120).replace('"', "'")
-    return f'<data ref="{ref}" origin="{origin}" trust="{trust}">\n{body}</data>\n'
+    return fence_open(claim.refs[0], claim.origin or "unknown", claim.trust or "unknown") \
+        + body + FENCE_CLOSE
 
 
 def _head(ep: Episode) -> str:

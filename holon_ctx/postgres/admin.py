@@ -40,10 +40,11 @@ def list_sessions(url: str) -> list[SessionInfo]:
     return _with_connection(url, run)
 
 
-def delete_session(url: str, key: str) -> bool:
-    """Delete one session's ledger, episodes and governed state; False when there is none."""
+def delete_session(url: str, key: str, *, only_if_empty: bool = False) -> bool:
+    """Delete one session's ledger, episodes and governed state; False when there is none (or,
+    with ``only_if_empty``, when it holds records)."""
     def run(conn: Any, where: str) -> bool:
         if schema.schema_version(conn, where) == 0:
             return False
-        return schema.delete_session(conn, key)
+        return schema.delete_session(conn, key, only_if_empty=only_if_empty)
     return _with_connection(url, run)

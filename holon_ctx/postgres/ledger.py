@@ -1,6 +1,6 @@
 """The PostgreSQL ledger store: one session's ledger in a database shared by a fleet.
 
-Appends (RFC 0006). A batch is one transaction that first locks the session's row in
+Appends (RFC 0009). A batch is one transaction that first locks the session's row in
 ``holon_sessions`` (``SELECT … FOR UPDATE``): appends to the same session queue there, appends to
 other sessions do not meet at all. Under that lock the row's ``end_pos`` is the next position and
 the newest turn the last sequence, so positions and sequence numbers are allocated race-free; the
@@ -59,7 +59,7 @@ _COLS = ("r.pos, r.ref, r.turn_seq, r.line, (SELECT c.tokens FROM holon_token_co
 _ROW = f"SELECT {_COLS} FROM holon_records r "
 #: turns_before, and the records of those turns in the same round trip (see there). The turns'
 #: positions are an array, not a join, and the limits are `pos + 0`: written so that a planner
-#: that underestimates the session has no bad plan to pick (see RFC 0006).
+#: that underestimates the session has no bad plan to pick (see RFC 0009).
 _TURNS_AND_RECORDS = (
     "WITH t AS MATERIALIZED ({turns}) "
     f"SELECT {_COLS}, r.kind = 'turn' FROM holon_records r WHERE r.sid=%(sid)s AND "
@@ -261,7 +261,8 @@ class PostgresStore:
         self._pending_waits.clear()
         self._clear_prefetched()
 
-    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str) -> int:
+    def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
+                     renumber_turns: bool = False) -> int:
         def batch() -> int:
             # The lock first, alone: the newest turn must be read by a later statement. One
             # statement that also read it (a lateral join) saw the turns as of before it waited
@@ -271,7 +272,8 @@ class PostgresStore:
             if row is None:
                 raise StoreError(f"{self.where}: session {self.session!r} was deleted")
             self._batch_next = int(row[0])
-            n = append_records(self, self._counter, items, source=source)
+            n = append_records(self, self._counter, items, source=source,
+                               renumber_turns=renumber_turns)
             self._flush(end_pos=self._batch_next + self._appended)
             return n
         try:
@@ -279,8 +281,10 @@ class PostgresStore:
         finally:
             self._reset_batch()
 
-    def append(self, records: Iterable[Record], *, source: str = "<append>") -> int:
-        return self.append_lines(((None, r) for r in records), source=source)
+    def append(self, records: Iterable[Record], *, source: str = "<append>",
+               renumber_turns: bool = False) -> int:
+        return self.append_lines(((None, r) for r in records), source=source,
+                                 renumber_turns=renumber_turns)
 
     # -- reads ----------------------------------------------------------------------------
     def _records(self, where: str, args: dict[str, Any]) -> list[StoredRecord]:

@@ -4,7 +4,7 @@ One database holds many ledgers. ``holon_sessions`` names each (its ``key``, cho
 runtime) and numbers it (``sid``); every other table leads with ``sid``, in its primary key and in
 every index, so a session's reads never touch another's rows and deleting a session is a handful
 of index-range deletes. The session row is also the ledger's append lock and position counter:
-an append takes it ``FOR UPDATE`` first (RFC 0006).
+an append takes it ``FOR UPDATE`` first (RFC 0009).
 
 Tables mirror the SQLite stores' (RFC 0001, 0003, 0004) with ``sid`` in front and a ``holon_``
 prefix, so a database shared with an application cannot collide with it. Versions:
@@ -237,13 +237,20 @@ def list_sessions(conn: Any) -> list[SessionInfo]:
     return [SessionInfo(key=k, records=int(n), created_at=at) for k, n, at in rows.fetchall()]
 
 
-def delete_session(conn: Any, key: str) -> bool:
+def delete_session(conn: Any, key: str, *, only_if_empty: bool = False) -> bool:
     """Delete a session's ledger, episodes and governed state in one transaction; False when there
-    is no such session. Waits for an append in progress (it holds the session row) to finish."""
+    is no such session. Waits for an append in progress (it holds the session row) to finish.
+
+    ``only_if_empty`` keeps a session that holds any record: a failed first import removes the
+    session it made only while no other writer has committed to it (RFC 0006's rule for files).
+    """
     with conn.transaction():
         row = conn.execute("SELECT sid FROM holon_sessions WHERE key=%s FOR UPDATE",
                            (key,)).fetchone()
         if row is None:
+            return False
+        if only_if_empty and conn.execute("SELECT 1 FROM holon_records WHERE sid=%s LIMIT 1",
+                                          (row[0],)).fetchone() is not None:
             return False
         conn.execute("SET LOCAL holon_ctx.deleting_session = 'on'")
         for table in SESSION_TABLES:

@@ -1,1 +1,23 @@
-"""The projection engine: pure functions from a bounded view of the ledger to a Projection."""
+"""The projection engine: pure functions from a bounded view of the ledger to a Projection.
+
+Where things are (one concern per module; ``projector.py`` composes them, RFC 0002 says why):
+
+    projector.py   the orchestrator: view → context → items → plan → assembled projection
+    view.py        bounded, indexed reads: the current turn, window pages, point queries
+    context.py     what a call knows before building items (relation, work item, pins, frontier)
+    pins.py        pinned turns (a pure function of the view) and SLOTS, the pinned order table
+    retention.py   retention facts and classes (RULES is the policy table)
+    chains.py      current-chain membership, decided newest first
+    history.py     the recent window as the planner reads it, page by page
+    turns.py       turn items and tiers; folding.py: fold runs and repeated tool calls
+    sections.py    items of the other sections (environment, work item, refs, episodes, input)
+    frontier.py    the execution frontier of the current work item
+    planner.py     the budget planner (a prefix of a budget-independent step order)
+    clipping.py    cutting the first step that does not fit to the tokens left
+    render.py      forms as blocks of text with exact token counts; items.py: the vocabulary
+    formats.py     every piece of markup (fences, labels, notes), written in one place
+    manifest.py    assembly of the text, the manifest and the per-item decisions
+    policy.py      every limit, with its default
+    model.py       values passed between stages and the manifest's types
+    providers.py   chat-format framing for providers
+"""

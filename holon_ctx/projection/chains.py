@@ -12,12 +12,10 @@ even if linked, so the prompt can label it as belonging elsewhere; its links are
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from holon_ctx.ledger.records import ExternalEvent, TaskResult, Wait, WaitStatus
 from holon_ctx.projection.model import TurnUnit
 
-__all__ = ["ChainTracker", "chain_links", "current_chain"]
+__all__ = ["ChainTracker", "chain_links"]
 
 
 def chain_links(unit: TurnUnit) -> list[tuple[str, str]]:
@@ -79,14 +77,3 @@ class ChainTracker:
 def _opens(unit: TurnUnit, wait_id: str) -> bool:
     return any(isinstance(r.record, Wait) and r.record.wait_id == wait_id
                and r.record.status is WaitStatus.OPEN for r in unit.records)
-
-
-def current_chain(
-    current: TurnUnit, units: Iterable[TurnUnit], work_item_id: str | None
-) -> dict[str, str]:
-    """Turn id → rule, for ``units`` (any order; those newer than ``current`` are ignored)."""
-    tracker = ChainTracker(current, work_item_id)
-    for unit in sorted(units, key=lambda u: -u.turn.seq):
-        if unit.turn.seq < current.turn.seq:
-            tracker.feed(unit)
-    return tracker.chain

@@ -32,9 +32,11 @@ from typing import NamedTuple
 import attrs
 
 from holon_ctx.errors import BudgetTooSmallError
+from holon_ctx.projection.items import Block, ClipFn, Item, Rendered
 from holon_ctx.projection.model import SECTION_ORDER, Form, Priority, Section
 
-__all__ = ["SECTION_WEIGHTS", "Block", "Item", "Plan", "Rendered", "allocate", "plan"]
+__all__ = ["SECTION_WEIGHTS", "Block", "Item", "Plan", "Rendered", "entitlement", "plan",
+           "step_round"]
 
 #: Relative share of each section while several compete for the same round.
 SECTION_WEIGHTS: dict[Section, float] = {
@@ -45,63 +47,6 @@ SECTION_WEIGHTS: dict[Section, float] = {
     Section.RECENT_TURNS: 0.40,
     Section.CURRENT_INPUT: 0.20,
 }
-
-
-@attrs.frozen
-class Block:
-    """Lines that count additively: ``head`` and ``tail`` are label lines, ``body`` is block-safe."""
-
-    head: str
-    body: str = ""
-    tail: str = ""
-    tokens: int = 0
-    #: Refs whose content this block shows.
-    refs: tuple[str, ...] = ()
-    clippable: bool = False
-
-    @property
-    def text(self) -> str:
-        return self.head + self.body + self.tail
-
-
-@attrs.frozen
-class Rendered:
-    blocks: tuple[Block, ...]
-    tokens: int
-    refs: tuple[str, ...]
-    clipped: bool = False
-    #: The blocks' text, joined once (a rendered form is reused across a projector's calls).
-    text: str = attrs.field(init=False, eq=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "text", "".join(
-            b.head + b.body + b.tail for b in self.blocks))
-
-
-ClipFn = Callable[[Rendered, int], Rendered | None]
-
-
-@attrs.frozen
-class Item:
-    key: str
-    section: Section
-    priority: Priority
-    reasons: tuple[str, ...]
-    #: Rank for steps inside the section (0 first).
-    order: int
-    #: Position when rendering the section (chronological for turns).
-    position: tuple[int, ...]
-    forms: dict[Form, Rendered]
-    #: Refs this item stands for (shown in any form); the first is the item's own ref.
-    refs: tuple[str, ...]
-    chain: str | None = None
-    kind: str = "item"
-    #: 0 outside the recent window and for its page 0; k for window page k (see the docstring).
-    tier: int = 0
-
-    @property
-    def min_form(self) -> Form:
-        return min(self.forms)
 
 
 class Step(NamedTuple):
@@ -146,7 +91,7 @@ def step_round(item: Item, form: Form, index: int) -> int:
     return _ROUND[(item.priority, form)] + _TIER_ROUNDS * item.tier
 
 
-def _steps(items: Sequence[Item], headers: dict[Section, int]) -> list[Step]:
+def _steps(items: Sequence[Item]) -> list[Step]:
     steps: list[Step] = []
     cum: dict[tuple[int, Section], float] = {}
     # Build per-item step chains first, then sort globally by key.
@@ -171,7 +116,6 @@ def _steps(items: Sequence[Item], headers: dict[Section, int]) -> list[Step]:
                 key = (rnd, share, section_index, item.order, i)
             steps.append(Step(item, form, delta, key))
     steps.sort(key=lambda s: s.key)
-    del headers
     return steps
 
 
@@ -180,22 +124,19 @@ def plan(
     *,
     budget_tokens: int,
     header_tokens: dict[Section, int],
-    fixed_tokens: int,
     clip: ClipFn,
     more: Callable[[int], Sequence[Item] | None] | None = None,
 ) -> Plan:
-    """Choose forms under ``budget_tokens``. ``fixed_tokens`` is text that is always present.
+    """Choose forms under ``budget_tokens``; ``header_tokens`` is each section's title cost.
 
     ``more(k)`` returns the items of tier ``k`` (window page k) or None when there is no such
     tier; it is called for k = 1, 2, … only while every step so far has fitted. ``items`` must
     hold every pinned item and every tier-0 item.
     """
     items = list(items)
-    steps = _steps(items, header_tokens)
-    used = fixed_tokens
+    steps = _steps(items)
+    pinned_min = 0
     opened: set[Section] = set()
-    chosen: dict[str, tuple[Form, Rendered]] = {}
-    pinned_min = fixed_tokens
     for step in steps:
         if step.key[0] != 0:
             break
@@ -205,83 +146,100 @@ def plan(
     if pinned_min > budget_tokens:
         raise BudgetTooSmallError(pinned_min, budget_tokens,
                                   "the pinned references (current input, anchor, work item)")
-    opened.clear()
-    omitted: dict[str, int] = {}
-    upgrade_at: dict[str, int] = {}
-    stopped = False
-    # Once stopped, `need` is the budget at which every step so far would fit: the plan is a
-    # prefix, so a step enters only when all the steps before it fit too.
-    need = 0
+    run = _Run(budget_tokens=budget_tokens, header_tokens=header_tokens, clip=clip)
     tier = 0
     while True:
         for step in steps:
-            stopped, used, need = _apply(step, stopped, used, need, budget_tokens, header_tokens,
-                                         opened, chosen, omitted, upgrade_at, clip)
-        if stopped or more is None:
+            run.take(step)
+        if run.stopped or more is None:
             break
         tier += 1
         deeper = more(tier)
         if deeper is None:
             break
         items.extend(deeper)
-        steps = _steps(deeper, header_tokens)
-    allocated = allocate(items, budget_tokens, header_tokens, fixed_tokens)
-    return Plan(chosen=chosen, omitted=omitted, upgrade_at=upgrade_at,
-                header_tokens=header_tokens, used_tokens=used, allocated=allocated)
+        steps = _steps(deeper)
+    return Plan(chosen=run.chosen, omitted=run.omitted, upgrade_at=run.upgrade_at,
+                header_tokens=header_tokens, used_tokens=run.used,
+                allocated=entitlement(items, budget_tokens, header_tokens))
 
 
-def _apply(step: Step, stopped: bool, used: int, need: int, budget_tokens: int,
-           header_tokens: dict[Section, int], opened: set[Section],
-           chosen: dict[str, tuple[Form, Rendered]], omitted: dict[str, int],
-           upgrade_at: dict[str, int], clip: ClipFn) -> tuple[bool, int, int]:
-    """Take one step of the sequence (or record why not); returns (stopped, used, need)."""
-    item = step.item
-    header = header_tokens[item.section] if item.section not in opened else 0
-    cost = step.delta_tokens + header
-    if not stopped and used + cost <= budget_tokens:
-        opened.add(item.section)
-        chosen[item.key] = (step.form, item.forms[step.form])
-        return False, used + cost, need
-    if not stopped:
-        stopped = True
-        need = used
-        room = budget_tokens - used - header
-        prev = chosen.get(item.key)
+@attrs.define
+class _Run:
+    """The progress of one plan through the step sequence."""
+
+    budget_tokens: int
+    header_tokens: dict[Section, int]
+    clip: ClipFn
+    used: int = 0
+    stopped: bool = False
+    #: Once stopped, the budget at which every step so far would fit: the plan is a prefix, so a
+    #: step enters only when all the steps before it fit too.
+    need: int = 0
+    #: Sections whose title is already counted.
+    opened: set[Section] = attrs.Factory(set)
+    chosen: dict[str, tuple[Form, Rendered]] = attrs.Factory(dict)
+    #: Items with no form chosen → the cumulative budget at which they would enter.
+    omitted: dict[str, int] = attrs.Factory(dict)
+    #: Items below their richest form → the budget at which their next form would enter.
+    upgrade_at: dict[str, int] = attrs.Factory(dict)
+
+    def take(self, step: Step) -> None:
+        """Take one step of the sequence, clip the first that does not fit, or record why not."""
+        item = step.item
+        header = self.header_tokens[item.section] if item.section not in self.opened else 0
+        cost = step.delta_tokens + header
+        if not self.stopped and self.used + cost <= self.budget_tokens:
+            self.opened.add(item.section)
+            self.chosen[item.key] = (step.form, item.forms[step.form])
+            self.used += cost
+            return
+        if not self.stopped:
+            self.stopped = True
+            self.need = self.used
+            if self._clip(step, header, cost):
+                return
+        self.need += cost
+        self.opened.add(item.section)  # counted once in `need`, as it would be in a larger plan
+        if item.key in self.chosen:
+            self.upgrade_at.setdefault(item.key, self.need)
+        else:
+            self.omitted.setdefault(item.key, self.need)
+
+    def _clip(self, step: Step, header: int, cost: int) -> bool:
+        """Take ``step`` clipped to the room left, if that shows more than before and loses no
+        ref (a larger budget must never lose a ref: monotonicity)."""
+        item = step.item
+        room = self.budget_tokens - self.used - header
+        prev = self.chosen.get(item.key)
         base = prev[1].tokens if prev else 0
-        clipped = clip(item.forms[step.form], room + base) if room > 0 else None
-        # A clipped form replaces the one chosen before only when it is larger and still shows
-        # every ref that one showed: a larger budget must never lose a ref (monotonicity).
-        if (clipped is not None and clipped.tokens > base
-                and clipped.tokens - base + header <= budget_tokens - used
-                and (prev is None or set(prev[1].refs) <= set(clipped.refs))):
-            need = used + cost
-            upgrade_at.setdefault(item.key, need)
-            opened.add(item.section)
-            chosen[item.key] = (step.form, clipped)
-            return True, used + clipped.tokens - base + header, need
-    need += cost
-    opened.add(item.section)  # counted once in `need`, as it would be in a larger plan
-    if item.key in chosen:
-        upgrade_at.setdefault(item.key, need)
-    else:
-        omitted.setdefault(item.key, need)
-    return True, used, need
+        clipped = self.clip(item.forms[step.form], room + base) if room > 0 else None
+        if (clipped is None or clipped.tokens <= base
+                or clipped.tokens - base + header > self.budget_tokens - self.used
+                or (prev is not None and not set(prev[1].refs) <= set(clipped.refs))):
+            return False
+        self.need = self.used + cost
+        self.upgrade_at.setdefault(item.key, self.need)
+        self.opened.add(item.section)
+        self.chosen[item.key] = (step.form, clipped)
+        self.used += clipped.tokens - base + header
+        return True
 
 
-def allocate(
+def entitlement(
     items: Sequence[Item], budget_tokens: int, header_tokens: dict[Section, int],
-    fixed_tokens: int,
 ) -> dict[Section, int]:
-    """What each section is entitled to: pinned minimum, then a weighted share up to its demand.
+    """What each section is entitled to: its pinned minimum, then a weighted share up to its demand.
 
-    This is the divide-with-minimums-and-weights problem; it is reported (manifest, preview bars)
-    and does not constrain the plan, whose fixed step order already shares rounds by weight.
+    A divide-with-minimums-and-weights (as rich's ``_ratio``). It is *reported* — the manifest's
+    ``allocated_tokens`` and the preview's bars — and never constrains the plan: hard per-section
+    ceilings break budget monotonicity (RFC 0002, decision 1), and the plan's fixed step order
+    already shares each round by these weights.
     """
     floor: dict[Section, int] = dict.fromkeys(Section, 0)
     demand: dict[Section, int] = dict.fromkeys(Section, 0)
     for item in items:
-        full = item.forms[max(item.forms)].tokens
-        demand[item.section] += full
+        demand[item.section] += item.forms[max(item.forms)].tokens
         if item.priority is Priority.PINNED:
             floor[item.section] += item.forms[item.min_form].tokens
     for section in Section:
@@ -289,17 +247,18 @@ def allocate(
             demand[section] += header_tokens[section]
             floor[section] += header_tokens[section] if floor[section] else 0
     alloc = dict(floor)
-    remaining = max(0, budget_tokens - fixed_tokens - sum(floor.values()))
-    active = {s for s in Section if demand[s] > alloc[s]}
+    remaining = max(0, budget_tokens - sum(floor.values()))
+    # Sections in their render order everywhere (never set order): a float sum over a set
+    # depends on the hash seed, and the manifest must not.
+    active = [s for s in SECTION_ORDER if demand[s] > alloc[s]]
     while remaining > 0 and active:
         total_w = sum(SECTION_WEIGHTS[s] for s in active)
         handed = 0
-        for s in sorted(active, key=SECTION_ORDER.index):
-            share = int(remaining * SECTION_WEIGHTS[s] / total_w)
-            give = min(share, demand[s] - alloc[s])
+        for s in active:
+            give = min(int(remaining * SECTION_WEIGHTS[s] / total_w), demand[s] - alloc[s])
             alloc[s] += give
             handed += give
-        active = {s for s in active if demand[s] > alloc[s]}
+        active = [s for s in active if demand[s] > alloc[s]]
         if handed == 0:
             break
         remaining -= handed

@@ -38,16 +38,24 @@ its budget before projecting (``holon-ctx project --format openai|anthropic`` do
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from holon_ctx.projection.model import Section
 from holon_ctx.projection.projector import Projection
+from holon_ctx.projection.provider_types import (
+    AnthropicRequest,
+    AnthropicTextBlock,
+    CacheControl,
+    OpenAIMessage,
+)
 from holon_ctx.tokens import TokenCounter
 
 __all__ = [
     "CACHE_CONTROL",
     "REPLY_PRIMING_TOKENS",
     "TOKENS_PER_MESSAGE",
+    "Payload",
     "framing_tokens",
     "measure",
     "shares_stable_prefix",
@@ -61,7 +69,7 @@ __all__ = [
 TOKENS_PER_MESSAGE: Final = 3
 #: Tokens that prime the assistant's reply, counted once per request.
 REPLY_PRIMING_TOKENS: Final = 3
-CACHE_CONTROL: Final = {"type": "ephemeral"}
+CACHE_CONTROL: Final[CacheControl] = {"type": "ephemeral"}
 #: The most messages a request built here holds (system + user): what ``framing_tokens`` assumes.
 MAX_MESSAGES: Final = 2
 _FENCE: Final = re.compile(r"<data\b", re.IGNORECASE)
@@ -80,8 +88,9 @@ def split_stable(projection: Projection) -> tuple[str, str, bool]:
     return stable, text[len(stable):], system_ok
 
 
-def to_openai_messages(projection: Projection) -> list[dict[str, Any]]:
-    """Chat-completions ``messages``: the stable part as the system message, the rest as user."""
+def to_openai_messages(projection: Projection) -> list[OpenAIMessage]:
+    """Chat-completions ``messages``: the stable part as the system message, the rest as user
+    (shapes in :mod:`holon_ctx.projection.provider_types`)."""
     stable, rest, system_ok = split_stable(projection)
     if stable and system_ok:
         return [{"role": "system", "content": stable}, {"role": "user", "content": rest}]
@@ -89,16 +98,16 @@ def to_openai_messages(projection: Projection) -> list[dict[str, Any]]:
     return [{"role": "user", "content": stable + rest}]
 
 
-def to_anthropic_messages(projection: Projection) -> dict[str, Any]:
+def to_anthropic_messages(projection: Projection) -> AnthropicRequest:
     """A Messages request body fragment: ``system`` (cached) and one user message."""
     stable, rest, system_ok = split_stable(projection)
     if stable and system_ok:
-        return {"system": [{"type": "text", "text": stable, "cache_control": dict(CACHE_CONTROL)}],
+        return {"system": [{"type": "text", "text": stable, "cache_control": CACHE_CONTROL.copy()}],
                 "messages": [{"role": "user", "content": [{"type": "text", "text": rest}]}]}
-    content: list[dict[str, Any]] = []
+    content: list[AnthropicTextBlock] = []
     if stable:
         # Untrusted environment: still cached, but as the first block of the user message.
-        content.append({"type": "text", "text": stable, "cache_control": dict(CACHE_CONTROL)})
+        content.append({"type": "text", "text": stable, "cache_control": CACHE_CONTROL.copy()})
     content.append({"type": "text", "text": rest})
     return {"system": [], "messages": [{"role": "user", "content": content}]}
 
@@ -111,12 +120,17 @@ def shares_stable_prefix(a: Projection, b: Projection) -> bool:
     return bool(sa) and sa == sb and oka == okb
 
 
-def _contents(payload: list[dict[str, Any]] | dict[str, Any]) -> tuple[list[str], int]:
+#: What ``measure`` reads: a request built here, or one shaped like it (chat messages, or a body
+#: with ``system`` and ``messages``), e.g. a baseline's trimmed history.
+Payload = Sequence[Mapping[str, Any]] | Mapping[str, Any]
+
+
+def _contents(payload: Payload) -> tuple[list[str], int]:
     """Every text content of a request in order, and the number of messages it frames."""
     texts: list[str] = []
-    messages = payload if isinstance(payload, list) else payload.get("messages", [])
+    messages = payload.get("messages", []) if isinstance(payload, Mapping) else payload
     n = len(messages)
-    if isinstance(payload, dict):
+    if isinstance(payload, Mapping):
         system = payload.get("system") or []
         if isinstance(system, str):
             system = [{"type": "text", "text": system}]
@@ -131,7 +145,7 @@ def _contents(payload: list[dict[str, Any]] | dict[str, Any]) -> tuple[list[str]
     return texts, n
 
 
-def measure(payload: list[dict[str, Any]] | dict[str, Any], counter: TokenCounter) -> int:
+def measure(payload: Payload, counter: TokenCounter) -> int:
     """Tokens of a request built here: its concatenated text contents plus framing."""
     texts, n = _contents(payload)
     return counter.count("".join(texts)) + framing_tokens(n)

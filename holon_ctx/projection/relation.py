@@ -7,7 +7,7 @@ never becomes the operator's intent: its anchor is the latest trusted operator i
 
 from __future__ import annotations
 
-from holon_ctx.ledger.records import ExternalEvent, TaskResult
+from holon_ctx.ledger.records import ExternalEvent, TaskResult, Trigger
 from holon_ctx.projection.model import Relation, TurnUnit
 
 __all__ = ["RELATION_TEXT", "current_relation"]
@@ -29,32 +29,32 @@ RELATION_TEXT: dict[Relation, str] = {
     Relation.EXTENSION_WAKE: "a runtime extension trigger",
 }
 
-_BY_TRIGGER: dict[str, Relation] = {
-    "operator_override": Relation.OPERATOR_OVERRIDE,
-    "approval_decision": Relation.APPROVAL_DECISION,
-    "timer": Relation.TIMER_WAKE,
-    "scheduler_tick": Relation.SCHEDULER_WAKE,
-    "provider_fallback": Relation.PROVIDER_RECOVERY,
-    "provider_retry": Relation.PROVIDER_RECOVERY,
-    "recovery": Relation.RUNTIME_RECOVERY,
-    "restart": Relation.RUNTIME_RECOVERY,
+_BY_TRIGGER: dict[Trigger, Relation] = {
+    Trigger.OPERATOR_OVERRIDE: Relation.OPERATOR_OVERRIDE,
+    Trigger.APPROVAL_DECISION: Relation.APPROVAL_DECISION,
+    Trigger.TIMER: Relation.TIMER_WAKE,
+    Trigger.SCHEDULER_TICK: Relation.SCHEDULER_WAKE,
+    Trigger.PROVIDER_FALLBACK: Relation.PROVIDER_RECOVERY,
+    Trigger.PROVIDER_RETRY: Relation.PROVIDER_RECOVERY,
+    Trigger.RECOVERY: Relation.RUNTIME_RECOVERY,
+    Trigger.RESTART: Relation.RUNTIME_RECOVERY,
 }
 
 
 def current_relation(current: TurnUnit) -> Relation:
     turn = current.turn
-    trigger = turn.trigger
-    if trigger == "operator_input":
+    trigger = turn.kind
+    if trigger is Trigger.OPERATOR_INPUT:
         return (Relation.OPERATOR_REFINEMENT if turn.anchor_turn_id
                 else Relation.NEW_OPERATOR_INTENT)
     if trigger in _BY_TRIGGER:
         return _BY_TRIGGER[trigger]
-    if trigger in ("task_result", "subagent_result"):
+    if trigger in (Trigger.TASK_RESULT, Trigger.SUBAGENT_RESULT):
         spawned = any(isinstance(r.record, TaskResult) and r.record.spawned_by_turn_id
                       for r in current.records)
         return (Relation.TASK_RESULT_CONTINUATION if spawned or turn.anchor_turn_id
                 else Relation.TASK_RESULT)
-    if trigger == "external_event":
+    if trigger is Trigger.EXTERNAL_EVENT:
         waits = any(isinstance(r.record, ExternalEvent) and r.record.wait_id
                     for r in current.records)
         return (Relation.EXTERNAL_CONTINUATION if waits or turn.anchor_turn_id

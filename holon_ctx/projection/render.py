@@ -8,7 +8,10 @@ Trust is visible in the text itself. Operator words are labelled ``operator (tru
 unfenced; runtime facts are plain label lines; everything written by tools, external parties,
 tasks or models is fenced as ``<data ref=… origin=… trust=…>`` … ``</data>``, and
 :func:`~holon_ctx.ledger.body.neutralise_fences` guarantees the text cannot close its fence.
-Untrusted text never appears in a label line except sanitised single-line previews.
+Untrusted text never appears in a label line except sanitised single-line previews
+(:func:`~holon_ctx.projection.formats.one_line`), and neither do runtime ids. The markup itself
+is defined in :mod:`holon_ctx.projection.formats`; every limit comes from the
+:class:`~holon_ctx.projection.policy.Policy`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from holon_ctx.ledger.body import block_safe, neutralise_fences, record_body
+from holon_ctx.ledger.body import block_safe, record_body_counted
 from holon_ctx.ledger.records import (
     Brief,
     Environment,
@@ -27,37 +30,41 @@ from holon_ctx.ledger.records import (
     Record,
     TaskResult,
     Tool,
-    ToolStatus,
     Trust,
     Wait,
     WorkItem,
 )
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.model import Priority, TurnUnit
-from holon_ctx.projection.planner import Block, Rendered
+from holon_ctx.projection.folding import tool_repeats
+from holon_ctx.projection.formats import (
+    ALERT,
+    FENCE_CLOSE,
+    HEADING,
+    excerpt_mark,
+    fence_open,
+    one_line,
+    operator_label,
+)
+from holon_ctx.projection.items import Block, BlockKind, Rendered
+from holon_ctx.projection.model import Form, Priority, TurnUnit
+from holon_ctx.projection.policy import Policy, TextLimits
 from holon_ctx.tokens import TokenCounter
 
-__all__ = ["Renderer", "one_line"]
+__all__ = ["Renderer", "one_line", "turn_digest", "work_item_delta"]
 
 _T = TypeVar("_T")
 #: Entries of a renderer's memo before it is dropped (a few thousand turns of forms).
 _MEMO_ENTRIES = 16384
-#: Per-record caps (tokens) for full and compact forms; longer bodies show head and tail.
-FULL_CAP = {"operator": 2000, "tool": 500, "tool_failed": 700, "external": 600, "task": 600,
-            "brief": 600, "assistant": 600, "system": 400}
-COMPACT_CHARS = 240
-
-
-def one_line(text: str, limit: int = 120) -> str:
-    """A sanitised single-line preview: no newlines, no fence tags, bounded length."""
-    flat = " ".join(neutralise_fences(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 class Renderer:
-    def __init__(self, counter: TokenCounter, store_counter: str) -> None:
+    def __init__(self, counter: TokenCounter, store_counter: str,
+                 policy: Policy | None = None) -> None:
         self.counter = counter
+        self.policy = policy or Policy()
+        self.caps = self.policy.caps
+        self.chars = self.policy.text
         # Cached counts are exact only when the store counted with this very counter.
         self.trust_cached = counter.identity == store_counter
         # Memo of bodies and turn forms across projections of one projector: records never
@@ -71,11 +78,9 @@ class Renderer:
         hit = self._memo.get(key)
         if hit is not None:
             return hit  # type: ignore[return-value]
-        return self._remember(key, make())
-
-    def _remember(self, key: tuple[object, ...], value: _T) -> _T:
         if len(self._memo) >= _MEMO_ENTRIES:
             self._memo.clear()
+        value = make()
         self._memo[key] = value
         return value
 
@@ -84,18 +89,15 @@ class Renderer:
         head = text if text.endswith("\n") else text + "\n"
         return Block(head=head, tokens=self.counter.count(head), refs=tuple(refs))
 
-    def _body(self, stored: StoredRecord, cap: int) -> tuple[str, int]:
+    def _body(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
         """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens."""
-        hit = self._memo.get(("body", stored.ref, cap))
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        return self._remember(("body", stored.ref, cap), self._body_uncached(stored, cap))
+        return self.memo(("body", stored.ref, cap), lambda: self._body_uncached(stored, cap))
 
-    def _body_uncached(self, stored: StoredRecord, cap: int) -> tuple[str, int]:
-        body = record_body(stored.record)
-        tokens = stored.tokens if self.trust_cached else self.counter.count(body)
+    def _body_uncached(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
+        body, stale = record_body_counted(stored.record)
+        tokens = stored.tokens if self.trust_cached and not stale else self.counter.count(body)
         if tokens <= cap:
-            return body, tokens
+            return body, tokens, False
         # Cut by characters first so a 275 KB output never goes through the tokenizer here;
         # the excerpt is then counted exactly.
         chars = max(80, int(len(body) * cap / tokens * 0.95))
@@ -103,28 +105,38 @@ class Renderer:
         tail = body[len(body) - int(chars * 0.3):]
         ref = getattr(stored.record, "output_ref", None) or stored.ref
         excerpt = block_safe(
-            f"{head.rstrip()}\n… [{tokens - cap}+ tokens omitted; full text: {ref}] …\n"
-            f"{tail.lstrip()}")
-        return excerpt, self.counter.count(excerpt)
+            f"{head.rstrip()}\n{excerpt_mark(tokens - cap, ref)}\n{tail.lstrip()}")
+        return excerpt, self.counter.count(excerpt), True
 
     def fenced(self, stored: StoredRecord, label: str, cap: int, *, clippable: bool = True) -> Block:
         rec = stored.record
-        body, body_tokens = self._body(stored, cap)
+        body, body_tokens, excerpt = self._body(stored, cap)
         if not body:
             return self.line(f"{label} (empty)", [stored.ref])
         origin = rec.origin.value if rec.origin else "unknown"
         trust = rec.trust.value if rec.trust else "unknown"
-        head = f'{label}\n<data ref="{stored.ref}" origin="{origin}" trust="{trust}">\n'
-        tail = "</data>\n"
-        return Block(head=head, body=body, tail=tail,
-                     tokens=self.counter.count(head) + body_tokens + self.counter.count(tail),
-                     refs=(stored.ref,), clippable=clippable)
+        head = f"{label}\n{fence_open(stored.ref, origin, trust)}"
+        return Block(head=head, body=body, tail=FENCE_CLOSE,
+                     tokens=self.counter.count(head) + body_tokens + self.counter.count(FENCE_CLOSE),
+                     refs=(stored.ref,), clippable=clippable, kind=BlockKind.FENCED, trust=trust,
+                     excerpt=excerpt)
 
     def trusted(self, stored: StoredRecord, label: str, cap: int) -> Block:
-        body, body_tokens = self._body(stored, cap)
+        """Text the operator wrote or the runtime vouches for: labelled, not fenced."""
+        body, body_tokens, excerpt = self._body(stored, cap)
         head = label + "\n"
+        trust = stored.record.trust
         return Block(head=head, body=body, tokens=self.counter.count(head) + body_tokens,
-                     refs=(stored.ref,), clippable=True)
+                     refs=(stored.ref,), clippable=True,
+                     kind=BlockKind.OPERATOR if trust is Trust.TRUSTED_OPERATOR else BlockKind.TRUSTED,
+                     trust=trust.value if trust else None, excerpt=excerpt)
+
+    def text_block(self, text: str, ref: str) -> Block:
+        """Pre-rendered, block-safe text that carries its own labels and fences (episodes)."""
+        body = text if text.endswith("\n") else text + "\n"
+        # Keyed by the text itself: an episode recalled turn after turn is counted once.
+        return self.memo(("text_block", ref, body), lambda: Block(
+            head=body, tokens=self.counter.count(body), refs=(ref,), kind=BlockKind.TEXT))
 
     @staticmethod
     def rendered(blocks: Iterable[Block]) -> Rendered:
@@ -138,45 +150,48 @@ class Renderer:
     def record_blocks(self, stored: StoredRecord, repeats: dict[str, list[str]]) -> list[Block]:
         rec: Record = stored.record
         ref = stored.ref
+        caps, chars = self.caps, self.chars
         match rec:
             case Message(role=MessageRole.OPERATOR):
-                return [self.trusted(stored, f"operator (trusted) {ref}:", FULL_CAP["operator"])]
+                return [self.trusted(stored, operator_label(ref) , caps.operator)]
             case Message(role=MessageRole.SYSTEM) if rec.trust is Trust.RUNTIME_FACT:
-                return [self.trusted(stored, f"runtime note {ref}:", FULL_CAP["system"])]
+                return [self.trusted(stored, f"runtime note {ref}:", caps.system)]
             case Message():
                 return [self.fenced(stored, f"assistant said ({ref}, model output):",
-                                    FULL_CAP["assistant"])]
+                                    caps.assistant)]
             case Brief():
                 return [self.fenced(stored, f"brief {ref} ({rec.kind.value}, model-written):",
-                                    FULL_CAP["brief"])]
+                                    caps.brief)]
             case TaskResult():
-                facts = [f"task {rec.task_id} {rec.status.value}"]
+                facts = [f"task {one_line(rec.task_id, chars.ident)} {rec.status.value}"]
                 if rec.verification:
                     facts.append("verification")
                 if rec.spawned_by_turn_id:
                     facts.append(f"spawned by turn:{rec.spawned_by_turn_id}")
                 if rec.wait_id:
-                    facts.append(f"resolves wait {rec.wait_id}")
+                    facts.append(f"resolves wait {one_line(rec.wait_id, chars.ident)}")
                 if rec.output_ref:
-                    facts.append(f"output {one_line(rec.output_ref, 80)}")
+                    facts.append(f"output {one_line(rec.output_ref, chars.output_ref)}")
                 label = f"{ref}: " + "; ".join(facts)
                 if not rec.summary.strip():
                     return [self.line(label, [ref])]
-                return [self.fenced(stored, label, FULL_CAP["task"])]
+                return [self.fenced(stored, label, caps.task)]
             case Tool():
                 return self.tool_blocks(stored, rec, repeats.get(ref, []))
             case ExternalEvent():
-                extra = f", matches wait {rec.wait_id}" if rec.wait_id else ""
+                extra = (f", matches wait {one_line(rec.wait_id, chars.ident)}" if rec.wait_id
+                         else "")
                 return [self.fenced(
-                    stored, f"{ref} from {one_line(rec.source, 60)} (untrusted, not operator "
-                    f"input{extra}):", FULL_CAP["external"])]
+                    stored, f"{ref} from {one_line(rec.source, chars.source)} (untrusted, not "
+                    f"operator input{extra}):", caps.external)]
             case WorkItem():
-                return [self.line(f"work item {rec.work_item_id} changed ({ref}): "
-                                  + work_item_delta(rec), [ref])]
+                return [self.line(f"work item {one_line(rec.work_item_id, chars.ident)} changed "
+                                  f"({ref}): " + work_item_delta(rec, chars), [ref])]
             case Wait():
-                cond = f": {one_line(rec.condition, 100)}" if rec.condition else ""
+                cond = f": {one_line(rec.condition, chars.wait_condition)}" if rec.condition else ""
                 by = f" by {rec.resolved_by}" if rec.resolved_by else ""
-                return [self.line(f"wait {rec.wait_id} {rec.status.value}{by}{cond} ({ref})", [ref])]
+                return [self.line(f"wait {one_line(rec.wait_id, chars.ident)} {rec.status.value}"
+                                  f"{by}{cond} ({ref})", [ref])]
             case Pin():
                 return [self.line(f"operator pinned {rec.target} ({ref})", [ref])]
             case Environment():
@@ -185,26 +200,30 @@ class Renderer:
                 return [self.line(f"{ref}", [ref])]
 
     def tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str]) -> list[Block]:
-        status = rec.status.value
         exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
         side = f"; side effect {rec.side_effect.value}" if rec.side_effect and \
             rec.side_effect.value != "none" else ""
-        # Only an unresolved side effect is an alert; a completed one is a plain fact.
-        unresolved = bool(rec.side_effect and rec.side_effect.value in ("unknown", "partial"))
         repeat = f"; ×{len(folded) + 1} identical calls (earlier: {', '.join(folded)})" \
             if folded else ""
-        files = f"; wrote {', '.join(one_line(f, 80) for f in rec.files_written[:6])}" \
-            if rec.files_written else ""
-        failed = rec.status in (ToolStatus.ERROR, ToolStatus.TIMEOUT) or (
-            rec.exit_code not in (None, 0))
-        alert = "ALERT " if failed or unresolved else ""
-        preview = one_line(rec.args_preview, 100)
-        label = (f"{alert}{stored.ref} {one_line(rec.tool_name, 40)} `{preview}` → {status}"
-                 f"{exit_part}{side}{files}{repeat}")
+        # Only a failure or an unresolved side effect is an alert; a completed one is a fact.
+        alert = ALERT if rec.failed or rec.side_effect_unresolved else ""
+        label = (f"{alert}{stored.ref} {self.tool_call(rec)} → {rec.status.value}"
+                 f"{exit_part}{side}{self.files_written(rec)}{repeat}")
         if not rec.output.strip():
             return [self.line(label, [stored.ref])]
-        cap = FULL_CAP["tool_failed"] if failed else FULL_CAP["tool"]
-        return [self.fenced(stored, label, cap)]
+        return [self.fenced(stored, label, self.caps.tool_failed if rec.failed else self.caps.tool)]
+
+    def tool_call(self, rec: Tool) -> str:
+        """``name `args``` on one line."""
+        return (f"{one_line(rec.tool_name, self.chars.tool_name)} "
+                f"`{one_line(rec.args_preview, self.chars.args)}`")
+
+    def files_written(self, rec: Tool) -> str:
+        """``; wrote a, b`` (the first few files), or ""."""
+        if not rec.files_written:
+            return ""
+        names = rec.files_written[: self.chars.files_on_line]
+        return f"; wrote {', '.join(one_line(f, self.chars.path) for f in names)}"
 
     # -- turns ---------------------------------------------------------------------------
     def turn_head(self, unit: TurnUnit, *, priority: Priority, reasons: tuple[str, ...],
@@ -214,7 +233,7 @@ class Renderer:
         if t.anchor_turn_id:
             parts.append(f"continues turn:{t.anchor_turn_id}")
         if t.work_item_id:
-            parts.append(f"work item {t.work_item_id}")
+            parts.append(f"work item {one_line(t.work_item_id, self.chars.ident)}")
         if t.outcome:
             parts.append(f"outcome {t.outcome.value}")
         if other_work_item:
@@ -229,23 +248,20 @@ class Renderer:
         """The turn with its records; a record in ``elsewhere`` is one line saying where it is."""
         key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
                tuple(sorted(elsewhere.items())) if elsewhere else ())
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        return self._remember(key, self._turn_full(unit, head, elsewhere))
+        return self.memo(key, lambda: self._turn_full(unit, head, elsewhere))
 
     def _turn_full(self, unit: TurnUnit, head: str,
                    elsewhere: Mapping[str, str] | None) -> Rendered:
         repeats = tool_repeats(unit.records)
         hidden = {r for refs in repeats.values() for r in refs}
-        blocks = [self.line(f"### {head}", [unit.ref])]
+        blocks = [self.line(f"{HEADING}{head}", [unit.ref])]
         if unit.turn.label:
-            blocks.append(self.line(f"trigger: {one_line(unit.turn.label, 160)}"))
+            blocks.append(self.line(f"trigger: {one_line(unit.turn.label, self.chars.trigger_label)}"))
         # The operator's words come first, then what happened: a clipped full form then always
         # keeps them (and so every ref its pinned compact form showed, which the planner needs
         # to accept the clip without losing a ref).
         ordered = sorted(unit.records, key=lambda r: not (
-            isinstance(r.record, Message) and r.record.role is MessageRole.OPERATOR))
+            isinstance(r.record, Message) and r.record.by_operator))
         for stored in ordered:
             if stored.ref in hidden:
                 continue
@@ -257,117 +273,116 @@ class Renderer:
 
     def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:
         """One line of facts, then each operator message in full (capped like FULL)."""
-        blocks = [self.line(f"- {head} · {turn_digest(unit, quote_operator=False)}", [unit.ref])]
+        blocks = [self.line(f"- {head} · {turn_digest(unit, self.chars, quote_operator=False)}",
+                            [unit.ref])]
         for stored in unit.records:
             rec = stored.record
-            if isinstance(rec, Message) and rec.role is MessageRole.OPERATOR:
-                blocks.append(self.trusted(stored, f"operator (trusted) {stored.ref}:",
-                                           FULL_CAP["operator"]))
+            if isinstance(rec, Message) and rec.by_operator:
+                blocks.append(self.trusted(stored, operator_label(stored.ref), self.caps.operator))
         return self.rendered(blocks)
 
     def turn_compact(self, unit: TurnUnit, head: str) -> Rendered:
         key = ("compact", unit.ref, head, tuple(r.ref for r in unit.records))
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        return self._remember(key, self.rendered(
-            [self.line(f"- {head} · {turn_digest(unit)}", [unit.ref])]))
+        return self.memo(key, lambda: self.rendered(
+            [self.line(f"- {head} · {turn_digest(unit, self.chars)}", [unit.ref])]))
 
     def turn_ref(self, unit: TurnUnit) -> Rendered:
         t = unit.turn
         return self.rendered([self.line(f"- turn:{t.id} {t.trigger} (ref only)", [unit.ref])])
 
     # -- work item -----------------------------------------------------------------------
-    def work_item(self, state: WorkItemState, waits: list[WaitState]) -> dict[int, Rendered]:
+    def work_item(self, state: WorkItemState, waits: list[WaitState]) -> dict[Form, Rendered]:
         ref = state.ref
+        c = self.chars
         done = sum(1 for t in state.todos if t.done)
-        head = f"work item {state.work_item_id} · status {state.status.value} · {ref}"
+        head = (f"work item {one_line(state.work_item_id, c.ident)} · status "
+                f"{state.status.value} · {ref}")
         ref_form = self.rendered([self.line(head, [ref])])
-        compact = [self.line(head, [ref]), self.line(f"objective: {one_line(state.objective, 300)}")]
+        compact = [self.line(head, [ref]),
+                   self.line(f"objective: {one_line(state.objective, c.objective_compact)}")]
         nxt = next((t.text for t in state.todos if not t.done), None)
         compact.append(self.line(f"todos: {done}/{len(state.todos)} done"
-                                 + (f"; next: {one_line(nxt, 160)}" if nxt else "")))
+                                 + (f"; next: {one_line(nxt, c.next_todo)}" if nxt else "")))
         for w in waits:
-            compact.append(self.line(f"waiting on {w.wait_id}: {one_line(w.condition, 160)}"))
+            compact.append(self.line(f"waiting on {one_line(w.wait_id, c.ident)}: "
+                                     f"{one_line(w.condition, c.wait_condition_compact)}"))
         if state.blocker:
-            compact.append(self.line(f"blocker: {one_line(state.blocker, 200)}"))
-        full = [self.line(head, [ref]), self.line(f"objective: {one_line(state.objective, 1200)}")]
+            compact.append(self.line(f"blocker: {one_line(state.blocker, c.blocker_compact)}"))
+        full = [self.line(head, [ref]),
+                self.line(f"objective: {one_line(state.objective, c.objective_full)}")]
         if state.plan:
             full.append(self.line("plan:"))
-            full.extend(self.line(f"{i}. {one_line(p, 300)}") for i, p in enumerate(state.plan, 1))
+            full.extend(self.line(f"{i}. {one_line(p, c.plan_step)}")
+                        for i, p in enumerate(state.plan, 1))
         if state.todos:
             full.append(self.line("todos:"))
-            full.extend(self.line(f"- [{'x' if t.done else ' '}] {one_line(t.text, 300)}")
+            full.extend(self.line(f"- [{'x' if t.done else ' '}] {one_line(t.text, c.todo)}")
                         for t in state.todos)
         for w in waits:
-            full.append(self.line(f"waiting on {w.wait_id} ({w.opened_ref}): "
-                                  f"{one_line(w.condition, 300)}"))
+            full.append(self.line(f"waiting on {one_line(w.wait_id, c.ident)} ({w.opened_ref}): "
+                                  f"{one_line(w.condition, c.wait_condition_full)}"))
         if state.blocker:
-            full.append(self.line(f"blocker: {one_line(state.blocker, 400)}"))
+            full.append(self.line(f"blocker: {one_line(state.blocker, c.blocker_full)}"))
         if state.completion_report:
-            full.append(self.line(f"completion report: {one_line(state.completion_report, 600)}"))
-        return {0: ref_form, 1: self.rendered(compact), 2: self.rendered(full)}
+            full.append(self.line("completion report: "
+                                  f"{one_line(state.completion_report, c.completion_report)}"))
+        return {Form.REF: ref_form, Form.COMPACT: self.rendered(compact),
+                Form.FULL: self.rendered(full)}
 
 
-def work_item_delta(rec: WorkItem) -> str:
+def work_item_delta(rec: WorkItem, chars: TextLimits | None = None) -> str:
+    """A work-item transition on one line: the fields it changed."""
+    c = chars or TextLimits()
     parts = []
     if rec.status is not None:
         parts.append(f"status {rec.status.value}")
     if rec.objective is not None:
-        parts.append(f"objective: {one_line(rec.objective, 160)}")
+        parts.append(f"objective: {one_line(rec.objective, c.objective_in_delta)}")
     if rec.todos is not None:
         parts.append(f"todos {sum(1 for t in rec.todos if t.done)}/{len(rec.todos)} done")
     if rec.plan is not None:
         parts.append(f"plan of {len(rec.plan)} steps")
     if rec.waits is not None:
-        parts.append(f"waits {', '.join(rec.waits) or 'none'}")
+        parts.append(f"waits {', '.join(one_line(w, c.ident) for w in rec.waits) or 'none'}")
     if rec.blocker is not None:
-        parts.append(f"blocker: {one_line(rec.blocker, 120) or 'cleared'}")
+        parts.append(f"blocker: {one_line(rec.blocker, c.blocker_in_delta) or 'cleared'}")
     if rec.completion_report:
         parts.append("completion report filed")
     return "; ".join(parts) or "touched"
 
 
-def tool_repeats(records: Iterable[StoredRecord]) -> dict[str, list[str]]:
-    """Identical tool calls inside a turn: last call's ref → refs of the earlier identical calls."""
-    groups: dict[tuple[str, str, str], list[str]] = {}
-    for stored in records:
-        rec = stored.record
-        if isinstance(rec, Tool):
-            key = (rec.tool_name, rec.args_digest or rec.args_preview, rec.status.value)
-            groups.setdefault(key, []).append(stored.ref)
-    return {refs[-1]: refs[:-1] for refs in groups.values() if len(refs) > 1}
-
-
-def turn_digest(unit: TurnUnit, *, quote_operator: bool = True) -> str:
+def turn_digest(unit: TurnUnit, chars: TextLimits | None = None, *,
+                quote_operator: bool = True) -> str:
     """Runtime facts of a turn on one line (no untrusted text; operator words as an excerpt)."""
+    c = chars or TextLimits()
     parts: list[str] = []
     tools = [r.record for r in unit.records if isinstance(r.record, Tool)]
     for stored in unit.records:
         rec = stored.record
         match rec:
             case Message(role=MessageRole.OPERATOR):
-                parts.append(f"operator said: \"{one_line(rec.text, 160)}\"" if quote_operator
-                             else f"operator message {stored.ref} below")
+                parts.append(f"operator said: \"{one_line(rec.text, c.operator_excerpt)}\""
+                             if quote_operator else f"operator message {stored.ref} below")
             case Message(role=MessageRole.ASSISTANT):
                 parts.append("assistant replied")
             case TaskResult():
-                parts.append(f"task {rec.task_id} {rec.status.value}"
+                parts.append(f"task {one_line(rec.task_id, c.ident)} {rec.status.value}"
                              + (" (verification)" if rec.verification else ""))
             case Brief():
                 parts.append(f"brief {rec.kind.value}")
             case ExternalEvent():
-                parts.append(f"external event from {one_line(rec.source, 40)}")
+                parts.append(f"external event from {one_line(rec.source, c.source_in_digest)}")
             case WorkItem():
-                parts.append(f"work item {rec.work_item_id}: {work_item_delta(rec)}")
+                parts.append(f"work item {one_line(rec.work_item_id, c.ident)}: "
+                             f"{work_item_delta(rec, c)}")
             case Wait():
-                parts.append(f"wait {rec.wait_id} {rec.status.value}")
+                parts.append(f"wait {one_line(rec.wait_id, c.ident)} {rec.status.value}")
             case _:
                 pass
     if tools:
-        failed = sum(1 for t in tools if t.status in (ToolStatus.ERROR, ToolStatus.TIMEOUT)
-                     or t.exit_code not in (None, 0))
+        failed = sum(1 for t in tools if t.failed)
         names = sorted({t.tool_name for t in tools})
-        parts.append(f"{len(tools)} tool call(s) [{', '.join(one_line(n, 30) for n in names)}]"
+        parts.append(f"{len(tools)} tool call(s) "
+                     f"[{', '.join(one_line(n, c.tool_name_in_digest) for n in names)}]"
                      + (f", {failed} failed" if failed else ""))
     return "; ".join(parts) or "no records"

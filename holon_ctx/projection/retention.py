@@ -10,6 +10,7 @@ which is what guarantees that folding never hides operator input or a state chan
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from holon_ctx.ledger.records import (
@@ -23,16 +24,15 @@ from holon_ctx.ledger.records import (
     Pin,
     SideEffect,
     TaskResult,
-    TaskStatus,
     Tool,
-    ToolStatus,
+    Trigger,
     Wait,
     WorkItem,
-    WorkItemStatus,
 )
 from holon_ctx.projection.model import Priority, TurnUnit
+from holon_ctx.projection.view import Page
 
-__all__ = ["RULES", "classify", "turn_facts"]
+__all__ = ["RULES", "FactsCache", "Retention", "classify", "in_fold_run", "turn_facts"]
 
 #: Fact → priority class. The table *is* the policy; docs/projection.md prints it.
 RULES: Final[dict[str, Priority]] = {
@@ -77,19 +77,24 @@ RULES: Final[dict[str, Priority]] = {
     "transport_recovery": Priority.DIAGNOSTIC,
 }
 
-_DIAGNOSTIC_TRIGGERS = {"provider_fallback": "provider_fallback",
-                        "provider_retry": "provider_retry",
-                        "recovery": "transport_recovery",
-                        "restart": "transport_recovery"}
-_TICK_TRIGGERS = {"scheduler_tick", "timer"}
+#: Triggers whose turn is diagnostic when it holds nothing but the runtime's note, by fact.
+_DIAGNOSTIC_TRIGGERS: Final[dict[Trigger, str]] = {
+    Trigger.PROVIDER_FALLBACK: "provider_fallback",
+    Trigger.PROVIDER_RETRY: "provider_retry",
+    Trigger.RECOVERY: "transport_recovery",
+    Trigger.RESTART: "transport_recovery",
+}
+#: Triggers whose turn is a no-op tick when it holds nothing substantive.
+_TICK_TRIGGERS: Final = frozenset({Trigger.SCHEDULER_TICK, Trigger.TIMER})
 
 
 def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
     """Facts of one turn; ``previous`` is the turn before it (for duplicate and repeat checks)."""
     turn = unit.turn
+    trigger = turn.kind
     facts: list[str] = []
     records = [r.record for r in unit.records]
-    if turn.trigger in ("operator_input", "operator_override", "approval_decision"):
+    if turn.by_operator:
         facts.append("operator_input")
     for rec in records:
         match rec:
@@ -103,14 +108,13 @@ def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
                 facts.append("pin_added")
             case Environment():
                 facts.append("environment_change")
-            case Brief(kind=BriefKind.RESULT) | Brief(kind=BriefKind.COMPLETION_REPORT):
+            case Brief() if rec.reports_result:
                 facts.append("result_brief")
             case Brief(kind=BriefKind.PROGRESS):
                 facts.append("progress_brief")
             case WorkItem():
                 facts.append("work_item_transition")
-                if rec.status in (WorkItemStatus.DONE, WorkItemStatus.ABANDONED) \
-                        or rec.completion_report:
+                if (rec.status is not None and rec.status.closed) or rec.completion_report:
                     facts.append("completion")
             case Wait():
                 facts.append("wait_transition")
@@ -118,19 +122,18 @@ def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
                 facts.append("task_result")
                 if rec.verification:
                     facts.append("verification_outcome")
-                if rec.status is not TaskStatus.SUCCESS:
+                if rec.failed:
                     facts.append("task_failure")
-                elif rec.spawned_by_turn_id or rec.wait_id:
+                elif rec.changes_next_action:
                     facts.append("task_success_changes_next_action")
             case ExternalEvent():
                 facts.append("external_state_change" if rec.wait_id else "external_event")
             case Tool():
                 facts.append("tool_summary")
-                if rec.side_effect is not None and rec.side_effect.value in ("unknown", "partial"):
+                if rec.side_effect_unresolved:
                     facts.append("side_effect_unresolved")
                 # A non-zero exit is a failure whatever the status says (the renderer alerts it).
-                if rec.status in (ToolStatus.ERROR, ToolStatus.TIMEOUT) or rec.exit_code not in (
-                        None, 0):
+                if rec.failed:
                     facts.append("tool_failure")
             case _:
                 pass
@@ -144,18 +147,18 @@ def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
         return ["ack_only"]
     # A retry, fallback or recovery whose only content is the runtime's own note about it
     # ("provider error, attempt 3/6") is still diagnostic: the note describes the retry itself.
-    if turn.trigger in _DIAGNOSTIC_TRIGGERS and set(substantive) <= {"runtime_note"}:
-        return [_DIAGNOSTIC_TRIGGERS[turn.trigger]]
-    if turn.trigger in _TICK_TRIGGERS and not substantive:
+    if trigger in _DIAGNOSTIC_TRIGGERS and set(substantive) <= {"runtime_note"}:
+        return [_DIAGNOSTIC_TRIGGERS[trigger]]
+    if trigger in _TICK_TRIGGERS and not substantive:
         return ["noop_tick"]
     # The runtime's own verdict: a tick whose outcome is noop changed nothing, even if it polled
     # a status (progress counters differ, the state does not). Failures are not in the set.
-    if (turn.trigger in _TICK_TRIGGERS and turn.outcome is Outcome.NOOP
+    if (trigger in _TICK_TRIGGERS and turn.outcome is Outcome.NOOP
             and set(facts) <= {"tool_summary", "progress_brief"}):
         return ["noop_tick"]
     if _is_repeated_poll(unit, previous) and set(facts) <= {"tool_summary", "progress_brief"}:
         return ["repeated_pending_poll"]
-    if (turn.trigger == "external_event" and set(facts) <= {"external_event"}
+    if (trigger is Trigger.EXTERNAL_EVENT and set(facts) <= {"external_event"}
             and _is_duplicate_wake(unit, previous)):
         return ["duplicate_wake"]
     # Each fact once, in first-seen order: the reasons read as a set, not a tally.
@@ -169,22 +172,21 @@ def _is_repeated_poll(unit: TurnUnit, previous: TurnUnit | None) -> bool:
     mine = [r.record for r in unit.records if isinstance(r.record, Tool)]
     if not mine or any(not isinstance(r.record, Tool | Brief) for r in unit.records):
         return False
-    before = {(t.tool_name, t.args_digest or t.args_preview): t
-              for t in (r.record for r in previous.records) if isinstance(t, Tool)}
+    before = {t.run_key: t for t in (r.record for r in previous.records) if isinstance(t, Tool)}
     for tool in mine:
         if tool.side_effect not in (None, SideEffect.NONE):
             return False  # a call that acts on the world is never "just a poll"
-        prior = before.get((tool.tool_name, tool.args_digest or tool.args_preview))
+        prior = before.get(tool.run_key)
         if prior is None:
             return False
-        if tool.status is not ToolStatus.PENDING and (
+        if not tool.pending and (
                 tool.output != prior.output or tool.status is not prior.status):
             return False
     return True
 
 
 def _is_duplicate_wake(unit: TurnUnit, previous: TurnUnit | None) -> bool:
-    if previous is None or previous.turn.trigger != "external_event":
+    if previous is None or previous.turn.kind is not Trigger.EXTERNAL_EVENT:
         return False
     def events(u: TurnUnit) -> list[tuple[str, str]]:
         return [(r.record.source, r.record.text) for r in u.records
@@ -196,3 +198,73 @@ def _is_duplicate_wake(unit: TurnUnit, previous: TurnUnit | None) -> bool:
 def classify(facts: list[str]) -> Priority:
     """The highest class among the facts (``normal`` when there are none)."""
     return min((RULES[f] for f in facts), default=Priority.NORMAL)
+
+
+def in_fold_run(unit: TurnUnit, previous: TurnUnit | None) -> bool:
+    """Whether a turn is low or diagnostic by its own facts (a page takes such runs whole)."""
+    return classify(turn_facts(unit, previous)) >= Priority.LOW
+
+
+#: Turns whose retention facts a :class:`FactsCache` remembers (cleared when full).
+_FACTS_CACHE = 16_384
+
+
+class FactsCache:
+    """Facts by turn and neighbour, kept by a projector across calls.
+
+    Facts depend on the turn and the turn before it only, and records never change; a turn can
+    only gain records, hence the record counts in the key.
+    """
+
+    def __init__(self) -> None:
+        self._facts: dict[tuple[str, int, str | None, int], list[str]] = {}
+
+    def facts(self, unit: TurnUnit, previous: TurnUnit | None) -> list[str]:
+        key = (unit.ref, len(unit.records), previous.ref if previous else None,
+               len(previous.records) if previous else 0)
+        found = self._facts.get(key)
+        if found is None:
+            if len(self._facts) >= _FACTS_CACHE:
+                self._facts.clear()
+            found = self._facts[key] = turn_facts(unit, previous)
+        return found
+
+
+class Retention:
+    """The retention class of each turn one projection reads: pins from the view (fixed for the
+    call), facts of every page read so far, each turn judged beside the turn before it."""
+
+    def __init__(self, pinned: Mapping[str, tuple[str, ...]], cache: FactsCache) -> None:
+        self.pinned = pinned
+        self._cache = cache
+        self._facts: dict[str, list[str]] = {}
+        self._known: dict[str, tuple[Priority, tuple[str, ...]]] = {}
+
+    def read(self, page: Page) -> None:
+        """Classify the turns of ``page`` (each beside its predecessor, the first beside
+        ``page.before``)."""
+        prev = page.before
+        for unit in page.units:
+            self._facts[unit.turn.id] = self._cache.facts(unit, prev)
+            prev = unit
+
+    def facts(self, unit: TurnUnit) -> list[str]:
+        """Facts of a turn read in a page; a turn fetched on its own is judged without a
+        neighbour (only the low-value repeat rules look at one)."""
+        return self._facts.get(unit.turn.id) or turn_facts(unit)
+
+    def priority(self, unit: TurnUnit) -> tuple[Priority, tuple[str, ...]]:
+        """``(class, reasons)``: pinned reasons when pinned, else the class of its facts."""
+        tid = unit.turn.id
+        known = self._known.get(tid)
+        if known is not None:
+            return known
+        reasons = self.pinned.get(tid)
+        if reasons is not None:
+            found = Priority.PINNED, reasons
+        else:
+            facts = self.facts(unit)
+            found = classify(facts), tuple(facts)
+        if reasons is not None or tid in self._facts:
+            self._known[tid] = found  # asked for thousands of times a call
+        return found

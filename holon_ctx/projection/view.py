@@ -21,24 +21,13 @@ from collections.abc import Callable
 import attrs
 
 from holon_ctx.errors import InputError, UnknownRefError
-from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Pin, TaskResult, Turn
+from holon_ctx.ledger.records import Pin, TaskResult, Trigger, Turn
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.model import TurnUnit
+from holon_ctx.projection.policy import Policy, WindowLimits
 
-__all__ = ["Page", "View", "WindowLimits", "load_page", "load_view"]
-
-
-@attrs.frozen
-class WindowLimits:
-    """How the recent window is read: pages of ``page_turns`` turns, at most ``max_turns``."""
-
-    page_turns: int = 64
-    max_turns: int = 2048
-
-    @property
-    def max_pages(self) -> int:
-        return max(1, self.max_turns // self.page_turns)
+__all__ = ["Page", "View", "WindowLimits", "load_page", "load_view", "resolve_limit"]
 
 
 @attrs.frozen
@@ -150,15 +139,20 @@ def resolve_limit(store: LedgerStore, at: str | None) -> tuple[StoredRecord, int
 
 
 def load_view(
-    store: LedgerStore, *, budget_tokens: int, at: str | None = None,
-    limits: WindowLimits = WindowLimits(), extend: RunTest | None = None,
+    store: LedgerStore, *, at: str | None = None, limits: WindowLimits | None = None,
+    extend: RunTest | None = None, policy: Policy | None = None,
 ) -> View:
+    """The current turn, window page 0 and the point queries (the planner reads deeper pages).
+
+    ``limits`` overrides ``policy.window`` (kept for callers that only size the window).
+    """
+    policy = policy or Policy()
+    limits = limits or policy.window
     current_stored, limit_pos = resolve_limit(store, at)
     cur_turn = current_stored.record
     assert isinstance(cur_turn, Turn)
     current = _single(store, current_stored, limit_pos)
 
-    del budget_tokens  # the planner asks for deeper pages itself (load_page)
     first_page = load_page(store, before_seq=cur_turn.seq, index=0, limit_pos=limit_pos,
                            limits=limits, extend=extend)
     window = list(first_page.units)
@@ -181,17 +175,16 @@ def load_view(
             if isinstance(rec.record, TaskResult) and rec.record.spawned_by_turn_id:
                 anchor_id = rec.record.spawned_by_turn_id
                 break
-    # Follow anchors back to the operator turn that started the chain (bounded: 16 hops). The
+    # Follow anchors back to the operator turn that started the chain (bounded hops). The
     # turns passed on the way are read as point queries only: they are window turns like any
     # other, so whether they show does not depend on how deep the window is read.
     hops = 0
-    while anchor_id is not None and hops < 16:
+    while anchor_id is not None and hops < policy.anchor_hops:
         linked_unit = by_id.get(anchor_id)
         linked_stored = None if linked_unit is not None else store.turn(anchor_id)
         linked = (linked_unit.turn if linked_unit is not None
                   else linked_stored.record if linked_stored is not None else None)
-        if (not isinstance(linked, Turn) or linked.trigger in OPERATOR_TRIGGERS
-                or linked.anchor_turn_id is None):
+        if not isinstance(linked, Turn) or linked.by_operator or linked.anchor_turn_id is None:
             break
         anchor_id = linked.anchor_turn_id
         hops += 1
@@ -201,13 +194,14 @@ def load_view(
     # abandoned request does not ride along into a new topic. Every other trigger keeps the
     # latest trusted intent in view, and without an explicit anchor continues it.
     latest_intent_id = None
-    if cur_turn.trigger != "operator_input" or cur_turn.anchor_turn_id is not None:
+    if cur_turn.kind is not Trigger.OPERATOR_INPUT or cur_turn.anchor_turn_id is not None:
         intent = store.latest_operator_turn(cur_turn.seq, limit_pos)
         if intent is not None:
             assert isinstance(intent.record, Turn)
             latest_intent_id = intent.record.id
             fetch(latest_intent_id)
-    if anchor_id is None and cur_turn.trigger not in ("operator_input", "approval_decision"):
+    if anchor_id is None and cur_turn.kind not in (Trigger.OPERATOR_INPUT,
+                                                   Trigger.APPROVAL_DECISION):
         anchor_id = latest_intent_id
 
     work_item = None
@@ -222,7 +216,7 @@ def load_view(
             fetch(getattr(transition.record, "turn_id", None))
 
     pins: list[tuple[StoredRecord, StoredRecord]] = []
-    for pin in store.pins(limit_pos, 16):
+    for pin in store.pins(limit_pos, policy.pins):
         assert isinstance(pin.record, Pin)
         target = store.get(pin.record.target)
         if target is not None and target.pos < limit_pos:

@@ -16,6 +16,7 @@ import msgspec
 from hypothesis import strategies as st
 
 from holon_ctx.continuity import (
+    CompactionRequest,
     ContinuityStore,
     Decision,
     Envelope,
@@ -133,18 +134,31 @@ class World:
         )
 
 
-def make_world(**history_options: Any) -> World:
-    """Record the seed history at 12:00Z, compact at 12:01Z, set the clock to 12:05Z."""
+def make_world(
+    *,
+    before_compaction: Callable[[ContinuityStore], None] | None = None,
+    compactor: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    **history_options: Any,
+) -> World:
+    """Record the seed history at 12:00Z, compact at 12:01Z, set the clock to 12:05Z.
+
+    ``before_compaction`` records more governed state at 12:00Z; ``compactor`` rewrites the
+    ``prepare_compaction`` arguments (a lossy or hostile compactor).
+    """
     conn = sqlite3.connect(":memory:", isolation_level=None)
     store = ContinuityStore(conn)
     clock = ManualClock(T0)
     history = seed_history(**history_options)
     apply_history(store, history, clock())
+    if before_compaction is not None:
+        before_compaction(store)
     control = fold_history(history)
     clock.now = COMPACTED_AT
+    kwargs = compaction_kwargs(control)
+    if compactor is not None:
+        kwargs = compactor(kwargs)
     envelope = prepare_compaction(
-        store, summary_bytes=SEED_SUMMARY, clock=clock, **compaction_kwargs(control)
-    )
+        store, CompactionRequest(summary_bytes=SEED_SUMMARY, **kwargs), clock=clock)
     clock.now = RESUMED_AT
     return World(conn, store, clock, control, envelope, resume_from(control))
 

@@ -13,6 +13,7 @@ from continuity_helpers import COMPACTED_AT, RESUMED_AT, make_world
 from holon_ctx.continuity import (
     SUMMARY_TRUST,
     CompactionConflictError,
+    CompactionRequest,
     CompactionStep,
     ContinuityInputError,
     ContinuityStore,
@@ -53,8 +54,10 @@ def _fresh(store: ContinuityStore | None = None, **history: Any) -> tuple[Contin
 def _prepare(store: ContinuityStore, control: dict[str, Any], **overrides: Any) -> Any:
     kwargs = {**compaction_kwargs(control), **overrides}
     kwargs.setdefault("summary_bytes", SEED_SUMMARY)
-    kwargs.setdefault("clock", lambda: COMPACTED_AT)
-    return prepare_compaction(store, **kwargs)
+    clock = kwargs.pop("clock", lambda: COMPACTED_AT)
+    fault_hook = kwargs.pop("fault_hook", None)
+    return prepare_compaction(store, CompactionRequest(**kwargs), clock=clock,
+                              fault_hook=fault_hook)
 
 
 def _rehydrate(store: ContinuityStore, control: dict[str, Any], **overrides: Any) -> Any:

@@ -1,0 +1,410 @@
+"""The analysis behind ``holon-ctx explain``: why one ref is in, shrunk, folded, archived or out.
+
+How it works. ``_status`` places the ref in a Projection by reading, in order, the manifest's
+selected and omitted lists, the items' decisions, the folds, the recent window and the recalled
+episodes; ``explain`` turns that into an :class:`Explanation` with the record's facts, and
+``_entry_budget`` projects again at larger budgets (doubling, then bisecting) to find the smallest
+budget that shows the ref. Some facts are still read back from the prompt text (excerpt marks,
+``‹data`` counts, label lines): see ``_shown_as`` and ``_in_episode_text``.
+
+The commands live in :mod:`holon_ctx.cli.preview_cmds`; :mod:`holon_ctx.cli.preview` draws the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from holon_ctx.errors import UnknownRefError
+from holon_ctx.ledger.records import Turn
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.projection.model import Form, Section, TurnUnit
+from holon_ctx.projection.projector import ItemDecision, Projection, Projector
+from holon_ctx.projection.retention import classify, turn_facts
+
+__all__ = ["Explanation", "episode_lookup", "explain"]
+
+
+def episode_lookup(projector: Projector) -> Callable[[int], dict[str, Any] | None]:
+    """The archived episode covering a turn sequence number, whether recalled or not."""
+    source = projector.episodes
+    store = getattr(source, "episodes", None)
+
+    def covering(seq: int) -> dict[str, Any] | None:
+        if store is None:
+            return None
+        num = store.max_num_before(seq) + 1
+        ep = store.episodes([num]).get(num)
+        if ep is None or not ep.span.first_seq <= seq <= ep.span.last_seq:
+            return None
+        return {"ref": ep.ref, "covers": list(ep.covers), "score": None,
+                "representation": "not recalled for this turn"}
+    return covering
+
+
+class Explanation(msgspec.Struct, kw_only=True):
+    """Why one ref is where it is in a projection (``explain --json`` prints this)."""
+
+    ref: str
+    #: in_full, excerpted, clipped, compacted, ref_only, omitted, folded, archived,
+    #: outside_window, not_a_candidate or not_yet_appended.
+    status: str
+    summary: str
+    budget_tokens: int
+    current_turn: str
+    record: dict[str, Any] | None = None
+    item: dict[str, Any] | None = None
+    fold: dict[str, Any] | None = None
+    episode: dict[str, Any] | None = None
+    #: The reason code the manifest gives the ref, when it lists it as omitted.
+    reason: str | None = None
+    window_first: str | None = None
+    to_get_in: str = ""
+    #: The smallest budget (checked by projecting) at which the ref is shown, when one exists.
+    enters_at_budget: int | None = None
+    #: How the prompt shows the record's own text: its fence or label, and what was neutralised.
+    shown_as: str | None = None
+
+
+_SHOWN = ("in_full", "excerpted", "clipped")
+_SHRUNK = ("compacted", "ref_only", "clipped", "clipped_out")
+_OUT = ("omitted", "outside_window", "archived")
+_EXCERPT_MARK = "tokens omitted; full text:"
+
+
+def _status(p: Projection, ref: str, owner: str | None, owner_seq: Callable[[str], int | None],
+            archived_in: Callable[[int], dict[str, Any] | None] | None = None,
+            ) -> tuple[str, ItemDecision | None, Any]:
+    """Where ``ref`` stands in ``p``: ``(status, the item holding it, fold or episode)``."""
+    holders = [d for d in p.decisions if ref in d.refs]
+    selected_in = next((s.name for s in p.manifest.sections if ref in s.selected), None)
+    if selected_in is not None:
+        d = next((h for h in holders if h.section.value == selected_in and h.form is not None),
+                 holders[0] if holders else None)
+        if d is None:
+            return "in_full", None, None
+        if d.clipped:
+            return "clipped", d, None
+        if ref == d.refs[0] and d.form is not None and d.tokens < d.full_tokens:
+            return ("compacted" if d.form is Form.COMPACT else "ref_only"), d, None
+        blocks = [b for _, r in p.section_items.get(d.section, ()) for b in r.blocks
+                  if ref in b.refs]
+        if any(_EXCERPT_MARK in b.body for b in blocks):
+            return "excerpted", d, None
+        return "in_full", d, None
+    shown = [h for h in holders if h.form is not None]
+    if shown:
+        d = shown[0]
+        # Not selected itself: its item shows less than the record (a digest, a ref, or a clip
+        # that ends before it).
+        return ("clipped_out" if d.clipped else "ref_only" if d.form is Form.REF
+                else "compacted"), d, None
+    if holders:
+        return "omitted", holders[0], None
+    keys = {ref, owner}
+    for f in p.folds:
+        if keys & set(f.refs):
+            return "folded", None, f
+    seq = owner_seq(owner) if owner else None
+    first = p.manifest.window.get("first")
+    first_seq = owner_seq(str(first)) if first else None
+    if seq is None or first_seq is None:
+        return "not_a_candidate", None, None
+    if seq >= first_seq:
+        # In the window, yet neither an item nor in a shown fold: its fold line was left out.
+        folds = [(owner_seq(d.key.removeprefix("fold:")) or -1, d) for d in p.decisions
+                 if d.kind == "fold"]
+        before = [(s, d) for s, d in folds if s <= seq]
+        return "folded", max(before, key=lambda sd: sd[0])[1] if before else None, None
+    for e in p.manifest.episodes:
+        lo, hi = (owner_seq(c) for c in e.covers)
+        if lo is not None and hi is not None and lo <= seq <= hi:
+            return "archived", next((d for d in p.decisions if d.key == e.ref), None), {
+                "ref": e.ref, "covers": list(e.covers), "score": e.score,
+                "representation": e.representation}
+    found = archived_in(seq) if archived_in is not None else None
+    if found is not None:
+        return "archived", None, found
+    return "outside_window", None, None
+
+
+def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: str) -> Explanation:
+    ref = ref_arg if ":" in ref_arg else f"turn:{ref_arg}"
+    base: dict[str, Any] = {"ref": ref, "budget_tokens": p.budget_tokens, "current_turn": p.current_turn,
+            "window_first": p.manifest.window.get("first")}
+    if ref.startswith("episode:"):
+        return _explain_episode(projector, p, ref, base)
+    stored = store.get(ref)
+    if stored is None:
+        raise UnknownRefError(ref, hint="no such record in the ledger")
+    rec = stored.record
+    owner = ref if isinstance(rec, Turn) else (
+        f"turn:{rec.turn_id}" if getattr(rec, "turn_id", None) else None)
+    record: dict[str, Any] = {
+        "kind": ref.partition(":")[0], "origin": rec.origin.value if rec.origin else None,
+        "trust": rec.trust.value if rec.trust else None, "tokens": stored.tokens, "turn": owner}
+    if isinstance(rec, Turn):
+        record["trigger"] = rec.trigger
+    limit_pos = p.manifest.window.get("limit_pos")
+    if isinstance(limit_pos, int) and stored.pos >= limit_pos:
+        return Explanation(**base, status="not_yet_appended", record=record,
+                           summary=f"appended after {p.current_turn}, the turn projected",
+                           to_get_in=f"project a later turn (--at) than {p.current_turn}")
+
+    seqs: dict[str, int | None] = {}
+
+    def owner_seq(turn_ref: str) -> int | None:
+        if turn_ref not in seqs:
+            found = store.get(turn_ref)
+            seqs[turn_ref] = found.turn_seq if found is not None else None
+        return seqs[turn_ref]
+
+    archived_in = episode_lookup(projector)
+    status, d, extra = _status(p, ref, owner, owner_seq, archived_in)
+    reason = next((o["reason"] for s in p.manifest.sections for o in s.omitted
+                   if o["ref"] == ref), None)
+    item = None if d is None else _item_dict(d)
+    result = Explanation(**base, status=status, record=record, item=item, reason=reason,
+                         summary=_summary(status, ref, record, item))
+    if status == "folded":
+        if owner is not None and stored.turn_seq is not None:
+            record["priority"], record["facts"] = _turn_class(store, stored.turn_seq, limit_pos)
+        fold = extra
+        if fold is not None:
+            result.fold = {"first": fold.first, "last": fold.last, "count": fold.count,
+                           "kinds": fold.kinds}
+        elif d is not None:
+            result.fold = {**_fold_run(store, p, d.key.removeprefix("fold:"), limit_pos),
+                           "shown": False}
+        result.to_get_in = (
+            "nothing about the budget: runs of low-value turns (ticks, retries, polls) always fold "
+            "to one counted line; it would show on its own if it carried operator input or a state "
+            "change, became the current turn or continuation anchor, or were pinned by the "
+            "operator (a pin record targeting it)")
+        if fold is None and d is not None and d.next_budget:
+            result.to_get_in += f"; the fold line itself enters at a budget of ≥ {d.next_budget}"
+        return result
+    if status == "archived":
+        result.episode = extra
+    if status in _SHOWN and owner != ref:
+        result.shown_as = _shown_as(p, ref)
+    if status in ("in_full", "excerpted"):
+        result.to_get_in = ("nothing: it is in the prompt" + (
+            "; long text shows head and tail, the whole of it stays in the ledger"
+            if status == "excerpted" else ""))
+        return result
+    if status == "not_a_candidate":
+        result.to_get_in = ("records of this kind enter through the state they fold into (the "
+                            "current work item, open waits, the latest environment, the newest "
+                            "pins); this one is superseded or no longer current")
+        return result
+    window_note = (f"older than the recent window (first turn in window: {base['window_first']}); "
+                   "an operator pin on it or a continuation anchor to it brings it in at any budget"
+                   if status in ("outside_window", "archived") else "")
+    if status == "archived":
+        result.shown_as = _in_episode_text(p, ref)
+    found = _entry_budget(projector, p, ref, owner, status, owner_seq)
+    result.enters_at_budget = found
+    goal = ("shown in full" if status in _SHRUNK or owner not in (None, ref)
+            else "in the prompt")
+    if found is not None:
+        hint = f"would be {goal} at a budget of ≥ {found} tokens (checked by projecting)"
+    elif d is not None and d.next_budget and d.kind != "episode":
+        hint = f"would be {goal} at a budget of ≥ {d.next_budget} tokens by the plan's order"
+    elif status == "archived":
+        hint = (f"a larger budget does not bring it back (checked up to "
+                f"{p.budget_tokens << _DOUBLINGS} tokens): archived turns are represented by "
+                "their episode")
+    else:
+        hint = f"not {goal} at any budget up to {p.budget_tokens << _DOUBLINGS} tokens"
+    if status == "archived" and d is not None and d.kind == "episode":
+        hint += (f"; meanwhile its episode {d.key} is recalled as {item['form']}"
+                 if d.form is not None and item is not None else
+                 f"; its episode {d.key} was recalled but left out for budget")
+        if d.next_budget:
+            hint += f" (its next form enters at a budget of ≥ {d.next_budget} tokens)"
+    result.to_get_in = f"{window_note}; {hint}" if window_note else hint
+    return result
+
+
+_DOUBLINGS = 5
+
+
+def _item_dict(d: ItemDecision) -> dict[str, Any]:
+    return {"key": d.key, "section": d.section.value, "priority": d.priority.label,
+            "reasons": list(d.reasons), "chain": d.chain, "kind": d.kind,
+            "form": "omitted" if d.form is None else "clipped" if d.clipped else d.form.label,
+            "tokens": d.tokens, "full_tokens": d.full_tokens, "next_budget": d.next_budget}
+
+
+def _in_episode_text(p: Projection, ref: str) -> str | None:
+    """Where a recalled episode quotes the record: its fence, or the line that names the ref."""
+    for key, rendered in p.section_items.get(Section.EPISODES, ()):
+        text = rendered.text
+        fence = next((line for line in text.split("\n")
+                      if line.startswith(f'<data ref="{ref}" ')), None)
+        if fence is not None:
+            return (f"quoted by {key} inside {fence} … </data>: its text cannot close the fence "
+                    "or pose as operator input")
+        if f"({ref}" in text or f" {ref})" in text or f", {ref}" in text:
+            return f"named by {key} (its text is not quoted there)"
+    return None
+
+
+def _shown_as(p: Projection, ref: str) -> str | None:
+    """The label or fence the record's text sits under, and how much forgery was defused."""
+    for _, rendered in (pair for items in p.section_items.values() for pair in items):
+        for block in rendered.blocks:
+            if ref not in block.refs or not block.body:
+                continue
+            head = block.head.rstrip("\n").split("\n")[-1]
+            fences = block.body.count("\u2039data") + block.body.count("\u2039/data")
+            claims = block.body.count("operator (claimed)")
+            notes = [f"{fences} fence-like tag(s) in the text neutralised (‹data)"] if fences else []
+            if claims:
+                notes.append(f"{claims} fake 'operator (trusted)' label(s) shown as "
+                             "'operator (claimed)'")
+            where = ("inside " + head + " … </data>: its text cannot close the fence or pose as "
+                     "operator input") if head.startswith("<data ") else f"under '{head}'"
+            return "; ".join([where, *notes])
+    return None
+
+
+#: Facts a fold line counts by trigger instead (as the projector's fold line does).
+_BY_TRIGGER = ("noop_tick", "provider_retry", "provider_fallback", "transport_recovery")
+
+
+def _fold_run(store: LedgerStore, p: Projection, first: str, limit_pos: Any) -> dict[str, Any]:
+    """The run of a fold whose line was left out (the projection reports shown folds only): the
+    window turns from ``first`` up to the next turn that is an item of its own."""
+    limit = limit_pos if isinstance(limit_pos, int) else store.end_pos()
+    start = store.get(first)
+    if start is None or start.turn_seq is None:
+        return {"first": first}
+    starts = [d.key.removeprefix("fold:") if d.kind == "fold" else d.key for d in p.decisions
+              if d.kind in ("turn", "fold")]
+    later = [seq for ref in starts if (found := store.get(ref)) is not None
+             and (seq := found.turn_seq) is not None and seq > start.turn_seq]
+    end = min(later, default=start.turn_seq + 1)
+    run = [t for t in store.turns_before(end, end - start.turn_seq, limit)
+           if (t.turn_seq or 0) >= start.turn_seq][::-1]
+    kinds: dict[str, int] = {}
+    for t in run:
+        facts = _turn_class(store, t.turn_seq or 0, limit)[1]
+        trigger = t.record.trigger if isinstance(t.record, Turn) else "turn"
+        kind = trigger if not facts or facts[0] in _BY_TRIGGER else facts[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return {"first": first, "last": run[-1].ref if run else first, "count": len(run),
+            "kinds": kinds}
+
+
+def _turn_class(store: LedgerStore, seq: int, limit_pos: Any) -> tuple[str, list[str]]:
+    """The retention class and facts of one turn, judged beside the turn before it (as the
+    projector does: repeated polls and duplicate wakes are only visible against their neighbour)."""
+    limit = limit_pos if isinstance(limit_pos, int) else store.end_pos()
+    turns = store.turns_before(seq + 1, 2, limit)[::-1]
+    records = store.records_of_turns(turns[0].turn_seq or 0, seq, limit)
+    units = [TurnUnit(stored=t, records=tuple(r for r in records if r.turn_seq == t.turn_seq))
+             for t in turns]
+    facts = turn_facts(units[-1], units[-2] if len(units) > 1 else None)
+    return classify(facts).label, facts
+
+
+def _entry_budget(projector: Projector, p: Projection, ref: str, owner: str | None, status: str,
+                  owner_seq: Callable[[str], int | None]) -> int | None:
+    """The smallest budget at which the ref gets (fully) in, found by projecting: doubling from
+    the plan's own estimate, then bisecting. Budget monotonicity (a property the engine tests)
+    is what makes the bisection valid."""
+    # Shrunk, or a record inside a turn: only its whole text counts (a clipped turn may cut the
+    # record off). An item of its own: any form in the prompt.
+    want = (("in_full", "excerpted") if status in _SHRUNK or owner not in (None, ref) else
+            (*_SHOWN, "compacted", "ref_only"))
+
+    def reached(budget: int) -> bool:
+        q = projector.project(budget_tokens=budget, at=p.current_turn)
+        return _status(q, ref, owner, owner_seq)[0] in want
+
+    decision = next((d for d in p.decisions if ref in d.refs), None)
+    lo = p.budget_tokens
+    hi = decision.next_budget if decision and decision.next_budget and \
+        decision.next_budget > lo else lo * 2
+    for _ in range(_DOUBLINGS):
+        if reached(hi):
+            break
+        lo, hi = hi, hi * 2
+    else:
+        return None
+    # The plan's estimate is exact whenever the larger window brings nothing ahead of the item:
+    # one projection just below it settles that, instead of a whole bisection.
+    if hi - lo > 1 and not reached(hi - 1):
+        return hi
+    hi -= 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reached(mid) else (mid, hi)
+    return hi
+
+
+def _explain_episode(projector: Projector, p: Projection, ref: str,
+                     base: dict[str, Any]) -> Explanation:
+    ep = next((e for e in p.manifest.episodes if e.ref == ref), None)
+    if ep is None:
+        # Archived but not recalled for this turn (recall ranks; the window excludes overlap).
+        store = getattr(projector.episodes, "episodes", None)
+        stored = store.get(ref.removeprefix("episode:")) if store is not None else None
+        if stored is None:
+            raise UnknownRefError(ref, hint="no such episode in this ledger")
+        return Explanation(
+            **base, status="omitted",
+            summary=f"archived episode covering {stored.covers[0]}–{stored.covers[1]}, not "
+                    "recalled for this turn",
+            episode={"ref": ref, "covers": list(stored.covers), "score": None,
+                     "representation": "not recalled"},
+            to_get_in="recall ranks episodes by relevance to the current turn (BM25 over its "
+                      "operator and task text, boosts for its work item, shared refs and open "
+                      "items) among those ending before the recent window; a turn that shares "
+                      "more of its terms or refs would recall it")
+    shown = ep.representation != "omitted"
+    d = next((x for x in p.decisions if x.key == ref), None)
+    return Explanation(
+        **base, status="in_full" if ep.representation == "full" else (
+            "omitted" if not shown else "compacted" if ep.representation == "compact"
+            else "ref_only"),
+        summary=f"recalled episode covering {ep.covers[0]}–{ep.covers[-1]}, score {ep.score}, "
+                f"{ep.representation}",
+        item=None if d is None else _item_dict(d),
+        episode={"ref": ep.ref, "covers": list(ep.covers), "score": ep.score,
+                 "representation": ep.representation},
+        to_get_in=("nothing: it is in the prompt" if ep.representation == "full" else
+                   f"its next form enters at a budget of ≥ {d.next_budget} tokens"
+                   if d is not None and d.next_budget else "a higher recall score or budget"))
+
+
+_STATUS_TEXT = {
+    "in_full": "in the prompt",
+    "excerpted": "in the prompt, long text excerpted (head and tail)",
+    "clipped": "in the prompt, clipped to fit the budget",
+    "clipped_out": "not shown: its item is clipped to fit the budget before it",
+    "compacted": "compacted: its turn shows as a one-line digest",
+    "ref_only": "reference only: the prompt names it without its content",
+    "omitted": "left out for budget",
+    "folded": "folded into a counted line with other low-value turns",
+    "archived": "outside the recent window, archived in an episode",
+    "outside_window": "outside the recent window: not a candidate",
+    "not_a_candidate": "not a candidate for this projection",
+}
+
+
+def _summary(status: str, ref: str, record: dict[str, Any],
+             item: dict[str, Any] | None) -> str:
+    text = _STATUS_TEXT[status]
+    if item is not None and status in ("compacted", "ref_only", "clipped_out") and \
+            item["key"] != ref:
+        text = f"not shown itself: its item {item['key']} is {item['form']}"
+    if status in _SHOWN and record.get("trust") in ("untrusted_external", "model_output"):
+        text += f", fenced as {record['trust'].replace('_', ' ')} text"
+    elif status in _SHOWN and record.get("trust") == "trusted_operator":
+        text += ", as the operator's own words"
+    return text

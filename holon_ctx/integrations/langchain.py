@@ -1,0 +1,107 @@
+"""LangChain messages, both ways (``holon-ctx[langchain]``): holon_ctx in place of ``trim_messages``.
+
+* :func:`append_messages` — LangChain messages into the ledger, through the library helpers:
+  ``HumanMessage`` → operator message (trusted, opens a turn); ``AIMessage`` → assistant message
+  with its ``tool_calls`` (model output); ``ToolMessage`` → the result of its call (untrusted; one
+  ledger record with the call); ``SystemMessage`` → environment guidance before the first turn,
+  else a runtime note.
+* :func:`to_messages` — a :class:`~holon_ctx.Request` as LangChain messages: a ``SystemMessage``
+  with the stable part (the provider's cache prefix) when there is one, then one ``HumanMessage``.
+* :class:`LedgerHistory` — both at once for a loop that keeps its own message list (a LangGraph
+  state, a chain's memory): each call appends only the messages not seen before and returns the
+  budgeted request. ``history.pre_model_hook`` has the shape of LangGraph's ``pre_model_hook``
+  (``state`` in, ``{"llm_input_messages": [...]}`` out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+
+from holon_ctx.errors import InputError
+from holon_ctx.request import Request
+from holon_ctx.session import Session, ToolCall
+from holon_ctx.session_args import check_positive
+
+__all__ = ["LedgerHistory", "append_messages", "to_messages"]
+
+def to_messages(request: Request) -> list[BaseMessage]:
+    """The request's OpenAI-style messages as LangChain message objects (same roles, same text).
+
+    Converted by LangChain's own reader of the chat-completions format, so assistant tool calls
+    and ``tool`` messages convert too when a request carries them."""
+    if not isinstance(request, Request):
+        raise InputError(f"expected a holon_ctx.Request, got {type(request).__name__}",
+                         source="to_messages", path="request")
+    return convert_to_messages([dict(m) for m in request.openai_messages])
+
+
+def append_messages(session: Session, messages: Sequence[BaseMessage]) -> None:
+    """Append LangChain messages to the ledger in order (mapping in the module docstring)."""
+    for i, message in enumerate(messages):
+        text = message.text
+        if isinstance(message, HumanMessage):
+            session.operator_message(text)
+        elif isinstance(message, AIMessage):
+            calls = [ToolCall(str(c.get("id") or f"{message.id or 'ai'}.{j}"), c["name"],
+                              dict(c.get("args") or {}))
+                     for j, c in enumerate(message.tool_calls)]
+            session.assistant_message(text, tool_calls=calls)
+        elif isinstance(message, ToolMessage):
+            session.tool_result(message.tool_call_id, text,
+                                status="error" if message.status == "error" else "ok")
+        elif isinstance(message, SystemMessage):
+            if session.current_turn is None:
+                session.set_environment(guidance=text)
+            else:
+                session.runtime_note(text or "(empty system message)")
+        else:
+            raise InputError(f"expected a Human, AI, Tool or System message, got "
+                             f"{type(message).__name__}", source="append_messages",
+                             path=f"messages[{i}]")
+
+
+class LedgerHistory:
+    """A message list kept in step with the ledger; hands out budgeted requests (module doc)."""
+
+    def __init__(self, session: Session, *, budget_tokens: int) -> None:
+        if not isinstance(session, Session):
+            raise InputError(f"expected a holon_ctx.Session, got {type(session).__name__}",
+                             source="LedgerHistory", path="session")
+        self.session = session
+        self.budget_tokens = check_positive("LedgerHistory", "budget_tokens", budget_tokens)
+        #: The last request (its manifest says what went in and why).
+        self.last_request: Request | None = None
+        self._seen_ids: set[str] = set()
+        self._seen_count = 0
+
+    def sync(self, messages: Sequence[BaseMessage]) -> int:
+        """Append the messages not appended before (by ``id``; without one, by position).
+        Returns how many were new."""
+        new = [m for i, m in enumerate(messages)
+               if (m.id not in self._seen_ids if m.id is not None else i >= self._seen_count)]
+        append_messages(self.session, new)
+        self._seen_ids.update(m.id for m in new if m.id is not None)
+        self._seen_count = max(self._seen_count, len(messages))
+        return len(new)
+
+    def messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """Sync, then the next request as LangChain messages: use it where ``trim_messages``
+        would go."""
+        self.sync(messages)
+        self.last_request = self.session.next_request(self.budget_tokens)
+        return to_messages(self.last_request)
+
+    def pre_model_hook(self, state: Mapping[str, Any]) -> dict[str, list[BaseMessage]]:
+        """LangGraph's ``pre_model_hook`` shape: the model gets the request, the state's
+        ``messages`` stay as they are."""
+        return {"llm_input_messages": self.messages(state["messages"])}

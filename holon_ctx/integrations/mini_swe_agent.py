@@ -1,0 +1,175 @@
+"""mini-swe-agent: a model wrapper that lets holon_ctx manage the context (``holon-ctx[mini-swe-agent]``).
+
+``DefaultAgent(LedgerModel(model, session, budget_tokens=N, task=task), env, **config)``: the agent
+runs exactly as before (same templates, same parsing, same environment), but every time it asks
+the model for the next step, the wrapper first appends the messages it has not seen yet to the
+ledger and then sends the inner model one budgeted request instead of the whole message list.
+The request is built with the inner model's own ``format_message``, so any mini-swe-agent model
+(text-based, tool calls, Responses API) receives messages in the format it expects.
+
+Mapping (the importer's for ``*.traj.json``, docs/import.md, applied online):
+
+====================================  ===========================================================
+agent message                         ledger (through the library helpers)
+====================================  ===========================================================
+system message                        environment guidance (the stable prefix)
+first user message                    the task → operator message + work item ``task`` (with
+                                      ``task=`` given, the template around it → guidance)
+assistant message with its actions    an ``x-agent-step`` turn anchored to the task turn; the
+                                      message (model output) and one call per action
+observation (``extra.raw_output``)    ``tool_result``: output (untrusted), exit code, status,
+                                      files the command writes
+format-error / interrupt notice       runtime note
+any other user message                operator message (a person typed it: interactive agents)
+====================================  ===========================================================
+
+The wrapper sees messages only when the agent queries it, so the final step's observation (the
+submission) is not appended. A new ``agent.run`` (a shorter message list) starts a new task turn
+on the same ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from holon_ctx.errors import InputError
+from holon_ctx.ledger.transcript_build import AGENT_STEP
+from holon_ctx.ledger.transcript_shell import ShellTracker
+from holon_ctx.ledger.transcript_swe import WORK_ITEM_ID, first_paragraph, split_task
+from holon_ctx.request import Request
+from holon_ctx.session import Session, ToolCall
+from holon_ctx.session_args import check_positive, check_text
+
+__all__ = ["LedgerModel"]
+
+
+class LedgerModel:
+    """A mini-swe-agent ``Model`` (the package's Protocol) wrapping another one."""
+
+    def __init__(self, model: Any, session: Session, *, budget_tokens: int,
+                 task: str | None = None, workspace: str = "") -> None:
+        if not isinstance(session, Session):
+            raise InputError(f"expected a holon_ctx.Session, got {type(session).__name__}",
+                             source="LedgerModel", path="session")
+        self.model = model
+        self.config = model.config
+        self.session = session
+        self.budget_tokens = check_positive("LedgerModel", "budget_tokens", budget_tokens)
+        self.task = None if task is None else check_text("LedgerModel", "task", task,
+                                                         required=True)
+        self.workspace = check_text("LedgerModel", "workspace", workspace)
+        #: Every request sent to the inner model, newest last (their manifests explain them).
+        self.requests: list[Request] = []
+        self._seen: list[dict[str, Any]] = []
+        self._task_turn: str | None = None
+        self._system: list[str] = []
+        self._waiting: list[str] = []
+        self._commands: dict[str, str] = {}
+        self._steps = 0
+        self._shell = ShellTracker(workspace)
+
+    # -- the Model protocol ---------------------------------------------------------------------
+    def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        """Append what is new, then ask the inner model with one budgeted request."""
+        self._sync(messages)
+        request = self.session.next_request(self.budget_tokens)
+        self.requests.append(request)
+        # Every key of each message is handed on (role and content today; tool calls and call
+        # ids too when a request carries them), in the inner model's own format.
+        prompt = [self.model.format_message(**m) for m in request.openai_messages]
+        reply: dict[str, Any] = self.model.query(prompt, **kwargs)
+        return reply
+
+    def format_message(self, **kwargs: Any) -> dict[str, Any]:
+        message: dict[str, Any] = self.model.format_message(**kwargs)
+        return message
+
+    def format_observation_messages(self, message: dict[str, Any], outputs: list[dict[str, Any]],
+                                    template_vars: dict[str, Any] | None = None,
+                                    ) -> list[dict[str, Any]]:
+        observations: list[dict[str, Any]] = self.model.format_observation_messages(
+            message, outputs, template_vars)
+        return observations
+
+    def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
+        template_vars: dict[str, Any] = self.model.get_template_vars(**kwargs)
+        return template_vars
+
+    def serialize(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.model.serialize()
+        return data
+
+    # -- messages → ledger ----------------------------------------------------------------------
+    def _sync(self, messages: list[dict[str, Any]]) -> None:
+        seen = len(self._seen)
+        if seen > len(messages) or messages[:seen] != self._seen:
+            # A new run of the agent: its messages start over.
+            seen, self._task_turn, self._waiting = 0, None, []
+            self._system.clear()
+        for message in messages[seen:]:
+            self._append(message)
+        self._seen = list(messages)
+
+    def _append(self, message: dict[str, Any]) -> None:
+        role = message.get("role")
+        text = _text(message.get("content"))
+        extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
+        assert isinstance(extra, dict)
+        s = self.session
+        if self._task_turn is None:
+            if role == "system":
+                self._system.append(text)
+                return
+            self._start_task(text)
+        elif role == "assistant":
+            s.wake(AGENT_STEP, continues=self._task_turn)
+            calls = []
+            for j, action in enumerate(extra.get("actions") or []):
+                self._steps += 1
+                call_id = str(action.get("tool_call_id") or f"step{self._steps}.{j}")
+                command = str(action.get("command", ""))
+                calls.append(ToolCall(call_id, "bash", command))
+            s.assistant_message(text, tool_calls=calls)
+            self._waiting = [c.call_id for c in calls]
+            self._commands = {c.call_id: c.arguments for c in calls}
+        elif self._waiting and ("raw_output" in extra or "returncode" in extra):
+            call_id = str(message.get("tool_call_id") or self._waiting[0])
+            if call_id in self._waiting:
+                self._waiting.remove(call_id)
+            code = extra.get("returncode")
+            code = code if isinstance(code, int) and not isinstance(code, bool) else None
+            failed = code != 0 or bool(extra.get("exception_info"))
+            command = self._commands.get(call_id, "")
+            s.tool_result(call_id, str(extra.get("raw_output", text)), exit_code=code,
+                          status="error" if failed else "ok",
+                          files_written=self._shell.files_written(command))
+        elif extra.get("interrupt_type") or role != "user":
+            s.runtime_note(text or f"({extra.get('interrupt_type', role)})")
+        else:
+            s.operator_message(text)
+
+    def _start_task(self, text: str) -> None:
+        """The first user message: the task (trusted), the template around it (guidance)."""
+        system = "\n\n".join(self._system)
+        if self.task is not None and self.task in text:
+            task = self.task
+            instructions = text.replace(self.task, "[the task: see the operator's message]", 1)
+        else:
+            task, instructions = split_task(text)
+        guidance = "\n\n".join(t for t in (system, instructions) if t.strip())
+        s = self.session
+        s.set_environment(guidance=guidance, workspace=self.workspace,
+                          capabilities=["bash: one command per step, each in a fresh subshell"])
+        s.operator_message(task, work_item=WORK_ITEM_ID)
+        s.set_work_item(WORK_ITEM_ID, objective=first_paragraph(task), status="active")
+        self._task_turn = s.current_turn
+        self._system.clear()
+
+
+def _text(content: Any) -> str:
+    """A message's text: a string, or the text parts of a multimodal/Responses content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)

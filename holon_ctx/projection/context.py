@@ -1,0 +1,81 @@
+"""What one projection knows before it builds any item: fixed for the call, the same at every budget.
+
+:func:`analyse` reads it from the view (page 0 and the point queries, never a deeper page): why
+the current turn exists, the work item it acts for, the pinned turns, an agent loop's previous
+step, the previous exchange a short operator reply answers, and the execution frontier. Section
+builders and turn items read a :class:`Context`; none of them changes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from holon_ctx.ledger.records import Message, MessageRole
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.frontier import Frontier, frontier
+from holon_ctx.projection.model import ControlState, Relation, TurnUnit
+from holon_ctx.projection.pins import pinned_turns, previous_step, tier0_units
+from holon_ctx.projection.policy import Policy
+from holon_ctx.projection.relation import current_relation
+from holon_ctx.projection.view import View
+
+__all__ = ["Context", "Exchange", "analyse"]
+
+
+@attrs.frozen
+class Exchange:
+    """The assistant message a short operator reply answers, and the turn that holds it."""
+
+    unit: TurnUnit
+    message: StoredRecord
+
+
+@attrs.frozen
+class Context:
+    view: View
+    relation: Relation
+    #: The work item the current turn acts for (its own, else its anchor's).
+    work_item_id: str | None
+    #: Tier 0: the current turn, window page 0 and the point-query turns, oldest first.
+    units: tuple[TurnUnit, ...]
+    #: Turn id → pinned reasons.
+    pinned: Mapping[str, tuple[str, ...]]
+    previous_step: TurnUnit | None
+    exchange: Exchange | None
+    frontier: Frontier
+    #: Governed control state, read per call (it changes outside the ledger).
+    control: ControlState | None
+    policy: Policy
+
+    def other_work_item(self, unit: TurnUnit) -> bool:
+        """The turn acts for another work item than the current one (never chain evidence)."""
+        wid = unit.turn.work_item_id
+        return bool(self.work_item_id and wid and wid != self.work_item_id)
+
+
+def analyse(view: View, store: LedgerStore | None, policy: Policy,
+            control: ControlState | None = None) -> Context:
+    cur = view.current
+    wid = view.work_item.work_item_id if view.work_item else cur.turn.work_item_id
+    units = tier0_units(view)
+    return Context(view=view, relation=current_relation(cur), work_item_id=wid,
+                   units=tuple(units), pinned=pinned_turns(view), previous_step=previous_step(view),
+                   exchange=_find_exchange(view),
+                   frontier=frontier(store, view, units, wid, policy), control=control,
+                   policy=policy)
+
+
+def _find_exchange(view: View) -> Exchange | None:
+    """When the operator speaks, the assistant message just before it (newest 3 turns)."""
+    if not any(isinstance(r.record, Message) and r.record.by_operator
+               for r in view.current.records):
+        return None
+    prev = [u for u in view.window if u.turn.id != view.anchor_id]
+    for unit in reversed(prev[-3:]):
+        for stored in reversed(unit.records):
+            rec = stored.record
+            if isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT:
+                return Exchange(unit, stored)
+    return None

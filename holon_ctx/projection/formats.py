@@ -1,0 +1,100 @@
+"""Every piece of markup the prompt uses, written (and where a reader needs it, parsed) here only.
+
+The prompt states trust in words: the operator's words sit under ``operator (trusted) REF:``;
+untrusted and model-written text sits inside a data fence ``<data ref=… origin=… trust=…>`` …
+``</data>``; label lines carry runtime facts and sanitised one-line previews (:func:`one_line`).
+The fence tag and the trusted label are defined beside the function that keeps quoted text from
+forging them (:mod:`holon_ctx.ledger.body`); this module builds every line from those.
+
+Readers of a projection (preview, explain, diff) read the structured fields of its blocks
+(:class:`~holon_ctx.projection.items.Block`), not this text; the parsers here are for tests and
+for text that is not a projection (a prompt pasted back, an episode's pre-rendered forms).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from holon_ctx.ledger.body import (
+    CLAIMED_LABEL,
+    FENCE_TAG,
+    OPERATOR_LABEL,
+    attribute_value,
+    neutralise_fences,
+)
+
+__all__ = [
+    "ALERT",
+    "FENCE_CLOSE",
+    "FENCE_OPEN",
+    "FOLD_PREFIX",
+    "HEADING",
+    "RELATION_PREFIX",
+    "clip_notes",
+    "excerpt_mark",
+    "fence_open",
+    "fold_line",
+    "forgeries",
+    "one_line",
+    "operator_label",
+]
+
+#: Closes a data fence (a line of its own).
+FENCE_CLOSE: Final = f"</{FENCE_TAG}>\n"
+#: Parses a fence's opening line: groups ref, origin, trust.
+FENCE_OPEN: Final = re.compile(
+    rf'^<{FENCE_TAG} ref="([^"]*)" origin="([^"]*)" trust="([a-z_]+)">$')
+#: Starts a turn's (and an episode's) heading line.
+HEADING: Final = "### "
+#: Starts a tool line that needs attention (a failure, an unresolved side effect).
+ALERT: Final = "ALERT "
+#: Starts a fold line.
+FOLD_PREFIX: Final = "- folded "
+#: Starts the current input's relation line.
+RELATION_PREFIX: Final = "relation: "
+_FENCE_LIKE = re.compile(rf"\u2039/?{FENCE_TAG}\b")
+
+
+def one_line(text: str, limit: int = 120) -> str:
+    """A sanitised single-line preview: no newlines, no fence tags, bounded length."""
+    flat = " ".join(neutralise_fences(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _attr(value: str) -> str:
+    """A fence attribute value that cannot end the attribute: ids pass as they are (their rule
+    keeps markup out, RFC 0007), anything else is escaped (``attribute_value``)."""
+    return attribute_value(value)
+
+
+def fence_open(ref: str, origin: str, trust: str) -> str:
+    """The line that opens a data fence around text from ``ref``."""
+    return f'<{FENCE_TAG} ref="{_attr(ref)}" origin="{_attr(origin)}" trust="{_attr(trust)}">\n'
+
+
+def operator_label(ref: str) -> str:
+    """The label above the operator's own words (which are shown unfenced)."""
+    return f"{OPERATOR_LABEL} {ref}:"
+
+
+def excerpt_mark(omitted_tokens: int, ref: str) -> str:
+    """The line between the head and the tail of an excerpted body."""
+    return f"… [{omitted_tokens}+ tokens omitted; full text: {ref}] …"
+
+
+def clip_notes(ref: str) -> tuple[str, str, str]:
+    """The notes after a clipped block, longest first (the clipper takes the longest that fits)."""
+    return (f"[clipped to fit the budget; full text: {ref}]", f"[clipped; full text: {ref}]",
+            "[clipped]")
+
+
+def fold_line(span: str, summary: str, count: int) -> str:
+    """One counted line standing for a run of low-value turns."""
+    return f"{FOLD_PREFIX}{span}: {summary} ({count} low-value turns)"
+
+
+def forgeries(shown: str) -> tuple[int, int]:
+    """In text as shown (after :func:`neutralise_fences`): fence-like tags and forged operator
+    labels that were neutralised."""
+    return len(_FENCE_LIKE.findall(shown)), shown.count(CLAIMED_LABEL)

@@ -1,0 +1,139 @@
+"""The execution frontier: the current work item's tool runs, files written and superseded re-runs.
+
+An agent loop re-runs the same command (``pytest -q``) many times; only the latest run of a
+command says where things stand. :func:`frontier` collects the work item's tool runs (oldest
+first) and marks each earlier run of an identical command (:attr:`Tool.run_key`) that a later
+turn re-ran as *superseded*: its turn shows a one-line stub instead of the output, and the
+manifest reports the fold. The pinned work-refs line counts runs, failures, repeats and pending
+calls and names every file the work item wrote.
+
+Budget-independent by construction: it reads page 0, the point-query turns and at most one
+bounded query (:attr:`Policy.frontier_scan_turns`), never a page the planner loads on demand.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from holon_ctx.ledger.records import Tool
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.formats import one_line
+from holon_ctx.projection.items import Item
+from holon_ctx.projection.model import Form, Priority, Section, TurnUnit
+from holon_ctx.projection.pins import SLOTS, Slot
+from holon_ctx.projection.policy import Policy
+from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.view import View
+
+__all__ = ["Frontier", "frontier"]
+
+
+@attrs.frozen
+class Frontier:
+    """Tool runs of the current work item (or of the turns in view), oldest first."""
+
+    runs: tuple[StoredRecord, ...]
+    complete: bool
+    since: str | None
+    #: Earlier run ref → the latest identical run (same tool and arguments) in another turn.
+    superseded: dict[str, str]
+
+    def reruns(self) -> dict[str, list[str]]:
+        """The latest run's ref → the refs of the earlier identical runs it supersedes."""
+        out: dict[str, list[str]] = {}
+        for ref, last in self.superseded.items():
+            out.setdefault(last, []).append(ref)
+        return out
+
+    def stubs(self, unit: TurnUnit, r: Renderer) -> dict[str, str]:
+        """One line for each run of ``unit`` that a later identical run supersedes."""
+        out: dict[str, str] = {}
+        for stored in unit.records:
+            rec = stored.record
+            later = self.superseded.get(stored.ref)
+            if later is None or not isinstance(rec, Tool):
+                continue
+            exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
+            out[stored.ref] = (f"{r.tool_call(rec)} → {rec.status.value}{exit_part}"
+                               f"{r.files_written(rec)}; output folded: identical command "
+                               f"re-run as {later}")
+        return out
+
+    def item(self, r: Renderer, wid: str, policy: Policy) -> Item | None:
+        """The pinned work-refs line: runs, failures, repeats, pending; every file written."""
+        if not self.runs:
+            return None
+        done = [s.record for s in self.runs if isinstance(s.record, Tool) and not s.record.pending]
+        failed = sum(1 for t in done if t.failed)
+        repeated = len(done) - len({t.run_key for t in done})
+        pending = len(self.runs) - len(done)
+        files: dict[str, list[str]] = {}
+        for stored in self.runs:
+            assert isinstance(stored.record, Tool)
+            for path in stored.record.files_written:
+                files.setdefault(path, []).append(stored.ref)
+        cover = "" if self.complete else (
+            f"; counts cover {self.since or 'the turns in view'} onward (the work item began more "
+            f"than {policy.frontier_scan_turns} turns before the recent window)")
+        head = r.line(f"execution frontier for {one_line(wid, policy.text.ident)}: {len(done)} "
+                      f"tool runs ({failed} failed, {repeated} repeats of an earlier identical "
+                      "run, folded" + (f", {pending} pending" if pending else "")
+                      + f"); {len(files)} files modified{cover}")
+        # The minimal form names the files too (the artifact trail is what a step must not lose);
+        # the full form adds who wrote each last and how often.
+        limit = policy.frontier_ref_files
+        names = [one_line(path, policy.text.path_in_frontier_ref) for path in files]
+        named = [r.line("files modified: " + ", ".join(names[:limit])
+                        + (f", … {len(names) - limit} more" if len(names) > limit else ""))
+                 ] if names else []
+        lines = [head]
+        if files:
+            lines.append(r.line("files modified:"))
+            lines.extend(r.line(f"- {one_line(path, policy.text.path_in_list)} (last written by "
+                                f"{refs[-1]}" + (f", {len(refs)} writes)" if len(refs) > 1 else ")"))
+                         for path, refs in files.items())
+        slot: Slot = SLOTS["frontier"]
+        forms = {Form.REF: r.rendered([head, *named]), Form.FULL: r.rendered(lines)}
+        return Item(key="work_refs:frontier", section=Section.WORK_REFS,
+                    priority=Priority.PINNED, reasons=("execution_frontier",), order=slot.order,
+                    position=slot.position, forms=forms, refs=(), kind="work_refs")
+
+
+def frontier(store: LedgerStore | None, view: View, units: list[TurnUnit], wid: str | None,
+             policy: Policy) -> Frontier:
+    """The tool runs of work item ``wid`` (see :attr:`Policy.frontier_scan_turns`)."""
+    scope = [u for u in units if not wid or u.turn.work_item_id in (wid, None)]
+    runs: dict[str, StoredRecord] = {r.ref: r for u in scope for r in u.records
+                                     if isinstance(r.record, Tool)}
+    complete = view.first_page.reached_start
+    oldest = min((u.turn.seq for u in view.window), default=view.current.turn.seq)
+    first = store.get(view.work_item.first_ref) if (
+        store is not None and view.work_item is not None and not complete) else None
+    scan = policy.frontier_scan_turns
+    if store is not None and first is not None and first.turn_seq is not None:
+        if first.turn_seq >= oldest:
+            complete = True
+        else:
+            turns = store.turns_before(oldest, scan + 1, view.limit_pos)
+            if len(turns) <= scan or min(t.turn_seq or 0 for t in turns) <= first.turn_seq:
+                keep = {t.turn_seq for t in turns if (t.turn_seq or 0) >= first.turn_seq
+                        and getattr(t.record, "work_item_id", None) in (wid, None)}
+                for older in store.records_of_turns(first.turn_seq, oldest - 1, view.limit_pos):
+                    if isinstance(older.record, Tool) and older.turn_seq in keep:
+                        runs.setdefault(older.ref, older)
+                complete = True
+    ordered = tuple(sorted(runs.values(), key=lambda r: r.pos))
+    latest: dict[tuple[str, str], StoredRecord] = {}
+    for stored in ordered:
+        if isinstance(stored.record, Tool) and not stored.record.pending:
+            latest[stored.record.run_key] = stored
+    superseded: dict[str, str] = {}
+    for stored in ordered:
+        rec = stored.record
+        if not isinstance(rec, Tool) or rec.pending:
+            continue
+        last = latest[rec.run_key]
+        if last.ref != stored.ref and getattr(last.record, "turn_id", None) != rec.turn_id:
+            superseded[stored.ref] = last.ref
+    since = None if complete else (scope[0].ref if scope else None)
+    return Frontier(runs=ordered, complete=complete, since=since, superseded=superseded)

@@ -1,0 +1,228 @@
+"""Assembly: the plan's chosen forms become the prompt text, the manifest and per-item decisions.
+
+Sections are written in :data:`~holon_ctx.projection.model.SECTION_ORDER`, each under its title,
+its chosen items by position (chronological for turns). The manifest lists, per section, the refs
+selected and the refs omitted with a reason code, every item's form and tokens, the folds whose
+counted line is in the prompt whole, the recalled episodes and how deep the window was read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import attrs
+import msgspec
+
+from holon_ctx.projection.folding import repeat_folds, tool_repeats
+from holon_ctx.projection.items import Item, Rendered
+from holon_ctx.projection.model import (
+    SECTION_ORDER,
+    EpisodeManifest,
+    FoldManifest,
+    Form,
+    Manifest,
+    Omission,
+    Priority,
+    RecalledEpisode,
+    Relation,
+    Section,
+    SectionManifest,
+    TurnUnit,
+)
+from holon_ctx.projection.planner import Plan
+from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.view import Page, View
+
+__all__ = ["SECTION_TITLES", "ItemDecision", "Projection", "assemble"]
+
+SECTION_TITLES: dict[Section, str] = {
+    Section.ENVIRONMENT: "## Environment",
+    Section.WORK_ITEM: "## Current work item",
+    Section.WORK_REFS: "## Work refs",
+    Section.EPISODES: "## Episode memory",
+    Section.RECENT_TURNS: "## Recent turns",
+    Section.CURRENT_INPUT: "## Continuation anchor and current input",
+}
+
+
+@attrs.frozen
+class ItemDecision:
+    """What happened to one item, for the manifest, the preview and ``explain``."""
+
+    key: str
+    section: Section
+    priority: Priority
+    reasons: tuple[str, ...]
+    chain: str | None
+    refs: tuple[str, ...]
+    form: Form | None
+    clipped: bool
+    tokens: int
+    full_tokens: int
+    #: The smallest budget at which the item (or its next richer form) would enter, if known.
+    next_budget: int | None
+    kind: str
+
+
+@attrs.frozen
+class Projection:
+    text: str
+    budget_tokens: int
+    used_tokens: int
+    counter: str
+    current_turn: str
+    relation: Relation
+    anchor_turn: str | None
+    decisions: tuple[ItemDecision, ...]
+    folds: tuple[FoldManifest, ...]
+    manifest: Manifest
+    section_text: dict[Section, str]
+    #: Chosen items per section in render order, with their blocks: for the preview, which styles
+    #: each block by its kind and trust instead of re-parsing the prompt text.
+    section_items: dict[Section, tuple[tuple[str, Rendered], ...]] = attrs.field(factory=dict)
+
+    def manifest_json(self) -> bytes:
+        return msgspec.json.encode(self.manifest)
+
+    @property
+    def stable_prefix(self) -> str:
+        """The environment section: content that stays the same across turns (cache prefix)."""
+        return self.section_text.get(Section.ENVIRONMENT, "")
+
+
+@attrs.frozen
+class Reading:
+    """What one projection read and folded, for the manifest (gathered by the orchestrator)."""
+
+    view: View
+    relation: Relation
+    #: Window pages read, page 0 first.
+    pages: tuple[Page, ...]
+    #: Every turn read that may hold repeated identical tool calls (pages and point queries).
+    units: tuple[TurnUnit, ...]
+    #: Fold runs among the turn items (their lines may or may not have been chosen).
+    folds: tuple[FoldManifest, ...]
+    #: Execution frontier: the latest run's ref → earlier identical runs in other turns.
+    reruns: dict[str, list[str]]
+    recalled: tuple[RecalledEpisode, ...]
+
+
+def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_tokens: int,
+             r: Renderer) -> Projection:
+    by_section: dict[Section, list[Item]] = {s: [] for s in Section}
+    for item in items:
+        by_section[item.section].append(item)
+    parts: list[str] = []
+    section_text: dict[Section, str] = {}
+    chosen_items: dict[Section, list[tuple[str, Rendered]]] = {s: [] for s in Section}
+    sections: list[SectionManifest] = []
+    decisions: list[ItemDecision] = []
+    seen: set[str] = set()
+    for section in SECTION_ORDER:
+        selected: list[str] = []
+        omitted: list[dict[str, str]] = []
+        forms_used: set[str] = set()
+        body: list[str] = []
+        used = 0
+        manifest_items: list[dict[str, object]] = []
+        for item in sorted(by_section[section], key=lambda it: it.position):
+            pick = chosen.chosen.get(item.key)
+            full_tokens = item.forms[max(item.forms)].tokens
+            if pick is None:
+                if item.refs:
+                    omitted.append({"ref": item.refs[0], "reason": Omission.BUDGET.value})
+                decisions.append(_decision(item, None, None, chosen.omitted.get(item.key),
+                                           full_tokens))
+                manifest_items.append({"key": item.key, "form": "omitted",
+                                       "priority": item.priority.label, "tokens": 0})
+                continue
+            form, rendered = pick
+            chosen_items[section].append((item.key, rendered))
+            forms_used.add("clipped" if rendered.clipped else form.label)
+            body.append(rendered.text)
+            used += rendered.tokens
+            for ref in rendered.refs:
+                if ref not in seen:
+                    seen.add(ref)
+                    selected.append(ref)
+            shown = set(rendered.refs)
+            missing = [ref for ref in item.refs if ref not in shown]
+            if missing:
+                dropped = (Omission.CLIPPED if rendered.clipped else
+                           Omission.COMPACTED if form is Form.COMPACT else Omission.REF_ONLY)
+                omitted.extend({"ref": ref, "reason": dropped.value} for ref in missing)
+            decisions.append(_decision(item, form, rendered, chosen.upgrade_at.get(item.key),
+                                       full_tokens))
+            manifest_items.append({"key": item.key, "form": form.label if not rendered.clipped
+                                   else "clipped", "priority": item.priority.label,
+                                   "reasons": list(item.reasons), "tokens": rendered.tokens,
+                                   "full_tokens": full_tokens})
+        if body:
+            text = SECTION_TITLES[section] + "\n" + "".join(body)
+            used += chosen.header_tokens[section]
+            parts.append(text)
+            section_text[section] = text
+        representation = ("empty" if not forms_used else
+                          next(iter(forms_used)) if len(forms_used) == 1 else "mixed")
+        sections.append(SectionManifest(
+            name=section.value, representation=representation,
+            allocated_tokens=chosen.allocated.get(section, 0), used_tokens=used,
+            selected=selected, omitted=omitted, items=manifest_items))
+    folds = _shown_folds(reading, chosen, seen, r)
+    text = "".join(parts)
+    view = reading.view
+    manifest = Manifest(
+        budget_tokens=budget_tokens, used_tokens=chosen.used_tokens, counter=r.counter.identity,
+        current_turn=view.current.ref, relation=reading.relation.value,
+        anchor_turn=f"turn:{view.anchor_id}" if view.anchor_id else None,
+        sections=sections, folded=folds,
+        episodes=[EpisodeManifest(ref=ep.ref, covers=list(ep.covers), score=round(ep.score, 4),
+                                  representation=(chosen.chosen[ep.ref][0].label
+                                                  if ep.ref in chosen.chosen else "omitted"))
+                  for ep in reading.recalled],
+        text=text,
+        window=_window_info(reading),
+    )
+    return Projection(text=text, budget_tokens=budget_tokens, used_tokens=chosen.used_tokens,
+                      counter=r.counter.identity, current_turn=view.current.ref,
+                      relation=reading.relation, anchor_turn=manifest.anchor_turn,
+                      decisions=tuple(decisions), folds=tuple(folds), manifest=manifest,
+                      section_text=section_text,
+                      section_items={s: tuple(pairs) for s, pairs in chosen_items.items() if pairs})
+
+
+def _shown_folds(reading: Reading, chosen: Plan, seen: set[str],
+                 r: Renderer) -> list[FoldManifest]:
+    """Folds the prompt shows: runs whose counted line is in it whole (a clipped line is not),
+    then repeated tool calls folded into a call that is shown, in a turn or across turns."""
+    out = [f for f in reading.folds if f"fold:{f.first}" in chosen.chosen
+           and not chosen.chosen[f"fold:{f.first}"][1].clipped]
+    for unit in reading.units:
+        repeats = r.memo(("tool_repeats", unit.ref, len(unit.records)),
+                         lambda u=unit: tool_repeats(u.records))  # type: ignore[misc]
+        out.extend(_if_shown(repeat_folds(repeats), seen))
+    out.extend(_if_shown(repeat_folds(reading.reruns), seen))
+    return out
+
+
+def _if_shown(folds: Iterable[FoldManifest], seen: set[str]) -> list[FoldManifest]:
+    return [f for f in folds if f.last in seen]
+
+
+def _window_info(reading: Reading) -> dict[str, object]:
+    """How deep the window was read: turns in the pages read, the oldest, whether it is the start."""
+    pages = [p for p in reading.pages if p.units]
+    return {"turns": sum(len(p.units) for p in pages),
+            "reached_start": reading.pages[-1].reached_start,
+            "first": pages[-1].units[0].ref if pages else reading.view.current.ref,
+            "limit_pos": reading.view.limit_pos,
+            "pages": len(pages)}
+
+
+def _decision(item: Item, form: Form | None, rendered: Rendered | None,
+              next_budget: int | None, full_tokens: int) -> ItemDecision:
+    return ItemDecision(key=item.key, section=item.section, priority=item.priority,
+                        reasons=item.reasons, chain=item.chain, refs=item.refs, form=form,
+                        clipped=bool(rendered and rendered.clipped),
+                        tokens=rendered.tokens if rendered else 0, full_tokens=full_tokens,
+                        next_budget=next_budget, kind=item.kind)

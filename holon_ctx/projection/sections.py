@@ -1,0 +1,303 @@
+"""Items of every section but the recent turns, in the order the prompt shows the sections.
+
+    environment     the stable prefix: workspace, capabilities, runtime guidance (pinned)
+    work item       governed control notices (pinned, RFC 0004), the current work item (pinned)
+    work refs       execution frontier (pinned), files, tasks, tools, open waits, operator pins
+    episodes        recalled episode memory, ranked by recall
+    current input   the continuation anchor, the previous exchange, an agent loop's previous
+                    step, and the current turn with its relation line (all pinned)
+
+Each function takes the call's :class:`~holon_ctx.projection.context.Context` and returns items;
+fixed items take their order and position from :data:`~holon_ctx.projection.pins.SLOTS`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import attrs
+
+from holon_ctx.ledger.records import Environment, Message, Pin, TaskResult, Tool, Trust, Turn
+from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.projection.context import Context
+from holon_ctx.projection.formats import RELATION_PREFIX, one_line
+from holon_ctx.projection.items import Block, Item, Rendered
+from holon_ctx.projection.model import (
+    EpisodeSource,
+    Form,
+    Priority,
+    RecalledEpisode,
+    RecallQuery,
+    Section,
+)
+from holon_ctx.projection.pins import SLOTS
+from holon_ctx.projection.questions import asks_question
+from holon_ctx.projection.relation import RELATION_TEXT
+from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.turns import ChainOf, TurnItems
+
+__all__ = ["control", "current_input", "environment", "episodes", "work_item", "work_refs"]
+
+
+def environment(ctx: Context, r: Renderer) -> list[Item]:
+    env = ctx.view.environment
+    if env is None:
+        return []
+    rec = env.record
+    assert isinstance(rec, Environment)
+    chars = ctx.policy.text
+    caps = ", ".join(one_line(c, chars.tool_name) for c in rec.capabilities) or "none stated"
+    compact = [r.line(f"workspace: {one_line(rec.workspace, chars.workspace)} ({env.ref})",
+                      [env.ref]),
+               r.line(f"capabilities: {caps}")]
+    full = list(compact)
+    # Guidance is configuration only when the runtime (or operator) vouches for it; an
+    # environment record that claims less is data, fenced, and kept out of a system role.
+    vouched = rec.trust in (Trust.RUNTIME_FACT, Trust.TRUSTED_OPERATOR)
+    cap = ctx.policy.caps.guidance
+    if rec.guidance.strip():
+        full.append(r.trusted(env, "guidance (runtime configuration):", cap) if vouched
+                    else r.fenced(env, "guidance (untrusted, not configuration):", cap))
+    forms = {Form.COMPACT: r.rendered(compact), Form.FULL: r.rendered(full)}
+    reasons = ("environment",) if vouched else ("environment", "untrusted")
+    # The stable prefix must not move with the rest of the prompt, or a provider's cache of
+    # it misses (docs/providers.md). It is pinned: its compact form is part of the pinned
+    # minimum and its full form is among the first upgrades, so at any budget that holds the
+    # pinned minimum and the guidance it is whole, whatever the other content. Choosing its
+    # form from the budget alone (a share of it) was tried and broke budget monotonicity:
+    # where the share admits the guidance, everything after it shrinks by its size, and a
+    # budget one token larger lost turns a smaller one had (RFC 0002, "environment").
+    slot = SLOTS["environment"]
+    return [Item(key=env.ref, section=Section.ENVIRONMENT, priority=Priority.PINNED,
+                 reasons=(*reasons, "stable_prefix"), order=slot.order, position=slot.position,
+                 forms=forms, refs=(env.ref,), kind="environment")]
+
+
+def control(ctx: Context, r: Renderer) -> list[Item]:
+    """Governed control state, pinned ahead of the work item (RFC 0004)."""
+    state = ctx.control
+    if state is None:
+        return []
+    chars = ctx.policy.text
+    source = f"governed store, envelope {state.envelope_id}" if state.envelope_id \
+        else "governed store"
+    items: list[Item] = []
+    if state.blocking:
+        lines = [r.line(f"BLOCKED ON RECONCILIATION ({source}): an external side effect "
+                        "may already have happened. Reconcile it before any further "
+                        "action; never retry the call.")]
+        lines += [r.line(f"- idempotency key {one_line(key, chars.idempotency_key)}: {status}")
+                  for key, status in state.blocking]
+        items.append(_control_item(r, "control:blocking", lines, ("blocked_on_reconciliation",)))
+    if state.obligations:
+        lines = [r.line(f"pending obligations ({source}):")]
+        lines += [r.line(f"- {one_line(o, chars.obligation)}") for o in state.obligations]
+        items.append(_control_item(r, "control:obligations", lines, ("pending_obligation",)))
+    if state.constraints:
+        lines = [r.line(f"exact operator constraints ({source}; still in force):")]
+        lines += [r.line(f"- {ref}: {one_line(text, chars.constraint)}")
+                  for ref, text in state.constraints]
+        items.append(_control_item(r, "control:constraints", lines, ("exact_constraint",)))
+    return items
+
+
+def _control_item(r: Renderer, key: str, lines: list[Block], reasons: tuple[str, ...]) -> Item:
+    slot = SLOTS[key]
+    return Item(key=key, section=Section.WORK_ITEM, priority=Priority.PINNED, reasons=reasons,
+                order=slot.order, position=slot.position,
+                forms={Form.REF: r.rendered(lines[:1]), Form.FULL: r.rendered(lines)},
+                refs=(), kind="control")
+
+
+def work_item(ctx: Context, r: Renderer) -> list[Item]:
+    state = ctx.view.work_item
+    if state is None:
+        return []
+    waits = [w for w in ctx.view.open_waits if w.work_item_id in (None, state.work_item_id)]
+    slot = SLOTS["work_item"]
+    return [Item(key=f"work_item_state:{state.work_item_id}", section=Section.WORK_ITEM,
+                 priority=Priority.PINNED, reasons=("current_work_item",), order=slot.order,
+                 position=slot.position, forms=r.work_item(state, waits), refs=(state.ref,),
+                 kind="work_item")]
+
+
+#: Work-refs lists in their section order (operator pins follow them).
+_REF_LISTS = ("files", "tasks", "tools", "waits")
+
+
+def work_refs(ctx: Context, r: Renderer) -> list[Item]:
+    """Lists of what the work item touched in view, open waits, and the operator's pins."""
+    items: list[Item] = []
+    wid = ctx.work_item_id
+    chars = ctx.policy.text
+    files: dict[str, str] = {}
+    tools: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    tasks: dict[str, str] = {}
+    for unit in ctx.units:
+        if wid and unit.turn.work_item_id not in (wid, None):
+            continue
+        for stored in unit.records:
+            rec = stored.record
+            if isinstance(rec, Tool):
+                tools[rec.tool_name] += 1
+                if rec.failed:
+                    failed[rec.tool_name] += 1
+                for f in rec.files_written:
+                    files[f] = stored.ref
+            elif isinstance(rec, TaskResult):
+                tasks[rec.task_id] = f"{rec.status.value} ({stored.ref})"
+    scope = f" for {one_line(wid, chars.ident)}" if wid else ""
+    frontier = ctx.frontier.item(r, wid, ctx.policy) if wid else None
+    if frontier is not None:
+        items.append(frontier)
+        files = {}  # the frontier names every file of the work item, not only the window's
+    if files:
+        lines = [f"- {one_line(f, chars.path_in_list)} (written by {ref})"
+                 for f, ref in files.items()]
+        items.append(_list_item(ctx, r, "files", f"files touched{scope}:", lines))
+    if tasks:
+        lines = [f"- task {one_line(t, chars.ident)}: {s}" for t, s in tasks.items()]
+        items.append(_list_item(ctx, r, "tasks", f"tasks{scope}:", lines))
+    if tools:
+        lines = [f"- {one_line(name, chars.tool_name)} ×{n}"
+                 + (f", {failed[name]} failed" if failed[name] else "")
+                 for name, n in sorted(tools.items())]
+        items.append(_list_item(ctx, r, "tools", f"tools used{scope}:", lines))
+    waits = list(ctx.view.open_waits)
+    if waits:
+        lines = [f"- {one_line(w.wait_id, chars.ident)} ({w.opened_ref}"
+                 + (f", work item {one_line(w.work_item_id, chars.ident)}" if w.work_item_id
+                    else "")
+                 + f"): {one_line(w.condition, chars.wait_condition_in_refs)}" for w in waits]
+        items.append(_list_item(ctx, r, "waits", "open waits:", lines, priority=Priority.HIGH))
+    for i, (pin, target) in enumerate(ctx.view.pins):
+        items.append(_pin_item(ctx, r, pin, target, len(_REF_LISTS) + i))
+    return items
+
+
+def _list_item(ctx: Context, r: Renderer, name: str, title: str, lines: list[str],
+               priority: Priority = Priority.NORMAL) -> Item:
+    shown = ctx.policy.list_compact_lines
+    order = _REF_LISTS.index(name)
+    full = r.rendered([r.line(title), *(r.line(ln) for ln in lines)])
+    forms = {Form.FULL: full}
+    if len(lines) > shown:
+        compact = [r.line(title), *(r.line(ln) for ln in lines[:shown]),
+                   r.line(f"- … and {len(lines) - shown} more")]
+        forms[Form.COMPACT] = r.rendered(compact)
+    return Item(key=f"work_refs:{name}", section=Section.WORK_REFS, priority=priority,
+                reasons=(name,), order=order, position=(order,), forms=forms, refs=(),
+                kind="work_refs")
+
+
+def _pin_item(ctx: Context, r: Renderer, pin: StoredRecord, target: StoredRecord,
+              order: int) -> Item:
+    rec = pin.record
+    assert isinstance(rec, Pin)
+    note = f" — {one_line(rec.note, ctx.policy.text.pin_note)}" if rec.note else ""
+    head = r.line(f"operator pin ({pin.ref}) on {target.ref}{note}", [pin.ref])
+    trec = target.record
+    view = ctx.view
+    # A target that a turn owns is shown with that turn, which the pin pins; only a record
+    # no turn shows (and no other section shows) is shown here, and selected here.
+    shown_elsewhere = {view.environment.ref if view.environment else None,
+                       view.work_item.ref if view.work_item else None}
+    forms = {Form.REF: r.rendered([head])}
+    if not (isinstance(trec, Turn) or target.turn_seq is not None
+            or target.ref in shown_elsewhere):
+        cap = ctx.policy.caps.pinned
+        if isinstance(trec, Message) and trec.by_operator:
+            body = r.trusted(target, "pinned operator words:", cap)
+        elif trec.trust in (Trust.TRUSTED_OPERATOR, Trust.RUNTIME_FACT):
+            body = r.trusted(target, "pinned record:", cap)
+        else:
+            body = r.fenced(target, "pinned record (untrusted):", cap)
+        forms[Form.FULL] = r.rendered([head, body])
+    return Item(key=pin.ref, section=Section.WORK_REFS, priority=Priority.PINNED,
+                reasons=("operator_pin",), order=order, position=(order,), forms=forms,
+                refs=(pin.ref,), kind="pin")
+
+
+def episodes(ctx: Context, r: Renderer,
+             source: EpisodeSource | None) -> tuple[list[Item], list[RecalledEpisode]]:
+    """Recalled episodes (all older than the recent window), ranked by recall score."""
+    if source is None:
+        return [], []
+    view = ctx.view
+    first_seq = view.window[0].turn.seq if view.window else view.current.turn.seq
+    texts = [s.record.text for u in (view.current, view.unit(view.anchor_id or ""))
+             if u is not None for s in u.records
+             if isinstance(s.record, Message) and s.record.by_operator]
+    texts.extend(s.record.summary for s in view.current.records if isinstance(s.record, TaskResult))
+    refs: set[str] = set()
+    for u in ctx.units:
+        for s in u.records:
+            refs.add(s.ref)
+            if isinstance(s.record, Tool):
+                refs.update(s.record.files_written)
+    query = RecallQuery(current=view.current, window_first_seq=first_seq,
+                        work_item_id=ctx.work_item_id, limit_pos=view.limit_pos,
+                        query_text="\n".join(texts), refs=frozenset(refs))
+    recalled = source.recall(query, ctx.policy.recall)
+    items = []
+    for rank, ep in enumerate(recalled):
+        forms = {Form.REF: r.rendered([r.line(ep.ref_text, [ep.ref])])}
+        if ep.compact_text:
+            forms[Form.COMPACT] = r.rendered([r.text_block(ep.compact_text, ep.ref)])
+        if ep.full_text:
+            forms[Form.FULL] = r.rendered([r.text_block(ep.full_text, ep.ref)])
+        items.append(Item(key=ep.ref, section=Section.EPISODES, priority=ep.priority,
+                          reasons=ep.reasons, order=rank, position=(rank,), forms=forms,
+                          refs=(ep.ref,), kind="episode"))
+    return items, recalled
+
+
+def current_input(ctx: Context, r: Renderer, turns: TurnItems, chain_of: ChainOf) -> list[Item]:
+    """The continuation anchor, the previous exchange, an agent loop's previous step, and the
+    current turn under its relation line."""
+    view = ctx.view
+    cur = view.current
+    items: list[Item] = []
+    anchor_note = f" (continuation anchor: turn:{view.anchor_id})" if view.anchor_id else ""
+    relation_line = r.line(f"{RELATION_PREFIX}{ctx.relation.value} — "
+                           f"{RELATION_TEXT[ctx.relation]}{anchor_note}")
+    if view.anchor_id and view.anchor_id != cur.turn.id:
+        anchor = view.unit(view.anchor_id)
+        if anchor is not None:
+            slot = SLOTS["continuation_anchor"]
+            items.append(turns.item(anchor, Section.CURRENT_INPUT, slot.order, slot.position,
+                                    chain_of(anchor.turn.id)))
+    if ctx.exchange is not None:
+        items.append(_exchange_item(ctx, r))
+    if ctx.previous_step is not None:
+        # An agent loop's previous step is the exchange the current step continues: shown
+        # here, in order, and upgraded with the current input (after the anchor).
+        slot = SLOTS["previous_step"]
+        items.append(turns.item(ctx.previous_step, Section.CURRENT_INPUT, slot.order,
+                                slot.position, chain_of(ctx.previous_step.turn.id)))
+    slot = SLOTS["current_turn"]
+    cur_item = turns.item(cur, Section.CURRENT_INPUT, slot.order, slot.position,
+                          chain_of(cur.turn.id))
+    forms = {f: Rendered(blocks=(relation_line, *form.blocks),
+                         tokens=form.tokens + relation_line.tokens, refs=form.refs)
+             for f, form in cur_item.forms.items()}
+    items.append(attrs.evolve(cur_item, forms=forms))
+    return items
+
+
+def _exchange_item(ctx: Context, r: Renderer) -> Item:
+    """The exchange keeps role and order, so a short reply keeps the question it answers."""
+    assert ctx.exchange is not None
+    unit, stored = ctx.exchange.unit, ctx.exchange.message
+    # "asked" only for a question (any script): a statement is labelled as one (issue 16).
+    verb = "asked" if asks_question(getattr(stored.record, "text", "")) else "said"
+    block = r.fenced(stored, f"previous exchange — the assistant {verb} (turn:{unit.turn.id}):",
+                     ctx.policy.caps.exchange)
+    ref_form = r.line(f"previous exchange: {stored.ref} (turn:{unit.turn.id})", [stored.ref])
+    slot = SLOTS["last_exchange"]
+    return Item(key=f"exchange:{stored.ref}", section=Section.CURRENT_INPUT,
+                priority=Priority.PINNED, reasons=("last_exchange",), order=slot.order,
+                position=slot.position,
+                forms={Form.REF: r.rendered([ref_form]), Form.FULL: r.rendered([block])},
+                refs=(stored.ref,), kind="exchange")

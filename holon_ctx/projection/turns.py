@@ -1,0 +1,114 @@
+"""Turn items: one item per turn shown on its own, one fold line per run of low-value turns.
+
+A turn item offers COMPACT (one line of facts) and FULL (the turn with its records); a pinned turn
+also offers REF and keeps the operator's words verbatim in its compact form. Inside a tier, turns
+rank pinned first, then current-chain turns, then the rest, newest first; a run of low and
+diagnostic turns folds into one line (:mod:`.folding`).
+
+A turn's forms are a function of the turn's records and of the inputs named in its memo key
+(class and reasons, chain label, other-work-item label, what is shown elsewhere), so a projector
+renders each turn once across the calls in which those stay the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from holon_ctx.projection.context import Context
+from holon_ctx.projection.folding import fold_item, segment
+from holon_ctx.projection.items import Item, Rendered
+from holon_ctx.projection.model import FoldManifest, Form, Priority, Section, TurnUnit
+from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.retention import Retention
+
+__all__ = ["Tier", "TurnItems"]
+
+#: Chain membership: turn id → the rule that put it in the current chain, or None.
+ChainOf = Callable[[str], str | None]
+
+
+@attrs.frozen
+class Tier:
+    """The turn items of one tier and the folds among them (each fold's line is one of them)."""
+
+    items: tuple[Item, ...]
+    folds: tuple[FoldManifest, ...]
+
+
+class TurnItems:
+    """Builds turn items for one projection (see the module docstring)."""
+
+    def __init__(self, ctx: Context, r: Renderer, retention: Retention) -> None:
+        self.ctx = ctx
+        self.r = r
+        self.retention = retention
+
+    def item(self, unit: TurnUnit, section: Section, order: int, position: tuple[int, ...],
+             chain: str | None, tier: int = 0) -> Item:
+        ctx, r = self.ctx, self.r
+        priority, reasons = self.retention.priority(unit)
+        other = ctx.other_work_item(unit)
+        # The previous exchange's assistant message is shown once, in the current-input section.
+        elsewhere = ({ctx.exchange.message.ref: "shown below as the previous exchange"}
+                     if ctx.exchange is not None and ctx.exchange.unit is unit else {})
+        if unit.turn.id not in ctx.pinned:
+            elsewhere.update(ctx.frontier.stubs(unit, r))
+        # Forms and refs follow from these inputs alone (records never change; a turn can only
+        # gain records), so the renderer's memo keeps them across the projections of a turn's
+        # neighbours: most of a window is the same from one turn to the next.
+        memo_key = ("turn_item", unit.ref, len(unit.records), priority, reasons, other, chain,
+                    tuple(elsewhere.items()) if elsewhere else ())
+        forms, refs = r.memo(memo_key, lambda: self._forms(
+            unit, priority, reasons, other, chain, elsewhere))
+        return Item(key=unit.ref, section=section, priority=priority, reasons=reasons,
+                    order=order, position=position, forms=forms, refs=refs,
+                    chain=chain, kind="turn", tier=tier)
+
+    def _forms(self, unit: TurnUnit, priority: Priority, reasons: tuple[str, ...],
+               other: bool, chain: str | None, elsewhere: dict[str, str],
+               ) -> tuple[dict[Form, Rendered], tuple[str, ...]]:
+        r = self.r
+        head = r.turn_head(unit, priority=priority, reasons=reasons, other_work_item=other,
+                           chain=chain)
+        forms = {Form.COMPACT: r.turn_compact(unit, head),
+                 Form.FULL: r.turn_full(unit, head, elsewhere=elsewhere)}
+        if priority is Priority.PINNED:
+            forms[Form.REF] = r.turn_ref(unit)
+            # A pinned turn's compact form keeps the operator's words verbatim: they are why
+            # the turn is pinned, and a one-line excerpt can cut the constraint that matters.
+            forms[Form.COMPACT] = r.turn_compact_verbatim(unit, head)
+        refs = tuple(dict.fromkeys([unit.ref, *(s.ref for s in unit.records
+                                                if s.ref not in elsewhere)]))
+        return forms, refs
+
+    def tier(self, units: Iterable[TurnUnit], tier: int, skip: set[str],
+             chain_of: ChainOf) -> Tier:
+        """Turn items of one tier, runs of low-value turns folded into one counted line each.
+
+        ``skip`` holds turns shown elsewhere (the current turn, the anchor, a pinned or earlier
+        tier's turn): a run never spans one, so the same run folds the same way at every budget.
+        """
+        ordered = sorted(units, key=lambda u: u.turn.seq)
+        pinned = self.ctx.pinned
+
+        def rank(u: TurnUnit) -> tuple[int, int, int]:
+            # Pinned first, then current-chain turns newest first, then the rest newest first.
+            return (0 if u.turn.id in pinned else 1, 0 if chain_of(u.turn.id) else 1, -u.turn.seq)
+
+        shown = sorted((u for u in ordered if u.turn.id not in skip), key=rank)
+        ranks = {u.turn.id: i for i, u in enumerate(shown)}
+        items: list[Item] = []
+        folds: list[FoldManifest] = []
+        for part in segment(ordered, skip=lambda u: u.turn.id in skip,
+                            folds=lambda u: self.retention.priority(u)[0] >= Priority.LOW):
+            if isinstance(part, list):
+                item, fold = fold_item(self.r, part, self.retention.facts,
+                                       order=ranks[part[-1].turn.id], tier=tier)
+                items.append(item)
+                folds.append(fold)
+            else:
+                items.append(self.item(part, Section.RECENT_TURNS, ranks[part.turn.id],
+                                       (part.turn.seq,), chain_of(part.turn.id), tier))
+        return Tier(items=tuple(items), folds=tuple(folds))

@@ -1,0 +1,141 @@
+"""What a session keeps beside its ledger: episodes, governed control state, and when to compact.
+
+A :class:`~holon_ctx.Session` compacts by itself under a :class:`CompactionPolicy`: every
+``every_turns`` new turns, before the next request, it archives the turn ranges older than the
+recent window into episodes (RFC 0003) and, unless told not to, seals a continuity envelope for
+them (RFC 0005), so obligations, exact constraints and unreconciled side effects stay pinned in
+every later prompt. ``Session(..., compaction=None)`` never compacts by itself; ``session.compact()``
+still does on request.
+
+Where the derived stores live (:func:`open_upkeep`): beside a SQLite ledger, in its own file (the
+tables the CLI uses, so ``holon-ctx episodes list --db`` shows them); beside a PostgreSQL ledger,
+in its database under the same session key; beside any other store, in memory unless the caller
+passes its own. Episodes are derived data: an in-memory episode store is rebuilt after a restart
+on the first compaction (cost O(archived turns) once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import attrs
+
+from holon_ctx.compaction import (
+    CompactionResult,
+    GovernedControl,
+    SessionConfig,
+    compact,
+    has_continuity_state,
+)
+from holon_ctx.continuity import ContinuityStore
+from holon_ctx.errors import InputError
+from holon_ctx.ledger.episode_store import MemoryEpisodeStore, SqliteEpisodeStore
+from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory import ArchivePolicy, Archiver, EpisodeStore, StoreEpisodeSource
+from holon_ctx.postgres import PostgresStore
+
+__all__ = ["CompactionPolicy", "Upkeep", "open_upkeep"]
+
+
+@attrs.frozen
+class CompactionPolicy:
+    """When a session compacts by itself, and what it keeps out of episodes."""
+
+    #: The newest turns that are never archived (the recent window; at least 2).
+    recent_turns: int = 48
+    #: Compact before the next request once this many turns were appended since the last time.
+    every_turns: int = 16
+    #: Also seal a continuity envelope (governed control state, RFC 0005); False archives only.
+    seal_envelope: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("recent_turns", "every_turns"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"expected a positive integer, got {value!r}",
+                                 source="CompactionPolicy", path=name)
+        if self.recent_turns < 2:
+            raise InputError(f"the recent window must be at least 2 turns, got "
+                             f"{self.recent_turns}", source="CompactionPolicy",
+                             path="recent_turns")
+        if not isinstance(self.seal_envelope, bool):
+            raise InputError(f"expected True or False, got {self.seal_envelope!r}",
+                             source="CompactionPolicy", path="seal_envelope")
+
+
+@attrs.define
+class Upkeep:
+    """The derived stores of one session and the compaction step over them."""
+
+    ledger: LedgerStore
+    episodes: EpisodeStore
+    continuity: ContinuityStore | None
+    identity: SessionConfig
+    clock: Callable[[], datetime]
+    #: The SQLite ledger's file, when the derived stores live beside it.
+    path: str | None = None
+    #: Stores opened here (closed with the session); stores passed in belong to the caller.
+    owned: list[EpisodeStore | ContinuityStore] = attrs.Factory(list)
+
+    def recall_source(self) -> StoreEpisodeSource:
+        return StoreEpisodeSource(self.episodes, self.ledger)
+
+    def control_source(self) -> GovernedControl | None:
+        if self.continuity is None:
+            return None
+        return GovernedControl(self.continuity, self.identity.session_id)
+
+    def compact(self, policy: CompactionPolicy) -> CompactionResult:
+        """Archive aged-out turn ranges and (per policy) seal an envelope for them."""
+        archiver = Archiver(self.ledger, self.episodes,
+                            policy=ArchivePolicy(recent_turns=policy.recent_turns))
+        if not policy.seal_envelope:
+            return CompactionResult(archiver.archive(), None, (), ())
+        if self.continuity is None:
+            # A session opened without sealing, asked to seal: the governed store opens now.
+            self.continuity = (ContinuityStore(self.path) if self.path is not None
+                               else ContinuityStore.in_memory())
+            self.owned.append(self.continuity)
+        return compact(self.ledger, self.episodes, self.continuity, session=self.identity,
+                       clock=self.clock, archiver=archiver)
+
+    def close(self) -> None:
+        for store in self.owned:
+            store.close()
+        self.owned.clear()
+
+
+def open_upkeep(ledger: LedgerStore, *, policy: CompactionPolicy | None,
+                episodes: EpisodeStore | None, continuity: ContinuityStore | None,
+                identity: SessionConfig | None,
+                clock: Callable[[], datetime] | None) -> Upkeep:
+    """The derived stores for ``ledger`` (see the module docstring for where they live)."""
+    owned: list[EpisodeStore | ContinuityStore] = []
+    sealing = policy is not None and policy.seal_envelope
+    path = ledger.path if isinstance(ledger, SqliteStore) and ledger.path != ":memory:" else None
+    if isinstance(ledger, PostgresStore):
+        # The same database and session key: imported here, psycopg is already loaded.
+        from holon_ctx.postgres.continuity import PostgresContinuityBackend  # noqa: PLC0415
+        from holon_ctx.postgres.episodes import PostgresEpisodeStore  # noqa: PLC0415
+
+        if episodes is None:
+            episodes = PostgresEpisodeStore(ledger.connection, session=ledger.session)
+            owned.append(episodes)
+        if continuity is None:
+            continuity = ContinuityStore(PostgresContinuityBackend(ledger.connection,
+                                                                   session=ledger.session))
+            owned.append(continuity)
+    if episodes is None:
+        episodes = SqliteEpisodeStore(path) if path is not None else MemoryEpisodeStore()
+        owned.append(episodes)
+    if continuity is None and path is not None and (sealing or has_continuity_state(path)):
+        continuity = ContinuityStore(path)
+        owned.append(continuity)
+    elif continuity is None and sealing:
+        continuity = ContinuityStore.in_memory()
+        owned.append(continuity)
+    return Upkeep(ledger=ledger, episodes=episodes, continuity=continuity,
+                  identity=identity or SessionConfig(),
+                  clock=clock or (lambda: datetime.now(UTC)), path=path, owned=owned)

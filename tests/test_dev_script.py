@@ -1,0 +1,117 @@
+"""dev.py, the README's entry point: a quiet install and the caller's paths (issue 16).
+
+The install is exercised with a stand-in for the venv's python (a shell script that prints what
+pip prints and exits as told), so no test touches the network or a real venv.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOISE = "WARNING: pip noise line"
+BANNER = "Please be careful with folders in your working directory"
+
+pytestmark = pytest.mark.skipif(os.name == "nt", reason="the stand-in python is a POSIX script")
+
+
+@pytest.fixture
+def dev(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """dev.py loaded as a module, its venv pointed at a stand-in under ``tmp_path``."""
+    spec = importlib.util.spec_from_file_location("dev_under_test", ROOT / "dev.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    # Prints like pip (both streams, a setuptools banner included); exits with $FAKE_PIP_EXIT.
+    python.write_text(f'#!/bin/sh\necho "{NOISE} $*"\necho "{BANNER}" >&2\n'
+                      'exit "${FAKE_PIP_EXIT:-0}"\n')
+    python.chmod(0o755)
+    monkeypatch.setattr(module, "VENV", venv)
+    monkeypatch.setattr(module, "PY", python)
+    monkeypatch.setattr(module, "STAMP", venv / ".holon-install-stamp")
+    monkeypatch.setattr(module, "LOG", venv / "pip.log")
+    return module
+
+
+def test_install_says_what_it_does_and_hides_pip(dev: ModuleType,
+                                                 capfd: pytest.CaptureFixture[str]) -> None:
+    """A successful install prints two dev.py lines; pip's output (and setuptools' banner) goes
+    to the log only."""
+    dev.ensure_env()
+    out, err = capfd.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert lines[0].startswith("dev.py: pyproject.toml changed: updating holon-ctx")
+    assert lines[1].startswith("dev.py: ready in ")
+    log = dev.LOG.read_text()
+    assert NOISE in log
+    assert BANNER in log
+    assert dev.STAMP.read_text() == dev._stamp_value()
+
+
+def test_a_current_install_prints_nothing(dev: ModuleType,
+                                          capfd: pytest.CaptureFixture[str]) -> None:
+    """With the stamp current, dev.py goes straight to the job."""
+    dev.STAMP.write_text(dev._stamp_value())
+    dev.ensure_env()
+    assert capfd.readouterr() == ("", "")
+
+
+def test_a_failed_install_shows_the_whole_log(dev: ModuleType, capfd: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """When pip fails, its full output is printed, with the exit status and the log's path."""
+    monkeypatch.setenv("FAKE_PIP_EXIT", "3")
+    with pytest.raises(SystemExit) as exc:
+        dev.ensure_env()
+    assert exc.value.code == 3
+    err = capfd.readouterr().err
+    assert NOISE in err
+    assert BANNER in err
+    assert f"pip failed (exit status 3); its output is above and in {dev.LOG}" in err
+    assert not dev.STAMP.exists()
+
+
+def test_verbose_streams_pip(dev: ModuleType, capfd: pytest.CaptureFixture[str]) -> None:
+    """``dev.py --verbose`` shows pip's output as it comes."""
+    dev.ensure_env(verbose=True)
+    out, err = capfd.readouterr()
+    assert NOISE in out
+    assert BANNER in err
+
+
+def test_from_caller_makes_existing_paths_absolute(tmp_path: Path, dev: ModuleType) -> None:
+    """Path arguments that exist where the user is become absolute; options, node ids' test
+    names and words that are not paths pass unchanged."""
+    (tmp_path / "t.py").write_text("")
+    args = ["-k", "x", "t.py", "t.py::test_a", "missing.py", "--lf", "/abs/path"]
+    assert dev.from_caller(args, tmp_path) == [
+        "-k", "x", str(tmp_path / "t.py"), f"{tmp_path / 't.py'}::test_a", "missing.py", "--lf",
+        "/abs/path"]
+
+
+def test_cli_runs_where_the_user_is(dev: ModuleType, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch,
+                                    capfd: pytest.CaptureFixture[str]) -> None:
+    """``dev.py cli stats example.jsonl`` from another directory reads that directory's file."""
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    (work / "example.jsonl").write_bytes((ROOT / "tests" / "golden" / "small.jsonl").read_bytes())
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(dev, "PY", Path(sys.executable))
+    monkeypatch.setattr(dev, "ensure_env", lambda **_: None)
+    code = dev.main(["cli", "stats", "example.jsonl"])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert "no such file" not in err
+    assert "turns" in out
