@@ -70,6 +70,28 @@ def test_migrate_ahead_of_use(schema_url: str) -> None:
     store.close()
 
 
+def test_version_1_is_migrated_on_first_use(schema_url: str) -> None:
+    """A schema left at version 1 (no migration 1→2 yet) is migrated by the next store opened:
+    its data stays, the version moves to the current one, and sid loses its statistics."""
+    import psycopg
+
+    with psycopg.connect(schema_url, autocommit=True) as conn, conn.transaction():
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO holon_meta VALUES ('schema_version', '1')")
+        conn.execute("INSERT INTO holon_sessions (key, end_pos) VALUES ('old', 0)")
+    store = PostgresStore(schema_url, session="old", create=False)
+    assert store.append(LEDGER) == END
+    store.close()
+    assert migrate(schema_url) == (SCHEMA_VERSION, SCHEMA_VERSION)
+    with psycopg.connect(schema_url, autocommit=True) as conn:
+        targets = dict(conn.execute(
+            "SELECT c.relname, a.attstattarget FROM pg_attribute a JOIN pg_class c "
+            "ON c.oid = a.attrelid WHERE a.attname = 'sid' AND c.relkind = 'r' "
+            "AND c.relname <> 'holon_sessions' AND pg_table_is_visible(c.oid)"))
+    assert targets == dict.fromkeys(SESSION_TABLES, 0)
+
+
 def test_newer_schema_is_refused(schema_url: str) -> None:
     """A schema written by a newer holon-ctx raises one line instead of being misread."""
     import psycopg

@@ -26,7 +26,7 @@ __all__ = ["SCHEMA_VERSION", "SESSION_TABLES", "SessionInfo", "check_session_key
            "create_session", "delete_session", "ensure_schema", "find_session", "list_sessions",
            "schema_version"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 #: Key of the transaction-level advisory lock that serialises migrations (arbitrary, fixed).
 _MIGRATION_LOCK: Final = 0x686F6C6F6E  # "holon"
 
@@ -159,11 +159,13 @@ _SID_TABLES = (
 # fleet) is estimated at a row or two, and the planner then walks the whole session on whichever
 # index starts with sid (a 240k-record session: 0.4 s for a ref lookup, seconds per projection).
 # Without them every session looks alike and the plan is chosen by the other conditions.
-_V1_STATISTICS = [f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _SID_TABLES]
+_V2_STATISTICS = [f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _SID_TABLES]
 
 #: Migrations from version N to N+1, each a list of statements run in one transaction.
 MIGRATIONS: Final[dict[int, list[str]]] = {
-    0: [*_V1_LEDGER, *_V1_EPISODES, *_V1_CONTINUITY, *_V1_STATISTICS]}
+    0: [*_V1_LEDGER, *_V1_EPISODES, *_V1_CONTINUITY],
+    1: _V2_STATISTICS,
+}
 
 #: Every table keyed by session: what deleting a session empties (a test checks the catalogue).
 SESSION_TABLES: Final = _SID_TABLES
