@@ -178,6 +178,32 @@ def test_delete_session_empties_every_session_table(pg_url: str, pg_session_key:
     assert pg_session_key + "gone" not in {s.key for s in list_sessions(pg_url)}
 
 
+def test_rebuild_derived_reproduces_reads_and_adopts_the_counter(pg_url: str,
+                                                                  pg_session_key: str) -> None:
+    """Deleting the derived rows changes the answers; rebuilding gives them back exactly, and
+    under another counter persists that counter's counts only."""
+    from test_store_conformance import CharCounter, _fixed_reads
+
+    store = PostgresStore(pg_url, session=pg_session_key)
+    store.append(LEDGER)
+    before = _fixed_reads(store)
+    for table in ("holon_turns", "holon_token_counts", "holon_work_item_states",
+                  "holon_wait_states"):
+        store.connection.execute(f"DELETE FROM {table} WHERE sid=%s", (store.sid,))
+    fresh = PostgresStore(pg_url, session=pg_session_key, create=False)
+    assert _fixed_reads(fresh) != before
+    fresh.rebuild_derived()
+    assert _fixed_reads(fresh) == before
+    chars = PostgresStore(pg_url, session=pg_session_key, counter=CharCounter(), create=False)
+    recounted = chars.stats()
+    chars.rebuild_derived()
+    assert chars.stats() == recounted
+    assert chars.connection.execute("SELECT DISTINCT counter FROM holon_token_counts WHERE sid=%s",
+                                    (chars.sid,)).fetchall() == [("fake:chars",)]
+    for s in (store, fresh, chars):
+        s.close()
+
+
 def test_continuity_tables_are_append_only(pg_url: str, pg_session_key: str) -> None:
     """UPDATE or DELETE of a stored envelope, step or event is refused by the database."""
     import psycopg

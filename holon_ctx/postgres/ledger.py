@@ -16,7 +16,7 @@ again (:class:`~holon_ctx.ledger.readcache.DecodedRecords`) and the open-wait se
 incrementally, as in SQLite. Every read is an index search bounded by its arguments
 (``tests/test_postgres.py`` checks the plans).
 
-Length: ~450 lines, past the house's ~400, because the append side (prefetch, pending rows) and
+Length: ~490 lines, past the house's ~400, because the append side (prefetch, pending rows) and
 the read side (decoded records, read-ahead of a page's records) share one connection's batch state
 and caches; splitting them would put one object's invariants in two files.
 """
@@ -42,6 +42,8 @@ from holon_ctx.tokens import TokenCounter, default_counter
 __all__ = ["PostgresStore"]
 
 _INTENT_TRIGGERS = frozenset(OPERATOR_TRIGGERS - {"approval_decision"})
+_DERIVED_TABLES: Final = ("holon_turns", "holon_token_counts", "holon_work_item_states",
+                          "holon_wait_states")
 #: Buffered rows that force an insert mid-chunk (a chunk of 512 records makes at most ~1k rows;
 #: this only bounds memory for a backend driven without prefetch).
 _PENDING_ROWS: Final = 4096
@@ -213,11 +215,19 @@ class PostgresStore:
         return None if row is None else _wait_decoder.decode(row[0])
 
     def insert(self, row: Row, counter_identity: str) -> None:
-        sid, buf = self.sid, self._buf
         trust = row.record.trust.value if row.record.trust else ""
-        buf["records"].append((sid, row.pos, row.ref, row.kind, trust, row.turn_seq, row.line))
-        buf["counts"].append((sid, counter_identity, row.pos, row.tokens))
+        self._buf["records"].append((self.sid, row.pos, row.ref, row.kind, trust, row.turn_seq,
+                                     row.line))
         self._pending_refs.add(row.ref)
+        self._buffer_derived(row, counter_identity)
+        self._appended += 1
+        if len(self._buf["records"]) >= _PENDING_ROWS:
+            self._flush()
+
+    def _buffer_derived(self, row: Row, counter_identity: str) -> None:
+        """The rows derived from ``row`` (count, turn, work-item and wait state), buffered."""
+        sid, buf = self.sid, self._buf
+        buf["counts"].append((sid, counter_identity, row.pos, row.tokens))
         rec = row.record
         if row.turn is not None and isinstance(rec, Turn):
             buf["turns"].append((sid, rec.seq, rec.id, row.pos, rec.trigger in _INTENT_TRIGGERS,
@@ -232,8 +242,7 @@ class PostgresStore:
             wait = row.wait_state
             buf["waits"].append((sid, row.pos, wait.wait_id, wait.status.value, _encode(wait)))
             self._pending_waits[wait.wait_id] = wait
-        self._appended += 1
-        if len(buf["records"]) >= _PENDING_ROWS:
+        if len(buf["counts"]) >= _PENDING_ROWS:
             self._flush()
 
     _INSERTS: Final = {
@@ -285,6 +294,28 @@ class PostgresStore:
                renumber_turns: bool = False) -> int:
         return self.append_lines(((None, r) for r in records), source=source,
                                  renumber_turns=renumber_turns)
+
+    def rebuild_derived(self) -> None:
+        """Drop the session's derived rows and recompute them from its records, in one
+        transaction holding the append lock (as ``SqliteStore.rebuild_derived``: the records are
+        replayed through a scratch MemoryStore, so derivation runs the append path's code)."""
+        from holon_ctx.ledger.memory import MemoryStore  # noqa: PLC0415 - avoids an import cycle
+
+        def run() -> None:
+            self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE", (self.sid,))
+            scratch = MemoryStore(self._counter)
+            scratch.append(self.iter_records(), source=self.where)
+            for table in _DERIVED_TABLES:
+                self._rows(f"DELETE FROM {table} WHERE sid=%s", (self.sid,))
+            for row in scratch.derived_rows():
+                self._buffer_derived(row, self._counter_id)
+            self._flush()
+        try:
+            self._h.transaction(run)
+        finally:
+            self._reset_batch()
+            self._decoded.clear()
+            self._open_waits.reset()
 
     # -- reads ----------------------------------------------------------------------------
     def _records(self, where: str, args: dict[str, Any]) -> list[StoredRecord]:
