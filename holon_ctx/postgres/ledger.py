@@ -43,7 +43,7 @@ __all__ = ["PostgresStore"]
 
 _INTENT_TRIGGERS = frozenset(OPERATOR_TRIGGERS - {"approval_decision"})
 _DERIVED_TABLES: Final = ("holon_turns", "holon_token_counts", "holon_work_item_states",
-                          "holon_wait_states")
+                          "holon_wait_states", "holon_high_turns")
 #: Buffered rows that force an insert mid-chunk (a chunk of 512 records makes at most ~1k rows;
 #: this only bounds memory for a backend driven without prefetch).
 _PENDING_ROWS: Final = 4096
@@ -121,7 +121,7 @@ class PostgresStore:
         self._batch_next: int | None = None
         self._appended = 0
         self._buf: dict[str, list[tuple[Any, ...]]] = {
-            "records": [], "counts": [], "turns": [], "wis": [], "waits": []}
+            "records": [], "counts": [], "turns": [], "wis": [], "waits": [], "high": []}
         self._pending_refs: set[str] = set()
         self._pending_turns: dict[str, TurnInfo] = {}
         self._pending_last: TurnInfo | None = None
@@ -242,6 +242,9 @@ class PostgresStore:
             wait = row.wait_state
             buf["waits"].append((sid, row.pos, wait.wait_id, wait.status.value, _encode(wait)))
             self._pending_waits[wait.wait_id] = wait
+        if row.marks_high and row.turn_seq is not None:
+            # In position order, ON CONFLICT DO NOTHING: the first record that marks it wins.
+            buf["high"].append((sid, row.turn_seq, row.pos))
         if len(buf["counts"]) >= _PENDING_ROWS:
             self._flush()
 
@@ -252,6 +255,9 @@ class PostgresStore:
         "wis": ("holon_work_item_states",
                 "INSERT INTO holon_work_item_states VALUES (%s,%s,%s,%s)"),
         "waits": ("holon_wait_states", "INSERT INTO holon_wait_states VALUES (%s,%s,%s,%s,%s)"),
+        # Never through COPY (it has no ON CONFLICT): session.insert sends it as INSERTs.
+        "high": ("holon_high_turns",
+                 "INSERT INTO holon_high_turns VALUES (%s,%s,%s) ON CONFLICT (sid, seq) DO NOTHING"),
     }
 
     def _flush(self, end_pos: int | None = None) -> None:
@@ -391,6 +397,18 @@ class PostgresStore:
             "AND r.kind <> 'turn'", {"lo": lo_seq, "hi": hi_seq, "lim": limit_pos})
         found.sort(key=lambda r: r.pos)
         return found
+
+    def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        if count <= 0:
+            return []
+        # Arrays rather than joins, and `pos + 0`, as in turns_before (RFC 0009: no bad plan for
+        # a session the statistics underestimate).
+        return self._records(
+            "WHERE r.sid=%(sid)s AND r.pos = ANY(ARRAY(SELECT t.pos FROM holon_turns t WHERE "
+            "t.sid=%(sid)s AND t.seq = ANY(ARRAY(SELECT seq FROM holon_high_turns WHERE "
+            "sid=%(sid)s AND seq<%(seq)s AND pos + 0 < %(lim)s ORDER BY seq DESC "
+            "LIMIT %(n)s)))) ORDER BY r.turn_seq DESC",
+            {"seq": seq, "lim": limit_pos, "n": count})
 
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         found = self._records(

@@ -106,11 +106,12 @@ class SessionHandle:
         statements: a few rows go in one pipelined round trip with them, many with COPY (several
         times faster than INSERT for an import)."""
         inserts = [(table, sql, rows) for table, sql, rows in inserts if rows]
-        big = sum(len(rows) for _, _, rows in inserts) > _PIPELINED_ROWS
-        if big:
-            for table, _, rows in inserts:
-                self.copy(table, rows)
-            inserts = []
+        if sum(len(rows) for _, _, rows in inserts) > _PIPELINED_ROWS:
+            # COPY cannot skip conflicts: an INSERT … ON CONFLICT stays an INSERT.
+            for table, sql, rows in inserts:
+                if "ON CONFLICT" not in sql:
+                    self.copy(table, rows)
+            inserts = [i for i in inserts if "ON CONFLICT" in i[1]]
         if not inserts and not after:
             return
 
