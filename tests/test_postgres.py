@@ -436,3 +436,24 @@ def test_core_imports_without_psycopg() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True, cwd=ROOT)
     assert out.stdout == ("PostgreSQL support needs psycopg: pip install 'holon-ctx[postgres]'\n")
+
+
+def test_large_import_goes_through_copy_and_matches_memory(pg_url: str,
+                                                          pg_session_key: str) -> None:
+    """The demo ledger (656 records: its rows go in with COPY, the high-turn marks as INSERT … ON
+    CONFLICT) reads back as the memory store reads it."""
+    from holon_ctx.ledger.importer import import_jsonl
+    from holon_ctx.ledger.memory import MemoryStore
+
+    demo = ROOT / "holon_ctx" / "data" / "demo.jsonl"
+    memory, pg = MemoryStore(), PostgresStore(pg_url, session=pg_session_key)
+    import_jsonl(demo, memory)
+    import_jsonl(demo, pg)
+    end = memory.end_pos()
+    assert pg.end_pos() == end
+    high = [r.ref for r in memory.high_turns_before(10**9, 1000, end)]
+    assert len(high) > 10
+    assert [r.ref for r in pg.high_turns_before(10**9, 1000, end)] == high
+    assert pg.stats() == memory.stats()
+    assert list(pg.iter_records()) == list(memory.iter_records())
+    pg.close()
