@@ -184,6 +184,9 @@ class MemoryStore:
         positions.sort()
         return [self._rows[p] for p in positions]
 
+    def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        return self._rows[max(lo_pos, 0):max(hi_pos, 0)]
+
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         i = bisect.bisect_left(self._operator_seqs, before_seq)
         while i > 0:

@@ -83,6 +83,11 @@ class LedgerStore(Protocol):
         """Non-turn records owned by turns with ``lo_seq <= seq <= hi_seq``, in append order."""
         ...
 
+    def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        """Every record (turns included) with ``lo_pos <= pos < hi_pos``, in append order: what a
+        session projection walks since its last request (bounded by the caller's range)."""
+        ...
+
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         """Newest turn with seq < ``before_seq`` whose trigger is trusted operator input."""
         ...

@@ -306,6 +306,10 @@ class PostgresStore:
             "WHERE r.sid=%(sid)s AND r.turn_seq BETWEEN %(lo)s AND %(hi)s AND r.pos<%(lim)s "
             "AND r.kind <> 'turn' ORDER BY r.pos", {"lo": lo_seq, "hi": hi_seq, "lim": limit_pos})
 
+    def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        return self._records("WHERE r.sid=%(sid)s AND r.pos>=%(lo)s AND r.pos<%(hi)s ORDER BY r.pos",
+                             {"lo": lo_pos, "hi": hi_pos})
+
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         found = self._records(
             "WHERE r.sid=%(sid)s AND r.pos = (SELECT pos FROM holon_turns WHERE sid=%(sid)s "

@@ -1,0 +1,623 @@
+"""The session projection: one request per model call, most of it a prefix the provider cached.
+
+Theory of operation (RFC 0010). A request is a stable prefix, an append-only history and a small
+tail (:mod:`.tail`). A session *walks* the ledger one record at a time, in order, each record
+once:
+
+    record    joins the history, rendered once (its turn's heading with the turn's first record;
+              a later record of an earlier turn under a "(continued)" heading)
+    check     stable prefix + history + tail as of this record ≤ budget, the environment
+              unchanged, the work item unchanged, every pinned turn in the history?
+    re-plan   if not: the stateless planner at the low-water budget (:mod:`.replan`), laid out
+              as the new frozen prefix and history — a new *epoch*
+
+A request as of position p is the state after walking every record before p: what a request
+holds depends on the ledger, the budget and the policy only, never on when requests were made,
+so any process (or a rebuild from the ledger) produces the same bytes. Between re-plans a request
+starts with the previous one minus its tail. The state is persisted at each re-plan
+(:mod:`holon_ctx.ledger.epochs`); a new process loads it and walks the records since.
+
+Layouts. ``text`` is one prompt text (budgeted as counted); ``messages`` is the provider's own
+conversation (:mod:`.native`), budgeted as :func:`~holon_ctx.projection.providers.measure` counts
+it, framing included — an OpenAI and an Anthropic request from the same parts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from enum import StrEnum
+from typing import Final
+
+import attrs
+import msgspec
+
+from holon_ctx.errors import BudgetTooSmallError, InputError
+from holon_ctx.ledger.epochs import EpochStart, EpochState, EpochStore, MemoryEpochStore
+from holon_ctx.ledger.records import Environment, Message, MessageRole, Pin, Tool, Turn
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.formats import one_line
+from holon_ctx.projection.frontier import Tally
+from holon_ctx.projection.items import Block
+from holon_ctx.projection.manifest import SECTION_TITLES
+from holon_ctx.projection.model import (
+    ControlSource,
+    EpisodeSource,
+    Manifest,
+    Section,
+    SectionManifest,
+    TurnUnit,
+)
+from holon_ctx.projection.native import (
+    Part,
+    Role,
+    anthropic_request,
+    framing_between,
+    openai_messages,
+    parts_of_blocks,
+    text_part,
+)
+from holon_ctx.projection.policy import Policy, TokenCaps
+from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
+from holon_ctx.projection.providers import REPLY_PRIMING_TOKENS
+from holon_ctx.projection.relation import current_relation
+from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.replan import Frozen, replan
+from holon_ctx.projection.retention import FactsCache
+from holon_ctx.projection.tail import Tail, tail_blocks
+from holon_ctx.projection.view import continuation_anchor
+from holon_ctx.tokens import TokenCounter, default_counter
+
+__all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "SessionRequest"]
+
+#: Changes whenever what a walk renders changes: part of every state key, so a persisted state
+#: made by other code is never continued (it is rebuilt instead).
+ENGINE_VERSION: Final = "session/1"
+
+
+class Layout(StrEnum):
+    TEXT = "text"
+    MESSAGES = "messages"
+
+
+@attrs.frozen
+class SessionPolicy:
+    """How a session re-plans. ``low_water``: the share of the budget a re-plan fills (the rest
+    is room for turns to append before the next one; RFC 0010, decision 5). ``entry_share``: the
+    most of the budget one record may take when it joins the history (a longer body is shown as
+    head and tail with its ref, like any capped body)."""
+
+    low_water: float = 0.5
+    entry_share: float = 0.25
+
+    def __attrs_post_init__(self) -> None:
+        if not 0.05 <= self.low_water <= 0.95:
+            raise InputError(f"low_water must be between 0.05 and 0.95, got {self.low_water}",
+                             path="low_water")
+        if not 0.01 <= self.entry_share <= 1.0:
+            raise InputError(f"entry_share must be between 0.01 and 1, got {self.entry_share}",
+                             path="entry_share")
+
+
+@attrs.frozen
+class SessionRequest:
+    """One request of a session (see the module docstring)."""
+
+    layout: Layout
+    budget_tokens: int
+    #: Tokens as the layout is budgeted: the text's count, or the messages' with framing.
+    used_tokens: int
+    parts: tuple[Part, ...]
+    #: Index of the last history part (the rolling cache breakpoint goes after it).
+    history_end: int
+    #: Tokens of this request that the previous request of the session also began with (its
+    #: frozen part and the entries it already held), when no re-plan came between.
+    cached_tokens: int
+    tail_tokens: int
+    epoch: int
+    replanned: bool
+    replan_reason: str | None
+    manifest: Manifest
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts)
+
+    def openai_messages(self) -> list[OpenAIMessage]:
+        return openai_messages(self.parts)
+
+    def anthropic_request(self) -> AnthropicRequest:
+        return anthropic_request(self.parts, rolling_after=self.history_end)
+
+    def manifest_json(self) -> bytes:
+        return msgspec.json.encode(self.manifest)
+
+
+@attrs.define
+class _Segment:
+    """Records of one turn appended in a row, and their parts (re-made as the segment grows, so
+    a tool result joins the reply that called it)."""
+
+    turn_id: str | None
+    records: list[StoredRecord]
+    parts: list[Part]
+    tokens: int = 0
+
+
+@attrs.define
+class _State:
+    key: str
+    budget: int
+    layout: Layout
+    start: EpochStart
+    frozen: list[Part]
+    prefix_count: int
+    frozen_tokens: int
+    manifest: Manifest
+    env_ref: str | None
+    work_item_id: str | None
+    shown: set[str]
+    open_turn: str | None
+    tally: Tally | None
+    cover: str
+    pos: int
+    segments: list[_Segment] = attrs.Factory(list)
+    current: TurnUnit | None = None
+    anchor: TurnUnit | None = None
+    #: Frozen and appended tokens as of the last request made (for ``cached_tokens``).
+    last_request_end: int = 0
+
+    def appended_tokens(self) -> int:
+        return sum(s.tokens for s in self.segments)
+
+    def last_role(self) -> Role | None:
+        for seg in reversed(self.segments):
+            for part in reversed(seg.parts):
+                if part.content or part.calls:
+                    return part.role
+        for part in reversed(self.frozen):
+            if part.content or part.calls:
+                return part.role
+        return None
+
+
+class _PersistedTally(msgspec.Struct, frozen=True):
+    done: int
+    failed: int
+    pending: int
+    run_keys: list[tuple[str, str]]
+    files: dict[str, list[str]]
+
+
+class _Persisted(msgspec.Struct, frozen=True):
+    """The frozen part of an epoch as :class:`~holon_ctx.ledger.epochs.EpochState` stores it."""
+
+    parts: list[Part]
+    prefix_count: int
+    frozen_tokens: int
+    manifest: Manifest
+    env_ref: str | None
+    work_item_id: str | None
+    shown: list[str]
+    open_turn: str | None
+    tally: _PersistedTally | None
+    cover: str
+
+
+class SessionProjector:
+    """``SessionProjector(store).request(budget_tokens=8192)`` — see the module docstring.
+
+    Keep one per ledger and process: it keeps each budget's walk in memory, and persists every
+    re-plan in ``epochs`` (default: in memory; a database ledger's callers pass the store beside
+    it, so a new process continues where the last one stopped).
+    """
+
+    def __init__(self, store: LedgerStore, counter: TokenCounter | None = None, *,
+                 layout: Layout = Layout.TEXT, episodes: EpisodeSource | None = None,
+                 control: ControlSource | None = None, policy: Policy | None = None,
+                 session: SessionPolicy | None = None, epochs: EpochStore | None = None) -> None:
+        self.store = store
+        self.counter = counter or default_counter()
+        self.layout = Layout(layout)
+        self.episodes = episodes
+        self.control = control
+        self.policy = policy or Policy()
+        self.session = session or SessionPolicy()
+        self.epochs: EpochStore = epochs if epochs is not None else MemoryEpochStore()
+        self.renderer = Renderer(self.counter, store.counter_identity, self.policy)
+        self._entry_renderers: dict[int, Renderer] = {}
+        self._facts = FactsCache()
+        self._headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
+        self._states: dict[int, _State] = {}
+
+    # -- the key and the renderers -------------------------------------------------------------
+    def state_key(self, budget_tokens: int) -> str:
+        """What a walk depends on besides the ledger, digested (see :mod:`holon_ctx.ledger.epochs`)."""
+        spec = msgspec.json.encode([ENGINE_VERSION, budget_tokens, self.layout.value,
+                                    self.counter.identity, attrs.asdict(self.session),
+                                    attrs.asdict(self.policy)])
+        return hashlib.sha256(spec).hexdigest()[:32]
+
+    def _entry_renderer(self, budget: int) -> Renderer:
+        """The renderer of records joining the history: each body may take ``entry_share`` of the
+        budget, so the newest steps are not cut to the stateless caps while there is room."""
+        found = self._entry_renderers.get(budget)
+        if found is None:
+            room = int(budget * self.session.entry_share)
+            caps = self.policy.caps
+            scaled = TokenCaps(**{name: max(value, room) for name, value in
+                                  attrs.asdict(caps).items()})
+            found = Renderer(self.counter, self.store.counter_identity,
+                             attrs.evolve(self.policy, caps=scaled))
+            self._entry_renderers[budget] = found
+        return found
+
+    # -- requests ---------------------------------------------------------------------------------
+    def request(self, *, budget_tokens: int, at: str | None = None,
+                limit_pos: int | None = None) -> SessionRequest:
+        """The request as of turn ``at`` (all its records), as of position ``limit_pos``, or
+        (neither) as of the end of the ledger."""
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
+                or budget_tokens <= 0:
+            raise InputError(f"budget must be a positive number of tokens, got {budget_tokens!r}",
+                             path="budget_tokens")
+        end = self._end(at, limit_pos)
+        control = self.control.control_state() if self.control else None
+        state, replanned, reason = self._walk_to(budget_tokens, end, control)
+        return self._request(state, end, control, replanned, reason)
+
+    def rebuild(self, *, budget_tokens: int) -> None:
+        """Forget the persisted state of ``budget_tokens``: the next request walks the ledger
+        again from its first turn (derived data, so the requests come out the same)."""
+        self.epochs.clear(self.state_key(budget_tokens))
+        self._states.pop(budget_tokens, None)
+
+    def epoch_starts(self, *, budget_tokens: int) -> list[EpochStart]:
+        return self.epochs.starts(self.state_key(budget_tokens))
+
+    def _end(self, at: str | None, limit_pos: int | None) -> int:
+        from holon_ctx.projection.view import resolve_limit  # noqa: PLC0415 - one use
+
+        return resolve_limit(self.store, at, limit_pos)[1]
+
+    # -- the walk -----------------------------------------------------------------------------------
+    def _walk_to(self, budget: int, end: int, control: object) -> tuple[_State, bool, str | None]:
+        state = self._states.get(budget)
+        if state is None or state.pos > end:
+            state = self._load(budget, end)
+        replanned, reason = False, None
+        if state is None:
+            first = self._first_turn_end(end)
+            state = self._replan(budget, first, control, epoch=0, reason="first_turn")
+            replanned, reason = True, "first_turn"
+        for stored in self.store.records_between(state.pos, end):
+            why = self._step(state, stored, control)
+            if why is not None:
+                state = self._replan(budget, stored.pos + 1, control,
+                                     epoch=state.start.epoch + 1, reason=why)
+                replanned, reason = True, why
+            else:
+                state.pos = stored.pos + 1
+        self._states[budget] = state
+        return state, replanned, reason
+
+    def _first_turn_end(self, end: int) -> int:
+        """Position just after the ledger's first turn record (the walk's first re-plan)."""
+        for stored in self.store.records_between(0, end):
+            if isinstance(stored.record, Turn):
+                return stored.pos + 1
+        raise InputError("the ledger has no turns to project (it holds no turn record yet)")
+
+    def _step(self, state: _State, stored: StoredRecord, control: object) -> str | None:
+        """Append one record; returns why a re-plan is needed instead (None: appended)."""
+        rec = stored.record
+        limit = stored.pos + 1
+        if isinstance(rec, Environment):
+            return "environment_changed"
+        if isinstance(rec, Turn):
+            unit = TurnUnit(stored=stored, records=())
+            state.current = unit
+            why = self._follow(state, unit, limit)
+            if why is not None:
+                return why
+            self._append(state, stored, new_turn=True)
+        else:
+            if isinstance(rec, Pin):
+                target = self.store.get(rec.target)
+                owner = getattr(target.record, "turn_id", None) if target else None
+                if isinstance(target.record if target else None, Turn):
+                    owner = rec.target.removeprefix("turn:")
+                if owner is not None and owner not in state.shown:
+                    return "pinned_turn_not_in_history"
+            cur = state.current
+            if cur is not None and stored.turn_seq == cur.turn.seq:
+                state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
+            if isinstance(rec, Tool) and state.tally is not None and state.current is not None \
+                    and state.current.turn.work_item_id in (state.work_item_id, None):
+                state.tally.add(stored)
+            self._append(state, stored, new_turn=False)
+        tail = self._tail(state, limit, control)
+        total = state.frozen_tokens + state.appended_tokens() + self._tail_cost(state, tail)
+        if total > state.budget:
+            return "over_budget"
+        return None
+
+    def _follow(self, state: _State, unit: TurnUnit, limit: int) -> str | None:
+        """A new turn: the work item and the anchor it continues must be the epoch's."""
+        anchor_id, _ = continuation_anchor(self.store, unit, {}, limit, self.policy)
+        anchor = self._unit(anchor_id, limit) if anchor_id else None
+        state.anchor = anchor
+        wid = unit.turn.work_item_id or (anchor.turn.work_item_id if anchor else None)
+        if wid != state.work_item_id and wid is not None:
+            return "work_item_changed"
+        if anchor_id is not None and anchor_id not in state.shown \
+                and anchor_id != unit.turn.id:
+            return "anchor_not_in_history"
+        return None
+
+    def _unit(self, turn_id: str, limit: int) -> TurnUnit | None:
+        stored = self.store.turn(turn_id)
+        if stored is None or stored.pos >= limit or stored.turn_seq is None:
+            return None
+        assert isinstance(stored.record, Turn)
+        seq = stored.record.seq
+        return TurnUnit(stored=stored, records=tuple(self.store.records_of_turns(seq, seq, limit)))
+
+    def _append(self, state: _State, stored: StoredRecord, *, new_turn: bool) -> None:
+        """Render ``stored`` into the history: a new segment, or the last one re-made."""
+        r = self._entry_renderer(state.budget)
+        rec = stored.record
+        turn_id = rec.id if isinstance(rec, Turn) else getattr(rec, "turn_id", None)
+        last = state.segments[-1] if state.segments else None
+        if new_turn or last is None or last.turn_id != turn_id or turn_id is None:
+            seg = _Segment(turn_id=turn_id, records=[stored], parts=[])
+            state.segments.append(seg)
+        else:
+            seg = last
+            seg.records.append(stored)
+        if turn_id is not None:
+            state.shown.add(turn_id)
+        blocks = []
+        for i, s in enumerate(seg.records):
+            if isinstance(s.record, Turn):
+                blocks.extend(entry_heading(r, s.record, s.ref))
+            elif i == 0 and turn_id is not None and turn_id != state.open_turn:
+                blocks.append(r.line(f"### turn:{turn_id} (continued)", [f"turn:{turn_id}"]))
+            if not isinstance(s.record, Turn):
+                blocks.extend(r.record_blocks(s, {}))
+        records = {s.ref: s for s in seg.records}
+        previous = self._last_part_before(state, seg)
+        parts = parts_of_blocks(blocks, records, self.counter, previous=previous,
+                                native_headings=not any(
+                                    b.ref in records and _is_reply(records[b.ref])
+                                    for b in blocks))
+        seg.parts = parts
+        seg.tokens = self._cost(parts, previous.role if previous else None)
+        if turn_id is not None:
+            state.open_turn = turn_id
+
+    def _last_part_before(self, state: _State, seg: _Segment) -> Part | None:
+        for other in reversed(state.segments):
+            if other is seg:
+                continue
+            for part in reversed(other.parts):
+                if part.content or part.calls:
+                    return part
+        for part in reversed(state.frozen):
+            if part.content or part.calls:
+                return part
+        return None
+
+    def _cost(self, parts: list[Part], previous: Role | None) -> int:
+        if self.layout is Layout.TEXT:
+            return sum(p.text_tokens for p in parts)
+        total = 0
+        role = previous
+        for part in parts:
+            total += framing_between(role, part) + part.content_tokens + part.call_tokens
+            if part.content or part.calls:
+                role = part.role
+        return total
+
+    def _tail(self, state: _State, limit: int, control: object) -> Tail:
+        cur = state.current
+        assert cur is not None
+        wid = state.work_item_id
+        work_item = self.store.work_item_state(wid, limit) if wid else None
+        waits = self.store.open_waits(limit) if work_item is not None else []
+        return tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
+                           anchor=state.anchor, work_item=work_item, waits=waits,
+                           tally=state.tally, frontier_cover=state.cover,
+                           control=control)  # type: ignore[arg-type]
+
+    def _tail_cost(self, state: _State, tail: Tail) -> int:
+        if self.layout is Layout.TEXT:
+            return tail.tokens
+        framing = framing_between(state.last_role(), text_part(tail.text, tail.tokens))
+        return framing + tail.tokens + REPLY_PRIMING_TOKENS
+
+    # -- re-plans and persistence -------------------------------------------------------------------
+    def _replan(self, budget: int, limit: int, control: object, *, epoch: int,
+                reason: str) -> _State:
+        """A new epoch at position ``limit``: planned at the low-water budget, then smaller until
+        the frozen part and the tail fit (the tail is not planned: it is stated, always)."""
+        plan_budget = max(1, int(budget * self.session.low_water))
+        tried_full = False
+        for _ in range(8):
+            try:
+                frozen = replan(self.store, self.renderer, self.policy, self._facts,
+                                self.episodes, control,  # type: ignore[arg-type]
+                                limit_pos=limit, budget_tokens=plan_budget,
+                                headers=self._headers)
+            except BudgetTooSmallError:
+                if tried_full or plan_budget >= budget:
+                    raise
+                # The low-water mark is below the pinned minimum: use the whole budget instead.
+                tried_full, plan_budget = True, budget
+                continue
+            state = self._state_from(frozen, budget, limit, epoch, reason)
+            tail = self._tail(state, limit, control)
+            over = state.frozen_tokens + self._tail_cost(state, tail) - budget
+            if over <= 0:
+                self._persist(state)
+                return state
+            plan_budget -= over
+            if plan_budget <= 0:
+                break
+        raise BudgetTooSmallError(budget + max(over, 1), budget,
+                                  "the pinned references and the current state")
+
+    def _state_from(self, frozen: Frozen, budget: int, limit: int, epoch: int,
+                    reason: str) -> _State:
+        view, ctx = frozen.view, frozen.ctx
+        parts = list(frozen.parts)
+        start = EpochStart(epoch=epoch, turn_id=view.current.turn.id,
+                           turn_seq=view.current.turn.seq, limit_pos=limit, reason=reason)
+        tally = frozen.tally
+        state = _State(
+            key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
+            frozen=parts, prefix_count=frozen.prefix_count,
+            frozen_tokens=(frozen.projection.used_tokens if self.layout is Layout.TEXT
+                           else self._cost(parts, None)),
+            manifest=frozen.projection.manifest,
+            env_ref=view.environment.ref if view.environment else None,
+            work_item_id=ctx.work_item_id, shown=set(frozen.shown), open_turn=frozen.open_turn,
+            tally=None if tally is None else Tally(tally.done, tally.failed, tally.pending,
+                                                   set(tally.run_keys),
+                                                   {k: list(v) for k, v in tally.files.items()}),
+            cover=frozen.frontier_cover, pos=limit, current=view.current,
+            anchor=view.unit(view.anchor_id) if view.anchor_id else None)
+        state.last_request_end = 0
+        return state
+
+    def _persist(self, state: _State) -> None:
+        tally = state.tally
+        frozen = _Persisted(
+            parts=state.frozen, prefix_count=state.prefix_count,
+            frozen_tokens=state.frozen_tokens, manifest=state.manifest, env_ref=state.env_ref,
+            work_item_id=state.work_item_id, shown=sorted(state.shown),
+            open_turn=state.open_turn,
+            tally=None if tally is None else _PersistedTally(
+                tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files),
+            cover=state.cover)
+        self.epochs.save(EpochState(key=state.key, start=state.start,
+                                    frozen=msgspec.json.encode(frozen)))
+
+    def _load(self, budget: int, end: int) -> _State | None:
+        """The persisted epoch that holds position ``end`` (re-planned again when it is an
+        earlier epoch than the persisted one), or None when the walk must start over."""
+        key = self.state_key(budget)
+        saved = self.epochs.load(key)
+        if saved is not None and saved.start.limit_pos <= end:
+            try:
+                frozen = _persisted_decoder.decode(saved.frozen)
+            except msgspec.DecodeError:
+                frozen = None  # derived data that no longer decodes is rebuilt, never trusted
+            if frozen is not None:
+                return self._restore(budget, saved.start, frozen)
+        earlier = [s for s in self.epochs.starts(key) if s.limit_pos <= end]
+        if not earlier:
+            return None
+        start = earlier[-1]
+        return self._replan(budget, start.limit_pos, None, epoch=start.epoch, reason=start.reason)
+
+    def _restore(self, budget: int, start: EpochStart, frozen: _Persisted) -> _State:
+        limit = start.limit_pos
+        current = self._unit(start.turn_id, limit)
+        if current is None:
+            raise InputError(f"session state names turn {start.turn_id!r}, which is not in the "
+                             "ledger: rebuild it (holon-ctx replay --rebuild)")
+        anchor_id, _ = continuation_anchor(self.store, current, {}, limit, self.policy)
+        t = frozen.tally
+        return _State(
+            key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
+            frozen=list(frozen.parts), prefix_count=frozen.prefix_count,
+            frozen_tokens=frozen.frozen_tokens, manifest=frozen.manifest, env_ref=frozen.env_ref,
+            work_item_id=frozen.work_item_id, shown=set(frozen.shown),
+            open_turn=frozen.open_turn,
+            tally=None if t is None else Tally(t.done, t.failed, t.pending,
+                                               {tuple(k) for k in t.run_keys},  # type: ignore[misc]
+                                               {k: list(v) for k, v in t.files.items()}),
+            cover=frozen.cover, pos=limit, current=current,
+            anchor=self._unit(anchor_id, limit) if anchor_id else None)
+
+    # -- the request --------------------------------------------------------------------------------
+    def _request(self, state: _State, end: int, control: object, replanned: bool,
+                 reason: str | None) -> SessionRequest:
+        tail = self._tail(state, end, control)
+        appended = [p for seg in state.segments for p in seg.parts]
+        parts = (*state.frozen, *appended, text_part(tail.text, tail.tokens, tail.refs))
+        history_end = max((i for i, p in enumerate(parts[:-1]) if p.content or p.calls),
+                          default=-1)
+        body = state.frozen_tokens + state.appended_tokens()
+        used = body + self._tail_cost(state, tail)
+        cached = 0 if replanned else state.last_request_end
+        state.last_request_end = body
+        manifest = self._manifest(state, tail, parts, used, cached, replanned, reason)
+        return SessionRequest(layout=self.layout, budget_tokens=state.budget, used_tokens=used,
+                              parts=parts, history_end=history_end, cached_tokens=cached,
+                              tail_tokens=used - body, epoch=state.start.epoch,
+                              replanned=replanned, replan_reason=reason, manifest=manifest)
+
+    def _manifest(self, state: _State, tail: Tail, parts: tuple[Part, ...], used: int,
+                  cached: int, replanned: bool, reason: str | None) -> Manifest:
+        frozen = state.manifest
+        appended_refs: list[str] = []
+        for seg in state.segments:
+            for stored in seg.records:
+                appended_refs.append(stored.ref)
+        sections: list[SectionManifest] = []
+        for sec in frozen.sections:
+            if sec.name in (Section.WORK_ITEM.value, Section.WORK_REFS.value,
+                            Section.CURRENT_INPUT.value):
+                continue  # the tail states these (current_state, below)
+            if sec.name == Section.RECENT_TURNS.value and state.segments:
+                seen = set(sec.selected)
+                sec = msgspec.structs.replace(
+                    sec, used_tokens=sec.used_tokens + state.appended_tokens(),
+                    selected=[*sec.selected, *(r for r in dict.fromkeys(appended_refs)
+                                               if r not in seen)])
+            sections.append(sec)
+        sections.append(SectionManifest(name="current_state", representation="compact",
+                                        allocated_tokens=tail.tokens, used_tokens=tail.tokens,
+                                        selected=list(tail.refs), omitted=[]))
+        cur = state.current
+        assert cur is not None
+        text = "".join(p.text for p in parts)
+        return msgspec.structs.replace(
+            frozen, budget_tokens=state.budget, used_tokens=used, current_turn=cur.ref,
+            relation=current_relation(cur).value,
+            anchor_turn=state.anchor.ref if state.anchor else None, sections=sections,
+            text=text,
+            session={"layout": self.layout.value, "epoch": state.start.epoch,
+                     "epoch_started_at": f"turn:{state.start.turn_id}",
+                     "replanned": replanned, "replan_reason": reason,
+                     "low_water_tokens": int(state.budget * self.session.low_water),
+                     "stable_prefix_tokens": sum(
+                         (p.text_tokens if self.layout is Layout.TEXT else p.content_tokens)
+                         for p in state.frozen[:state.prefix_count]),
+                     "cached_tokens": cached, "tail_tokens": tail.tokens,
+                     "appended_records": len(appended_refs)})
+
+
+_persisted_decoder = msgspec.json.Decoder(_Persisted)
+
+
+def entry_heading(r: Renderer, turn: Turn, ref: str) -> list[Block]:
+    """A turn's heading as it joins the history: only facts that never change (its ref, trigger,
+    anchor link, work item, outcome) — nothing that changes as the turn ages."""
+    parts = [ref, turn.trigger]
+    if turn.anchor_turn_id:
+        parts.append(f"continues turn:{turn.anchor_turn_id}")
+    if turn.work_item_id:
+        parts.append(f"work item {one_line(turn.work_item_id, r.chars.ident)}")
+    if turn.outcome:
+        parts.append(f"outcome {turn.outcome.value}")
+    blocks = [r.line("### " + " · ".join(parts), [ref])]
+    if turn.label:
+        blocks.append(r.line(f"trigger: {one_line(turn.label, r.chars.trigger_label)}"))
+    return blocks
+
+
+def _is_reply(stored: StoredRecord) -> bool:
+    rec = stored.record
+    return isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT
