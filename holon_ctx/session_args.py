@@ -6,8 +6,9 @@ naming the helper and the argument — ``operator_message: text: expected a stri
 later, deep inside the append path, as an ``AttributeError``. Every failure is an
 :class:`~holon_ctx.errors.InputError` whose ``source`` is the helper and ``path`` the argument.
 
-The rules for ids are the ledger's own (``holon_ctx.ledger.codec``): non-empty, at most 256
-characters, no whitespace or control characters.
+The rules for ids are the ledger's own (``holon_ctx.ledger.codec.id_error``): non-empty, at most
+256 characters, no whitespace, control or invisible characters, no markup characters and nothing
+that looks like a data fence or the trusted-operator label.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from holon_ctx.errors import InputError
-from holon_ctx.ledger.codec import MAX_ID_CHARS
+from holon_ctx.ledger.codec import id_error
 from holon_ctx.ledger.records import EXTENSION_TRIGGER, KNOWN_TRIGGERS, Todo
 
 __all__ = [
@@ -53,15 +54,11 @@ def check_text(where: str, name: str, value: Any, *, required: bool = False) -> 
 
 
 def check_id(where: str, name: str, value: Any) -> str:
-    """An id as the ledger accepts it: non-empty, at most 256 characters, no whitespace."""
+    """An id as the ledger accepts it (``codec.id_error``: length, whitespace, markup, lookalikes)."""
     text = check_text(where, name, value)
-    if not text:
-        raise InputError("must not be empty", source=where, path=name)
-    if len(text) > MAX_ID_CHARS:
-        raise InputError(f"longer than {MAX_ID_CHARS} characters", source=where, path=name)
-    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in text):
-        raise InputError(f"must not contain whitespace or control characters, got {text!r}",
-                         source=where, path=name)
+    problem = id_error(text)
+    if problem:
+        raise InputError(problem, source=where, path=name)
     return text
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
@@ -131,8 +132,8 @@ def _looks_like_sqlite(path: str) -> bool:
 
 
 def console(*, plain: bool = False, stderr: bool = False, width: int | None = None) -> Console:
-    """A rich console: colour only on a terminal, none with --plain or NO_COLOR."""
-    return Console(
+    """A rich console: colour only on a terminal, none with --plain or NO_COLOR; text made safe."""
+    return SafeConsole(
         file=sys.stderr if stderr else sys.stdout,
         no_color=plain or None,
         color_system=None if plain else "auto",

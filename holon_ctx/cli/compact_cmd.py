@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from holon_ctx.cli.common import open_continuity, open_db, open_episodes
+from holon_ctx.cli.terminal import say
 from holon_ctx.cli.wording import plural
 
 __all__ = ["register"]
@@ -50,5 +51,5 @@ def cmd_compact(args: argparse.Namespace) -> int:
     print(f"open obligations: {len(result.obligations)}; "
           f"side effects to reconcile: {len(result.blocking)}")
     for item in result.obligations:
-        print(f"  - {item}")
+        say(f"  - {item}")  # worded from ledger text: made safe for the terminal
     return 0

@@ -26,6 +26,7 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
+from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.continuity.codes import DecisionKind
 from holon_ctx.continuity.envelope import SideEffectStatus, id_problem
 from holon_ctx.continuity.evaluation import ScenarioResult, run_evaluation
@@ -103,7 +104,7 @@ _PIPE_WIDTH: Final = 160
 def _console() -> Console:
     # force_terminal=None: colour and styles only on a terminal, plain text in pipes and tests.
     width = None if sys.stdout.isatty() else _PIPE_WIDTH
-    return Console(force_terminal=None, highlight=False, width=width)
+    return SafeConsole(force_terminal=None, highlight=False, width=width)
 
 
 def _side_effect_status(text: str | None) -> SideEffectStatus:

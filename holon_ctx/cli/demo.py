@@ -19,6 +19,7 @@ from pathlib import Path
 
 from holon_ctx import __version__
 from holon_ctx.cli.common import db_name, open_continuity, open_db, open_episodes
+from holon_ctx.cli.terminal import say
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.importer import import_jsonl
@@ -80,9 +81,9 @@ def build_demo(db: Path) -> bool:
     finally:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
-    sys.stderr.write(f"holon-ctx: built the demo ledger ({plural(n, 'record')}, "
-                     f"{plural(archived, 'episode')} archived) into {db} in "
-                     f"{time.perf_counter() - started:.2f} s; later runs reuse it\n")
+    say(f"holon-ctx: built the demo ledger ({plural(n, 'record')}, "
+        f"{plural(archived, 'episode')} archived) into {db} in "
+        f"{time.perf_counter() - started:.2f} s; later runs reuse it", file=sys.stderr)
     return True
 
 

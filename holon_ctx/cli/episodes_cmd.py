@@ -14,6 +14,7 @@ import msgspec
 from rich.table import Table
 
 from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
+from holon_ctx.cli.terminal import terminal_safe, write_data_json
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError, StoreError, UnknownRefError
 from holon_ctx.ledger.store import LedgerStore
@@ -170,7 +171,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     finally:
         _close(ledger, store)
     if args.json:
-        sys.stdout.buffer.write(msgspec.json.encode({"episode": ep, "recaps": recaps}) + b"\n")
+        write_data_json(msgspec.json.encode({"episode": ep, "recaps": recaps}) + b"\n")
         return 0
     first, last = ep.covers
     out = [f"{ep.ref}",
@@ -184,7 +185,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for recap in recaps:
         why = f" ({', '.join(recap.reasons)})" if recap.reasons else ""
         out.append(f"recap by model {recap.model}: {recap.status.value}{why}")
-    sys.stdout.write("\n".join(out) + "\n\n" + full_text(with_recaps(ep, recaps)))
+    sys.stdout.write(terminal_safe("\n".join(out) + "\n\n" + full_text(with_recaps(ep, recaps))))
     return 0
 
 

@@ -8,24 +8,23 @@ what a line may show of untrusted text (:func:`visible`), wrapping with a hangin
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
+from holon_ctx.cli.terminal import terminal_safe
+
 __all__ = ["emit", "hang", "kv", "pct", "visible"]
 
 
-#: C0 controls but tab and newline, DEL and C1: tool output can carry terminal escape sequences,
-#: and a viewer must not let untrusted text move the cursor, recolour the screen or retitle it.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
 
 def visible(line: str) -> str:
-    """The line as it can be shown on a terminal: control characters as ``\\xNN``, tabs as spaces
-    (a tab's width depends on the column, which the gutter shifts)."""
+    """The line as it can be shown on a terminal: control, bidi and invisible characters escaped
+    (``\\x1b``, ``\\u202e``: tool output must not move the cursor, recolour or retitle the
+    screen, or reorder what is read), tabs as spaces (a tab's width depends on the column, which
+    the gutter shifts). Escaped before layout, so widths are measured on what is shown."""
     if "\t" in line:
         # Tab stops every 8 cells, counted in terminal cells (a CJK character takes two).
         out: list[str] = []
@@ -38,7 +37,7 @@ def visible(line: str) -> str:
             out.append(part)
             column += cell_len(part)
         line = "".join(out)
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
+    return terminal_safe(line)
 
 
 def pct(part: int, whole: int) -> str:

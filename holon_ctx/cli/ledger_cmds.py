@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sqlite3
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from holon_ctx.cli.common import (
     remove_empty_session,
 )
 from holon_ctx.cli.dbfiles import write_db
+from holon_ctx.cli.terminal import is_terminal, say, write_data_json
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
@@ -100,10 +102,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         # failed import never removes a database file another process may be writing (RFC 0006).
         detection, n, stats = write_db(args.db, work, rereadable=src.is_file())
     if args.source_format == "auto":
-        sys.stderr.write(f"holon-ctx: read {args.file} as {detection.format.value} "
-                         f"({detection.reason})\n")
-    print(f"imported {plural(n, 'record')} from {args.file} into {db_name(args.db, session)} "
-          f"({plural(stats.turns, 'turn')}, {plural(stats.records, 'record')} in the ledger)")
+        say(f"holon-ctx: read {args.file} as {detection.format.value} ({detection.reason})",
+            file=sys.stderr)
+    say(f"imported {plural(n, 'record')} from {args.file} into {db_name(args.db, session)} "
+        f"({plural(stats.turns, 'turn')}, {plural(stats.records, 'record')} in the ledger)")
     return 0
 
 
@@ -117,6 +119,12 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
             with out:
                 export_jsonl(store, out)
+        elif is_terminal(sys.stdout):
+            # On a terminal only: the same JSON with unsafe characters \u-escaped (RFC 0007).
+            buffer = io.BytesIO()
+            export_jsonl(store, buffer)
+            write_data_json(buffer.getvalue())
+            sys.stdout.flush()
         else:
             export_jsonl(store, sys.stdout.buffer)
             sys.stdout.buffer.flush()

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 from holon_ctx import __version__
+from holon_ctx.cli.terminal import terminal_safe
 from holon_ctx.errors import EngineError, HolonCtxError
 from holon_ctx.ledger.locking import translate_lock_errors
 
@@ -38,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse prints usage and exits 2 on bad flags; keep that, but as one clear line."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.stderr.write(terminal_safe(f"{self.prog}: error: {message}") + "\n")
         raise SystemExit(2)
 
 
@@ -102,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _terminate_like_interrupt(), translate_lock_errors(db or "database"):
             code: int = func(args)
     except HolonCtxError as exc:
-        sys.stderr.write(f"holon-ctx: error: {exc}\n")
+        # Messages quote file names and values: never let them drive the terminal.
+        sys.stderr.write(terminal_safe(f"holon-ctx: error: {exc}") + "\n")
         return 2
     except EngineError as exc:
         # An engine bug, not the user's input: say so, and use EX_SOFTWARE rather than 2.

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from rich.console import Console
 
 from holon_ctx.cli.common import (
     add_source_args,
@@ -40,6 +39,7 @@ from holon_ctx.cli.common import (
 from holon_ctx.cli.demo import DEMO_BUDGET, DEMO_DB, build_demo, build_demo_session
 from holon_ctx.cli.diff import Difference, diff
 from holon_ctx.cli.explain import Explanation, explain
+from holon_ctx.cli.terminal import SafeConsole, write_data_json
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.postgres.connection import is_postgres_url
@@ -179,7 +179,7 @@ def _preview(args: argparse.Namespace, budget: int, at: str | None) -> int:
             return 0
         # Render once into a buffer with the terminal's width and colours, then decide.
         buf = io.StringIO()
-        screen = Console(file=buf, width=out.width, force_terminal=True,
+        screen = SafeConsole(file=buf, width=out.width, force_terminal=True,
                          color_system=out.color_system,  # type: ignore[arg-type]
                          no_color=out.no_color, highlight=False, soft_wrap=False)
         print_preview(screen, projection, trust_lookup(store))
@@ -246,7 +246,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         projection = projector.project(budget_tokens=args.budget, at=args.at)
         result = explain(store, projector, projection, args.ref)
     if args.json:
-        sys.stdout.buffer.write(to_json(result) + b"\n")
+        write_data_json(to_json(result) + b"\n")
     else:
         print_explanation(console(plain=args.plain, width=args.width), result)
     return 0
@@ -265,7 +265,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         b = projector.project(budget_tokens=budgets[-1], at=ats[-1] if ats else None)
     result = diff(a, b, projector.counter)
     if args.json:
-        sys.stdout.buffer.write(to_json(result) + b"\n")
+        write_data_json(to_json(result) + b"\n")
     else:
         print_diff(console(plain=args.plain, width=args.width), result)
     return 0

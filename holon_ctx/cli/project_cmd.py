@@ -9,6 +9,7 @@ from typing import Any
 
 from holon_ctx.cli.common import add_source_args, open_control_source, open_source, positive_int
 from holon_ctx.cli.episodes_cmd import open_episode_source
+from holon_ctx.cli.terminal import write_data_json, write_data_text
 from holon_ctx.errors import InputError
 from holon_ctx.projection.projector import Projection, Projector
 from holon_ctx.projection.providers import framing_tokens, to_anthropic_messages, to_openai_messages
@@ -59,13 +60,14 @@ def cmd_project(args: argparse.Namespace) -> int:
         projection = project_from_args(args, budget=budget)
         payload: object = ({"messages": to_openai_messages(projection)} if fmt == "openai"
                            else to_anthropic_messages(projection))
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+        write_data_json(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
         sys.stdout.flush()
         return 0
     projection = project_from_args(args)
     if fmt == "json":
-        sys.stdout.buffer.write(projection.manifest_json() + b"\n")
+        write_data_json(projection.manifest_json() + b"\n")
     else:
-        sys.stdout.write(projection.text)
+        # The prompt exactly as the model gets it, unless a terminal would act on it (RFC 0007).
+        write_data_text(projection.text)
     sys.stdout.flush()
     return 0

@@ -2,14 +2,34 @@
 
 A body is *block-safe* (RFC 0002): it starts with a non-blank line and ends with exactly one
 ``"\\n"``, so its token count adds exactly to the counts of the lines around it. It is also
-*fence-safe*: any text that could open or close a data fence (``<data``, ``</data``) is neutralised,
-so untrusted text can never end its own fence. The same function runs when a record is appended
-(to cache its count) and when it is rendered, which is what makes the cached count exact.
+*fence-safe*: any text that could open or close a data fence (``<data``, ``</data``) or wear the
+trusted-operator label is neutralised, so untrusted text can never end its own fence or pose as
+the operator. The same function runs when a record is appended (to cache its count) and when it
+is rendered, which is what makes the cached count exact.
+
+How lookalikes are caught (RFC 0007). Matching runs on a *skeleton* of the text: each character
+NFKC-normalised and case-folded, a small table of confusables (Cyrillic ``а``, Greek ``ο``,
+``〈``, ``∕`` ...) mapped to the ASCII they imitate, and default-ignorable characters (zero-width,
+bidi controls, variation selectors, tag characters) dropped. The fence pattern also accepts
+whitespace inside the tag (``< /data>``, ``</ data>``) and the entity and escape spellings of
+``<``, ``/`` and ``>`` (``&lt;``, ``&#60;``, ``\\u003c``); a tag with whitespace inside counts
+only as a closer with its ``>``, so code such as ``i < data.size()`` is left alone. A match in
+the skeleton is mapped back to the original characters, which are rewritten: the ``<`` of a
+fence-like tag becomes ``‹`` and a trusted-label lookalike becomes ``operator (claimed)``. Text
+with no match (almost all text) is returned unchanged after one ``str.translate`` and one regex
+search, both in C.
+
+Ids (:func:`id_problem`) are held to the same rule, and more: an id may contain no markup
+character at all, so wherever one is rendered (fence attribute, label, heading, manifest,
+preview) it cannot end an attribute, open a tag or pose as a label.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
+from typing import Final
 
 from holon_ctx.ledger.records import (
     Brief,
@@ -25,26 +45,184 @@ from holon_ctx.ledger.records import (
     WorkItem,
 )
 
-__all__ = ["CLAIMED_LABEL", "FENCE_TAG", "OPERATOR_LABEL", "block_safe", "neutralise_fences",
-           "record_body"]
+__all__ = [
+    "CLAIMED_LABEL",
+    "FENCE_TAG",
+    "OPERATOR_LABEL",
+    "attribute_value",
+    "block_safe",
+    "id_problem",
+    "neutralise_fences",
+    "record_body",
+    "record_body_counted",
+]
 
 #: The element name of data fences; see :func:`neutralise_fences`.
 FENCE_TAG = "data"
 #: The label the renderer puts above the operator's own words, and what a forgery of it becomes.
 OPERATOR_LABEL = "operator (trusted)"
 CLAIMED_LABEL = "operator (claimed)"
-_FENCE_LIKE = re.compile(rf"<(/?)({FENCE_TAG})\b", re.IGNORECASE)
-_TRUSTED_LABEL = re.compile(r"operator\s*\(trusted\)", re.IGNORECASE)
+
+# --- the skeleton ---------------------------------------------------------------------------
+#: Characters that imitate the ASCII of ``<data``, ``</data>`` or ``operator (trusted)`` and that
+#: NFKC leaves alone (applied before and after NFKC and case folding).
+_CONFUSABLES: Final = {
+    # Cyrillic, Armenian and Greek letters that look Latin (lower case; upper case folds to them).
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "ѕ": "s", "т": "t", "у": "y", "х": "x",
+    "ԁ": "d", "г": "r", "һ": "h", "і": "i", "ј": "j", "ԛ": "q", "ԝ": "w", "ҽ": "e", "ս": "u",
+    "օ": "o", "α": "a", "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "ι": "i", "κ": "k", "ν": "v",
+    "Α": "a", "Β": "b", "Ε": "e", "Ζ": "z", "Η": "h", "Ι": "i", "Κ": "k", "Μ": "m", "Ν": "n",
+    "Ο": "o", "Ρ": "p", "Τ": "t", "Υ": "y", "Χ": "x",
+    # Latin small capitals and IPA letters.
+    "ᴀ": "a", "ᴅ": "d", "ᴇ": "e", "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u",
+    "ɑ": "a", "ɡ": "g", "ⲅ": "r", "ᴦ": "r",
+    # Angle brackets, slashes and parentheses.
+    "〈": "<", "⟨": "<", "˂": "<", "ᐸ": "<", "❮": "<", "❬": "<", "⧼": "<",
+    "〉": ">", "⟩": ">", "˃": ">", "ᐳ": ">", "❯": ">", "❭": ">", "⧽": ">",
+    "∕": "/", "⁄": "/", "⧸": "/", "⟋": "/", "╱": "/",
+    "❨": "(", "❪": "(", "⟮": "(", "❩": ")", "❫": ")", "⟯": ")",
+    "\u2800": " ",  # braille blank renders as a space
+}  # fmt: skip
+#: Default-ignorable code points (Unicode DerivedCoreProperties): invisible, so dropped from the
+#: skeleton. Zero-width characters, bidi controls, variation selectors, tag characters, fillers.
+_IGNORABLE: Final = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)  # fmt: skip
+#: Where NFKC or the confusables above can turn a character into ASCII (Latin-1 to CJK symbols,
+#: Latin extended-D, presentation and full-width forms, mathematical alphanumerics, enclosed
+#: alphanumerics, segmented digits). Scanned once, on first non-ASCII text (~20 ms).
+_SCAN: Final = ((0x80, 0x33FF), (0xA720, 0xA7FF), (0xFB00, 0xFFEF), (0x1D400, 0x1D7FF),
+                (0x1F100, 0x1F1FF), (0x1FBF0, 0x1FBF9))
+#: Every character any match below can contain (after lower-casing). A lookalike that folds to
+#: anything else cannot take part in a match, so the table leaves it alone.
+_ALPHABET: Final = frozenset("<>/&#;\\()[]{} acdefglopqrstuvx0123456789")
+
+
+def _fold(char: str) -> str:
+    direct = _CONFUSABLES.get(char)
+    if direct is not None:
+        return direct
+    folded = unicodedata.normalize("NFKC", char).casefold()
+    return "".join(_CONFUSABLES.get(c, c) for c in folded)
+
+
+@functools.cache
+def _skeleton_table() -> tuple[dict[int, str], re.Pattern[str]]:
+    """Non-ASCII lookalikes to the ASCII they imitate, ignorables to ""; a pattern of the BMP ones.
+
+    Only BMP characters go into the pattern: ``re`` tests a class with astral ranges range by
+    range for every character (0.3 s/MB), a BMP-only class is a bitmap (3 ms/MB). Astral
+    characters (emoji, mathematical letters, tag characters) are looked up one by one.
+    """
+    table: dict[int, str] = {}
+    for low, high in _SCAN:
+        for code in range(low, high + 1):
+            if 0xD800 <= code <= 0xDFFF:
+                continue
+            folded = _fold(chr(code))
+            if folded != chr(code) and all(c in _ALPHABET for c in folded):
+                table[code] = folded
+    for low, high in _IGNORABLE:
+        for code in range(low, high + 1):
+            table[code] = ""
+    return table, re.compile(_char_class(sorted(c for c in table if c < 0x10000)))
+
+
+def _char_class(codes: list[int]) -> str:
+    """A regex character class of sorted code points, as ranges (a long list scans slowly)."""
+    parts: list[str] = []
+    start = prev = codes[0]
+    for code in [*codes[1:], -1]:
+        if code != prev + 1:
+            parts.append(re.escape(chr(start)) if start == prev
+                         else f"{re.escape(chr(start))}-{re.escape(chr(prev))}")
+            start = code
+        prev = code
+    return "[" + "".join(parts) + "]"
+
+
+# --- what is neutralised --------------------------------------------------------------------
+# On the skeleton (lower case). `<`, `/` and `>` also as HTML entities or JSON/Python escapes. A
+# tag with whitespace inside (`< /data>`, `</ data>`) counts only as a closer with its `>`, so
+# code such as `i < data.size()` or `cat < /data/in.txt` is left alone.
+_LT = r"(?:<|&lt;?|&#0*60;?|&#x0*3c;?|\\u0*3c|\\x3c)"
+_SLASH = r"(?:/|&#0*47;?|&#x0*2f;?|&sol;|\\u0*2f|\\/)"
+_GT = r"(?:>|&gt;?|&#0*62;?|&#x0*3e;?|\\u0*3e|\\x3e)"
+_FENCE: Final = re.compile(
+    rf"(?P<lt>{_LT})(?:(?:{_SLASH})?{FENCE_TAG}\b|\s*{_SLASH}\s*{FENCE_TAG}\s*{_GT})")
+_LABEL: Final = re.compile(r"operator\s*[(\[{]\s*trusted\s*[)\]}]")
+# What neutralisation matched before lookalikes were caught (counts cached by earlier versions
+# were taken on bodies neutralised this way; see record_body_counted).
+_LEGACY_FENCE = re.compile(rf"<(/?)({FENCE_TAG})\b", re.IGNORECASE)
+_LEGACY_LABEL = re.compile(r"operator\s*\(trusted\)", re.IGNORECASE)
+
+
+_ASTRAL: Final = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _skeleton(text: str) -> str:
+    if text.isascii():
+        return text.lower()
+    table, bmp = _skeleton_table()
+    text = bmp.sub(lambda m: table[ord(m.group())], text)
+    if _ASTRAL.search(text):
+        text = _ASTRAL.sub(lambda m: table.get(ord(m.group()), m.group()), text)
+    return text.lower()
+
+
+def _suspect(skeleton: str) -> bool:
+    # Substring tests first (C speed); the patterns only run where they could match.
+    if ("<" in skeleton or "&" in skeleton or "\\" in skeleton) and _FENCE.search(skeleton):
+        return True
+    return "operator" in skeleton and _LABEL.search(skeleton) is not None
 
 
 def neutralise_fences(text: str) -> str:
     """Make text unable to open or close a fence, or to wear the trusted-operator label.
 
-    ``<data`` / ``</data`` become ``‹data`` / ``‹/data``; the renderer's trusted label
-    ``operator (trusted)`` becomes ``operator (claimed)`` so quoted text cannot pose as it.
+    ``<data`` / ``</data`` and their lookalikes (see the module docstring) get ``‹`` in place of
+    their ``<``; the renderer's trusted label ``operator (trusted)`` and its lookalikes become
+    ``operator (claimed)``, so quoted text cannot pose as it.
     """
-    text = _FENCE_LIKE.sub(lambda m: f"\u2039{m.group(1)}{m.group(2)}", text)
-    return _TRUSTED_LABEL.sub(CLAIMED_LABEL, text)
+    # Each pass removes a `<` or a "trusted" and adds neither, so the loop ends (in practice
+    # after one pass: a second only when rewriting made the characters of a new match adjacent).
+    while _suspect(_skeleton(text)):
+        text = _rewrite(text)
+    return text
+
+
+def _rewrite(text: str) -> str:
+    """Rewrite every match, mapping skeleton positions back to the original characters."""
+    if text.isascii():
+        skeleton, owner = text.lower(), None  # one character each way: positions are the same
+    else:
+        table = _skeleton_table()[0]
+        pieces: list[str] = []
+        owner = []  # skeleton index -> index of the original character
+        for index, char in enumerate(text):
+            piece = table.get(ord(char), char).lower()
+            pieces.append(piece)
+            owner.extend([index] * len(piece))
+        skeleton = "".join(pieces)
+    spans = [(m.start("lt"), m.end("lt"), "\u2039") for m in _FENCE.finditer(skeleton)]
+    spans += [(m.start(), m.end(), CLAIMED_LABEL) for m in _LABEL.finditer(skeleton)]
+    # Right to left, so earlier spans keep their positions (an overlapping one waits for the
+    # next pass).
+    limit = len(text)
+    for start, end, replacement in sorted(spans, reverse=True):
+        first, last = (start, end) if owner is None else (owner[start], owner[end - 1] + 1)
+        if last <= limit:
+            text = text[:first] + replacement + text[last:]
+            limit = first
+    return text
+
+
+def _legacy_neutralise(text: str) -> str:
+    text = _LEGACY_FENCE.sub(lambda m: f"\u2039{m.group(1)}{m.group(2)}", text)
+    return _LEGACY_LABEL.sub(CLAIMED_LABEL, text)
 
 
 def block_safe(text: str) -> str:
@@ -60,6 +238,20 @@ def block_safe(text: str) -> str:
 def record_body(record: Record) -> str:
     """The record's main text, block-safe and fence-safe ("" when it has none)."""
     return block_safe(neutralise_fences(_raw_body(record)))
+
+
+def record_body_counted(record: Record) -> tuple[str, bool]:
+    """:func:`record_body`, and whether a count cached by an earlier holon-ctx may be stale.
+
+    Stores cache each body's count at append. Before lookalikes were neutralised, bodies were
+    neutralised by exact match only; for the rare body where the two differ, a count cached then
+    counts other text, and the renderer recounts it (``True``).
+    """
+    raw = _raw_body(record)
+    body = neutralise_fences(raw)
+    if body == raw:
+        return block_safe(body), False
+    return block_safe(body), body != _legacy_neutralise(raw)
 
 
 def _raw_body(record: Record) -> str:
@@ -80,3 +272,48 @@ def _raw_body(record: Record) -> str:
             return record.guidance
         case WorkItem():
             return record.objective or record.completion_report or record.blocker or ""
+
+
+# --- ids --------------------------------------------------------------------------------------
+#: Characters that delimit markup where ids are rendered: fence attributes (``"``, ``'``), tags
+#: (``<``, ``>``), entities (``&``) and code spans (`````).
+_MARKUP: Final = frozenset("\"'<>&`")
+_INVISIBLE: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp", "Zs"})
+
+
+def id_problem(value: str) -> str | None:
+    """Why ``value`` may not be a ledger id beyond length and whitespace, or None (RFC 0007).
+
+    An id holds no markup character (``" ' < > & ```, also as its full-width or other NFKC
+    form), no control, format (zero-width, bidi), surrogate or separator character, and nothing
+    the fence neutraliser would rewrite (a fence-tag or trusted-label lookalike). So an id
+    rendered anywhere, unescaped, cannot close an attribute, open a tag or pose as a label.
+    """
+    for char in value:
+        if char in _MARKUP or any(c in _MARKUP for c in unicodedata.normalize("NFKC", char)):
+            return "must not contain markup characters (\" ' < > & `), in any width"
+        if unicodedata.category(char) in _INVISIBLE:
+            return f"must not contain invisible or control character U+{ord(char):04X}"
+    if neutralise_fences(value) != value:
+        return "must not look like a data fence tag or the 'operator (trusted)' label"
+    return None
+
+
+def attribute_value(value: str) -> str:
+    """``value`` as a fence attribute: unchanged when it is a valid id (refs, origins, trusts).
+
+    Anything else (a ledger written before the id rule) is escaped so it cannot end the
+    attribute or the tag: markup as numeric entities (``&#34;``), invisibles as ``\\uXXXX``, and
+    what remains neutralised.
+    """
+    if id_problem(value) is None:
+        return value
+    out = []
+    for char in value:
+        if char in _MARKUP:
+            out.append(f"&#{ord(char)};")
+        elif unicodedata.category(char) in _INVISIBLE or not char.isprintable():
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return neutralise_fences("".join(out))

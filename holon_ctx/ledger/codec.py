@@ -19,6 +19,7 @@ from typing import IO, Final
 import msgspec
 
 from holon_ctx.errors import LedgerFormatError
+from holon_ctx.ledger.body import id_problem
 from holon_ctx.ledger.records import (
     EXTENSION_TRIGGER,
     FORMAT_VERSION,
@@ -54,6 +55,7 @@ __all__ = [
     "check_record",
     "decode_line",
     "encode_record",
+    "id_error",
     "iter_jsonl",
     "provenance_defaults",
     "write_jsonl",
@@ -70,6 +72,8 @@ MAX_SEQ: Final = 2**63 - 1
 _decoder = msgspec.json.Decoder(Record)
 _encoder = msgspec.json.Encoder()
 _BAD_ID = re.compile(r"[\x00-\x1f\x7f\s]")
+#: An ASCII id without these needs no further look (markup, escapes, brackets of a label).
+_ID_SLOW = re.compile(r"[\x00-\x20\x7f\"'<>&`\\(\[{]")
 _ENUM_FIELDS: dict[str, type] = {
     "origin": Origin,
     "trust": Trust,
@@ -155,16 +159,28 @@ def provenance_defaults(record: Record) -> tuple[Origin, Trust]:
     return origin, record.trust or _ORIGIN_TRUST[origin]
 
 
-def _check_id(value: str | None, path: str) -> str | None:
-    if value is None:
-        return None
+def id_error(value: str) -> str | None:
+    """Why ``value`` is not a valid ledger id (the whole rule, docs/ledger-format.md), or None."""
     if not value:
-        return f"{path}: must not be empty"
+        return "must not be empty"
     if len(value) > MAX_ID_CHARS:
-        return f"{path}: longer than {MAX_ID_CHARS} characters"
+        return f"longer than {MAX_ID_CHARS} characters"
     if _BAD_ID.search(value):
-        return f"{path}: must not contain whitespace or control characters, got {value!r}"
-    return None
+        return f"must not contain whitespace or control characters, got {value!r}"
+    # Ids are rendered unescaped in labels and fences: no markup, invisibles or lookalike tags.
+    problem = id_problem(value)
+    return f"{problem}, got {value!r}" if problem else None
+
+
+def _check_id(value: str | None, path: str) -> str | None:
+    problem = None if value is None else id_error(value)
+    return f"{path}: {problem}" if problem else None
+
+
+def _id_needs_check(value: str) -> bool:
+    """False for the common, valid id (fast path); True when _check_id must look closer."""
+    return (not value or len(value) > MAX_ID_CHARS or not value.isascii()
+            or _ID_SLOW.search(value) is not None)
 
 
 _ID_FIELDS = ("id", "turn_id", "anchor_turn_id", "work_item_id", "spawned_by_turn_id", "wait_id",
@@ -185,8 +201,10 @@ def check_record(record: Record) -> str | None:
     for name in _ID_FIELDS_OF[type(record)]:
         value = getattr(record, name)
         # Fast path for the common, valid id; _check_id words the problem otherwise.
-        if value is not None and (not value or len(value) > MAX_ID_CHARS or _BAD_ID.search(value)):
-            return _check_id(value, f"$.{name}")
+        if value is not None and _id_needs_check(value):
+            problem = _check_id(value, f"$.{name}")
+            if problem:
+                return problem
     origin, trust = provenance_defaults(record)
     if trust not in _ALLOWED_TRUST[origin]:
         allowed = ", ".join(sorted(_ALLOWED_TRUST[origin]))
@@ -216,6 +234,10 @@ def check_record(record: Record) -> str | None:
         case Wait():
             return _check_id(record.wait_id, "$.wait_id")
         case WorkItem():
+            for index, wait_id in enumerate(record.waits or ()):
+                problem = _check_id(wait_id, f"$.waits[{index}]")
+                if problem:
+                    return problem
             return _check_id(record.work_item_id, "$.work_item_id")
         case _:
             pass

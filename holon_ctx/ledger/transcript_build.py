@@ -22,6 +22,7 @@ from typing import Any, Final
 import attrs
 
 from holon_ctx.errors import LedgerFormatError
+from holon_ctx.ledger.codec import id_error
 from holon_ctx.ledger.records import (
     Environment,
     Message,
@@ -108,6 +109,10 @@ class LedgerBuilder:
 
     def __attrs_post_init__(self) -> None:
         self._seq = self.first_seq
+        # Every id built here starts with the prefix: refuse a bad one before reading anything.
+        problem = id_error(f"{self.prefix}t0") if self.prefix else None
+        if problem:
+            raise LedgerFormatError(f"id prefix {self.prefix!r}: {problem}", source=self.source)
 
     def fail(self, path: str, message: str) -> LedgerFormatError:
         return LedgerFormatError(message, source=self.source, path=path)
@@ -183,6 +188,10 @@ class LedgerBuilder:
     def call(self, key: str, call_id: str, name: str, arguments: str, path: str) -> None:
         """Register a tool call of the current turn; its record is written with its result."""
         assert self.turn_id is not None
+        problem = id_error(call_id)
+        if problem:
+            # The provider's id goes into the ledger as is (call_id), under the ledger's id rule.
+            raise self.fail(path, f"tool call id: {problem}")
         if call_id in self.pending or call_id in self.answered or call_id in self.unanswered:
             raise self.fail(path, f"duplicate tool call id {call_id!r}")
         self.pending[call_id] = PendingCall(call_id=call_id, record_id=self.rid("x", key),

@@ -16,7 +16,13 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from holon_ctx.ledger.body import CLAIMED_LABEL, FENCE_TAG, OPERATOR_LABEL, neutralise_fences
+from holon_ctx.ledger.body import (
+    CLAIMED_LABEL,
+    FENCE_TAG,
+    OPERATOR_LABEL,
+    attribute_value,
+    neutralise_fences,
+)
 
 __all__ = [
     "ALERT",
@@ -57,8 +63,9 @@ def one_line(text: str, limit: int = 120) -> str:
 
 
 def _attr(value: str) -> str:
-    """A fence attribute value: one sanitised line that cannot end the attribute."""
-    return one_line(value, 120).replace('"', "'")
+    """A fence attribute value that cannot end the attribute: ids pass as they are (their rule
+    keeps markup out, RFC 0007), anything else is escaped (``attribute_value``)."""
+    return attribute_value(value)
 
 
 def fence_open(ref: str, origin: str, trust: str) -> str:

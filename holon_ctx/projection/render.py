@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from holon_ctx.ledger.body import block_safe, record_body
+from holon_ctx.ledger.body import block_safe, record_body_counted
 from holon_ctx.ledger.records import (
     Brief,
     Environment,
@@ -94,8 +94,8 @@ class Renderer:
         return self.memo(("body", stored.ref, cap), lambda: self._body_uncached(stored, cap))
 
     def _body_uncached(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
-        body = record_body(stored.record)
-        tokens = stored.tokens if self.trust_cached else self.counter.count(body)
+        body, stale = record_body_counted(stored.record)
+        tokens = stored.tokens if self.trust_cached and not stale else self.counter.count(body)
         if tokens <= cap:
             return body, tokens, False
         # Cut by characters first so a 275 KB output never goes through the tokenizer here;
