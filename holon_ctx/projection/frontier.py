@@ -18,7 +18,7 @@ import attrs
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.formats import one_line
-from holon_ctx.projection.items import Item, Rendered
+from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import Form, Priority, Section, TurnUnit
 from holon_ctx.projection.pins import SLOTS, Slot
 from holon_ctx.projection.policy import Policy
@@ -109,18 +109,7 @@ class Tally:
               ) -> tuple[Rendered, Rendered]:
         """The minimal form (counts and every file named on one line) and the full form (each
         file with the run that wrote it last)."""
-        repeated = self.done - len(self.run_keys)
-        head = r.line(f"execution frontier for {one_line(wid, policy.text.ident)}: {self.done} "
-                      f"tool runs ({self.failed} failed, {repeated} repeats of an earlier "
-                      "identical run, folded" + (f", {self.pending} pending" if self.pending else "")
-                      + f"); {len(self.files)} files modified{cover}")
-        # The minimal form names the files too (the artifact trail is what a step must not lose);
-        # the full form adds who wrote each last and how often.
-        limit = policy.frontier_ref_files
-        names = [one_line(path, policy.text.path_in_frontier_ref) for path in self.files]
-        named = [r.line("files modified: " + ", ".join(names[:limit])
-                        + (f", … {len(names) - limit} more" if len(names) > limit else ""))
-                 ] if names else []
+        head, named = self._minimal(r, wid, policy, cover)
         lines = [head]
         if self.files:
             lines.append(r.line("files modified:"))
@@ -128,6 +117,31 @@ class Tally:
                                 f"{refs[-1]}" + (f", {len(refs)} writes)" if len(refs) > 1 else ")"))
                          for path, refs in self.files.items())
         return r.rendered([head, *named]), r.rendered(lines)
+
+    def minimal(self, r: Renderer, wid: str, policy: Policy, cover: str = "") -> Rendered:
+        """The minimal form alone (what a session projection's tail shows every request)."""
+        head, named = self._minimal(r, wid, policy, cover)
+        return r.rendered([head, *named])
+
+    def _minimal(self, r: Renderer, wid: str, policy: Policy,
+                 cover: str) -> tuple[Block, list[Block]]:
+        repeated = self.done - len(self.run_keys)
+        head = r.line(f"execution frontier for {one_line(wid, policy.text.ident)}: {self.done} "
+                      f"tool runs ({self.failed} failed, {repeated} repeats of an earlier "
+                      "identical run, folded" + (f", {self.pending} pending" if self.pending else "")
+                      + f"); {len(self.files)} files modified{cover}")
+        # The minimal form names the files too (the artifact trail is what a step must not lose);
+        # the full form adds who wrote each last and how often. The line changes only when a new
+        # file is written, so it is rendered once per set of files.
+        limit = policy.frontier_ref_files
+        names = tuple(self.files)
+
+        def named_line() -> list[Block]:
+            shown = [one_line(path, policy.text.path_in_frontier_ref) for path in names[:limit]]
+            return [r.line("files modified: " + ", ".join(shown)
+                           + (f", … {len(names) - limit} more" if len(names) > limit else ""))]
+        named = r.memo(("frontier_files", names, limit), named_line) if names else []
+        return head, named
 
 
 def frontier(store: LedgerStore | None, view: View, units: list[TurnUnit], wid: str | None,

@@ -154,9 +154,11 @@ def parts_of_blocks(blocks: Iterable[Block], records: Mapping[str, StoredRecord]
         stored = records.get(ref) if ref is not None else None
         text = block.text
         if _is_assistant(stored):
+            # The body's tokens are the block's less its label lines (blocks are additive).
+            body_tokens = (block.tokens - counter.count(block.head) - counter.count(block.tail)
+                           if block.body else 0)
             part = Part(role=Role.ASSISTANT, text=text, text_tokens=block.tokens,
-                        content=block.body, content_tokens=counter.count(block.body) if block.body
-                        else 0, refs=block.refs)
+                        content=block.body, content_tokens=body_tokens, refs=block.refs)
         elif stored is not None and isinstance(stored.record, Tool) and last is not None and (
                 last.role is Role.ASSISTANT or last.role is Role.TOOL) and (
                 call := _call(stored.record, counter)) is not None and _same_turn(

@@ -33,7 +33,7 @@ import msgspec
 
 from holon_ctx.errors import BudgetTooSmallError, InputError
 from holon_ctx.ledger.epochs import EpochStart, EpochState, EpochStore, MemoryEpochStore
-from holon_ctx.ledger.records import Environment, Message, MessageRole, Pin, Tool, Turn
+from holon_ctx.ledger.records import Brief, Environment, Message, MessageRole, Pin, Tool, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.formats import one_line
 from holon_ctx.projection.frontier import Tally
@@ -88,8 +88,16 @@ class SessionPolicy:
 
     low_water: float = 0.5
     entry_share: float = 0.25
+    #: Every turn that opens a new block of this many turn numbers (``seq // checkpoint_turns``
+    #: changes) re-plans, whatever the budget: the walk from such a *checkpoint* needs nothing
+    #: before it, so a process with no saved state walks at most one block, never the whole
+    #: ledger. One extra re-plan per block costs a fraction of a percent of the cache.
+    checkpoint_turns: int = 512
 
     def __attrs_post_init__(self) -> None:
+        if self.checkpoint_turns < 1:
+            raise InputError(f"checkpoint_turns must be at least 1, got {self.checkpoint_turns}",
+                             path="checkpoint_turns")
         if not 0.05 <= self.low_water <= 0.95:
             raise InputError(f"low_water must be between 0.05 and 0.95, got {self.low_water}",
                              path="low_water")
@@ -165,6 +173,8 @@ class _State:
     anchor: TurnUnit | None = None
     #: Frozen and appended tokens as of the last request made (for ``cached_tokens``).
     last_request_end: int = 0
+    #: The tail as of ``pos`` (None: to be made again).
+    tail: Tail | None = None
 
     def appended_tokens(self) -> int:
         return sum(s.tokens for s in self.segments)
@@ -283,29 +293,52 @@ class SessionProjector:
     def _walk_to(self, budget: int, end: int, control: object) -> tuple[_State, bool, str | None]:
         state = self._states.get(budget)
         if state is None or state.pos > end:
-            state = self._load(budget, end)
+            state = self._load(budget, end, control)
         replanned, reason = False, None
         if state is None:
-            first = self._first_turn_end(end)
-            state = self._replan(budget, first, control, epoch=0, reason="first_turn")
-            replanned, reason = True, "first_turn"
+            start = self._checkpoint(end)
+            state = self._replan(budget, start.pos + 1, control, reason="checkpoint")
+            replanned, reason = True, "checkpoint"
         for stored in self.store.records_between(state.pos, end):
             why = self._step(state, stored, control)
             if why is not None:
-                state = self._replan(budget, stored.pos + 1, control,
-                                     epoch=state.start.epoch + 1, reason=why)
+                state = self._replan(budget, stored.pos + 1, control, reason=why)
                 replanned, reason = True, why
             else:
                 state.pos = stored.pos + 1
         self._states[budget] = state
         return state, replanned, reason
 
-    def _first_turn_end(self, end: int) -> int:
-        """Position just after the ledger's first turn record (the walk's first re-plan)."""
-        for stored in self.store.records_between(0, end):
-            if isinstance(stored.record, Turn):
-                return stored.pos + 1
-        raise InputError("the ledger has no turns to project (it holds no turn record yet)")
+    def _checkpoint(self, end: int) -> StoredRecord:
+        """The newest checkpoint turn before ``end``: the first turn of the block of turn numbers
+        that the latest turn before ``end`` is in (see :class:`SessionPolicy`)."""
+        block = self.session.checkpoint_turns
+        latest = self.store.latest_turn(end)
+        if latest is None:
+            raise InputError("the ledger has no turns to project (it holds no turn record yet)")
+        assert isinstance(latest.record, Turn)
+        first_seq = latest.record.seq // block * block
+        found = latest
+        before = latest.record.seq
+        while True:
+            older = self.store.turns_before(before, block, end)
+            for turn in older:
+                assert isinstance(turn.record, Turn)
+                if turn.record.seq < first_seq:
+                    return found
+                found = turn
+            if len(older) < block:
+                return found
+            before = older[-1].record.seq  # type: ignore[union-attr]
+
+    def _is_checkpoint(self, turn: Turn, limit: int) -> bool:
+        block = self.session.checkpoint_turns
+        previous = self.store.turns_before(turn.seq, 1, limit)
+        if not previous:
+            return True
+        prev = previous[0].record
+        assert isinstance(prev, Turn)
+        return prev.seq // block != turn.seq // block
 
     def _step(self, state: _State, stored: StoredRecord, control: object) -> str | None:
         """Append one record; returns why a re-plan is needed instead (None: appended)."""
@@ -314,6 +347,8 @@ class SessionProjector:
         if isinstance(rec, Environment):
             return "environment_changed"
         if isinstance(rec, Turn):
+            if self._is_checkpoint(rec, limit):
+                return "checkpoint"
             unit = TurnUnit(stored=stored, records=())
             state.current = unit
             why = self._follow(state, unit, limit)
@@ -335,6 +370,9 @@ class SessionProjector:
                     and state.current.turn.work_item_id in (state.work_item_id, None):
                 state.tally.add(stored)
             self._append(state, stored, new_turn=False)
+        if not isinstance(rec, Message | Brief):
+            # A reply or a brief changes nothing the tail states; anything else may.
+            state.tail = None
         tail = self._tail(state, limit, control)
         total = state.frozen_tokens + state.appended_tokens() + self._tail_cost(state, tail)
         if total > state.budget:
@@ -419,15 +457,19 @@ class SessionProjector:
         return total
 
     def _tail(self, state: _State, limit: int, control: object) -> Tail:
+        """The tail as of ``limit``; kept until a record that may change it is walked."""
+        if state.tail is not None:
+            return state.tail
         cur = state.current
         assert cur is not None
         wid = state.work_item_id
         work_item = self.store.work_item_state(wid, limit) if wid else None
         waits = self.store.open_waits(limit) if work_item is not None else []
-        return tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
-                           anchor=state.anchor, work_item=work_item, waits=waits,
-                           tally=state.tally, frontier_cover=state.cover,
-                           control=control)  # type: ignore[arg-type]
+        state.tail = tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
+                                 anchor=state.anchor, work_item=work_item, waits=waits,
+                                 tally=state.tally, frontier_cover=state.cover,
+                                 control=control)  # type: ignore[arg-type]
+        return state.tail
 
     def _tail_cost(self, state: _State, tail: Tail) -> int:
         if self.layout is Layout.TEXT:
@@ -436,8 +478,7 @@ class SessionProjector:
         return framing + tail.tokens + REPLY_PRIMING_TOKENS
 
     # -- re-plans and persistence -------------------------------------------------------------------
-    def _replan(self, budget: int, limit: int, control: object, *, epoch: int,
-                reason: str) -> _State:
+    def _replan(self, budget: int, limit: int, control: object, *, reason: str) -> _State:
         """A new epoch at position ``limit``: planned at the low-water budget, then smaller until
         the frozen part and the tail fit (the tail is not planned: it is stated, always)."""
         plan_budget = max(1, int(budget * self.session.low_water))
@@ -454,7 +495,7 @@ class SessionProjector:
                 # The low-water mark is below the pinned minimum: use the whole budget instead.
                 tried_full, plan_budget = True, budget
                 continue
-            state = self._state_from(frozen, budget, limit, epoch, reason)
+            state = self._state_from(frozen, budget, limit, reason)
             tail = self._tail(state, limit, control)
             over = state.frozen_tokens + self._tail_cost(state, tail) - budget
             if over <= 0:
@@ -466,11 +507,11 @@ class SessionProjector:
         raise BudgetTooSmallError(budget + max(over, 1), budget,
                                   "the pinned references and the current state")
 
-    def _state_from(self, frozen: Frozen, budget: int, limit: int, epoch: int,
-                    reason: str) -> _State:
+    def _state_from(self, frozen: Frozen, budget: int, limit: int, reason: str) -> _State:
         view, ctx = frozen.view, frozen.ctx
         parts = list(frozen.parts)
-        start = EpochStart(epoch=epoch, turn_id=view.current.turn.id,
+        # Epochs are numbered by where they start, so any process numbers them alike.
+        start = EpochStart(epoch=limit, turn_id=view.current.turn.id,
                            turn_seq=view.current.turn.seq, limit_pos=limit, reason=reason)
         tally = frozen.tally
         state = _State(
@@ -502,7 +543,7 @@ class SessionProjector:
         self.epochs.save(EpochState(key=state.key, start=state.start,
                                     frozen=msgspec.json.encode(frozen)))
 
-    def _load(self, budget: int, end: int) -> _State | None:
+    def _load(self, budget: int, end: int, control: object) -> _State | None:
         """The persisted epoch that holds position ``end`` (re-planned again when it is an
         earlier epoch than the persisted one), or None when the walk must start over."""
         key = self.state_key(budget)
@@ -518,7 +559,7 @@ class SessionProjector:
         if not earlier:
             return None
         start = earlier[-1]
-        return self._replan(budget, start.limit_pos, None, epoch=start.epoch, reason=start.reason)
+        return self._replan(budget, start.limit_pos, control, reason=start.reason)
 
     def _restore(self, budget: int, start: EpochStart, frozen: _Persisted) -> _State:
         limit = start.limit_pos
@@ -595,6 +636,7 @@ class SessionProjector:
                      "stable_prefix_tokens": sum(
                          (p.text_tokens if self.layout is Layout.TEXT else p.content_tokens)
                          for p in state.frozen[:state.prefix_count]),
+                     "frozen_tokens": state.frozen_tokens,
                      "cached_tokens": cached, "tail_tokens": tail.tokens,
                      "appended_records": len(appended_refs)})
 

@@ -79,18 +79,24 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
             blocks.extend(lines)
     blocks.append(r.line(f"{RELATION_PREFIX}{relation.value} — {RELATION_TEXT[relation]} "
                          f"({current.ref})", [current.ref]))
-    line = anchor_line(r, anchor, current)
+    line = (None if anchor is None or anchor.turn.id == current.turn.id else r.memo(
+        ("tail_anchor", anchor.ref, len(anchor.records)),
+        lambda: anchor_line(r, anchor, current)))
     if line is not None:
         blocks.append(line)
         refs.extend(line.refs)
     if work_item is not None:
-        form = r.work_item(work_item, [w for w in waits
-                                       if w.work_item_id in (None, work_item.work_item_id)])
+        mine = [w for w in waits if w.work_item_id in (None, work_item.work_item_id)]
+        # A work item's state is the fold of its transitions: the latest transition's ref names
+        # it, so its form is rendered once per transition (and per set of open waits).
+        form = r.memo(("tail_work_item", work_item.ref,
+                       tuple((w.wait_id, w.opened_ref) for w in mine)),
+                      lambda: r.work_item(work_item, mine))
         blocks.extend(form[Form.COMPACT].blocks)
         refs.append(work_item.ref)
         if tally is not None and (tally.done or tally.pending):
-            minimal, _ = tally.forms(r, work_item.work_item_id, r.policy, frontier_cover)
-            blocks.extend(minimal.blocks)
+            blocks.extend(tally.minimal(r, work_item.work_item_id, r.policy,
+                                        frontier_cover).blocks)
     refs = list(dict.fromkeys([current.ref, *refs]))
     return Tail(blocks=tuple(blocks), tokens=sum(b.tokens for b in blocks), refs=tuple(refs))
 
