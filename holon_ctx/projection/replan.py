@@ -67,6 +67,10 @@ class Frozen:
     #: The execution frontier's counts for the current work item, as of the re-plan.
     tally: Tally | None
     frontier_cover: str
+    #: The smallest plan budget at which the next form of every pinned turn not yet in its full
+    #: form would enter (None: all are full). A re-plan raises its budget toward it: the current
+    #: input, its anchor and the previous step are what the next turns continue from.
+    pinned_need: int | None = None
 
 
 def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Renderer) -> list[Item]:
@@ -128,9 +132,15 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     tally = ctx.frontier.tally() if ctx.work_item_id else None
     cover = "" if ctx.frontier.complete else (
         f"; counts cover {ctx.frontier.since or 'the turns in view'} onward")
+    current_keys = {it.key for it in items if it.priority.value == 0 and it.kind in (
+        "turn", "exchange") and it.key.removeprefix("turn:") in ctx.pinned or it.kind == "exchange"}
+    needs = [chosen.upgrade_at.get(key) for key in current_keys
+             if key not in chosen.chosen or chosen.chosen[key][0] is not Form.FULL
+             or chosen.chosen[key][1].clipped]
+    pinned_need = max((n for n in needs if n is not None), default=None)
     return Frozen(projection=projection, parts=tuple(parts), prefix_count=prefix_count,
                   view=view, ctx=ctx, shown=shown, open_turn=open_turn, tally=tally,
-                  frontier_cover=cover)
+                  frontier_cover=cover, pinned_need=pinned_need)
 
 
 def _records(units: Sequence[TurnUnit], view: View) -> dict[str, StoredRecord]:

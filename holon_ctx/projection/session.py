@@ -479,11 +479,13 @@ class SessionProjector:
 
     # -- re-plans and persistence -------------------------------------------------------------------
     def _replan(self, budget: int, limit: int, control: object, *, reason: str) -> _State:
-        """A new epoch at position ``limit``: planned at the low-water budget, then smaller until
-        the frozen part and the tail fit (the tail is not planned: it is stated, always)."""
+        """A new epoch at position ``limit``, planned at the low-water budget — raised until the
+        pinned turns (the current input, its anchor, the previous step) are in their full forms,
+        lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
         plan_budget = max(1, int(budget * self.session.low_water))
-        tried_full = False
-        for _ in range(8):
+        tried_full = shrinking = False
+        over = 0
+        for _ in range(10):
             try:
                 frozen = replan(self.store, self.renderer, self.policy, self._facts,
                                 self.episodes, control,  # type: ignore[arg-type]
@@ -496,14 +498,24 @@ class SessionProjector:
                 tried_full, plan_budget = True, budget
                 continue
             state = self._state_from(frozen, budget, limit, reason)
-            tail = self._tail(state, limit, control)
-            over = state.frozen_tokens + self._tail_cost(state, tail) - budget
-            if over <= 0:
-                self._persist(state)
-                return state
-            plan_budget -= over
-            if plan_budget <= 0:
-                break
+            tail_cost = self._tail_cost(state, self._tail(state, limit, control))
+            over = state.frozen_tokens + tail_cost - budget
+            if over > 0:
+                shrinking = True
+                plan_budget -= over
+                if plan_budget <= 0:
+                    break
+                continue
+            room = budget - tail_cost - (state.frozen_tokens - frozen.projection.used_tokens)
+            need = frozen.pinned_need
+            if not shrinking and need is not None and plan_budget < min(need, room):
+                # Up to the room there is: a pinned turn that still does not fit whole is then
+                # clipped to the token, with the ref of its full text, rather than reduced to a
+                # line.
+                plan_budget = min(need, room)
+                continue
+            self._persist(state)
+            return state
         raise BudgetTooSmallError(budget + max(over, 1), budget,
                                   "the pinned references and the current state")
 
