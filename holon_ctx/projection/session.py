@@ -175,6 +175,8 @@ class _State:
     last_request_end: int = 0
     #: The tail as of ``pos`` (None: to be made again).
     tail: Tail | None = None
+    #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
+    plan_budget: int = 0
 
     def appended_tokens(self) -> int:
         return sum(s.tokens for s in self.segments)
@@ -211,6 +213,7 @@ class _Persisted(msgspec.Struct, frozen=True):
     open_turn: str | None
     tally: _PersistedTally | None
     cover: str
+    plan_budget: int
 
 
 class SessionProjector:
@@ -484,8 +487,8 @@ class SessionProjector:
         lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
         plan_budget = max(1, int(budget * self.session.low_water))
         tried_full = shrinking = False
-        over = 0
-        for _ in range(10):
+        over = step = 0
+        for _ in range(16):
             try:
                 frozen = replan(self.store, self.renderer, self.policy, self._facts,
                                 self.episodes, control,  # type: ignore[arg-type]
@@ -501,8 +504,11 @@ class SessionProjector:
             tail_cost = self._tail_cost(state, self._tail(state, limit, control))
             over = state.frozen_tokens + tail_cost - budget
             if over > 0:
+                # Less by the overshoot, then by more each time: a plan does not always shrink
+                # token for token (its forms step; message framing is not planned).
+                step = over if not shrinking else max(over, step * 2)
                 shrinking = True
-                plan_budget -= over
+                plan_budget -= step
                 if plan_budget <= 0:
                     break
                 continue
@@ -514,6 +520,7 @@ class SessionProjector:
                 # line.
                 plan_budget = min(need, room)
                 continue
+            state.plan_budget = plan_budget
             self._persist(state)
             return state
         raise BudgetTooSmallError(budget + max(over, 1), budget,
@@ -551,7 +558,7 @@ class SessionProjector:
             open_turn=state.open_turn,
             tally=None if tally is None else _PersistedTally(
                 tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files),
-            cover=state.cover)
+            cover=state.cover, plan_budget=state.plan_budget)
         self.epochs.save(EpochState(key=state.key, start=state.start,
                                     frozen=msgspec.json.encode(frozen)))
 
@@ -591,7 +598,8 @@ class SessionProjector:
                                                {tuple(k) for k in t.run_keys},  # type: ignore[misc]
                                                {k: list(v) for k, v in t.files.items()}),
             cover=frozen.cover, pos=limit, current=current,
-            anchor=self._unit(anchor_id, limit) if anchor_id else None)
+            anchor=self._unit(anchor_id, limit) if anchor_id else None,
+            plan_budget=frozen.plan_budget)
 
     # -- the request --------------------------------------------------------------------------------
     def _request(self, state: _State, end: int, control: object, replanned: bool,
@@ -645,6 +653,7 @@ class SessionProjector:
                      "epoch_started_at": f"turn:{state.start.turn_id}",
                      "replanned": replanned, "replan_reason": reason,
                      "low_water_tokens": int(state.budget * self.session.low_water),
+                     "plan_budget_tokens": state.plan_budget,
                      "stable_prefix_tokens": sum(
                          (p.text_tokens if self.layout is Layout.TEXT else p.content_tokens)
                          for p in state.frozen[:state.prefix_count]),
