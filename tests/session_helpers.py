@@ -33,11 +33,12 @@ def content_stream(parts: tuple[Part, ...]) -> list[tuple[str, str, tuple[str, .
 def check_request(request: SessionRequest) -> None:
     """The request holds its budget, re-measured, and says its size exactly."""
     counter = default_counter()
+    assert counter.count(request.text) == request.used_tokens
     if request.layout is Layout.TEXT:
-        assert counter.count(request.text) == request.used_tokens
+        assert request.request_tokens == request.used_tokens
     else:
-        assert measure(request.openai_messages(), counter) == request.used_tokens
-        assert measure(request.anthropic_request(), counter) <= request.used_tokens
-    assert request.used_tokens <= request.budget_tokens
+        assert measure(request.openai_messages(), counter) == request.request_tokens
+        assert measure(request.anthropic_request(), counter) <= request.request_tokens
+        assert "".join(m["content"] or "" for m in request.openai_messages()) == request.text
+    assert request.used_tokens <= request.request_tokens <= request.budget_tokens
     assert request.manifest.used_tokens == request.used_tokens
-    assert request.manifest.text == request.text

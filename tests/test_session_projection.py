@@ -43,7 +43,7 @@ def test_every_request_holds_its_budget_and_extends_the_last(spec: LedgerSpec, b
             assert content_stream(request.parts)[:len(kept)] == kept
             assert request.text.startswith(previous.text[:len(previous.text)
                                                          - len(previous.parts[-1].text)])
-            assert request.cached_tokens == previous.used_tokens - previous.tail_tokens
+            assert request.cached_tokens == previous.request_tokens - previous.tail_tokens
         previous = request
     assert replans >= 1
 

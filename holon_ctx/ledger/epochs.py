@@ -31,7 +31,7 @@ import msgspec
 from holon_ctx.errors import StoreError
 
 __all__ = ["EPOCH_FORMAT", "EpochStart", "EpochState", "EpochStore", "MemoryEpochStore",
-           "SqliteEpochStore"]
+           "SqliteEpochStore", "epoch_store_for"]
 
 #: Version of the persisted :class:`EpochState` layout; part of every key, so a new layout starts
 #: afresh instead of misreading an old one.
@@ -77,6 +77,8 @@ class EpochStore(Protocol):
         """Forget the state of ``key`` (or of every key): the next request rebuilds it."""
         ...
 
+    def close(self) -> None: ...
+
 
 _encode = msgspec.json.encode
 _state_decoder = msgspec.json.Decoder(EpochState)
@@ -112,6 +114,9 @@ class MemoryEpochStore:
         else:
             self._states.pop(key, None)
             self._starts.pop(key, None)
+
+    def close(self) -> None:
+        """Nothing to release (the state lives as long as the object)."""
 
 
 _SCHEMA = """
@@ -210,3 +215,18 @@ class SqliteEpochStore:
 
     def close(self) -> None:
         self._db.close()
+
+
+def epoch_store_for(ledger: object) -> EpochStore:
+    """Where a session projection over ``ledger`` keeps its re-plans: the SQLite file of a SQLite
+    ledger, the session's rows of a PostgreSQL one, else memory (an in-memory ledger's state
+    lives as long as it does)."""
+    from holon_ctx.ledger.sqlite import SqliteStore  # noqa: PLC0415 - avoids an import cycle
+
+    if isinstance(ledger, SqliteStore) and ledger.path != ":memory:":
+        return SqliteEpochStore(ledger.path)
+    make = getattr(ledger, "epoch_store", None)
+    if callable(make):
+        found: EpochStore = make()
+        return found
+    return MemoryEpochStore()

@@ -132,8 +132,8 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     tally = ctx.frontier.tally() if ctx.work_item_id else None
     cover = "" if ctx.frontier.complete else (
         f"; counts cover {ctx.frontier.since or 'the turns in view'} onward")
-    current_keys = {it.key for it in items if it.priority.value == 0 and it.kind in (
-        "turn", "exchange") and it.key.removeprefix("turn:") in ctx.pinned or it.kind == "exchange"}
+    current_keys = {it.key for it in items if (it.priority.value == 0 and it.kind in (
+        "turn", "exchange") and it.key.removeprefix("turn:") in ctx.pinned) or it.kind == "exchange"}
     needs = [chosen.upgrade_at.get(key) for key in current_keys
              if key not in chosen.chosen or chosen.chosen[key][0] is not Form.FULL
              or chosen.chosen[key][1].clipped]

@@ -112,8 +112,11 @@ class SessionRequest:
 
     layout: Layout
     budget_tokens: int
-    #: Tokens as the layout is budgeted: the text's count, or the messages' with framing.
+    #: The counter's count of :attr:`text`.
     used_tokens: int
+    #: Tokens as the budget counts the request: the text's (``text``), or the messages' with
+    #: their framing and tool calls (``messages``, :func:`~holon_ctx.projection.providers.measure`).
+    request_tokens: int
     parts: tuple[Part, ...]
     #: Index of the last history part (the rolling cache breakpoint goes after it).
     history_end: int
@@ -128,7 +131,9 @@ class SessionRequest:
 
     @property
     def text(self) -> str:
-        return "".join(p.text for p in self.parts)
+        """The prompt as one text: the text layout's; for ``messages``, the messages' contents
+        in order (what the provider reads, without its role markers)."""
+        return self.manifest.text
 
     def openai_messages(self) -> list[OpenAIMessage]:
         return openai_messages(self.parts)
@@ -610,16 +615,23 @@ class SessionProjector:
         history_end = max((i for i, p in enumerate(parts[:-1]) if p.content or p.calls),
                           default=-1)
         body = state.frozen_tokens + state.appended_tokens()
-        used = body + self._tail_cost(state, tail)
+        request_tokens = body + self._tail_cost(state, tail)
         cached = 0 if replanned else state.last_request_end
         state.last_request_end = body
-        manifest = self._manifest(state, tail, parts, used, cached, replanned, reason)
+        if self.layout is Layout.TEXT:
+            text, used = "".join(p.text for p in parts), request_tokens
+        else:
+            text = "".join(p.content for p in parts)
+            used = sum(p.content_tokens for p in parts)
+        manifest = self._manifest(state, tail, text, used, request_tokens, cached, replanned,
+                                  reason)
         return SessionRequest(layout=self.layout, budget_tokens=state.budget, used_tokens=used,
-                              parts=parts, history_end=history_end, cached_tokens=cached,
-                              tail_tokens=used - body, epoch=state.start.epoch,
+                              request_tokens=request_tokens, parts=parts,
+                              history_end=history_end, cached_tokens=cached,
+                              tail_tokens=request_tokens - body, epoch=state.start.epoch,
                               replanned=replanned, replan_reason=reason, manifest=manifest)
 
-    def _manifest(self, state: _State, tail: Tail, parts: tuple[Part, ...], used: int,
+    def _manifest(self, state: _State, tail: Tail, text: str, used: int, request_tokens: int,
                   cached: int, replanned: bool, reason: str | None) -> Manifest:
         frozen = state.manifest
         appended_refs: list[str] = []
@@ -643,13 +655,13 @@ class SessionProjector:
                                         selected=list(tail.refs), omitted=[]))
         cur = state.current
         assert cur is not None
-        text = "".join(p.text for p in parts)
         return msgspec.structs.replace(
             frozen, budget_tokens=state.budget, used_tokens=used, current_turn=cur.ref,
             relation=current_relation(cur).value,
             anchor_turn=state.anchor.ref if state.anchor else None, sections=sections,
             text=text,
-            session={"layout": self.layout.value, "epoch": state.start.epoch,
+            session={"layout": self.layout.value, "request_tokens": request_tokens,
+                     "epoch": state.start.epoch,
                      "epoch_started_at": f"turn:{state.start.turn_id}",
                      "replanned": replanned, "replan_reason": reason,
                      "low_water_tokens": int(state.budget * self.session.low_water),
