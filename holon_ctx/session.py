@@ -19,8 +19,11 @@ that record in the call's turn. A call still waiting when a new turn opens (or t
 is written with status ``pending``; a result that comes later still lands, as a second record of
 the same call. Reopening a ledger picks the pending calls of its latest turn back up.
 
-One writer. A session assumes it is the only writer of its ledger while it is open (it keeps the
-current turn, the work item and the pending calls in memory, and allocates ids by position).
+Other writers. A session keeps the current turn, the work item and the waiting calls in memory and
+names records by position. Before each append it checks the ledger's end: when another writer
+(a CLI import, another process) appended meanwhile, it first continues from the ledger as it is
+now. Two writers appending at the same instant are not coordinated: the later batch fails loudly
+(a duplicate id or a sequence going backwards) and nothing of it is written.
 
 This module is longer than the usual ~400 lines because it is the library's whole public surface
 in one class, one helper per kind of event with its own argument checks; split up, the one page a
@@ -163,9 +166,9 @@ class _TurnState:
 class _Batch:
     """Records of one helper call, with ids allocated by ledger position (``m57``)."""
 
-    def __init__(self, store: LedgerStore) -> None:
+    def __init__(self, store: LedgerStore, pos: int) -> None:
         self.store = store
-        self.pos = store.end_pos()
+        self.pos = pos
         self.records: list[Record] = []
         self._refs: set[str] = set()
 
@@ -228,11 +231,13 @@ class Session:
         self._closed = False
         self._turn: _TurnState | None = None
         self._work_item: str | None = None
+        #: The ledger's end after this session's last append (or load).
+        self._end = 0
         self._load_state()
 
     def _load_state(self) -> None:
         """Current turn, work item and pending calls, as the ledger left them."""
-        end = self.store.end_pos()
+        end = self._end = self.store.end_pos()
         latest = self.store.latest_turn(end)
         if latest is None:
             return
@@ -265,6 +270,19 @@ class Session:
         if self._closed:
             raise InputError("the session is closed", source=where)
 
+    def _catch_up(self, where: str) -> int:
+        """The ledger's end. When another writer appended since this session's last append (a
+        CLI import, another process), the session first continues from the ledger as it is now:
+        its newest turn, work item and waiting calls."""
+        self._check_open(where)
+        end = self.store.end_pos()
+        if end != self._end:
+            self._load_state()
+        return end
+
+    def _batch(self, where: str) -> _Batch:
+        return _Batch(self.store, self._catch_up(where))
+
     def _append(self, where: str, batch: _Batch) -> None:
         try:
             self.store.append(batch.records, source=where)
@@ -273,13 +291,14 @@ class Session:
             # report it against the helper's own argument.
             raise InputError(exc.message, source=where,
                              path=_FIELD_ARG.get(exc.path or "", exc.path)) from None
+        # Ids and turns are explicit, so the batch is stored exactly as built.
+        self._end = batch.pos + len(batch.records)
 
     def _open(self, where: str, trigger: str, *, anchor: str | None = None,
               work_item: str | None = None, label: str | None = None,
               noop: bool = False) -> _Opening:
         """Start a batch that closes the current turn and opens a new one."""
-        self._check_open(where)
-        batch = _Batch(self.store)
+        batch = self._batch(where)
         for call_id, call in self._pending.items():
             # A call left without a result when its turn closes (docs/import.md does the same).
             batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
@@ -304,8 +323,7 @@ class Session:
 
     def _in_current_turn(self, where: str, make: Callable[[str | None, _Batch], Record]) -> str:
         """Append one record owned by the current turn (if there is one)."""
-        self._check_open(where)
-        batch = _Batch(self.store)
+        batch = self._batch(where)
         ref = batch.add(make(self._turn.id if self._turn else None, batch))
         self._append(where, batch)
         return ref
@@ -411,6 +429,7 @@ class Session:
                 raise InputError(f"duplicate call id {call.call_id!r}", source=w,
                                  path=f"tool_calls[{i}].call_id")
             seen.add(call.call_id)
+        self._catch_up(w)
         turn = self._turn
         if turn is None or turn.has_reply:
             anchor = None if turn is None else (
@@ -419,8 +438,7 @@ class Session:
             assert opening is not None
             batch, tid = opening.batch, opening.turn.id
         else:
-            self._check_open(w)
-            opening, batch, tid = None, _Batch(self.store), turn.id
+            opening, batch, tid = None, self._batch(w), turn.id
         ref = batch.add(Message(id=batch.new_id("message", "m"), turn_id=tid,
                                 role=MessageRole.ASSISTANT, text=text))
         if opening is not None:
@@ -553,9 +571,9 @@ class Session:
         text = check_text(w, "text", text, required=True)
         brief_kind = check_status(w, "kind", kind, BriefKind)
         turn = self._require_turn(w)
+        # No work_item_id of its own: the brief acts for its turn's work item.
         return self._in_current_turn(w, lambda _turn, b: Brief(
-            id=b.new_id("brief", "b"), turn_id=turn, kind=brief_kind, text=text,
-            work_item_id=self._work_item))
+            id=b.new_id("brief", "b"), turn_id=turn, kind=brief_kind, text=text))
 
     def runtime_note(self, text: str) -> str:
         """Text the runtime itself puts in the conversation (a notice, a format error): a
@@ -596,7 +614,8 @@ class Session:
         if isinstance(history, str | os.PathLike):
             _, stored = import_any(Path(history), self.store, fmt.value, id_prefix=prefix)
         else:
-            stored = self.store.append(self._read_history(w, history, fmt, prefix), source=w)
+            stored = self.store.append(self._read_history(w, history, fmt, prefix), source=w,
+                                       renumber_turns=True)
         self._pending.clear()
         self._late.clear()
         self._load_state()
@@ -615,8 +634,8 @@ class Session:
             raise InputError(f"cannot read a {type(history).__name__} as {fmt.value} (give a "
                              "path, an OpenAI message list or an Anthropic request)", source=w,
                              path="history")
-        seq = 0 if self._turn is None else self._turn.seq + 1
-        return reader(history, LedgerBuilder(source=w, first_seq=seq, prefix=prefix))
+        # Turns are numbered by the store as the batch is written (renumber_turns).
+        return reader(history, LedgerBuilder(source=w, prefix=prefix))
 
     # -- asking ----------------------------------------------------------------------------------
     def next_request(self, budget_tokens: int, *, at: str | None = None) -> Request:
@@ -626,7 +645,7 @@ class Session:
         w = "next_request"
         budget = check_positive(w, "budget_tokens", budget_tokens)
         turn_id = None if at is None else check_turn_ref(w, "at", at)
-        self._check_open(w)
+        self._catch_up(w)
         if self._turn is None:
             raise InputError("the ledger holds no turn yet: append what happened first "
                              "(operator_message, task_result, external_event or wake)", source=w)
@@ -663,7 +682,7 @@ class Session:
         if self._closed:
             return
         if self._pending:
-            batch = _Batch(self.store)
+            batch = _Batch(self.store, self.store.end_pos())
             for call_id, call in self._pending.items():
                 batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
                                tool_name=call.name, args_digest=digest(call.arguments),

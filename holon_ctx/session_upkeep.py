@@ -8,9 +8,10 @@ every later prompt. ``Session(..., compaction=None)`` never compacts by itself; 
 still does on request.
 
 Where the derived stores live (:func:`open_upkeep`): beside a SQLite ledger, in its own file (the
-tables the CLI uses, so ``holon-ctx episodes list --db`` shows them); beside any other store, in
-memory unless the caller passes its own. Episodes are derived data: an in-memory episode store is
-rebuilt after a restart on the first compaction (cost O(archived turns) once).
+tables the CLI uses, so ``holon-ctx episodes list --db`` shows them); beside a PostgreSQL ledger,
+in its database under the same session key; beside any other store, in memory unless the caller
+passes its own. Episodes are derived data: an in-memory episode store is rebuilt after a restart
+on the first compaction (cost O(archived turns) once).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from holon_ctx.ledger.episode_store import MemoryEpisodeStore, SqliteEpisodeStor
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory import ArchivePolicy, Archiver, EpisodeStore, StoreEpisodeSource
+from holon_ctx.postgres import PostgresStore
 
 __all__ = ["CompactionPolicy", "Upkeep", "open_upkeep"]
 
@@ -113,6 +115,18 @@ def open_upkeep(ledger: LedgerStore, *, policy: CompactionPolicy | None,
     owned: list[EpisodeStore | ContinuityStore] = []
     sealing = policy is not None and policy.seal_envelope
     path = ledger.path if isinstance(ledger, SqliteStore) and ledger.path != ":memory:" else None
+    if isinstance(ledger, PostgresStore):
+        # The same database and session key: imported here, psycopg is already loaded.
+        from holon_ctx.postgres.continuity import PostgresContinuityBackend  # noqa: PLC0415
+        from holon_ctx.postgres.episodes import PostgresEpisodeStore  # noqa: PLC0415
+
+        if episodes is None:
+            episodes = PostgresEpisodeStore(ledger.connection, session=ledger.session)
+            owned.append(episodes)
+        if continuity is None:
+            continuity = ContinuityStore(PostgresContinuityBackend(ledger.connection,
+                                                                   session=ledger.session))
+            owned.append(continuity)
     if episodes is None:
         episodes = SqliteEpisodeStore(path) if path is not None else MemoryEpisodeStore()
         owned.append(episodes)

@@ -185,3 +185,23 @@ def test_the_ledger_cannot_be_popped_or_cleared(tmp_path: Path) -> None:
         with pytest.raises(holon_ctx.InputError, match="append-only"):
             asyncio.run(ledger.clear_session())
         assert asyncio.run(ledger.get_items()) == []
+
+
+def test_chat_messages_become_responses_input_items() -> None:
+    """input_items maps the chat-completions format to Responses items: text messages by role,
+    an assistant's tool calls as function_call items, a tool message as its output."""
+    from holon_ctx.integrations.openai_agents import input_items
+
+    items = input_items([
+        {"role": "system", "content": "stable"},
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+    ])
+    assert items == [
+        {"role": "system", "content": "stable"},
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
+    ]

@@ -102,6 +102,18 @@ def test_unanswered_calls_become_pending_and_a_late_result_still_lands() -> None
     assert tools[0].turn_id == tools[1].turn_id
 
 
+def test_a_brief_after_switching_work_items_belongs_to_its_turn() -> None:
+    """Switching the session's work item mid-turn does not make the turn's next brief clash with
+    the turn's own work item."""
+    s = open_session(MemoryStore(), compaction=None)
+    s.operator_message("start on billing", work_item="billing")
+    s.set_work_item("payments", objective="next up", status="open")
+    ref = s.brief("billing migrated", kind="completion_report")
+    assert s.store.get(ref) is not None
+    s.wake("timer")
+    assert turns(s.store)[-1].work_item_id == "payments"
+
+
 def test_reopening_continues_where_the_ledger_left_off(tmp_path: Path) -> None:
     """A new session on the same file continues the sequence, the reply rule and pending calls."""
     db = tmp_path / "agent.db"
@@ -119,6 +131,28 @@ def test_reopening_continues_where_the_ledger_left_off(tmp_path: Path) -> None:
     tools = [r for r in SqliteStore(db).iter_records() if isinstance(r, Tool)]
     assert [(t.call_id, t.status) for t in tools] == [("c1", ToolStatus.PENDING),
                                                       ("c1", ToolStatus.OK)]
+
+
+def test_two_sessions_on_one_file_take_turns(tmp_path: Path) -> None:
+    """A session continues from what another writer appended meanwhile: sequence numbers keep
+    rising, ids stay unique, and a reply lands in the newest turn."""
+    db = tmp_path / "shared.db"
+    a = open_session(db, compaction=None)
+    b = open_session(db, compaction=None)
+    a.operator_message("from a")
+    b.operator_message("from b")
+    a.assistant_message("a answers b's turn")
+    b.external_event("ci", "build 12 passed")
+    a.wake("timer")
+    ts = turns(SqliteStore(db))
+    assert [t.seq for t in ts] == [0, 1, 2, 3]
+    msgs = [r for r in SqliteStore(db).iter_records() if isinstance(r, Message)]
+    assert msgs[-1].text == "a answers b's turn"
+    assert f"turn:{msgs[-1].turn_id}" == f"turn:{ts[1].id}"
+    assert a.current_turn == f"turn:{ts[3].id}"
+    assert "build 12 passed" in a.next_request(2000).text
+    a.close()
+    b.close()
 
 
 def test_ids_never_clash_with_an_imported_history(tmp_path: Path) -> None:
@@ -344,3 +378,26 @@ def test_an_unknown_side_effect_blocks_every_later_prompt() -> None:
     assert s.compact().archive.archived == ()  # already done before the request
     assert "BLOCKED ON RECONCILIATION" in text
     assert "deploy" in text
+
+
+def test_a_session_on_the_postgresql_store(pg_url: str, pg_session_key: str) -> None:
+    """Any LedgerStore works: on PostgreSQL the session appends, compacts into episodes and
+    governed state beside the ledger (same session key), and a reopened session continues."""
+    from holon_ctx.postgres import PostgresStore
+    from holon_ctx.postgres.episodes import PostgresEpisodeStore
+
+    policy = holon_ctx.CompactionPolicy(recent_turns=4, every_turns=4)
+    with open_session(PostgresStore(pg_url, session=pg_session_key), compaction=policy) as s:
+        s.operator_message("deploy the canary")
+        s.assistant_message("deploying", tool_calls=[ToolCall("d1", "deploy", "canary")])
+        s.tool_result("d1", "timed out", status="timeout", side_effect="unknown")
+        for i in range(30):
+            s.wake("scheduler_tick", noop=True, label=f"tick {i}")
+        assert "BLOCKED ON RECONCILIATION" in s.next_request(3000).text
+        s.store.close()
+    store = PostgresStore(pg_url, session=pg_session_key, create=False)
+    with open_session(store, compaction=None) as s:
+        s.operator_message("status?")
+        assert [t.seq for t in turns(store)][-2:] == [30, 31]
+        assert "BLOCKED ON RECONCILIATION" in s.next_request(3000).text
+    assert PostgresEpisodeStore(pg_url, session=pg_session_key, create=False).count() > 0

@@ -24,6 +24,7 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    convert_to_messages,
 )
 
 from holon_ctx.errors import InputError
@@ -33,16 +34,15 @@ from holon_ctx.session_args import check_positive
 
 __all__ = ["LedgerHistory", "append_messages", "to_messages"]
 
-_ROLE_CLASS: dict[str, type[BaseMessage]] = {"system": SystemMessage, "user": HumanMessage,
-                                              "assistant": AIMessage}
-
-
 def to_messages(request: Request) -> list[BaseMessage]:
-    """The request's OpenAI-style messages as LangChain message objects (same roles, same text)."""
+    """The request's OpenAI-style messages as LangChain message objects (same roles, same text).
+
+    Converted by LangChain's own reader of the chat-completions format, so assistant tool calls
+    and ``tool`` messages convert too when a request carries them."""
     if not isinstance(request, Request):
         raise InputError(f"expected a holon_ctx.Request, got {type(request).__name__}",
                          source="to_messages", path="request")
-    return [_ROLE_CLASS[m["role"]](content=m["content"]) for m in request.openai_messages]
+    return convert_to_messages([dict(m) for m in request.openai_messages])
 
 
 def append_messages(session: Session, messages: Sequence[BaseMessage]) -> None:

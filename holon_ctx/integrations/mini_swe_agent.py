@@ -74,8 +74,9 @@ class LedgerModel:
         self._sync(messages)
         request = self.session.next_request(self.budget_tokens)
         self.requests.append(request)
-        prompt = [self.model.format_message(role=m["role"], content=m["content"])
-                  for m in request.openai_messages]
+        # Every key of each message is handed on (role and content today; tool calls and call
+        # ids too when a request carries them), in the inner model's own format.
+        prompt = [self.model.format_message(**m) for m in request.openai_messages]
         reply: dict[str, Any] = self.model.query(prompt, **kwargs)
         return reply
 

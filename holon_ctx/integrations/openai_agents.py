@@ -34,7 +34,7 @@ start over).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from agents import RunConfig
@@ -47,7 +47,7 @@ from holon_ctx.request import Request
 from holon_ctx.session import Session, ToolCall
 from holon_ctx.session_args import check_positive, check_text
 
-__all__ = ["LedgerSession", "append_items"]
+__all__ = ["LedgerSession", "append_items", "input_items"]
 
 #: Content part types whose text the model reads.
 _TEXT_PARTS = ("input_text", "output_text", "text")
@@ -76,8 +76,7 @@ class LedgerSession:
         if self.session.current_turn is None:
             return []
         self.last_request = self.session.next_request(self.budget_tokens)
-        return [cast(TResponseInputItem, {"role": m["role"], "content": m["content"]})
-                for m in self.last_request.openai_messages]
+        return input_items(self.last_request.openai_messages)
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The budgeted projection of the ledger as input items (the newest ``limit`` of them)."""
@@ -104,6 +103,26 @@ class LedgerSession:
     def run_config(self, **kwargs: Any) -> RunConfig:
         """A ``RunConfig`` (with any other settings given) that re-projects before every call."""
         return RunConfig(call_model_input_filter=self.model_input_filter, **kwargs)
+
+
+def input_items(messages: Sequence[Mapping[str, Any]]) -> list[TResponseInputItem]:
+    """Chat-completions messages as Responses input items: a message per role and text, an
+    assistant's ``tool_calls`` as ``function_call`` items, a ``tool`` message as its
+    ``function_call_output``."""
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        text = _content_text(m.get("content"))
+        if m["role"] == "tool":
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"],
+                          "output": text})
+            continue
+        if text or not m.get("tool_calls"):
+            items.append({"role": m["role"], "content": text})
+        for call in m.get("tool_calls") or ():
+            items.append({"type": "function_call", "call_id": call["id"],
+                          "name": call["function"]["name"],
+                          "arguments": call["function"]["arguments"]})
+    return [cast(TResponseInputItem, item) for item in items]
 
 
 def append_items(session: Session, items: list[Any]) -> None:

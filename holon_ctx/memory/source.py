@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
+import msgspec
+
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.state import WorkItemState
 from holon_ctx.ledger.store import LedgerStore
@@ -45,6 +47,10 @@ class StoreEpisodeSource:
         self.episodes = episodes
         self.ledger = ledger
         self.weights = weights or RecallWeights()
+        # Rendered texts by everything they depend on (episode id and digest, the items still
+        # open, the recaps): episodes never change, so a source kept across a runtime's calls
+        # renders each recalled episode once instead of once per call. Bounded.
+        self._texts: dict[tuple[object, ...], tuple[str, str, str]] = {}
 
     def close(self) -> None:
         """Close the episode store (the ledger belongs to the caller)."""
@@ -122,15 +128,24 @@ class StoreEpisodeSource:
 
     def _recalled(self, ep: Episode, cand: Candidate, text_rank: int | None,
                   recaps: list[Recap]) -> RecalledEpisode:
-        shown = with_recaps(ep, recaps)
-        open_keys = set(cand.open_keys)
+        open_keys = frozenset(cand.open_keys)
         prio = priority(cand, text_rank, bool(ep.operator_intents or ep.decisions), self.weights)
+        key = (ep.id, ep.digest, open_keys, msgspec.json.encode(recaps) if recaps else b"")
+        texts = self._texts.get(key)
+        if texts is None:
+            shown = with_recaps(ep, recaps)
+            texts = (full_text(shown, open_keys), compact_text(shown, open_keys),
+                     ref_text(shown, open_keys))
+            if len(self._texts) >= _TEXT_ENTRIES:
+                self._texts.clear()
+            self._texts[key] = texts
         return RecalledEpisode(
             ref=ep.ref, covers=ep.covers, score=cand.score, priority=prio,
-            reasons=cand.reasons(), full_text=full_text(shown, open_keys),
-            compact_text=compact_text(shown, open_keys), ref_text=ref_text(shown, open_keys))
+            reasons=cand.reasons(), full_text=texts[0], compact_text=texts[1], ref_text=texts[2])
 
 
+#: Rendered episodes a source remembers between calls (cleared when full).
+_TEXT_ENTRIES: Final = 1024
 #: Re-ranking rounds before every open item is checked at once (each round checks <= limit).
 _RANK_ROUNDS: Final = 4
 

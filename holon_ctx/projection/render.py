@@ -134,7 +134,9 @@ class Renderer:
     def text_block(self, text: str, ref: str) -> Block:
         """Pre-rendered, block-safe text that carries its own labels and fences (episodes)."""
         body = text if text.endswith("\n") else text + "\n"
-        return Block(head=body, tokens=self.counter.count(body), refs=(ref,), kind=BlockKind.TEXT)
+        # Keyed by the text itself: an episode recalled turn after turn is counted once.
+        return self.memo(("text_block", ref, body), lambda: Block(
+            head=body, tokens=self.counter.count(body), refs=(ref,), kind=BlockKind.TEXT))
 
     @staticmethod
     def rendered(blocks: Iterable[Block]) -> Rendered:
