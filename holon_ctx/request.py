@@ -11,12 +11,11 @@ Token accounting: ``budget_tokens`` is the whole request as a provider counts it
 and tool calls included; ``request_tokens`` is what the messages built here measure
 (:func:`holon_ctx.projection.providers.measure`), never more than the budget. ``text`` is the
 same history laid out as one prompt (operator words labelled, everything else fenced), made under
-the same budget on first use; ``used_tokens`` is its count.
+the same budget; ``used_tokens`` is its count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -35,18 +34,14 @@ class Request:
     #: The whole request's budget (content plus message framing), as asked for.
     budget_tokens: int
     _messages: SessionRequest = attrs.field(alias="messages", repr=False)
-    _text: Callable[[], SessionRequest] = attrs.field(alias="text", repr=False)
-    _made: dict[str, SessionRequest] = attrs.field(factory=dict, init=False, repr=False)
+    _text: SessionRequest = attrs.field(alias="text", repr=False)
 
     def _text_request(self) -> SessionRequest:
-        found = self._made.get("text")
-        if found is None:
-            found = self._made["text"] = self._text()
-        return found
+        return self._text
 
     @property
     def text(self) -> str:
-        """The prompt as one text, exactly as a model reads it (made on first use)."""
+        """The prompt as one text, exactly as a model reads it."""
         return self._text_request().text
 
     @property

@@ -656,9 +656,10 @@ class Session:
         if policy is not None and self._turns_since_compaction >= policy.every_turns:
             self.compact()
         messages = self._projectors[Layout.MESSAGES].request(budget_tokens=budget, at=turn_id)
-        text = self._projectors[Layout.TEXT]
-        return Request(budget_tokens=budget, messages=messages,
-                       text=lambda: text.request(budget_tokens=budget, at=turn_id))
+        # Made now, as of the same position: the request must not change if the ledger grows
+        # (or the session closes) before the runtime reads its text.
+        text = self._projectors[Layout.TEXT].request(budget_tokens=budget, at=turn_id)
+        return Request(budget_tokens=budget, messages=messages, text=text)
 
     def compact(self, policy: CompactionPolicy | None = None) -> CompactionResult:
         """Archive the turn ranges older than the recent window into episodes and seal a
