@@ -21,11 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
+import msgspec
 
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection import sections
 from holon_ctx.projection.clipping import Clipper
 from holon_ctx.projection.context import Context, analyse
+from holon_ctx.projection.formats import HEADING
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.history import History
 from holon_ctx.projection.items import Item, Rendered
@@ -190,7 +192,14 @@ def parts_of_form(form: Rendered, records: dict[str, StoredRecord], r: Renderer,
                   previous: Part | None) -> list[Part]:
     """A rendered form as parts; a turn heading stays out of the messages when the turn holds a
     model reply (the roles say what the heading would)."""
-    assistant = any(p.role is Role.ASSISTANT for p in parts_of_blocks(
-        form.blocks, records, r.counter))
-    return parts_of_blocks(form.blocks, records, r.counter, previous=previous,
-                           native_headings=not assistant)
+    parts = parts_of_blocks(form.blocks, records, r.counter, previous=previous)
+    if any(p.role is Role.ASSISTANT for p in parts):
+        parts = [msgspec.structs.replace(p, content="", content_tokens=0) if _heading(p) else p
+                 for p in parts]
+    return parts
+
+
+def _heading(part: Part) -> bool:
+    """A turn's heading line (a user part showing only the turn's ref)."""
+    return (part.role is Role.USER and not part.calls and len(part.refs) == 1
+            and part.refs[0].startswith("turn:") and part.text.startswith(HEADING))

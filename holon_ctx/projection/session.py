@@ -25,6 +25,7 @@ it, framing included — an OpenAI and an Anthropic request from the same parts.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Final
 
@@ -35,7 +36,7 @@ from holon_ctx.errors import BudgetTooSmallError, InputError
 from holon_ctx.ledger.epochs import EpochStart, EpochState, EpochStore, MemoryEpochStore
 from holon_ctx.ledger.records import Brief, Environment, Message, MessageRole, Pin, Tool, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
-from holon_ctx.projection.formats import one_line
+from holon_ctx.projection.formats import HEADING, one_line
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.items import Block
 from holon_ctx.projection.manifest import SECTION_TITLES
@@ -127,13 +128,18 @@ class SessionRequest:
     epoch: int
     replanned: bool
     replan_reason: str | None
-    manifest: Manifest
+    #: The prompt as one text: the text layout's; for ``messages``, the messages' contents in
+    #: order (what the provider reads, without its role markers).
+    text: str
+    _make_manifest: Callable[[], Manifest] = attrs.field(alias="make_manifest", repr=False)
+    _made: list[Manifest] = attrs.field(factory=list, init=False, repr=False, eq=False)
 
     @property
-    def text(self) -> str:
-        """The prompt as one text: the text layout's; for ``messages``, the messages' contents
-        in order (what the provider reads, without its role markers)."""
-        return self.manifest.text
+    def manifest(self) -> Manifest:
+        """What the request holds and why (made on first use: most runtimes never read it)."""
+        if not self._made:
+            self._made.append(self._make_manifest())
+        return self._made[0]
 
     def openai_messages(self) -> list[OpenAIMessage]:
         return openai_messages(self.parts)
@@ -148,12 +154,24 @@ class SessionRequest:
 @attrs.define
 class _Segment:
     """Records of one turn appended in a row, and their parts (re-made as the segment grows, so
-    a tool result joins the reply that called it)."""
+    a tool result joins the reply that called it), with their texts joined once."""
 
     turn_id: str | None
     records: list[StoredRecord]
     parts: list[Part]
     tokens: int = 0
+    text: str = ""
+    content: str = ""
+    content_tokens: int = 0
+
+    def set_parts(self, parts: list[Part], tokens: int) -> int:
+        """Replace the parts; returns the change in layout tokens."""
+        delta = tokens - self.tokens
+        self.parts, self.tokens = parts, tokens
+        self.text = "".join(p.text for p in parts)
+        self.content = "".join(p.content for p in parts)
+        self.content_tokens = sum(p.content_tokens for p in parts)
+        return delta
 
 
 @attrs.define
@@ -183,18 +201,32 @@ class _State:
     #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
     plan_budget: int = 0
 
+    #: Sum of the segments' layout tokens (kept as segments change).
+    appended_total: int = 0
+    #: The frozen parts' texts and counts, joined once per epoch (see :meth:`frozen_sums`).
+    _frozen_sums: tuple[str, str, int, int, Role | None] | None = None
+
     def appended_tokens(self) -> int:
-        return sum(s.tokens for s in self.segments)
+        return self.appended_total
+
+    def frozen_sums(self) -> tuple[str, str, int, int, Role | None]:
+        """``(text, content, content tokens, prefix tokens, last role)`` of the frozen part."""
+        if self._frozen_sums is None:
+            last = next((p.role for p in reversed(self.frozen) if p.content or p.calls), None)
+            text_layout = self.layout is Layout.TEXT
+            prefix = sum(p.text_tokens if text_layout else p.content_tokens
+                         for p in self.frozen[:self.prefix_count])
+            self._frozen_sums = ("".join(p.text for p in self.frozen),
+                                 "".join(p.content for p in self.frozen),
+                                 sum(p.content_tokens for p in self.frozen), prefix, last)
+        return self._frozen_sums
 
     def last_role(self) -> Role | None:
         for seg in reversed(self.segments):
             for part in reversed(seg.parts):
                 if part.content or part.calls:
                     return part.role
-        for part in reversed(self.frozen):
-            if part.content or part.calls:
-                return part.role
-        return None
+        return self.frozen_sums()[4]
 
 
 class _PersistedTally(msgspec.Struct, frozen=True):
@@ -339,14 +371,17 @@ class SessionProjector:
                 return found
             before = older[-1].record.seq  # type: ignore[union-attr]
 
-    def _is_checkpoint(self, turn: Turn, limit: int) -> bool:
+    def _is_checkpoint(self, turn: Turn, limit: int, previous: TurnUnit | None) -> bool:
+        """``turn`` opens a block of turn numbers (``previous``: the turn before it, if known)."""
         block = self.session.checkpoint_turns
-        previous = self.store.turns_before(turn.seq, 1, limit)
-        if not previous:
-            return True
-        prev = previous[0].record
-        assert isinstance(prev, Turn)
-        return prev.seq // block != turn.seq // block
+        if previous is None:
+            found = self.store.turns_before(turn.seq, 1, limit)
+            if not found:
+                return True
+            prev = found[0].record
+            assert isinstance(prev, Turn)
+            return prev.seq // block != turn.seq // block
+        return previous.turn.seq // block != turn.seq // block
 
     def _step(self, state: _State, stored: StoredRecord, control: object) -> str | None:
         """Append one record; returns why a re-plan is needed instead (None: appended)."""
@@ -355,7 +390,7 @@ class SessionProjector:
         if isinstance(rec, Environment):
             return "environment_changed"
         if isinstance(rec, Turn):
-            if self._is_checkpoint(rec, limit):
+            if self._is_checkpoint(rec, limit, state.current):
                 return "checkpoint"
             unit = TurnUnit(stored=stored, records=())
             state.current = unit
@@ -390,7 +425,12 @@ class SessionProjector:
     def _follow(self, state: _State, unit: TurnUnit, limit: int) -> str | None:
         """A new turn: the work item and the anchor it continues must be the epoch's."""
         anchor_id, _ = continuation_anchor(self.store, unit, {}, limit, self.policy)
-        anchor = self._unit(anchor_id, limit) if anchor_id else None
+        # An agent loop continues the same anchor turn after turn: read it once. (What the tail
+        # says of it — its first operator message or its trigger label — never changes.)
+        if state.anchor is not None and state.anchor.turn.id == anchor_id:
+            anchor: TurnUnit | None = state.anchor
+        else:
+            anchor = self._unit(anchor_id, limit) if anchor_id else None
         state.anchor = anchor
         wid = unit.turn.work_item_id or (anchor.turn.work_item_id if anchor else None)
         if wid != state.work_item_id and wid is not None:
@@ -427,7 +467,7 @@ class SessionProjector:
             if isinstance(s.record, Turn):
                 blocks.extend(entry_heading(r, s.record, s.ref))
             elif i == 0 and turn_id is not None and turn_id != state.open_turn:
-                blocks.append(r.line(f"### turn:{turn_id} (continued)", [f"turn:{turn_id}"]))
+                blocks.append(r.line(f"{HEADING}turn:{turn_id} (continued)", [f"turn:{turn_id}"]))
             if not isinstance(s.record, Turn):
                 blocks.extend(r.record_blocks(s, {}))
         records = {s.ref: s for s in seg.records}
@@ -436,8 +476,8 @@ class SessionProjector:
                                 native_headings=not any(
                                     b.ref in records and _is_reply(records[b.ref])
                                     for b in blocks))
-        seg.parts = parts
-        seg.tokens = self._cost(parts, previous.role if previous else None)
+        state.appended_total += seg.set_parts(
+            parts, self._cost(parts, previous.role if previous else None))
         if turn_id is not None:
             state.open_turn = turn_id
 
@@ -610,68 +650,90 @@ class SessionProjector:
     def _request(self, state: _State, end: int, control: object, replanned: bool,
                  reason: str | None) -> SessionRequest:
         tail = self._tail(state, end, control)
+        tail_part = text_part(tail.text, tail.tokens, tail.refs)
         appended = [p for seg in state.segments for p in seg.parts]
-        parts = (*state.frozen, *appended, text_part(tail.text, tail.tokens, tail.refs))
-        history_end = max((i for i, p in enumerate(parts[:-1]) if p.content or p.calls),
-                          default=-1)
+        parts = (*state.frozen, *appended, tail_part)
+        history_end = len(parts) - 2
+        while history_end >= 0 and not (parts[history_end].content or parts[history_end].calls):
+            history_end -= 1
         body = state.frozen_tokens + state.appended_tokens()
         request_tokens = body + self._tail_cost(state, tail)
         cached = 0 if replanned else state.last_request_end
         state.last_request_end = body
+        frozen_text, frozen_content, frozen_content_tokens, _, _ = state.frozen_sums()
+        # Joined from per-epoch and per-segment strings: O(segments), not O(parts), per request.
         if self.layout is Layout.TEXT:
-            text, used = "".join(p.text for p in parts), request_tokens
+            text = "".join([frozen_text, *(seg.text for seg in state.segments), tail.text])
+            used = request_tokens
         else:
-            text = "".join(p.content for p in parts)
-            used = sum(p.content_tokens for p in parts)
-        manifest = self._manifest(state, tail, text, used, request_tokens, cached, replanned,
-                                  reason)
+            text = "".join([frozen_content, *(seg.content for seg in state.segments), tail.text])
+            used = (frozen_content_tokens + sum(seg.content_tokens for seg in state.segments)
+                    + tail.tokens)
+        # What the manifest needs, captured now (the state moves on with the next request).
+        snapshot = _Snapshot(
+            frozen=state.manifest, budget=state.budget, start=state.start,
+            plan_budget=state.plan_budget, frozen_tokens=state.frozen_tokens,
+            prefix_tokens=state.frozen_sums()[3], appended_tokens=state.appended_tokens(),
+            appended_refs=[stored.ref for seg in state.segments for stored in seg.records],
+            current=state.current, anchor=state.anchor)
         return SessionRequest(layout=self.layout, budget_tokens=state.budget, used_tokens=used,
                               request_tokens=request_tokens, parts=parts,
                               history_end=history_end, cached_tokens=cached,
                               tail_tokens=request_tokens - body, epoch=state.start.epoch,
-                              replanned=replanned, replan_reason=reason, manifest=manifest)
+                              replanned=replanned, replan_reason=reason, text=text,
+                              make_manifest=lambda: self._manifest(
+                                  snapshot, tail, text, used, request_tokens, cached,
+                                  replanned, reason))
 
-    def _manifest(self, state: _State, tail: Tail, text: str, used: int, request_tokens: int,
+    def _manifest(self, snap: _Snapshot, tail: Tail, text: str, used: int, request_tokens: int,
                   cached: int, replanned: bool, reason: str | None) -> Manifest:
-        frozen = state.manifest
-        appended_refs: list[str] = []
-        for seg in state.segments:
-            for stored in seg.records:
-                appended_refs.append(stored.ref)
         sections: list[SectionManifest] = []
-        for sec in frozen.sections:
+        for sec in snap.frozen.sections:
             if sec.name in (Section.WORK_ITEM.value, Section.WORK_REFS.value,
                             Section.CURRENT_INPUT.value):
                 continue  # the tail states these (current_state, below)
-            if sec.name == Section.RECENT_TURNS.value and state.segments:
-                seen = set(sec.selected)
+            if sec.name == Section.RECENT_TURNS.value and snap.appended_refs:
+                # Appended records came after the re-plan: none is among the frozen refs.
                 sec = msgspec.structs.replace(
-                    sec, used_tokens=sec.used_tokens + state.appended_tokens(),
-                    selected=[*sec.selected, *(r for r in dict.fromkeys(appended_refs)
-                                               if r not in seen)])
+                    sec, used_tokens=sec.used_tokens + snap.appended_tokens,
+                    selected=[*sec.selected, *snap.appended_refs])
             sections.append(sec)
         sections.append(SectionManifest(name="current_state", representation="compact",
                                         allocated_tokens=tail.tokens, used_tokens=tail.tokens,
                                         selected=list(tail.refs), omitted=[]))
-        cur = state.current
+        cur = snap.current
         assert cur is not None
         return msgspec.structs.replace(
-            frozen, budget_tokens=state.budget, used_tokens=used, current_turn=cur.ref,
+            snap.frozen, budget_tokens=snap.budget, used_tokens=used, current_turn=cur.ref,
             relation=current_relation(cur).value,
-            anchor_turn=state.anchor.ref if state.anchor else None, sections=sections,
+            anchor_turn=snap.anchor.ref if snap.anchor else None, sections=sections,
             text=text,
             session={"layout": self.layout.value, "request_tokens": request_tokens,
-                     "epoch": state.start.epoch,
-                     "epoch_started_at": f"turn:{state.start.turn_id}",
+                     "epoch": snap.start.epoch,
+                     "epoch_started_at": f"turn:{snap.start.turn_id}",
                      "replanned": replanned, "replan_reason": reason,
-                     "low_water_tokens": int(state.budget * self.session.low_water),
-                     "plan_budget_tokens": state.plan_budget,
-                     "stable_prefix_tokens": sum(
-                         (p.text_tokens if self.layout is Layout.TEXT else p.content_tokens)
-                         for p in state.frozen[:state.prefix_count]),
-                     "frozen_tokens": state.frozen_tokens,
+                     "low_water_tokens": int(snap.budget * self.session.low_water),
+                     "plan_budget_tokens": snap.plan_budget,
+                     "stable_prefix_tokens": snap.prefix_tokens,
+                     "frozen_tokens": snap.frozen_tokens,
                      "cached_tokens": cached, "tail_tokens": tail.tokens,
-                     "appended_records": len(appended_refs)})
+                     "appended_records": len(snap.appended_refs)})
+
+
+@attrs.frozen
+class _Snapshot:
+    """What a request's manifest is made of, as the request was made."""
+
+    frozen: Manifest
+    budget: int
+    start: EpochStart
+    plan_budget: int
+    frozen_tokens: int
+    prefix_tokens: int
+    appended_tokens: int
+    appended_refs: list[str]
+    current: TurnUnit | None
+    anchor: TurnUnit | None
 
 
 _persisted_decoder = msgspec.json.Decoder(_Persisted)
@@ -687,7 +749,7 @@ def entry_heading(r: Renderer, turn: Turn, ref: str) -> list[Block]:
         parts.append(f"work item {one_line(turn.work_item_id, r.chars.ident)}")
     if turn.outcome:
         parts.append(f"outcome {turn.outcome.value}")
-    blocks = [r.line("### " + " · ".join(parts), [ref])]
+    blocks = [r.line(HEADING + " · ".join(parts), [ref])]
     if turn.label:
         blocks.append(r.line(f"trigger: {one_line(turn.label, r.chars.trigger_label)}"))
     return blocks
