@@ -12,8 +12,8 @@ from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.cli.terminal import write_data_json, write_data_text
 from holon_ctx.errors import InputError
 from holon_ctx.projection.projector import Projection, Projector
-from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
 from holon_ctx.projection.providers import framing_tokens, to_anthropic_messages, to_openai_messages
+from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
 
 #: Output formats of ``project --format``.
 FORMATS = ("text", "json", "openai", "anthropic")

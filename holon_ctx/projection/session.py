@@ -119,6 +119,10 @@ class SessionRequest:
     #: their framing and tool calls (``messages``, :func:`~holon_ctx.projection.providers.measure`).
     request_tokens: int
     parts: tuple[Part, ...]
+    #: ``parts[:prefix_count]`` is the stable prefix, ``parts[prefix_count:frozen_count]`` the
+    #: history the last re-plan froze, then the records appended since, then the tail (last).
+    prefix_count: int
+    frozen_count: int
     #: Index of the last history part (the rolling cache breakpoint goes after it).
     history_end: int
     #: Tokens of this request that the previous request of the session also began with (its
@@ -149,6 +153,16 @@ class SessionRequest:
 
     def manifest_json(self) -> bytes:
         return msgspec.json.encode(self.manifest)
+
+    def where(self, ref: str) -> str | None:
+        """Which part of the request shows ``ref``: ``stable_prefix``, ``frozen_history``,
+        ``appended``, ``current_state``, or None when it is not in the request."""
+        for i, part in enumerate(self.parts):
+            if ref in part.refs:
+                return ("stable_prefix" if i < self.prefix_count else
+                        "frozen_history" if i < self.frozen_count else
+                        "current_state" if i == len(self.parts) - 1 else "appended")
+        return None
 
 
 @attrs.define
@@ -678,6 +692,8 @@ class SessionProjector:
             current=state.current, anchor=state.anchor)
         return SessionRequest(layout=self.layout, budget_tokens=state.budget, used_tokens=used,
                               request_tokens=request_tokens, parts=parts,
+                              prefix_count=state.prefix_count,
+                              frozen_count=len(state.frozen),
                               history_end=history_end, cached_tokens=cached,
                               tail_tokens=request_tokens - body, epoch=state.start.epoch,
                               replanned=replanned, replan_reason=reason, text=text,
@@ -711,6 +727,7 @@ class SessionProjector:
             session={"layout": self.layout.value, "request_tokens": request_tokens,
                      "epoch": snap.start.epoch,
                      "epoch_started_at": f"turn:{snap.start.turn_id}",
+                     "epoch_reason": snap.start.reason,
                      "replanned": replanned, "replan_reason": reason,
                      "low_water_tokens": int(snap.budget * self.session.low_water),
                      "plan_budget_tokens": snap.plan_budget,
