@@ -5,6 +5,9 @@
     test    the test suite (arguments go to pytest)
     lint    ruff check and mypy --strict
     bench   the benchmarks in bench/ (arguments go to pytest)
+    goldens regenerate the golden files in tests/golden and show the diff to review (the tests
+            only ever compare against them)
+    mutate  mutation-test one core module, e.g. ``python3 dev.py mutate planner`` (docs/testing.md)
     cli     any holon-ctx command, e.g. ``python3 dev.py cli stats FILE.jsonl``
     shell   the venv's python with the given arguments
 
@@ -36,7 +39,9 @@ VENV = ROOT / ".venv"
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 STAMP = VENV / ".holon-install-stamp"
 LOG = VENV / "pip.log"
-JOBS = ("demo", "test", "lint", "bench", "shell", "cli")
+JOBS = ("demo", "test", "lint", "bench", "shell", "cli", "goldens", "mutate")
+#: Test modules that write golden files when HOLON_CTX_WRITE_GOLDEN=1 (see goldens()).
+GOLDEN_TESTS = ("tests/test_cli_preview_golden.py", "tests/test_cli_preview_widths.py")
 
 
 def _stamp_value() -> str:
@@ -102,6 +107,21 @@ def run(args: list[str], cwd: Path = ROOT) -> int:
     return subprocess.run([str(PY), *args], cwd=cwd, check=False).returncode
 
 
+def goldens() -> int:
+    """Rewrite every golden file from the current code, then show what changed (git diff)."""
+    env = {**os.environ, "HOLON_CTX_WRITE_GOLDEN": "1"}
+    code = subprocess.run([str(PY), "-m", "pytest", "-q", "-p", "no:randomly", *GOLDEN_TESTS],
+                          cwd=ROOT, env=env, check=False).returncode
+    if code:
+        _say("writing the golden files failed; nothing to review")
+        return code
+    subprocess.run(["git", "status", "--short", "--", "tests/golden"], cwd=ROOT, check=False)
+    subprocess.run(["git", "--no-pager", "diff", "--", "tests/golden"], cwd=ROOT, check=False)
+    _say("golden files rewritten: review the diff above, then commit it or `git checkout "
+         "tests/golden` to undo")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     verbose = bool(argv) and argv[0] in ("-v", "--verbose")
     argv = argv[1:] if verbose else argv
@@ -123,6 +143,10 @@ def main(argv: list[str]) -> int:
     if job == "lint":
         code = run(["-m", "ruff", "check", "."])
         return code or run(["-m", "mypy", "--strict", "holon_ctx"])
+    if job == "goldens":
+        return goldens()
+    if job == "mutate":
+        return run(["tools/mutate.py", *rest])
     # bench
     return run(["-m", "pytest", "bench", "--benchmark-only", "-p", "no:randomly",
                 *from_caller(rest, here)])

@@ -4,7 +4,7 @@ The ledger is the small golden one (tests/golden/small.jsonl), compacted so that
 the summary has something to say: governed control state (obligations and a constraint from the
 sealed envelope), a fold, a recalled episode, and items left out with their reasons. The window is
 cut to four turns so the archived episode lies before it and is recalled. Regenerate with
-``UPDATE_GOLDEN=1 python3 dev.py test tests/test_cli_preview_widths.py`` and read the diff.
+``python3 dev.py goldens`` and review the diff it shows.
 """
 
 from __future__ import annotations

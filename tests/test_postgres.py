@@ -83,6 +83,37 @@ def test_newer_schema_is_refused(schema_url: str) -> None:
         PostgresStore(schema_url, session="a")
 
 
+def _high(store: PostgresStore) -> list[str]:
+    return [r.ref for r in store.high_turns_before(99, 10, store.end_pos())]
+
+
+def test_version_1_schema_migrates_and_indexes_its_high_turns(schema_url: str) -> None:
+    """A schema-1 database with ledgers in it opens as version 2 with every session's high-turn
+    index built from its records; a stale index key rebuilds it the same way."""
+    import psycopg
+    from test_store_conformance import HIGH_LEDGER
+
+    store = PostgresStore(schema_url, session="a")
+    store.append(HIGH_LEDGER)
+    expected = _high(store)
+    assert expected == ["turn:h3", "turn:h2", "turn:h1"]
+    store.close()
+    with psycopg.connect(schema_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE holon_high_turns")
+        conn.execute("DELETE FROM holon_meta WHERE key='high_index'")
+        conn.execute("UPDATE holon_meta SET value='1' WHERE key='schema_version'")
+    assert migrate(schema_url) == (1, SCHEMA_VERSION)
+    again = PostgresStore(schema_url, session="a")
+    assert _high(again) == expected
+    again.close()
+    with psycopg.connect(schema_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM holon_high_turns")
+        conn.execute("UPDATE holon_meta SET value='stale' WHERE key='high_index'")
+    again = PostgresStore(schema_url, session="a")
+    assert _high(again) == expected
+    again.close()
+
+
 def test_sessions_are_isolated(pg_url: str, pg_session_key: str) -> None:
     """Two sessions hold the same refs independently; neither sees the other's records."""
     a = PostgresStore(pg_url, session=pg_session_key + "a")
@@ -182,6 +213,7 @@ READS: dict[str, tuple[Callable[[PostgresStore, int], object], str]] = {
     "turns_before": (lambda s, end: s.turns_before(21, 3, end), "holon_turns_pkey"),
     "records_of_turns": (lambda s, end: s.records_of_turns(10, 13, end), "holon_records_by_turn"),
     "latest_operator_turn": (lambda s, end: s.latest_operator_turn(21, end), "holon_turns_intent"),
+    "high_turns_before": (lambda s, end: s.high_turns_before(21, 3, end), "holon_high_turns_pkey"),
     "work_item_state": (lambda s, end: s.work_item_state("wi1", end),
                         "holon_work_item_states_by_id"),
     "open_waits": (lambda s, _end: s.open_waits(15), "holon_wait_states"),
@@ -202,7 +234,7 @@ def planned_store(pg_url: str) -> Iterator[PostgresStore]:
                    Message(id=f"fm{i}", turn_id=f"f{i}", role=MessageRole.ASSISTANT, text="ok")]
     store.append(filler)
     for table in ("holon_records", "holon_turns", "holon_token_counts", "holon_wait_states",
-                  "holon_work_item_states"):
+                  "holon_work_item_states", "holon_high_turns"):
         store.connection.execute(f"ANALYZE {table}")
     yield store
     store.close()

@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -60,13 +61,45 @@ from holon_ctx.tokens import default_counter
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Ledgers: small hostile ones and larger realistic ones.
+#: Ledgers: small hostile ones and realistic ones of up to several hundred turns (three in four
+#: examples), so that budgets bind and deeper window pages and high-turn lookups are exercised.
 LEDGERS = st.one_of(
     ledgers(1, 10),
-    ledger_specs(1, 160).map(lambda spec: spec.records),
+    ledger_specs(1, 600).map(lambda spec: spec.records),
+    ledger_specs(200, 600).map(lambda spec: spec.records),
+    ledger_specs(300, 600).map(lambda spec: spec.records),
 )
-#: Budgets over the whole range, weighted towards the small end where every token matters.
-BUDGETS = st.one_of(st.integers(64, 1024), st.integers(1024, 16_384),
+#: What the generated examples exercised (reported at the end of the module, and checked).
+_SEEN: dict[str, list[int]] = {"turns": [], "binds": [], "deeper": [], "pages": []}
+
+
+def _note(records: list[Record], p: Projection) -> None:
+    """Record one projected example: its length, whether the budget bound, whether history past
+    window page 0 was read (a second page, or high turns by lookup), and a second page alone."""
+    _SEEN["turns"].append(sum(1 for r in records if isinstance(r, Turn)))
+    _SEEN["binds"].append(int(any(s.omitted for s in p.manifest.sections)))
+    window = p.manifest.window
+    pages = int(window.get("pages", 1) >= 2)  # type: ignore[call-overload]
+    _SEEN["pages"].append(pages)
+    _SEEN["deeper"].append(pages or int(bool(window.get("high_turns_read"))))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_shares(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    n = len(_SEEN["turns"])
+    if not n:
+        return
+    turns = sorted(_SEEN["turns"])
+    line = (f"projection invariants: {n} projected examples, median ledger {turns[n // 2]} turns, "
+            f"budget binds in {sum(_SEEN['binds']) / n:.0%}, history read past window page 0 in "
+            f"{sum(_SEEN['deeper']) / n:.0%} (a second page in {sum(_SEEN['pages']) / n:.0%})")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+#: Budgets over the whole range, weighted towards the small end where every token matters and
+#: the middle, where several window pages of a long ledger are read.
+BUDGETS = st.one_of(st.integers(64, 1024), st.integers(1024, 16_384), st.integers(6_000, 40_000),
                     st.integers(16_384, 200_000))
 _FEW = settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow,
                                                         HealthCheck.data_too_large])
@@ -94,6 +127,7 @@ def test_used_tokens_never_exceed_the_budget_and_equal_the_count_of_the_text(
     p = _project(memory_store(records), budget)
     assume(p is not None)
     assert p is not None
+    _note(records, p)
     recount = default_counter().count(p.text)
     assert recount == p.used_tokens == p.manifest.used_tokens
     assert p.used_tokens <= budget == p.manifest.budget_tokens
@@ -112,6 +146,8 @@ def test_utilisation_is_at_least_90_percent_when_more_content_than_fits(
     p = _project(store, budget, limits)
     assume(p is not None)
     assert p is not None
+    if limits == WindowLimits():
+        _note(records, p)
     assert p.used_tokens >= 0.9 * budget, (p.used_tokens, budget)
 
 
@@ -128,6 +164,8 @@ def test_a_larger_budget_keeps_every_ref_and_every_item_at_least_as_rich(
     assume(large is not None)
     assert small is not None
     assert large is not None
+    if limits == WindowLimits():
+        _note(records, small)
     kept = set(selected_refs(large)) | folded_refs(large)
     lost = [ref for ref in selected_refs(small) if ref not in kept]
     assert lost == [], f"selected at {small_budget} but not at {large_budget}: {lost}"
@@ -144,6 +182,17 @@ def test_a_larger_budget_keeps_every_ref_and_every_item_at_least_as_rich(
         assert other.form >= d.form, (d.key, d.form, other.form)
         if other.form == d.form and not d.clipped:
             assert not other.clipped, d.key
+
+
+def test_generated_examples_bind_and_reach_deeper_pages() -> None:
+    """The properties above are only as good as their examples: the budget binds in at least half
+    of them and history past window page 0 is read (a second page, or high turns by lookup) in at
+    least a quarter (shares reported at the end of the module). Runs after them (file order)."""
+    n = len(_SEEN["turns"])
+    assert n >= 50, f"only {n} examples were projected"
+    assert sum(_SEEN["binds"]) / n >= 0.5
+    assert sum(_SEEN["deeper"]) / n >= 0.25
+    assert sorted(_SEEN["turns"])[n // 2] >= 100
 
 
 def _sweep_ledger() -> list[Record]:

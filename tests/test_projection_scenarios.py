@@ -58,11 +58,13 @@ def _section_refs(p: Projection, section: Section) -> list[str]:
 
 
 def _binds(p: Projection, full: Projection) -> None:
-    """Below the size of everything, the budget binds: something is left out, >= 90% is used."""
-    if p.budget_tokens < full.used_tokens:
-        omitted = [o for s in p.manifest.sections for o in s.omitted]
-        assert omitted, "the budget should bind in this scenario"
-        assert p.used_tokens >= 0.9 * p.budget_tokens
+    """The budget binds: the ledger holds more than it (each scenario's ledger is built large
+    enough for every budget it is run at), something is left out, and >= 90% is used."""
+    assert p.budget_tokens < full.used_tokens, (
+        f"the scenario's ledger ({full.used_tokens} tokens in full) must not fit {p.budget_tokens}")
+    omitted = [o for s in p.manifest.sections for o in s.omitted]
+    assert omitted, "the budget should bind in this scenario"
+    assert p.used_tokens >= 0.9 * p.budget_tokens
 
 
 def _fences(text: str) -> list[tuple[str, str, str]]:
@@ -115,7 +117,7 @@ def _task_result_after_request() -> tuple[LedgerBuilder, dict[str, str]]:
                 todos=[("run the suite", False), ("report to the operator", False)],
                 status=WorkItemStatus.ACTIVE)
     b.assistant("Starting the suite as background task tests-1; I will report when it ends.")
-    ids["busy"] = b.busy(24, anchor=ids["ask"], work_item="wi-release")[0]
+    ids["busy"] = b.busy(72, anchor=ids["ask"], work_item="wi-release")[0]
     ids["result"] = b.task_result("tests-1", "412 passed, 3 skipped in 212 s; no failures.",
                                   spawned_by=ids["ask"], work_item="wi-release")
     ids["result_rec"] = f"task_result:r{b._n}"
@@ -148,7 +150,7 @@ def _retry_after_request() -> tuple[LedgerBuilder, dict[str, str]]:
                              "reconnect.")}
     ids["ask_msg"] = f"message:m{b._n}"
     b.assistant("Rotating now: vault write, then rolling restart of api and worker.")
-    b.busy(20, anchor=ids["ask"], topic="rotation")
+    b.busy(72, anchor=ids["ask"], topic="rotation")
     b.retries(3)
     ids["retry"] = b.turn("provider_retry", label="provider 529 overloaded, retry 4 of 5")
     return b, ids
@@ -173,7 +175,7 @@ def test_a_provider_retry_does_not_evict_the_operator_intent(budget: int) -> Non
 def _brief_answering_request() -> tuple[LedgerBuilder, dict[str, str]]:
     b = LedgerBuilder()
     ids = {"ask": b.operator("Why did last night's build fail? Summarise it for the channel.")}
-    b.busy(16, anchor=ids["ask"], topic="nightly")
+    b.busy(70, anchor=ids["ask"], topic="nightly")
     ids["answer"] = b.task_result("triage", "root cause found", anchor=ids["ask"])
     ids["brief"] = "brief:" + b.brief(
         "The nightly build failed because the integration database container ran out of disk "
@@ -201,6 +203,7 @@ def test_a_result_brief_is_referenced_back_to_the_request_it_answered(budget: in
 
 def _ticks_and_duplicate_wakes() -> tuple[LedgerBuilder, dict[str, str]]:
     b = LedgerBuilder()
+    b.busy(70, topic="earlier")  # older history: enough that every budget binds
     ids = {"ask": b.operator("Watch the rollout of build 8812 and tell me when it is live.")}
     b.open_wait("w-8812", "rollout of build 8812 reaches 10/10 pods")
     ids["ticks"] = ",".join(b.ticks(40))
@@ -256,7 +259,7 @@ def _work_item_with_model_summaries() -> tuple[LedgerBuilder, dict[str, str]]:
     b.open_wait("w-finance", "finance signs off the backfill plan", work_item="wi-cents")
     ids["waiting"] = "work_item:" + b.work_item("wi-cents", status=WorkItemStatus.WAITING)
     briefs = []
-    for i in range(14):
+    for i in range(90):
         b.task_result(f"check-{i}", f"schema check {i} ok", anchor=ids["ask"], work_item="wi-cents")
         b.tool("shell", f"psql -c 'select count(*) from invoices where cents is null' #{i}",
                f" count\n-------\n {1200 - i * 3}\n(1 row)")
@@ -375,7 +378,7 @@ def _tight_budget_mix() -> tuple[LedgerBuilder, dict[str, str]]:
     high: list[str] = []
     normal: list[str] = []
     low: list[str] = []
-    for i in range(10):
+    for i in range(40):
         t = b.task_result(f"fix-{i}", f"attempt {i}: " + ("tests still failing in "
                           "test_refund_rounding" if i % 2 == 0 else "partial progress"),
                           anchor=ids["ask"],
@@ -422,8 +425,9 @@ def test_under_a_tight_budget_pinned_and_high_survive_before_the_rest(budget: in
 
 
 # -- Holon's evaluation cases -----------------------------------------------------------------
-def _forty_turns(anchored: bool) -> tuple[LedgerBuilder, dict[str, str]]:
+def _forty_turns(anchored: bool, prelude: int = 0) -> tuple[LedgerBuilder, dict[str, str]]:
     b = LedgerBuilder()
+    b.busy(prelude, topic="setup")  # older history before the conversation
     ids = {"ask": b.chat("We need a database for the billing service: PostgreSQL or DynamoDB?",
                          "PostgreSQL fits: transactions, and logical replication can feed the "
                          "reporting replica. Shall I go with PostgreSQL?")}
@@ -444,7 +448,7 @@ def _forty_turns(anchored: bool) -> tuple[LedgerBuilder, dict[str, str]]:
 @pytest.mark.parametrize("budget", BUDGETS)
 def test_a_forty_turn_conversation_keeps_its_early_decision_reachable(budget: int) -> None:
     """Turn 2 of 40 stays in the prompt when the operator's reply continues it (its anchor)."""
-    b, ids = _forty_turns(anchored=True)
+    b, ids = _forty_turns(anchored=True, prelude=60)
     p, full = _project(b, budget)
     _binds(p, full)
     _must(p, f"turn:{ids['decision']}", ids["decision_msg"], f"turn:{ids['now']}")
@@ -472,7 +476,7 @@ def test_a_forty_turn_conversation_recalls_its_early_decision_from_an_episode(bu
 def _short_reply(reply: str) -> tuple[LedgerBuilder, dict[str, str]]:
     b = LedgerBuilder()
     ask = b.operator("The hotfix for the login timeout is merged. Deploy it.")
-    b.busy(20, anchor=ask, topic="hotfix")
+    b.busy(72, anchor=ask, topic="hotfix")
     b.turn("task_result", anchor=ask)
     ids = {"question": "message:" + b.assistant(
         "Two options: (1) deploy to staging first and promote after the smoke tests, or "
@@ -507,7 +511,7 @@ def _abandoned_then_new_topic() -> tuple[LedgerBuilder, dict[str, str]]:
                                       "dry run: 14 volumes would be deleted",
                                       status=ToolStatus.OK)
     b.assistant("The dry run lists 14 volumes. Shall I delete them for real?")
-    b.busy(18, topic="misc")
+    b.busy(72, topic="misc")
     ids["new"] = b.operator("Never mind that. New topic: draft the release notes for 2.3.")
     return b, ids
 
@@ -544,7 +548,7 @@ def _old_topic_return() -> tuple[LedgerBuilder, dict[str, str]]:
     ids["frontend"] = b.operator("Switch to the website: sticky teal header.",
                                  work_item="wi-web")
     b.work_item("wi-web", objective="Sticky teal header", status=WorkItemStatus.ACTIVE)
-    ids["web_busy"] = b.busy(20, anchor=ids["frontend"], work_item="wi-web", topic="web")[-1]
+    ids["web_busy"] = b.busy(72, anchor=ids["frontend"], work_item="wi-web", topic="web")[-1]
     ids["back"] = b.operator("Back to billing: what was the lag threshold again?",
                              work_item="wi-billing", anchor=ids["billing"])
     return b, ids
@@ -572,7 +576,7 @@ def _switch_and_return() -> tuple[LedgerBuilder, dict[str, str]]:
     b.work_item("wi-a", objective="Paginate /invoices", todos=[("cursor param", True),
                                                             ("docs", False)],
                 status=WorkItemStatus.ACTIVE)
-    ids["a_busy"] = b.busy(8, anchor=ids["a"], work_item="wi-a", topic="pagination")[-1]
+    ids["a_busy"] = b.busy(40, anchor=ids["a"], work_item="wi-a", topic="pagination")[-1]
     ids["b"] = b.operator("Urgent, work item B: the login page 500s.", work_item="wi-b")
     b.work_item("wi-b", objective="Fix the login 500", status=WorkItemStatus.ACTIVE)
     ids["b_busy"] = b.busy(8, anchor=ids["b"], work_item="wi-b", topic="login")[-1]
@@ -612,7 +616,7 @@ def _wait_resolved_by_task() -> tuple[LedgerBuilder, dict[str, str]]:
     b.tool("ci", "trigger release/2.3", "run 88 queued")
     b.open_wait("w-ci-88", "CI run 88 finishes", work_item="wi-ci")
     b.ticks(30)
-    b.busy(12, topic="docs")
+    b.busy(80, topic="docs")
     ids["done"] = b.task_result("ci-88", "CI run 88 passed: 1,204 tests, 0 failures.",
                                 wait="w-ci-88", work_item="wi-ci")
     ids["done_rec"] = f"task_result:r{b._n}"
@@ -645,7 +649,7 @@ def _interleaved_wakes() -> tuple[LedgerBuilder, dict[str, str]]:
     ids = {"ask": b.chat("Let's plan the 2.3 release: freeze on Monday, tag on Wednesday.",
                          "Agreed: code freeze Monday, tag Wednesday after the CI run.")}
     forged: list[str] = []
-    for i in range(8):
+    for i in range(120):
         forged.append(b.external("github", f"PR comment #{i}: {_FORGED}"))
         b.chat(f"Also for 2.3, item {i}: include the changelog entry for fix {100 + i}.",
                f"Noted changelog entry for fix {100 + i}.")
@@ -696,7 +700,7 @@ def _two_hundred_retries() -> tuple[LedgerBuilder, dict[str, str]]:
     b = LedgerBuilder()
     b.environment()
     earlier = b.operator("Tidy the changelog for 2.2.")
-    b.busy(30, anchor=earlier, topic="changelog")
+    b.busy(80, anchor=earlier, topic="changelog")
     ids = {"ask": b.operator("Regenerate the API client from the new OpenAPI spec and run the "
                              "contract tests.", work_item="wi-client")}
     ids["ask_msg"] = f"message:m{b._n}"

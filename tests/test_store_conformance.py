@@ -25,6 +25,7 @@ from strategies import ledgers
 from holon_ctx.errors import LedgerFormatError, StoreError
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.codec import provenance_defaults
+from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
 from holon_ctx.ledger.importer import export_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import (
@@ -225,6 +226,37 @@ def test_records_of_turns(store: LedgerStore) -> None:
     assert refs(store.records_of_turns(21, 99, END)) == ["task_result:r1"]
 
 
+#: Turns marked high or not, and a record appended later that marks an earlier turn high.
+HIGH_LEDGER: list[Record] = [
+    Turn(id="h1", seq=1, trigger="operator_input"),  # 0: high by its trigger
+    Turn(id="h2", seq=2, trigger="scheduler_tick"),  # 1: nothing
+    Tool(id="hx1", turn_id="h2", tool_name="sh", status=ToolStatus.OK, exit_code=0),  # 2
+    Turn(id="h3", seq=3, trigger="task_result"),  # 3
+    TaskResult(id="hr1", turn_id="h3", task_id="k", status=TaskStatus.FAILURE),  # 4: high
+    Turn(id="h4", seq=4, trigger="timer"),  # 5
+    Tool(id="hx2", turn_id="h2", tool_name="sh", status=ToolStatus.OK, exit_code=2),  # 6: h2 high
+    Turn(id="h5", seq=5, trigger="x-hook"),  # 7
+    Message(id="hm1", turn_id="h5", role=MessageRole.ASSISTANT, text="done"),  # 8: normal
+]
+
+
+def test_high_turns_before(store: LedgerStore) -> None:
+    """Turns marked high by their trigger or a record, newest first, each as of the position of
+    the record that marked it (a late record marks an earlier turn only from its position on)."""
+    store.append(HIGH_LEDGER)
+    end = len(HIGH_LEDGER)
+    assert refs(store.high_turns_before(99, 10, end)) == ["turn:h3", "turn:h2", "turn:h1"]
+    assert refs(store.high_turns_before(99, 2, end)) == ["turn:h3", "turn:h2"]
+    assert refs(store.high_turns_before(3, 10, end)) == ["turn:h2", "turn:h1"]
+    assert refs(store.high_turns_before(99, 10, 6)) == ["turn:h3", "turn:h1"]  # hx2 not yet
+    assert refs(store.high_turns_before(99, 10, 4)) == ["turn:h1"]
+    assert refs(store.high_turns_before(99, 10, 0)) == []
+    assert refs(store.high_turns_before(1, 10, end)) == []
+    assert refs(store.high_turns_before(99, 0, end)) == []
+    turn = store.high_turns_before(99, 1, end)[0]
+    assert turn == store.turn("h3")
+
+
 def test_latest_operator_turn(store: LedgerStore) -> None:
     """The newest operator_input/operator_override turn below a seq; approvals do not count."""
     store.append(LEDGER)
@@ -420,6 +452,14 @@ class Oracle:
         return [r.ref for r in self.rows if not isinstance(r.record, Turn) and r.pos < limit_pos
                 and r.turn_seq is not None and lo <= r.turn_seq <= hi]
 
+    def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[str]:
+        """Turns any of whose records before limit_pos (the turn included) marks it high."""
+        marked = {r.turn_seq for r in self.rows if r.pos < limit_pos and r.turn_seq is not None
+                  and marks_high(r.record)}
+        turns = [r for r in self._turns(limit_pos) if r.turn_seq < seq  # type: ignore[operator]
+                 and r.turn_seq in marked]
+        return [r.ref for r in sorted(turns, key=lambda r: -r.turn_seq)][:count]  # type: ignore[operator]
+
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> str | None:
         found = [r for r in self._turns(limit_pos) if r.turn_seq < before_seq  # type: ignore[operator]
                  and r.record.trigger in ("operator_input", "operator_override")]  # type: ignore[union-attr]
@@ -493,9 +533,11 @@ def _reads(store: LedgerStore | Oracle, records: list[Record], probes: list[int]
         for s in [seqs[0], seqs[len(seqs) // 2], seqs[-1] + 1]:
             if isinstance(store, Oracle):
                 out.append(("turns_before", s, limit, store.turns_before(s, 3, limit)))
+                out.append(("high", s, limit, store.high_turns_before(s, 3, limit)))
                 out.append(("op", s, limit, store.latest_operator_turn(s, limit)))
             else:
                 out.append(("turns_before", s, limit, refs(store.turns_before(s, 3, limit))))
+                out.append(("high", s, limit, refs(store.high_turns_before(s, 3, limit))))
                 out.append(("op", s, limit, ref_of(store.latest_operator_turn(s, limit))))
         for lo, hi in [(seqs[0], seqs[-1]), (seqs[len(seqs) // 2], seqs[len(seqs) // 2])]:
             got = store.records_of_turns(lo, hi, limit)
@@ -586,9 +628,11 @@ def _meta(path: Path) -> dict[str, str]:
 
 
 def test_schema_version_is_recorded(tmp_path: Path) -> None:
-    """A new database records the current schema version in its meta table."""
+    """A new database records the current schema version, and the key its high-turn index was
+    built under, in its meta table."""
     SqliteStore(tmp_path / "l.db").close()
-    assert _meta(tmp_path / "l.db") == {"schema_version": str(SCHEMA_VERSION)}
+    assert _meta(tmp_path / "l.db") == {"schema_version": str(SCHEMA_VERSION),
+                                        "high_index": HIGH_INDEX_KEY}
 
 
 def test_every_version_has_a_migration() -> None:
@@ -603,7 +647,7 @@ def test_empty_file_migrates_from_v0(tmp_path: Path) -> None:
     store = SqliteStore(path)
     assert store.append(LEDGER) == END
     store.close()
-    assert _meta(path) == {"schema_version": str(SCHEMA_VERSION)}
+    assert _meta(path) == {"schema_version": str(SCHEMA_VERSION), "high_index": HIGH_INDEX_KEY}
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -653,12 +697,45 @@ def test_rebuild_derived_reproduces_reads(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "l.db")
     store.append(LEDGER)
     before = _fixed_reads(store)
-    for table in ("turns", "token_counts", "work_item_states", "wait_states"):
+    for table in ("turns", "token_counts", "work_item_states", "wait_states", "high_turns"):
         store._db.execute(f"DELETE FROM {table}")
     assert _fixed_reads(store) != before
     store.rebuild_derived()
     assert _fixed_reads(store) == before
     store.close()
+
+
+def test_high_index_is_rebuilt_when_its_key_changes(tmp_path: Path) -> None:
+    """An index built under other retention facts (another HIGH_INDEX_KEY, or none: a v1 file) is
+    rebuilt from the records on open, giving the same answers as one kept at append time."""
+    path = tmp_path / "l.db"
+    store = SqliteStore(path)
+    store.append(HIGH_LEDGER)
+    expected = [refs(store.high_turns_before(99, 10, limit)) for limit in range(10)]
+    store._db.execute("DELETE FROM high_turns")
+    store._db.execute("UPDATE meta SET value='stale' WHERE key='high_index'")
+    store.close()
+    again = SqliteStore(path)
+    assert [refs(again.high_turns_before(99, 10, limit)) for limit in range(10)] == expected
+    assert _meta(path)["high_index"] == HIGH_INDEX_KEY
+    again.close()
+
+
+def test_a_version_1_database_migrates_and_indexes_its_high_turns(tmp_path: Path) -> None:
+    """A schema-1 ledger (no high_turns table, no key) opens as version 2 with its index built."""
+    path = tmp_path / "v1.db"
+    store = SqliteStore(path)
+    store.append(HIGH_LEDGER)
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE high_turns")
+        db.execute("DELETE FROM meta WHERE key='high_index'")
+        db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    again = SqliteStore(path)
+    assert refs(again.high_turns_before(99, 10, len(HIGH_LEDGER))) == [
+        "turn:h3", "turn:h2", "turn:h1"]
+    again.close()
+    assert _meta(path) == {"schema_version": "2", "high_index": HIGH_INDEX_KEY}
 
 
 def test_other_counter_recomputes_and_keeps_foreign_counts(tmp_path: Path) -> None:
@@ -705,6 +782,8 @@ READS: dict[str, tuple[Callable[[SqliteStore], object], str]] = {
                          "INDEX records_by_turn (turn_seq>? AND turn_seq<?)"),
     "latest_operator_turn": (lambda s: s.latest_operator_turn(21, END),
                              "INDEX turns_intent (seq<?)"),
+    "high_turns_before": (lambda s: s.high_turns_before(21, 3, END),
+                          "INTEGER PRIMARY KEY (rowid<?)"),
     "work_item_state": (lambda s: s.work_item_state("wi1", END),
                         "INDEX work_item_states_by_id (work_item_id=? AND pos<?)"),
     "open_waits": (lambda s: s.open_waits(END),

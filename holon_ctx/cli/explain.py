@@ -4,8 +4,9 @@ How it works. ``_status`` places the ref in a Projection by reading, in order, t
 selected and omitted lists, the items' decisions, the folds, the recent window and the recalled
 episodes; ``explain`` turns that into an :class:`Explanation` with the record's facts, and
 ``_entry_budget`` projects again at larger budgets (doubling, then bisecting) to find the smallest
-budget that shows the ref. Some facts are still read back from the prompt text (excerpt marks,
-``‹data`` counts, label lines): see ``_shown_as`` and ``_in_episode_text``.
+budget that shows the ref. Where a record's text sits and what was defused in it come from the
+structured fields of the projection's blocks (kind, trust, excerpt); only an episode's
+pre-rendered text is read for the fence that quotes a record (``_in_episode_text``).
 
 The commands live in :mod:`holon_ctx.cli.preview_cmds`; :mod:`holon_ctx.cli.preview` draws the result.
 """
@@ -20,6 +21,9 @@ import msgspec
 from holon_ctx.errors import UnknownRefError
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.projection.folding import BY_TRIGGER
+from holon_ctx.projection.formats import FENCE_OPEN, forgeries
+from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.model import Form, Section, TurnUnit
 from holon_ctx.projection.projector import ItemDecision, Projection, Projector
 from holon_ctx.projection.retention import classify, turn_facts
@@ -75,7 +79,6 @@ class Explanation(msgspec.Struct, kw_only=True):
 _SHOWN = ("in_full", "excerpted", "clipped")
 _SHRUNK = ("compacted", "ref_only", "clipped", "clipped_out")
 _OUT = ("omitted", "outside_window", "archived")
-_EXCERPT_MARK = "tokens omitted; full text:"
 
 
 def _status(p: Projection, ref: str, owner: str | None, owner_seq: Callable[[str], int | None],
@@ -95,7 +98,7 @@ def _status(p: Projection, ref: str, owner: str | None, owner_seq: Callable[[str
             return ("compacted" if d.form is Form.COMPACT else "ref_only"), d, None
         blocks = [b for _, r in p.section_items.get(d.section, ()) for b in r.blocks
                   if ref in b.refs]
-        if any(_EXCERPT_MARK in b.body for b in blocks):
+        if any(b.excerpt for b in blocks):
             return "excerpted", d, None
         return "in_full", d, None
     shown = [h for h in holders if h.form is not None]
@@ -248,7 +251,7 @@ def _in_episode_text(p: Projection, ref: str) -> str | None:
     for key, rendered in p.section_items.get(Section.EPISODES, ()):
         text = rendered.text
         fence = next((line for line in text.split("\n")
-                      if line.startswith(f'<data ref="{ref}" ')), None)
+                      if (m := FENCE_OPEN.match(line)) and m.group(1) == ref), None)
         if fence is not None:
             return (f"quoted by {key} inside {fence} … </data>: its text cannot close the fence "
                     "or pose as operator input")
@@ -264,20 +267,17 @@ def _shown_as(p: Projection, ref: str) -> str | None:
             if ref not in block.refs or not block.body:
                 continue
             head = block.head.rstrip("\n").split("\n")[-1]
-            fences = block.body.count("\u2039data") + block.body.count("\u2039/data")
-            claims = block.body.count("operator (claimed)")
+            fences, claims = forgeries(block.body)
             notes = [f"{fences} fence-like tag(s) in the text neutralised (‹data)"] if fences else []
             if claims:
                 notes.append(f"{claims} fake 'operator (trusted)' label(s) shown as "
                              "'operator (claimed)'")
             where = ("inside " + head + " … </data>: its text cannot close the fence or pose as "
-                     "operator input") if head.startswith("<data ") else f"under '{head}'"
+                     "operator input") if block.kind is BlockKind.FENCED else f"under '{head}'"
             return "; ".join([where, *notes])
     return None
 
 
-#: Facts a fold line counts by trigger instead (as the projector's fold line does).
-_BY_TRIGGER = ("noop_tick", "provider_retry", "provider_fallback", "transport_recovery")
 
 
 def _fold_run(store: LedgerStore, p: Projection, first: str, limit_pos: Any) -> dict[str, Any]:
@@ -298,7 +298,7 @@ def _fold_run(store: LedgerStore, p: Projection, first: str, limit_pos: Any) -> 
     for t in run:
         facts = _turn_class(store, t.turn_seq or 0, limit)[1]
         trigger = t.record.trigger if isinstance(t.record, Turn) else "turn"
-        kind = trigger if not facts or facts[0] in _BY_TRIGGER else facts[0]
+        kind = trigger if not facts or facts[0] in BY_TRIGGER else facts[0]
         kinds[kind] = kinds.get(kind, 0) + 1
     return {"first": first, "last": run[-1].ref if run else first, "count": len(run),
             "kinds": kinds}

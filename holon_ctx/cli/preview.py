@@ -23,7 +23,6 @@ well under the one-second start-to-screen target. Shared layout helpers are in :
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -33,8 +32,9 @@ from rich.text import Text
 from holon_ctx.cli.layout import emit, hang, kv, pct, visible
 from holon_ctx.cli.preview_summary import detail_lines, glance_lines
 from holon_ctx.cli.wording import plural
+from holon_ctx.projection.formats import ALERT, FENCE_OPEN, FOLD_PREFIX, HEADING, RELATION_PREFIX
+from holon_ctx.projection.items import Block, BlockKind
 from holon_ctx.projection.model import SECTION_ORDER, Section
-from holon_ctx.projection.planner import Block
 from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection
 
 __all__ = ["TAGS", "TrustOf", "print_preview", "tag_block_lines"]
@@ -55,28 +55,35 @@ _TRUST_WORDS = {"trusted_operator": "operator (trusted)", "runtime_fact": "runti
                 "model_output": "model output (fenced)"}
 #: Label lines the renderer puts above the operator's own (unfenced) words.
 _OPERATOR_LABELS = ("operator (trusted) ", "pinned operator words:")
-_FENCE_OPEN = re.compile(r'^<data ref="[^"]*" origin="[^"]*" trust="([a-z_]+)">$')
 _GUTTER = 4  # "ext" plus the bar
 
 # Structure lines keep their own emphasis: headings, alerts, folds and the relation line.
 _STRUCTURE_STYLES: tuple[tuple[str, str], ...] = (
-    ("### ", "bold"),
-    ("ALERT ", "bold red"),
-    ("- folded ", "italic dim"),
-    ("relation: ", "bold blue"),
+    (HEADING, "bold"),
+    (ALERT, "bold red"),
+    (FOLD_PREFIX, "italic dim"),
+    (RELATION_PREFIX, "bold blue"),
 )
 
 BAR_CELLS = 40
 
 
 def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]]:
-    """``(kind, line)`` for each line of a block; kind is a trust value, "fence" or "structure"."""
+    """``(kind, line)`` for each line of a block; kind is a trust value, "fence" or "structure".
+
+    A block from a projection says what it is (``kind`` and ``trust``): those are read, never the
+    text. Pre-rendered text (an episode's forms) and blocks built without those fields are
+    tagged by their lines, as a reader of the prompt would.
+    """
+    if block.trust and block.kind in (BlockKind.FENCED, BlockKind.OPERATOR, BlockKind.TRUSTED):
+        yield from _tag_structured(block)
+        return
     head = block.head.splitlines()
     fence: str | None = None
     for line in head:
-        m = _FENCE_OPEN.match(line)
+        m = FENCE_OPEN.match(line)
         if m:
-            fence = m.group(1)
+            fence = m.group(3)
             yield "fence:" + fence, line
         elif fence is not None:
             # Episode text blocks carry whole fenced excerpts in their head.
@@ -104,6 +111,24 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
             yield trust, line
     for line in block.tail.splitlines():
         yield ("fence:" + fence if fence else "structure"), line
+
+
+def _tag_structured(block: Block) -> Iterator[tuple[str, str]]:
+    head = block.head.splitlines()
+    trust = block.trust or "runtime_fact"
+    if block.kind is BlockKind.FENCED:
+        # The label lines, then the fence's opening line (the head's last), body, closing line.
+        yield from (("structure", line) for line in head[:-1])
+        yield "fence:" + trust, head[-1]
+        body, tail = trust, "fence:" + trust
+    else:
+        # Unfenced trusted text: its label, then the words at the trust the ledger gave them
+        # (never promoted past the operator's; an unknown value reads as a runtime fact).
+        yield from (("structure", line) for line in head)
+        body = trust if trust in TAGS and trust != "structure" else "runtime_fact"
+        tail = "structure"
+    yield from ((body, line) for line in block.body.splitlines())
+    yield from ((tail, line) for line in block.tail.splitlines())
 
 
 class _Lines:

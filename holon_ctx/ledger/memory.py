@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
+from holon_ctx.ledger.facts import marks_high
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Environment, Pin, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
@@ -38,6 +39,9 @@ class MemoryStore:
         self._waits: dict[str, list[WaitState]] = {}
         self._env: list[int] = []
         self._pins: list[int] = []
+        # The high-turn index: sorted seqs of turns marked high, and the position that marked each.
+        self._high_seqs: list[int] = []
+        self._high_pos: dict[int, int] = {}
         self._staged: list[Row] = []
         # Indexes over the staged batch, so a large batch costs O(1) per lookup and a duplicate
         # is found however far back in the batch its first copy is.
@@ -123,6 +127,9 @@ class MemoryStore:
             self._wi.setdefault(row.work_item_state.work_item_id, []).append(row.work_item_state)
         if row.wait_state is not None:
             self._waits.setdefault(row.wait_state.wait_id, []).append(row.wait_state)
+        if row.marks_high and row.turn_seq is not None and row.turn_seq not in self._high_pos:
+            self._high_pos[row.turn_seq] = row.pos
+            bisect.insort(self._high_seqs, row.turn_seq)
         if isinstance(rec, Environment):
             self._env.append(row.pos)
         if isinstance(rec, Pin):
@@ -187,6 +194,17 @@ class MemoryStore:
     def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
         return self._rows[max(lo_pos, 0):max(hi_pos, 0)]
 
+    def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        i = bisect.bisect_left(self._high_seqs, seq)
+        out: list[StoredRecord] = []
+        while i > 0 and len(out) < count:
+            i -= 1
+            found = self._high_seqs[i]
+            if self._high_pos[found] < limit_pos:
+                j = bisect.bisect_left(self._turn_seqs, found)
+                out.append(self._rows[self._turn_pos[j]])
+        return out
+
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         i = bisect.bisect_left(self._operator_seqs, before_seq)
         while i > 0:
@@ -239,7 +257,8 @@ class MemoryStore:
             turn = self._turn_by_id.get(rec.id) if isinstance(rec, Turn) else None
             yield Row(pos=row.pos, ref=row.ref, kind=row.ref.partition(":")[0], record=rec,
                       line=b"", turn_seq=row.turn_seq, tokens=row.tokens, turn=turn,
-                      work_item_state=wi.get(row.pos), wait_state=waits.get(row.pos))
+                      work_item_state=wi.get(row.pos), wait_state=waits.get(row.pos),
+                      marks_high=row.turn_seq is not None and marks_high(rec))
 
 
 _S = TypeVar("_S", WorkItemState, WaitState)

@@ -1,10 +1,17 @@
 """The SQLite store: the embedded default. WAL journal, one transaction per append batch.
 
-Layout (schema version 1). ``records`` is the append-only truth: the canonical JSONL line of each
+Layout (schema version 2). ``records`` is the append-only truth: the canonical JSONL line of each
 record by position. Every other table is derived from it at append time and can be rebuilt with
 :meth:`SqliteStore.rebuild_derived`: ``turns`` (by sequence, with an operator-intent partial index
 for the continuation anchor), ``token_counts`` (per counter identity), ``work_item_states`` and
-``wait_states`` (folded transitions). Each projection read is an indexed range or point query.
+``wait_states`` (folded transitions), and ``high_turns`` (v2: each turn marked high by a retention
+fact, with the position of the record that marked it; see :mod:`holon_ctx.ledger.facts`). The
+high-turn index is rebuilt on open when it was built under another ``HIGH_INDEX_KEY`` (meta
+``high_index``). Each projection read is an indexed range or point query.
+
+Length: past the house's ~400 lines because the store is one class over one connection (schema,
+migrations, the append backend and every read of the Protocol); splitting it would split the
+transaction handling the reads and writes share.
 
 Durability: a batch is one ``BEGIN IMMEDIATE … COMMIT``. A writer killed mid-batch leaves nothing of
 that batch (WAL rollback on next open); readers in other processes see only committed batches.
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,6 +30,7 @@ import msgspec
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger import locking
 from holon_ctx.ledger.body import record_body
+from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
@@ -31,7 +40,7 @@ from holon_ctx.tokens import TokenCounter, default_counter
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 _INTENT_TRIGGERS = tuple(sorted(OPERATOR_TRIGGERS - {"approval_decision"}))
 
 _SCHEMA_V1 = """
@@ -69,9 +78,14 @@ CREATE TABLE IF NOT EXISTS wait_states (
 CREATE INDEX IF NOT EXISTS wait_states_by_id ON wait_states(wait_id, pos);
 """
 
+#: v2: the high-turn index (filled by _rebuild_high_turns on the first open after migrating).
+_SCHEMA_V2 = """
+CREATE TABLE IF NOT EXISTS high_turns (seq INTEGER PRIMARY KEY, pos INTEGER NOT NULL);
+"""
+
 #: Migrations from version N to N+1. Version 0 is an empty file.
-_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
-_DERIVED_TABLES = ("turns", "token_counts", "work_item_states", "wait_states")
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2}
+_DERIVED_TABLES = ("turns", "token_counts", "work_item_states", "wait_states", "high_turns")
 #: SQLite uses a partial index only when the query repeats the index's WHERE term verbatim; without
 #: this prefix, latest_environment and pins walked back through every record (O(history)).
 _ENV_PIN = "WHERE r.kind IN ('environment', 'pin') AND "
@@ -111,6 +125,7 @@ class SqliteStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=OFF")
             self._migrate()
+            self._check_high_index()
         except sqlite3.DatabaseError as exc:
             if locking.is_lock_error(exc):
                 self._db.close()
@@ -129,6 +144,7 @@ class SqliteStore:
         self._pending_records: list[tuple[int, str, str, str, int | None, bytes]] = []
         self._pending_refs: set[str] = set()
         self._pending_counts: list[tuple[str, int, int]] = []
+        self._pending_high: list[tuple[int, int]] = []
         self._decoded = DecodedRecords(self._counter)
         self._open_waits = OpenWaits(self)
 
@@ -159,6 +175,33 @@ class SqliteStore:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+
+    def _check_high_index(self) -> None:
+        """Rebuild the high-turn index when it was built under other retention facts (or by a
+        version before it existed): a stale index would silently drop or add high turns."""
+        row = self._db.execute("SELECT value FROM meta WHERE key='high_index'").fetchone()
+        if row is not None and row[0] == HIGH_INDEX_KEY:
+            return
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have rebuilt it while this one waited for the lock.
+            row = db.execute("SELECT value FROM meta WHERE key='high_index'").fetchone()
+            if row is not None and row[0] == HIGH_INDEX_KEY:
+                db.execute("COMMIT")
+                return
+            db.execute("DELETE FROM high_turns")
+            rows = db.execute("SELECT pos, turn_seq, line FROM records WHERE turn_seq IS NOT NULL "
+                              "ORDER BY pos")
+            while batch := rows.fetchmany(4096):
+                db.executemany("INSERT OR IGNORE INTO high_turns VALUES (?,?)",
+                               [(seq, pos) for pos, seq, line in batch
+                                if marks_high(_record_decoder.decode(line))])
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('high_index', ?)", (HIGH_INDEX_KEY,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     # -- append backend -------------------------------------------------------------------
     @property
@@ -205,6 +248,9 @@ class SqliteStore:
         self._pending_counts.append((counter_identity, row.pos, row.tokens))
         if len(self._pending_counts) >= _PENDING_ROWS:
             self._flush_pending()
+        if row.marks_high and row.turn_seq is not None:
+            # INSERT OR IGNORE in position order: the first record that marks the turn wins.
+            self._pending_high.append((row.turn_seq, row.pos))
         rec = row.record
         if row.turn is not None and isinstance(rec, Turn):
             db.execute("INSERT INTO turns VALUES (?,?,?,?,?)",
@@ -224,36 +270,49 @@ class SqliteStore:
                                  self._pending_records)
         if self._pending_counts:
             self._db.executemany("INSERT INTO token_counts VALUES (?,?,?)", self._pending_counts)
+        if self._pending_high:
+            self._db.executemany("INSERT OR IGNORE INTO high_turns VALUES (?,?)", self._pending_high)
         self._drop_pending()
 
     def _drop_pending(self) -> None:
         self._pending_records.clear()
         self._pending_refs.clear()
         self._pending_counts.clear()
+        self._pending_high.clear()
 
-    def _begin(self) -> None:
-        """Take the write lock, waiting up to the lock timeout for another writer."""
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        """One write transaction: ``BEGIN IMMEDIATE`` (waiting for another writer up to the lock
+        timeout) … ``COMMIT``; on any error, nothing of it stays.
+
+        SQLite rolls a transaction back by itself on some errors (a full disk, an I/O error), so
+        ROLLBACK is issued only if one is still open: otherwise its own error would hide the real
+        one. SQLite's errors become one-line :class:`StoreError`\\ s naming the database.
+        """
+        db = self._db
         try:
-            self._db.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if locking.is_lock_error(exc):
                 raise locking.lock_error(self.path, self.lock_timeout) from None
+            raise StoreError(f"{self.path}: cannot write: {exc}") from None
+        try:
+            yield
+            self._flush_pending()
+            db.execute("COMMIT")
+        except BaseException as exc:
+            self._drop_pending()
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"{self.path}: cannot write: {exc}") from None
             raise
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
                      renumber_turns: bool = False) -> int:
-        db = self._db
-        self._begin()
-        try:
-            n = append_records(self, self._counter, items, source=source,
-                               renumber_turns=renumber_turns)
-            self._flush_pending()
-            db.execute("COMMIT")
-        except BaseException:
-            self._drop_pending()
-            db.execute("ROLLBACK")
-            raise
-        return n
+        with self._write():
+            return append_records(self, self._counter, items, source=source,
+                                  renumber_turns=renumber_turns)
 
     def append(self, records: Iterable[Record], *, source: str = "<append>",
                renumber_turns: bool = False) -> int:
@@ -270,19 +329,13 @@ class SqliteStore:
 
         scratch = MemoryStore(self._counter)
         scratch.append(self.iter_records(), source=self.path)
-        db = self._db
-        self._begin()
-        try:
+        with self._write():
             for table in _DERIVED_TABLES:
-                db.execute(f"DELETE FROM {table}")
+                self._db.execute(f"DELETE FROM {table}")
             for row in scratch.derived_rows():
                 self._insert_derived(row, self._counter_id)
-            self._flush_pending()
-            db.execute("COMMIT")
-        except BaseException:
-            self._drop_pending()
-            db.execute("ROLLBACK")
-            raise
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('high_index', ?)",
+                             (HIGH_INDEX_KEY,))
 
     # -- reads ----------------------------------------------------------------------------
     def _stored(self, row: tuple[Any, ...]) -> StoredRecord:
@@ -361,6 +414,12 @@ class SqliteStore:
                         rows[row[0]] = self._stored(row)
                 return [rows[p] for p in positions]
         return [decoded[p] for p in positions]
+
+    def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        positions = [p for (p,) in self._db.execute(
+            "SELECT t.pos FROM high_turns h JOIN turns t ON t.seq=h.seq "
+            "WHERE h.seq<? AND h.pos<? ORDER BY h.seq DESC LIMIT ?", (seq, limit_pos, count))]
+        return self._at_positions(positions)
 
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         row = self._db.execute(

@@ -88,6 +88,17 @@ class LedgerStore(Protocol):
         session projection walks since its last request (bounded by the caller's range)."""
         ...
 
+    def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        """Up to ``count`` turns with sequence < ``seq`` that are *marked high* as of
+        ``limit_pos``, newest first.
+
+        A turn is marked high by the first record at a position < ``limit_pos`` — the turn record
+        itself or a record it owns — for which :func:`holon_ctx.ledger.facts.marks_high` holds
+        (the append path sets ``Row.marks_high``). A derived index: kept at append time,
+        rebuilt by ``rebuild_derived``, and rebuilt when ``facts.HIGH_INDEX_KEY`` changes.
+        """
+        ...
+
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         """Newest turn with seq < ``before_seq`` whose trigger is trusted operator input."""
         ...

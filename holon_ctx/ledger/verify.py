@@ -10,7 +10,8 @@ connection (it never writes, and never needs the write lock) and reports problem
    refs, rising turn numbers, owning turns before their records, opened waits, pin targets — and
    each row's ``ref``, ``kind``, ``trust`` and position agree with its line;
 3. every derived row (``turns``, ``records.turn_seq``, ``token_counts`` under the given counter,
-   ``work_item_states``, ``wait_states``) equals what the replay derives, with none missing or extra.
+   ``work_item_states``, ``wait_states``, ``high_turns``) equals what the replay derives, with none
+   missing or extra.
 
 It holds the whole ledger in memory for the replay (a checker, not a hot path).
 """
@@ -87,8 +88,11 @@ def _verify(db: sqlite3.Connection, counter: TokenCounter | None, limit: int) ->
     want_counts: dict[int, int] = {}
     want_wi: dict[int, tuple[str, bytes]] = {}
     want_waits: dict[int, tuple[str, str, bytes]] = {}
+    want_high: dict[int, int] = {}
     for row in scratch.derived_rows():
         rec = row.record
+        if row.marks_high and row.turn_seq is not None:
+            want_high.setdefault(row.turn_seq, row.pos)
         if row.turn is not None and isinstance(rec, Turn):
             want_turns.add((rec.seq, rec.id, row.pos, int(rec.trigger in _INTENT),
                             rec.work_item_id))
@@ -115,6 +119,14 @@ def _verify(db: sqlite3.Connection, counter: TokenCounter | None, limit: int) ->
         "SELECT pos, work_item_id, state FROM work_item_states")}
     have_waits = {pos: (wid, status, bytes(state)) for pos, wid, status, state in db.execute(
         "SELECT pos, wait_id, status, state FROM wait_states")}
+    has_high = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
+                          "name='high_turns'").fetchone()
+    # A schema-1 file has no index yet (it is built on the first open by this version).
+    have_high = dict(db.execute("SELECT seq, pos FROM high_turns")) if has_high else want_high
+    for seq in sorted(want_high.keys() | have_high.keys()):
+        if want_high.get(seq) != have_high.get(seq):
+            problems.append(f"high_turns: turn seq {seq} is marked at {have_high.get(seq)}, the "
+                            f"replay marks it at {want_high.get(seq)}")
     for table, want, have in (("work_item_states", want_wi, have_wi),
                               ("wait_states", want_waits, have_waits)):
         for pos in sorted(want.keys() | have.keys()):

@@ -11,7 +11,8 @@ it came from a file). For each record, in order:
    exist, wait ids were opened, pin targets exist, and a record's work item agrees with its turn's.
 3. *Fill provenance* (origin and trust defaults) so the stored record states it explicitly.
 4. *Count tokens* of the record body once with the store's counter (a chunk at a time, through
-   ``count_many``), and derive work-item and wait state.
+   ``count_many``), derive work-item and wait state, and note whether the record marks its turn
+   high (:func:`holon_ctx.ledger.facts.marks_high`; the store indexes high turns).
 5. *Insert* through the backend, which the caller runs inside one transaction: any error aborts
    the batch and nothing of it is kept.
 
@@ -30,6 +31,7 @@ lookup at a time, as before.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterable, Iterator
 from typing import Final, Protocol
 
@@ -39,6 +41,8 @@ import msgspec
 from holon_ctx.errors import LedgerFormatError
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.codec import MAX_SEQ, check_record, encode_record, provenance_defaults
+from holon_ctx.ledger.facts import marks_high
+from holon_ctx.ledger.fieldcheck import check_types
 from holon_ctx.ledger.records import (
     Brief,
     ExternalEvent,
@@ -61,6 +65,7 @@ __all__ = ["AppendBackend", "Lookups", "Row", "append_records"]
 
 _CHUNK: Final = 512
 _OWNABLE = (Message, Brief, TaskResult, Tool, ExternalEvent)
+_RECORDS = typing.get_args(Record)
 
 
 @attrs.frozen
@@ -77,6 +82,9 @@ class Row:
     turn: TurnInfo | None = None
     work_item_state: WorkItemState | None = None
     wait_state: WaitState | None = None
+    #: The record gives its turn (seq ``turn_seq``) a high retention fact: the store records the
+    #: turn in its high-turn index, at the position of the first such record.
+    marks_high: bool = False
 
 
 @attrs.frozen
@@ -145,10 +153,18 @@ class _Appender:
         """Step 1: derive turns for records without ``turn_id`` (yields derived turns first)."""
         next_seq: int | None = None
         open_turn: str | None = self.last_turn.id if self.last_turn else None
-        for line, record in items:
-            problem = check_record(record)
+        for index, (line, record) in enumerate(items, 1):
+            # A record without a source line was built in Python: its field types are checked
+            # too (the decoder has done that for every line of a file).
+            problem = (check_types(record) if line is None or not isinstance(record, _RECORDS)
+                       else None) or check_record(record)
             if problem:
                 path, _, msg = problem.partition(": ")
+                if line is None:
+                    # No source line to name: say which record of the batch it is.
+                    what = (f"a {type(record).__name__} with id {getattr(record, 'id', None)!r}"
+                            if isinstance(record, msgspec.Struct) else f"a {type(record).__name__}")
+                    msg = f"{msg}; record {index} of the batch, {what}"
                 raise self.fail(line, path, msg)
             if isinstance(record, Turn):
                 if self.renumber_turns:
@@ -318,7 +334,8 @@ class _Appender:
                                 pos=self.pos)
             row = Row(pos=self.pos, ref=ref, kind=ref.partition(":")[0], record=record,
                       line=encode_record(record), turn_seq=owner_seq, tokens=tokens, turn=turn,
-                      work_item_state=wis, wait_state=wst)
+                      work_item_state=wis, wait_state=wst,
+                      marks_high=owner_seq is not None and marks_high(record))
             self.backend.insert(row, self.counter.identity)
             if turn is not None:
                 self.last_turn = turn

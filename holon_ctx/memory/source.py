@@ -56,6 +56,13 @@ class StoreEpisodeSource:
         """Close the episode store (the ledger belongs to the caller)."""
         self.episodes.close()
 
+    def archived_through(self, before_seq: int) -> int | None:
+        num = self.episodes.max_num_before(before_seq)
+        if num <= 0:
+            return None
+        ep = self.episodes.episodes([num]).get(num)
+        return None if ep is None else ep.span.last_seq
+
     def recall(self, query: RecallQuery, limit: int) -> list[RecalledEpisode]:
         store, w = self.episodes, self.weights
         max_num = store.max_num_before(query.window_first_seq)

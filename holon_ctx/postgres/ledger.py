@@ -100,7 +100,7 @@ class PostgresStore:
         self._batch_next: int | None = None
         self._appended = 0
         self._buf: dict[str, list[tuple[Any, ...]]] = {
-            "records": [], "counts": [], "turns": [], "wis": [], "waits": []}
+            "records": [], "counts": [], "turns": [], "wis": [], "waits": [], "high": []}
         self._pending_refs: set[str] = set()
         self._pending_turns: dict[str, TurnInfo] = {}
         self._pending_last: TurnInfo | None = None
@@ -210,6 +210,9 @@ class PostgresStore:
             wait = row.wait_state
             buf["waits"].append((sid, row.pos, wait.wait_id, wait.status.value, _encode(wait)))
             self._pending_waits[wait.wait_id] = wait
+        if row.marks_high and row.turn_seq is not None:
+            # In position order, ON CONFLICT DO NOTHING: the first record that marks it wins.
+            buf["high"].append((sid, row.turn_seq, row.pos))
         self._appended += 1
         if len(buf["records"]) >= _PENDING_ROWS:
             self._flush()
@@ -220,6 +223,7 @@ class PostgresStore:
         "turns": "INSERT INTO holon_turns VALUES (%s,%s,%s,%s,%s,%s)",
         "wis": "INSERT INTO holon_work_item_states VALUES (%s,%s,%s,%s)",
         "waits": "INSERT INTO holon_wait_states VALUES (%s,%s,%s,%s,%s)",
+        "high": "INSERT INTO holon_high_turns VALUES (%s,%s,%s) ON CONFLICT (sid, seq) DO NOTHING",
     }
 
     def _flush(self) -> None:
@@ -309,6 +313,16 @@ class PostgresStore:
     def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
         return self._records("WHERE r.sid=%(sid)s AND r.pos>=%(lo)s AND r.pos<%(hi)s ORDER BY r.pos",
                              {"lo": lo_pos, "hi": hi_pos})
+
+    def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        if count <= 0:
+            return []
+        return self._records(
+            "JOIN (SELECT t.pos AS tpos, h.seq AS hseq FROM holon_high_turns h JOIN holon_turns t "
+            "ON t.sid=h.sid AND t.seq=h.seq WHERE h.sid=%(sid)s AND h.seq<%(seq)s "
+            "AND h.pos<%(lim)s ORDER BY h.seq DESC LIMIT %(n)s) x ON r.pos=x.tpos "
+            "WHERE r.sid=%(sid)s ORDER BY x.hseq DESC",
+            {"seq": seq, "lim": limit_pos, "n": count})
 
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         found = self._records(

@@ -11,6 +11,11 @@ prefix, so a database shared with an application cannot collide with it. Version
 ``holon_meta.schema_version``; ``MIGRATIONS[n]`` upgrades version ``n`` to ``n + 1`` (0 is "no
 holon tables yet"), all in one transaction under an advisory lock, so processes of a fleet that
 start at once migrate exactly once and the others wait, then see the new version.
+
+Version 2 adds ``holon_high_turns``, the derived index of turns marked high by a retention fact
+(:mod:`holon_ctx.ledger.facts`; RFC 0002, decision 8). Which records mark a turn is Python
+(``marks_high``), so the index is (re)built by :func:`rebuild_high_turns` — after the migration,
+and whenever ``holon_meta.high_index`` differs from ``facts.HIGH_INDEX_KEY`` — under the same lock.
 """
 
 from __future__ import annotations
@@ -19,14 +24,17 @@ from datetime import datetime
 from typing import Any, Final
 
 import attrs
+import msgspec
 
 from holon_ctx.errors import StoreError
+from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
+from holon_ctx.ledger.records import Record
 
 __all__ = ["SCHEMA_VERSION", "SESSION_TABLES", "SessionInfo", "check_session_key",
            "create_session", "delete_session", "ensure_schema", "find_session", "list_sessions",
            "schema_version"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 #: Key of the transaction-level advisory lock that serialises migrations (arbitrary, fixed).
 _MIGRATION_LOCK: Final = 0x686F6C6F6E  # "holon"
 
@@ -147,13 +155,20 @@ _V1_CONTINUITY = [
       "FOR EACH ROW EXECUTE FUNCTION holon_append_only()" for table in _CONTINUITY_APPEND_ONLY),
 ]
 
+_V2_HIGH_TURNS = [
+    # Each turn marked high, with the position of the first record that marked it.
+    """CREATE TABLE holon_high_turns (
+        sid bigint NOT NULL, seq bigint NOT NULL, pos bigint NOT NULL, PRIMARY KEY (sid, seq))""",
+]
+
 #: Migrations from version N to N+1, each a list of statements run in one transaction.
-MIGRATIONS: Final[dict[int, list[str]]] = {0: [*_V1_LEDGER, *_V1_EPISODES, *_V1_CONTINUITY]}
+MIGRATIONS: Final[dict[int, list[str]]] = {0: [*_V1_LEDGER, *_V1_EPISODES, *_V1_CONTINUITY],
+                                           1: _V2_HIGH_TURNS}
 
 #: Every table keyed by session: what deleting a session empties (a test checks the catalogue).
 SESSION_TABLES: Final = (
     "holon_records", "holon_turns", "holon_token_counts", "holon_work_item_states",
-    "holon_wait_states", "holon_episodes_meta", "holon_episodes", "holon_episodes_turns",
+    "holon_wait_states", "holon_high_turns", "holon_episodes_meta", "holon_episodes", "holon_episodes_turns",
     "holon_episodes_terms", "holon_episodes_postings", "holon_episodes_links",
     "holon_episodes_open", "holon_episodes_recaps", "holon_continuity_meta",
     "holon_continuity_facts", "holon_continuity_envelopes", "holon_continuity_journal",
@@ -177,7 +192,7 @@ def ensure_schema(conn: Any, where: str) -> int:
     A newer version is refused (an older holon-ctx must not misread it).
     """
     found = schema_version(conn, where)
-    if found == SCHEMA_VERSION:
+    if found == SCHEMA_VERSION and _high_index_key(conn) == HIGH_INDEX_KEY:
         return found
     if found > SCHEMA_VERSION:
         raise StoreError(f"{where}: schema version {found} is newer than this holon-ctx supports "
@@ -191,7 +206,37 @@ def ensure_schema(conn: Any, where: str) -> int:
             version += 1
             conn.execute("INSERT INTO holon_meta VALUES ('schema_version', %s) ON CONFLICT (key) "
                          "DO UPDATE SET value = excluded.value", (str(version),))
+        if _high_index_key(conn) != HIGH_INDEX_KEY:
+            rebuild_high_turns(conn)
     return found
+
+
+def _high_index_key(conn: Any) -> str | None:
+    row = conn.execute("SELECT value FROM holon_meta WHERE key='high_index'").fetchone()
+    return None if row is None else str(row[0])
+
+
+_record_decoder = msgspec.json.Decoder(Record)
+
+
+def rebuild_high_turns(conn: Any, sid: int | None = None) -> None:
+    """Recompute ``holon_high_turns`` from the records (every session, or ``sid``'s) inside the
+    caller's transaction; with every session, record the key it was built under."""
+    session, args = ("sid=%s", (sid,)) if sid is not None else ("true", ())
+    conn.execute(f"DELETE FROM holon_high_turns WHERE {session}", args)
+    with conn.cursor(name="holon_high_turns_rebuild") as cur:
+        cur.execute(f"SELECT sid, turn_seq, pos, line FROM holon_records WHERE {session} "
+                    "AND turn_seq IS NOT NULL ORDER BY sid, pos", args, binary=True)
+        while batch := cur.fetchmany(4096):
+            rows = [(s, seq, pos) for s, seq, pos, line in batch
+                    if marks_high(_record_decoder.decode(line))]
+            if rows:
+                with conn.cursor() as ins:
+                    ins.executemany("INSERT INTO holon_high_turns VALUES (%s,%s,%s) "
+                                    "ON CONFLICT (sid, seq) DO NOTHING", rows)
+    if sid is None:
+        conn.execute("INSERT INTO holon_meta VALUES ('high_index', %s) ON CONFLICT (key) "
+                      "DO UPDATE SET value = excluded.value", (HIGH_INDEX_KEY,))
 
 
 def check_session_key(key: str) -> str:

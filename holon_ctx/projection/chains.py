@@ -51,6 +51,21 @@ class ChainTracker:
             else:
                 self._turn_targets.setdefault(target, rule)
 
+    def peek(self, unit: TurnUnit) -> str | None:
+        """The rule that would put ``unit`` in the chain given the turns fed so far, without
+        feeding it: for a turn fetched out of order (a high turn read by lookup), whose label is
+        then decided by the links of the newer turns read before it."""
+        tid = unit.turn.id
+        if tid in self.chain:
+            return self.chain[tid]
+        rule = self._turn_targets.get(tid)
+        if rule is None and any(_opens(unit, w) for w in self._wait_targets):
+            rule = "wait_match"
+        wid = unit.turn.work_item_id
+        if rule is not None:
+            return None if self.work_item_id and wid and wid != self.work_item_id else rule
+        return "work_item" if self.work_item_id and wid == self.work_item_id else None
+
     def feed(self, unit: TurnUnit) -> str | None:
         """Decide ``unit`` (older than every turn fed before); returns its rule or None."""
         tid = unit.turn.id

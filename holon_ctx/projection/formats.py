@@ -54,7 +54,7 @@ ALERT: Final = "ALERT "
 FOLD_PREFIX: Final = "- folded "
 #: Starts the current input's relation line.
 RELATION_PREFIX: Final = "relation: "
-_FENCE_LIKE = re.compile(rf"\u2039/?{FENCE_TAG}\b")
+_FENCE_LIKE = re.compile(rf"\u2039/?{FENCE_TAG}\b", re.IGNORECASE)
 
 
 def one_line(text: str, limit: int = 120) -> str:

@@ -105,6 +105,8 @@ class Reading:
     #: Execution frontier: the latest run's ref → earlier identical runs in other turns.
     reruns: dict[str, list[str]]
     recalled: tuple[RecalledEpisode, ...]
+    #: High turns read by lookup, older than window page 0.
+    high_read: int = 0
 
 
 def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_tokens: int,
@@ -216,7 +218,8 @@ def _window_info(reading: Reading) -> dict[str, object]:
             "reached_start": reading.pages[-1].reached_start,
             "first": pages[-1].units[0].ref if pages else reading.view.current.ref,
             "limit_pos": reading.view.limit_pos,
-            "pages": len(pages)}
+            "pages": len(pages),
+            "high_turns_read": reading.high_read}
 
 
 def _decision(item: Item, form: Form | None, rendered: Rendered | None,

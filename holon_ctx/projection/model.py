@@ -11,6 +11,7 @@ from typing import Protocol
 import attrs
 import msgspec
 
+from holon_ctx.ledger.facts import Priority
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.store import StoredRecord
 
@@ -42,23 +43,6 @@ class Section(StrEnum):
 
 
 SECTION_ORDER: tuple[Section, ...] = tuple(Section)
-
-
-class Priority(IntEnum):
-    """Retention classes; a lower value is kept first."""
-
-    PINNED = 0
-    HIGH = 1
-    NORMAL = 2
-    LOW = 3
-    DIAGNOSTIC = 4
-
-    @property
-    def label(self) -> str:
-        return _PRIORITY_LABELS[self]
-
-
-_PRIORITY_LABELS: dict[Priority, str] = {p: p.name.lower() for p in Priority}
 
 
 class Form(IntEnum):
@@ -204,6 +188,11 @@ class EpisodeSource(Protocol):
     """Where the projector gets episode memory from (see holon_ctx.memory)."""
 
     def recall(self, query: RecallQuery, limit: int) -> list[RecalledEpisode]: ...
+
+    def archived_through(self, before_seq: int) -> int | None:
+        """The last turn sequence number the archive covers among the episodes that end before
+        ``before_seq`` (None when none does): turns up to it are represented by episodes."""
+        ...
 
 
 @attrs.frozen

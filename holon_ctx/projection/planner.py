@@ -26,8 +26,9 @@ planner refuses with BudgetTooSmallError.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import attrs
 
@@ -35,8 +36,8 @@ from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.projection.items import Block, ClipFn, Item, Rendered
 from holon_ctx.projection.model import SECTION_ORDER, Form, Priority, Section
 
-__all__ = ["SECTION_WEIGHTS", "Block", "Item", "Plan", "Rendered", "entitlement", "plan",
-           "step_round"]
+__all__ = ["SECTION_WEIGHTS", "Block", "Bound", "Item", "Plan", "Rendered", "Source",
+           "entitlement", "plan", "step_round", "tier_start"]
 
 #: Relative share of each section while several compete for the same round.
 SECTION_WEIGHTS: dict[Section, float] = {
@@ -82,6 +83,11 @@ _SECTION_INDEX: dict[Section, int] = {s: i for i, s in enumerate(SECTION_ORDER)}
 _TIER_ROUNDS = 8
 
 
+def tier_start(tier: int) -> int:
+    """The first round of ``tier`` (its high compact forms)."""
+    return _ROUND[(Priority.HIGH, Form.COMPACT)] + _TIER_ROUNDS * tier
+
+
 def step_round(item: Item, form: Form, index: int) -> int:
     """The round of ``item``'s step to ``form`` (its ``index``-th form from the smallest)."""
     if item.priority is Priority.PINNED:
@@ -91,32 +97,96 @@ def step_round(item: Item, form: Form, index: int) -> int:
     return _ROUND[(item.priority, form)] + _TIER_ROUNDS * item.tier
 
 
-def _steps(items: Sequence[Item]) -> list[Step]:
-    steps: list[Step] = []
-    cum: dict[tuple[int, Section], float] = {}
-    # Build per-item step chains first, then sort globally by key.
-    ordered = sorted(items, key=lambda it: (_SECTION_INDEX[it.section], it.order))
-    for item in ordered:
-        section_index = _SECTION_INDEX[item.section]
-        forms = sorted(item.forms)
-        prev_tokens = 0
-        for i, form in enumerate(forms):
-            rnd = step_round(item, form, i)
-            delta = item.forms[form].tokens - prev_tokens
-            prev_tokens = item.forms[form].tokens
-            slot = (rnd, item.section)
-            share = cum.get(slot, 0.0) / SECTION_WEIGHTS[item.section]
-            cum[slot] = cum.get(slot, 0.0) + delta
-            if rnd <= 1:
-                # Pinned rounds follow the items' own order across sections (control notices,
-                # current turn, question, anchor, work item, …), not the fair share: these are
-                # not competing evidence but the order in which the prompt must not lose them.
-                key: tuple[float, ...] = (rnd, float(item.order), section_index, 0, i)
-            else:
-                key = (rnd, share, section_index, item.order, i)
-            steps.append(Step(item, form, delta, key))
-    steps.sort(key=lambda s: s.key)
-    return steps
+@attrs.frozen
+class Bound:
+    """A lower bound on the steps of a source's next chunk: no item of it is in an earlier round
+    than ``round`` (see :func:`step_round`), every item is in ``section``, and none ranks before
+    ``order`` there."""
+
+    round: int
+    section: Section
+    order: int
+
+
+class Source(Protocol):
+    """Items the planner reads lazily, one chunk at a time (a window page, a page of high turns).
+
+    ``bound()`` describes the next chunk without reading it (None: no more chunks); ``load()``
+    reads it and moves on. The planner loads a chunk just before the first step that could sort
+    after one of its steps, and only while every step so far has fitted; so reading lazily gives
+    the order that reading every chunk at those moments would, and a plan reads exactly as much
+    as its budget needs.
+    """
+
+    def bound(self) -> Bound | None: ...
+
+    def load(self) -> Sequence[Item]: ...
+
+
+class _Sequence:
+    """The step sequence, built chunk by chunk: each chunk's steps sorted, chunks merged by key.
+
+    ``share`` accumulates per (round, section) across chunks in the order chunks are added, so a
+    chunk added later ranks after the earlier ones of its round and section at equal cost.
+    """
+
+    def __init__(self) -> None:
+        self.cum: dict[tuple[int, Section], float] = {}
+        # (key, chunk serial, position, steps) of each chunk's next step not taken yet.
+        self.heads: list[tuple[tuple[float, ...], int, int, list[Step]]] = []
+        self.serial = 0
+
+    def add(self, items: Sequence[Item]) -> None:
+        steps: list[Step] = []
+        cum = self.cum
+        # Per-item step chains in section order, then one sort by key.
+        for item in sorted(items, key=lambda it: (_SECTION_INDEX[it.section], it.order)):
+            section_index = _SECTION_INDEX[item.section]
+            prev_tokens = 0
+            for i, form in enumerate(sorted(item.forms)):
+                rnd = step_round(item, form, i)
+                delta = item.forms[form].tokens - prev_tokens
+                prev_tokens = item.forms[form].tokens
+                slot = (rnd, item.section)
+                share = cum.get(slot, 0.0) / SECTION_WEIGHTS[item.section]
+                cum[slot] = cum.get(slot, 0.0) + delta
+                if rnd <= 1:
+                    # Pinned rounds follow the items' own order across sections (control notices,
+                    # current turn, question, anchor, work item, …), not the fair share: these
+                    # are not competing evidence but the order the prompt must not lose them in.
+                    key: tuple[float, ...] = (rnd, float(item.order), section_index, 0, i)
+                else:
+                    key = (rnd, share, section_index, item.order, i)
+                steps.append(Step(item, form, delta, key))
+        steps.sort(key=lambda st: st.key)
+        if steps:
+            heapq.heappush(self.heads, (steps[0].key, self.serial, 0, steps))
+            self.serial += 1
+
+    def bound_key(self, bound: Bound) -> tuple[float, ...]:
+        """The smallest key a step of a chunk with ``bound`` can get if it is added now."""
+        share = self.cum.get((bound.round, bound.section), 0.0) / SECTION_WEIGHTS[bound.section]
+        return (bound.round, share, _SECTION_INDEX[bound.section], bound.order, -1)
+
+    def run(self, take: Callable[[Step], None], limit: tuple[float, ...] | None) -> None:
+        """Take every step whose key is below ``limit`` (all of them when None), in key order."""
+        heads = self.heads
+        while heads and (limit is None or heads[0][0] < limit):
+            _, serial, pos, steps = heapq.heappop(heads)
+            # This chunk's steps are sorted: take them in a plain loop up to the next chunk's
+            # head (ties go to the older chunk, as one stable sort of every step would) or the
+            # limit, whichever is smaller.
+            stop = heads[0][0] if heads else limit
+            if limit is not None and stop is not None and limit < stop:
+                stop = limit
+            take(steps[pos])
+            pos += 1
+            end = len(steps)
+            while pos < end and (stop is None or steps[pos].key < stop):
+                take(steps[pos])
+                pos += 1
+            if pos < end:
+                heapq.heappush(heads, (steps[pos].key, serial, pos, steps))
 
 
 def plan(
@@ -125,40 +195,39 @@ def plan(
     budget_tokens: int,
     header_tokens: dict[Section, int],
     clip: ClipFn,
-    more: Callable[[int], Sequence[Item] | None] | None = None,
+    sources: Sequence[Source] = (),
 ) -> Plan:
     """Choose forms under ``budget_tokens``; ``header_tokens`` is each section's title cost.
 
-    ``more(k)`` returns the items of tier ``k`` (window page k) or None when there is no such
-    tier; it is called for k = 1, 2, … only while every step so far has fitted. ``items`` must
-    hold every pinned item and every tier-0 item.
+    ``items`` must hold every pinned item; ``sources`` give the rest lazily (see :class:`Source`).
+    Raises BudgetTooSmallError when the pinned minimum (round 0) does not fit.
     """
     items = list(items)
-    steps = _steps(items)
-    pinned_min = 0
-    opened: set[Section] = set()
-    for step in steps:
-        if step.key[0] != 0:
-            break
-        pinned_min += step.delta_tokens + (
-            header_tokens[step.item.section] if step.item.section not in opened else 0)
-        opened.add(step.item.section)
+    pinned = [it for it in items if it.priority is Priority.PINNED]
+    pinned_min = (sum(it.forms[it.min_form].tokens for it in pinned)
+                  + sum(header_tokens[s] for s in {it.section for it in pinned}))
     if pinned_min > budget_tokens:
         raise BudgetTooSmallError(pinned_min, budget_tokens,
                                   "the pinned references (current input, anchor, work item)")
     run = _Run(budget_tokens=budget_tokens, header_tokens=header_tokens, clip=clip)
-    tier = 0
+    sequence = _Sequence()
+    sequence.add(items)
     while True:
-        for step in steps:
-            run.take(step)
-        if run.stopped or more is None:
+        # The next chunk to read is the one whose steps could sort first; every step before it
+        # is taken first. Once a step does not fit nothing more is read: the remaining steps
+        # are only accounted (the budget at which each would enter).
+        bounds = [] if run.stopped else [(sequence.bound_key(b), i) for i, src in
+                                         enumerate(sources) if (b := src.bound()) is not None]
+        limit, index = min(bounds) if bounds else (None, -1)
+        sequence.run(run.take, limit)
+        if run.stopped:
+            sequence.run(run.take, None)
             break
-        tier += 1
-        deeper = more(tier)
-        if deeper is None:
+        if limit is None:
             break
-        items.extend(deeper)
-        steps = _steps(deeper)
+        more = sources[index].load()
+        items.extend(more)
+        sequence.add(more)
     return Plan(chosen=run.chosen, omitted=run.omitted, upgrade_at=run.upgrade_at,
                 header_tokens=header_tokens, used_tokens=run.used,
                 allocated=entitlement(items, budget_tokens, header_tokens))
@@ -252,14 +321,17 @@ def entitlement(
     # depends on the hash seed, and the manifest must not.
     active = [s for s in SECTION_ORDER if demand[s] > alloc[s]]
     while remaining > 0 and active:
+        # Each share is rounded against what is left of the total, so the shares add up to
+        # exactly `remaining` (rich's ratio_distribute); a section capped by its demand gives
+        # the rest back to the next pass.
         total_w = sum(SECTION_WEIGHTS[s] for s in active)
-        handed = 0
+        left = remaining
         for s in active:
-            give = min(int(remaining * SECTION_WEIGHTS[s] / total_w), demand[s] - alloc[s])
+            share = round(left * SECTION_WEIGHTS[s] / total_w) if total_w > 0 else left
+            total_w -= SECTION_WEIGHTS[s]
+            left -= share
+            give = min(share, demand[s] - alloc[s])
             alloc[s] += give
-            handed += give
+            remaining -= give
         active = [s for s in active if demand[s] > alloc[s]]
-        if handed == 0:
-            break
-        remaining -= handed
     return alloc

@@ -123,6 +123,10 @@ class Policy:
     pins: int = 16
     #: Episodes asked of the episode source per projection.
     recall: int = 12
+    #: High turns per tier (RFC 0002, decision 8): the newest this many high turns anywhere in
+    #: the history compete in tier 0 with window page 0, the next this many in tier 1, … — a
+    #: page of high turns beside each page of recent turns.
+    high_turns_per_tier: int = 64
     #: Lines a work-refs list shows in its compact form (the full form shows all).
     list_compact_lines: int = 5
     #: The execution frontier reads the work item's turns older than page 0 in one bounded query

@@ -5,10 +5,10 @@
                                                                       (pins.py), previous step,
                                                                       exchange, frontier
     items    = sections + tier-0 turns                   sections.py, turns.py, folding.py
-    plan     = plan(items, budget, more=history.more)    planner.py   prefix of a budget-
+    plan     = plan(items, budget, history.sources())    planner.py   prefix of a budget-
                                                                       independent order; deeper
-                                                                      pages read as it asks
-                                                                      (history.py)
+                                                                      pages and high turns read
+                                                                      as it asks (history.py)
     result   = assemble(reading, items, plan)            manifest.py  text, manifest, decisions
 
 Rendering (render.py, formats.py), clipping (clipping.py) and every limit (policy.py) are shared
@@ -17,6 +17,8 @@ each stage works, and RFC 0002 why.
 """
 
 from __future__ import annotations
+
+import attrs
 
 from holon_ctx.errors import EngineError, InputError
 from holon_ctx.ledger.store import LedgerStore
@@ -61,11 +63,7 @@ class Projector:
         self.control = control
         self.counter = counter or default_counter()
         policy = policy or Policy()
-        self.policy = policy if limits is None else Policy(
-            window=limits, caps=policy.caps, text=policy.text, anchor_hops=policy.anchor_hops,
-            pins=policy.pins, recall=policy.recall, list_compact_lines=policy.list_compact_lines,
-            frontier_scan_turns=policy.frontier_scan_turns,
-            frontier_ref_files=policy.frontier_ref_files)
+        self.policy = policy if limits is None else attrs.evolve(policy, window=limits)
         self.limits = self.policy.window
         self.renderer = Renderer(self.counter, store.counter_identity, self.policy)
         self._facts = FactsCache()
@@ -92,18 +90,19 @@ class Projector:
         ctx = analyse(view, self.store, self.policy, control)
         retention = Retention(ctx.pinned, self._facts)
         turns = TurnItems(ctx, r, retention)
-        history = History(ctx, self.store, retention, turns)
+        history = History(ctx, self.store, retention, turns, self.episodes)
         episode_items, recalled = sections.episodes(ctx, r, self.episodes)
         items = [*sections.environment(ctx, r), *sections.control(ctx, r),
                  *sections.work_item(ctx, r), *sections.work_refs(ctx, r), *episode_items,
                  *history.tier0(recalled).items,
                  *sections.current_input(ctx, r, turns, history.chain_of)]
         chosen = plan(items, budget_tokens=budget_tokens, header_tokens=self._headers,
-                      clip=Clipper(r).clip, more=history.more)
+                      clip=Clipper(r).clip, sources=history.sources())
         reading = Reading(view=view, relation=ctx.relation, pages=tuple(history.pages),
                           units=tuple(history.units),
                           folds=tuple(f for tier in history.tiers for f in tier.folds),
-                          reruns=ctx.frontier.reruns(), recalled=tuple(recalled))
+                          reruns=ctx.frontier.reruns(), recalled=tuple(recalled),
+                          high_read=history.high_read)
         deeper = [item for tier in history.tiers[1:] for item in tier.items]
         projection = assemble(reading, [*items, *deeper], chosen, budget_tokens, r)
         if verify:

@@ -36,6 +36,7 @@ from holon_ctx.ledger.records import (
 )
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.projection.digest import turn_digest, work_item_delta
 from holon_ctx.projection.folding import tool_repeats
 from holon_ctx.projection.formats import (
     ALERT,
@@ -48,10 +49,10 @@ from holon_ctx.projection.formats import (
 )
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form, Priority, TurnUnit
-from holon_ctx.projection.policy import Policy, TextLimits
+from holon_ctx.projection.policy import Policy
 from holon_ctx.tokens import TokenCounter
 
-__all__ = ["Renderer", "one_line", "turn_digest", "work_item_delta"]
+__all__ = ["Renderer", "one_line"]
 
 _T = TypeVar("_T")
 #: Entries of a renderer's memo before it is dropped (a few thousand turns of forms).
@@ -86,8 +87,15 @@ class Renderer:
 
     # -- primitives --------------------------------------------------------------------
     def line(self, text: str, refs: Iterable[str] = ()) -> Block:
+        """A label line (counted once per text: work refs, fold and relation lines recur every
+        call)."""
+        key = ("line", text, tuple(refs))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
         head = text if text.endswith("\n") else text + "\n"
-        return Block(head=head, tokens=self.counter.count(head), refs=tuple(refs))
+        return self.memo(key, lambda: Block(head=head, tokens=self.counter.count(head),
+                                            refs=key[2]))
 
     def _body(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
         """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens."""
@@ -245,16 +253,28 @@ class Renderer:
 
     def turn_full(self, unit: TurnUnit, head: str,
                   elsewhere: Mapping[str, str] | None = None) -> Rendered:
-        """The turn with its records; a record in ``elsewhere`` is one line saying where it is."""
+        """The turn's heading, then its body (:meth:`turn_body`)."""
         key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
                tuple(sorted(elsewhere.items())) if elsewhere else ())
-        return self.memo(key, lambda: self._turn_full(unit, head, elsewhere))
+        return self.memo(key, lambda: self.rendered(
+            [self.line(f"{HEADING}{head}", [unit.ref]), *self.turn_body(unit, elsewhere)]))
 
-    def _turn_full(self, unit: TurnUnit, head: str,
-                   elsewhere: Mapping[str, str] | None) -> Rendered:
+    def turn_body(self, unit: TurnUnit,
+                  elsewhere: Mapping[str, str] | None = None) -> tuple[Block, ...]:
+        """The turn's records as blocks; a record in ``elsewhere`` is one line saying where it is.
+
+        A function of the turn's records and ``elsewhere`` only: what changes as a turn ages (its
+        class, reasons and chain label) is in the heading, never in the body.
+        """
+        key = ("turn_body", unit.ref, tuple(r.ref for r in unit.records),
+               tuple(sorted(elsewhere.items())) if elsewhere else ())
+        return self.memo(key, lambda: self._turn_body(unit, elsewhere))
+
+    def _turn_body(self, unit: TurnUnit,
+                   elsewhere: Mapping[str, str] | None) -> tuple[Block, ...]:
         repeats = tool_repeats(unit.records)
         hidden = {r for refs in repeats.values() for r in refs}
-        blocks = [self.line(f"{HEADING}{head}", [unit.ref])]
+        blocks: list[Block] = []
         if unit.turn.label:
             blocks.append(self.line(f"trigger: {one_line(unit.turn.label, self.chars.trigger_label)}"))
         # The operator's words come first, then what happened: a clipped full form then always
@@ -269,7 +289,7 @@ class Renderer:
                 blocks.append(self.line(f"{stored.ref}: {elsewhere[stored.ref]}"))
                 continue
             blocks.extend(self.record_blocks(stored, repeats))
-        return self.rendered(blocks)
+        return tuple(blocks)
 
     def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:
         """One line of facts, then each operator message in full (capped like FULL)."""
@@ -328,61 +348,3 @@ class Renderer:
                                   f"{one_line(state.completion_report, c.completion_report)}"))
         return {Form.REF: ref_form, Form.COMPACT: self.rendered(compact),
                 Form.FULL: self.rendered(full)}
-
-
-def work_item_delta(rec: WorkItem, chars: TextLimits | None = None) -> str:
-    """A work-item transition on one line: the fields it changed."""
-    c = chars or TextLimits()
-    parts = []
-    if rec.status is not None:
-        parts.append(f"status {rec.status.value}")
-    if rec.objective is not None:
-        parts.append(f"objective: {one_line(rec.objective, c.objective_in_delta)}")
-    if rec.todos is not None:
-        parts.append(f"todos {sum(1 for t in rec.todos if t.done)}/{len(rec.todos)} done")
-    if rec.plan is not None:
-        parts.append(f"plan of {len(rec.plan)} steps")
-    if rec.waits is not None:
-        parts.append(f"waits {', '.join(one_line(w, c.ident) for w in rec.waits) or 'none'}")
-    if rec.blocker is not None:
-        parts.append(f"blocker: {one_line(rec.blocker, c.blocker_in_delta) or 'cleared'}")
-    if rec.completion_report:
-        parts.append("completion report filed")
-    return "; ".join(parts) or "touched"
-
-
-def turn_digest(unit: TurnUnit, chars: TextLimits | None = None, *,
-                quote_operator: bool = True) -> str:
-    """Runtime facts of a turn on one line (no untrusted text; operator words as an excerpt)."""
-    c = chars or TextLimits()
-    parts: list[str] = []
-    tools = [r.record for r in unit.records if isinstance(r.record, Tool)]
-    for stored in unit.records:
-        rec = stored.record
-        match rec:
-            case Message(role=MessageRole.OPERATOR):
-                parts.append(f"operator said: \"{one_line(rec.text, c.operator_excerpt)}\""
-                             if quote_operator else f"operator message {stored.ref} below")
-            case Message(role=MessageRole.ASSISTANT):
-                parts.append("assistant replied")
-            case TaskResult():
-                parts.append(f"task {one_line(rec.task_id, c.ident)} {rec.status.value}"
-                             + (" (verification)" if rec.verification else ""))
-            case Brief():
-                parts.append(f"brief {rec.kind.value}")
-            case ExternalEvent():
-                parts.append(f"external event from {one_line(rec.source, c.source_in_digest)}")
-            case WorkItem():
-                parts.append(f"work item {one_line(rec.work_item_id, c.ident)}: "
-                             f"{work_item_delta(rec, c)}")
-            case Wait():
-                parts.append(f"wait {one_line(rec.wait_id, c.ident)} {rec.status.value}")
-            case _:
-                pass
-    if tools:
-        failed = sum(1 for t in tools if t.failed)
-        names = sorted({t.tool_name for t in tools})
-        parts.append(f"{len(tools)} tool call(s) "
-                     f"[{', '.join(one_line(n, c.tool_name_in_digest) for n in names)}]"
-                     + (f", {failed} failed" if failed else ""))
-    return "; ".join(parts) or "no records"

@@ -106,16 +106,17 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     ctx = analyse(view, store, policy, control)
     retention = Retention(ctx.pinned, facts)
     turns = TurnItems(ctx, r, retention)
-    history = History(ctx, store, retention, turns)
+    history = History(ctx, store, retention, turns, episodes)
     episode_items, recalled = sections.episodes(ctx, r, episodes)
     items = [*sections.environment(ctx, r), *episode_items,
              *history.tier0(recalled).items, *_current_items(ctx, turns, history.chain_of, r)]
     chosen = plan(items, budget_tokens=budget_tokens, header_tokens=headers,
-                  clip=Clipper(r).clip, more=history.more)
+                  clip=Clipper(r).clip, sources=history.sources())
     reading = Reading(view=view, relation=ctx.relation, pages=tuple(history.pages),
                       units=tuple(history.units),
                       folds=tuple(f for tier in history.tiers for f in tier.folds),
-                      reruns=ctx.frontier.reruns(), recalled=tuple(recalled))
+                      reruns=ctx.frontier.reruns(), recalled=tuple(recalled),
+                      high_read=history.high_read)
     deeper = [item for tier in history.tiers[1:] for item in tier.items]
     projection = assemble(reading, [*items, *deeper], chosen, budget_tokens, r)
     records = _records(history.units, view)

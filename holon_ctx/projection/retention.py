@@ -1,7 +1,9 @@
 """Retention priority of each turn, from runtime facts, with reason codes.
 
 Theory of operation: :func:`turn_facts` lists the facts a turn exhibits (``operator_input``,
-``task_failure``, ``noop_tick``…). ``RULES`` maps each fact to a priority class. A turn's class is
+``task_failure``, ``noop_tick``…): those of its trigger and records
+(:mod:`holon_ctx.ledger.facts`, where the store indexes them), then the rules that look at the
+turn before it. ``RULES`` (defined beside the facts) maps each fact to a priority class. A turn's class is
 the *highest* class among its facts, and the pinned reasons (current turn, anchor, latest intent,
 work-item source, operator pin) are added by the caller. A turn with no known fact is ``normal``:
 when unsure, classify up, never down. Low and diagnostic facts only count when no other fact does,
@@ -13,69 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from holon_ctx.ledger.records import (
-    Brief,
-    BriefKind,
-    Environment,
-    ExternalEvent,
-    Message,
-    MessageRole,
-    Outcome,
-    Pin,
-    SideEffect,
-    TaskResult,
-    Tool,
-    Trigger,
-    Wait,
-    WorkItem,
-)
+from holon_ctx.ledger.facts import RULES, record_facts, trigger_facts
+from holon_ctx.ledger.records import Brief, BriefKind, ExternalEvent, Outcome, SideEffect, Tool, Trigger
 from holon_ctx.projection.model import Priority, TurnUnit
 from holon_ctx.projection.view import Page
 
 __all__ = ["RULES", "FactsCache", "Retention", "classify", "in_fold_run", "turn_facts"]
-
-#: Fact → priority class. The table *is* the policy; docs/projection.md prints it.
-RULES: Final[dict[str, Priority]] = {
-    # pinned reasons, assigned by the orchestrator from the view
-    "current_turn": Priority.PINNED,
-    "continuation_anchor": Priority.PINNED,
-    "latest_operator_intent": Priority.PINNED,
-    "current_work_item_transition": Priority.PINNED,
-    "operator_pin": Priority.PINNED,
-    # the step just before the current one in an agent loop (same trigger, same anchor)
-    "previous_step": Priority.PINNED,
-    # high
-    "operator_input": Priority.HIGH,
-    "result_brief": Priority.HIGH,
-    "work_item_transition": Priority.HIGH,
-    "wait_transition": Priority.HIGH,
-    "completion": Priority.HIGH,
-    "verification_outcome": Priority.HIGH,
-    "task_failure": Priority.HIGH,
-    "task_success_changes_next_action": Priority.HIGH,
-    "external_state_change": Priority.HIGH,
-    "side_effect_unresolved": Priority.HIGH,
-    "tool_failure": Priority.HIGH,
-    "pin_added": Priority.HIGH,
-    "environment_change": Priority.HIGH,
-    # normal
-    "task_result": Priority.NORMAL,
-    "tool_summary": Priority.NORMAL,
-    "external_event": Priority.NORMAL,
-    "assistant_message": Priority.NORMAL,
-    "runtime_note": Priority.NORMAL,
-    "progress_brief": Priority.NORMAL,
-    "unclassified": Priority.NORMAL,
-    # low
-    "duplicate_wake": Priority.LOW,
-    "noop_tick": Priority.LOW,
-    "repeated_pending_poll": Priority.LOW,
-    "ack_only": Priority.LOW,
-    # diagnostic
-    "provider_fallback": Priority.DIAGNOSTIC,
-    "provider_retry": Priority.DIAGNOSTIC,
-    "transport_recovery": Priority.DIAGNOSTIC,
-}
 
 #: Triggers whose turn is diagnostic when it holds nothing but the runtime's note, by fact.
 _DIAGNOSTIC_TRIGGERS: Final[dict[Trigger, str]] = {
@@ -92,51 +37,10 @@ def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
     """Facts of one turn; ``previous`` is the turn before it (for duplicate and repeat checks)."""
     turn = unit.turn
     trigger = turn.kind
-    facts: list[str] = []
     records = [r.record for r in unit.records]
-    if turn.by_operator:
-        facts.append("operator_input")
+    facts = trigger_facts(turn)
     for rec in records:
-        match rec:
-            case Message(role=MessageRole.OPERATOR):
-                facts.append("operator_input")
-            case Message(role=MessageRole.ASSISTANT):
-                facts.append("assistant_message")
-            case Message():
-                facts.append("runtime_note")
-            case Pin():
-                facts.append("pin_added")
-            case Environment():
-                facts.append("environment_change")
-            case Brief() if rec.reports_result:
-                facts.append("result_brief")
-            case Brief(kind=BriefKind.PROGRESS):
-                facts.append("progress_brief")
-            case WorkItem():
-                facts.append("work_item_transition")
-                if (rec.status is not None and rec.status.closed) or rec.completion_report:
-                    facts.append("completion")
-            case Wait():
-                facts.append("wait_transition")
-            case TaskResult():
-                facts.append("task_result")
-                if rec.verification:
-                    facts.append("verification_outcome")
-                if rec.failed:
-                    facts.append("task_failure")
-                elif rec.changes_next_action:
-                    facts.append("task_success_changes_next_action")
-            case ExternalEvent():
-                facts.append("external_state_change" if rec.wait_id else "external_event")
-            case Tool():
-                facts.append("tool_summary")
-                if rec.side_effect_unresolved:
-                    facts.append("side_effect_unresolved")
-                # A non-zero exit is a failure whatever the status says (the renderer alerts it).
-                if rec.failed:
-                    facts.append("tool_failure")
-            case _:
-                pass
+        facts.extend(record_facts(rec))
     substantive = [f for f in facts if RULES[f] <= Priority.NORMAL]
     only_acks = bool(records) and all(
         isinstance(r, Brief) and r.kind is BriefKind.ACK for r in records)
@@ -247,6 +151,11 @@ class Retention:
         for unit in page.units:
             self._facts[unit.turn.id] = self._cache.facts(unit, prev)
             prev = unit
+
+    def read_alone(self, unit: TurnUnit) -> None:
+        """Classify a turn read on its own (by lookup), judged without a neighbour: the repeat
+        rules that need one only ever make a turn low, never high."""
+        self._facts[unit.turn.id] = self._cache.facts(unit, None)
 
     def facts(self, unit: TurnUnit) -> list[str]:
         """Facts of a turn read in a page; a turn fetched on its own is judged without a

@@ -28,7 +28,7 @@ from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.policy import Policy, WindowLimits
 
 __all__ = ["Page", "View", "WindowLimits", "continuation_anchor", "load_page", "load_view",
-           "resolve_limit"]
+           "resolve_limit", "units_of"]
 
 
 @attrs.frozen
@@ -83,6 +83,23 @@ def _units(store: LedgerStore, turns: list[StoredRecord], limit_pos: int) -> lis
         if rec.turn_seq is not None:
             owned.setdefault(rec.turn_seq, []).append(rec)
     return [TurnUnit(stored=t, records=tuple(owned.get(t.turn_seq or 0, ()))) for t in turns]
+
+
+#: Scattered turns closer than this (in sequence numbers) are read in one range query: reading the
+#: few records between them costs less than another query.
+_NEAR_SEQS = 8
+
+
+def units_of(store: LedgerStore, turns: list[StoredRecord], limit_pos: int) -> list[TurnUnit]:
+    """Scattered turns (any order) with their records, oldest first: one read per group of near
+    turns, so far-apart turns never read the records of the history between them."""
+    runs: list[list[StoredRecord]] = []
+    for turn in sorted(turns, key=lambda t: t.turn_seq or 0):
+        if runs and (turn.turn_seq or 0) - (runs[-1][-1].turn_seq or 0) <= _NEAR_SEQS:
+            runs[-1].append(turn)
+        else:
+            runs.append([turn])
+    return [unit for run in runs for unit in _units(store, run, limit_pos)]
 
 
 def _single(store: LedgerStore, turn: StoredRecord, limit_pos: int) -> TurnUnit:

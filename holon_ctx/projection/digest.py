@@ -1,0 +1,81 @@
+"""One-line digests of records: a turn's facts, a work item's changes. Runtime facts only.
+
+No untrusted text reaches a digest but sanitised previews (:func:`~.formats.one_line`): the
+compact form of a turn is its heading and this digest, so it must be safe on a label line.
+"""
+
+from __future__ import annotations
+
+from holon_ctx.ledger.records import (
+    Brief,
+    ExternalEvent,
+    Message,
+    MessageRole,
+    TaskResult,
+    Tool,
+    Wait,
+    WorkItem,
+)
+from holon_ctx.projection.formats import one_line
+from holon_ctx.projection.model import TurnUnit
+from holon_ctx.projection.policy import TextLimits
+
+__all__ = ["turn_digest", "work_item_delta"]
+
+
+def work_item_delta(rec: WorkItem, chars: TextLimits | None = None) -> str:
+    """A work-item transition on one line: the fields it changed."""
+    c = chars or TextLimits()
+    parts = []
+    if rec.status is not None:
+        parts.append(f"status {rec.status.value}")
+    if rec.objective is not None:
+        parts.append(f"objective: {one_line(rec.objective, c.objective_in_delta)}")
+    if rec.todos is not None:
+        parts.append(f"todos {sum(1 for t in rec.todos if t.done)}/{len(rec.todos)} done")
+    if rec.plan is not None:
+        parts.append(f"plan of {len(rec.plan)} steps")
+    if rec.waits is not None:
+        parts.append(f"waits {', '.join(one_line(w, c.ident) for w in rec.waits) or 'none'}")
+    if rec.blocker is not None:
+        parts.append(f"blocker: {one_line(rec.blocker, c.blocker_in_delta) or 'cleared'}")
+    if rec.completion_report:
+        parts.append("completion report filed")
+    return "; ".join(parts) or "touched"
+
+
+def turn_digest(unit: TurnUnit, chars: TextLimits | None = None, *,
+                quote_operator: bool = True) -> str:
+    """Runtime facts of a turn on one line (no untrusted text; operator words as an excerpt)."""
+    c = chars or TextLimits()
+    parts: list[str] = []
+    tools = [r.record for r in unit.records if isinstance(r.record, Tool)]
+    for stored in unit.records:
+        rec = stored.record
+        match rec:
+            case Message(role=MessageRole.OPERATOR):
+                parts.append(f"operator said: \"{one_line(rec.text, c.operator_excerpt)}\""
+                             if quote_operator else f"operator message {stored.ref} below")
+            case Message(role=MessageRole.ASSISTANT):
+                parts.append("assistant replied")
+            case TaskResult():
+                parts.append(f"task {one_line(rec.task_id, c.ident)} {rec.status.value}"
+                             + (" (verification)" if rec.verification else ""))
+            case Brief():
+                parts.append(f"brief {rec.kind.value}")
+            case ExternalEvent():
+                parts.append(f"external event from {one_line(rec.source, c.source_in_digest)}")
+            case WorkItem():
+                parts.append(f"work item {one_line(rec.work_item_id, c.ident)}: "
+                             f"{work_item_delta(rec, c)}")
+            case Wait():
+                parts.append(f"wait {one_line(rec.wait_id, c.ident)} {rec.status.value}")
+            case _:
+                pass
+    if tools:
+        failed = sum(1 for t in tools if t.failed)
+        names = sorted({t.tool_name for t in tools})
+        parts.append(f"{len(tools)} tool call(s) "
+                     f"[{', '.join(one_line(n, c.tool_name_in_digest) for n in names)}]"
+                     + (f", {failed} failed" if failed else ""))
+    return "; ".join(parts) or "no records"

@@ -1,0 +1,159 @@
+"""Folding (holon_ctx/projection/folding.py): runs of low-value turns, repeated tool calls.
+
+Unit tests on hand-built turns, then the rules as the projection applies them: a run never spans a
+turn shown on its own (the continuation anchor), and never hides operator input or a state change.
+"""
+
+from __future__ import annotations
+
+from projection_builders import LedgerBuilder, folded_refs, selected_refs
+
+from holon_ctx.ledger.records import Tool, ToolStatus, Turn
+from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.projection.folding import (
+    BY_TRIGGER,
+    fold_item,
+    fold_kind,
+    repeat_folds,
+    segment,
+    tool_repeats,
+)
+from holon_ctx.projection.model import Form, Priority, Section, TurnUnit
+from holon_ctx.projection.render import Renderer
+from holon_ctx.tokens import default_counter
+
+
+def unit(tid: str, seq: int, trigger: str = "scheduler_tick") -> TurnUnit:
+    turn = Turn(id=tid, seq=seq, trigger=trigger)
+    return TurnUnit(stored=StoredRecord(pos=seq, ref=f"turn:{tid}", record=turn, tokens=0,
+                                        turn_seq=seq), records=())
+
+
+def tool(xid: str, name: str = "sh", args: str = "ls", status: ToolStatus = ToolStatus.OK,
+         digest: str = "") -> StoredRecord:
+    rec = Tool(id=xid, tool_name=name, args_preview=args, args_digest=digest, status=status)
+    return StoredRecord(pos=0, ref=f"tool:{xid}", record=rec, tokens=0, turn_seq=1)
+
+
+def test_segment_makes_runs_of_folding_turns_broken_by_others_and_skips() -> None:
+    """Consecutive folding turns form one run; a non-folding turn or a skipped one ends it."""
+    units = [unit(f"t{i}", i) for i in range(8)]
+    low = {"t0", "t1", "t3", "t4", "t5", "t7"}
+    parts = segment(units, skip=lambda u: u.turn.id == "t4",
+                    folds=lambda u: u.turn.id in low)
+    shape = [[u.turn.id for u in p] if isinstance(p, list) else p.turn.id for p in parts]
+    assert shape == [["t0", "t1"], "t2", ["t3"], ["t5"], "t6", ["t7"]]
+
+
+def test_segment_with_nothing_to_fold_keeps_every_turn_in_order() -> None:
+    units = [unit(f"t{i}", i) for i in range(3)]
+    assert segment(units, skip=lambda _u: False, folds=lambda _u: False) == units
+
+
+def test_fold_kind_counts_nothing_happened_facts_under_the_trigger() -> None:
+    """A no-op tick or a retry is named by its trigger; any other fact by the fact itself."""
+    tick = unit("t1", 1, "timer")
+    assert fold_kind(tick, ["noop_tick"]) == "timer"
+    assert fold_kind(unit("t2", 2, "provider_fallback"), ["provider_fallback"]) == \
+        "provider_fallback"
+    assert fold_kind(unit("t3", 3, "recovery"), ["transport_recovery"]) == "recovery"
+    assert fold_kind(unit("t4", 4, "external_event"), ["duplicate_wake"]) == "duplicate_wake"
+    assert fold_kind(unit("t5", 5, "x-hook"), []) == "x-hook"
+    assert {"noop_tick", "provider_retry", "provider_fallback", "transport_recovery"} == BY_TRIGGER
+
+
+def test_fold_item_is_one_high_counted_line_with_its_manifest() -> None:
+    """The fold line names its span and counts by kind (most first); it is a HIGH compact item
+    with no refs of its own, and the manifest lists every turn it stands for."""
+    run = [unit("t3", 3, "provider_retry"), unit("t4", 4, "scheduler_tick"),
+           unit("t5", 5, "provider_retry")]
+    facts = {"t3": ["provider_retry"], "t4": ["noop_tick"], "t5": ["provider_retry"]}
+    item, fold = fold_item(Renderer(default_counter(), "x"), run, lambda u: facts[u.turn.id],
+                           order=7, tier=2)
+    line = item.forms[Form.COMPACT].text
+    assert line == ("- folded turn:t3–turn:t5: provider_retry×2, scheduler_tick×1 "
+                    "(3 low-value turns)\n")
+    assert (item.key, item.priority, item.order, item.tier, item.position) == (
+        "fold:turn:t3", Priority.HIGH, 7, 2, (3,))
+    assert item.section is Section.RECENT_TURNS
+    assert item.refs == ()
+    assert (fold.first, fold.last, fold.count) == ("turn:t3", "turn:t5", 3)
+    assert fold.kinds == {"provider_retry": 2, "scheduler_tick": 1}
+    assert fold.refs == ["turn:t3", "turn:t4", "turn:t5"]
+
+
+def test_a_run_of_one_names_its_single_turn() -> None:
+    item, fold = fold_item(Renderer(default_counter(), "x"), [unit("t9", 9)],
+                           lambda _u: ["noop_tick"], order=0, tier=0)
+    assert item.forms[Form.COMPACT].text.startswith("- folded turn:t9: scheduler_tick×1 ")
+    assert fold.first == fold.last == "turn:t9"
+
+
+def test_tool_repeats_groups_identical_calls_by_tool_arguments_and_status() -> None:
+    """The last of identical calls stands for the earlier ones; a different status, tool or
+    arguments is another call."""
+    records = [tool("x1"), tool("x2"), tool("x3", status=ToolStatus.ERROR), tool("x4"),
+               tool("x5", name="cat"), tool("x6", args="ls -l"), tool("x7", digest="d1"),
+               tool("x8", args="other", digest="d1")]
+    assert tool_repeats(records) == {"tool:x4": ["tool:x1", "tool:x2"],
+                                     "tool:x8": ["tool:x7"]}
+
+
+def test_repeat_folds_report_each_group() -> None:
+    [fold] = repeat_folds({"tool:x4": ["tool:x1", "tool:x2"]})
+    assert (fold.first, fold.last, fold.count) == ("tool:x1", "tool:x4", 3)
+    assert fold.kinds == {"repeated_tool_call": 3}
+    assert fold.refs == ["tool:x1", "tool:x2", "tool:x4"]
+
+
+def test_a_fold_run_never_spans_the_continuation_anchor() -> None:
+    """Ticks before and after the anchor fold into two runs; the anchor is shown on its own."""
+    b = LedgerBuilder()
+    b.ticks(3)
+    anchor = b.operator("Deploy when the queue drains.")
+    b.ticks(4)
+    b.task_result("drain", "queue drained", anchor=anchor)
+    p = b.project(4096)
+    folds = [f for f in p.folds if "repeated_tool_call" not in f.kinds]
+    assert [f.count for f in folds] == [3, 4]
+    assert f"turn:{anchor}" not in folded_refs(p)
+    assert f"turn:{anchor}" in selected_refs(p)
+
+
+def test_a_fold_never_hides_operator_input_between_ticks() -> None:
+    """An operator turn between ticks is shown on its own; the ticks around it fold apart."""
+    b = LedgerBuilder()
+    b.operator("Watch the queue.")
+    b.ticks(2)
+    said = b.operator("Also page me if it stalls.")
+    b.ticks(2)
+    b.task_result("watch", "queue fine")
+    p = b.project(4096)
+    assert f"turn:{said}" not in folded_refs(p)
+    assert f"turn:{said}" in selected_refs(p)
+
+
+def test_fold_line_counts_most_first_then_by_name_and_spans_by_ref() -> None:
+    """Kinds are listed by count (largest first), ties by name; a run from t9 to t10 names both
+    ends (refs are compared as refs, not ordered as text)."""
+    run = [unit("t9", 9, "external_event"), unit("t10", 10), unit("t11", 11), unit("t12", 12),
+           unit("t13", 13, "timer"), unit("t14", 14, "external_event")]
+    facts = {"t9": ["duplicate_wake"], "t10": ["noop_tick"], "t11": ["noop_tick"],
+             "t12": ["noop_tick"], "t13": ["noop_tick"], "t14": ["duplicate_wake"]}
+    item, _ = fold_item(Renderer(default_counter(), "x"), run, lambda u: facts[u.turn.id],
+                        order=0, tier=0)
+    assert item.forms[Form.COMPACT].text == (
+        "- folded turn:t9–turn:t14: scheduler_tick×3, duplicate_wake×2, timer×1 "
+        "(6 low-value turns)\n")
+    item, _ = fold_item(Renderer(default_counter(), "x"), run[:2], lambda u: facts[u.turn.id],
+                        order=0, tier=0)
+    assert item.forms[Form.COMPACT].text.startswith(
+        "- folded turn:t9–turn:t10: duplicate_wake×1, scheduler_tick×1 ")
+
+
+def test_repeat_folds_count_the_last_call_too() -> None:
+    """One earlier identical call: two calls in all (an odd and an even number of earlier calls)."""
+    [one] = repeat_folds({"tool:x2": ["tool:x1"]})
+    assert (one.count, one.kinds) == (2, {"repeated_tool_call": 2})
+    [three] = repeat_folds({"tool:x4": ["tool:x1", "tool:x2", "tool:x3"]})
+    assert (three.count, three.kinds) == (4, {"repeated_tool_call": 4})

@@ -1,0 +1,333 @@
+"""The planner on its own (holon_ctx/projection/planner.py): synthetic items with exact costs.
+
+No ledger and no tokenizer: items are forms of given token counts, so each rule of the step order
+(rounds, tiers, section shares, pinned order), the prefix rule, clipping, the lazy sources and the
+reported entitlement is checked in isolation, in the style of rich's ``tests/test_ratio.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from holon_ctx.errors import BudgetTooSmallError
+from holon_ctx.projection.items import Block, Item, Rendered
+from holon_ctx.projection.model import Form, Priority, Section
+from holon_ctx.projection.planner import (
+    SECTION_WEIGHTS,
+    Bound,
+    Plan,
+    entitlement,
+    plan,
+    step_round,
+    tier_start,
+)
+
+NO_HEADERS = dict.fromkeys(Section, 0)
+
+
+def form(tokens: int, *refs: str) -> Rendered:
+    return Rendered(blocks=(Block(head="x\n", tokens=tokens, refs=refs),), tokens=tokens,
+                    refs=refs)
+
+
+def item(key: str, *, priority: Priority = Priority.NORMAL, section: Section = Section.RECENT_TURNS,
+         order: int = 0, tier: int = 0, compact: int | None = None, full: int | None = 10,
+         ref: int | None = None) -> Item:
+    forms = {}
+    if ref is not None:
+        forms[Form.REF] = form(ref, key)
+    if compact is not None:
+        forms[Form.COMPACT] = form(compact, key)
+    if full is not None:
+        forms[Form.FULL] = form(full, key)
+    return Item(key=key, section=section, priority=priority, reasons=(), order=order,
+                position=(order,), forms=forms, refs=(key,), tier=tier)
+
+
+def no_clip(_rendered: Rendered, _limit: int) -> Rendered | None:
+    return None
+
+
+def run(items: Sequence[Item], budget: int, *, headers: dict[Section, int] | None = None,
+        clip=no_clip, sources=()) -> Plan:  # type: ignore[no-untyped-def]
+    return plan(items, budget_tokens=budget, header_tokens=headers or NO_HEADERS, clip=clip,
+                sources=sources)
+
+
+def chosen(p: Plan) -> dict[str, str]:
+    return {k: f.label for k, (f, _) in p.chosen.items()}
+
+
+# -- rounds -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("priority", "form_", "index", "tier", "expected"), [
+    (Priority.PINNED, Form.REF, 0, 0, 0),
+    (Priority.PINNED, Form.COMPACT, 1, 0, 1),
+    (Priority.PINNED, Form.FULL, 2, 3, 1),  # pinned rounds ignore the tier
+    (Priority.HIGH, Form.COMPACT, 0, 0, 2),
+    (Priority.HIGH, Form.FULL, 1, 0, 3),
+    (Priority.NORMAL, Form.COMPACT, 0, 0, 4),
+    (Priority.NORMAL, Form.FULL, 1, 0, 5),
+    (Priority.LOW, Form.COMPACT, 0, 0, 6),
+    (Priority.LOW, Form.FULL, 1, 0, 7),
+    (Priority.DIAGNOSTIC, Form.COMPACT, 0, 0, 8),
+    (Priority.DIAGNOSTIC, Form.FULL, 1, 0, 9),
+    (Priority.HIGH, Form.REF, 0, 0, 2),  # a ref form of a non-pinned item counts as compact
+    (Priority.HIGH, Form.COMPACT, 0, 1, 10),
+    (Priority.NORMAL, Form.FULL, 1, 2, 21),
+])
+def test_step_round(priority: Priority, form_: Form, index: int, tier: int, expected: int) -> None:
+    """Pinned minimum, pinned upgrades, then per tier: high, normal, low, diagnostic × forms."""
+    it = item("i", priority=priority, tier=tier, compact=1, full=2)
+    assert step_round(it, form_, index) == expected
+
+
+def test_tier_start_is_the_high_compact_round_of_the_tier() -> None:
+    """Tier k begins 8 rounds after tier k-1, with its high compact forms."""
+    assert [tier_start(k) for k in range(4)] == [2, 10, 18, 26]
+    assert tier_start(1) == step_round(item("i", priority=Priority.HIGH, tier=1, compact=1),
+                                       Form.COMPACT, 0)
+
+
+# -- order and the prefix rule ----------------------------------------------------------------
+def test_classes_enter_in_order_compact_then_full() -> None:
+    """High compact, high full, normal compact, normal full, then low: whatever the item order
+    (the low item is listed first)."""
+    items = [item("low", priority=Priority.LOW, compact=5, full=20),
+             item("normal", compact=5, full=20, order=1),
+             item("high", priority=Priority.HIGH, compact=5, full=20, order=2)]
+    assert chosen(run(items, 10)) == {"high": "compact"}
+    assert chosen(run(items, 25)) == {"high": "full", "normal": "compact"}
+    assert chosen(run(items, 45)) == {"high": "full", "normal": "full", "low": "compact"}
+
+
+def test_the_plan_is_a_prefix_nothing_after_the_first_misfit() -> None:
+    """A step that does not fit stops the plan: a smaller later step is not taken instead."""
+    items = [item("big", priority=Priority.HIGH, full=50), item("small", full=1, order=1)]
+    p = run(items, 40)
+    assert p.chosen == {}
+    assert p.omitted == {"big": 50, "small": 51}
+    assert p.used_tokens == 0
+
+
+def test_an_earlier_tier_fills_before_a_later_tier() -> None:
+    """Every step of tier 0 (normal full included) precedes tier 1's high compact form."""
+    items = [item("old-high", priority=Priority.HIGH, tier=1, compact=3, full=9),
+             item("new-normal", compact=3, full=9)]
+    assert chosen(run(items, 9)) == {"new-normal": "full"}
+    assert chosen(run(items, 12)) == {"new-normal": "full", "old-high": "compact"}
+
+
+def test_pinned_items_upgrade_in_their_own_order_across_sections() -> None:
+    """Round 1 follows the pinned items' order (the current input first), not the share."""
+    items = [item("work", priority=Priority.PINNED, section=Section.WORK_ITEM, order=-10,
+                  ref=2, full=10),
+             item("current", priority=Priority.PINNED, section=Section.CURRENT_INPUT,
+                  order=-20, ref=2, full=10)]
+    assert chosen(run(items, 12)) == {"current": "full", "work": "ref"}
+    assert chosen(run(items, 20)) == {"current": "full", "work": "full"}
+
+
+def test_sections_share_a_round_by_weight() -> None:
+    """Inside one round, sections alternate by cost over weight: recent turns (weight 0.40) take
+    about twice what the current input (0.20) does before the current input's next step."""
+    items = [item(f"r{i}", section=Section.RECENT_TURNS, order=i, full=10) for i in range(6)]
+    items += [item(f"c{i}", section=Section.CURRENT_INPUT, order=i, full=10) for i in range(6)]
+    p = run(items, 60)
+    recent = sum(1 for k in p.chosen if k.startswith("r"))
+    current = sum(1 for k in p.chosen if k.startswith("c"))
+    assert (recent, current) == (4, 2)
+    assert SECTION_WEIGHTS[Section.RECENT_TURNS] == 2 * SECTION_WEIGHTS[Section.CURRENT_INPUT]
+
+
+def test_a_section_title_is_counted_once_with_its_first_step() -> None:
+    """Each section's title costs its tokens once, when its first item enters."""
+    headers = {**NO_HEADERS, Section.RECENT_TURNS: 4}
+    items = [item("a", full=10), item("b", full=10, order=1)]
+    assert run(items, 24, headers=headers).used_tokens == 24
+    assert chosen(run(items, 23, headers=headers)) == {"a": "full"}
+    assert run(items, 23, headers=headers).omitted == {"b": 24}
+
+
+# -- the pinned minimum -----------------------------------------------------------------------
+def test_budget_too_small_names_the_exact_pinned_minimum() -> None:
+    """Round 0 (pinned minimum forms and their section titles) must fit: exactly that fits."""
+    headers = {**NO_HEADERS, Section.CURRENT_INPUT: 3, Section.WORK_ITEM: 2}
+    items = [item("cur", priority=Priority.PINNED, section=Section.CURRENT_INPUT, ref=7, full=30),
+             item("wi", priority=Priority.PINNED, section=Section.WORK_ITEM, ref=5, full=9),
+             item("other", compact=1)]
+    with pytest.raises(BudgetTooSmallError) as info:
+        run(items, 16, headers=headers)
+    assert (info.value.required_tokens, info.value.available_tokens) == (17, 16)
+    assert chosen(run(items, 17, headers=headers)) == {"cur": "ref", "wi": "ref"}
+
+
+# -- clipping ---------------------------------------------------------------------------------
+def clip_to(rendered: Rendered, limit: int) -> Rendered | None:
+    """A clip that keeps every ref and uses exactly the room given."""
+    if limit < 2:
+        return None
+    return Rendered(blocks=rendered.blocks, tokens=limit, refs=rendered.refs, clipped=True)
+
+
+def test_the_first_misfit_is_clipped_to_the_room_left() -> None:
+    """The step that does not fit is clipped to the tokens left; nothing after it is taken."""
+    items = [item("a", priority=Priority.HIGH, full=10), item("b", full=30, order=1),
+             item("c", full=1, order=2)]
+    p = run(items, 25, clip=clip_to)
+    assert p.chosen["b"][1].clipped
+    assert p.chosen["b"][1].tokens == 15
+    assert p.used_tokens == 25
+    assert "c" not in p.chosen
+    assert p.upgrade_at["b"] == 40
+
+
+def test_a_clip_that_would_lose_a_ref_is_refused() -> None:
+    """An upgrade clipped to fewer refs than the form it replaces is not taken (monotonicity)."""
+    def lossy(rendered: Rendered, limit: int) -> Rendered:
+        return Rendered(blocks=(), tokens=limit, refs=(), clipped=True)
+    items = [item("a", compact=5, full=50)]
+    p = run(items, 30, clip=lossy)
+    assert chosen(p) == {"a": "compact"}
+    assert p.upgrade_at == {"a": 50}
+
+
+def test_a_clip_no_larger_than_the_form_it_replaces_is_refused() -> None:
+    """A clipped upgrade must show more than the smaller form already chosen."""
+    def tiny(rendered: Rendered, limit: int) -> Rendered:
+        return Rendered(blocks=rendered.blocks, tokens=5, refs=rendered.refs, clipped=True)
+    p = run([item("a", compact=5, full=50)], 30, clip=tiny)
+    assert chosen(p) == {"a": "compact"}
+    assert not p.chosen["a"][1].clipped
+
+
+def test_no_clip_without_room() -> None:
+    """With no token left, the clip function is not even asked."""
+    asked: list[int] = []
+
+    def spy(rendered: Rendered, limit: int) -> Rendered | None:
+        asked.append(limit)
+        return None
+    run([item("a", full=10), item("b", full=10, order=1)], 10, clip=spy)
+    assert asked == []
+
+
+# -- lazy sources -----------------------------------------------------------------------------
+class Chunks:
+    """A source of pre-made chunks, recording which it handed out."""
+
+    def __init__(self, chunks: list[tuple[Bound, list[Item]]]) -> None:
+        self.chunks = chunks
+        self.loaded: list[int] = []
+
+    def bound(self) -> Bound | None:
+        return self.chunks[len(self.loaded)][0] if len(self.loaded) < len(self.chunks) else None
+
+    def load(self) -> list[Item]:
+        self.loaded.append(len(self.loaded))
+        return self.chunks[len(self.loaded) - 1][1]
+
+
+def test_a_source_is_read_only_when_the_plan_reaches_it() -> None:
+    """A chunk of tier 1 is loaded only once every tier-0 step fitted; a small budget never
+    reads it, and the plan equals one made with the chunk given up front."""
+    page1 = [item("p1", tier=1, full=10)]
+    tier0 = [item("a", priority=Priority.HIGH, full=10), item("b", full=10, order=1)]
+    small = Chunks([(Bound(tier_start(1), Section.RECENT_TURNS, 0), page1)])
+    assert chosen(run(tier0, 15, sources=[small])) == {"a": "full"}
+    assert small.loaded == []
+    big = Chunks([(Bound(tier_start(1), Section.RECENT_TURNS, 0), page1)])
+    lazy = run(tier0, 100, sources=[big])
+    assert big.loaded == [0]
+    assert chosen(lazy) == chosen(run([*tier0, *page1], 100))
+
+
+def test_a_chunk_in_the_same_round_is_merged_by_its_steps_keys() -> None:
+    """Old high turns (a chunk bounded in tier 0's high round) enter before tier 0's normal
+    turns, after the high turns already known, and are read before any normal step is taken."""
+    tier0 = [item("new-high", priority=Priority.HIGH, compact=2, full=6),
+             item("new-normal", compact=2, full=6, order=1)]
+    old = [item("old-high", priority=Priority.HIGH, compact=2, full=6, order=100)]
+    source = Chunks([(Bound(tier_start(0), Section.RECENT_TURNS, 100), old)])
+    p = run(tier0, 12, sources=[source])
+    assert source.loaded == [0]
+    assert chosen(p) == {"new-high": "full", "old-high": "full"}
+    p = run(tier0, 4, sources=[Chunks([(Bound(tier_start(0), Section.RECENT_TURNS, 100), old)])])
+    assert chosen(p) == {"new-high": "compact", "old-high": "compact"}
+
+
+def test_nothing_is_read_after_the_plan_stops() -> None:
+    """Once a step does not fit, no source is read, even one whose bound comes later."""
+    later = [item("later", order=50)]
+    source = Chunks([(Bound(tier_start(0) + 2, Section.RECENT_TURNS, 50), later)])
+    run([item("a", priority=Priority.HIGH, full=20)], 10, sources=[source])
+    assert source.loaded == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(list(Priority)[1:]), st.integers(0, 2),
+                          st.integers(1, 30), st.integers(1, 60)), min_size=1, max_size=25),
+       st.integers(1, 400), st.integers(1, 400))
+def test_a_larger_budget_takes_a_superset_in_richer_forms(
+        specs: list[tuple[Priority, int, int, int]], a: int, b: int) -> None:
+    """The plan is a prefix of a budget-independent order: a larger budget keeps every item the
+    smaller one chose, in an equal or richer form, and uses at least as many tokens."""
+    items = [item(f"i{n}", priority=p, tier=t, compact=c, full=c + f, order=n)
+             for n, (p, t, c, f) in enumerate(specs)]
+    small, large = run(items, min(a, b)), run(items, max(a, b))
+    for key, (f, _) in small.chosen.items():
+        assert key in large.chosen
+        assert large.chosen[key][0] >= f
+    assert small.used_tokens <= large.used_tokens <= max(a, b)
+
+
+# -- the reported entitlement (rich's _ratio style) -------------------------------------------
+def _demand(section: Section, full: int, *, pinned_min: int | None = None) -> list[Item]:
+    if pinned_min is None:
+        return [item(f"{section}", section=section, full=full)]
+    return [item(f"{section}", section=section, priority=Priority.PINNED, ref=pinned_min,
+                 full=full)]
+
+
+@pytest.mark.parametrize(("budget", "demands", "expected"), [
+    # nothing asked, nothing given
+    (100, [], {}),
+    # one section takes what it asks for, no more
+    (100, [(Section.RECENT_TURNS, 30, None)], {Section.RECENT_TURNS: 30}),
+    # one section asking more than the budget gets the budget
+    (100, [(Section.RECENT_TURNS, 300, None)], {Section.RECENT_TURNS: 100}),
+    # two sections over budget split by weight (0.40 : 0.20)
+    (90, [(Section.RECENT_TURNS, 300, None), (Section.CURRENT_INPUT, 300, None)],
+     {Section.RECENT_TURNS: 60, Section.CURRENT_INPUT: 30}),
+    # what one section cannot use flows to the other
+    (90, [(Section.RECENT_TURNS, 300, None), (Section.CURRENT_INPUT, 10, None)],
+     {Section.RECENT_TURNS: 80, Section.CURRENT_INPUT: 10}),
+    # a pinned floor is given first, the rest by weight
+    (100, [(Section.RECENT_TURNS, 300, None), (Section.WORK_ITEM, 300, 40)],
+     {Section.RECENT_TURNS: 46, Section.WORK_ITEM: 54}),
+    # floors above the budget: floors only
+    (10, [(Section.WORK_ITEM, 300, 40)], {Section.WORK_ITEM: 40}),
+])
+def test_entitlement(budget: int, demands: list[tuple[Section, int, int | None]],
+                     expected: dict[Section, int]) -> None:
+    """Pinned floors first, then the rest divided by weight up to each section's demand."""
+    items = [it for s, full, floor in demands for it in _demand(s, full, pinned_min=floor)]
+    got = entitlement(items, budget, NO_HEADERS)
+    assert {s: v for s, v in got.items() if v} == expected
+
+
+def test_entitlement_counts_section_titles_in_demand_and_floor() -> None:
+    """A section's title is part of what it asks for, and of its floor when it has one."""
+    headers = {**NO_HEADERS, Section.WORK_ITEM: 5}
+    got = entitlement(_demand(Section.WORK_ITEM, 20, pinned_min=8), 100, headers)
+    assert got[Section.WORK_ITEM] == 25
+
+
+def test_entitlement_is_independent_of_set_order() -> None:
+    """The division does not depend on iteration order (it once summed weights over a set)."""
+    demands = [(s, 1000, None) for s in Section]
+    items = [it for s, full, floor in demands for it in _demand(s, full, pinned_min=floor)]
+    assert entitlement(items, 997, NO_HEADERS) == entitlement(items[::-1], 997, NO_HEADERS)

@@ -1,0 +1,168 @@
+"""Retention facts and classes (holon_ctx/ledger/facts.py, holon_ctx/projection/retention.py).
+
+Table tests for the facts each record gives its turn and the rules that need a neighbour, and the
+property the high-turn index rests on: a turn is marked high at append time exactly when the
+projection classifies it high.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from strategies import ledgers
+
+from holon_ctx.ledger.facts import HIGH_FACTS, RULES, Priority, marks_high, record_facts
+from holon_ctx.ledger.memory import MemoryStore
+from holon_ctx.ledger.records import (
+    Brief,
+    BriefKind,
+    ExternalEvent,
+    Message,
+    MessageRole,
+    Outcome,
+    Record,
+    SideEffect,
+    TaskResult,
+    TaskStatus,
+    Tool,
+    ToolStatus,
+    Turn,
+    WorkItem,
+    WorkItemStatus,
+)
+from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.projection.model import TurnUnit
+from holon_ctx.projection.retention import classify, in_fold_run, turn_facts
+
+
+def unit(trigger: str, *records: Record, seq: int = 1, outcome: Outcome | None = None) -> TurnUnit:
+    turn = Turn(id=f"t{seq}", seq=seq, trigger=trigger, outcome=outcome)
+    return TurnUnit(stored=StoredRecord(pos=seq * 10, ref=f"turn:t{seq}", record=turn, tokens=0,
+                                        turn_seq=seq),
+                    records=tuple(StoredRecord(pos=seq * 10 + i + 1,
+                                               ref=f"{type(r).__struct_config__.tag}:{r.id}{seq}",
+                                               record=r, tokens=0, turn_seq=seq)
+                                  for i, r in enumerate(records)))
+
+
+def tool(**kw: object) -> Tool:
+    fields: dict[str, object] = {"id": "x", "tool_name": "sh", "status": ToolStatus.OK,
+                                 "exit_code": 0, **kw}
+    return Tool(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("rec", "facts"), [
+    (Message(id="m", role=MessageRole.OPERATOR, text="go"), ["operator_input"]),
+    (Message(id="m", role=MessageRole.ASSISTANT, text="ok"), ["assistant_message"]),
+    (Message(id="m", role=MessageRole.SYSTEM, text="restarted"), ["runtime_note"]),
+    (Brief(id="b", kind=BriefKind.RESULT, text="done"), ["result_brief"]),
+    (Brief(id="b", kind=BriefKind.COMPLETION_REPORT, text="done"), ["result_brief"]),
+    (Brief(id="b", kind=BriefKind.PROGRESS, text="50%"), ["progress_brief"]),
+    (Brief(id="b", kind=BriefKind.ACK, text="ok"), []),
+    (WorkItem(id="w", work_item_id="wi", status=WorkItemStatus.ACTIVE), ["work_item_transition"]),
+    (WorkItem(id="w", work_item_id="wi", status=WorkItemStatus.DONE),
+     ["work_item_transition", "completion"]),
+    (WorkItem(id="w", work_item_id="wi", status=WorkItemStatus.ABANDONED),
+     ["work_item_transition", "completion"]),
+    (WorkItem(id="w", work_item_id="wi", completion_report="shipped"),
+     ["work_item_transition", "completion"]),
+    (TaskResult(id="r", task_id="k", status=TaskStatus.SUCCESS), ["task_result"]),
+    (TaskResult(id="r", task_id="k", status=TaskStatus.SUCCESS, spawned_by_turn_id="t0"),
+     ["task_result", "task_success_changes_next_action"]),
+    (TaskResult(id="r", task_id="k", status=TaskStatus.SUCCESS, wait_id="w"),
+     ["task_result", "task_success_changes_next_action"]),
+    (TaskResult(id="r", task_id="k", status=TaskStatus.PARTIAL, spawned_by_turn_id="t0"),
+     ["task_result", "task_failure"]),
+    (TaskResult(id="r", task_id="k", status=TaskStatus.SUCCESS, verification=True),
+     ["task_result", "verification_outcome"]),
+    (ExternalEvent(id="e", source="ci", text="x"), ["external_event"]),
+    (ExternalEvent(id="e", source="ci", text="x", wait_id="w"), ["external_state_change"]),
+    (tool(), ["tool_summary"]),
+    (tool(status=ToolStatus.ERROR, exit_code=1), ["tool_summary", "tool_failure"]),
+    (tool(exit_code=2), ["tool_summary", "tool_failure"]),
+    (tool(status=ToolStatus.TIMEOUT, exit_code=None), ["tool_summary", "tool_failure"]),
+    (tool(side_effect=SideEffect.PARTIAL), ["tool_summary", "side_effect_unresolved"]),
+    (tool(side_effect=SideEffect.UNKNOWN), ["tool_summary", "side_effect_unresolved"]),
+    (tool(side_effect=SideEffect.COMPLETED), ["tool_summary"]),
+])
+def test_record_facts(rec: Record, facts: list[str]) -> None:
+    """Each record kind's facts, classifying up: a non-zero exit is a failure whatever the
+    status, a partial or unknown side effect is unresolved."""
+    assert record_facts(rec) == facts
+    assert marks_high(rec) == any(RULES[f] is Priority.HIGH for f in facts)
+
+
+def test_high_facts_are_the_high_rows_of_the_table() -> None:
+    assert {f for f, p in RULES.items() if p is Priority.HIGH} == HIGH_FACTS
+    assert "side_effect_unresolved" in HIGH_FACTS
+    assert "tool_summary" not in HIGH_FACTS
+
+
+@pytest.mark.parametrize(("trigger", "high"), [
+    ("operator_input", True), ("operator_override", True), ("approval_decision", True),
+    ("task_result", False), ("scheduler_tick", False), ("x-hook", False)])
+def test_an_operator_trigger_marks_its_turn_high(trigger: str, high: bool) -> None:
+    assert marks_high(Turn(id="t", seq=1, trigger=trigger)) is high
+
+
+def test_a_poll_is_low_only_while_its_result_has_not_changed() -> None:
+    """A repeated call with the same output as the turn before is a repeated poll (low); with a
+    changed output it is news (normal); a call acting on the world is never a poll."""
+    before = unit("timer", tool(args_preview="status", output="pending"), seq=1)
+    same = unit("timer", tool(args_preview="status", output="pending"), seq=2)
+    changed = unit("timer", tool(args_preview="status", output="done"), seq=2)
+    acting = unit("timer", tool(args_preview="status", output="pending",
+                                side_effect=SideEffect.COMPLETED), seq=2)
+    assert turn_facts(same, before) == ["repeated_pending_poll"]
+    assert classify(turn_facts(changed, before)) is Priority.NORMAL
+    assert classify(turn_facts(acting, before)) is Priority.NORMAL
+    assert turn_facts(same, None) == ["tool_summary"]
+
+
+def test_low_and_diagnostic_classes_only_when_nothing_else_is_known() -> None:
+    """A retry with only its runtime note is diagnostic; with an assistant message it is
+    normal; with a failed tool run high. A no-op tick is low unless it holds a failure."""
+    note = Message(id="n", role=MessageRole.SYSTEM, text="attempt 2/5")
+    assert turn_facts(unit("provider_retry", note)) == ["provider_retry"]
+    assert turn_facts(unit("restart")) == ["transport_recovery"]
+    assert classify(turn_facts(unit("provider_retry", note, Message(
+        id="a", role=MessageRole.ASSISTANT, text="partial answer")))) is Priority.NORMAL
+    assert classify(turn_facts(unit("provider_retry", tool(exit_code=1)))) is Priority.HIGH
+    assert turn_facts(unit("scheduler_tick")) == ["noop_tick"]
+    assert turn_facts(unit("timer", tool(), outcome=Outcome.NOOP)) == ["noop_tick"]
+    assert classify(turn_facts(unit("timer", tool(exit_code=1), outcome=Outcome.NOOP))) is \
+        Priority.HIGH
+    assert turn_facts(unit("x-hook")) == ["unclassified"]
+    assert turn_facts(unit("operator_input", Brief(id="b", kind=BriefKind.ACK, text="k"))) == [
+        "operator_input"]
+    assert turn_facts(unit("x-hook", Brief(id="b", kind=BriefKind.ACK, text="k"))) == ["ack_only"]
+
+
+def test_a_duplicate_wake_is_low_unless_it_resolves_a_wait() -> None:
+    event = ExternalEvent(id="e", source="github", text="ping")
+    first = unit("external_event", event, seq=1)
+    again = unit("external_event", event, seq=2)
+    resolving = unit("external_event", ExternalEvent(id="e", source="github", text="ping",
+                                                     wait_id="w"), seq=2)
+    assert turn_facts(again, first) == ["duplicate_wake"]
+    assert in_fold_run(again, first)
+    assert not in_fold_run(resolving, first)
+    assert turn_facts(again, unit("timer", event, seq=1)) == ["external_event"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(ledgers(1, 12))
+def test_the_high_index_marks_exactly_the_turns_classified_high(records: list[Record]) -> None:
+    """For every turn of a generated ledger: in the store's high-turn index ⇔ classified high by
+    its facts (whatever its neighbour), so fetching high turns by lookup misses none and adds
+    none."""
+    store = MemoryStore()
+    store.append(records)
+    end = store.end_pos()
+    indexed = {r.ref for r in store.high_turns_before(1 << 62, 1 << 20, end)}
+    turns = store.turns_before(1 << 62, 1 << 20, end)
+    for turn in turns:
+        seq = turn.turn_seq or 0
+        owned = tuple(store.records_of_turns(seq, seq, end))
+        facts = turn_facts(TurnUnit(stored=turn, records=owned))
+        assert (turn.ref in indexed) == (classify(facts) is Priority.HIGH), (turn.ref, facts)
