@@ -46,7 +46,7 @@ import attrs
 from holon_ctx.compaction import CompactionResult, SessionConfig
 from holon_ctx.continuity import ContinuityStore
 from holon_ctx.errors import BudgetTooSmallError, InputError, LedgerFormatError
-from holon_ctx.ledger.epochs import epoch_store_for
+from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.records import (
     Brief,
     BriefKind,

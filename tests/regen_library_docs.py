@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from test_library_docs import _BLOCK, DOC  # noqa: E402
+from test_library_docs import _BLOCK, DOC
 
 
 def main() -> int:

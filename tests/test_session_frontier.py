@@ -11,10 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from holon_ctx.projection.providers import measure
-from holon_ctx.projection.session import Layout, SessionProjector
-from holon_ctx.tokens import default_counter
 from test_frontier import (
     TRAJECTORIES,
     _message_shown,
@@ -24,6 +20,10 @@ from test_frontier import (
     needs_corpus,
 )
 from test_session_native import _openai_pairing
+
+from holon_ctx.projection.providers import measure
+from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.tokens import default_counter
 
 BUDGETS = (4096, 8192)
 

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from provider_shapes import OPENAI_BY_ROLE, assert_anthropic_declared, assert_declared
+from session_helpers import check_request, content_stream, walk
 
 import holon_ctx
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
-from provider_shapes import OPENAI_BY_ROLE, assert_anthropic_declared, assert_declared
-from session_helpers import check_request, content_stream, walk
 
 
 def agent_loop(seed: int, steps: int) -> LedgerStore:
@@ -48,7 +49,8 @@ def _openai_pairing(messages: Sequence[Any]) -> None:
     for msg in messages:
         role = msg["role"]
         if role == "tool":
-            assert waiting and msg["tool_call_id"] == waiting.pop(0), msg
+            assert waiting, msg
+            assert msg["tool_call_id"] == waiting.pop(0), msg
             continue
         assert not waiting, f"calls {waiting} unanswered before a {role} message"
         if role == "assistant":
@@ -63,7 +65,7 @@ def _anthropic_order(request: dict[str, Any]) -> None:
     assert messages[0]["role"] == "user"
     assert messages[-1]["role"] == "user"
     marks = sum("cache_control" in b for b in request["system"])
-    for before, after in zip(messages, messages[1:], strict=False):
+    for before, after in itertools.pairwise(messages):
         assert before["role"] != after["role"]
     for i, msg in enumerate(messages):
         marks += sum("cache_control" in b for b in msg["content"])

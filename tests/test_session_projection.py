@@ -11,16 +11,18 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from projection_builders import LedgerBuilder, LedgerSpec, ledger_specs, memory_store, random_ledger
+from session_helpers import check_request, content_stream, turn_ids, walk
 
-from holon_ctx.ledger.epochs import MemoryEpochStore, SqliteEpochStore
-from holon_ctx.ledger.records import SideEffect
+from holon_ctx.errors import InputError
+from holon_ctx.ledger.epochs import MemoryEpochStore
+from holon_ctx.ledger.epochs_sqlite import SqliteEpochStore
+from holon_ctx.ledger.records import SideEffect, Turn
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.projection.model import ControlState
 from holon_ctx.projection.replan import replan
 from holon_ctx.projection.retention import FactsCache
 from holon_ctx.projection.session import Layout, SessionPolicy, SessionProjector
-from projection_builders import LedgerBuilder, LedgerSpec, ledger_specs, memory_store, random_ledger
-from session_helpers import check_request, content_stream, turn_ids, walk
 
 LAYOUTS = [Layout.TEXT, Layout.MESSAGES]
 
@@ -86,11 +88,11 @@ def test_requests_do_not_depend_on_when_they_were_made() -> None:
     store = memory_store(random_ledger(3, 80).records)
     end = store.end_pos()
     every_record = SessionProjector(store)
-    for pos in range(1, end + 1):
-        try:
-            every_record.request(budget_tokens=3000, limit_pos=pos)
-        except Exception as exc:  # before the first turn there is nothing to project
-            assert "no turns" in str(exc)
+    first_turn = next(s.pos for s in store.records_between(0, end) if isinstance(s.record, Turn))
+    with pytest.raises(InputError, match="no turns"):
+        every_record.request(budget_tokens=3000, limit_pos=first_turn)
+    for pos in range(first_turn + 1, end + 1):
+        every_record.request(budget_tokens=3000, limit_pos=pos)
     every_turn = SessionProjector(store)
     last = None
     for request in walk(every_turn, 3000):

@@ -36,7 +36,8 @@ from holon_ctx.projection.providers import (
     to_openai_messages,
 )
 from holon_ctx.projection.render import Renderer
-from holon_ctx.projection.session import Layout, SessionProjector, entry_heading
+from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.session_state import entry_heading
 from holon_ctx.tokens import TokenCounter
 
 __all__ = ["APPROACHES", "ApproachReport", "TurnRow", "replay", "request_tokens"]

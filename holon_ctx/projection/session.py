@@ -20,13 +20,14 @@ starts with the previous one minus its tail. The state is persisted at each re-p
 Layouts. ``text`` is one prompt text (budgeted as counted); ``messages`` is the provider's own
 conversation (:mod:`.native`), budgeted as :func:`~holon_ctx.projection.providers.measure` counts
 it, framing included — an OpenAI and an Anthropic request from the same parts.
+
+This module is a little over the house's ~400 lines: the walk, the re-plan and the request share
+one state object and one order of operations, and splitting them apart would hide that order.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from enum import StrEnum
 from typing import Final
 
 import attrs
@@ -34,36 +35,40 @@ import msgspec
 
 from holon_ctx.errors import BudgetTooSmallError, InputError
 from holon_ctx.ledger.epochs import EpochStart, EpochState, EpochStore, MemoryEpochStore
-from holon_ctx.ledger.records import Brief, Environment, Message, MessageRole, Pin, Tool, Turn
+from holon_ctx.ledger.records import Brief, Environment, Message, Pin, Tool, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
-from holon_ctx.projection.formats import HEADING, one_line
 from holon_ctx.projection.frontier import Tally
-from holon_ctx.projection.items import Block
 from holon_ctx.projection.manifest import SECTION_TITLES
 from holon_ctx.projection.model import (
     ControlSource,
     EpisodeSource,
-    Manifest,
     Section,
-    SectionManifest,
     TurnUnit,
 )
 from holon_ctx.projection.native import (
-    Part,
-    Role,
-    anthropic_request,
     framing_between,
-    openai_messages,
-    parts_of_blocks,
     text_part,
 )
 from holon_ctx.projection.policy import Policy, TokenCaps
-from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
 from holon_ctx.projection.providers import REPLY_PRIMING_TOKENS
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.replan import Frozen, replan
 from holon_ctx.projection.retention import FactsCache
+from holon_ctx.projection.session_state import (
+    Layout,
+    Persisted,
+    PersistedTally,
+    SessionPolicy,
+    SessionRequest,
+    Snapshot,
+    WalkState,
+    append_record,
+    checkpoint_turn,
+    opens_block,
+    parts_cost,
+    session_manifest,
+)
 from holon_ctx.projection.tail import Tail, tail_blocks
 from holon_ctx.projection.view import continuation_anchor
 from holon_ctx.tokens import TokenCounter, default_counter
@@ -73,198 +78,6 @@ __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "Ses
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
 ENGINE_VERSION: Final = "session/1"
-
-
-class Layout(StrEnum):
-    TEXT = "text"
-    MESSAGES = "messages"
-
-
-@attrs.frozen
-class SessionPolicy:
-    """How a session re-plans. ``low_water``: the share of the budget a re-plan fills (the rest
-    is room for turns to append before the next one; RFC 0010, decision 5). ``entry_share``: the
-    most of the budget one record may take when it joins the history (a longer body is shown as
-    head and tail with its ref, like any capped body)."""
-
-    low_water: float = 0.5
-    entry_share: float = 0.25
-    #: Every turn that opens a new block of this many turn numbers (``seq // checkpoint_turns``
-    #: changes) re-plans, whatever the budget: the walk from such a *checkpoint* needs nothing
-    #: before it, so a process with no saved state walks at most one block, never the whole
-    #: ledger. One extra re-plan per block costs a fraction of a percent of the cache.
-    checkpoint_turns: int = 512
-
-    def __attrs_post_init__(self) -> None:
-        if self.checkpoint_turns < 1:
-            raise InputError(f"checkpoint_turns must be at least 1, got {self.checkpoint_turns}",
-                             path="checkpoint_turns")
-        if not 0.05 <= self.low_water <= 0.95:
-            raise InputError(f"low_water must be between 0.05 and 0.95, got {self.low_water}",
-                             path="low_water")
-        if not 0.01 <= self.entry_share <= 1.0:
-            raise InputError(f"entry_share must be between 0.01 and 1, got {self.entry_share}",
-                             path="entry_share")
-
-
-@attrs.frozen
-class SessionRequest:
-    """One request of a session (see the module docstring)."""
-
-    layout: Layout
-    budget_tokens: int
-    #: The counter's count of :attr:`text`.
-    used_tokens: int
-    #: Tokens as the budget counts the request: the text's (``text``), or the messages' with
-    #: their framing and tool calls (``messages``, :func:`~holon_ctx.projection.providers.measure`).
-    request_tokens: int
-    parts: tuple[Part, ...]
-    #: ``parts[:prefix_count]`` is the stable prefix, ``parts[prefix_count:frozen_count]`` the
-    #: history the last re-plan froze, then the records appended since, then the tail (last).
-    prefix_count: int
-    frozen_count: int
-    #: Index of the last history part (the rolling cache breakpoint goes after it).
-    history_end: int
-    #: Tokens of this request that the previous request of the session also began with (its
-    #: frozen part and the entries it already held), when no re-plan came between.
-    cached_tokens: int
-    tail_tokens: int
-    epoch: int
-    replanned: bool
-    replan_reason: str | None
-    #: The prompt as one text: the text layout's; for ``messages``, the messages' contents in
-    #: order (what the provider reads, without its role markers).
-    text: str
-    _make_manifest: Callable[[], Manifest] = attrs.field(alias="make_manifest", repr=False)
-    _made: list[Manifest] = attrs.field(factory=list, init=False, repr=False, eq=False)
-
-    @property
-    def manifest(self) -> Manifest:
-        """What the request holds and why (made on first use: most runtimes never read it)."""
-        if not self._made:
-            self._made.append(self._make_manifest())
-        return self._made[0]
-
-    def openai_messages(self) -> list[OpenAIMessage]:
-        return openai_messages(self.parts)
-
-    def anthropic_request(self) -> AnthropicRequest:
-        return anthropic_request(self.parts, rolling_after=self.history_end)
-
-    def manifest_json(self) -> bytes:
-        return msgspec.json.encode(self.manifest)
-
-    def where(self, ref: str) -> str | None:
-        """Which part of the request shows ``ref``: ``stable_prefix``, ``frozen_history``,
-        ``appended``, ``current_state``, or None when it is not in the request."""
-        for i, part in enumerate(self.parts):
-            if ref in part.refs:
-                return ("stable_prefix" if i < self.prefix_count else
-                        "frozen_history" if i < self.frozen_count else
-                        "current_state" if i == len(self.parts) - 1 else "appended")
-        return None
-
-
-@attrs.define
-class _Segment:
-    """Records of one turn appended in a row, and their parts (re-made as the segment grows, so
-    a tool result joins the reply that called it), with their texts joined once."""
-
-    turn_id: str | None
-    records: list[StoredRecord]
-    parts: list[Part]
-    tokens: int = 0
-    text: str = ""
-    content: str = ""
-    content_tokens: int = 0
-
-    def set_parts(self, parts: list[Part], tokens: int) -> int:
-        """Replace the parts; returns the change in layout tokens."""
-        delta = tokens - self.tokens
-        self.parts, self.tokens = parts, tokens
-        self.text = "".join(p.text for p in parts)
-        self.content = "".join(p.content for p in parts)
-        self.content_tokens = sum(p.content_tokens for p in parts)
-        return delta
-
-
-@attrs.define
-class _State:
-    key: str
-    budget: int
-    layout: Layout
-    start: EpochStart
-    frozen: list[Part]
-    prefix_count: int
-    frozen_tokens: int
-    manifest: Manifest
-    env_ref: str | None
-    work_item_id: str | None
-    shown: set[str]
-    open_turn: str | None
-    tally: Tally | None
-    cover: str
-    pos: int
-    segments: list[_Segment] = attrs.Factory(list)
-    current: TurnUnit | None = None
-    anchor: TurnUnit | None = None
-    #: Frozen and appended tokens as of the last request made (for ``cached_tokens``).
-    last_request_end: int = 0
-    #: The tail as of ``pos`` (None: to be made again).
-    tail: Tail | None = None
-    #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
-    plan_budget: int = 0
-
-    #: Sum of the segments' layout tokens (kept as segments change).
-    appended_total: int = 0
-    #: The frozen parts' texts and counts, joined once per epoch (see :meth:`frozen_sums`).
-    _frozen_sums: tuple[str, str, int, int, Role | None] | None = None
-
-    def appended_tokens(self) -> int:
-        return self.appended_total
-
-    def frozen_sums(self) -> tuple[str, str, int, int, Role | None]:
-        """``(text, content, content tokens, prefix tokens, last role)`` of the frozen part."""
-        if self._frozen_sums is None:
-            last = next((p.role for p in reversed(self.frozen) if p.content or p.calls), None)
-            text_layout = self.layout is Layout.TEXT
-            prefix = sum(p.text_tokens if text_layout else p.content_tokens
-                         for p in self.frozen[:self.prefix_count])
-            self._frozen_sums = ("".join(p.text for p in self.frozen),
-                                 "".join(p.content for p in self.frozen),
-                                 sum(p.content_tokens for p in self.frozen), prefix, last)
-        return self._frozen_sums
-
-    def last_role(self) -> Role | None:
-        for seg in reversed(self.segments):
-            for part in reversed(seg.parts):
-                if part.content or part.calls:
-                    return part.role
-        return self.frozen_sums()[4]
-
-
-class _PersistedTally(msgspec.Struct, frozen=True):
-    done: int
-    failed: int
-    pending: int
-    run_keys: list[tuple[str, str]]
-    files: dict[str, list[str]]
-
-
-class _Persisted(msgspec.Struct, frozen=True):
-    """The frozen part of an epoch as :class:`~holon_ctx.ledger.epochs.EpochState` stores it."""
-
-    parts: list[Part]
-    prefix_count: int
-    frozen_tokens: int
-    manifest: Manifest
-    env_ref: str | None
-    work_item_id: str | None
-    shown: list[str]
-    open_turn: str | None
-    tally: _PersistedTally | None
-    cover: str
-    plan_budget: int
 
 
 class SessionProjector:
@@ -291,7 +104,7 @@ class SessionProjector:
         self._entry_renderers: dict[int, Renderer] = {}
         self._facts = FactsCache()
         self._headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
-        self._states: dict[int, _State] = {}
+        self._states: dict[int, WalkState] = {}
 
     # -- the key and the renderers -------------------------------------------------------------
     def state_key(self, budget_tokens: int) -> str:
@@ -344,13 +157,13 @@ class SessionProjector:
         return resolve_limit(self.store, at, limit_pos)[1]
 
     # -- the walk -----------------------------------------------------------------------------------
-    def _walk_to(self, budget: int, end: int, control: object) -> tuple[_State, bool, str | None]:
+    def _walk_to(self, budget: int, end: int, control: object) -> tuple[WalkState, bool, str | None]:
         state = self._states.get(budget)
         if state is None or state.pos > end:
             state = self._load(budget, end, control)
         replanned, reason = False, None
         if state is None:
-            start = self._checkpoint(end)
+            start = checkpoint_turn(self.store, end, self.session.checkpoint_turns)
             state = self._replan(budget, start.pos + 1, control, reason="checkpoint")
             replanned, reason = True, "checkpoint"
         for stored in self.store.records_between(state.pos, end):
@@ -363,55 +176,21 @@ class SessionProjector:
         self._states[budget] = state
         return state, replanned, reason
 
-    def _checkpoint(self, end: int) -> StoredRecord:
-        """The newest checkpoint turn before ``end``: the first turn of the block of turn numbers
-        that the latest turn before ``end`` is in (see :class:`SessionPolicy`)."""
-        block = self.session.checkpoint_turns
-        latest = self.store.latest_turn(end)
-        if latest is None:
-            raise InputError("the ledger has no turns to project (it holds no turn record yet)")
-        assert isinstance(latest.record, Turn)
-        first_seq = latest.record.seq // block * block
-        found = latest
-        before = latest.record.seq
-        while True:
-            older = self.store.turns_before(before, block, end)
-            for turn in older:
-                assert isinstance(turn.record, Turn)
-                if turn.record.seq < first_seq:
-                    return found
-                found = turn
-            if len(older) < block:
-                return found
-            before = older[-1].record.seq  # type: ignore[union-attr]
-
-    def _is_checkpoint(self, turn: Turn, limit: int, previous: TurnUnit | None) -> bool:
-        """``turn`` opens a block of turn numbers (``previous``: the turn before it, if known)."""
-        block = self.session.checkpoint_turns
-        if previous is None:
-            found = self.store.turns_before(turn.seq, 1, limit)
-            if not found:
-                return True
-            prev = found[0].record
-            assert isinstance(prev, Turn)
-            return prev.seq // block != turn.seq // block
-        return previous.turn.seq // block != turn.seq // block
-
-    def _step(self, state: _State, stored: StoredRecord, control: object) -> str | None:
+    def _step(self, state: WalkState, stored: StoredRecord, control: object) -> str | None:
         """Append one record; returns why a re-plan is needed instead (None: appended)."""
         rec = stored.record
         limit = stored.pos + 1
         if isinstance(rec, Environment):
             return "environment_changed"
         if isinstance(rec, Turn):
-            if self._is_checkpoint(rec, limit, state.current):
+            if opens_block(self.store, rec, limit, state.current, self.session.checkpoint_turns):
                 return "checkpoint"
             unit = TurnUnit(stored=stored, records=())
             state.current = unit
             why = self._follow(state, unit, limit)
             if why is not None:
                 return why
-            self._append(state, stored, new_turn=True)
+            append_record(state, stored, self._entry_renderer(state.budget), new_turn=True)
         else:
             if isinstance(rec, Pin):
                 target = self.store.get(rec.target)
@@ -426,7 +205,7 @@ class SessionProjector:
             if isinstance(rec, Tool) and state.tally is not None and state.current is not None \
                     and state.current.turn.work_item_id in (state.work_item_id, None):
                 state.tally.add(stored)
-            self._append(state, stored, new_turn=False)
+            append_record(state, stored, self._entry_renderer(state.budget), new_turn=False)
         if not isinstance(rec, Message | Brief):
             # A reply or a brief changes nothing the tail states; anything else may.
             state.tail = None
@@ -436,7 +215,7 @@ class SessionProjector:
             return "over_budget"
         return None
 
-    def _follow(self, state: _State, unit: TurnUnit, limit: int) -> str | None:
+    def _follow(self, state: WalkState, unit: TurnUnit, limit: int) -> str | None:
         """A new turn: the work item and the anchor it continues must be the epoch's."""
         anchor_id, _ = continuation_anchor(self.store, unit, {}, limit, self.policy)
         # An agent loop continues the same anchor turn after turn: read it once. (What the tail
@@ -462,63 +241,7 @@ class SessionProjector:
         seq = stored.record.seq
         return TurnUnit(stored=stored, records=tuple(self.store.records_of_turns(seq, seq, limit)))
 
-    def _append(self, state: _State, stored: StoredRecord, *, new_turn: bool) -> None:
-        """Render ``stored`` into the history: a new segment, or the last one re-made."""
-        r = self._entry_renderer(state.budget)
-        rec = stored.record
-        turn_id = rec.id if isinstance(rec, Turn) else getattr(rec, "turn_id", None)
-        last = state.segments[-1] if state.segments else None
-        if new_turn or last is None or last.turn_id != turn_id or turn_id is None:
-            seg = _Segment(turn_id=turn_id, records=[stored], parts=[])
-            state.segments.append(seg)
-        else:
-            seg = last
-            seg.records.append(stored)
-        if turn_id is not None:
-            state.shown.add(turn_id)
-        blocks = []
-        for i, s in enumerate(seg.records):
-            if isinstance(s.record, Turn):
-                blocks.extend(entry_heading(r, s.record, s.ref))
-            elif i == 0 and turn_id is not None and turn_id != state.open_turn:
-                blocks.append(r.line(f"{HEADING}turn:{turn_id} (continued)", [f"turn:{turn_id}"]))
-            if not isinstance(s.record, Turn):
-                blocks.extend(r.record_blocks(s, {}))
-        records = {s.ref: s for s in seg.records}
-        previous = self._last_part_before(state, seg)
-        parts = parts_of_blocks(blocks, records, self.counter, previous=previous,
-                                native_headings=not any(
-                                    b.ref in records and _is_reply(records[b.ref])
-                                    for b in blocks))
-        state.appended_total += seg.set_parts(
-            parts, self._cost(parts, previous.role if previous else None))
-        if turn_id is not None:
-            state.open_turn = turn_id
-
-    def _last_part_before(self, state: _State, seg: _Segment) -> Part | None:
-        for other in reversed(state.segments):
-            if other is seg:
-                continue
-            for part in reversed(other.parts):
-                if part.content or part.calls:
-                    return part
-        for part in reversed(state.frozen):
-            if part.content or part.calls:
-                return part
-        return None
-
-    def _cost(self, parts: list[Part], previous: Role | None) -> int:
-        if self.layout is Layout.TEXT:
-            return sum(p.text_tokens for p in parts)
-        total = 0
-        role = previous
-        for part in parts:
-            total += framing_between(role, part) + part.content_tokens + part.call_tokens
-            if part.content or part.calls:
-                role = part.role
-        return total
-
-    def _tail(self, state: _State, limit: int, control: object) -> Tail:
+    def _tail(self, state: WalkState, limit: int, control: object) -> Tail:
         """The tail as of ``limit``; kept until a record that may change it is walked."""
         if state.tail is not None:
             return state.tail
@@ -533,14 +256,14 @@ class SessionProjector:
                                  control=control)  # type: ignore[arg-type]
         return state.tail
 
-    def _tail_cost(self, state: _State, tail: Tail) -> int:
+    def _tail_cost(self, state: WalkState, tail: Tail) -> int:
         if self.layout is Layout.TEXT:
             return tail.tokens
         framing = framing_between(state.last_role(), text_part(tail.text, tail.tokens))
         return framing + tail.tokens + REPLY_PRIMING_TOKENS
 
     # -- re-plans and persistence -------------------------------------------------------------------
-    def _replan(self, budget: int, limit: int, control: object, *, reason: str) -> _State:
+    def _replan(self, budget: int, limit: int, control: object, *, reason: str) -> WalkState:
         """A new epoch at position ``limit``, planned at the low-water budget — raised until the
         pinned turns (the current input, its anchor, the previous step) are in their full forms,
         lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
@@ -585,18 +308,18 @@ class SessionProjector:
         raise BudgetTooSmallError(budget + max(over, 1), budget,
                                   "the pinned references and the current state")
 
-    def _state_from(self, frozen: Frozen, budget: int, limit: int, reason: str) -> _State:
+    def _state_from(self, frozen: Frozen, budget: int, limit: int, reason: str) -> WalkState:
         view, ctx = frozen.view, frozen.ctx
         parts = list(frozen.parts)
         # Epochs are numbered by where they start, so any process numbers them alike.
         start = EpochStart(epoch=limit, turn_id=view.current.turn.id,
                            turn_seq=view.current.turn.seq, limit_pos=limit, reason=reason)
         tally = frozen.tally
-        state = _State(
+        state = WalkState(
             key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
             frozen=parts, prefix_count=frozen.prefix_count,
             frozen_tokens=(frozen.projection.used_tokens if self.layout is Layout.TEXT
-                           else self._cost(parts, None)),
+                           else parts_cost(parts, None, self.layout)),
             manifest=frozen.projection.manifest,
             env_ref=view.environment.ref if view.environment else None,
             work_item_id=ctx.work_item_id, shown=set(frozen.shown), open_turn=frozen.open_turn,
@@ -608,20 +331,20 @@ class SessionProjector:
         state.last_request_end = 0
         return state
 
-    def _persist(self, state: _State) -> None:
+    def _persist(self, state: WalkState) -> None:
         tally = state.tally
-        frozen = _Persisted(
+        frozen = Persisted(
             parts=state.frozen, prefix_count=state.prefix_count,
             frozen_tokens=state.frozen_tokens, manifest=state.manifest, env_ref=state.env_ref,
             work_item_id=state.work_item_id, shown=sorted(state.shown),
             open_turn=state.open_turn,
-            tally=None if tally is None else _PersistedTally(
+            tally=None if tally is None else PersistedTally(
                 tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files),
             cover=state.cover, plan_budget=state.plan_budget)
         self.epochs.save(EpochState(key=state.key, start=state.start,
                                     frozen=msgspec.json.encode(frozen)))
 
-    def _load(self, budget: int, end: int, control: object) -> _State | None:
+    def _load(self, budget: int, end: int, control: object) -> WalkState | None:
         """The persisted epoch that holds position ``end`` (re-planned again when it is an
         earlier epoch than the persisted one), or None when the walk must start over."""
         key = self.state_key(budget)
@@ -639,7 +362,7 @@ class SessionProjector:
         start = earlier[-1]
         return self._replan(budget, start.limit_pos, control, reason=start.reason)
 
-    def _restore(self, budget: int, start: EpochStart, frozen: _Persisted) -> _State:
+    def _restore(self, budget: int, start: EpochStart, frozen: Persisted) -> WalkState:
         limit = start.limit_pos
         current = self._unit(start.turn_id, limit)
         if current is None:
@@ -647,7 +370,7 @@ class SessionProjector:
                              "ledger: rebuild it (holon-ctx replay --rebuild)")
         anchor_id, _ = continuation_anchor(self.store, current, {}, limit, self.policy)
         t = frozen.tally
-        return _State(
+        return WalkState(
             key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
             frozen=list(frozen.parts), prefix_count=frozen.prefix_count,
             frozen_tokens=frozen.frozen_tokens, manifest=frozen.manifest, env_ref=frozen.env_ref,
@@ -661,7 +384,7 @@ class SessionProjector:
             plan_budget=frozen.plan_budget)
 
     # -- the request --------------------------------------------------------------------------------
-    def _request(self, state: _State, end: int, control: object, replanned: bool,
+    def _request(self, state: WalkState, end: int, control: object, replanned: bool,
                  reason: str | None) -> SessionRequest:
         tail = self._tail(state, end, control)
         tail_part = text_part(tail.text, tail.tokens, tail.refs)
@@ -684,7 +407,7 @@ class SessionProjector:
             used = (frozen_content_tokens + sum(seg.content_tokens for seg in state.segments)
                     + tail.tokens)
         # What the manifest needs, captured now (the state moves on with the next request).
-        snapshot = _Snapshot(
+        snapshot = Snapshot(
             frozen=state.manifest, budget=state.budget, start=state.start,
             plan_budget=state.plan_budget, frozen_tokens=state.frozen_tokens,
             prefix_tokens=state.frozen_sums()[3], appended_tokens=state.appended_tokens(),
@@ -697,81 +420,11 @@ class SessionProjector:
                               history_end=history_end, cached_tokens=cached,
                               tail_tokens=request_tokens - body, epoch=state.start.epoch,
                               replanned=replanned, replan_reason=reason, text=text,
-                              make_manifest=lambda: self._manifest(
+                              make_manifest=lambda: session_manifest(
                                   snapshot, tail, text, used, request_tokens, cached,
-                                  replanned, reason))
+                                  replanned, reason, layout=self.layout,
+                                  low_water=self.session.low_water))
 
-    def _manifest(self, snap: _Snapshot, tail: Tail, text: str, used: int, request_tokens: int,
-                  cached: int, replanned: bool, reason: str | None) -> Manifest:
-        sections: list[SectionManifest] = []
-        for sec in snap.frozen.sections:
-            if sec.name in (Section.WORK_ITEM.value, Section.WORK_REFS.value,
-                            Section.CURRENT_INPUT.value):
-                continue  # the tail states these (current_state, below)
-            if sec.name == Section.RECENT_TURNS.value and snap.appended_refs:
-                # Appended records came after the re-plan: none is among the frozen refs.
-                sec = msgspec.structs.replace(
-                    sec, used_tokens=sec.used_tokens + snap.appended_tokens,
-                    selected=[*sec.selected, *snap.appended_refs])
-            sections.append(sec)
-        sections.append(SectionManifest(name="current_state", representation="compact",
-                                        allocated_tokens=tail.tokens, used_tokens=tail.tokens,
-                                        selected=list(tail.refs), omitted=[]))
-        cur = snap.current
-        assert cur is not None
-        return msgspec.structs.replace(
-            snap.frozen, budget_tokens=snap.budget, used_tokens=used, current_turn=cur.ref,
-            relation=current_relation(cur).value,
-            anchor_turn=snap.anchor.ref if snap.anchor else None, sections=sections,
-            text=text,
-            session={"layout": self.layout.value, "request_tokens": request_tokens,
-                     "epoch": snap.start.epoch,
-                     "epoch_started_at": f"turn:{snap.start.turn_id}",
-                     "epoch_reason": snap.start.reason,
-                     "replanned": replanned, "replan_reason": reason,
-                     "low_water_tokens": int(snap.budget * self.session.low_water),
-                     "plan_budget_tokens": snap.plan_budget,
-                     "stable_prefix_tokens": snap.prefix_tokens,
-                     "frozen_tokens": snap.frozen_tokens,
-                     "cached_tokens": cached, "tail_tokens": tail.tokens,
-                     "appended_records": len(snap.appended_refs)})
+_persisted_decoder = msgspec.json.Decoder(Persisted)
 
 
-@attrs.frozen
-class _Snapshot:
-    """What a request's manifest is made of, as the request was made."""
-
-    frozen: Manifest
-    budget: int
-    start: EpochStart
-    plan_budget: int
-    frozen_tokens: int
-    prefix_tokens: int
-    appended_tokens: int
-    appended_refs: list[str]
-    current: TurnUnit | None
-    anchor: TurnUnit | None
-
-
-_persisted_decoder = msgspec.json.Decoder(_Persisted)
-
-
-def entry_heading(r: Renderer, turn: Turn, ref: str) -> list[Block]:
-    """A turn's heading as it joins the history: only facts that never change (its ref, trigger,
-    anchor link, work item, outcome) — nothing that changes as the turn ages."""
-    parts = [ref, turn.trigger]
-    if turn.anchor_turn_id:
-        parts.append(f"continues turn:{turn.anchor_turn_id}")
-    if turn.work_item_id:
-        parts.append(f"work item {one_line(turn.work_item_id, r.chars.ident)}")
-    if turn.outcome:
-        parts.append(f"outcome {turn.outcome.value}")
-    blocks = [r.line(HEADING + " · ".join(parts), [ref])]
-    if turn.label:
-        blocks.append(r.line(f"trigger: {one_line(turn.label, r.chars.trigger_label)}"))
-    return blocks
-
-
-def _is_reply(stored: StoredRecord) -> bool:
-    rec = stored.record
-    return isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT
