@@ -32,14 +32,19 @@ def _signal_when(args: list[str], ready: Callable[[], bool], signum: int, tmp: P
                  settle: float = 0.2) -> subprocess.CompletedProcess[str]:
     proc = subprocess.Popen([sys.executable, "-m", "holon_ctx", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=child_env(TMPDIR=str(tmp)))
-    deadline = time.monotonic() + 120
-    while not ready():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the command never got under way"
-        time.sleep(0.01)
-    time.sleep(settle)
-    proc.send_signal(signum)
-    out, err = proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the command never got under way"
+            time.sleep(0.01)
+        time.sleep(settle)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # a failed test must not leave a child blocked on the FIFO
+            proc.communicate()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

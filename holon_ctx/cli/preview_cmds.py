@@ -84,8 +84,10 @@ def register(subparsers: Any) -> None:
 
     # argparse's own usage would show --budget and --at once; they are given twice.
     p = subparsers.add_parser("diff", help="what changes between two projections (budgets or turns)",
-                              usage="holon-ctx diff (SOURCE | --db PATH [--session-key KEY]) --budget N "
-                                    "[--budget M] [--at A --at B] [--json] [--plain] [--width W]")
+                              usage="holon-ctx diff (SOURCE [--from {auto,ledger,openai,anthropic,"
+                                    "swe-traj}] | --db PATH "
+                                    "[--session-key KEY]) --budget N [--budget M] "
+                                    "[--at A --at B] [--json] [--plain] [--width W]")
     add_source_args(p)
     p.add_argument("--budget", type=positive_int, action="append", required=True, metavar="N",
                    help="token budget; give it twice to compare two budgets")
