@@ -29,6 +29,7 @@ __all__ = ["build_parser", "main"]
 COMMAND_MODULES: tuple[str, ...] = (
     "holon_ctx.cli.ledger_cmds",
     "holon_ctx.cli.project_cmd",
+    "holon_ctx.cli.replay_cmd",
     "holon_ctx.cli.episodes_cmd",
     "holon_ctx.cli.compact_cmd",
     "holon_ctx.cli.preview_cmds",

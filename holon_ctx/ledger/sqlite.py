@@ -387,6 +387,10 @@ class SqliteStore:
             (lo_seq, hi_seq, limit_pos))]
         return [r for r in self._at_positions(positions) if not isinstance(r.record, Turn)]
 
+    def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        self._flush_pending()
+        return self._at_positions(list(range(max(lo_pos, 0), min(hi_pos, self.next_pos()))))
+
     def _at_positions(self, positions: list[int]) -> list[StoredRecord]:
         """The records at ``positions``, in that order: decoded ones reused, the rest read."""
         decoded = self._decoded

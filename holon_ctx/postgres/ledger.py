@@ -398,6 +398,10 @@ class PostgresStore:
         found.sort(key=lambda r: r.pos)
         return found
 
+    def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        return self._records("WHERE r.sid=%(sid)s AND r.pos>=%(lo)s AND r.pos<%(hi)s ORDER BY r.pos",
+                             {"lo": lo_pos, "hi": hi_pos})
+
     def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
         if count <= 0:
             return []
