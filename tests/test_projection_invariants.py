@@ -193,9 +193,8 @@ def test_generated_examples_bind_and_reach_deeper_pages() -> None:
     n = len(_SEEN["turns"])
     assert n >= 50, f"only {n} examples were projected"
     assert sum(_SEEN["binds"]) / n >= 0.5
-    # Typically 30-35% (docs/testing.md); 20% leaves room for the dev profile's random draws.
+    # 25-35% in the runs measured (docs/testing.md); 20% leaves room for random draws.
     assert sum(_SEEN["deeper"]) / n >= 0.2
-    assert sorted(_SEEN["turns"])[n // 2] >= 100
 
 
 def _sweep_ledger() -> list[Record]:
