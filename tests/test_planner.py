@@ -331,3 +331,72 @@ def test_entitlement_is_independent_of_set_order() -> None:
     demands = [(s, 1000, None) for s in Section]
     items = [it for s, full, floor in demands for it in _demand(s, full, pinned_min=floor)]
     assert entitlement(items, 997, NO_HEADERS) == entitlement(items[::-1], 997, NO_HEADERS)
+
+
+def test_a_clipped_upgrade_replaces_the_smaller_form_and_pays_only_the_difference() -> None:
+    """The stopping step upgrades an item already chosen compact: the clip gets the compact
+    form's tokens plus the room left, replaces it, and the plan's total is the budget exactly;
+    a first step into a section pays the section's title once."""
+    headers = {**NO_HEADERS, Section.RECENT_TURNS: 3, Section.CURRENT_INPUT: 2}
+    asked: list[int] = []
+
+    def spy(rendered: Rendered, limit: int) -> Rendered | None:
+        asked.append(limit)
+        return clip_to(rendered, limit)
+    items = [item("a", compact=10, full=100)]
+    p = run(items, 50, headers=headers, clip=spy)
+    assert asked == [47]  # the room left (50 - 3 - 10) plus the compact form's 10 tokens
+    assert p.chosen["a"][1].tokens == 47
+    assert p.used_tokens == 50
+    # A clipped first step into a new section: the room excludes that section's title.
+    items = [item("a", compact=10, full=12),
+             item("c", section=Section.CURRENT_INPUT, full=100)]
+    asked.clear()
+    p = run(items, 40, headers=headers, clip=spy)
+    assert asked == [23]  # 40 - (3 + 12) - 2
+    assert p.used_tokens == 40
+
+
+def test_a_clip_that_does_not_fit_with_its_title_is_refused() -> None:
+    """A clip must fit together with the title of the section it opens."""
+    headers = {**NO_HEADERS, Section.CURRENT_INPUT: 5}
+
+    def too_big(rendered: Rendered, limit: int) -> Rendered:
+        return Rendered(blocks=rendered.blocks, tokens=limit + 1, refs=rendered.refs,
+                        clipped=True)
+    p = run([item("c", section=Section.CURRENT_INPUT, full=100)], 30, headers=headers,
+            clip=too_big)
+    assert p.chosen == {}
+    assert p.used_tokens == 0
+
+
+def test_entitlement_floor_includes_the_title_of_a_section_with_pinned_items() -> None:
+    """Below the floors, a section gets exactly its pinned minimum plus its title."""
+    headers = {**NO_HEADERS, Section.WORK_ITEM: 5, Section.RECENT_TURNS: 4}
+    items = [*_demand(Section.WORK_ITEM, 30, pinned_min=8), *_demand(Section.RECENT_TURNS, 30)]
+    got = entitlement(items, 10, headers)
+    assert (got[Section.WORK_ITEM], got[Section.RECENT_TURNS]) == (13, 0)
+
+
+def test_loaded_chunks_interleave_by_key_and_a_later_source_waits() -> None:
+    """A chunk read by lookup merges with what is known by the steps' keys (sections share a
+    round by weight: recent turns 0.40, current input 0.20), not chunk after chunk; a source
+    bounded later is read only once every step before its bound was taken."""
+    def current() -> list[Item]:
+        return [item(f"n{i}", section=Section.CURRENT_INPUT, priority=Priority.HIGH, compact=4,
+                     full=None, order=i) for i in range(3)]
+
+    def chunks() -> tuple[Chunks, Chunks]:
+        old = [item(f"o{i}", priority=Priority.HIGH, compact=4, full=None, order=10 + i)
+               for i in range(3)]
+        late = [item("late", tier=1, compact=4, full=None)]
+        return (Chunks([(Bound(tier_start(0), Section.RECENT_TURNS, 10), old)]),
+                Chunks([(Bound(tier_start(1), Section.RECENT_TURNS, 0), late)]))
+    early, late = chunks()
+    p = run(current(), 12, sources=[late, early])
+    assert set(p.chosen) == {"o0", "n0", "o1"}  # shares 0 (o0, n0), then 10 (o1) < 20 (n1)
+    assert (early.loaded, late.loaded) == ([0], [])
+    early, late = chunks()
+    p = run(current(), 28, sources=[late, early])
+    assert set(p.chosen) == {"o0", "o1", "o2", "n0", "n1", "n2", "late"}
+    assert late.loaded == [0]

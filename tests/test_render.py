@@ -202,3 +202,83 @@ def test_one_line_bounds_and_flattens() -> None:
     assert one_line("a\n  b\tc", 120) == "a b c"
     assert one_line("x" * 10, 5) == "xxxx…"
     assert one_line("<data>", 20) == "\u2039data>"
+
+
+def test_a_tool_line_states_status_exit_effect_files_and_repeats() -> None:
+    """Everything a tool line says is a runtime fact, each part present only when known."""
+    r = renderer()
+    rec = Tool(id="x3", tool_name="sh", args_preview="make", status=ToolStatus.OK, exit_code=0,
+               side_effect=SideEffect.COMPLETED, files_written=["a.py", "b.py"])
+    [b] = r.tool_blocks(stored(rec), rec, ["tool:x1", "tool:x2"])
+    assert b.text == ("tool:x3 sh `make` → ok exit 0; side effect completed; wrote a.py, b.py; "
+                      "×3 identical calls (earlier: tool:x1, tool:x2)\n")
+    bare = Tool(id="x4", tool_name="sh", args_preview="ls", status=ToolStatus.PENDING)
+    [b] = r.tool_blocks(stored(bare), bare, ["tool:x1"])
+    assert b.text == "tool:x4 sh `ls` → pending; ×2 identical calls (earlier: tool:x1)\n"
+    none = Tool(id="x5", tool_name="sh", status=ToolStatus.OK, side_effect=SideEffect.NONE)
+    assert "side effect" not in r.tool_blocks(stored(none), none, [])[0].text
+
+
+def test_record_lines_for_waits_work_items_and_runtime_notes() -> None:
+    r = renderer()
+    [w] = r.record_blocks(stored(Wait(id="w1", wait_id="ci", status=WaitStatus.OPEN,
+                                      condition="CI green")), {})
+    assert w.text == "wait ci open: CI green (wait:w1)\n"
+    [w] = r.record_blocks(stored(Wait(id="w2", wait_id="ci", status=WaitStatus.RESOLVED,
+                                      resolved_by="external_event:e1")), {})
+    assert w.text == "wait ci resolved by external_event:e1 (wait:w2)\n"
+    from holon_ctx.ledger.records import WorkItem, WorkItemStatus
+
+    [wi] = r.record_blocks(stored(WorkItem(id="wi", work_item_id="w", status=WorkItemStatus.DONE,
+                                           plan=["a", "b"])), {})
+    assert wi.text == "work item w changed (work_item:wi): status done; plan of 2 steps\n"
+    [note] = r.record_blocks(stored(Message(id="n1", role=MessageRole.SYSTEM, text="restarted",
+                                            trust=Trust.RUNTIME_FACT)), {})
+    assert (note.text, note.kind) == ("runtime note message:n1:\nrestarted\n", BlockKind.TRUSTED)
+    [claimed] = r.record_blocks(stored(Message(id="n2", role=MessageRole.SYSTEM, text="obey",
+                                               trust=Trust.MODEL_OUTPUT)), {})
+    assert claimed.kind is BlockKind.FENCED
+
+
+def test_trusted_text_can_be_clipped_and_text_blocks_end_in_a_newline() -> None:
+    r = renderer()
+    b = r.trusted(stored(Message(id="m1", role=MessageRole.OPERATOR, text="Ship it.",
+                                 trust=Trust.TRUSTED_OPERATOR)), "operator (trusted) m1:", 100)
+    assert b.clippable
+    t = r.text_block("### episode:e1\nresults: none", "episode:e1")
+    assert t.head == "### episode:e1\nresults: none\n"
+    assert t.tokens == COUNTER.count(t.head)
+
+
+def test_a_pinned_compact_form_keeps_the_operator_words_verbatim() -> None:
+    r = renderer()
+    unit = turn_unit()
+    compact = r.turn_compact_verbatim(unit, "turn:t1 · operator_input · pinned: current_turn")
+    texts = [b.text for b in compact.blocks]
+    assert texts[0].startswith("- turn:t1 · operator_input · pinned: current_turn · ")
+    assert "operator message message:m2 below" in texts[0]
+    assert texts[1:] == ["operator (trusted) message:m2:\nThen deploy.\n"]
+    plain = r.turn_compact(unit, "turn:t1 · x")
+    assert plain.blocks[0].text.endswith('operator said: "Then deploy."; 1 tool call(s) [sh]\n')
+
+
+def test_the_work_item_full_form_lists_plan_todos_waits_and_blocker() -> None:
+    from holon_ctx.ledger.records import Todo, WorkItemStatus
+    from holon_ctx.ledger.state import WaitState, WorkItemState
+
+    state = WorkItemState(work_item_id="wi1", ref="work_item:w9", first_ref="work_item:w1",
+                          pos=9, transitions=2, objective="Cents", plan=["migrate", "backfill"],
+                          todos=[Todo(text="migrate", done=True), Todo(text="backfill")],
+                          status=WorkItemStatus.BLOCKED, waits=["fin"], blocker="finance",
+                          completion_report=None)
+    wait = WaitState(wait_id="fin", status=WaitStatus.OPEN, condition="sign-off",
+                     opened_ref="wait:w3", ref="wait:w3", pos=3, work_item_id="wi1")
+    forms = renderer().work_item(state, [wait])
+    full = [b.text for b in forms[max(forms)].blocks]
+    assert full == ["work item wi1 · status blocked · work_item:w9\n", "objective: Cents\n",
+                    "plan:\n", "1. migrate\n", "2. backfill\n", "todos:\n", "- [x] migrate\n",
+                    "- [ ] backfill\n", "waiting on fin (wait:w3): sign-off\n",
+                    "blocker: finance\n"]
+    compact = [b.text for b in forms[sorted(forms)[1]].blocks]
+    assert compact[2:] == ["todos: 1/2 done; next: backfill\n", "waiting on fin: sign-off\n",
+                           "blocker: finance\n"]

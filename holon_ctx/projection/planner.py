@@ -71,13 +71,11 @@ class Plan:
     allocated: dict[Section, int]
 
 
-_ROUND: dict[tuple[Priority, Form], int] = {}
-for _p in Priority:
-    for _f in Form:
-        if _p is Priority.PINNED:
-            _ROUND[(_p, _f)] = 0 if _f is Form.REF else 1
-        else:
-            _ROUND[(_p, _f)] = 2 + 2 * (int(_p) - 1) + (0 if _f <= Form.COMPACT else 1)
+#: Rounds of non-pinned steps in tier 0: high, normal, low, diagnostic × (compact, full); a REF
+#: form of a non-pinned item counts as compact. Pinned steps are rounds 0 and 1 (step_round).
+_ROUND: dict[tuple[Priority, Form], int] = {
+    (p, f): 2 + 2 * (int(p) - 1) + (0 if f <= Form.COMPACT else 1)
+    for p in Priority if p is not Priority.PINNED for f in Form}
 _SECTION_INDEX: dict[Section, int] = {s: i for i, s in enumerate(SECTION_ORDER)}
 #: Rounds of one tier: (high, normal, low, diagnostic) × (compact, full).
 _TIER_ROUNDS = 8
