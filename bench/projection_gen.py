@@ -39,8 +39,9 @@ from holon_ctx.ledger.records import (
     WorkItemStatus,
 )
 from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.store import LedgerStore
 
-__all__ = ["CACHE", "projection_db", "turns"]
+__all__ = ["CACHE", "append_turns", "projection_db", "turns"]
 
 CACHE = Path(os.environ.get("HOLON_BENCH_CACHE", "/tmp/holon-bench"))
 _BATCH = 20_000
@@ -126,6 +127,18 @@ def turns(n_turns: int, seed: int = 0) -> Iterator[Record]:
                         text=_text(rng, rng.randint(10, 30)), work_item_id=wid)
 
 
+def append_turns(store: LedgerStore, n_turns: int) -> None:
+    """Append the ``n_turns``-turn ledger in batches of ~20,000 records, each ending at a turn."""
+    batch: list[Record] = []
+    for record in turns(n_turns):
+        batch.append(record)
+        if len(batch) >= _BATCH and isinstance(record, Turn):
+            store.append(batch[:-1])
+            batch = batch[-1:]
+    if batch:
+        store.append(batch)
+
+
 def projection_db(n_turns: int) -> Path:
     """The cached ledger of ``n_turns`` turns (made on first use; see the module docstring)."""
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -137,14 +150,7 @@ def projection_db(n_turns: int) -> Path:
         stale.unlink(missing_ok=True)
     started = time.perf_counter()
     store = SqliteStore(path)
-    batch: list[Record] = []
-    for record in turns(n_turns):
-        batch.append(record)
-        if len(batch) >= _BATCH and isinstance(record, Turn):
-            store.append(batch[:-1])
-            batch = batch[-1:]
-    if batch:
-        store.append(batch)
+    append_turns(store, n_turns)
     store.close()
     marker.write_text(f"{time.perf_counter() - started:.1f} s\n")
     return path

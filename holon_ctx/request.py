@@ -1,15 +1,17 @@
 """The request a session hands the runtime before each model call.
 
-A :class:`Request` is everything a runtime needs to call a model: the prompt ``text``, the
-``manifest`` that explains it, and the same content laid out for OpenAI chat completions and for
-Anthropic Messages. It deliberately says nothing about *how* the content was chosen: the engine
-behind it is a detail of the session (today the projector of RFC 0002, one text split at its
-stable prefix; later a cache-stable session projection with native role messages), and a runtime
-written against this class does not change when the engine does.
+A :class:`Request` is everything a runtime needs to call a model: the provider's own messages
+(OpenAI chat completions, Anthropic Messages), the ``manifest`` that explains them, and the same
+content as one prompt ``text``. It says nothing about *how* the content was chosen: the engine is
+the session projection (RFC 0010) — a stable prefix, an append-only history and a small tail,
+re-planned only when the budget binds, so most of each request is a prefix the provider cached —
+and a runtime written against this class does not change when the engine does.
 
 Token accounting: ``budget_tokens`` is the whole request as a provider counts it, message framing
-included; ``used_tokens`` is the prompt text alone; ``request_tokens`` adds the framing of the
-messages actually built. ``request_tokens <= budget_tokens`` always holds.
+and tool calls included; ``request_tokens`` is what the messages built here measure
+(:func:`holon_ctx.projection.providers.measure`), never more than the budget. ``text`` is the
+same history laid out as one prompt (operator words labelled, everything else fenced), made under
+the same budget; ``used_tokens`` is its count.
 """
 
 from __future__ import annotations
@@ -19,9 +21,8 @@ from typing import Any
 import attrs
 import msgspec
 
-from holon_ctx.projection.projector import Projection
 from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
-from holon_ctx.projection.providers import framing_tokens, to_anthropic_messages, to_openai_messages
+from holon_ctx.projection.session import SessionRequest
 
 __all__ = ["Request"]
 
@@ -30,50 +31,56 @@ __all__ = ["Request"]
 class Request:
     """The next model call's input, under a token budget (see the module docstring)."""
 
-    #: The whole request's budget (text plus message framing), as asked for.
+    #: The whole request's budget (content plus message framing), as asked for.
     budget_tokens: int
-    _projection: Projection = attrs.field(alias="projection", repr=False)
+    _messages: SessionRequest = attrs.field(alias="messages", repr=False)
+    _text: SessionRequest = attrs.field(alias="text", repr=False)
+
+    def _text_request(self) -> SessionRequest:
+        return self._text
 
     @property
     def text(self) -> str:
-        """The prompt as one text, exactly as the model reads it."""
-        return self._projection.text
+        """The prompt as one text, exactly as a model reads it."""
+        return self._text_request().text
 
     @property
     def used_tokens(self) -> int:
         """Tokens of :attr:`text` under the session's counter."""
-        return self._projection.used_tokens
+        return self._text_request().used_tokens
 
     @property
     def request_tokens(self) -> int:
-        """Tokens of the request as sent: the text plus the framing of its messages."""
-        return self.used_tokens + framing_tokens(len(self.openai_messages))
+        """Tokens of the request as sent: its contents, tool calls and message framing."""
+        return self._messages.request_tokens
 
     @property
     def current_turn(self) -> str:
         """The ref of the turn the request answers (``turn:t41``)."""
-        return self._projection.current_turn
+        return self._messages.manifest.current_turn
 
     @property
     def manifest(self) -> dict[str, Any]:
         """What went in, what was folded, archived or left out, and why (a fresh JSON object;
-        keys as in ``holon-ctx project --json``, docs/projection.md)."""
+        keys as in ``holon-ctx project --json``, plus ``session``: the epoch and cache figures;
+        docs/session.md)."""
         decoded: dict[str, Any] = msgspec.json.decode(self.manifest_json())
         return decoded
 
     def manifest_json(self) -> bytes:
         """The manifest as JSON bytes."""
-        return self._projection.manifest_json()
+        return self._messages.manifest_json()
 
     @property
     def openai_messages(self) -> list[OpenAIMessage]:
-        """Chat-completions ``messages`` (a fresh list): the stable part first, where the
-        provider's prefix cache finds it (docs/providers.md; shapes in
-        :mod:`holon_ctx.projection.provider_types`)."""
-        return to_openai_messages(self._projection)
+        """Chat-completions ``messages`` (a fresh list): the stable prefix first, then the
+        history as the provider's own roles (replies with their ``tool_calls``, ``tool``
+        results), the current state last (docs/providers.md)."""
+        return self._messages.openai_messages()
 
     @property
     def anthropic_request(self) -> AnthropicRequest:
-        """A Messages request body fragment: ``{"system": [...], "messages": [...]}`` (fresh),
-        with one cache breakpoint at the end of the stable part."""
-        return to_anthropic_messages(self._projection)
+        """A Messages request body fragment ``{"system": [...], "messages": [...]}`` (fresh):
+        ``tool_use`` / ``tool_result`` blocks, a cache breakpoint at the end of the stable
+        prefix and a rolling one on the last history block."""
+        return self._messages.anthropic_request()

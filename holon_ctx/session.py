@@ -46,6 +46,7 @@ import attrs
 from holon_ctx.compaction import CompactionResult, SessionConfig
 from holon_ctx.continuity import ContinuityStore
 from holon_ctx.errors import BudgetTooSmallError, InputError, LedgerFormatError
+from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.records import (
     Brief,
     BriefKind,
@@ -75,8 +76,8 @@ from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
 from holon_ctx.ledger.transcript_swe import read_swe_traj
 from holon_ctx.ledger.transcripts import import_any
 from holon_ctx.memory import EpisodeStore
-from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.providers import framing_tokens
+from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.request import Request
 from holon_ctx.session_args import (
     check_flag,
@@ -216,10 +217,14 @@ class Session:
         self._owns_store = owns_store
         self._upkeep = open_upkeep(store, policy=compaction, episodes=episodes,
                                    continuity=continuity, identity=identity, clock=clock)
-        # Long-lived on purpose: the projector memoises rendered turns across calls (a cold
-        # projector per call is several times slower).
-        self._projector = Projector(store, episodes=self._upkeep.recall_source(),
-                                    control=self._upkeep.control_source())
+        # Long-lived on purpose: a session projection keeps its walk in memory and renders each
+        # record once (RFC 0010); the re-plans it persists let a new process continue. One per
+        # layout: the provider messages, and the one-text prompt made when asked for.
+        self._epochs = epochs = epoch_store_for(store)
+        self._projectors = {layout: SessionProjector(
+            store, layout=layout, episodes=self._upkeep.recall_source(),
+            control=self._upkeep.control_source(), epochs=epochs)
+            for layout in (Layout.MESSAGES, Layout.TEXT)}
         self._pending: dict[str, _Call] = {}
         self._late: dict[str, _Call] = {}
         self._turns_since_compaction = 0
@@ -650,8 +655,11 @@ class Session:
         policy = self.compaction
         if policy is not None and self._turns_since_compaction >= policy.every_turns:
             self.compact()
-        projection = self._projector.project(budget_tokens=budget - framing, at=turn_id)
-        return Request(budget_tokens=budget, projection=projection)
+        messages = self._projectors[Layout.MESSAGES].request(budget_tokens=budget, at=turn_id)
+        # Made now, as of the same position: the request must not change if the ledger grows
+        # (or the session closes) before the runtime reads its text.
+        text = self._projectors[Layout.TEXT].request(budget_tokens=budget, at=turn_id)
+        return Request(budget_tokens=budget, messages=messages, text=text)
 
     def compact(self, policy: CompactionPolicy | None = None) -> CompactionResult:
         """Archive the turn ranges older than the recent window into episodes and seal a
@@ -664,8 +672,9 @@ class Session:
                              source=w, path="policy")
         self._turns_since_compaction = 0
         result = self._upkeep.compact(policy or self.compaction or _DEFAULT_POLICY)
-        # Sealing may have opened the governed store: later prompts pin what it holds.
-        self._projector.control = self._upkeep.control_source()
+        # Sealing may have opened the governed store: later prompts state what it holds.
+        for projector in self._projectors.values():
+            projector.control = self._upkeep.control_source()
         return result
 
     # -- lifetime --------------------------------------------------------------------------------
@@ -684,6 +693,7 @@ class Session:
             self._late.update(self._pending)
             self._pending.clear()
         self._closed = True
+        self._epochs.close()
         self._upkeep.close()
         if self._owns_store:
             self.store.close()

@@ -57,12 +57,16 @@ def small_store() -> MemoryStore:
 
 
 def preview_text(store: MemoryStore, budget: int, *, colour: bool) -> str:
+    from holon_ctx.cli.epochs_view import epoch_view
     from holon_ctx.projection.projector import Projector
 
     buf = io.StringIO()
     out = Console(file=buf, width=WIDTH, force_terminal=colour, no_color=not colour,
                   color_system="256" if colour else None, highlight=False, soft_wrap=False)
-    print_preview(out, Projector(store).project(budget_tokens=budget), trust_lookup(store))
+    projector = Projector(store)
+    # As the CLI does: the stateless view, with the session epoch of the same turn and budget.
+    epoch = epoch_view(store, projector, budget, None).line()
+    print_preview(out, projector.project(budget_tokens=budget), trust_lookup(store), epoch=epoch)
     return buf.getvalue()
 
 

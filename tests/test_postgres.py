@@ -70,6 +70,28 @@ def test_migrate_ahead_of_use(schema_url: str) -> None:
     store.close()
 
 
+def test_version_1_is_migrated_on_first_use(schema_url: str) -> None:
+    """A schema left at version 1 is migrated through every later version by the next store opened:
+    its data stays, the version moves to the current one, and sid loses its statistics."""
+    import psycopg
+
+    with psycopg.connect(schema_url, autocommit=True) as conn, conn.transaction():
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO holon_meta VALUES ('schema_version', '1')")
+        conn.execute("INSERT INTO holon_sessions (key, end_pos) VALUES ('old', 0)")
+    store = PostgresStore(schema_url, session="old", create=False)
+    assert store.append(LEDGER) == END
+    store.close()
+    assert migrate(schema_url) == (SCHEMA_VERSION, SCHEMA_VERSION)
+    with psycopg.connect(schema_url, autocommit=True) as conn:
+        targets = dict(conn.execute(
+            "SELECT c.relname, a.attstattarget FROM pg_attribute a JOIN pg_class c "
+            "ON c.oid = a.attrelid WHERE a.attname = 'sid' AND c.relkind = 'r' "
+            "AND c.relname <> 'holon_sessions' AND pg_table_is_visible(c.oid)"))
+    assert targets == dict.fromkeys(SESSION_TABLES, 0)
+
+
 def test_newer_schema_is_refused(schema_url: str) -> None:
     """A schema written by a newer holon-ctx raises one line instead of being misread."""
     import psycopg
@@ -187,6 +209,32 @@ def test_delete_session_empties_every_session_table(pg_url: str, pg_session_key:
     assert pg_session_key + "gone" not in {s.key for s in list_sessions(pg_url)}
 
 
+def test_rebuild_derived_reproduces_reads_and_adopts_the_counter(pg_url: str,
+                                                                  pg_session_key: str) -> None:
+    """Deleting the derived rows changes the answers; rebuilding gives them back exactly, and
+    under another counter persists that counter's counts only."""
+    from test_store_conformance import CharCounter, _fixed_reads
+
+    store = PostgresStore(pg_url, session=pg_session_key)
+    store.append(LEDGER)
+    before = _fixed_reads(store)
+    for table in ("holon_turns", "holon_token_counts", "holon_work_item_states",
+                  "holon_wait_states"):
+        store.connection.execute(f"DELETE FROM {table} WHERE sid=%s", (store.sid,))
+    fresh = PostgresStore(pg_url, session=pg_session_key, create=False)
+    assert _fixed_reads(fresh) != before
+    fresh.rebuild_derived()
+    assert _fixed_reads(fresh) == before
+    chars = PostgresStore(pg_url, session=pg_session_key, counter=CharCounter(), create=False)
+    recounted = chars.stats()
+    chars.rebuild_derived()
+    assert chars.stats() == recounted
+    assert chars.connection.execute("SELECT DISTINCT counter FROM holon_token_counts WHERE sid=%s",
+                                    (chars.sid,)).fetchall() == [("fake:chars",)]
+    for s in (store, fresh, chars):
+        s.close()
+
+
 def test_continuity_tables_are_append_only(pg_url: str, pg_session_key: str) -> None:
     """UPDATE or DELETE of a stored envelope, step or event is refused by the database."""
     import psycopg
@@ -222,28 +270,39 @@ READS: dict[str, tuple[Callable[[PostgresStore, int], object], str]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def planned_store(pg_url: str) -> Iterator[PostgresStore]:
+def _filled(store: PostgresStore) -> PostgresStore:
     from holon_ctx.ledger.records import Message, MessageRole, Turn
 
-    store = PostgresStore(pg_url, session="plans")
     store.append(LEDGER)
     filler: list[Any] = []
     for i in range(1500):
         filler += [Turn(id=f"f{i}", seq=100 + i, trigger="timer"),
                    Message(id=f"fm{i}", turn_id=f"f{i}", role=MessageRole.ASSISTANT, text="ok")]
     store.append(filler)
+    return store
+
+
+@pytest.fixture(scope="module")
+def planned_stores(pg_url: str) -> Iterator[dict[str, PostgresStore]]:
+    """"analyzed": a session the planner's statistics know; "new": one filled after ANALYZE, whose
+    size the statistics do not know (every new session of a fleet, until autovacuum runs)."""
+    known = _filled(PostgresStore(pg_url, session="plans-analyzed"))
     for table in ("holon_records", "holon_turns", "holon_token_counts", "holon_wait_states",
                   "holon_work_item_states", "holon_high_turns"):
-        store.connection.execute(f"ANALYZE {table}")
-    yield store
-    store.close()
+        known.connection.execute(f"ANALYZE {table}")
+    stores = {"analyzed": known, "new": _filled(PostgresStore(pg_url, session="plans-new"))}
+    yield stores
+    for store in stores.values():
+        store.close()
 
 
+@pytest.mark.parametrize("stats", ["analyzed", "new"])
 @pytest.mark.parametrize("read", READS, ids=READS)
-def test_reads_are_index_searches(read: str, planned_store: PostgresStore) -> None:
-    """Every read's plan searches the index meant for it; none scans a table sequentially."""
-    store = planned_store
+def test_reads_are_index_searches(read: str, stats: str,
+                                  planned_stores: dict[str, PostgresStore]) -> None:
+    """Every read's plan searches the index meant for it, with all of its columns, and none scans
+    a table: also for a session the statistics underestimate."""
+    store = planned_stores[stats]
     call, index = READS[read]
     seen: list[tuple[str, Any]] = []
     run = store._h.rows
@@ -292,9 +351,10 @@ def _cli(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]
 @pytest.mark.parametrize("command", [["stats"], ["export"], ["episodes", "list"], ["compact"],
                                      ["project", "--budget", "500"], ["db", "sessions"]],
                          ids=lambda c: "-".join(c[:2]))
-def test_server_refusals_are_one_line(db: str, expected: str, command: list[str],
+def test_server_refusals_are_one_line(db: str, expected: str, command: list[str], pg_url: str,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """Unreachable, bad database, bad credentials: one line naming the server (no password)."""
+    """Unreachable, bad database, bad credentials: one line naming the server (no password).
+    (``pg_url``: the refusals need the server up; without it the test is skipped or fails.)"""
     code, out, err = _cli(*command, "--db", db, "--session-key", "k", capsys=capsys)
     if command == ["db", "sessions"]:
         code, out, err = _cli(*command, "--db", db, capsys=capsys)
@@ -376,3 +436,24 @@ def test_core_imports_without_psycopg() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True, cwd=ROOT)
     assert out.stdout == ("PostgreSQL support needs psycopg: pip install 'holon-ctx[postgres]'\n")
+
+
+def test_large_import_goes_through_copy_and_matches_memory(pg_url: str,
+                                                          pg_session_key: str) -> None:
+    """The demo ledger (656 records: its rows go in with COPY, the high-turn marks as INSERT … ON
+    CONFLICT) reads back as the memory store reads it."""
+    from holon_ctx.ledger.importer import import_jsonl
+    from holon_ctx.ledger.memory import MemoryStore
+
+    demo = ROOT / "holon_ctx" / "data" / "demo.jsonl"
+    memory, pg = MemoryStore(), PostgresStore(pg_url, session=pg_session_key)
+    import_jsonl(demo, memory)
+    import_jsonl(demo, pg)
+    end = memory.end_pos()
+    assert pg.end_pos() == end
+    high = [r.ref for r in memory.high_turns_before(10**9, 1000, end)]
+    assert len(high) > 10
+    assert [r.ref for r in pg.high_turns_before(10**9, 1000, end)] == high
+    assert pg.stats() == memory.stats()
+    assert list(pg.iter_records()) == list(memory.iter_records())
+    pg.close()

@@ -156,11 +156,18 @@ def test_cli_provider_formats_hold_the_budget(fmt: str, budget: int, tmp_path: P
     src = tmp_path / "ledger.jsonl"
     with src.open("wb") as out:
         write_jsonl(agent_ledger(120), out)
-    assert main(["project", str(src), "--budget", str(budget), "--format", fmt]) == 0
+    # Stateless: the plan fills the budget to within a clipped step.
+    assert main(["project", str(src), "--budget", str(budget), "--format", fmt,
+                 "--mode", "stateless"]) == 0
     payload = json.loads(capsys.readouterr().out)
     request = payload["messages"] if fmt == "openai" else payload
     tokens = measure(request, default_counter())
     assert budget - 40 <= tokens <= budget
+    # The session projection (the default for these formats) holds the same budget.
+    assert main(["project", str(src), "--budget", str(budget), "--format", fmt]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    request = payload["messages"] if fmt == "openai" else payload
+    assert measure(request, default_counter()) <= budget
 
 
 def test_json_is_an_alias_of_format_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,8 +182,13 @@ def test_json_is_an_alias_of_format_json(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["project", str(src), "--budget", "800", "--json", "--format", "openai"]) == 2
     err = capsys.readouterr().err
     assert err == "holon-ctx: error: --json and --format openai disagree; give one of them\n"
-    assert main(["project", str(src), "--budget", "9", "--format", "openai"]) == 2
+    assert main(["project", str(src), "--budget", "9", "--format", "openai",
+                 "--mode", "stateless"]) == 2
     assert "leaves no room after the 9 tokens of openai message framing" in capsys.readouterr().err
+    assert main(["project", str(src), "--budget", "9", "--format", "openai"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("holon-ctx: error: budget too small:")
+    assert err.count("\n") == 1
 
 
 def test_pairing_check_finds_separated_calls_and_results() -> None:

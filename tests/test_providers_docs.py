@@ -59,3 +59,20 @@ def test_the_layout_example_starts_and_ends_as_the_request(
     assert stub is not None
     assert stub.group(0) + "\n" in user
     assert measure(request_at_t60, default_counter()) <= 8192
+
+
+def test_the_session_request_example_is_what_the_library_builds() -> None:
+    """The session request shown in the doc is the output of the code above it, byte for byte."""
+    import contextlib
+    import io
+
+    doc = DOC.read_text(encoding="utf-8")
+    section = doc[doc.index("## Session requests"):doc.index("## Stateless projections")]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    shown = re.search(r"```json\n(.*?)```", section, re.DOTALL)
+    assert code is not None
+    assert shown is not None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code.group(1), "providers.md", "exec"), {"__name__": "providers_doc"})
+    assert out.getvalue() == shown.group(1)

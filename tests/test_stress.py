@@ -169,7 +169,7 @@ def test_kill_9_during_imports(tmp_path: Path, seed: int, capsys: pytest.Capture
     rng = random.Random(seed)
     base = tmp_path / "base.db"
     first = _ledger_file(tmp_path / "first.jsonl", 200)
-    big = _ledger_file(tmp_path / "big.jsonl", 1500, first_seq=200)
+    big = _ledger_file(tmp_path / "big.jsonl", 1000, first_seq=200)
     cli = ["-m", "holon_ctx", "import"]
     assert main(["import", str(first), "--db", str(base)]) == 0
     before = ledger_ids(base)

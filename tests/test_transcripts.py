@@ -132,7 +132,7 @@ def of(records: list[Record], kind: type) -> list[Any]:
 
 def test_openai_turns_follow_model_activations(tmp_path: Path) -> None:
     """A user message opens an operator turn; the model called again after tools opens a step."""
-    records = read(tmp_path, "chat.json", OPENAI)
+    records = read(tmp_path, "chat.json", OPENAI, "openai")
     turns = of(records, Turn)
     assert [(t.id, t.trigger, t.anchor_turn_id) for t in turns] == [
         ("t1", "operator_input", None), ("t5", "x-agent-step", "t1"),
@@ -147,7 +147,7 @@ def test_openai_turns_follow_model_activations(tmp_path: Path) -> None:
 
 def test_openai_tool_record_holds_call_and_result_in_the_calls_turn(tmp_path: Path) -> None:
     """Each call and its result make one untrusted tool record with call_id, owned by the call."""
-    tools = {t.call_id: t for t in of(read(tmp_path, "chat.json", OPENAI), Tool)}
+    tools = {t.call_id: t for t in of(read(tmp_path, "chat.json", OPENAI, "openai"), Tool)}
     tag = tools["call_1"]
     assert (tag.id, tag.turn_id, tag.tool_name, tag.args_preview, tag.output, tag.status) == (
         "x2.0", "t1", "git_tag", '{"tag": "v1.2"}', "tagged", ToolStatus.OK)
@@ -328,7 +328,8 @@ def test_a_failed_import_leaves_a_populated_database_unchanged(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """All-or-nothing: a transcript whose last message is bad adds nothing to an existing ledger."""
     db = tmp_path / "ledger.db"
-    assert main(["import", str(write(tmp_path, "ok.json", OPENAI)), "--db", str(db)]) == 0
+    assert main(["import", str(write(tmp_path, "ok.json", OPENAI)), "--db", str(db),
+                 "--from", "openai"]) == 0
     before = SqliteStore(db).stats().records
     bad = [*ANTHROPIC["messages"][:3], {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "nope"}]}]
@@ -355,7 +356,7 @@ def test_cli_says_the_detected_format_on_stderr(tmp_path: Path,
 def test_a_second_transcript_continues_the_sequence(tmp_path: Path) -> None:
     """Importing after an existing ledger numbers turns after it; an id prefix avoids clashes."""
     store = MemoryStore()
-    import_any(write(tmp_path, "a.json", OPENAI), store)
+    import_any(write(tmp_path, "a.json", OPENAI), store, "openai")
     src = write(tmp_path, "b.json", ANTHROPIC)
     with pytest.raises(LedgerFormatError, match=r"b\.json: \$\.id: duplicate id: environment:e0"):
         import_any(src, store)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from holon_ctx.cli.inputs import regular_input
 from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.importer import import_jsonl
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from holon_ctx.compaction import GovernedControl
     from holon_ctx.continuity import ContinuityStore
     from holon_ctx.memory.store import EpisodeStore
-from holon_ctx.ledger.transcripts import import_any, sniff_ledger
+from holon_ctx.ledger.transcripts import TranscriptFormat, import_any, sniff_ledger
 
 __all__ = [
     "add_session_key_options",
@@ -63,6 +64,9 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
                              "(read into memory)")
     parser.add_argument("--db", metavar="PATH|URL",
                         help="a holon-ctx SQLite ledger, or a postgresql:// URL (with --session-key)")
+    parser.add_argument("--from", dest="source_format", default="auto",
+                        choices=["auto", *(f.value for f in TranscriptFormat)],
+                        help="the format of a SOURCE file (default: detect it)")
 
 
 def add_session_key_options(parser: argparse.ArgumentParser) -> None:
@@ -115,15 +119,21 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
     if _looks_like_sqlite(source):
         return open_db(source, must_exist=True)
     store = MemoryStore()
-    if sniff_ledger(source):
-        import_jsonl(source, store)
-    else:
-        # A chat transcript or agent trajectory, detected by name and content (docs/import.md).
-        import_any(source, store)
+    # A pipe or device is copied first (capped): detection and parsing each read it.
+    fmt = getattr(args, "source_format", "auto")
+    with regular_input(source) as path:
+        if fmt == TranscriptFormat.LEDGER or (fmt == "auto" and sniff_ledger(path)):
+            import_jsonl(path, store)
+        else:
+            # A chat transcript or agent trajectory, detected by name and content unless --from
+            # says (docs/import.md).
+            import_any(path, store, fmt)
     return store
 
 
 def _looks_like_sqlite(path: str) -> bool:
+    if not Path(path).is_file():
+        return False  # a pipe's head must not be consumed here; a database is a regular file
     try:
         with open(path, "rb") as f:
             return f.read(16) == b"SQLite format 3\x00"

@@ -9,8 +9,7 @@ appeared meanwhile. On failure (an error, Ctrl-C, SIGTERM) only the private file
 If another command created the destination while this one worked (two imports into one new path),
 the work is done again against that database, exactly as if this command had started second: both
 succeed when their records fit together, or this one fails with nothing written, and the other's
-records stay. That needs the input twice; a FIFO or a device cannot be read twice, so there the
-command fails with a clear line instead (nothing of it is written, nothing of the other is lost).
+records stay. That reads the input twice; a FIFO or pipe is copied first (:mod:`.inputs`).
 """
 
 from __future__ import annotations
@@ -36,20 +35,16 @@ class _Taken:
     """The destination appeared while the private database was being built."""
 
 
-def write_db(path: str, work: Callable[[SqliteStore], T], *, rereadable: bool = True) -> T:
+def write_db(path: str, work: Callable[[SqliteStore], T]) -> T:
     """Run ``work`` on the ledger at ``path``, creating it if needed (see the module docstring).
 
-    ``rereadable`` says whether ``work`` may run a second time (its input is a regular file).
+    ``work`` may run twice, so its input must be readable twice (``regular_input`` sees to that).
     """
     dest = Path(path)
     if not dest.exists():
         result = _build_new(dest, work)
         if not isinstance(result, _Taken):
             return result
-        if not rereadable:
-            raise StoreError(f"{path}: another process created this database while the import "
-                             "ran, and the input cannot be read a second time; nothing was "
-                             "imported (run the command again)")
     store = open_db(path, must_exist=True)
     assert isinstance(store, SqliteStore)  # a path, never a postgresql:// URL (see ledger_cmds)
     try:
@@ -73,6 +68,11 @@ def _build_new(dest: Path, work: Callable[[SqliteStore], T]) -> T | _Taken:
             store.close()
         _self_contained(tmp)
         return result if _publish(tmp, dest) else _Taken()
+    except StoreError as exc:
+        # Name the database the user asked for, not the private build.
+        raise StoreError(str(exc).replace(str(tmp), str(dest))) from None
+    except sqlite3.Error as exc:
+        raise StoreError(f"{dest}: cannot write: {exc}") from None
     finally:
         for suffix in _SUFFIXES:
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)

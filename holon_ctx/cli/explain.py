@@ -70,6 +70,10 @@ class Explanation(msgspec.Struct, kw_only=True):
     enters_at_budget: int | None = None
     #: How the prompt shows the record's own text: its fence or label, and what was neutralised.
     shown_as: str | None = None
+    #: The session projection at the same turn and budget: its epoch, and where the ref is in
+    #: the request a runtime sends (stable_prefix, frozen_history, appended, current_state, or
+    #: None: not in it).
+    session: dict[str, Any] | None = None
 
 
 _SHOWN = ("in_full", "excerpted", "clipped")

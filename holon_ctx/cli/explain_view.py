@@ -31,6 +31,15 @@ _STATUS_STYLE = {"in_full": "bold green", "excerpted": "bold green", "clipped": 
                  "not_a_candidate": "bold red", "not_yet_appended": "bold red"}
 
 
+#: Where a ref sits in a session request, in words (SessionRequest.where).
+_SESSION_PLACE: dict[object, str] = {
+    "stable_prefix": "the stable prefix (cached across re-plans)",
+    "frozen_history": "the history frozen at the epoch's re-plan (a cached prefix)",
+    "appended": "the history appended since the re-plan (cached from the next request on)",
+    "current_state": "the current-state tail (re-sent every request)",
+}
+
+
 def print_explanation(console: Console, e: Explanation) -> None:
     """Write one explanation: status first, then the facts it rests on, then what would change it."""
     title = Text.assemble(("explain ", "bold"), (e.ref, "bold"),
@@ -80,6 +89,11 @@ def print_explanation(console: Console, e: Explanation) -> None:
                                 f"{ep['representation']}"))
     if e.window_first and e.status in ("outside_window", "archived", "not_a_candidate"):
         rows.append(("window", f"first turn in the recent window: {e.window_first}"))
+    if e.session is not None:
+        where = _SESSION_PLACE.get(e.session.get("in_request"), "not in it")
+        rows.append(("session", f"epoch since {e.session['epoch_started_at']} "
+                                f"({str(e.session['epoch_reason']).replace('_', ' ')}); in the "
+                                f"request a runtime sends now: {where}"))
     rows.append(("to get in", e.to_get_in))
     emit(console, [*hang(console, title, console.width), *kv(console, rows)])
 

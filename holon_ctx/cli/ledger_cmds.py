@@ -21,6 +21,8 @@ from holon_ctx.cli.common import (
     remove_empty_session,
 )
 from holon_ctx.cli.dbfiles import write_db
+from holon_ctx.cli.inputs import regular_input
+from holon_ctx.cli.outputs import output_file
 from holon_ctx.cli.terminal import is_terminal, say, write_data_json
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError, StoreError
@@ -61,9 +63,13 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    src = Path(args.file)
-    if not src.exists():
-        raise InputError("no such file", source=args.file)
+    # A pipe or device is copied first (capped): it is read more than once (detection, parsing,
+    # and again if another import creates the database meanwhile).
+    with regular_input(args.file) as src:
+        return _import(args, src)
+
+
+def _import(args: argparse.Namespace, src: Path) -> int:
     out = console(stderr=True)
     fmt = args.source_format
     session = args.session_key
@@ -100,7 +106,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     else:
         # A new database is built privately and published only once the import committed: a
         # failed import never removes a database file another process may be writing (RFC 0006).
-        detection, n, stats = write_db(args.db, work, rereadable=src.is_file())
+        detection, n, stats = write_db(args.db, work)
     if args.source_format == "auto":
         say(f"holon-ctx: read {args.file} as {detection.format.value} ({detection.reason})",
             file=sys.stderr)
@@ -113,11 +119,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = open_db(args.db, must_exist=True, session=args.session_key)
     try:
         if args.output:
-            try:
-                out = open(args.output, "wb")  # noqa: SIM115 - closed below; errors are located
-            except OSError as exc:
-                raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
-            with out:
+            # Written beside the file and renamed into place when complete: a failure leaves
+            # no partial export that looks whole.
+            with output_file(args.output) as out:
                 export_jsonl(store, out)
         elif is_terminal(sys.stdout):
             # On a terminal only: the same JSON with unsafe characters \u-escaped (RFC 0007).

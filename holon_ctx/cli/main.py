@@ -8,7 +8,9 @@ dispatcher this small lets commands land independently.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -27,6 +29,7 @@ __all__ = ["build_parser", "main"]
 COMMAND_MODULES: tuple[str, ...] = (
     "holon_ctx.cli.ledger_cmds",
     "holon_ctx.cli.project_cmd",
+    "holon_ctx.cli.replay_cmd",
     "holon_ctx.cli.episodes_cmd",
     "holon_ctx.cli.compact_cmd",
     "holon_ctx.cli.preview_cmds",
@@ -89,6 +92,21 @@ def _terminate_like_interrupt() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+_WRITE_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EIO",
+                                                            "EROFS") if hasattr(errno, name))
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of what is still buffered
+    cannot fail again (and print a second, unformatted error)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass  # stdout is not a real file (tests capture it): nothing will flush it to a disk
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -102,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # still one line naming the database and, when it can be seen, who holds the lock.
         with _terminate_like_interrupt(), translate_lock_errors(db or "database"):
             code: int = func(args)
+            # Flushed here, not at exit: a full disk behind stdout is then an error we report.
+            sys.stdout.flush()
     except HolonCtxError as exc:
         # Messages quote file names and values: never let them drive the terminal.
         sys.stderr.write(terminal_safe(f"holon-ctx: error: {exc}") + "\n")
@@ -120,7 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + exc.signum
     except BrokenPipeError:
         # A pager or `head` closed the pipe: not an error worth a traceback.
+        _discard_stdout()
         return 0
+    except OSError as exc:
+        # Input errors are InputErrors by now; what is left is writing the output (stdout on a
+        # full disk, a quota, a file-size limit, an I/O error).
+        _discard_stdout()
+        what = "cannot write the output" if exc.errno in _WRITE_ERRNOS else "error"
+        sys.stderr.write(f"holon-ctx: error: {what}: {exc.strerror or exc}\n")
+        return 2
     return code
 
 

@@ -190,7 +190,7 @@ def _representation(section: Section, decisions: Sequence[ItemDecision], fallbac
     return "mixed: " + ", ".join(f"{forms[k]} {k}" for k in order if forms[k])
 
 
-def header_lines(p: Projection, console: Console) -> list[Text]:
+def header_lines(p: Projection, console: Console, epoch: str | None = None) -> list[Text]:
     from holon_ctx.projection.relation import RELATION_TEXT  # noqa: PLC0415 - cheap, keeps order
 
     m = p.manifest
@@ -210,6 +210,8 @@ def header_lines(p: Projection, console: Console) -> list[Text]:
                    "none (the current turn stands alone: no continuation anchor)"),
         ("window", f"{plural(int(str(m.window.get('turns', 0))), 'earlier turn')} from {first}{reached} — "
                    "each weighed on its own; older turns return only in recalled episodes"),
+        *([("epoch", f"{epoch} — this view plans the turn afresh; the session projection "
+                     "appends between re-plans (docs/session.md)")] if epoch else []),
     ])]
 
 
@@ -281,12 +283,12 @@ def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf
 
 
 def print_preview(console: Console, p: Projection, trust_of: TrustOf, *,
-                  left_out_limit: int = 25) -> None:
+                  left_out_limit: int = 25, epoch: str | None = None) -> None:
     """Write the whole preview to ``console`` at its width: the header and budget bars, the
     summary, the prompt with its trust gutter, then the details (folds, episodes, left out)."""
     width = console.width
     parts: list[Iterable[Text]] = [
-        header_lines(p, console), [Text()], bar_lines(p, console, width), [Text()],
+        header_lines(p, console, epoch), [Text()], bar_lines(p, console, width), [Text()],
         glance_lines(p, console), [Text()],
         section_lines(p, console, width, trust_of), [Text()],
         detail_lines(p, console, width, left_out_limit),

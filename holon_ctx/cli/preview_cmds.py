@@ -38,6 +38,7 @@ from holon_ctx.cli.common import (
 )
 from holon_ctx.cli.demo import DEMO_BUDGET, DEMO_DB, build_demo, build_demo_session
 from holon_ctx.cli.diff import Difference, diff
+from holon_ctx.cli.epochs_view import epoch_view
 from holon_ctx.cli.explain import Explanation, explain
 from holon_ctx.cli.terminal import SafeConsole, write_data_json
 from holon_ctx.errors import InputError, StoreError
@@ -83,8 +84,10 @@ def register(subparsers: Any) -> None:
 
     # argparse's own usage would show --budget and --at once; they are given twice.
     p = subparsers.add_parser("diff", help="what changes between two projections (budgets or turns)",
-                              usage="holon-ctx diff (SOURCE | --db PATH [--session-key KEY]) --budget N "
-                                    "[--budget M] [--at A --at B] [--json] [--plain] [--width W]")
+                              usage="holon-ctx diff (SOURCE [--from {auto,ledger,openai,anthropic,"
+                                    "swe-traj}] | --db PATH "
+                                    "[--session-key KEY]) --budget N [--budget M] "
+                                    "[--at A --at B] [--json] [--plain] [--width W]")
     add_source_args(p)
     p.add_argument("--budget", type=positive_int, action="append", required=True, metavar="N",
                    help="token budget; give it twice to compare two budgets")
@@ -172,17 +175,18 @@ def _preview(args: argparse.Namespace, budget: int, at: str | None) -> int:
 
     with opened(args) as (store, projector):
         projection = projector.project(budget_tokens=budget, at=at)
+        epoch = epoch_view(store, projector, budget, at).line()
         out = console(plain=args.plain, width=args.width)
         pager = None if getattr(args, "no_pager", False) or not out.is_terminal else pager_command()
         if pager is None:
-            print_preview(out, projection, trust_lookup(store))
+            print_preview(out, projection, trust_lookup(store), epoch=epoch)
             return 0
         # Render once into a buffer with the terminal's width and colours, then decide.
         buf = io.StringIO()
         screen = SafeConsole(file=buf, width=out.width, force_terminal=True,
                          color_system=out.color_system,  # type: ignore[arg-type]
                          no_color=out.no_color, highlight=False, soft_wrap=False)
-        print_preview(screen, projection, trust_lookup(store))
+        print_preview(screen, projection, trust_lookup(store), epoch=epoch)
     text = buf.getvalue()
     if text.count("\n") < out.height:
         sys.stdout.write(text)
@@ -245,6 +249,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     with opened(args) as (store, projector):
         projection = projector.project(budget_tokens=args.budget, at=args.at)
         result = explain(store, projector, projection, args.ref)
+        view = epoch_view(store, projector, args.budget, args.at)
+        result.session = {"epoch_started_at": view.started_at, "epoch_reason": view.reason,
+                          "in_request": view.request.where(result.ref)}
     if args.json:
         write_data_json(to_json(result) + b"\n")
     else:

@@ -13,6 +13,7 @@ from holon_ctx.cli.terminal import write_data_json, write_data_text
 from holon_ctx.errors import InputError
 from holon_ctx.projection.projector import Projection, Projector
 from holon_ctx.projection.providers import framing_tokens, to_anthropic_messages, to_openai_messages
+from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
 
 #: Output formats of ``project --format``.
 FORMATS = ("text", "json", "openai", "anthropic")
@@ -31,6 +32,11 @@ def register(subparsers: Any) -> None:
                         "openai (messages) or anthropic (system + messages); for the providers "
                         "--budget includes their per-message framing (docs/providers.md)")
     p.add_argument("--json", action="store_true", help="print the manifest (same as --format json)")
+    p.add_argument("--mode", choices=("session", "stateless"), default=None,
+                   help="session: the cache-stable request a runtime sends (stable prefix, "
+                        "append-only history, current state last; docs/session.md); stateless: "
+                        "planned afresh for this turn alone (docs/projection.md). Default: "
+                        "session for openai/anthropic, stateless for text/json")
     p.set_defaults(func=cmd_project)
 
 
@@ -47,10 +53,41 @@ def project_from_args(args: argparse.Namespace, budget: int | None = None,
         store.close()
 
 
+def session_request_from_args(args: argparse.Namespace, layout: Layout) -> SessionRequest:
+    """The session projection's request as of ``--at`` (walked from the last checkpoint: the
+    CLI keeps no state, so it never writes to the database it reads)."""
+    store = open_source(args)
+    episodes = open_episode_source(store)
+    try:
+        projector = SessionProjector(store, layout=layout, episodes=episodes,
+                                     control=open_control_source(store))
+        return projector.request(budget_tokens=args.budget, at=args.at)
+    finally:
+        if episodes is not None:
+            episodes.close()
+        store.close()
+
+
 def cmd_project(args: argparse.Namespace) -> int:
     fmt = args.format or ("json" if args.json else "text")
     if args.json and fmt != "json":
         raise InputError(f"--json and --format {fmt} disagree; give one of them")
+    mode = args.mode or ("session" if fmt in ("openai", "anthropic") else "stateless")
+    if mode == "session":
+        request = session_request_from_args(
+            args, Layout.MESSAGES if fmt in ("openai", "anthropic") else Layout.TEXT)
+        if fmt == "openai":
+            write_data_json(json.dumps({"messages": request.openai_messages()},
+                                       ensure_ascii=False, indent=2) + "\n")
+        elif fmt == "anthropic":
+            write_data_json(json.dumps(request.anthropic_request(), ensure_ascii=False,
+                                       indent=2) + "\n")
+        elif fmt == "json":
+            write_data_json(request.manifest_json() + b"\n")
+        else:
+            write_data_text(request.text)
+        sys.stdout.flush()
+        return 0
     if fmt in ("openai", "anthropic"):
         # The provider's framing comes out of the same budget, so the request holds it.
         budget = args.budget - framing_tokens()

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from typing import IO, Final
 
 import msgspec
 
 from holon_ctx.errors import LedgerFormatError
 from holon_ctx.ledger.body import id_problem
+from holon_ctx.ledger.jsoninput import MAX_JSON_DEPTH, decode_problem, nesting_offset
 from holon_ctx.ledger.records import (
     EXTENSION_TRIGGER,
     FORMAT_VERSION,
@@ -49,9 +51,11 @@ from holon_ctx.ledger.records import (
 )
 
 __all__ = [
+    "MAX_EXIT_CODE",
     "MAX_ID_CHARS",
     "MAX_LINE_BYTES",
     "MAX_SEQ",
+    "MIN_EXIT_CODE",
     "check_record",
     "decode_line",
     "encode_record",
@@ -68,6 +72,14 @@ MAX_ID_CHARS: Final = 256
 #: Largest turn sequence number: SQLite stores integers as signed 64-bit, and JSON decoding would
 #: otherwise accept any size and fail only at insert, with a traceback instead of a located error.
 MAX_SEQ: Final = 2**63 - 1
+#: ``exit_code`` range: a signed or an unsigned 32-bit exit status (negative for a signal, as
+#: Python reports it; Windows statuses such as 0xC0000005 are unsigned).
+MIN_EXIT_CODE: Final = -(2**31)
+MAX_EXIT_CODE: Final = 2**32 - 1
+#: RFC 3339 ``date-time`` (section 5.6): full date, ``T``, time with seconds, optional fraction,
+#: and an offset (``Z`` or ``±hh:mm``). The ranges are checked apart, with the calendar.
+_RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?"
+                      r"(?:[Zz]|[+-](\d{2}):(\d{2}))$", re.ASCII)
 
 _decoder = msgspec.json.Decoder(Record)
 _encoder = msgspec.json.Encoder()
@@ -90,6 +102,7 @@ _STATUS_BY_TYPE: dict[str, type] = {
 }
 _TYPES = ("turn", "message", "brief", "task_result", "tool", "external_event", "work_item",
           "wait", "environment", "pin")
+_TRUNCATED: Final = "invalid JSON: Input data was truncated"
 _MSGSPEC_PATH = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<path>[^`]+)`)?$", re.DOTALL)
 
 # Default provenance by record kind: what a runtime appending the record asserts when it does
@@ -205,6 +218,8 @@ def check_record(record: Record) -> str | None:
             problem = _check_id(value, f"$.{name}")
             if problem:
                 return problem
+    if record.at is not None and (problem := _check_at(record.at)):
+        return problem
     origin, trust = provenance_defaults(record)
     if trust not in _ALLOWED_TRUST[origin]:
         allowed = ", ".join(sorted(_ALLOWED_TRUST[origin]))
@@ -227,6 +242,11 @@ def check_record(record: Record) -> str | None:
             if record.role is not MessageRole.OPERATOR and origin is Origin.OPERATOR:
                 return ("$.role: a message from the operator must have role 'operator', "
                         f"got {record.role.value!r}")
+        case Tool():
+            if record.exit_code is not None and not (
+                    MIN_EXIT_CODE <= record.exit_code <= MAX_EXIT_CODE):
+                return (f"$.exit_code: must be between {MIN_EXIT_CODE} and {MAX_EXIT_CODE} "
+                        f"(a 32-bit exit status), got {record.exit_code}")
         case Pin():
             if origin is not Origin.OPERATOR:
                 return "$.origin: only the operator can pin"
@@ -242,6 +262,22 @@ def check_record(record: Record) -> str | None:
         case _:
             pass
     return None
+
+
+def _check_at(at: str) -> str | None:
+    match = _RFC3339.match(at)
+    if match is not None:
+        year, month, day, hour, minute, second, off_h, off_m = (
+            int(g) if g is not None else 0 for g in match.groups())
+        try:
+            # Second 60 is a leap second (RFC 3339 allows it); the calendar check ignores it.
+            datetime(year, month, day, hour, minute, min(second, 59))
+            if second <= 60 and off_h <= 23 and off_m <= 59:
+                return None
+        except ValueError:
+            pass
+    return (f"$.at: expected an RFC 3339 date-time with an offset, such as "
+            f"2026-11-30T08:02:32Z or 2026-11-30T16:02:32.5+08:00, got {at!r}")
 
 
 def _check_ref_syntax(ref: str, path: str) -> str | None:
@@ -284,6 +320,11 @@ def _translate(exc: msgspec.ValidationError, raw: bytes) -> tuple[str, str]:
 
 def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Record:
     """Decode and (unless ``check=False``) check one line; errors name source, line and field."""
+    # Inline fast path (this runs per line of every import): a line with no more opening brackets
+    # than the limit cannot nest deeper than it.
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and (deep := nesting_offset(raw)):
+        raise LedgerFormatError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels (at byte {deep} "
+                                "of the line)", source=source, line=line)
     try:
         record = _decoder.decode(raw)
     except msgspec.ValidationError as exc:
@@ -294,7 +335,8 @@ def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Re
             msg = f"missing required field (one of {', '.join(_TYPES)})"
         raise LedgerFormatError(msg, source=source, line=line, path=path) from None
     except msgspec.DecodeError as exc:
-        raise LedgerFormatError(f"invalid JSON: {exc}", source=source, line=line) from None
+        raise LedgerFormatError(decode_problem(raw, str(exc))[0], source=source,
+                                line=line) from None
     problem = check_record(record) if check else None
     if problem:
         path, _, msg = problem.partition(": ")
@@ -341,7 +383,7 @@ def iter_jsonl(
         try:
             record = decode_line(raw, source=source, line=line_no, check=check)
         except LedgerFormatError as exc:
-            if not raw.endswith(b"\n") and exc.path is None:
+            if not raw.endswith(b"\n") and exc.message == _TRUNCATED:
                 raise LedgerFormatError(
                     "truncated last line (no newline at end and not complete JSON)",
                     source=source,

@@ -431,7 +431,12 @@ class _Tx:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if not self.outer:
             return
-        self.db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+        if exc_type is None:
+            self.db.execute("COMMIT")
+        elif self.db.in_transaction:
+            # SQLite already rolled back by itself on a full disk or an I/O error; a ROLLBACK
+            # then would fail and hide that error.
+            self.db.execute("ROLLBACK")
 
 
 class MemoryEpisodeStore:

@@ -191,6 +191,9 @@ class MemoryStore:
         positions.sort()
         return [self._rows[p] for p in positions]
 
+    def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        return self._rows[max(lo_pos, 0):max(hi_pos, 0)]
+
     def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
         i = bisect.bisect_left(self._high_seqs, seq)
         out: list[StoredRecord] = []

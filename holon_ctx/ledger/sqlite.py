@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -279,29 +280,39 @@ class SqliteStore:
         self._pending_counts.clear()
         self._pending_high.clear()
 
-    def _begin(self) -> None:
-        """Take the write lock, waiting up to the lock timeout for another writer."""
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        """One write transaction: ``BEGIN IMMEDIATE`` (waiting for another writer up to the lock
+        timeout) … ``COMMIT``; on any error, nothing of it stays.
+
+        SQLite rolls a transaction back by itself on some errors (a full disk, an I/O error), so
+        ROLLBACK is issued only if one is still open: otherwise its own error would hide the real
+        one. SQLite's errors become one-line :class:`StoreError`\\ s naming the database.
+        """
+        db = self._db
         try:
-            self._db.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if locking.is_lock_error(exc):
                 raise locking.lock_error(self.path, self.lock_timeout) from None
+            raise StoreError(f"{self.path}: cannot write: {exc}") from None
+        try:
+            yield
+            self._flush_pending()
+            db.execute("COMMIT")
+        except BaseException as exc:
+            self._drop_pending()
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"{self.path}: cannot write: {exc}") from None
             raise
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
                      renumber_turns: bool = False) -> int:
-        db = self._db
-        self._begin()
-        try:
-            n = append_records(self, self._counter, items, source=source,
-                               renumber_turns=renumber_turns)
-            self._flush_pending()
-            db.execute("COMMIT")
-        except BaseException:
-            self._drop_pending()
-            db.execute("ROLLBACK")
-            raise
-        return n
+        with self._write():
+            return append_records(self, self._counter, items, source=source,
+                                  renumber_turns=renumber_turns)
 
     def append(self, records: Iterable[Record], *, source: str = "<append>",
                renumber_turns: bool = False) -> int:
@@ -318,20 +329,13 @@ class SqliteStore:
 
         scratch = MemoryStore(self._counter)
         scratch.append(self.iter_records(), source=self.path)
-        db = self._db
-        self._begin()
-        try:
+        with self._write():
             for table in _DERIVED_TABLES:
-                db.execute(f"DELETE FROM {table}")
+                self._db.execute(f"DELETE FROM {table}")
             for row in scratch.derived_rows():
                 self._insert_derived(row, self._counter_id)
-            self._flush_pending()
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('high_index', ?)", (HIGH_INDEX_KEY,))
-            db.execute("COMMIT")
-        except BaseException:
-            self._drop_pending()
-            db.execute("ROLLBACK")
-            raise
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('high_index', ?)",
+                             (HIGH_INDEX_KEY,))
 
     # -- reads ----------------------------------------------------------------------------
     def _stored(self, row: tuple[Any, ...]) -> StoredRecord:
@@ -382,6 +386,10 @@ class SqliteStore:
             "SELECT pos FROM records WHERE turn_seq BETWEEN ? AND ? AND pos<? ORDER BY pos",
             (lo_seq, hi_seq, limit_pos))]
         return [r for r in self._at_positions(positions) if not isinstance(r.record, Turn)]
+
+    def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        self._flush_pending()
+        return self._at_positions(list(range(max(lo_pos, 0), min(hi_pos, self.next_pos()))))
 
     def _at_positions(self, positions: list[int]) -> list[StoredRecord]:
         """The records at ``positions``, in that order: decoded ones reused, the rest read."""

@@ -83,6 +83,11 @@ class LedgerStore(Protocol):
         """Non-turn records owned by turns with ``lo_seq <= seq <= hi_seq``, in append order."""
         ...
 
+    def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        """Every record (turns included) with ``lo_pos <= pos < hi_pos``, in append order: what a
+        session projection walks since its last request (bounded by the caller's range)."""
+        ...
+
     def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
         """Up to ``count`` turns with sequence < ``seq`` that are *marked high* as of
         ``limit_pos``, newest first.

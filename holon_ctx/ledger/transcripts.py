@@ -8,7 +8,9 @@ Three source formats besides ledger JSONL v1 (see ``docs/import.md`` for the ful
   ``tool_use``, ``tool_result``);
 * ``swe-traj`` — a mini-swe-agent trajectory (``*.traj.json``).
 
-:func:`detect_format` decides from the file name and content and says why. Reading is
+:func:`detect_format` decides from the file name and content and says why. A guess is never
+allowed to raise trust: a guessed chat format that would make more than one user message trusted
+operator input is refused until the caller names the format (``--from``, ``fmt=``). Reading is
 all-or-nothing: the whole transcript is parsed into records first (any problem raises a
 :class:`~holon_ctx.errors.LedgerFormatError` naming the file and the JSON path, e.g.
 ``x.json: $.messages[12].tool_call_id: no tool call 'call_9' before this result``), and only then
@@ -27,7 +29,8 @@ import msgspec
 
 from holon_ctx.errors import InputError, LedgerFormatError
 from holon_ctx.ledger.importer import import_jsonl
-from holon_ctx.ledger.records import Record
+from holon_ctx.ledger.jsoninput import MAX_JSON_DEPTH, decode_problem, nesting_offset, read_capped
+from holon_ctx.ledger.records import Message, MessageRole, Record
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcript_build import LedgerBuilder
 from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
@@ -73,14 +76,8 @@ _READERS: dict[TranscriptFormat, Callable[[Any, LedgerBuilder], list[Record]]] =
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > MAX_TRANSCRIPT_BYTES:
-            raise InputError(f"transcript larger than the {MAX_TRANSCRIPT_BYTES} byte limit "
-                             f"({size} bytes)", source=str(path))
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    # Capped by what is read: a device or FIFO says size 0 and may never end.
+    return read_capped(path, MAX_TRANSCRIPT_BYTES, "transcript")
 
 
 def load_json(path: Path, raw: bytes | None = None) -> Any:
@@ -97,23 +94,21 @@ def load_json(path: Path, raw: bytes | None = None) -> Any:
                                 line=raw.count(b"\n", 0, exc.start) + 1) from None
     if not raw.strip():
         raise LedgerFormatError("empty file: no transcript", source=source, line=1)
+    deep = nesting_offset(raw)
+    if deep is not None:
+        raise LedgerFormatError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels",
+                                source=source, line=raw.count(b"\n", 0, deep) + 1)
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        text = str(exc)
-        line = None
-        if "(byte " in text:
-            try:
-                offset = int(text.rsplit("(byte ", 1)[1].rstrip(")"))
-                line = raw.count(b"\n", 0, offset) + 1
-            except ValueError:
-                line = None
-        raise LedgerFormatError(f"invalid JSON: {text}", source=source, line=line) from None
+        message, offset = decode_problem(raw, str(exc))
+        line = None if offset is None else raw.count(b"\n", 0, offset) + 1
+        raise LedgerFormatError(message, source=source, line=line) from None
 
 
 def _looks_like_ledger(raw: bytes) -> bool:
     first = raw.lstrip().split(b"\n", 1)[0]
-    if not first.startswith(b"{"):
+    if not first.startswith(b"{") or nesting_offset(first) is not None:
         return False
     try:
         obj = msgspec.json.decode(first)
@@ -196,7 +191,42 @@ def read_transcript(path: str | Path, fmt: TranscriptFormat | str = "auto", *,
     if data is None:
         data = load_json(path, raw)
     builder = LedgerBuilder(source=str(path), first_seq=first_seq, prefix=id_prefix)
-    return detection, _READERS[detection.format](data, builder)
+    records = _READERS[detection.format](data, builder)
+    if fmt == "auto":
+        _refuse_guessed_trust(path, detection, records, data)
+    return detection, records
+
+
+def _refuse_guessed_trust(path: Path, detection: Detection, records: list[Record],
+                          data: Any) -> None:
+    """A guess may not hand operator trust to more than the first user message.
+
+    In a chat transcript every user message becomes the operator's (trusted) words. That is right
+    for a chat, and wrong for a harness that writes tool output into the user role (mini-swe-agent
+    does): guessed wrong, a detection would make tool output operator instructions. So a guessed
+    format that trusts more than one user message is refused; ``--from`` says it knowingly.
+    """
+    operator = [r for r in records if isinstance(r, Message) and r.role is MessageRole.OPERATOR]
+    if len(operator) <= 1:
+        return
+    fmt = detection.format.value
+    hint = ""
+    if _looks_like_swe_agent(data):
+        hint = "; it looks like a mini-swe-agent trajectory (harness replies in the user role): " \
+               "--from swe-traj"
+    raise InputError(
+        f"read as {fmt} by a guess ({detection.reason}), which would make all {len(operator)} "
+        f"user messages trusted operator input; if a harness or a tool wrote any of them, it "
+        f"would get the operator's authority. Say which format it is with --from ({fmt}: every "
+        f"user message is the operator's{hint})", source=str(path))
+
+
+def _looks_like_swe_agent(data: Any) -> bool:
+    messages = data.get("messages") if isinstance(data, dict) else data
+    if not isinstance(messages, list):
+        return False
+    return any(isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), str)
+               and "<returncode>" in m["content"] for m in messages[2:64])
 
 
 def sniff_ledger(path: str | Path) -> bool:

@@ -31,6 +31,7 @@ lookup at a time, as before.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterable, Iterator
 from typing import Final, Protocol
 
@@ -41,6 +42,7 @@ from holon_ctx.errors import LedgerFormatError
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.codec import MAX_SEQ, check_record, encode_record, provenance_defaults
 from holon_ctx.ledger.facts import marks_high
+from holon_ctx.ledger.fieldcheck import check_types
 from holon_ctx.ledger.records import (
     Brief,
     ExternalEvent,
@@ -63,6 +65,7 @@ __all__ = ["AppendBackend", "Lookups", "Row", "append_records"]
 
 _CHUNK: Final = 512
 _OWNABLE = (Message, Brief, TaskResult, Tool, ExternalEvent)
+_RECORDS = typing.get_args(Record)
 
 
 @attrs.frozen
@@ -150,10 +153,18 @@ class _Appender:
         """Step 1: derive turns for records without ``turn_id`` (yields derived turns first)."""
         next_seq: int | None = None
         open_turn: str | None = self.last_turn.id if self.last_turn else None
-        for line, record in items:
-            problem = check_record(record)
+        for index, (line, record) in enumerate(items, 1):
+            # A record without a source line was built in Python: its field types are checked
+            # too (the decoder has done that for every line of a file).
+            problem = (check_types(record) if line is None or not isinstance(record, _RECORDS)
+                       else None) or check_record(record)
             if problem:
                 path, _, msg = problem.partition(": ")
+                if line is None:
+                    # No source line to name: say which record of the batch it is.
+                    what = (f"a {type(record).__name__} with id {getattr(record, 'id', None)!r}"
+                            if isinstance(record, msgspec.Struct) else f"a {type(record).__name__}")
+                    msg = f"{msg}; record {index} of the batch, {what}"
                 raise self.fail(line, path, msg)
             if isinstance(record, Turn):
                 if self.renumber_turns:

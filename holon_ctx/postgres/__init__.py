@@ -1,5 +1,5 @@
 """PostgreSQL stores for fleets of agents: many sessions' ledgers, episodes and governed state in
-one database (RFC 0006, docs/postgres.md).
+one database (RFC 0009, docs/postgres.md).
 
 Needs the ``postgres`` extra (psycopg 3); importing this package does not import psycopg, opening a
 store does. Every store of a session is opened with the same session key::

@@ -1,6 +1,6 @@
 """The PostgreSQL ledger store: one session's ledger in a database shared by a fleet.
 
-Appends (RFC 0006). A batch is one transaction that first locks the session's row in
+Appends (RFC 0009). A batch is one transaction that first locks the session's row in
 ``holon_sessions`` (``SELECT … FOR UPDATE``): appends to the same session queue there, appends to
 other sessions do not meet at all. Under that lock the row's ``end_pos`` is the next position and
 the newest turn the last sequence, so positions and sequence numbers are allocated race-free; the
@@ -15,6 +15,10 @@ Reads are one statement each and return rows, not positions; rows already decode
 again (:class:`~holon_ctx.ledger.readcache.DecodedRecords`) and the open-wait set is kept
 incrementally, as in SQLite. Every read is an index search bounded by its arguments
 (``tests/test_postgres.py`` checks the plans).
+
+Length: ~490 lines, past the house's ~400, because the append side (prefetch, pending rows) and
+the read side (decoded records, read-ahead of a page's records) share one connection's batch state
+and caches; splitting them would put one object's invariants in two files.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from holon_ctx.tokens import TokenCounter, default_counter
 __all__ = ["PostgresStore"]
 
 _INTENT_TRIGGERS = frozenset(OPERATOR_TRIGGERS - {"approval_decision"})
+_DERIVED_TABLES: Final = ("holon_turns", "holon_token_counts", "holon_work_item_states",
+                          "holon_wait_states", "holon_high_turns")
 #: Buffered rows that force an insert mid-chunk (a chunk of 512 records makes at most ~1k rows;
 #: this only bounds memory for a backend driven without prefetch).
 _PENDING_ROWS: Final = 4096
@@ -50,8 +56,21 @@ _encode = msgspec.json.encode
 
 #: A record row with its count. The count is a scalar subquery, not a join: a join lets the planner
 #: hash the session's whole token_counts (O(history)) when it guesses the window is large.
-_ROW = ("SELECT r.pos, r.ref, r.turn_seq, r.line, (SELECT c.tokens FROM holon_token_counts c "
-        "WHERE c.sid=r.sid AND c.counter=%(counter)s AND c.pos=r.pos) FROM holon_records r ")
+_COLS = ("r.pos, r.ref, r.turn_seq, r.line, (SELECT c.tokens FROM holon_token_counts c "
+         "WHERE c.sid=r.sid AND c.counter=%(counter)s AND c.pos=r.pos)")
+_ROW = f"SELECT {_COLS} FROM holon_records r "
+#: turns_before, and the records of those turns in the same round trip (see there). The turns'
+#: positions are an array, not a join, and the limits are `pos + 0`: written so that a planner
+#: that underestimates the session has no bad plan to pick (see RFC 0009).
+_TURNS_AND_RECORDS = (
+    "WITH t AS MATERIALIZED ({turns}) "
+    f"SELECT {_COLS}, r.kind = 'turn' FROM holon_records r WHERE r.sid=%(sid)s AND "
+    "(r.pos = ANY(ARRAY(SELECT pos FROM t)) OR (r.turn_seq BETWEEN (SELECT min(seq) FROM t) "
+    "AND (SELECT max(seq) FROM t) AND r.pos + 0 < %(lim)s AND r.kind <> 'turn'))")
+_TURNS_BEFORE = ("SELECT pos, seq FROM holon_turns WHERE sid=%(sid)s AND seq<%(seq)s "
+                 "AND pos + 0 < %(lim)s ORDER BY seq DESC LIMIT %(n)s")
+_LATEST_TURN = ("SELECT pos, seq FROM holon_turns WHERE sid=%(sid)s AND pos<%(lim)s "
+                "ORDER BY pos DESC LIMIT 1")
 
 
 class PostgresStore:
@@ -73,6 +92,8 @@ class PostgresStore:
         self._decoded = DecodedRecords(self._counter)
         self._open_waits = OpenWaits(self)
         self._rows = self._h.rows
+        #: ``((lo_seq, hi_seq, limit_pos), records)`` read ahead by turns_before.
+        self._owned: tuple[tuple[int, int, int], list[StoredRecord]] | None = None
         self._reset_batch()
 
     def _one(self, sql: str, args: dict[str, Any] | tuple[Any, ...]) -> Any:
@@ -120,38 +141,41 @@ class PostgresStore:
         return self.end_pos()
 
     def prefetch(self, lookups: Lookups) -> None:
-        """Answer a chunk's lookups in one round trip each (see :mod:`..ledger.writer`).
+        """Answer a chunk's lookups in one round trip (see :mod:`..ledger.writer`).
 
         Buffered rows are inserted first, so the answers describe everything appended before the
         chunk; the chunk's own rows are answered from the pending sets, which are checked first.
         """
         self._flush()
         sid = self.sid
-        if lookups.refs:
-            refs = list(lookups.refs)
-            present = {r for (r,) in self._rows(
-                "SELECT ref FROM holon_records WHERE sid=%s AND ref = ANY(%s)", (sid, refs))}
+        refs, turn_ids = list(lookups.refs), list(lookups.turn_ids)
+        wait_ids, wids = list(lookups.wait_ids), list(lookups.work_item_ids)
+        queries = [
+            ("SELECT ref FROM holon_records WHERE sid=%s AND ref = ANY(%s)", (sid, refs)),
+            ("SELECT id, seq, pos, work_item_id FROM holon_turns WHERE sid=%s AND id = ANY(%s)",
+             (sid, turn_ids)),
+            ("SELECT DISTINCT ON (wait_id) wait_id, state FROM holon_wait_states WHERE sid=%s "
+             "AND wait_id = ANY(%s) ORDER BY wait_id, pos DESC", (sid, wait_ids)),
+            ("SELECT DISTINCT ON (work_item_id) work_item_id, state FROM holon_work_item_states "
+             "WHERE sid=%s AND work_item_id = ANY(%s) ORDER BY work_item_id, pos DESC",
+             (sid, wids))]
+        wanted = [q for q, keys in zip(queries, (refs, turn_ids, wait_ids, wids), strict=True)
+                  if keys]
+        answers = iter(self._h.batch(wanted))
+        if refs:
+            present = {r for (r,) in next(answers)}
             self._known_refs = {r: r in present for r in refs}
-        if lookups.turn_ids:
-            ids = list(lookups.turn_ids)
-            self._known_turns = dict.fromkeys(ids)
-            for row in self._rows("SELECT id, seq, pos, work_item_id FROM holon_turns "
-                                  "WHERE sid=%s AND id = ANY(%s)", (sid, ids)):
+        if turn_ids:
+            self._known_turns = dict.fromkeys(turn_ids)
+            for row in next(answers):
                 self._known_turns[row[0]] = TurnInfo(*row)
-        if lookups.wait_ids:
-            ids = list(lookups.wait_ids)
-            self._known_waits = dict.fromkeys(ids)
-            for wait_id, state in self._rows(
-                    "SELECT DISTINCT ON (wait_id) wait_id, state FROM holon_wait_states "
-                    "WHERE sid=%s AND wait_id = ANY(%s) ORDER BY wait_id, pos DESC", (sid, ids)):
+        if wait_ids:
+            self._known_waits = dict.fromkeys(wait_ids)
+            for wait_id, state in next(answers):
                 self._known_waits[wait_id] = _wait_decoder.decode(state)
-        if lookups.work_item_ids:
-            ids = list(lookups.work_item_ids)
-            self._known_wis = dict.fromkeys(ids)
-            for wid, state in self._rows(
-                    "SELECT DISTINCT ON (work_item_id) work_item_id, state FROM "
-                    "holon_work_item_states WHERE sid=%s AND work_item_id = ANY(%s) "
-                    "ORDER BY work_item_id, pos DESC", (sid, ids)):
+        if wids:
+            self._known_wis = dict.fromkeys(wids)
+            for wid, state in next(answers):
                 self._known_wis[wid] = _wi_decoder.decode(state)
 
     def has_ref(self, ref: str) -> bool:
@@ -191,11 +215,19 @@ class PostgresStore:
         return None if row is None else _wait_decoder.decode(row[0])
 
     def insert(self, row: Row, counter_identity: str) -> None:
-        sid, buf = self.sid, self._buf
         trust = row.record.trust.value if row.record.trust else ""
-        buf["records"].append((sid, row.pos, row.ref, row.kind, trust, row.turn_seq, row.line))
-        buf["counts"].append((sid, counter_identity, row.pos, row.tokens))
+        self._buf["records"].append((self.sid, row.pos, row.ref, row.kind, trust, row.turn_seq,
+                                     row.line))
         self._pending_refs.add(row.ref)
+        self._buffer_derived(row, counter_identity)
+        self._appended += 1
+        if len(self._buf["records"]) >= _PENDING_ROWS:
+            self._flush()
+
+    def _buffer_derived(self, row: Row, counter_identity: str) -> None:
+        """The rows derived from ``row`` (count, turn, work-item and wait state), buffered."""
+        sid, buf = self.sid, self._buf
+        buf["counts"].append((sid, counter_identity, row.pos, row.tokens))
         rec = row.record
         if row.turn is not None and isinstance(rec, Turn):
             buf["turns"].append((sid, rec.seq, rec.id, row.pos, rec.trigger in _INTENT_TRIGGERS,
@@ -213,24 +245,30 @@ class PostgresStore:
         if row.marks_high and row.turn_seq is not None:
             # In position order, ON CONFLICT DO NOTHING: the first record that marks it wins.
             buf["high"].append((sid, row.turn_seq, row.pos))
-        self._appended += 1
-        if len(buf["records"]) >= _PENDING_ROWS:
+        if len(buf["counts"]) >= _PENDING_ROWS:
             self._flush()
 
     _INSERTS: Final = {
-        "records": "INSERT INTO holon_records VALUES (%s,%s,%s,%s,%s,%s,%s)",
-        "counts": "INSERT INTO holon_token_counts VALUES (%s,%s,%s,%s)",
-        "turns": "INSERT INTO holon_turns VALUES (%s,%s,%s,%s,%s,%s)",
-        "wis": "INSERT INTO holon_work_item_states VALUES (%s,%s,%s,%s)",
-        "waits": "INSERT INTO holon_wait_states VALUES (%s,%s,%s,%s,%s)",
-        "high": "INSERT INTO holon_high_turns VALUES (%s,%s,%s) ON CONFLICT (sid, seq) DO NOTHING",
+        "records": ("holon_records", "INSERT INTO holon_records VALUES (%s,%s,%s,%s,%s,%s,%s)"),
+        "counts": ("holon_token_counts", "INSERT INTO holon_token_counts VALUES (%s,%s,%s,%s)"),
+        "turns": ("holon_turns", "INSERT INTO holon_turns VALUES (%s,%s,%s,%s,%s,%s)"),
+        "wis": ("holon_work_item_states",
+                "INSERT INTO holon_work_item_states VALUES (%s,%s,%s,%s)"),
+        "waits": ("holon_wait_states", "INSERT INTO holon_wait_states VALUES (%s,%s,%s,%s,%s)"),
+        # Never through COPY (it has no ON CONFLICT): session.insert sends it as INSERTs.
+        "high": ("holon_high_turns",
+                 "INSERT INTO holon_high_turns VALUES (%s,%s,%s) ON CONFLICT (sid, seq) DO NOTHING"),
     }
 
-    def _flush(self) -> None:
-        """Insert the buffered rows (inside the batch's transaction); the pending sets and the
-        prefetched answers go with them: from now on the database answers for those rows."""
-        for name, rows in self._buf.items():
-            self._h.many(self._INSERTS[name], rows)
+    def _flush(self, end_pos: int | None = None) -> None:
+        """Insert the buffered rows (inside the batch's transaction), and at the end of a batch
+        its new ``end_pos`` with them; the pending sets and the prefetched answers go too: from
+        now on the database answers for those rows."""
+        self._h.insert([(*self._INSERTS[name], rows) for name, rows in self._buf.items()],
+                       after=[] if end_pos is None else [
+                           ("UPDATE holon_sessions SET end_pos=%s WHERE sid=%s",
+                            (end_pos, self.sid))])
+        for rows in self._buf.values():
             rows.clear()
         self._pending_refs.clear()
         self._pending_turns.clear()
@@ -241,6 +279,9 @@ class PostgresStore:
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
                      renumber_turns: bool = False) -> int:
         def batch() -> int:
+            # The lock first, alone: the newest turn must be read by a later statement. One
+            # statement that also read it (a lateral join) saw the turns as of before it waited
+            # for the lock, and two appenders took the same sequence number (the stress test).
             row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE",
                             (self.sid,))
             if row is None:
@@ -248,9 +289,7 @@ class PostgresStore:
             self._batch_next = int(row[0])
             n = append_records(self, self._counter, items, source=source,
                                renumber_turns=renumber_turns)
-            self._flush()
-            self._rows("UPDATE holon_sessions SET end_pos=%s WHERE sid=%s",
-                       (self._batch_next + self._appended, self.sid))
+            self._flush(end_pos=self._batch_next + self._appended)
             return n
         try:
             return self._h.transaction(batch)
@@ -261,6 +300,28 @@ class PostgresStore:
                renumber_turns: bool = False) -> int:
         return self.append_lines(((None, r) for r in records), source=source,
                                  renumber_turns=renumber_turns)
+
+    def rebuild_derived(self) -> None:
+        """Drop the session's derived rows and recompute them from its records, in one
+        transaction holding the append lock (as ``SqliteStore.rebuild_derived``: the records are
+        replayed through a scratch MemoryStore, so derivation runs the append path's code)."""
+        from holon_ctx.ledger.memory import MemoryStore  # noqa: PLC0415 - avoids an import cycle
+
+        def run() -> None:
+            self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE", (self.sid,))
+            scratch = MemoryStore(self._counter)
+            scratch.append(self.iter_records(), source=self.where)
+            for table in _DERIVED_TABLES:
+                self._rows(f"DELETE FROM {table} WHERE sid=%s", (self.sid,))
+            for row in scratch.derived_rows():
+                self._buffer_derived(row, self._counter_id)
+            self._flush()
+        try:
+            self._h.transaction(run)
+        finally:
+            self._reset_batch()
+            self._decoded.clear()
+            self._open_waits.reset()
 
     # -- reads ----------------------------------------------------------------------------
     def _records(self, where: str, args: dict[str, Any]) -> list[StoredRecord]:
@@ -291,39 +352,72 @@ class PostgresStore:
         return None if row is None else int(row[0])
 
     def latest_turn(self, limit_pos: int) -> StoredRecord | None:
-        found = self._records(
-            "WHERE r.sid=%(sid)s AND r.pos = (SELECT pos FROM holon_turns WHERE sid=%(sid)s "
-            "AND pos<%(lim)s ORDER BY pos DESC LIMIT 1)", {"lim": limit_pos})
+        """The turn; its records come back in the same round trip for the ``records_of_turns``
+        call that follows (the projector reads the current turn, then its records)."""
+        found = self._turns_and_records(_LATEST_TURN, {"lim": limit_pos})
         return found[0] if found else None
 
     def turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
+        """The turns, newest first. The records those turns own come back in the same round trip
+        and answer the ``records_of_turns`` call that follows (the projector reads a page of
+        turns and then their records: one round trip instead of two)."""
         if count <= 0:
             return []
-        return self._records(
-            "JOIN (SELECT pos AS tpos, seq AS tseq FROM holon_turns WHERE sid=%(sid)s "
-            "AND seq<%(seq)s AND pos<%(lim)s ORDER BY seq DESC LIMIT %(n)s) t ON r.pos=t.tpos "
-            "WHERE r.sid=%(sid)s ORDER BY t.tseq DESC",
-            {"seq": seq, "lim": limit_pos, "n": count})
+        return self._turns_and_records(_TURNS_BEFORE, {"seq": seq, "lim": limit_pos, "n": count})
+
+    def _turns_and_records(self, turns_sql: str, args: dict[str, Any]) -> list[StoredRecord]:
+        """The turns ``turns_sql`` selects, newest first, and (kept for records_of_turns) the
+        records they own below ``args["lim"]``."""
+        args.update(sid=self.sid, counter=self._counter_id)
+        stored = self._decoded.stored
+        turns: list[StoredRecord] = []
+        owned: list[StoredRecord] = []
+        for *row, is_turn in self._rows(_TURNS_AND_RECORDS.format(turns=turns_sql), args,
+                                        binary=True):
+            (turns if is_turn else owned).append(stored(*row))
+        turns.sort(key=lambda r: -(r.turn_seq or 0))
+        owned.sort(key=lambda r: r.pos)
+        if turns:
+            # Records never change below limit_pos (committed positions are a prefix), so the
+            # answer stays right; it is kept for the one call that asks exactly for it.
+            self._owned = ((turns[-1].turn_seq or 0, turns[0].turn_seq or 0, args["lim"]), owned)
+        return turns
 
     def records_of_turns(self, lo_seq: int, hi_seq: int, limit_pos: int) -> list[StoredRecord]:
-        return self._records(
-            "WHERE r.sid=%(sid)s AND r.turn_seq BETWEEN %(lo)s AND %(hi)s AND r.pos<%(lim)s "
-            "AND r.kind <> 'turn' ORDER BY r.pos", {"lo": lo_seq, "hi": hi_seq, "lim": limit_pos})
+        if self._owned is not None and self._owned[0] == (lo_seq, hi_seq, limit_pos):
+            found = self._owned[1]
+            self._owned = None
+            return found
+        # Neither the limit nor the order may suit the primary key (sid, pos): a planner that
+        # underestimates the session (one newer than the statistics) would walk it from the
+        # session's first record instead of searching the turn range. So `pos + 0`, and the
+        # window (a few hundred rows) is sorted here.
+        found = self._records(
+            "WHERE r.sid=%(sid)s AND r.turn_seq BETWEEN %(lo)s AND %(hi)s AND r.pos + 0 < %(lim)s "
+            "AND r.kind <> 'turn'", {"lo": lo_seq, "hi": hi_seq, "lim": limit_pos})
+        found.sort(key=lambda r: r.pos)
+        return found
+
+    def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        return self._records("WHERE r.sid=%(sid)s AND r.pos>=%(lo)s AND r.pos<%(hi)s ORDER BY r.pos",
+                             {"lo": lo_pos, "hi": hi_pos})
 
     def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
         if count <= 0:
             return []
+        # Arrays rather than joins, and `pos + 0`, as in turns_before (RFC 0009: no bad plan for
+        # a session the statistics underestimate).
         return self._records(
-            "JOIN (SELECT t.pos AS tpos, h.seq AS hseq FROM holon_high_turns h JOIN holon_turns t "
-            "ON t.sid=h.sid AND t.seq=h.seq WHERE h.sid=%(sid)s AND h.seq<%(seq)s "
-            "AND h.pos<%(lim)s ORDER BY h.seq DESC LIMIT %(n)s) x ON r.pos=x.tpos "
-            "WHERE r.sid=%(sid)s ORDER BY x.hseq DESC",
+            "WHERE r.sid=%(sid)s AND r.pos = ANY(ARRAY(SELECT t.pos FROM holon_turns t WHERE "
+            "t.sid=%(sid)s AND t.seq = ANY(ARRAY(SELECT seq FROM holon_high_turns WHERE "
+            "sid=%(sid)s AND seq<%(seq)s AND pos + 0 < %(lim)s ORDER BY seq DESC "
+            "LIMIT %(n)s)))) ORDER BY r.turn_seq DESC",
             {"seq": seq, "lim": limit_pos, "n": count})
 
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
         found = self._records(
             "WHERE r.sid=%(sid)s AND r.pos = (SELECT pos FROM holon_turns WHERE sid=%(sid)s "
-            "AND intent AND seq<%(seq)s AND pos<%(lim)s ORDER BY seq DESC LIMIT 1)",
+            "AND intent AND seq<%(seq)s AND pos + 0 < %(lim)s ORDER BY seq DESC LIMIT 1)",
             {"seq": before_seq, "lim": limit_pos})
         return found[0] if found else None
 

@@ -13,6 +13,7 @@ for text that is not a projection (a prompt pasted back, an episode's pre-render
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -68,6 +69,7 @@ def _attr(value: str) -> str:
     return attribute_value(value)
 
 
+@functools.lru_cache(maxsize=65536)
 def fence_open(ref: str, origin: str, trust: str) -> str:
     """The line that opens a data fence around text from ``ref``."""
     return f'<{FENCE_TAG} ref="{_attr(ref)}" origin="{_attr(origin)}" trust="{_attr(trust)}">\n'

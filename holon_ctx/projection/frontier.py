@@ -18,14 +18,14 @@ import attrs
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.formats import one_line
-from holon_ctx.projection.items import Item
+from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import Form, Priority, Section, TurnUnit
 from holon_ctx.projection.pins import SLOTS, Slot
 from holon_ctx.projection.policy import Policy
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.view import View
 
-__all__ = ["Frontier", "frontier"]
+__all__ = ["Frontier", "Tally", "frontier"]
 
 
 @attrs.frozen
@@ -59,44 +59,89 @@ class Frontier:
                                f"re-run as {later}")
         return out
 
+    def tally(self) -> Tally:
+        """The counts and files the work-refs line states (see :class:`Tally`)."""
+        tally = Tally()
+        for stored in self.runs:
+            tally.add(stored)
+        return tally
+
     def item(self, r: Renderer, wid: str, policy: Policy) -> Item | None:
         """The pinned work-refs line: runs, failures, repeats, pending; every file written."""
         if not self.runs:
             return None
-        done = [s.record for s in self.runs if isinstance(s.record, Tool) and not s.record.pending]
-        failed = sum(1 for t in done if t.failed)
-        repeated = len(done) - len({t.run_key for t in done})
-        pending = len(self.runs) - len(done)
-        files: dict[str, list[str]] = {}
-        for stored in self.runs:
-            assert isinstance(stored.record, Tool)
-            for path in stored.record.files_written:
-                files.setdefault(path, []).append(stored.ref)
         cover = "" if self.complete else (
             f"; counts cover {self.since or 'the turns in view'} onward (the work item began more "
             f"than {policy.frontier_scan_turns} turns before the recent window)")
-        head = r.line(f"execution frontier for {one_line(wid, policy.text.ident)}: {len(done)} "
-                      f"tool runs ({failed} failed, {repeated} repeats of an earlier identical "
-                      "run, folded" + (f", {pending} pending" if pending else "")
-                      + f"); {len(files)} files modified{cover}")
-        # The minimal form names the files too (the artifact trail is what a step must not lose);
-        # the full form adds who wrote each last and how often.
-        limit = policy.frontier_ref_files
-        names = [one_line(path, policy.text.path_in_frontier_ref) for path in files]
-        named = [r.line("files modified: " + ", ".join(names[:limit])
-                        + (f", … {len(names) - limit} more" if len(names) > limit else ""))
-                 ] if names else []
+        minimal, full = self.tally().forms(r, wid, policy, cover)
+        slot: Slot = SLOTS["frontier"]
+        return Item(key="work_refs:frontier", section=Section.WORK_REFS,
+                    priority=Priority.PINNED, reasons=("execution_frontier",), order=slot.order,
+                    position=slot.position, forms={Form.REF: minimal, Form.FULL: full}, refs=(),
+                    kind="work_refs")
+
+
+@attrs.define
+class Tally:
+    """What the frontier line counts, kept up to date one tool run at a time (a session
+    projection adds the runs it appends instead of reading the work item's runs again)."""
+
+    done: int = 0
+    failed: int = 0
+    pending: int = 0
+    run_keys: set[tuple[str, str]] = attrs.Factory(set)
+    #: File path → refs of the runs that wrote it, in the order first written.
+    files: dict[str, list[str]] = attrs.Factory(dict)
+
+    def add(self, stored: StoredRecord) -> None:
+        rec = stored.record
+        assert isinstance(rec, Tool)
+        if rec.pending:
+            self.pending += 1
+        else:
+            self.done += 1
+            self.failed += rec.failed
+            self.run_keys.add(rec.run_key)
+        for path in rec.files_written:
+            self.files.setdefault(path, []).append(stored.ref)
+
+    def forms(self, r: Renderer, wid: str, policy: Policy, cover: str = "",
+              ) -> tuple[Rendered, Rendered]:
+        """The minimal form (counts and every file named on one line) and the full form (each
+        file with the run that wrote it last)."""
+        head, named = self._minimal(r, wid, policy, cover)
         lines = [head]
-        if files:
+        if self.files:
             lines.append(r.line("files modified:"))
             lines.extend(r.line(f"- {one_line(path, policy.text.path_in_list)} (last written by "
                                 f"{refs[-1]}" + (f", {len(refs)} writes)" if len(refs) > 1 else ")"))
-                         for path, refs in files.items())
-        slot: Slot = SLOTS["frontier"]
-        forms = {Form.REF: r.rendered([head, *named]), Form.FULL: r.rendered(lines)}
-        return Item(key="work_refs:frontier", section=Section.WORK_REFS,
-                    priority=Priority.PINNED, reasons=("execution_frontier",), order=slot.order,
-                    position=slot.position, forms=forms, refs=(), kind="work_refs")
+                         for path, refs in self.files.items())
+        return r.rendered([head, *named]), r.rendered(lines)
+
+    def minimal(self, r: Renderer, wid: str, policy: Policy, cover: str = "") -> Rendered:
+        """The minimal form alone (what a session projection's tail shows every request)."""
+        head, named = self._minimal(r, wid, policy, cover)
+        return r.rendered([head, *named])
+
+    def _minimal(self, r: Renderer, wid: str, policy: Policy,
+                 cover: str) -> tuple[Block, list[Block]]:
+        repeated = self.done - len(self.run_keys)
+        head = r.line(f"execution frontier for {one_line(wid, policy.text.ident)}: {self.done} "
+                      f"tool runs ({self.failed} failed, {repeated} repeats of an earlier "
+                      "identical run, folded" + (f", {self.pending} pending" if self.pending else "")
+                      + f"); {len(self.files)} files modified{cover}")
+        # The minimal form names the files too (the artifact trail is what a step must not lose);
+        # the full form adds who wrote each last and how often. The line changes only when a new
+        # file is written, so it is rendered once per set of files.
+        limit = policy.frontier_ref_files
+        names = tuple(self.files)
+
+        def named_line() -> list[Block]:
+            shown = [one_line(path, policy.text.path_in_frontier_ref) for path in names[:limit]]
+            return [r.line("files modified: " + ", ".join(shown)
+                           + (f", … {len(names) - limit} more" if len(names) > limit else ""))]
+        named = r.memo(("frontier_files", names, limit), named_line) if names else []
+        return head, named
 
 
 def frontier(store: LedgerStore | None, view: View, units: list[TurnUnit], wid: str | None,

@@ -151,6 +151,8 @@ class Manifest(msgspec.Struct, kw_only=True):
     episodes: list[EpisodeManifest]
     text: str
     window: dict[str, object] = {}
+    #: A session projection's epoch and cache figures (RFC 0010); None for a stateless one.
+    session: dict[str, object] | None = None
 
 
 @attrs.frozen

@@ -15,14 +15,22 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypeAlias, TypedDict
 
 __all__ = [
+    "AnthropicAssistantBlock",
+    "AnthropicAssistantMessage",
     "AnthropicContentBlock",
     "AnthropicMessage",
     "AnthropicRequest",
     "AnthropicTextBlock",
+    "AnthropicToolResultBlock",
+    "AnthropicToolUseBlock",
     "AnthropicUserMessage",
     "CacheControl",
+    "OpenAIAssistantMessage",
+    "OpenAIFunction",
     "OpenAIMessage",
     "OpenAISystemMessage",
+    "OpenAIToolCall",
+    "OpenAIToolMessage",
     "OpenAIUserMessage",
 ]
 
@@ -41,8 +49,37 @@ class OpenAIUserMessage(TypedDict):
     content: str
 
 
+class OpenAIFunction(TypedDict):
+    name: str
+    #: The call's arguments as a JSON object, encoded (the API's own shape).
+    arguments: str
+
+
+class OpenAIToolCall(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: OpenAIFunction
+
+
+class OpenAIAssistantMessage(TypedDict):
+    """A model reply in the history (session projection), with the tool calls it made."""
+
+    role: Literal["assistant"]
+    content: str | None
+    tool_calls: NotRequired[list[OpenAIToolCall]]
+
+
+class OpenAIToolMessage(TypedDict):
+    """A tool's result, right after the assistant message that called it; fenced as data."""
+
+    role: Literal["tool"]
+    tool_call_id: str
+    content: str
+
+
 #: A chat-completions message built here; ``to_openai_messages`` returns a list of them.
-OpenAIMessage: TypeAlias = OpenAISystemMessage | OpenAIUserMessage
+OpenAIMessage: TypeAlias = (OpenAISystemMessage | OpenAIUserMessage | OpenAIAssistantMessage
+                            | OpenAIToolMessage)
 
 
 class CacheControl(TypedDict):
@@ -58,8 +95,29 @@ class AnthropicTextBlock(TypedDict):
     cache_control: NotRequired[CacheControl]
 
 
-#: A content block built here (text only; tool blocks would join this union).
-AnthropicContentBlock: TypeAlias = AnthropicTextBlock
+class AnthropicToolUseBlock(TypedDict):
+    """A tool call in an assistant message (session projection)."""
+
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, object]
+    cache_control: NotRequired[CacheControl]
+
+
+class AnthropicToolResultBlock(TypedDict):
+    """A tool's result, first in the user message after the call; its text fenced as data."""
+
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str
+    cache_control: NotRequired[CacheControl]
+
+
+#: A user content block built here.
+AnthropicContentBlock: TypeAlias = AnthropicTextBlock | AnthropicToolResultBlock
+#: An assistant content block built here.
+AnthropicAssistantBlock: TypeAlias = AnthropicTextBlock | AnthropicToolUseBlock
 
 
 class AnthropicUserMessage(TypedDict):
@@ -67,8 +125,13 @@ class AnthropicUserMessage(TypedDict):
     content: list[AnthropicContentBlock]
 
 
+class AnthropicAssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: list[AnthropicAssistantBlock]
+
+
 #: A Messages API message built here.
-AnthropicMessage: TypeAlias = AnthropicUserMessage
+AnthropicMessage: TypeAlias = AnthropicUserMessage | AnthropicAssistantMessage
 
 
 class AnthropicRequest(TypedDict):

@@ -37,6 +37,7 @@ its budget before projecting (``holon-ctx project --format openai|anthropic`` do
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -44,8 +45,9 @@ from typing import Any, Final
 from holon_ctx.projection.model import Section
 from holon_ctx.projection.projector import Projection
 from holon_ctx.projection.provider_types import (
+    AnthropicContentBlock,
     AnthropicRequest,
-    AnthropicTextBlock,
+    AnthropicUserMessage,
     CacheControl,
     OpenAIMessage,
 )
@@ -55,7 +57,9 @@ __all__ = [
     "CACHE_CONTROL",
     "REPLY_PRIMING_TOKENS",
     "TOKENS_PER_MESSAGE",
+    "TOKENS_PER_TOOL_CALL",
     "Payload",
+    "arguments_json",
     "framing_tokens",
     "measure",
     "shares_stable_prefix",
@@ -67,6 +71,8 @@ __all__ = [
 
 #: Framing tokens per chat message (role and separators), per OpenAI's token-counting guide.
 TOKENS_PER_MESSAGE: Final = 3
+#: Framing tokens per tool call (its id and type), on top of its name and arguments.
+TOKENS_PER_TOOL_CALL: Final = 3
 #: Tokens that prime the assistant's reply, counted once per request.
 REPLY_PRIMING_TOKENS: Final = 3
 CACHE_CONTROL: Final[CacheControl] = {"type": "ephemeral"}
@@ -102,14 +108,16 @@ def to_anthropic_messages(projection: Projection) -> AnthropicRequest:
     """A Messages request body fragment: ``system`` (cached) and one user message."""
     stable, rest, system_ok = split_stable(projection)
     if stable and system_ok:
+        user: AnthropicUserMessage = {"role": "user", "content": [{"type": "text", "text": rest}]}
         return {"system": [{"type": "text", "text": stable, "cache_control": CACHE_CONTROL.copy()}],
-                "messages": [{"role": "user", "content": [{"type": "text", "text": rest}]}]}
-    content: list[AnthropicTextBlock] = []
+                "messages": [user]}
+    content: list[AnthropicContentBlock] = []
     if stable:
         # Untrusted environment: still cached, but as the first block of the user message.
         content.append({"type": "text", "text": stable, "cache_control": CACHE_CONTROL.copy()})
     content.append({"type": "text", "text": rest})
-    return {"system": [], "messages": [{"role": "user", "content": content}]}
+    only: AnthropicUserMessage = {"role": "user", "content": content}
+    return {"system": [], "messages": [only]}
 
 
 def shares_stable_prefix(a: Projection, b: Projection) -> bool:
@@ -125,9 +133,11 @@ def shares_stable_prefix(a: Projection, b: Projection) -> bool:
 Payload = Sequence[Mapping[str, Any]] | Mapping[str, Any]
 
 
-def _contents(payload: Payload) -> tuple[list[str], int]:
-    """Every text content of a request in order, and the number of messages it frames."""
+def _contents(payload: Payload) -> tuple[list[str], list[tuple[str, str]], int]:
+    """Every text content of a request in order, its tool calls as ``(name, arguments)``, and
+    the number of messages it frames."""
     texts: list[str] = []
+    calls: list[tuple[str, str]] = []
     messages = payload.get("messages", []) if isinstance(payload, Mapping) else payload
     n = len(messages)
     if isinstance(payload, Mapping):
@@ -137,18 +147,37 @@ def _contents(payload: Payload) -> tuple[list[str], int]:
         texts.extend(block["text"] for block in system)
         n += 1 if system else 0
     for msg in messages:
-        content = msg["content"]
+        content = msg.get("content")
         if isinstance(content, str):
             texts.append(content)
-        else:
-            texts.extend(block["text"] for block in content if block.get("type") == "text")
-    return texts, n
+        elif content is not None:
+            for block in content:
+                kind = block.get("type")
+                if kind == "text":
+                    texts.append(block["text"])
+                elif kind == "tool_result":
+                    texts.append(block["content"])
+                elif kind == "tool_use":
+                    calls.append((block["name"], arguments_json(block["input"])))
+        for call in msg.get("tool_calls") or ():
+            calls.append((call["function"]["name"], call["function"]["arguments"]))
+    return texts, calls, n
+
+
+def arguments_json(value: object) -> str:
+    """A tool call's arguments as the one JSON text both providers' shapes agree on (compact,
+    keys in their given order), so a call costs the same tokens in either format."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def measure(payload: Payload, counter: TokenCounter) -> int:
-    """Tokens of a request built here: its concatenated text contents plus framing."""
-    texts, n = _contents(payload)
-    return counter.count("".join(texts)) + framing_tokens(n)
+    """Tokens of a request built here: its text contents (block-safe, so concatenated they count
+    as the sum of their parts), each tool call's name and arguments plus
+    :data:`TOKENS_PER_TOOL_CALL`, and the message framing."""
+    texts, calls, n = _contents(payload)
+    call_tokens = sum(counter.count(name) + counter.count(args) + TOKENS_PER_TOOL_CALL
+                      for name, args in calls)
+    return counter.count("".join(texts)) + call_tokens + framing_tokens(n)
 
 
 def framing_tokens(messages: int = MAX_MESSAGES) -> int:

@@ -23,6 +23,7 @@ from holon_ctx.projection.context import Context
 from holon_ctx.projection.formats import RELATION_PREFIX, one_line
 from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import (
+    ControlState,
     EpisodeSource,
     Form,
     Priority,
@@ -36,7 +37,8 @@ from holon_ctx.projection.relation import RELATION_TEXT
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.turns import ChainOf, TurnItems
 
-__all__ = ["control", "current_input", "environment", "episodes", "work_item", "work_refs"]
+__all__ = ["control", "control_blocks", "control_notices", "current_input", "environment",
+           "episodes", "exchange_item", "work_item", "work_refs"]
 
 
 def environment(ctx: Context, r: Renderer) -> list[Item]:
@@ -78,27 +80,41 @@ def control(ctx: Context, r: Renderer) -> list[Item]:
     state = ctx.control
     if state is None:
         return []
-    chars = ctx.policy.text
+    keys = {"blocked_on_reconciliation": "control:blocking",
+            "pending_obligation": "control:obligations", "exact_constraint": "control:constraints"}
+    return [_control_item(r, keys[reason], lines, (reason,))
+            for reason, lines in control_notices(r, state)]
+
+
+def control_blocks(r: Renderer, state: ControlState) -> list[list[Block]]:
+    """The governed control notices as lines, blocking side effects first (also the session
+    projection's tail)."""
+    return [lines for _, lines in control_notices(r, state)]
+
+
+def control_notices(r: Renderer, state: ControlState) -> list[tuple[str, list[Block]]]:
+    """``(reason, lines)`` of each notice the governed state calls for, in their fixed order."""
+    chars = r.chars
     source = f"governed store, envelope {state.envelope_id}" if state.envelope_id \
         else "governed store"
-    items: list[Item] = []
+    out: list[tuple[str, list[Block]]] = []
     if state.blocking:
         lines = [r.line(f"BLOCKED ON RECONCILIATION ({source}): an external side effect "
                         "may already have happened. Reconcile it before any further "
                         "action; never retry the call.")]
         lines += [r.line(f"- idempotency key {one_line(key, chars.idempotency_key)}: {status}")
                   for key, status in state.blocking]
-        items.append(_control_item(r, "control:blocking", lines, ("blocked_on_reconciliation",)))
+        out.append(("blocked_on_reconciliation", lines))
     if state.obligations:
         lines = [r.line(f"pending obligations ({source}):")]
         lines += [r.line(f"- {one_line(o, chars.obligation)}") for o in state.obligations]
-        items.append(_control_item(r, "control:obligations", lines, ("pending_obligation",)))
+        out.append(("pending_obligation", lines))
     if state.constraints:
         lines = [r.line(f"exact operator constraints ({source}; still in force):")]
         lines += [r.line(f"- {ref}: {one_line(text, chars.constraint)}")
                   for ref, text in state.constraints]
-        items.append(_control_item(r, "control:constraints", lines, ("exact_constraint",)))
-    return items
+        out.append(("exact_constraint", lines))
+    return out
 
 
 def _control_item(r: Renderer, key: str, lines: list[Block], reasons: tuple[str, ...]) -> Item:
@@ -269,7 +285,7 @@ def current_input(ctx: Context, r: Renderer, turns: TurnItems, chain_of: ChainOf
             items.append(turns.item(anchor, Section.CURRENT_INPUT, slot.order, slot.position,
                                     chain_of(anchor.turn.id)))
     if ctx.exchange is not None:
-        items.append(_exchange_item(ctx, r))
+        items.append(exchange_item(ctx, r))
     if ctx.previous_step is not None:
         # An agent loop's previous step is the exchange the current step continues: shown
         # here, in order, and upgraded with the current input (after the anchor).
@@ -286,7 +302,7 @@ def current_input(ctx: Context, r: Renderer, turns: TurnItems, chain_of: ChainOf
     return items
 
 
-def _exchange_item(ctx: Context, r: Renderer) -> Item:
+def exchange_item(ctx: Context, r: Renderer) -> Item:
     """The exchange keeps role and order, so a short reply keeps the question it answers."""
     assert ctx.exchange is not None
     unit, stored = ctx.exchange.unit, ctx.exchange.message

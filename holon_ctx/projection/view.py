@@ -16,7 +16,7 @@ they lie (``extra``); a page skips the turns already held there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -27,7 +27,8 @@ from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.policy import Policy, WindowLimits
 
-__all__ = ["Page", "View", "WindowLimits", "load_page", "load_view", "resolve_limit", "units_of"]
+__all__ = ["Page", "View", "WindowLimits", "continuation_anchor", "load_page", "load_view",
+           "resolve_limit", "units_of"]
 
 
 @attrs.frozen
@@ -138,9 +139,12 @@ def load_page(store: LedgerStore, *, before_seq: int, index: int, limit_pos: int
                 reached_start=before is None)
 
 
-def resolve_limit(store: LedgerStore, at: str | None) -> tuple[StoredRecord, int]:
-    """The current turn and the exclusive position limit for projecting as of ``at``."""
-    end = store.end_pos()
+def resolve_limit(store: LedgerStore, at: str | None,
+                  limit_pos: int | None = None) -> tuple[StoredRecord, int]:
+    """The current turn and the exclusive position limit for projecting as of ``at`` (a turn:
+    everything up to the next turn), or as of position ``limit_pos`` (the latest turn before it,
+    with the records before it: a session projection walks the ledger record by record)."""
+    end = store.end_pos() if limit_pos is None else min(limit_pos, store.end_pos())
     if at is None:
         current = store.latest_turn(end)
         if current is None:
@@ -157,7 +161,7 @@ def resolve_limit(store: LedgerStore, at: str | None) -> tuple[StoredRecord, int
 
 def load_view(
     store: LedgerStore, *, at: str | None = None, limits: WindowLimits | None = None,
-    extend: RunTest | None = None, policy: Policy | None = None,
+    extend: RunTest | None = None, policy: Policy | None = None, limit_pos: int | None = None,
 ) -> View:
     """The current turn, window page 0 and the point queries (the planner reads deeper pages).
 
@@ -165,7 +169,7 @@ def load_view(
     """
     policy = policy or Policy()
     limits = limits or policy.window
-    current_stored, limit_pos = resolve_limit(store, at)
+    current_stored, limit_pos = resolve_limit(store, at, limit_pos)
     cur_turn = current_stored.record
     assert isinstance(cur_turn, Turn)
     current = _single(store, current_stored, limit_pos)
@@ -185,41 +189,9 @@ def load_view(
         if stored is not None and stored.pos < limit_pos:
             extra[turn_id] = _single(store, stored, limit_pos)
 
-    # The continuation anchor: the explicit anchor, else the turn that spawned a task result.
-    anchor_id = cur_turn.anchor_turn_id
-    if anchor_id is None:
-        for rec in current.records:
-            if isinstance(rec.record, TaskResult) and rec.record.spawned_by_turn_id:
-                anchor_id = rec.record.spawned_by_turn_id
-                break
-    # Follow anchors back to the operator turn that started the chain (bounded hops). The
-    # turns passed on the way are read as point queries only: they are window turns like any
-    # other, so whether they show does not depend on how deep the window is read.
-    hops = 0
-    while anchor_id is not None and hops < policy.anchor_hops:
-        linked_unit = by_id.get(anchor_id)
-        linked_stored = None if linked_unit is not None else store.turn(anchor_id)
-        linked = (linked_unit.turn if linked_unit is not None
-                  else linked_stored.record if linked_stored is not None else None)
-        if not isinstance(linked, Turn) or linked.by_operator or linked.anchor_turn_id is None:
-            break
-        anchor_id = linked.anchor_turn_id
-        hops += 1
+    anchor_id, latest_intent_id = continuation_anchor(store, current, by_id, limit_pos, policy)
     fetch(anchor_id)
-
-    # A new operator intent is itself the latest intent: the previous one is not pinned, so an
-    # abandoned request does not ride along into a new topic. Every other trigger keeps the
-    # latest trusted intent in view, and without an explicit anchor continues it.
-    latest_intent_id = None
-    if cur_turn.kind is not Trigger.OPERATOR_INPUT or cur_turn.anchor_turn_id is not None:
-        intent = store.latest_operator_turn(cur_turn.seq, limit_pos)
-        if intent is not None:
-            assert isinstance(intent.record, Turn)
-            latest_intent_id = intent.record.id
-            fetch(latest_intent_id)
-    if anchor_id is None and cur_turn.kind not in (Trigger.OPERATOR_INPUT,
-                                                   Trigger.APPROVAL_DECISION):
-        anchor_id = latest_intent_id
+    fetch(latest_intent_id)
 
     work_item = None
     anchor_unit = None if anchor_id is None else by_id.get(anchor_id) or extra.get(anchor_id)
@@ -258,3 +230,44 @@ def load_view(
         reached_start=first_page.reached_start,
         first_page=first_page,
     )
+
+
+def continuation_anchor(store: LedgerStore, current: TurnUnit, known: Mapping[str, TurnUnit],
+                        limit_pos: int, policy: Policy) -> tuple[str | None, str | None]:
+    """``(anchor, latest intent)``: the turn the current one continues, and the latest trusted
+    operator intent it keeps in view (None where there is none). ``known`` holds turns already
+    read (any turn not in it is read by point query)."""
+    cur_turn = current.turn
+    # The continuation anchor: the explicit anchor, else the turn that spawned a task result.
+    anchor_id = cur_turn.anchor_turn_id
+    if anchor_id is None:
+        for rec in current.records:
+            if isinstance(rec.record, TaskResult) and rec.record.spawned_by_turn_id:
+                anchor_id = rec.record.spawned_by_turn_id
+                break
+    # Follow anchors back to the operator turn that started the chain (bounded hops). The
+    # turns passed on the way are read as point queries only: they are window turns like any
+    # other, so whether they show does not depend on how deep the window is read.
+    hops = 0
+    while anchor_id is not None and hops < policy.anchor_hops:
+        linked_unit = known.get(anchor_id)
+        linked_stored = None if linked_unit is not None else store.turn(anchor_id)
+        linked = (linked_unit.turn if linked_unit is not None
+                  else linked_stored.record if linked_stored is not None else None)
+        if not isinstance(linked, Turn) or linked.by_operator or linked.anchor_turn_id is None:
+            break
+        anchor_id = linked.anchor_turn_id
+        hops += 1
+    # A new operator intent is itself the latest intent: the previous one is not pinned, so an
+    # abandoned request does not ride along into a new topic. Every other trigger keeps the
+    # latest trusted intent in view, and without an explicit anchor continues it.
+    latest_intent_id = None
+    if cur_turn.kind is not Trigger.OPERATOR_INPUT or cur_turn.anchor_turn_id is not None:
+        intent = store.latest_operator_turn(cur_turn.seq, limit_pos)
+        if intent is not None:
+            assert isinstance(intent.record, Turn)
+            latest_intent_id = intent.record.id
+    if anchor_id is None and cur_turn.kind not in (Trigger.OPERATOR_INPUT,
+                                                   Trigger.APPROVAL_DECISION):
+        anchor_id = latest_intent_id
+    return anchor_id, latest_intent_id

@@ -1,0 +1,53 @@
+"""The session projection beside a stateless view: which epoch a turn is in, and what of the
+request a runtime would send for it is a cached prefix (``preview`` and ``explain`` show it)."""
+
+from __future__ import annotations
+
+import attrs
+
+from holon_ctx.ledger.records import Turn
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
+
+__all__ = ["EpochView", "epoch_view"]
+
+
+@attrs.frozen
+class EpochView:
+    request: SessionRequest
+    started_at: str
+    reason: str
+
+    def line(self) -> str:
+        r = self.request
+        session = r.manifest.session or {}
+        appended = session.get("appended_records", 0)
+        return (f"since {self.started_at} ({self.reason.replace('_', ' ')}), "
+                f"{appended} records appended since — a runtime's request now: "
+                f"{r.request_tokens:,} tokens, {r.cached_tokens:,} of them the previous "
+                "request's prefix (`holon-ctx replay` for every turn)")
+
+
+def epoch_view(store: LedgerStore, projector: Projector, budget: int,
+               at: str | None) -> EpochView:
+    """The session request as of ``at`` at ``budget`` (the whole request), made right after the
+    one for the turn before it, so that its cached share is the one a runtime would see."""
+    session = SessionProjector(store, projector.counter, layout=Layout.MESSAGES,
+                               episodes=projector.episodes, control=projector.control,
+                               policy=projector.policy)
+    target = at
+    if target is None:
+        latest = store.latest_turn(store.end_pos())
+        target = latest.record.id if latest is not None and isinstance(latest.record, Turn) \
+            else None
+    if target is not None:
+        current = store.turn(target.removeprefix("turn:"))
+        if current is not None and isinstance(current.record, Turn):
+            before = store.turns_before(current.record.seq, 1, current.pos + 1)
+            if before and isinstance(before[0].record, Turn):
+                session.request(budget_tokens=budget, at=before[0].record.id)
+    request = session.request(budget_tokens=budget, at=at)
+    info = request.manifest.session or {}
+    return EpochView(request=request, started_at=str(info.get("epoch_started_at", "?")),
+                     reason=str(info.get("epoch_reason", "?")))

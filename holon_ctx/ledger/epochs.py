@@ -1,0 +1,116 @@
+"""Where a session projection keeps its re-plan state: beside the ledger, derived, rebuildable.
+
+A session projection (RFC 0010) walks the ledger record by record; at a re-plan it freezes a
+stable prefix and a history, and starts an *epoch*. What an epoch froze is derived data — walking
+the ledger again from its last checkpoint re-creates it byte for byte — but that costs a re-plan
+and a walk, so it is persisted: a new process loads the current epoch and renders only the
+records appended since it began.
+
+The SQLite store (:mod:`holon_ctx.ledger.epochs_sqlite`) keeps two tables in the ledger's file,
+created on first use with ``IF NOT EXISTS`` (the ledger's own schema keeps its version; dropping
+these tables loses nothing the ledger cannot rebuild):
+
+``session_epochs``  (key, epoch) → the turn it started at and its ledger position: one small row
+                    per re-plan, so ``preview``, ``explain`` and ``replay`` can say which epoch a
+                    turn belongs to.
+``session_state``   key → the latest epoch's frozen state (:class:`EpochState`, msgspec JSON).
+
+The types and the in-memory store live here, with no I/O, so the projection core can name them.
+``key`` digests everything the walk depends on besides the ledger (budget, format, policy, counter,
+engine version), so states of different settings never mix. Writes happen at re-plans only.
+Two processes walking the same ledger with the same key write identical rows (the walk is
+deterministic), so concurrent writers need no coordination beyond SQLite's own locking.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Protocol
+
+import msgspec
+
+__all__ = ["EPOCH_FORMAT", "EpochStart", "EpochState", "EpochStore", "MemoryEpochStore"]
+
+#: Version of the persisted :class:`EpochState` layout; part of every key, so a new layout starts
+#: afresh instead of misreading an old one.
+EPOCH_FORMAT: Final = 1
+
+
+class EpochStart(msgspec.Struct, frozen=True, kw_only=True):
+    """Where an epoch began: the turn the re-plan was made for and the ledger position limit."""
+
+    epoch: int
+    turn_id: str
+    turn_seq: int
+    limit_pos: int
+    #: Why the re-plan happened (``first_turn``, ``over_budget``, ``environment_changed``, …).
+    reason: str
+
+
+class EpochState(msgspec.Struct, frozen=True, kw_only=True):
+    """What the current epoch froze, encoded by the session projection (its parts, their token
+    counts, what they show); opaque here."""
+
+    key: str
+    start: EpochStart
+    frozen: bytes
+
+
+class EpochStore(Protocol):
+    """Persistence for session projections; every store offers one (see ``epoch_store_for``)."""
+
+    def load(self, key: str) -> EpochState | None: ...
+
+    def save(self, state: EpochState) -> None:
+        """Log ``state``'s start, and keep it as the key's current epoch unless a later epoch is
+        already kept (a request for an earlier turn re-plans an old epoch; it must not replace
+        the current one). Idempotent."""
+        ...
+
+    def starts(self, key: str, limit: int = 1000) -> list[EpochStart]:
+        """The newest ``limit`` epoch starts of ``key``, oldest first."""
+        ...
+
+    def clear(self, key: str | None = None) -> None:
+        """Forget the state of ``key`` (or of every key): the next request rebuilds it."""
+        ...
+
+    def close(self) -> None: ...
+
+
+_encode = msgspec.json.encode
+_state_decoder = msgspec.json.Decoder(EpochState)
+_start_decoder = msgspec.json.Decoder(EpochStart)
+
+
+class MemoryEpochStore:
+    """Epoch state in a dict: for in-memory ledgers and tests."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, bytes] = {}
+        self._starts: dict[str, dict[int, bytes]] = {}
+
+    def load(self, key: str) -> EpochState | None:
+        raw = self._states.get(key)
+        return None if raw is None else _state_decoder.decode(raw)
+
+    def save(self, state: EpochState) -> None:
+        # Stored encoded, as the SQLite store does: a caller can never mutate what was saved.
+        kept = self.load(state.key)
+        if kept is None or kept.start.epoch <= state.start.epoch:
+            self._states[state.key] = _encode(state)
+        self._starts.setdefault(state.key, {})[state.start.epoch] = _encode(state.start)
+
+    def starts(self, key: str, limit: int = 1000) -> list[EpochStart]:
+        rows = self._starts.get(key, {})
+        return [_start_decoder.decode(rows[n]) for n in sorted(rows)[-limit:]]
+
+    def clear(self, key: str | None = None) -> None:
+        if key is None:
+            self._states.clear()
+            self._starts.clear()
+        else:
+            self._states.pop(key, None)
+            self._starts.pop(key, None)
+
+    def close(self) -> None:
+        """Nothing to release (the state lives as long as the object)."""

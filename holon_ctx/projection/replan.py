@@ -1,0 +1,206 @@
+"""A session projection's re-plan: the stateless planner's choice, laid out to be appended to.
+
+At a re-plan (RFC 0010, decision 2) the planner of RFC 0002 chooses, at the low-water budget,
+among the same items as a stateless projection — the environment, recalled episodes, the turns of
+the window (folded and ranked as ever) — except those the tail states instead (work item, work
+refs, governed notices), and with the current input's turns (the continuation anchor, an agent
+loop's previous step, the current turn, the exchange a short reply answers) placed among the
+recent turns in ledger order rather than in a section of their own. Assembled as usual, that is
+the *frozen* part of every request until the next re-plan:
+
+    stable prefix   ## Environment, ## Episode memory   (a system part, when the environment may
+                                                         sit in the system role; user parts)
+    history         ## Recent turns, items in ledger order, as parts (native.py)
+
+The parts keep the planner's forms byte for byte: the frozen text is the assembled projection's
+text, and its token count the plan's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import msgspec
+
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection import sections
+from holon_ctx.projection.clipping import Clipper
+from holon_ctx.projection.context import Context, analyse
+from holon_ctx.projection.formats import HEADING
+from holon_ctx.projection.frontier import Tally
+from holon_ctx.projection.history import History
+from holon_ctx.projection.items import Item, Rendered
+from holon_ctx.projection.manifest import SECTION_TITLES, Projection, Reading, assemble
+from holon_ctx.projection.model import (
+    ControlState,
+    EpisodeSource,
+    Form,
+    Section,
+    TurnUnit,
+)
+from holon_ctx.projection.native import Part, Role, parts_of_blocks, system_part, text_part
+from holon_ctx.projection.pins import SLOTS
+from holon_ctx.projection.planner import plan
+from holon_ctx.projection.policy import Policy
+from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.retention import FactsCache, Retention, in_fold_run
+from holon_ctx.projection.turns import ChainOf, TurnItems
+from holon_ctx.projection.view import View, load_view
+
+__all__ = ["Frozen", "replan"]
+
+
+@attrs.frozen
+class Frozen:
+    """What a re-plan freezes, and what the walk after it starts from."""
+
+    projection: Projection
+    parts: tuple[Part, ...]
+    #: How many of ``parts`` are the stable prefix (the rest is the history).
+    prefix_count: int
+    view: View
+    ctx: Context
+    #: Turn ids the history shows (in any form but a fold line).
+    shown: frozenset[str]
+    #: The turn the history ends with in its full form, if any (a later record of it continues
+    #: that turn without a new heading).
+    open_turn: str | None
+    #: The execution frontier's counts for the current work item, as of the re-plan.
+    tally: Tally | None
+    frontier_cover: str
+    #: The smallest plan budget at which the next form of every pinned turn not yet in its full
+    #: form would enter (None: all are full). A re-plan raises its budget toward it: the current
+    #: input, its anchor and the previous step are what the next turns continue from.
+    pinned_need: int | None = None
+
+
+def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Renderer) -> list[Item]:
+    """The current input's turns as recent turns, in ledger order (each keeps its pinned slot
+    order, so the planner upgrades them in the usual precedence)."""
+    view = ctx.view
+    items: list[Item] = []
+    wanted: list[tuple[TurnUnit, str]] = []
+    if view.anchor_id and view.anchor_id != view.current.turn.id:
+        anchor = view.unit(view.anchor_id)
+        if anchor is not None:
+            wanted.append((anchor, "continuation_anchor"))
+    if ctx.previous_step is not None:
+        wanted.append((ctx.previous_step, "previous_step"))
+    wanted.append((view.current, "current_turn"))
+    for unit, slot_name in wanted:
+        items.append(turns.item(unit, Section.RECENT_TURNS, SLOTS[slot_name].order,
+                                (unit.turn.seq,), chain_of(unit.turn.id)))
+    if ctx.exchange is not None:
+        exchange = sections.exchange_item(ctx, r)
+        items.append(attrs.evolve(exchange, section=Section.RECENT_TURNS,
+                                  position=(ctx.exchange.unit.turn.seq, 1)))
+    return items
+
+
+def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
+           episodes: EpisodeSource | None, control: ControlState | None, *, limit_pos: int,
+           budget_tokens: int, headers: dict[Section, int]) -> Frozen:
+    """Plan the ledger as of ``limit_pos`` under ``budget_tokens`` and lay it out (see above)."""
+    view = load_view(store, limit_pos=limit_pos, extend=in_fold_run, policy=policy)
+    ctx = analyse(view, store, policy, control)
+    retention = Retention(ctx.pinned, facts)
+    turns = TurnItems(ctx, r, retention)
+    history = History(ctx, store, retention, turns, episodes)
+    episode_items, recalled = sections.episodes(ctx, r, episodes)
+    items = [*sections.environment(ctx, r), *episode_items,
+             *history.tier0(recalled).items, *_current_items(ctx, turns, history.chain_of, r)]
+    chosen = plan(items, budget_tokens=budget_tokens, header_tokens=headers,
+                  clip=Clipper(r).clip, sources=history.sources())
+    reading = Reading(view=view, relation=ctx.relation, pages=tuple(history.pages),
+                      units=tuple(history.units),
+                      folds=tuple(f for tier in history.tiers for f in tier.folds),
+                      reruns=ctx.frontier.reruns(), recalled=tuple(recalled),
+                      high_read=history.high_read)
+    deeper = [item for tier in history.tiers[1:] for item in tier.items]
+    projection = assemble(reading, [*items, *deeper], chosen, budget_tokens, r)
+    records = _records(history.units, view)
+    parts, prefix_count = _parts(projection, items, records, r)
+    shown = frozenset(ref.removeprefix("turn:")
+                      for _, form in projection.section_items.get(Section.RECENT_TURNS, ())
+                      for ref in form.refs if ref.startswith("turn:"))
+    last = projection.section_items.get(Section.RECENT_TURNS, ())
+    open_turn = None
+    if last:
+        key, form = last[-1]
+        pick = chosen.chosen.get(key)
+        if key.startswith("turn:") and pick is not None and pick[0] is Form.FULL \
+                and not form.clipped:
+            open_turn = key.removeprefix("turn:")
+    tally = ctx.frontier.tally() if ctx.work_item_id else None
+    cover = "" if ctx.frontier.complete else (
+        f"; counts cover {ctx.frontier.since or 'the turns in view'} onward")
+    current_keys = {it.key for it in items if (it.priority.value == 0 and it.kind in (
+        "turn", "exchange") and it.key.removeprefix("turn:") in ctx.pinned) or it.kind == "exchange"}
+    needs = [chosen.upgrade_at.get(key) for key in current_keys
+             if key not in chosen.chosen or chosen.chosen[key][0] is not Form.FULL
+             or chosen.chosen[key][1].clipped]
+    pinned_need = max((n for n in needs if n is not None), default=None)
+    return Frozen(projection=projection, parts=tuple(parts), prefix_count=prefix_count,
+                  view=view, ctx=ctx, shown=shown, open_turn=open_turn, tally=tally,
+                  frontier_cover=cover, pinned_need=pinned_need)
+
+
+def _records(units: Sequence[TurnUnit], view: View) -> dict[str, StoredRecord]:
+    out: dict[str, StoredRecord] = {}
+    for unit in (*units, *view.extra.values(), view.current):
+        out[unit.ref] = unit.stored
+        for stored in unit.records:
+            out[stored.ref] = stored
+    return out
+
+
+def _parts(projection: Projection, items: Sequence[Item], records: dict[str, StoredRecord],
+           r: Renderer) -> tuple[list[Part], int]:
+    """The frozen parts: the stable prefix, then the history (see the module docstring)."""
+    counter = r.counter
+    parts: list[Part] = []
+    env = projection.section_items.get(Section.ENVIRONMENT, ())
+    if env:
+        title = SECTION_TITLES[Section.ENVIRONMENT] + "\n"
+        text = title + "".join(form.text for _, form in env)
+        tokens = counter.count(title) + sum(form.tokens for _, form in env)
+        refs = tuple(ref for _, form in env for ref in form.refs)
+        env_item = next((it for it in items if it.section is Section.ENVIRONMENT), None)
+        # Only vouched runtime configuration may sit in the system role (docs/providers.md).
+        vouched = env_item is not None and "untrusted" not in env_item.reasons \
+            and "<data" not in text
+        parts.append(system_part(text, tokens, refs) if vouched
+                     else text_part(text, tokens, refs, stable_end=True))
+    eps = projection.section_items.get(Section.EPISODES, ())
+    if eps:
+        title = SECTION_TITLES[Section.EPISODES] + "\n"
+        text = title + "".join(form.text for _, form in eps)
+        tokens = counter.count(title) + sum(form.tokens for _, form in eps)
+        parts.append(text_part(text, tokens, tuple(ref for _, f in eps for ref in f.refs),
+                               stable_end=True))
+    prefix_count = len(parts)
+    recent = projection.section_items.get(Section.RECENT_TURNS, ())
+    if recent:
+        title = SECTION_TITLES[Section.RECENT_TURNS] + "\n"
+        parts.append(text_part(title, counter.count(title)))
+        for _, form in recent:
+            parts.extend(parts_of_form(form, records, r, previous=parts[-1]))
+    return parts, prefix_count
+
+
+def parts_of_form(form: Rendered, records: dict[str, StoredRecord], r: Renderer, *,
+                  previous: Part | None) -> list[Part]:
+    """A rendered form as parts; a turn heading stays out of the messages when the turn holds a
+    model reply (the roles say what the heading would)."""
+    parts = parts_of_blocks(form.blocks, records, r.counter, previous=previous)
+    if any(p.role is Role.ASSISTANT for p in parts):
+        parts = [msgspec.structs.replace(p, content="", content_tokens=0) if _heading(p) else p
+                 for p in parts]
+    return parts
+
+
+def _heading(part: Part) -> bool:
+    """A turn's heading line (a user part showing only the turn's ref)."""
+    return (part.role is Role.USER and not part.calls and len(part.refs) == 1
+            and part.refs[0].startswith("turn:") and part.text.startswith(HEADING))

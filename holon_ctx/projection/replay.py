@@ -1,0 +1,218 @@
+"""Replaying a ledger as a runtime would, turn by turn, to see what each request costs.
+
+For every turn of the ledger, in order, each *approach* builds the request a runtime would send
+as of that turn, and :class:`~holon_ctx.projection.cost.CostMeter` prices it against the one
+before it. Approaches:
+
+``session``    the session projection (RFC 0010), provider messages: what ``holon-ctx project
+               --format openai|anthropic`` and the library send.
+``stateless``  the stateless projection (RFC 0002) as one provider request per turn.
+``full``       the whole history, untrimmed: every record of every turn as native messages
+               (over budget once the history outgrows it; shown for the cache ceiling).
+``newest``     keep the newest messages of that history that fit the budget, system message
+               kept, starting on a user message (LangChain's ``trim_messages(strategy="last",
+               include_system=True, start_on="human")``).
+
+Every request is serialised the same way before its tokens are compared (:func:`request_tokens`:
+each message's role, then its content and its calls), so the approaches are priced alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final
+
+import attrs
+
+from holon_ctx.ledger.records import Environment, Turn
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.cost import CostMeter, PriceTable, RequestCost
+from holon_ctx.projection.native import Part, openai_messages, parts_of_blocks, system_part
+from holon_ctx.projection.policy import Policy, TokenCaps
+from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.providers import (
+    framing_tokens,
+    measure,
+    to_openai_messages,
+)
+from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.session_state import entry_heading
+from holon_ctx.tokens import TokenCounter
+
+__all__ = ["APPROACHES", "ApproachReport", "TurnRow", "replay", "request_tokens"]
+
+APPROACHES: Final = ("session", "stateless", "full", "newest")
+#: Caps of the untrimmed history: every body whole.
+_UNCAPPED: Final = TokenCaps(**dict.fromkeys(attrs.asdict(TokenCaps()), 10**9))
+
+
+@attrs.frozen
+class TurnRow:
+    """One request of one approach: its turn, its cost, and whether it re-planned."""
+
+    turn: str
+    cost: RequestCost
+    #: Tokens as the budget counts them (may exceed the budget for ``full``).
+    request_tokens: int
+
+
+@attrs.frozen
+class ApproachReport:
+    name: str
+    rows: tuple[TurnRow, ...]
+    reuse: float
+    billed_share: float
+    sent_tokens: int
+    billed: float
+    replans: int
+    over_budget: int
+
+    @property
+    def replans_per_100(self) -> float:
+        return 100 * self.replans / len(self.rows) if self.rows else 0.0
+
+
+def request_tokens(messages: Sequence[Any], counter: TokenCounter) -> list[int]:
+    """The token stream a prefix cache compares: per message its role, content and calls."""
+    pieces: list[str] = []
+    for msg in messages:
+        pieces.append(f"<|{msg['role']}|>")
+        content = msg.get("content")
+        if isinstance(content, str):
+            pieces.append(content)
+        for call in msg.get("tool_calls") or ():
+            pieces.append(f"<|call {call['id']}|>{call['function']['name']}"
+                          f"{call['function']['arguments']}")
+    return counter.encode("".join(pieces))
+
+
+def _turns(store: LedgerStore) -> list[StoredRecord]:
+    return [s for s in store.records_between(0, store.end_pos()) if isinstance(s.record, Turn)]
+
+
+class _History:
+    """The whole history as native messages, grown turn by turn (for ``full`` and ``newest``)."""
+
+    def __init__(self, store: LedgerStore, counter: TokenCounter) -> None:
+        self.store = store
+        self.counter = counter
+        self.renderer = Renderer(counter, store.counter_identity, Policy(caps=_UNCAPPED))
+        self.system: Part | None = None
+        self.parts: list[list[Part]] = []  # per turn
+        self.pos = 0
+
+    def grow(self, limit: int) -> None:
+        run: list[StoredRecord] = []
+        for stored in self.store.records_between(self.pos, limit):
+            rec = stored.record
+            if isinstance(rec, Environment):
+                text = f"{rec.workspace}\n{rec.guidance}".strip() + "\n"
+                self.system = system_part(text, self.counter.count(text))
+                continue
+            if isinstance(rec, Turn) and run:
+                self._add(run)
+                run = []
+            run.append(stored)
+        if run:
+            self._add(run)
+        self.pos = limit
+
+    def _add(self, run: list[StoredRecord]) -> None:
+        r = self.renderer
+        blocks = []
+        for stored in run:
+            if isinstance(stored.record, Turn):
+                blocks.extend(entry_heading(r, stored.record, stored.ref))
+            else:
+                blocks.extend(r.record_blocks(stored, {}))
+        records = {s.ref: s for s in run}
+        previous = self.parts[-1][-1] if self.parts and self.parts[-1] else None
+        parts = parts_of_blocks(blocks, records, self.counter, previous=previous,
+                                native_headings=False)
+        if run and not isinstance(run[0].record, Turn) and self.parts:
+            self.parts[-1].extend(parts)  # late records of the turn before
+        else:
+            self.parts.append(parts)
+
+    def messages(self) -> list[Any]:
+        flat = [p for turn in self.parts for p in turn]
+        out: list[Any] = []
+        if self.system is not None:
+            out.append({"role": "system", "content": self.system.content})
+        out.extend(openai_messages(flat))
+        return out
+
+
+def _newest(messages: list[Any], budget: int, counter: TokenCounter) -> list[Any]:
+    """trim_messages(strategy="last", include_system=True, start_on="human"), by hand."""
+    system = [m for m in messages[:1] if m["role"] == "system"]
+    history = messages[len(system):]
+    room = budget - measure(system, counter) if system else budget - framing_tokens(0)
+    kept: list[Any] = []
+    for msg in reversed(history):
+        cost = measure([msg], counter) - framing_tokens(0)
+        if cost > room:
+            break
+        kept.append(msg)
+        room -= cost
+    kept.reverse()
+    while kept and kept[0]["role"] != "user":
+        kept.pop(0)
+    return system + kept
+
+
+def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: TokenCounter, *,
+           approaches: Sequence[str] = ("session",),
+           session_projector: SessionProjector | None = None,
+           on_turn: Callable[[int, int], None] | None = None) -> list[ApproachReport]:
+    """Walk every turn with each approach; a report per approach, in the order given."""
+    turns = _turns(store)
+    meters = {name: CostMeter(price) for name in approaches}
+    rows: dict[str, list[TurnRow]] = {name: [] for name in approaches}
+    session = session_projector or SessionProjector(store, counter, layout=Layout.MESSAGES)
+    stateless = Projector(store, counter) if "stateless" in approaches else None
+    history = _History(store, counter) if {"full", "newest"} & set(approaches) else None
+    for i, (turn, limit) in enumerate(_with_limits(store, turns)):
+        assert isinstance(turn.record, Turn)
+        if history is not None:
+            history.grow(limit)
+            whole = history.messages()
+        for name in approaches:
+            replanned = False
+            if name == "session":
+                req = session.request(budget_tokens=budget_tokens, limit_pos=limit)
+                messages: list[Any] = list(req.openai_messages())
+                replanned, sent = req.replanned, req.request_tokens
+            elif name == "stateless":
+                assert stateless is not None
+                projection = stateless.project(budget_tokens=budget_tokens - framing_tokens(),
+                                               at=turn.record.id)
+                messages = list(to_openai_messages(projection))
+                sent = measure(messages, counter)
+            elif name == "full":
+                messages, sent = whole, measure(whole, counter)
+            else:
+                messages = _newest(whole, budget_tokens, counter)
+                sent = measure(messages, counter)
+            cost = meters[name].add(request_tokens(messages, counter), replanned=replanned)
+            rows[name].append(TurnRow(turn=turn.ref, cost=cost, request_tokens=sent))
+        if on_turn is not None:
+            on_turn(i + 1, len(turns))
+    reports = []
+    for name in approaches:
+        meter = meters[name]
+        reports.append(ApproachReport(
+            name=name, rows=tuple(rows[name]), reuse=meter.reuse,
+            billed_share=meter.billed_share, sent_tokens=meter.sent_tokens, billed=meter.billed,
+            replans=meter.replans,
+            over_budget=sum(1 for r in rows[name] if r.request_tokens > budget_tokens)))
+    return reports
+
+
+def _with_limits(store: LedgerStore,
+                 turns: list[StoredRecord]) -> Iterator[tuple[StoredRecord, int]]:
+    """Each turn with the position just past its last record (the next turn's, or the end)."""
+    end = store.end_pos()
+    for i, turn in enumerate(turns):
+        yield turn, turns[i + 1].pos if i + 1 < len(turns) else end

@@ -1,0 +1,430 @@
+"""The session projection: one request per model call, most of it a prefix the provider cached.
+
+Theory of operation (RFC 0010). A request is a stable prefix, an append-only history and a small
+tail (:mod:`.tail`). A session *walks* the ledger one record at a time, in order, each record
+once:
+
+    record    joins the history, rendered once (its turn's heading with the turn's first record;
+              a later record of an earlier turn under a "(continued)" heading)
+    check     stable prefix + history + tail as of this record ≤ budget, the environment
+              unchanged, the work item unchanged, every pinned turn in the history?
+    re-plan   if not: the stateless planner at the low-water budget (:mod:`.replan`), laid out
+              as the new frozen prefix and history — a new *epoch*
+
+A request as of position p is the state after walking every record before p: what a request
+holds depends on the ledger, the budget and the policy only, never on when requests were made,
+so any process (or a rebuild from the ledger) produces the same bytes. Between re-plans a request
+starts with the previous one minus its tail. The state is persisted at each re-plan
+(:mod:`holon_ctx.ledger.epochs`); a new process loads it and walks the records since.
+
+Layouts. ``text`` is one prompt text (budgeted as counted); ``messages`` is the provider's own
+conversation (:mod:`.native`), budgeted as :func:`~holon_ctx.projection.providers.measure` counts
+it, framing included — an OpenAI and an Anthropic request from the same parts.
+
+This module is a little over the house's ~400 lines: the walk, the re-plan and the request share
+one state object and one order of operations, and splitting them apart would hide that order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+import attrs
+import msgspec
+
+from holon_ctx.errors import BudgetTooSmallError, InputError
+from holon_ctx.ledger.epochs import EpochStart, EpochState, EpochStore, MemoryEpochStore
+from holon_ctx.ledger.records import Brief, Environment, Message, Pin, Tool, Turn
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.frontier import Tally
+from holon_ctx.projection.manifest import SECTION_TITLES
+from holon_ctx.projection.model import (
+    ControlSource,
+    EpisodeSource,
+    Section,
+    TurnUnit,
+)
+from holon_ctx.projection.native import (
+    framing_between,
+    text_part,
+)
+from holon_ctx.projection.policy import Policy, TokenCaps
+from holon_ctx.projection.providers import REPLY_PRIMING_TOKENS
+from holon_ctx.projection.relation import current_relation
+from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.replan import Frozen, replan
+from holon_ctx.projection.retention import FactsCache
+from holon_ctx.projection.session_state import (
+    Layout,
+    Persisted,
+    PersistedTally,
+    SessionPolicy,
+    SessionRequest,
+    Snapshot,
+    WalkState,
+    append_record,
+    checkpoint_turn,
+    opens_block,
+    parts_cost,
+    session_manifest,
+)
+from holon_ctx.projection.tail import Tail, tail_blocks
+from holon_ctx.projection.view import continuation_anchor
+from holon_ctx.tokens import TokenCounter, default_counter
+
+__all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "SessionRequest"]
+
+#: Changes whenever what a walk renders changes: part of every state key, so a persisted state
+#: made by other code is never continued (it is rebuilt instead).
+ENGINE_VERSION: Final = "session/1"
+
+
+class SessionProjector:
+    """``SessionProjector(store).request(budget_tokens=8192)`` — see the module docstring.
+
+    Keep one per ledger and process: it keeps each budget's walk in memory, and persists every
+    re-plan in ``epochs`` (default: in memory; a database ledger's callers pass the store beside
+    it, so a new process continues where the last one stopped).
+    """
+
+    def __init__(self, store: LedgerStore, counter: TokenCounter | None = None, *,
+                 layout: Layout = Layout.TEXT, episodes: EpisodeSource | None = None,
+                 control: ControlSource | None = None, policy: Policy | None = None,
+                 session: SessionPolicy | None = None, epochs: EpochStore | None = None) -> None:
+        self.store = store
+        self.counter = counter or default_counter()
+        self.layout = Layout(layout)
+        self.episodes = episodes
+        self.control = control
+        self.policy = policy or Policy()
+        self.session = session or SessionPolicy()
+        self.epochs: EpochStore = epochs if epochs is not None else MemoryEpochStore()
+        self.renderer = Renderer(self.counter, store.counter_identity, self.policy)
+        self._entry_renderers: dict[int, Renderer] = {}
+        self._facts = FactsCache()
+        self._headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
+        self._states: dict[int, WalkState] = {}
+
+    # -- the key and the renderers -------------------------------------------------------------
+    def state_key(self, budget_tokens: int) -> str:
+        """What a walk depends on besides the ledger, digested (see :mod:`holon_ctx.ledger.epochs`)."""
+        spec = msgspec.json.encode([ENGINE_VERSION, budget_tokens, self.layout.value,
+                                    self.counter.identity, attrs.asdict(self.session),
+                                    attrs.asdict(self.policy)])
+        return hashlib.sha256(spec).hexdigest()[:32]
+
+    def _entry_renderer(self, budget: int) -> Renderer:
+        """The renderer of records joining the history: each body may take ``entry_share`` of the
+        budget, so the newest steps are not cut to the stateless caps while there is room."""
+        found = self._entry_renderers.get(budget)
+        if found is None:
+            room = int(budget * self.session.entry_share)
+            caps = self.policy.caps
+            scaled = TokenCaps(**{name: max(value, room) for name, value in
+                                  attrs.asdict(caps).items()})
+            found = Renderer(self.counter, self.store.counter_identity,
+                             attrs.evolve(self.policy, caps=scaled))
+            self._entry_renderers[budget] = found
+        return found
+
+    # -- requests ---------------------------------------------------------------------------------
+    def request(self, *, budget_tokens: int, at: str | None = None,
+                limit_pos: int | None = None) -> SessionRequest:
+        """The request as of turn ``at`` (all its records), as of position ``limit_pos``, or
+        (neither) as of the end of the ledger."""
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
+                or budget_tokens <= 0:
+            raise InputError(f"budget must be a positive number of tokens, got {budget_tokens!r}",
+                             path="budget_tokens")
+        end = self._end(at, limit_pos)
+        control = self.control.control_state() if self.control else None
+        state, replanned, reason = self._walk_to(budget_tokens, end, control)
+        return self._request(state, end, control, replanned, reason)
+
+    def rebuild(self, *, budget_tokens: int) -> None:
+        """Forget the persisted state of ``budget_tokens``: the next request walks the ledger
+        again from its first turn (derived data, so the requests come out the same)."""
+        self.epochs.clear(self.state_key(budget_tokens))
+        self._states.pop(budget_tokens, None)
+
+    def epoch_starts(self, *, budget_tokens: int) -> list[EpochStart]:
+        return self.epochs.starts(self.state_key(budget_tokens))
+
+    def _end(self, at: str | None, limit_pos: int | None) -> int:
+        from holon_ctx.projection.view import resolve_limit  # noqa: PLC0415 - one use
+
+        return resolve_limit(self.store, at, limit_pos)[1]
+
+    # -- the walk -----------------------------------------------------------------------------------
+    def _walk_to(self, budget: int, end: int, control: object) -> tuple[WalkState, bool, str | None]:
+        state = self._states.get(budget)
+        if state is None or state.pos > end:
+            state = self._load(budget, end, control)
+        replanned, reason = False, None
+        if state is None:
+            start = checkpoint_turn(self.store, end, self.session.checkpoint_turns)
+            state = self._replan(budget, start.pos + 1, control, reason="checkpoint")
+            replanned, reason = True, "checkpoint"
+        for stored in self.store.records_between(state.pos, end):
+            why = self._step(state, stored, control)
+            if why is not None:
+                state = self._replan(budget, stored.pos + 1, control, reason=why)
+                replanned, reason = True, why
+            else:
+                state.pos = stored.pos + 1
+        self._states[budget] = state
+        return state, replanned, reason
+
+    def _step(self, state: WalkState, stored: StoredRecord, control: object) -> str | None:
+        """Append one record; returns why a re-plan is needed instead (None: appended)."""
+        rec = stored.record
+        limit = stored.pos + 1
+        if isinstance(rec, Environment):
+            return "environment_changed"
+        if isinstance(rec, Turn):
+            if opens_block(self.store, rec, limit, state.current, self.session.checkpoint_turns):
+                return "checkpoint"
+            unit = TurnUnit(stored=stored, records=())
+            state.current = unit
+            why = self._follow(state, unit, limit)
+            if why is not None:
+                return why
+            append_record(state, stored, self._entry_renderer(state.budget), new_turn=True)
+        else:
+            if isinstance(rec, Pin):
+                target = self.store.get(rec.target)
+                owner = getattr(target.record, "turn_id", None) if target else None
+                if isinstance(target.record if target else None, Turn):
+                    owner = rec.target.removeprefix("turn:")
+                if owner is not None and owner not in state.shown:
+                    return "pinned_turn_not_in_history"
+            cur = state.current
+            if cur is not None and stored.turn_seq == cur.turn.seq:
+                state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
+            if isinstance(rec, Tool) and state.tally is not None and state.current is not None \
+                    and state.current.turn.work_item_id in (state.work_item_id, None):
+                state.tally.add(stored)
+            append_record(state, stored, self._entry_renderer(state.budget), new_turn=False)
+        if not isinstance(rec, Message | Brief):
+            # A reply or a brief changes nothing the tail states; anything else may.
+            state.tail = None
+        tail = self._tail(state, limit, control)
+        total = state.frozen_tokens + state.appended_tokens() + self._tail_cost(state, tail)
+        if total > state.budget:
+            return "over_budget"
+        return None
+
+    def _follow(self, state: WalkState, unit: TurnUnit, limit: int) -> str | None:
+        """A new turn: the work item and the anchor it continues must be the epoch's."""
+        anchor_id, _ = continuation_anchor(self.store, unit, {}, limit, self.policy)
+        # An agent loop continues the same anchor turn after turn: read it once. (What the tail
+        # says of it — its first operator message or its trigger label — never changes.)
+        if state.anchor is not None and state.anchor.turn.id == anchor_id:
+            anchor: TurnUnit | None = state.anchor
+        else:
+            anchor = self._unit(anchor_id, limit) if anchor_id else None
+        state.anchor = anchor
+        wid = unit.turn.work_item_id or (anchor.turn.work_item_id if anchor else None)
+        if wid != state.work_item_id and wid is not None:
+            return "work_item_changed"
+        if anchor_id is not None and anchor_id not in state.shown \
+                and anchor_id != unit.turn.id:
+            return "anchor_not_in_history"
+        return None
+
+    def _unit(self, turn_id: str, limit: int) -> TurnUnit | None:
+        stored = self.store.turn(turn_id)
+        if stored is None or stored.pos >= limit or stored.turn_seq is None:
+            return None
+        assert isinstance(stored.record, Turn)
+        seq = stored.record.seq
+        return TurnUnit(stored=stored, records=tuple(self.store.records_of_turns(seq, seq, limit)))
+
+    def _tail(self, state: WalkState, limit: int, control: object) -> Tail:
+        """The tail as of ``limit``; kept until a record that may change it is walked."""
+        if state.tail is not None:
+            return state.tail
+        cur = state.current
+        assert cur is not None
+        wid = state.work_item_id
+        work_item = self.store.work_item_state(wid, limit) if wid else None
+        waits = self.store.open_waits(limit) if work_item is not None else []
+        state.tail = tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
+                                 anchor=state.anchor, work_item=work_item, waits=waits,
+                                 tally=state.tally, frontier_cover=state.cover,
+                                 control=control)  # type: ignore[arg-type]
+        return state.tail
+
+    def _tail_cost(self, state: WalkState, tail: Tail) -> int:
+        if self.layout is Layout.TEXT:
+            return tail.tokens
+        framing = framing_between(state.last_role(), text_part(tail.text, tail.tokens))
+        return framing + tail.tokens + REPLY_PRIMING_TOKENS
+
+    # -- re-plans and persistence -------------------------------------------------------------------
+    def _replan(self, budget: int, limit: int, control: object, *, reason: str) -> WalkState:
+        """A new epoch at position ``limit``, planned at the low-water budget — raised until the
+        pinned turns (the current input, its anchor, the previous step) are in their full forms,
+        lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
+        plan_budget = max(1, int(budget * self.session.low_water))
+        tried_full = shrinking = False
+        over = step = 0
+        for _ in range(16):
+            try:
+                frozen = replan(self.store, self.renderer, self.policy, self._facts,
+                                self.episodes, control,  # type: ignore[arg-type]
+                                limit_pos=limit, budget_tokens=plan_budget,
+                                headers=self._headers)
+            except BudgetTooSmallError:
+                if tried_full or plan_budget >= budget:
+                    raise
+                # The low-water mark is below the pinned minimum: use the whole budget instead.
+                tried_full, plan_budget = True, budget
+                continue
+            state = self._state_from(frozen, budget, limit, reason)
+            tail_cost = self._tail_cost(state, self._tail(state, limit, control))
+            over = state.frozen_tokens + tail_cost - budget
+            if over > 0:
+                # Less by the overshoot, then by more each time: a plan does not always shrink
+                # token for token (its forms step; message framing is not planned).
+                step = over if not shrinking else max(over, step * 2)
+                shrinking = True
+                plan_budget -= step
+                if plan_budget <= 0:
+                    break
+                continue
+            room = budget - tail_cost - (state.frozen_tokens - frozen.projection.used_tokens)
+            need = frozen.pinned_need
+            if not shrinking and need is not None and plan_budget < min(need, room):
+                # Up to the room there is: a pinned turn that still does not fit whole is then
+                # clipped to the token, with the ref of its full text, rather than reduced to a
+                # line.
+                plan_budget = min(need, room)
+                continue
+            state.plan_budget = plan_budget
+            self._persist(state)
+            return state
+        raise BudgetTooSmallError(budget + max(over, 1), budget,
+                                  "the pinned references and the current state")
+
+    def _state_from(self, frozen: Frozen, budget: int, limit: int, reason: str) -> WalkState:
+        view, ctx = frozen.view, frozen.ctx
+        parts = list(frozen.parts)
+        # Epochs are numbered by where they start, so any process numbers them alike.
+        start = EpochStart(epoch=limit, turn_id=view.current.turn.id,
+                           turn_seq=view.current.turn.seq, limit_pos=limit, reason=reason)
+        tally = frozen.tally
+        state = WalkState(
+            key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
+            frozen=parts, prefix_count=frozen.prefix_count,
+            frozen_tokens=(frozen.projection.used_tokens if self.layout is Layout.TEXT
+                           else parts_cost(parts, None, self.layout)),
+            manifest=frozen.projection.manifest,
+            env_ref=view.environment.ref if view.environment else None,
+            work_item_id=ctx.work_item_id, shown=set(frozen.shown), open_turn=frozen.open_turn,
+            tally=None if tally is None else Tally(tally.done, tally.failed, tally.pending,
+                                                   set(tally.run_keys),
+                                                   {k: list(v) for k, v in tally.files.items()}),
+            cover=frozen.frontier_cover, pos=limit, current=view.current,
+            anchor=view.unit(view.anchor_id) if view.anchor_id else None)
+        state.last_request_end = 0
+        return state
+
+    def _persist(self, state: WalkState) -> None:
+        tally = state.tally
+        frozen = Persisted(
+            parts=state.frozen, prefix_count=state.prefix_count,
+            frozen_tokens=state.frozen_tokens, manifest=state.manifest, env_ref=state.env_ref,
+            work_item_id=state.work_item_id, shown=sorted(state.shown),
+            open_turn=state.open_turn,
+            tally=None if tally is None else PersistedTally(
+                tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files),
+            cover=state.cover, plan_budget=state.plan_budget)
+        self.epochs.save(EpochState(key=state.key, start=state.start,
+                                    frozen=msgspec.json.encode(frozen)))
+
+    def _load(self, budget: int, end: int, control: object) -> WalkState | None:
+        """The persisted epoch that holds position ``end`` (re-planned again when it is an
+        earlier epoch than the persisted one), or None when the walk must start over."""
+        key = self.state_key(budget)
+        saved = self.epochs.load(key)
+        if saved is not None and saved.start.limit_pos <= end:
+            try:
+                frozen = _persisted_decoder.decode(saved.frozen)
+            except msgspec.DecodeError:
+                frozen = None  # derived data that no longer decodes is rebuilt, never trusted
+            if frozen is not None:
+                return self._restore(budget, saved.start, frozen)
+        earlier = [s for s in self.epochs.starts(key) if s.limit_pos <= end]
+        if not earlier:
+            return None
+        start = earlier[-1]
+        return self._replan(budget, start.limit_pos, control, reason=start.reason)
+
+    def _restore(self, budget: int, start: EpochStart, frozen: Persisted) -> WalkState:
+        limit = start.limit_pos
+        current = self._unit(start.turn_id, limit)
+        if current is None:
+            raise InputError(f"session state names turn {start.turn_id!r}, which is not in the "
+                             "ledger: rebuild it (holon-ctx replay --rebuild)")
+        anchor_id, _ = continuation_anchor(self.store, current, {}, limit, self.policy)
+        t = frozen.tally
+        return WalkState(
+            key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
+            frozen=list(frozen.parts), prefix_count=frozen.prefix_count,
+            frozen_tokens=frozen.frozen_tokens, manifest=frozen.manifest, env_ref=frozen.env_ref,
+            work_item_id=frozen.work_item_id, shown=set(frozen.shown),
+            open_turn=frozen.open_turn,
+            tally=None if t is None else Tally(t.done, t.failed, t.pending,
+                                               {tuple(k) for k in t.run_keys},  # type: ignore[misc]
+                                               {k: list(v) for k, v in t.files.items()}),
+            cover=frozen.cover, pos=limit, current=current,
+            anchor=self._unit(anchor_id, limit) if anchor_id else None,
+            plan_budget=frozen.plan_budget)
+
+    # -- the request --------------------------------------------------------------------------------
+    def _request(self, state: WalkState, end: int, control: object, replanned: bool,
+                 reason: str | None) -> SessionRequest:
+        tail = self._tail(state, end, control)
+        tail_part = text_part(tail.text, tail.tokens, tail.refs)
+        appended = [p for seg in state.segments for p in seg.parts]
+        parts = (*state.frozen, *appended, tail_part)
+        history_end = len(parts) - 2
+        while history_end >= 0 and not (parts[history_end].content or parts[history_end].calls):
+            history_end -= 1
+        body = state.frozen_tokens + state.appended_tokens()
+        request_tokens = body + self._tail_cost(state, tail)
+        cached = 0 if replanned else state.last_request_end
+        state.last_request_end = body
+        frozen_text, frozen_content, frozen_content_tokens, _, _ = state.frozen_sums()
+        # Joined from per-epoch and per-segment strings: O(segments), not O(parts), per request.
+        if self.layout is Layout.TEXT:
+            text = "".join([frozen_text, *(seg.text for seg in state.segments), tail.text])
+            used = request_tokens
+        else:
+            text = "".join([frozen_content, *(seg.content for seg in state.segments), tail.text])
+            used = (frozen_content_tokens + sum(seg.content_tokens for seg in state.segments)
+                    + tail.tokens)
+        # What the manifest needs, captured now (the state moves on with the next request).
+        snapshot = Snapshot(
+            frozen=state.manifest, budget=state.budget, start=state.start,
+            plan_budget=state.plan_budget, frozen_tokens=state.frozen_tokens,
+            prefix_tokens=state.frozen_sums()[3], appended_tokens=state.appended_tokens(),
+            appended_refs=[stored.ref for seg in state.segments for stored in seg.records],
+            current=state.current, anchor=state.anchor)
+        return SessionRequest(layout=self.layout, budget_tokens=state.budget, used_tokens=used,
+                              request_tokens=request_tokens, parts=parts,
+                              prefix_count=state.prefix_count,
+                              frozen_count=len(state.frozen),
+                              history_end=history_end, cached_tokens=cached,
+                              tail_tokens=request_tokens - body, epoch=state.start.epoch,
+                              replanned=replanned, replan_reason=reason, text=text,
+                              make_manifest=lambda: session_manifest(
+                                  snapshot, tail, text, used, request_tokens, cached,
+                                  replanned, reason, layout=self.layout,
+                                  low_water=self.session.low_water))
+
+_persisted_decoder = msgspec.json.Decoder(Persisted)
+
+

@@ -1,0 +1,411 @@
+r"""What a session projection's walk holds, and how a record joins it (RFC 0010).
+
+A :class:`WalkState` is the current epoch: the parts its re-plan froze (stable prefix, then
+history), the :class:`Segment`\ s appended since (one per run of records of a turn, re-made as
+the run grows so a tool result joins the reply that called it), the current turn and its anchor,
+and the execution frontier's running tally. :func:`append_record` renders one record into it,
+once; :func:`session_manifest` says what a request made from it holds. :class:`Persisted` is the
+frozen part as the epoch store keeps it (:mod:`holon_ctx.ledger.epochs`).
+
+A little over ~400 lines: the public request types and the walk's state are one vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+
+import attrs
+import msgspec
+
+from holon_ctx.errors import InputError
+from holon_ctx.ledger.epochs import EpochStart
+from holon_ctx.ledger.records import Message, MessageRole, Turn
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.formats import HEADING, one_line
+from holon_ctx.projection.frontier import Tally
+from holon_ctx.projection.items import Block
+from holon_ctx.projection.model import Manifest, Section, SectionManifest, TurnUnit
+from holon_ctx.projection.native import (
+    Part,
+    Role,
+    anthropic_request,
+    framing_between,
+    openai_messages,
+    parts_of_blocks,
+)
+from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
+from holon_ctx.projection.relation import current_relation
+from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.tail import Tail
+
+__all__ = ["Layout", "Persisted", "PersistedTally", "Segment", "SessionPolicy", "SessionRequest",
+           "Snapshot", "WalkState", "append_record", "checkpoint_turn", "entry_heading", "is_reply",
+           "opens_block", "parts_cost", "session_manifest"]
+
+
+class Layout(StrEnum):
+    TEXT = "text"
+    MESSAGES = "messages"
+
+
+@attrs.frozen
+class SessionPolicy:
+    """How a session re-plans. ``low_water``: the share of the budget a re-plan fills (the rest
+    is room for turns to append before the next one; RFC 0010, decision 5). ``entry_share``: the
+    most of the budget one record may take when it joins the history (a longer body is shown as
+    head and tail with its ref, like any capped body)."""
+
+    low_water: float = 0.5
+    entry_share: float = 0.25
+    #: Every turn that opens a new block of this many turn numbers (``seq // checkpoint_turns``
+    #: changes) re-plans, whatever the budget: the walk from such a *checkpoint* needs nothing
+    #: before it, so a process with no saved state walks at most one block, never the whole
+    #: ledger. One extra re-plan per block costs a fraction of a percent of the cache.
+    checkpoint_turns: int = 512
+
+    def __attrs_post_init__(self) -> None:
+        if self.checkpoint_turns < 1:
+            raise InputError(f"checkpoint_turns must be at least 1, got {self.checkpoint_turns}",
+                             path="checkpoint_turns")
+        if not 0.05 <= self.low_water <= 0.95:
+            raise InputError(f"low_water must be between 0.05 and 0.95, got {self.low_water}",
+                             path="low_water")
+        if not 0.01 <= self.entry_share <= 1.0:
+            raise InputError(f"entry_share must be between 0.01 and 1, got {self.entry_share}",
+                             path="entry_share")
+
+
+@attrs.frozen
+class SessionRequest:
+    """One request of a session (see the module docstring)."""
+
+    layout: Layout
+    budget_tokens: int
+    #: The counter's count of :attr:`text`.
+    used_tokens: int
+    #: Tokens as the budget counts the request: the text's (``text``), or the messages' with
+    #: their framing and tool calls (``messages``, :func:`~holon_ctx.projection.providers.measure`).
+    request_tokens: int
+    parts: tuple[Part, ...]
+    #: ``parts[:prefix_count]`` is the stable prefix, ``parts[prefix_count:frozen_count]`` the
+    #: history the last re-plan froze, then the records appended since, then the tail (last).
+    prefix_count: int
+    frozen_count: int
+    #: Index of the last history part (the rolling cache breakpoint goes after it).
+    history_end: int
+    #: Tokens of this request that the previous request of the session also began with (its
+    #: frozen part and the entries it already held), when no re-plan came between.
+    cached_tokens: int
+    tail_tokens: int
+    epoch: int
+    replanned: bool
+    replan_reason: str | None
+    #: The prompt as one text: the text layout's; for ``messages``, the messages' contents in
+    #: order (what the provider reads, without its role markers).
+    text: str
+    _make_manifest: Callable[[], Manifest] = attrs.field(alias="make_manifest", repr=False)
+    _made: list[Manifest] = attrs.field(factory=list, init=False, repr=False, eq=False)
+
+    @property
+    def manifest(self) -> Manifest:
+        """What the request holds and why (made on first use: most runtimes never read it)."""
+        if not self._made:
+            self._made.append(self._make_manifest())
+        return self._made[0]
+
+    def openai_messages(self) -> list[OpenAIMessage]:
+        return openai_messages(self.parts)
+
+    def anthropic_request(self) -> AnthropicRequest:
+        return anthropic_request(self.parts, rolling_after=self.history_end)
+
+    def manifest_json(self) -> bytes:
+        return msgspec.json.encode(self.manifest)
+
+    def where(self, ref: str) -> str | None:
+        """Which part of the request shows ``ref``: ``stable_prefix``, ``frozen_history``,
+        ``appended``, ``current_state``, or None when it is not in the request."""
+        for i, part in enumerate(self.parts):
+            if ref in part.refs:
+                return ("stable_prefix" if i < self.prefix_count else
+                        "frozen_history" if i < self.frozen_count else
+                        "current_state" if i == len(self.parts) - 1 else "appended")
+        return None
+
+
+@attrs.define
+class Segment:
+    """Records of one turn appended in a row, and their parts (re-made as the segment grows, so
+    a tool result joins the reply that called it), with their texts joined once."""
+
+    turn_id: str | None
+    records: list[StoredRecord]
+    parts: list[Part]
+    tokens: int = 0
+    text: str = ""
+    content: str = ""
+    content_tokens: int = 0
+
+    def set_parts(self, parts: list[Part], tokens: int) -> int:
+        """Replace the parts; returns the change in layout tokens."""
+        delta = tokens - self.tokens
+        self.parts, self.tokens = parts, tokens
+        self.text = "".join(p.text for p in parts)
+        self.content = "".join(p.content for p in parts)
+        self.content_tokens = sum(p.content_tokens for p in parts)
+        return delta
+
+
+@attrs.define
+class WalkState:
+    """Where a session's walk stands: the epoch's frozen part, the segments appended since, the
+    current turn and what the tail is made of."""
+
+    key: str
+    budget: int
+    layout: Layout
+    start: EpochStart
+    frozen: list[Part]
+    prefix_count: int
+    frozen_tokens: int
+    manifest: Manifest
+    env_ref: str | None
+    work_item_id: str | None
+    shown: set[str]
+    open_turn: str | None
+    tally: Tally | None
+    cover: str
+    pos: int
+    segments: list[Segment] = attrs.Factory(list)
+    current: TurnUnit | None = None
+    anchor: TurnUnit | None = None
+    #: Frozen and appended tokens as of the last request made (for ``cached_tokens``).
+    last_request_end: int = 0
+    #: The tail as of ``pos`` (None: to be made again).
+    tail: Tail | None = None
+    #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
+    plan_budget: int = 0
+
+    #: Sum of the segments' layout tokens (kept as segments change).
+    appended_total: int = 0
+    #: The frozen parts' texts and counts, joined once per epoch (see :meth:`frozen_sums`).
+    _frozen_sums: tuple[str, str, int, int, Role | None] | None = None
+
+    def appended_tokens(self) -> int:
+        return self.appended_total
+
+    def frozen_sums(self) -> tuple[str, str, int, int, Role | None]:
+        """``(text, content, content tokens, prefix tokens, last role)`` of the frozen part."""
+        if self._frozen_sums is None:
+            last = next((p.role for p in reversed(self.frozen) if p.content or p.calls), None)
+            text_layout = self.layout is Layout.TEXT
+            prefix = sum(p.text_tokens if text_layout else p.content_tokens
+                         for p in self.frozen[:self.prefix_count])
+            self._frozen_sums = ("".join(p.text for p in self.frozen),
+                                 "".join(p.content for p in self.frozen),
+                                 sum(p.content_tokens for p in self.frozen), prefix, last)
+        return self._frozen_sums
+
+    def last_role(self) -> Role | None:
+        for seg in reversed(self.segments):
+            for part in reversed(seg.parts):
+                if part.content or part.calls:
+                    return part.role
+        return self.frozen_sums()[4]
+
+
+class PersistedTally(msgspec.Struct, frozen=True):
+    done: int
+    failed: int
+    pending: int
+    run_keys: list[tuple[str, str]]
+    files: dict[str, list[str]]
+
+
+class Persisted(msgspec.Struct, frozen=True):
+    """The frozen part of an epoch as :class:`~holon_ctx.ledger.epochs.EpochState` stores it."""
+
+    parts: list[Part]
+    prefix_count: int
+    frozen_tokens: int
+    manifest: Manifest
+    env_ref: str | None
+    work_item_id: str | None
+    shown: list[str]
+    open_turn: str | None
+    tally: PersistedTally | None
+    cover: str
+    plan_budget: int
+
+
+def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_turn: bool) -> None:
+    """Render ``stored`` into the history: a new segment, or the last one re-made (``r`` is the
+    renderer of records joining the history)."""
+    rec = stored.record
+    turn_id = rec.id if isinstance(rec, Turn) else getattr(rec, "turn_id", None)
+    last = state.segments[-1] if state.segments else None
+    if new_turn or last is None or last.turn_id != turn_id or turn_id is None:
+        seg = Segment(turn_id=turn_id, records=[stored], parts=[])
+        state.segments.append(seg)
+    else:
+        seg = last
+        seg.records.append(stored)
+    if turn_id is not None:
+        state.shown.add(turn_id)
+    blocks = []
+    for i, s in enumerate(seg.records):
+        if isinstance(s.record, Turn):
+            blocks.extend(entry_heading(r, s.record, s.ref))
+        elif i == 0 and turn_id is not None and turn_id != state.open_turn:
+            blocks.append(r.line(f"{HEADING}turn:{turn_id} (continued)", [f"turn:{turn_id}"]))
+        if not isinstance(s.record, Turn):
+            blocks.extend(r.record_blocks(s, {}))
+    records = {s.ref: s for s in seg.records}
+    previous = _last_part_before(state, seg)
+    parts = parts_of_blocks(blocks, records, r.counter, previous=previous,
+                            native_headings=not any(
+                                b.ref in records and is_reply(records[b.ref])
+                                for b in blocks))
+    state.appended_total += seg.set_parts(
+        parts, parts_cost(parts, previous.role if previous else None, state.layout))
+    if turn_id is not None:
+        state.open_turn = turn_id
+
+
+def _last_part_before(state: WalkState, seg: Segment) -> Part | None:
+    for other in reversed(state.segments):
+        if other is seg:
+            continue
+        for part in reversed(other.parts):
+            if part.content or part.calls:
+                return part
+    for part in reversed(state.frozen):
+        if part.content or part.calls:
+            return part
+    return None
+
+
+def parts_cost(parts: list[Part], previous: Role | None, layout: Layout) -> int:
+    """Tokens ``parts`` add as ``layout`` counts them, after a part of role ``previous``."""
+    if layout is Layout.TEXT:
+        return sum(p.text_tokens for p in parts)
+    total = 0
+    role = previous
+    for part in parts:
+        total += framing_between(role, part) + part.content_tokens + part.call_tokens
+        if part.content or part.calls:
+            role = part.role
+    return total
+
+
+def session_manifest(snap: Snapshot, tail: Tail, text: str, used: int, request_tokens: int,
+                     cached: int, replanned: bool, reason: str | None, *, layout: Layout,
+                     low_water: float) -> Manifest:
+    """The manifest of one request: the frozen part's, the appended refs added to the recent
+    turns, the tail as ``current_state``, and the session's figures under ``session``."""
+    sections: list[SectionManifest] = []
+    for sec in snap.frozen.sections:
+        if sec.name in (Section.WORK_ITEM.value, Section.WORK_REFS.value,
+                        Section.CURRENT_INPUT.value):
+            continue  # the tail states these (current_state, below)
+        if sec.name == Section.RECENT_TURNS.value and snap.appended_refs:
+            # Appended records came after the re-plan: none is among the frozen refs.
+            sec = msgspec.structs.replace(
+                sec, used_tokens=sec.used_tokens + snap.appended_tokens,
+                selected=[*sec.selected, *snap.appended_refs])
+        sections.append(sec)
+    sections.append(SectionManifest(name="current_state", representation="compact",
+                                    allocated_tokens=tail.tokens, used_tokens=tail.tokens,
+                                    selected=list(tail.refs), omitted=[]))
+    cur = snap.current
+    assert cur is not None
+    return msgspec.structs.replace(
+        snap.frozen, budget_tokens=snap.budget, used_tokens=used, current_turn=cur.ref,
+        relation=current_relation(cur).value,
+        anchor_turn=snap.anchor.ref if snap.anchor else None, sections=sections,
+        text=text,
+        session={"layout": layout.value, "request_tokens": request_tokens,
+                 "epoch": snap.start.epoch,
+                 "epoch_started_at": f"turn:{snap.start.turn_id}",
+                 "epoch_reason": snap.start.reason,
+                 "replanned": replanned, "replan_reason": reason,
+                 "low_water_tokens": int(snap.budget * low_water),
+                 "plan_budget_tokens": snap.plan_budget,
+                 "stable_prefix_tokens": snap.prefix_tokens,
+                 "frozen_tokens": snap.frozen_tokens,
+                 "cached_tokens": cached, "tail_tokens": tail.tokens,
+                 "appended_records": len(snap.appended_refs)})
+
+
+@attrs.frozen
+class Snapshot:
+    """What a request's manifest is made of, as the request was made."""
+
+    frozen: Manifest
+    budget: int
+    start: EpochStart
+    plan_budget: int
+    frozen_tokens: int
+    prefix_tokens: int
+    appended_tokens: int
+    appended_refs: list[str]
+    current: TurnUnit | None
+    anchor: TurnUnit | None
+
+
+def entry_heading(r: Renderer, turn: Turn, ref: str) -> list[Block]:
+    """A turn's heading as it joins the history: only facts that never change (its ref, trigger,
+    anchor link, work item, outcome) — nothing that changes as the turn ages."""
+    parts = [ref, turn.trigger]
+    if turn.anchor_turn_id:
+        parts.append(f"continues turn:{turn.anchor_turn_id}")
+    if turn.work_item_id:
+        parts.append(f"work item {one_line(turn.work_item_id, r.chars.ident)}")
+    if turn.outcome:
+        parts.append(f"outcome {turn.outcome.value}")
+    blocks = [r.line(HEADING + " · ".join(parts), [ref])]
+    if turn.label:
+        blocks.append(r.line(f"trigger: {one_line(turn.label, r.chars.trigger_label)}"))
+    return blocks
+
+
+def is_reply(stored: StoredRecord) -> bool:
+    rec = stored.record
+    return isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT
+
+
+def checkpoint_turn(store: LedgerStore, end: int, block: int) -> StoredRecord:
+    """The newest checkpoint turn before ``end``: the first turn of the block of ``block`` turn
+    numbers that the latest turn before ``end`` is in (see :class:`SessionPolicy`)."""
+    latest = store.latest_turn(end)
+    if latest is None:
+        raise InputError("the ledger has no turns to project (it holds no turn record yet)")
+    assert isinstance(latest.record, Turn)
+    first_seq = latest.record.seq // block * block
+    found = latest
+    before = latest.record.seq
+    while True:
+        older = store.turns_before(before, block, end)
+        for turn in older:
+            assert isinstance(turn.record, Turn)
+            if turn.record.seq < first_seq:
+                return found
+            found = turn
+        if len(older) < block:
+            return found
+        before = older[-1].record.seq  # type: ignore[union-attr]
+
+
+def opens_block(store: LedgerStore, turn: Turn, limit: int, previous: TurnUnit | None,
+                block: int) -> bool:
+    """``turn`` is a checkpoint: it opens a block of turn numbers (``previous``: the turn before
+    it, when the walk knows it)."""
+    if previous is None:
+        found = store.turns_before(turn.seq, 1, limit)
+        if not found:
+            return True
+        prev = found[0].record
+        assert isinstance(prev, Turn)
+        return prev.seq // block != turn.seq // block
+    return previous.turn.seq // block != turn.seq // block

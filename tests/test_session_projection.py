@@ -1,0 +1,222 @@
+"""The session projection (RFC 0010): budgets, the prefix property, determinism, persistence."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from projection_builders import LedgerBuilder, LedgerSpec, ledger_specs, memory_store, random_ledger
+from session_helpers import check_request, content_stream, turn_ids, walk
+
+from holon_ctx.errors import InputError
+from holon_ctx.ledger.epochs import MemoryEpochStore
+from holon_ctx.ledger.epochs_sqlite import SqliteEpochStore
+from holon_ctx.ledger.records import SideEffect, Turn
+from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.projection.model import ControlState
+from holon_ctx.projection.replan import replan
+from holon_ctx.projection.retention import FactsCache
+from holon_ctx.projection.session import Layout, SessionPolicy, SessionProjector
+
+LAYOUTS = [Layout.TEXT, Layout.MESSAGES]
+
+
+@settings(max_examples=12)
+@given(spec=ledger_specs(min_turns=2, max_turns=90), budget=st.integers(700, 6000),
+       layout=st.sampled_from(LAYOUTS))
+def test_every_request_holds_its_budget_and_extends_the_last(spec: LedgerSpec, budget: int,
+                                                             layout: Layout) -> None:
+    """Every request of every turn is within budget (re-measured, framing included), and between
+    re-plans each starts with the one before it minus that one's tail, byte for byte."""
+    store = memory_store(spec.records)
+    previous = None
+    replans = 0
+    for request in walk(SessionProjector(store, layout=layout), budget):
+        check_request(request)
+        replans += request.replanned
+        if previous is not None and not request.replanned:
+            kept = content_stream(previous.parts[:-1])
+            assert content_stream(request.parts)[:len(kept)] == kept
+            assert request.text.startswith(previous.text[:len(previous.text)
+                                                         - len(previous.parts[-1].text)])
+            assert request.cached_tokens == previous.request_tokens - previous.tail_tokens
+        previous = request
+    assert replans >= 1
+
+
+def test_several_turns_append_between_replans() -> None:
+    """A re-plan fills the low-water share of the budget, so turns append for a while after it."""
+    store = memory_store(random_ledger(7, 150).records)
+    requests = list(walk(SessionProjector(store), 4000))
+    assert sum(r.replanned for r in requests) <= len(requests) // 3
+    first_after = [r for r in requests[1:] if r.replanned]
+    assert first_after, "the budget binds: the walk re-plans"
+    session = [r.manifest.session for r in first_after if r.replan_reason == "over_budget"]
+    assert session
+    assert all(s is not None and s["frozen_tokens"] <= 4000 * 0.5 for s in session)
+
+
+def test_a_replan_freezes_what_the_planner_chooses_at_low_water() -> None:
+    """The frozen part of a re-planned request is the planner's projection at the low-water
+    budget, byte for byte: the session lays out the planner's choice, it does not make its own."""
+    store = memory_store(random_ledger(11, 120).records)
+    projector = SessionProjector(store, session=SessionPolicy(low_water=0.4))
+    for request in walk(projector, 5000):
+        if not request.replanned:
+            continue
+        session = request.manifest.session
+        assert session is not None
+        planned = session["plan_budget_tokens"]
+        assert isinstance(planned, int)
+        assert planned >= int(5000 * 0.4)  # the low-water mark, or more for whole pinned turns
+        frozen = replan(store, projector.renderer, projector.policy, FactsCache(), None, None,
+                        limit_pos=request.epoch, budget_tokens=planned,
+                        headers=projector._headers)
+        assert request.text.startswith(frozen.projection.text)
+        assert frozen.projection.used_tokens <= planned
+
+
+def test_requests_do_not_depend_on_when_they_were_made() -> None:
+    """Asking at every record, at every turn, or only at the end gives the same final request:
+    what a request holds is a function of the ledger, the budget and the policy."""
+    store = memory_store(random_ledger(3, 80).records)
+    end = store.end_pos()
+    every_record = SessionProjector(store)
+    first_turn = next(s.pos for s in store.records_between(0, end) if isinstance(s.record, Turn))
+    with pytest.raises(InputError, match="no turns"):
+        every_record.request(budget_tokens=3000, limit_pos=first_turn)
+    for pos in range(first_turn + 1, end + 1):
+        every_record.request(budget_tokens=3000, limit_pos=pos)
+    every_turn = SessionProjector(store)
+    last = None
+    for request in walk(every_turn, 3000):
+        last = request
+    once = SessionProjector(store).request(budget_tokens=3000)
+    assert last is not None
+    assert once.text == last.text == every_record.request(budget_tokens=3000).text
+
+
+def test_restart_and_rebuild_reproduce_every_request(tmp_path: Path) -> None:
+    """A new process continues from the persisted epoch with the same bytes, and deleting the
+    state (it is derived) and walking again reproduces every request."""
+    db = tmp_path / "ledger.db"
+    store = SqliteStore(db)
+    store.append(random_ledger(5, 140).records)
+    ids = turn_ids(store)
+    whole = [r.text for r in walk(SessionProjector(store, epochs=SqliteEpochStore(db)), 3500)]
+    store.close()
+    # A fresh process: a new store and projector over the same file, picking up half-way.
+    again = SqliteStore(db)
+    fresh = SessionProjector(again, epochs=SqliteEpochStore(db))
+    half = len(ids) // 2
+    resumed = [fresh.request(budget_tokens=3500, at=t).text for t in ids[half:]]
+    assert resumed == whole[half:]
+    fresh.rebuild(budget_tokens=3500)
+    rebuilt = [r.text for r in walk(SessionProjector(again, epochs=SqliteEpochStore(db)), 3500)]
+    assert rebuilt == whole
+    again.close()
+
+
+def test_a_walk_without_state_starts_at_the_last_checkpoint() -> None:
+    """Checkpoints re-plan whatever the budget, so a process without saved state walks one block
+    of turns, not the ledger, and still produces what a walk from the first turn does."""
+    store = memory_store(random_ledger(9, 200).records)
+    policy = SessionPolicy(checkpoint_turns=64)
+    full = list(walk(SessionProjector(store, session=policy), 4000))
+    epochs = MemoryEpochStore()
+    cold = SessionProjector(store, session=policy, epochs=epochs)
+    assert cold.request(budget_tokens=4000).text == full[-1].text
+    starts = epochs.starts(cold.state_key(4000))
+    assert starts[0].reason == "checkpoint"
+    assert starts[0].turn_seq >= 128  # the walk began in the last block of 64 turn numbers
+    assert sum(r.replan_reason == "checkpoint" for r in full) >= 3
+
+
+_DIGEST_SCRIPT = """
+import hashlib, sys
+sys.path.insert(0, sys.argv[1])
+from projection_builders import memory_store, random_ledger
+from holon_ctx.projection.session import Layout, SessionProjector
+from session_helpers import walk
+h = hashlib.sha256()
+for layout in (Layout.TEXT, Layout.MESSAGES):
+    for r in walk(SessionProjector(memory_store(random_ledger(21, 90).records), layout=layout), 2500):
+        h.update(r.manifest_json())
+print(h.hexdigest())
+"""
+
+
+def test_request_sequence_is_the_same_in_any_process_and_hash_seed() -> None:
+    """Two interpreters with different hash seeds produce byte-identical request sequences."""
+    tests = str(Path(__file__).parent)
+    digests = set()
+    for seed in ("0", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", _DIGEST_SCRIPT, tests], env=env,
+                             capture_output=True, text=True, check=True)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1
+    assert len(next(iter(digests))) == len(hashlib.sha256().hexdigest())
+
+
+def test_the_current_input_and_its_anchor_are_never_lost() -> None:
+    """The operator's request, and every turn's own records, are in every request while ticks,
+    retries and tool output push the history through several re-plans."""
+    b = LedgerBuilder()
+    ask = b.operator("Migrate the billing service to Postgres 16; never drop the ledger table.")
+    for i in range(60):
+        b.turn("x-agent-step", anchor=ask)
+        b.assistant(f"step {i}: checking the migration")
+        b.tool("shell", f"psql -c 'step {i}'", "ok\n" * 80)
+        if i % 7 == 0:
+            b.retries(5)
+    store = memory_store(b.records)
+    for request in walk(SessionProjector(store), 2500):
+        check_request(request)
+        assert "never drop the ledger table" in request.text
+        assert f"turn:{ask}" in (request.manifest.anchor_turn, request.manifest.current_turn)
+        assert request.manifest.current_turn in request.text
+
+
+class _Blocking:
+    def __init__(self) -> None:
+        self.state: ControlState | None = None
+
+    def control_state(self) -> ControlState | None:
+        return self.state
+
+
+def test_an_unresolved_side_effect_is_always_in_the_tail() -> None:
+    """While the governed store holds an unreconciled side effect, every request's tail says so
+    (never a frozen part that could be left behind)."""
+    b = LedgerBuilder()
+    ask = b.operator("Deploy the canary.")
+    b.tool("deploy", "canary", "timeout", side_effect=SideEffect.UNKNOWN, exit_code=None)
+    for i in range(40):
+        b.turn("x-agent-step", anchor=ask)
+        b.assistant(f"waiting {i}")
+    control = _Blocking()
+    projector = SessionProjector(memory_store(b.records), control=control)
+    ids = turn_ids(projector.store)
+    for i, turn_id in enumerate(ids):
+        control.state = ControlState(envelope_id="ce-1", obligations=(), constraints=(),
+                                     blocking=(("deploy-canary-1", "unknown"),)) if i >= 5 else None
+        request = projector.request(budget_tokens=1500, at=turn_id)
+        check_request(request)
+        tail = request.parts[-1].text
+        assert ("BLOCKED ON RECONCILIATION" in tail) == (i >= 5)
+        assert "BLOCKED ON RECONCILIATION" not in request.text[:len(request.text) - len(tail)]
+
+
+def test_policy_refuses_nonsense() -> None:
+    """Out-of-range settings are one clear error naming the setting."""
+    with pytest.raises(ValueError, match="low_water"):
+        SessionPolicy(low_water=1.5)
+    with pytest.raises(ValueError, match="checkpoint_turns"):
+        SessionPolicy(checkpoint_turns=0)
