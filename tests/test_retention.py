@@ -166,3 +166,42 @@ def test_the_high_index_marks_exactly_the_turns_classified_high(records: list[Re
         owned = tuple(store.records_of_turns(seq, seq, end))
         facts = turn_facts(TurnUnit(stored=turn, records=owned))
         assert (turn.ref in indexed) == (classify(facts) is Priority.HIGH), (turn.ref, facts)
+
+
+def test_a_noop_tick_with_only_progress_is_low_and_a_wake_repeats_only_exactly() -> None:
+    """A tick whose outcome is noop stays low with nothing but a progress note; a wake is a
+    duplicate only when its events equal the previous turn's, not when they are a prefix or
+    merely compare greater."""
+    progress = Brief(id="p", kind=BriefKind.PROGRESS, text="3/10")
+    assert turn_facts(unit("timer", progress, outcome=Outcome.NOOP)) == ["noop_tick"]
+    assert turn_facts(unit("timer", progress)) == ["progress_brief"]
+    a = ExternalEvent(id="a", source="bot", text="3/10")
+    b = ExternalEvent(id="b", source="bot", text="4/10")
+    assert turn_facts(unit("external_event", a, b, seq=2), unit("external_event", a, seq=1)) == [
+        "external_event"]
+    assert turn_facts(unit("external_event", b, seq=2), unit("external_event", a, seq=1)) == [
+        "external_event"]
+    assert turn_facts(unit("external_event", a, seq=2), unit("external_event", b, seq=1)) == [
+        "external_event"]
+
+
+def test_retention_reads_each_page_turn_beside_its_predecessor() -> None:
+    """Facts of a page's turns are judged beside the turn before them (the first beside the
+    page's `before`), and pinned turns are pinned whatever their facts."""
+    from holon_ctx.projection.model import Priority as P
+    from holon_ctx.projection.retention import FactsCache, Retention
+    from holon_ctx.projection.view import Page
+
+    event = ExternalEvent(id="e", source="bot", text="ping")
+    before = unit("external_event", event, seq=1)
+    first, second = unit("external_event", event, seq=2), unit("external_event", event, seq=3)
+    retention = Retention({"t3": ("operator_pin",)}, FactsCache())
+    retention.read(Page(index=0, units=(first, second), before=before, last=True,
+                        reached_start=False))
+    assert retention.facts(first) == ["duplicate_wake"]
+    assert retention.priority(first) == (P.LOW, ("duplicate_wake",))
+    assert retention.priority(second) == (P.PINNED, ("operator_pin",))
+    alone = unit("external_event", event, seq=9)
+    assert retention.facts(alone) == ["external_event"]
+    retention.read_alone(alone)
+    assert retention.priority(alone) == (P.NORMAL, ("external_event",))
