@@ -27,14 +27,18 @@ from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.formats import RELATION_PREFIX, one_line
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.items import Block
-from holon_ctx.projection.model import ControlState, Form, Relation, TurnUnit
+from holon_ctx.projection.model import ControlState, Relation, TurnUnit
 from holon_ctx.projection.relation import RELATION_TEXT
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.sections import control_blocks
 
-__all__ = ["TAIL_TITLE", "Tail", "anchor_line", "tail_blocks"]
+__all__ = ["TAIL_TITLE", "Tail", "anchor_line", "frontier_lines", "tail_blocks", "work_item_lines"]
 
 TAIL_TITLE = "## Current state"
+#: Characters of the anchor's words and of the work item's objective the tail repeats: enough to
+#: say which request this is; the whole text is in the history.
+TAIL_EXCERPT = 100
+TAIL_OBJECTIVE = 120
 
 
 @attrs.frozen
@@ -57,7 +61,9 @@ def anchor_line(r: Renderer, anchor: TurnUnit | None, current: TurnUnit) -> Bloc
         return None
     said = next((s for s in anchor.records if isinstance(s.record, Message)
                  and s.record.role is MessageRole.OPERATOR), None)
-    limit = r.chars.operator_excerpt
+    # A pointer, not a copy: the words are in the history (pinned there at every re-plan), and
+    # the tail is re-sent with every request.
+    limit = TAIL_EXCERPT
     if said is not None:
         assert isinstance(said.record, Message)
         return r.line(f"continuing {anchor.ref} (operator {said.ref}): "
@@ -88,15 +94,13 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
     if work_item is not None:
         mine = [w for w in waits if w.work_item_id in (None, work_item.work_item_id)]
         # A work item's state is the fold of its transitions: the latest transition's ref names
-        # it, so its form is rendered once per transition (and per set of open waits).
-        form = r.memo(("tail_work_item", work_item.ref,
-                       tuple((w.wait_id, w.opened_ref) for w in mine)),
-                      lambda: r.work_item(work_item, mine))
-        blocks.extend(form[Form.COMPACT].blocks)
+        # it, so its lines are made once per transition (and per set of open waits).
+        blocks.extend(r.memo(("tail_work_item", work_item.ref,
+                              tuple((w.wait_id, w.opened_ref) for w in mine)),
+                             lambda: work_item_lines(r, work_item, mine)))
         refs.append(work_item.ref)
         if tally is not None and (tally.done or tally.pending):
-            blocks.extend(tally.minimal(r, work_item.work_item_id, r.policy,
-                                        frontier_cover).blocks)
+            blocks.extend(frontier_lines(r, tally, frontier_cover))
     refs = list(dict.fromkeys([current.ref, *refs]))
     return Tail(blocks=tuple(blocks), tokens=sum(b.tokens for b in blocks), refs=tuple(refs))
 
@@ -109,3 +113,41 @@ def records_by_ref(units: list[TurnUnit]) -> dict[str, StoredRecord]:
         for stored in unit.records:
             out[stored.ref] = stored
     return out
+
+
+def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState]) -> list[Block]:
+    """The current work item in a line or two: status, objective, the todo count and the next
+    todo, its open waits and its blocker (the full plan is in the history's transitions)."""
+    c = r.chars
+    done = sum(1 for t in state.todos if t.done)
+    nxt = next((t.text for t in state.todos if not t.done), None)
+    todos = (f"; todos {done}/{len(state.todos)} done" + (f", next: {one_line(nxt, c.next_todo)}"
+                                                            if nxt else "")) if state.todos else ""
+    lines = [r.line(f"work item {one_line(state.work_item_id, c.ident)} ({state.status.value}, "
+                    f"{state.ref}): {one_line(state.objective, TAIL_OBJECTIVE)}{todos}",
+                    [state.ref])]
+    lines += [r.line(f"waiting on {one_line(w.wait_id, c.ident)}: "
+                     f"{one_line(w.condition, c.wait_condition_compact)}") for w in waits]
+    if state.blocker:
+        lines.append(r.line(f"blocker: {one_line(state.blocker, c.blocker_compact)}"))
+    return lines
+
+
+def frontier_lines(r: Renderer, tally: Tally, cover: str) -> list[Block]:
+    """The execution frontier in a line and every file modified (the names line is rendered
+    once per set of files: it changes only when a new file is written)."""
+    repeated = tally.done - len(tally.run_keys)
+    pending = f", {tally.pending} pending" if tally.pending else ""
+    head = r.line(f"frontier: {tally.done} tool runs, {tally.failed} failed, {repeated} repeated"
+                  f"{pending}; {len(tally.files)} files modified{cover}")
+    names = tuple(tally.files)
+    if not names:
+        return [head]
+    limit = r.policy.frontier_ref_files
+    path = r.chars.path_in_frontier_ref
+
+    def named() -> Block:
+        shown = ", ".join(one_line(p, path) for p in names[:limit])
+        more = f", … {len(names) - limit} more" if len(names) > limit else ""
+        return r.line(f"files modified: {shown}{more}")
+    return [head, r.memo(("tail_files", names, limit), named)]
