@@ -66,4 +66,3 @@ class PostgresEpochStore:
 
     def close(self) -> None:
         self._h.close()
-
