@@ -2,8 +2,10 @@
 
 ``cached_session(n_turns)`` loads the projection ledger of ``n_turns`` turns (bench/projection_gen,
 seed 0: the same records as the SQLite benchmarks) into session ``projection-<n>`` of the cache
-database ``holon_bench`` (made on first use; ``HOLON_BENCH_POSTGRES`` names another server). A
-session is renamed to its final key only once it is complete, so an interrupted load is redone.
+database ``holon_bench_v<schema version>`` (made on first use; ``HOLON_BENCH_POSTGRES`` names
+another server). One cache per schema version: a branch with a newer schema must not migrate the
+cache that other checkouts on the same server still read with the older one. A session is
+renamed to its final key only once it is complete, so an interrupted load is redone.
 ``clone(url, src, dst)`` copies a session's ledger server-side (``INSERT … SELECT``), so a benchmark
 that appends works on its own copy and the cache stays as it was.
 """
@@ -20,7 +22,7 @@ import psycopg
 from projection_gen import append_turns, turns
 
 from holon_ctx.ledger.records import Record, Turn
-from holon_ctx.postgres import PostgresStore, delete_session
+from holon_ctx.postgres import SCHEMA_VERSION, PostgresStore, delete_session
 
 __all__ = ["bench_url", "cached_session", "clone", "drop", "next_turns"]
 
@@ -30,7 +32,7 @@ _LEDGER_TABLES = ("holon_records", "holon_turns", "holon_token_counts", "holon_w
 
 
 def bench_url() -> str:
-    name = "holon_bench"
+    name = f"holon_bench_v{SCHEMA_VERSION}"
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         if admin.execute("SELECT 1 FROM pg_database WHERE datname=%s", (name,)).fetchone() is None:
             admin.execute(f'CREATE DATABASE "{name}"')

@@ -6,7 +6,10 @@ long-lived ``Projector``. The same turns go through SQLite (a copy of bench/proj
 file) and PostgreSQL (a server-side copy of the same ledger, bench/pg_bench.py) in one run, one
 after the other. Wall-clock milliseconds per turn (PostgreSQL does part of the work in the server
 process, so this process's CPU time would under-count it). Target: PostgreSQL's p50 within 2x
-SQLite's.
+SQLite's. ``test_per_turn_append_and_session_request``: the same, with the session projection
+(RFC 0010) instead: a long-lived ``SessionProjector`` (messages layout) whose re-plans are kept
+beside the ledger (``epoch_store_for``: the SQLite file, the PostgreSQL session's rows). Its
+PostgreSQL/SQLite ratio is recorded, not held to the 2x target (see ``_per_turn``).
 
 ``test_fleet``: 50 sessions of 1,000 turns each, 8 worker processes, each owning every 8th session
 and taking them in turn: append a turn, project it at 8k tokens. For ``FLEET_SECONDS`` seconds; the
@@ -25,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +36,12 @@ import pytest
 from pg_bench import bench_url, cached_session, clone, drop, next_turns
 from projection_gen import CACHE, projection_db
 
+from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.postgres import PostgresStore
 from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.session import Layout, SessionProjector
 
 N_TURNS = 100_000
 BUDGET = 32_768
@@ -61,16 +67,26 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def _run_turns(store: LedgerStore, groups: list[list[Any]]) -> dict[str, list[float]]:
+def _stateless(store: LedgerStore) -> Callable[[], int]:
     projector = Projector(store)
+    return lambda: projector.project(budget_tokens=BUDGET).used_tokens
+
+
+def _session(store: LedgerStore) -> Callable[[], int]:
+    projector = SessionProjector(store, layout=Layout.MESSAGES, epochs=epoch_store_for(store))
+    return lambda: projector.request(budget_tokens=BUDGET).request_tokens
+
+
+def _run_turns(store: LedgerStore, groups: list[list[Any]],
+               project: Callable[[], int]) -> dict[str, list[float]]:
     laps: dict[str, list[float]] = {"append": [], "project": [], "turn": []}
     for i, group in enumerate(groups):
         t0 = time.perf_counter()
         store.append(group)
         t1 = time.perf_counter()
-        projection = projector.project(budget_tokens=BUDGET)
+        used = project()
         t2 = time.perf_counter()
-        assert projection.used_tokens <= BUDGET
+        assert used <= BUDGET
         if i >= WARMUP:
             laps["append"].append((t1 - t0) * 1000)
             laps["project"].append((t2 - t1) * 1000)
@@ -83,12 +99,13 @@ def _summary(laps: dict[str, list[float]]) -> dict[str, float]:
             for q, p in (("p50", 0.5), ("p99", 0.99))}
 
 
-def test_per_turn_append_and_project(benchmark: Any, tmp_path: Path) -> None:
+def _per_turn(benchmark: Any, tmp_path: Path, mode: str,
+              projector: Callable[[LedgerStore], Callable[[], int]]) -> None:
     """SQLite and PostgreSQL, same 100k-turn ledger, same appended turns, one run."""
     groups = next_turns(N_TURNS, WARMUP + ROUNDS)
     sqlite_path = tmp_path / "ledger.db"
     shutil.copy(projection_db(N_TURNS), sqlite_path)
-    url, key = bench_url(), f"per-turn-{os.getpid()}"
+    url, key = bench_url(), f"per-turn-{mode}-{os.getpid()}"
     source = cached_session(N_TURNS)
     drop(url, key)
     clone(url, source, key)
@@ -98,8 +115,8 @@ def test_per_turn_append_and_project(benchmark: Any, tmp_path: Path) -> None:
         sqlite = SqliteStore(sqlite_path)
         pg = PostgresStore(url, session=key, create=False)
         try:
-            results["sqlite"] = _summary(_run_turns(sqlite, groups))
-            results["postgres"] = _summary(_run_turns(pg, groups))
+            results["sqlite"] = _summary(_run_turns(sqlite, groups, projector(sqlite)))
+            results["postgres"] = _summary(_run_turns(pg, groups, projector(pg)))
         finally:
             sqlite.close()
             pg.close()
@@ -110,8 +127,19 @@ def test_per_turn_append_and_project(benchmark: Any, tmp_path: Path) -> None:
     results["ratio_p50"] = {"turn": round(ratio, 2)}
     results["load_average"] = dict(zip(("1m", "5m", "15m"), os.getloadavg(), strict=True))
     benchmark.extra_info.update(results)
-    _record(f"per_turn/{N_TURNS}/{BUDGET}", results)
-    assert ratio <= TARGET_RATIO, results
+    _record(f"per_turn/{N_TURNS}/{BUDGET}" + ("" if mode == "stateless" else f"/{mode}"), results)
+    if mode == "stateless":
+        # Issue 15's target. A session turn is an append plus a request of a few round trips,
+        # where SQLite's request is ~0.3 ms of function calls: the ratio is recorded, not held.
+        assert ratio <= TARGET_RATIO, results
+
+
+def test_per_turn_append_and_project(benchmark: Any, tmp_path: Path) -> None:
+    _per_turn(benchmark, tmp_path, "stateless", _stateless)
+
+
+def test_per_turn_append_and_session_request(benchmark: Any, tmp_path: Path) -> None:
+    _per_turn(benchmark, tmp_path, "session", _session)
 
 
 FLEET_WORKER = """

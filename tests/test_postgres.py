@@ -121,7 +121,8 @@ def test_version_1_schema_migrates_and_indexes_its_high_turns(schema_url: str) -
     assert expected == ["turn:h3", "turn:h2", "turn:h1"]
     store.close()
     with psycopg.connect(schema_url, autocommit=True) as conn:
-        conn.execute("DROP TABLE holon_high_turns")
+        # What version 1 had: none of the tables later versions add.
+        conn.execute("DROP TABLE holon_high_turns, holon_session_epochs, holon_session_state")
         conn.execute("DELETE FROM holon_meta WHERE key='high_index'")
         conn.execute("UPDATE holon_meta SET value='1' WHERE key='schema_version'")
     assert migrate(schema_url) == (1, SCHEMA_VERSION)
@@ -172,6 +173,7 @@ def test_delete_session_empties_every_session_table(pg_url: str, pg_session_key:
     from holon_ctx.compaction import SessionConfig, compact
     from holon_ctx.memory.archiver import Archiver
     from holon_ctx.memory.episodes import Recap, RecapStatus
+    from holon_ctx.projection.session import SessionProjector
 
     def filled(key: str) -> int:
         ledger = PostgresStore(pg_url, session=key)
@@ -183,6 +185,7 @@ def test_delete_session_empties_every_session_table(pg_url: str, pg_session_key:
                 archiver=Archiver(ledger, episodes, policy=policy(8, 4)))
         episodes.add_recap(Recap(episode_id="e0-3", digest="sha256:" + "0" * 64, model="m",
                                  status=RecapStatus.REJECTED))
+        SessionProjector(ledger, epochs=ledger.epoch_store()).request(budget_tokens=2000)
         sid = ledger.sid
         ledger.close()
         return sid
@@ -201,7 +204,8 @@ def test_delete_session_empties_every_session_table(pg_url: str, pg_session_key:
         before = counts(keep)
         filled_tables = {t for t, n in counts(gone).items() if n}
         assert {"holon_records", "holon_episodes_postings", "holon_episodes_recaps",
-                "holon_continuity_envelopes", "holon_continuity_events"} <= filled_tables
+                "holon_continuity_envelopes", "holon_continuity_events", "holon_session_epochs",
+                "holon_session_state"} <= filled_tables
         assert delete_session(pg_url, pg_session_key + "gone") is True
         assert delete_session(pg_url, pg_session_key + "gone") is False
         assert set(counts(gone).values()) == {0}

@@ -240,6 +240,25 @@ HIGH_LEDGER: list[Record] = [
 ]
 
 
+def test_records_between(store: LedgerStore) -> None:
+    """Every record with lo <= pos < hi, turns included, in append order, each as get() has it;
+    bounds past either end are clipped, an empty or reversed range is empty."""
+    store.append(LEDGER)
+    whole = store.records_between(0, END)
+    assert [r.pos for r in whole] == list(range(END))
+    assert refs(whole) == [record_ref(r) for r in LEDGER]
+    assert whole == [store.get(r.ref) for r in whole]
+    assert refs(store.records_between(6, 10)) == ["turn:t2", "external_event:e1", "wait:wt2",
+                                                  "pin:p1"]
+    assert refs(store.records_between(10, 11)) == ["turn:t3"]
+    assert store.records_between(5, 5) == []
+    assert store.records_between(9, 3) == []
+    assert refs(store.records_between(-4, 2)) == ["environment:env0", "turn:t1"]
+    assert refs(store.records_between(18, END + 50)) == ["turn:t5", "task_result:r1"]
+    assert store.records_between(END, END + 10) == []
+    assert store.records_between(END + 5, END + 10) == []
+
+
 def test_high_turns_before(store: LedgerStore) -> None:
     """Turns marked high by their trigger or a record, newest first, each as of the position of
     the record that marked it (a late record marks an earlier turn only from its position on)."""
@@ -348,6 +367,7 @@ def test_empty_store_reads(store: LedgerStore) -> None:
     assert store.open_waits(10) == []
     assert store.latest_environment(10) is None
     assert store.pins(10, 5) == []
+    assert store.records_between(0, 10) == []
     assert list(store.iter_records()) == []
     stats = store.stats()
     assert (stats.turns, stats.records, stats.records_by_kind, stats.tokens_by_kind) == (0, 0, {}, {})
@@ -489,6 +509,9 @@ class Oracle:
                 state.update(ref=r.ref, pos=r.pos, transitions=state["transitions"] + 1)
         return state
 
+    def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        return [r for r in self.rows if lo_pos <= r.pos < hi_pos]
+
     def latest_environment(self, limit_pos: int) -> str | None:
         envs = [r.ref for r in self.rows if isinstance(r.record, Environment) and r.pos < limit_pos]
         return envs[-1] if envs else None
@@ -543,6 +566,9 @@ def _reads(store: LedgerStore | Oracle, records: list[Record], probes: list[int]
             got = store.records_of_turns(lo, hi, limit)
             out.append(("records_of_turns", lo, hi, limit,
                         got if isinstance(store, Oracle) else refs(got)))  # type: ignore[arg-type]
+        # Whole records (position, ref, record, tokens, turn): what a session walk reads.
+        out.extend(("between", lo, hi, store.records_between(lo, hi))
+                   for lo, hi in [(0, limit), (limit, len(records) + 3), (limit - 2, limit + 1)])
         if isinstance(store, Oracle):
             out.append(("latest_turn", limit, store.latest_turn(limit)))
             out.append(("env", limit, store.latest_environment(limit)))

@@ -20,15 +20,19 @@ The types and the in-memory store live here, with no I/O, so the projection core
 engine version), so states of different settings never mix. Writes happen at re-plans only.
 Two processes walking the same ledger with the same key write identical rows (the walk is
 deterministic), so concurrent writers need no coordination beyond SQLite's own locking.
+The PostgreSQL store (:mod:`holon_ctx.postgres.epochs`) keeps the same two tables, keyed by the
+session's ``sid`` first, in the database that holds the session's ledger.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, Protocol
 
 import msgspec
 
-__all__ = ["EPOCH_FORMAT", "EpochStart", "EpochState", "EpochStore", "MemoryEpochStore"]
+__all__ = ["EPOCH_FORMAT", "EpochStart", "EpochState", "EpochStore", "MemoryEpochStore",
+           "decode_starts", "decode_state"]
 
 #: Version of the persisted :class:`EpochState` layout; part of every key, so a new layout starts
 #: afresh instead of misreading an old one.
@@ -56,9 +60,16 @@ class EpochState(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class EpochStore(Protocol):
-    """Persistence for session projections; every store offers one (see ``epoch_store_for``)."""
+    """Persistence for session projections; every store offers one (see ``epoch_store_for``).
 
-    def load(self, key: str) -> EpochState | None: ...
+    What was persisted is derived data: a row that no longer decodes is treated as absent (the
+    walk rebuilds it), never trusted and never an error. Failures of the storage itself are
+    one-line ``StoreError``s.
+    """
+
+    def load(self, key: str) -> EpochState | None:
+        """The key's current epoch, or None (nothing kept, or what is kept no longer decodes)."""
+        ...
 
     def save(self, state: EpochState) -> None:
         """Log ``state``'s start, and keep it as the key's current epoch unless a later epoch is
@@ -67,7 +78,8 @@ class EpochStore(Protocol):
         ...
 
     def starts(self, key: str, limit: int = 1000) -> list[EpochStart]:
-        """The newest ``limit`` epoch starts of ``key``, oldest first."""
+        """The newest ``limit`` epoch starts of ``key`` (by epoch), oldest first; none for a
+        ``limit`` of 0 or less."""
         ...
 
     def clear(self, key: str | None = None) -> None:
@@ -82,6 +94,26 @@ _state_decoder = msgspec.json.Decoder(EpochState)
 _start_decoder = msgspec.json.Decoder(EpochStart)
 
 
+def decode_state(raw: bytes) -> EpochState | None:
+    """A persisted state, or None when it no longer decodes (rebuilt, never trusted)."""
+    try:
+        return _state_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return None
+
+
+def decode_starts(raws: Iterable[bytes]) -> list[EpochStart]:
+    """The persisted starts that still decode, in the order given (one that does not is left
+    out: it only labels turns, and the next re-plan writes it again)."""
+    out: list[EpochStart] = []
+    for raw in raws:
+        try:
+            out.append(_start_decoder.decode(raw))
+        except msgspec.DecodeError:
+            continue
+    return out
+
+
 class MemoryEpochStore:
     """Epoch state in a dict: for in-memory ledgers and tests."""
 
@@ -91,7 +123,7 @@ class MemoryEpochStore:
 
     def load(self, key: str) -> EpochState | None:
         raw = self._states.get(key)
-        return None if raw is None else _state_decoder.decode(raw)
+        return None if raw is None else decode_state(raw)
 
     def save(self, state: EpochState) -> None:
         # Stored encoded, as the SQLite store does: a caller can never mutate what was saved.
@@ -102,7 +134,7 @@ class MemoryEpochStore:
 
     def starts(self, key: str, limit: int = 1000) -> list[EpochStart]:
         rows = self._starts.get(key, {})
-        return [_start_decoder.decode(rows[n]) for n in sorted(rows)[-limit:]]
+        return decode_starts(rows[n] for n in sorted(rows)[len(rows) - max(limit, 0):])
 
     def clear(self, key: str | None = None) -> None:
         if key is None:

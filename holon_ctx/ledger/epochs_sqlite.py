@@ -8,13 +8,18 @@ from pathlib import Path
 import msgspec
 
 from holon_ctx.errors import StoreError
-from holon_ctx.ledger.epochs import EpochStart, EpochState, EpochStore, MemoryEpochStore
+from holon_ctx.ledger.epochs import (
+    EpochStart,
+    EpochState,
+    EpochStore,
+    MemoryEpochStore,
+    decode_starts,
+    decode_state,
+)
 
 __all__ = ["SqliteEpochStore", "epoch_store_for"]
 
 _encode = msgspec.json.encode
-_state_decoder = msgspec.json.Decoder(EpochState)
-_start_decoder = msgspec.json.Decoder(EpochStart)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_epochs (
@@ -59,13 +64,7 @@ class SqliteEpochStore:
             row = self._db.execute("SELECT state FROM session_state WHERE key=?", (key,)).fetchone()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot read session state ({exc})") from None
-        if row is None:
-            return None
-        try:
-            return _state_decoder.decode(row[0])
-        except msgspec.DecodeError:
-            # Derived data that no longer decodes is rebuilt, never trusted.
-            return None
+        return None if row is None else decode_state(row[0])
 
     def save(self, state: EpochState) -> None:
         self._ensure()
@@ -92,10 +91,10 @@ class SqliteEpochStore:
                 return []
             rows = self._db.execute(
                 "SELECT start FROM session_epochs WHERE key=? ORDER BY epoch DESC LIMIT ?",
-                (key, limit)).fetchall()
+                (key, max(limit, 0))).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot read session state ({exc})") from None
-        return [_start_decoder.decode(r[0]) for r in reversed(rows)]
+        return decode_starts(r[0] for r in reversed(rows))
 
     def clear(self, key: str | None = None) -> None:
         try:

@@ -7,6 +7,7 @@ store does. Every store of a session is opened with the same session key::
     ledger = PostgresStore("postgresql://host/db", session="agent-42")
     episodes = PostgresEpisodeStore(ledger.connection, session="agent-42")
     governed = ContinuityStore(PostgresContinuityBackend(ledger.connection, session="agent-42"))
+    replans = ledger.epoch_store()  # the session projection's state (holon_ctx.postgres.epochs)
 """
 
 from __future__ import annotations

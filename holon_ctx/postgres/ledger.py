@@ -16,7 +16,7 @@ again (:class:`~holon_ctx.ledger.readcache.DecodedRecords`) and the open-wait se
 incrementally, as in SQLite. Every read is an index search bounded by its arguments
 (``tests/test_postgres.py`` checks the plans).
 
-Length: ~490 lines, past the house's ~400, because the append side (prefetch, pending rows) and
+Length: ~500 lines, past the house's ~400, because the append side (prefetch, pending rows) and
 the read side (decoded records, read-ahead of a page's records) share one connection's batch state
 and caches; splitting them would put one object's invariants in two files.
 """
@@ -35,6 +35,7 @@ from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
 from holon_ctx.ledger.writer import Lookups, Row, append_records
+from holon_ctx.postgres.epochs import PostgresEpochStore
 from holon_ctx.postgres.schema import SESSION_TABLES
 from holon_ctx.postgres.session import SessionHandle
 from holon_ctx.tokens import TokenCounter, default_counter
@@ -111,6 +112,11 @@ class PostgresStore:
     def connection(self) -> Any:
         """The psycopg connection (for the session's episode and continuity stores)."""
         return self._h.conn
+
+    def epoch_store(self) -> PostgresEpochStore:
+        """The session projection's re-plan state, in this session's rows, on this store's
+        connection (``epoch_store_for`` asks for it; closing it leaves the connection open)."""
+        return PostgresEpochStore(self._h.conn, session=self.session, create=False)
 
     # -- append backend -------------------------------------------------------------------
     @property

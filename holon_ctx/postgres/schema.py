@@ -16,6 +16,11 @@ Version 2 adds ``holon_high_turns``, the derived index of turns marked high by a
 (:mod:`holon_ctx.ledger.facts`; RFC 0002, decision 8). Which records mark a turn is Python
 (``marks_high``), so the index is (re)built by :func:`rebuild_high_turns` — after the migration,
 and whenever ``holon_meta.high_index`` differs from ``facts.HIGH_INDEX_KEY`` — under the same lock.
+Version 3 drops the statistics on ``sid`` (see ``_V3_STATISTICS``). Version 4 adds the session
+projection's re-plan state (RFC 0010; :mod:`holon_ctx.postgres.epochs`): ``holon_session_epochs``
+and ``holon_session_state``, the SQLite store's ``session_epochs`` and ``session_state`` with
+``sid`` in front. Derived data: a migration that had to drop them would lose nothing the ledger
+cannot rebuild.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ __all__ = ["SCHEMA_VERSION", "SESSION_TABLES", "SessionInfo", "check_session_key
            "create_session", "delete_session", "ensure_schema", "find_session", "list_sessions",
            "schema_version"]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: Key of the transaction-level advisory lock that serialises migrations (arbitrary, fixed).
 _MIGRATION_LOCK: Final = 0x686F6C6F6E  # "holon"
 
@@ -161,8 +166,8 @@ _V2_HIGH_TURNS = [
         sid bigint NOT NULL, seq bigint NOT NULL, pos bigint NOT NULL, PRIMARY KEY (sid, seq))""",
 ]
 
-#: Every table keyed by session: what deleting a session empties (a test checks the catalogue).
-SESSION_TABLES: Final = (
+#: The session tables of versions 1 and 2 (version 3 drops their statistics on sid).
+_V2_SESSION_TABLES: Final = (
     "holon_records", "holon_turns", "holon_token_counts", "holon_work_item_states",
     "holon_wait_states", "holon_high_turns", "holon_episodes_meta", "holon_episodes",
     "holon_episodes_turns", "holon_episodes_terms", "holon_episodes_postings",
@@ -176,13 +181,30 @@ SESSION_TABLES: Final = (
 # index starts with sid (a 240k-record session: 0.4 s for a ref lookup, seconds per projection).
 # Without them every session looks alike and the plan is chosen by the other conditions.
 _V3_STATISTICS = [f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0"
-                  for table in SESSION_TABLES]
+                  for table in _V2_SESSION_TABLES]
+
+_V4_SESSION_TABLES: Final = ("holon_session_epochs", "holon_session_state")
+_V4_SESSION_PROJECTION = [
+    # One row per re-plan: (key, epoch) → the epoch's start (EpochStart, msgspec JSON).
+    """CREATE TABLE holon_session_epochs (
+        sid bigint NOT NULL, key text NOT NULL, epoch bigint NOT NULL, start bytea NOT NULL,
+        PRIMARY KEY (sid, key, epoch))""",
+    # key → the latest epoch's frozen state (EpochState, msgspec JSON).
+    """CREATE TABLE holon_session_state (
+        sid bigint NOT NULL, key text NOT NULL, epoch bigint NOT NULL, state bytea NOT NULL,
+        PRIMARY KEY (sid, key))""",
+    *(f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _V4_SESSION_TABLES),
+]
+
+#: Every table keyed by session: what deleting a session empties (a test checks the catalogue).
+SESSION_TABLES: Final = (*_V2_SESSION_TABLES, *_V4_SESSION_TABLES)
 
 #: Migrations from version N to N+1, each a list of statements run in one transaction.
 MIGRATIONS: Final[dict[int, list[str]]] = {
     0: [*_V1_LEDGER, *_V1_EPISODES, *_V1_CONTINUITY],
     1: _V2_HIGH_TURNS,
     2: _V3_STATISTICS,
+    3: _V4_SESSION_PROJECTION,
 }
 
 

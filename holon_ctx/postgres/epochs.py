@@ -1,0 +1,68 @@
+"""The session projection's re-plan state in PostgreSQL, beside the session's ledger.
+
+The same two tables as the SQLite store (:mod:`holon_ctx.ledger.epochs_sqlite`), keyed by ``sid``
+first (schema version 4): ``holon_session_epochs`` logs each epoch's start, ``holon_session_state``
+keeps each key's latest epoch. ``clear()`` without a key forgets every key *of this session*: the
+database holds a fleet, and a session never touches another's rows.
+
+Each write is one statement (the two tables through a data-modifying ``WITH``): atomic on an
+autocommit connection without a ``BEGIN``/``COMMIT`` round trip, and part of the caller's
+transaction if the shared connection is inside one. Two processes that save the same key at once
+need nothing more: the upserts serialise on the key's row, and the later epoch is kept whichever
+commits first (the walk is deterministic, so two saves of one epoch carry the same bytes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from holon_ctx.ledger.epochs import EpochStart, EpochState, decode_starts, decode_state
+from holon_ctx.postgres.session import SessionHandle
+
+__all__ = ["PostgresEpochStore"]
+
+_encode = msgspec.json.encode
+
+_SAVE = (
+    "WITH kept AS (INSERT INTO holon_session_state VALUES (%(sid)s, %(key)s, %(epoch)s, %(state)s) "
+    "ON CONFLICT (sid, key) DO UPDATE SET epoch = excluded.epoch, state = excluded.state "
+    "WHERE holon_session_state.epoch <= excluded.epoch) "
+    "INSERT INTO holon_session_epochs VALUES (%(sid)s, %(key)s, %(epoch)s, %(start)s) "
+    "ON CONFLICT (sid, key, epoch) DO UPDATE SET start = excluded.start")
+_CLEAR = ("WITH gone AS (DELETE FROM holon_session_state WHERE sid=%(sid)s AND {where}) "
+          "DELETE FROM holon_session_epochs WHERE sid=%(sid)s AND {where}")
+
+
+class PostgresEpochStore:
+    """``EpochStore`` for a session: ``PostgresEpochStore(url_or_connection, session=KEY)``, or
+    ``PostgresStore.epoch_store()`` for one on the ledger's connection. A connection passed in
+    stays the caller's (``close`` leaves it open), as for the session's other stores."""
+
+    def __init__(self, source: str | Any, *, session: str, create: bool = True) -> None:
+        self._h = SessionHandle(source, session, create=create)
+
+    def load(self, key: str) -> EpochState | None:
+        row = self._h.one("SELECT state FROM holon_session_state WHERE sid=%(sid)s AND key=%(key)s",
+                          {"key": key})
+        return None if row is None else decode_state(row[0])
+
+    def save(self, state: EpochState) -> None:
+        self._h.rows(_SAVE, {"key": state.key, "epoch": state.start.epoch,
+                             "state": _encode(state), "start": _encode(state.start)})
+
+    def starts(self, key: str, limit: int = 1000) -> list[EpochStart]:
+        rows = self._h.rows("SELECT start FROM holon_session_epochs WHERE sid=%(sid)s AND "
+                            "key=%(key)s ORDER BY epoch DESC LIMIT %(n)s",
+                            {"key": key, "n": max(limit, 0)})
+        return decode_starts(raw for (raw,) in reversed(rows))
+
+    def clear(self, key: str | None = None) -> None:
+        if key is None:
+            self._h.rows(_CLEAR.format(where="true"), {})
+        else:
+            self._h.rows(_CLEAR.format(where="key=%(key)s"), {"key": key})
+
+    def close(self) -> None:
+        self._h.close()
