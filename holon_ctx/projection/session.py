@@ -28,6 +28,7 @@ one state object and one order of operations, and splitting them apart would hid
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Final
 
 import attrs
@@ -54,7 +55,7 @@ from holon_ctx.projection.providers import REPLY_PRIMING_TOKENS
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.replan import Frozen, replan
-from holon_ctx.projection.retention import FactsCache
+from holon_ctx.projection.retention import FactsCache, in_fold_run
 from holon_ctx.projection.session_state import (
     Layout,
     Persisted,
@@ -63,10 +64,12 @@ from holon_ctx.projection.session_state import (
     SessionRequest,
     Snapshot,
     WalkState,
+    append_fold,
     append_record,
     checkpoint_turn,
     opens_block,
     parts_cost,
+    pending_line,
     session_manifest,
 )
 from holon_ctx.projection.tail import Tail, tail_blocks
@@ -182,15 +185,20 @@ class SessionProjector:
         limit = stored.pos + 1
         if isinstance(rec, Environment):
             return "environment_changed"
+        r = self._entry_renderer(state.budget)
         if isinstance(rec, Turn):
             if opens_block(self.store, rec, limit, state.current, self.session.checkpoint_turns):
                 return "checkpoint"
             unit = TurnUnit(stored=stored, records=())
-            state.current = unit
+            previous, state.current = state.current, unit
             why = self._follow(state, unit, limit)
             if why is not None:
                 return why
-            append_record(state, stored, self._entry_renderer(state.budget), new_turn=True)
+            if in_fold_run(unit, previous):
+                state.pending.append((unit, previous))  # rendered when its run ends
+            else:
+                append_fold(state, r, self._fold_facts(state))
+                append_record(state, stored, r, new_turn=True)
         else:
             if isinstance(rec, Pin):
                 target = self.store.get(rec.target)
@@ -205,7 +213,7 @@ class SessionProjector:
             if isinstance(rec, Tool) and state.tally is not None and state.current is not None \
                     and state.current.turn.work_item_id in (state.work_item_id, None):
                 state.tally.add(stored)
-            append_record(state, stored, self._entry_renderer(state.budget), new_turn=False)
+            self._append_to_run(state, stored, r)
         if not isinstance(rec, Message | Brief):
             # A reply or a brief changes nothing the tail states; anything else may.
             state.tail = None
@@ -214,6 +222,31 @@ class SessionProjector:
         if total > state.budget:
             return "over_budget"
         return None
+
+    def _append_to_run(self, state: WalkState, stored: StoredRecord, r: Renderer) -> None:
+        """A record of the pending low-value turn that makes it substantive ends the run: the
+        run before it becomes one fold line, the turn itself joins the history whole. Any other
+        record ends the run too; a record of a turn still low waits with it."""
+        if state.pending:
+            unit, previous = state.pending[-1]
+            if stored.turn_seq == unit.turn.seq:
+                unit = TurnUnit(stored=unit.stored, records=(*unit.records, stored))
+                if in_fold_run(unit, previous):
+                    state.pending[-1] = (unit, previous)
+                    return
+                state.pending.pop()
+                append_fold(state, r, self._fold_facts(state))
+                append_record(state, unit.stored, r, new_turn=True)
+                for owned in unit.records:
+                    append_record(state, owned, r, new_turn=False)
+                return
+            append_fold(state, r, self._fold_facts(state))
+        append_record(state, stored, r, new_turn=False)
+
+    def _fold_facts(self, state: WalkState) -> Callable[[TurnUnit], list[str]]:
+        """Each pending turn's facts, judged beside the turn before it (as the planner does)."""
+        before = {unit.turn.id: previous for unit, previous in state.pending}
+        return lambda unit: self._facts.facts(unit, before.get(unit.turn.id))
 
     def _follow(self, state: WalkState, unit: TurnUnit, limit: int) -> str | None:
         """A new turn: the work item and the anchor it continues must be the epoch's."""
@@ -253,7 +286,8 @@ class SessionProjector:
         state.tail = tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
                                  anchor=state.anchor, work_item=work_item, waits=waits,
                                  tally=state.tally, frontier_cover=state.cover,
-                                 control=control)  # type: ignore[arg-type]
+                                 control=control,  # type: ignore[arg-type]
+                                 run=pending_line(self.renderer, state, self._fold_facts(state)))
         return state.tail
 
     def _tail_cost(self, state: WalkState, tail: Tail) -> int:
@@ -412,7 +446,7 @@ class SessionProjector:
             plan_budget=state.plan_budget, frozen_tokens=state.frozen_tokens,
             prefix_tokens=state.frozen_sums()[3], appended_tokens=state.appended_tokens(),
             appended_refs=[stored.ref for seg in state.segments for stored in seg.records],
-            current=state.current, anchor=state.anchor)
+            current=state.current, anchor=state.anchor, folds=list(state.folds))
         return SessionRequest(layout=self.layout, budget_tokens=state.budget, used_tokens=used,
                               request_tokens=request_tokens, parts=parts,
                               prefix_count=state.prefix_count,

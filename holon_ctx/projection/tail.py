@@ -74,8 +74,10 @@ def anchor_line(r: Renderer, anchor: TurnUnit | None, current: TurnUnit) -> Bloc
 
 def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: TurnUnit | None,
                 work_item: WorkItemState | None, waits: list[WaitState], tally: Tally | None,
-                frontier_cover: str, control: ControlState | None) -> Tail:
-    """The tail for the current position (see the module docstring)."""
+                frontier_cover: str, control: ControlState | None,
+                run: Block | None = None) -> Tail:
+    """The tail for the current position (see the module docstring); ``run`` counts a run of
+    low-value turns still going on."""
     blocks: list[Block] = [r.line(TAIL_TITLE)]
     refs: list[str] = []
     # Governed notices first: a blocked side effect is what the model must read before anything
@@ -85,6 +87,8 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
             blocks.extend(lines)
     blocks.append(r.line(f"{RELATION_PREFIX}{relation.value} — {RELATION_TEXT[relation]} "
                          f"({current.ref})", [current.ref]))
+    if run is not None:
+        blocks.append(run)
     line = (None if anchor is None or anchor.turn.id == current.turn.id else r.memo(
         ("tail_anchor", anchor.ref, len(anchor.records)),
         lambda: anchor_line(r, anchor, current)))
