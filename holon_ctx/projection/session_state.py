@@ -207,8 +207,9 @@ class WalkState:
     anchor: TurnUnit | None = None
     #: Frozen and appended tokens as of the last request made (for ``cached_tokens``).
     last_request_end: int = 0
-    #: The tail as of ``pos`` (None: to be made again).
+    #: The tail as of ``pos`` (None: to be made again), and the governed state it was made with.
     tail: Tail | None = None
+    tail_control: object = None
     #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
     plan_budget: int = 0
 
@@ -221,6 +222,9 @@ class WalkState:
     pending: list[tuple[TurnUnit, TurnUnit | None]] = attrs.Factory(list)
     #: Folds appended since the re-plan (the manifest lists them with the frozen ones).
     folds: list[FoldManifest] = attrs.Factory(list)
+    #: Side effects not resolved yet (key → the run's ref) and those runs, for the tail.
+    unresolved: dict[str, str] = attrs.Factory(dict)
+    effect_runs: dict[str, StoredRecord] = attrs.Factory(dict)
     #: The frozen parts' texts and counts, joined once per epoch (see :meth:`frozen_sums`).
     _frozen_sums: tuple[str, str, int, int, Role | None] | None = None
 
@@ -269,6 +273,8 @@ class Persisted(msgspec.Struct, frozen=True):
     tally: PersistedTally | None
     cover: str
     plan_budget: int
+    #: Unresolved side effects: key → the run's ref.
+    unresolved: dict[str, str] = {}
 
 
 def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_turn: bool) -> None:
@@ -283,8 +289,8 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
     else:
         seg = last
         seg.records.append(stored)
-    if turn_id is not None:
-        state.shown.add(turn_id)
+    if turn_id is not None and isinstance(seg.records[0].record, Turn):
+        state.shown.add(turn_id)  # the turn from its heading on (a late record alone is not)
     blocks = []
     for i, s in enumerate(seg.records):
         if isinstance(s.record, Turn):
@@ -295,10 +301,7 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
             blocks.extend(r.record_blocks(s, {}))
     records = {s.ref: s for s in seg.records}
     previous = _last_part_before(state, seg)
-    parts = parts_of_blocks(blocks, records, r.counter, previous=previous,
-                            native_headings=not any(
-                                b.ref in records and is_reply(records[b.ref])
-                                for b in blocks))
+    parts = parts_of_blocks(blocks, records, r.counter, previous=previous)
     state.appended_total += seg.set_parts(
         parts, parts_cost(parts, previous.role if previous else None, state.layout))
     if turn_id is not None:

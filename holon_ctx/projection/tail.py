@@ -19,6 +19,8 @@ Every line is a label line, so the tail's tokens add exactly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 from holon_ctx.ledger.records import Message, MessageRole
@@ -75,7 +77,7 @@ def anchor_line(r: Renderer, anchor: TurnUnit | None, current: TurnUnit) -> Bloc
 def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: TurnUnit | None,
                 work_item: WorkItemState | None, waits: list[WaitState], tally: Tally | None,
                 frontier_cover: str, control: ControlState | None,
-                run: Block | None = None) -> Tail:
+                run: Block | None = None, effects: Sequence[Block] = ()) -> Tail:
     """The tail for the current position (see the module docstring); ``run`` counts a run of
     low-value turns still going on."""
     blocks: list[Block] = [r.line(TAIL_TITLE)]
@@ -85,6 +87,8 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
     if control is not None:
         for lines in control_blocks(r, control):
             blocks.extend(lines)
+    # Then what the ledger itself has not resolved (before compaction hands it to the store).
+    blocks.extend(effects)
     blocks.append(r.line(f"{RELATION_PREFIX}{relation.value} — {RELATION_TEXT[relation]} "
                          f"({current.ref})", [current.ref]))
     if run is not None:

@@ -1,0 +1,56 @@
+"""Side effects the ledger has not resolved, tracked by a session projection's walk.
+
+A tool run whose side effect is ``unknown`` or ``partial`` may already have changed the world:
+until a later run of the same call reports ``none`` or ``completed`` (the keys of
+:mod:`holon_ctx.memory.unresolved`), every request's tail says so — before compaction hands the
+fact to the governed store (which the tail states too, as a blocking notice). The walk learns of
+them from the turns its re-plan read and from every record it appends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from holon_ctx.ledger.records import Tool
+from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.memory.unresolved import call_key, resolves
+from holon_ctx.projection.formats import one_line
+from holon_ctx.projection.items import Block
+from holon_ctx.projection.render import Renderer
+
+__all__ = ["MAX_EFFECT_LINES", "effect_lines", "track_effects"]
+
+#: Unresolved side effects the tail names one per line; more are counted on one line.
+MAX_EFFECT_LINES = 8
+
+
+def track_effects(unresolved: dict[str, str], records: Iterable[StoredRecord]) -> None:
+    """Update ``unresolved`` (key → the run's ref) with tool runs in ledger order."""
+    for stored in records:
+        rec = stored.record
+        if not isinstance(rec, Tool):
+            continue
+        for key in resolves(rec, stored.ref):
+            if key.startswith("effect:"):
+                unresolved.pop(key, None)
+        if rec.side_effect_unresolved:
+            unresolved[f"effect:{call_key(rec, stored.ref)}"] = stored.ref
+
+
+def effect_lines(r: Renderer, unresolved: dict[str, str],
+                 describe: dict[str, StoredRecord]) -> list[Block]:
+    """The tail's lines: each unresolved run (newest last), then how many more."""
+    refs = list(unresolved.values())
+    lines: list[Block] = []
+    for ref in refs[-MAX_EFFECT_LINES:]:
+        stored = describe.get(ref)
+        rec = stored.record if stored is not None else None
+        what = (f"{one_line(rec.tool_name, r.chars.tool_name)} "
+                f"`{one_line(rec.args_preview, r.chars.args)}` → side effect "
+                f"{rec.side_effect.value}" if isinstance(rec, Tool) and rec.side_effect
+                else "side effect unresolved")
+        lines.append(r.line(f"UNRESOLVED SIDE EFFECT {ref}: {what} — it may already have "
+                            "happened; reconcile it before acting, never retry it blind", [ref]))
+    if len(refs) > MAX_EFFECT_LINES:
+        lines.append(r.line(f"… {len(refs) - MAX_EFFECT_LINES} more unresolved side effects"))
+    return lines
