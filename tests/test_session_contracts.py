@@ -12,6 +12,7 @@ import holon_ctx
 from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.epochs import MemoryEpochStore
 from holon_ctx.ledger.records import SideEffect, Tool, ToolStatus, Turn
+from holon_ctx.projection.effects import EFFECTS_HEADING
 from holon_ctx.projection.model import ControlState
 from holon_ctx.projection.session import Layout, SessionProjector
 
@@ -223,6 +224,52 @@ def test_an_unresolved_side_effect_stays_in_the_tail_until_a_run_resolves_it() -
     for turn_id in ids[:-1]:
         request = projector.request(budget_tokens=1500, at=turn_id)
         check_request(request)
-        assert "UNRESOLVED SIDE EFFECT tool:xdeploy" in request.parts[-1].text
+        assert EFFECTS_HEADING in request.parts[-1].text
+        assert "- tool:xdeploy: deploy `prod 2.5` → unknown\n" in request.parts[-1].text
     last = projector.request(budget_tokens=1500, at=ids[-1])
     assert "UNRESOLVED SIDE EFFECT" not in last.parts[-1].text
+
+
+def test_the_tail_stays_small_however_much_is_unresolved() -> None:
+    """Thirty unresolved side effects and twelve open waits: the tail, re-sent with every
+    request, names the newest few of each in full and the older ones by ref or id, so every
+    one of them stays findable without the tail growing with them."""
+    b = LedgerBuilder()
+    ask = b.operator("Roll the fleet to 2.5, host by host.")
+    b.work_item("roll", objective="roll the fleet to 2.5")
+    for i in range(12):
+        b.open_wait(f"host{i}", f"host {i} reports healthy after the restart", work_item="roll")
+    for i in range(30):
+        b.turn("x-agent-step", anchor=ask, work_item="roll")
+        b.add(Tool(id=f"xr{i}", turn_id=b.turn_id or "", tool_name="restart",
+                   args_preview=f"host{i}", status=ToolStatus.TIMEOUT, call_id=f"cr{i}",
+                   side_effect=SideEffect.UNKNOWN))
+    request = SessionProjector(memory_store(b.records)).request(budget_tokens=4000)
+    check_request(request)
+    tail = request.parts[-1].text
+    lines = tail.splitlines()
+    named = [f"tool:xr{i}" for i in range(30) if f"- tool:xr{i}: restart" in tail]
+    assert named == [f"tool:xr{i}" for i in range(25, 30)]
+    older = next(line for line in lines if line.startswith("- … 25 older"))
+    assert all(f"tool:xr{i}" in older for i in range(20, 25))
+    waits = [line for line in lines if line.startswith("waiting on ")]
+    assert [w.split(":")[0] for w in waits] == [f"waiting on host{i}" for i in (9, 10, 11)]
+    more = next(line for line in lines if "more open waits" in line)
+    assert more.startswith("… 9 more open waits:")
+    assert "host8" in more
+    assert len(lines) <= 20
+
+
+@pytest.mark.parametrize("budget", [5, 12, 20])
+def test_a_budget_too_small_is_said_against_the_callers_budget(budget: int) -> None:
+    """The error names the budget the caller gave and a need above it, never the share of it
+    that an internal re-plan tried."""
+    b = LedgerBuilder()
+    b.operator("Migrate the billing tables to the new schema; keep the old views working. " * 3)
+    b.work_item("bill", objective="migrate the billing tables " * 5)
+    with pytest.raises(BudgetTooSmallError) as caught:
+        SessionProjector(memory_store(b.records), layout=Layout.MESSAGES).request(
+            budget_tokens=budget)
+    assert caught.value.available_tokens == budget
+    assert caught.value.required_tokens > budget
+    assert f"only {budget} available" in str(caught.value)

@@ -18,10 +18,13 @@ from holon_ctx.projection.formats import one_line
 from holon_ctx.projection.items import Block
 from holon_ctx.projection.render import Renderer
 
-__all__ = ["MAX_EFFECT_LINES", "effect_lines", "track_effects"]
+__all__ = ["EFFECTS_HEADING", "MAX_EFFECT_LINES", "effect_lines", "track_effects"]
 
-#: Unresolved side effects the tail names one per line; more are counted on one line.
-MAX_EFFECT_LINES = 8
+#: Unresolved side effects the tail names one per line; more are counted on one line. The tail
+#: is re-sent with every request, so it names the newest few and counts the rest.
+MAX_EFFECT_LINES = 5
+EFFECTS_HEADING = ("UNRESOLVED SIDE EFFECTS — each may already have happened; reconcile it "
+                   "before acting, never retry it blind:")
 
 
 def track_effects(unresolved: dict[str, str], records: Iterable[StoredRecord]) -> None:
@@ -39,18 +42,22 @@ def track_effects(unresolved: dict[str, str], records: Iterable[StoredRecord]) -
 
 def effect_lines(r: Renderer, unresolved: dict[str, str],
                  describe: dict[str, StoredRecord]) -> list[Block]:
-    """The tail's lines: each unresolved run (newest last), then how many more."""
+    """The tail's lines: the warning once, each unresolved run (newest last), then how many
+    more (with their refs while they are few)."""
     refs = list(unresolved.values())
-    lines: list[Block] = []
+    if not refs:
+        return []
+    lines: list[Block] = [r.line(EFFECTS_HEADING)]
     for ref in refs[-MAX_EFFECT_LINES:]:
         stored = describe.get(ref)
         rec = stored.record if stored is not None else None
         what = (f"{one_line(rec.tool_name, r.chars.tool_name)} "
-                f"`{one_line(rec.args_preview, r.chars.args)}` → side effect "
-                f"{rec.side_effect.value}" if isinstance(rec, Tool) and rec.side_effect
-                else "side effect unresolved")
-        lines.append(r.line(f"UNRESOLVED SIDE EFFECT {ref}: {what} — it may already have "
-                            "happened; reconcile it before acting, never retry it blind", [ref]))
-    if len(refs) > MAX_EFFECT_LINES:
-        lines.append(r.line(f"… {len(refs) - MAX_EFFECT_LINES} more unresolved side effects"))
+                f"`{one_line(rec.args_preview, r.chars.args)}` → {rec.side_effect.value}"
+                if isinstance(rec, Tool) and rec.side_effect else "unresolved")
+        lines.append(r.line(f"- {ref}: {what}", [ref]))
+    older = refs[:-MAX_EFFECT_LINES]
+    if older:
+        named = ", ".join(older[-MAX_EFFECT_LINES:])
+        lines.append(r.line(f"- … {len(older)} older: {named}"
+                            + (", …" if len(older) > MAX_EFFECT_LINES else ""), older))
     return lines

@@ -356,9 +356,14 @@ class SessionProjector:
                                 self.episodes, control,  # type: ignore[arg-type]
                                 limit_pos=limit, budget_tokens=plan_budget,
                                 headers=self._headers)
-            except BudgetTooSmallError:
+            except BudgetTooSmallError as exc:
                 if tried_full or plan_budget >= budget:
-                    raise
+                    # Said against the caller's budget: the pinned part the planner could not
+                    # fit in its share, plus what the request needs beside the plan (the tail
+                    # and the framing took the rest of the budget).
+                    raise BudgetTooSmallError(
+                        max(exc.required_tokens + budget - plan_budget, budget + 1), budget,
+                        "the pinned references and the current state") from None
                 # The low-water mark is below the pinned minimum: use the whole budget instead.
                 tried_full, plan_budget = True, budget
                 continue

@@ -41,6 +41,8 @@ TAIL_TITLE = "## Current state"
 #: say which request this is; the whole text is in the history.
 TAIL_EXCERPT = 100
 TAIL_OBJECTIVE = 120
+#: Open waits the tail states in full; older ones are named by id.
+MAX_WAIT_LINES = 3
 
 
 @attrs.frozen
@@ -135,7 +137,15 @@ def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState]) -
                     f"{state.ref}): {one_line(state.objective, TAIL_OBJECTIVE)}{todos}",
                     [state.ref])]
     lines += [r.line(f"waiting on {one_line(w.wait_id, c.ident)}: "
-                     f"{one_line(w.condition, c.wait_condition_compact)}") for w in waits]
+                     f"{one_line(w.condition, c.wait_condition_compact)}")
+              for w in waits[-MAX_WAIT_LINES:]]
+    older = waits[:-MAX_WAIT_LINES]
+    if older:
+        # Re-sent every request: the newest waits in full, the others by id (each wait's
+        # opening is in the history).
+        ids = ", ".join(one_line(w.wait_id, c.ident) for w in older[-MAX_WAIT_LINES:])
+        more = ", …" if len(older) > MAX_WAIT_LINES else ""
+        lines.append(r.line(f"… {len(older)} more open waits: {ids}{more}"))
     if state.blocker:
         lines.append(r.line(f"blocker: {one_line(state.blocker, c.blocker_compact)}"))
     return lines
