@@ -220,3 +220,32 @@ def test_policy_refuses_nonsense() -> None:
         SessionPolicy(low_water=1.5)
     with pytest.raises(ValueError, match="checkpoint_turns"):
         SessionPolicy(checkpoint_turns=0)
+
+
+def test_low_value_runs_fold_between_replans_too() -> None:
+    """Ticks and retries never crowd the history between re-plans: while a run goes on the tail
+    counts it, and when it ends it joins the history as one fold line (Holon's acceptance
+    scenario 4, in the session projection)."""
+    b = LedgerBuilder()
+    ask = b.operator("Watch the canary and report when it is healthy.")
+    b.turn("x-agent-step", anchor=ask)
+    b.assistant("Watching.")
+    ticks = b.ticks(30)
+    retries = b.retries(10)
+    b.turn("x-agent-step", anchor=ask)
+    b.assistant("The canary is healthy.")
+    store = memory_store(b.records)
+    projector = SessionProjector(store)
+    requests = {t: projector.request(budget_tokens=30_000, at=t) for t in turn_ids(store)}
+    assert sum(r.replanned for r in requests.values()) == 1  # the first request only
+    during = requests[retries[-1]]
+    assert f"turn:{ticks[0]}" not in during.text.replace(during.parts[-1].text, "")
+    assert "the run goes on" in during.parts[-1].text
+    after = requests[turn_ids(store)[-1]]
+    history = after.text[:len(after.text) - len(after.parts[-1].text)]
+    assert history.count(f"turn:{ticks[0]}–turn:{retries[-1]}") == 1
+    assert "the run goes on" not in after.parts[-1].text
+    assert [f.first for f in after.manifest.folded] == [f"turn:{ticks[0]}"]
+    assert after.manifest.folded[0].count == 40
+    # Each request still extends the one before it: the fold line is appended, never rewritten.
+    assert after.text.startswith(during.text[:len(during.text) - len(during.parts[-1].text)])

@@ -1,10 +1,11 @@
-"""``holon-ctx replay SOURCE --budget N [--price …] [--baseline …] [--json]``: the bill, per turn.
+"""``holon-ctx replay SOURCE --budget N [--price …] [--baseline …] [--json]``: the bill, per call.
 
-Walks every turn as a runtime would (:mod:`holon_ctx.projection.replay`) and prints, per turn, the
-tokens sent, the tokens shared with the previous request (a provider's cache hit), whether the
-session re-planned, and the billed-equivalent cost under a price table; totals at the end. On a
-terminal, a rich table and a one-line chart per approach; in a pipe, plain text; ``--json`` for
-programs.
+Makes every model call of the ledger as a runtime would (:mod:`holon_ctx.projection.replay`:
+right before each reply the ledger holds, and at the end) and prints, per call, the tokens sent,
+the tokens shared with the previous request (a provider's cache hit), whether the session
+re-planned, and the billed-equivalent cost under a price table; totals at the end. On a terminal,
+rich tables and a one-line chart per approach; in a pipe, aligned plain text with every column
+whole; ``--json`` for programs.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ _BARS = "▁▂▃▄▅▆▇█"
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "replay", help="walk every turn as a runtime would: tokens sent, cached and billed")
+        "replay", help="make every model call as a runtime would: tokens sent, cached and billed")
     add_source_args(p)
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of each request (the whole request, framing included)")
@@ -74,12 +75,12 @@ def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable) 
             "price": {"name": price.name, "cache_read": price.cache_read,
                       "cache_write": price.cache_write},
             "approaches": {r.name: {
-                "totals": {"turns": len(r.rows), "sent_tokens": r.sent_tokens,
+                "totals": {"calls": len(r.rows), "sent_tokens": r.sent_tokens,
                            "billed": round(r.billed, 2), "reuse": round(r.reuse, 4),
                            "billed_share": round(r.billed_share, 4), "replans": r.replans,
-                           "replans_per_100_turns": round(r.replans_per_100, 2),
+                           "replans_per_100_calls": round(r.replans_per_100, 2),
                            "over_budget": r.over_budget},
-                "turns": [{"turn": row.turn, "sent_tokens": row.cost.sent_tokens,
+                "calls": [{"turn": row.turn, "sent_tokens": row.cost.sent_tokens,
                            "request_tokens": row.request_tokens,
                            "shared_tokens": row.cost.shared_tokens,
                            "replanned": row.cost.replanned, "billed": round(row.cost.billed, 2)}
@@ -111,42 +112,66 @@ def cmd_replay(args: argparse.Namespace) -> int:
         write_data_json(json.dumps(_report_json(reports, args.budget, price),
                                    ensure_ascii=False) + "\n")
         return 0
+    title = (f"requests at {args.budget:,} tokens, priced as {price.name} "
+             f"(cache read {price.cache_read}x, write {price.cache_write}x)")
+    header, rows = _turn_table(reports)
+    totals_header = ["approach", "calls", "sent", "billed", "prefix reuse", "billed share",
+                     "re-plans /100 calls", "over budget"]
+    totals = [[r.name, str(len(r.rows)), f"{r.sent_tokens:,}", f"{r.billed:,.0f}",
+               f"{r.reuse:.3f}", f"{r.billed_share:.3f}",
+               f"{r.replans_per_100:.1f}" if r.name == "session" else "", str(r.over_budget)]
+              for r in reports]
+    totals_title = "totals (billed in uncached-token equivalents)"
+    if not is_terminal(sys.stdout):
+        # In a pipe or a file: aligned plain text, every column whole (a rich table would be
+        # squeezed to 80 columns and cut its cells).
+        sys.stdout.write(f"{title}\n{_plain(header, rows)}\n{totals_title}\n"
+                         f"{_plain(totals_header, totals)}")
+        return 0
     out = console(plain=args.plain)
-    session = reports[0]
-    table = Table(title=f"requests at {args.budget:,} tokens, priced as {price.name} "
-                        f"(cache read {price.cache_read}×, write {price.cache_write}×)")
-    table.add_column("turn")
-    for report in reports:
-        suffix = "" if report.name == "session" else f" {report.name}"
-        table.add_column(f"sent{suffix}", justify="right")
-        table.add_column(f"cached{suffix}", justify="right")
-        if report.name == "session":
-            table.add_column("re-plan", justify="center")
-        table.add_column(f"billed{suffix}", justify="right")
-    for i, row in enumerate(session.rows):
-        cells = [row.turn]
-        for report in reports:
-            r = report.rows[i]
-            cells += [f"{r.request_tokens:,}", f"{r.cost.shared_tokens:,}"]
-            if report.name == "session":
-                cells.append("yes" if r.cost.replanned else "")
-            cells.append(f"{r.cost.billed:,.0f}")
-        table.add_row(*cells)
-    totals = Table(title="totals (billed in uncached-token equivalents)")
-    for name in ("approach", "turns", "sent", "billed", "prefix reuse", "billed share",
-                 "re-plans /100 turns", "over budget"):
-        totals.add_column(name, justify="left" if name == "approach" else "right")
-    for report in reports:
-        totals.add_row(report.name, str(len(report.rows)), f"{report.sent_tokens:,}",
-                       f"{report.billed:,.0f}", f"{report.reuse:.3f}",
-                       f"{report.billed_share:.3f}",
-                       f"{report.replans_per_100:.1f}" if report.name == "session" else "",
-                       str(report.over_budget))
     with out.capture() as captured:
-        out.print(table)
-        out.print(totals)
-        if is_terminal(sys.stdout):
-            for report in reports:
-                out.print(f"{report.name:>9} billed share per turn: {_chart(report)}")
+        for t_title, t_header, t_rows in ((title, header, rows),
+                                          (totals_title, totals_header, totals)):
+            table = Table(title=t_title)
+            for i, name in enumerate(t_header):
+                table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
+            for cells in t_rows:
+                table.add_row(*cells)
+            out.print(table)
+        for report in reports:
+            out.print(f"{report.name:>9} billed share per call: {_chart(report)}")
     sys.stdout.write(captured.get())
     return 0
+
+
+def _turn_table(reports: list[ApproachReport]) -> tuple[list[str], list[list[str]]]:
+    """Per model call: the turn, then per approach tokens sent and cached (the same token stream
+    the totals add up), the session's re-plans, and the bill."""
+    header = ["call", "turn"]
+    for report in reports:
+        suffix = "" if report.name == "session" else f" {report.name}"
+        header += [f"sent{suffix}", f"cached{suffix}"]
+        if report.name == "session":
+            header.append("re-plan")
+        header.append(f"billed{suffix}")
+    rows = []
+    for i, row in enumerate(reports[0].rows):
+        cells = [str(i + 1), row.turn]
+        for report in reports:
+            cost = report.rows[i].cost
+            cells += [f"{cost.sent_tokens:,}", f"{cost.shared_tokens:,}"]
+            if report.name == "session":
+                cells.append("yes" if cost.replanned else "-")
+            cells.append(f"{cost.billed:,.0f}")
+        rows.append(cells)
+    return header, rows
+
+
+def _plain(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    return "".join(line(cells) + "\n" for cells in [header, *rows])

@@ -5,11 +5,14 @@ Theory of operation. Every major provider bills a re-read prefix at a fraction o
 hits the cache for the longest prefix it shares, token for token, with a request sent before it.
 The model here is the idealised one a runtime sees when it calls once per turn within the cache's
 lifetime: request *t* shares with request *t - 1* the longest common prefix of their token
-streams (:func:`shared_prefix_tokens`); those tokens are billed at the cache-read price and every
-other token at the cache-write price (Anthropic writes what a breakpoint covers, and a runtime that
-keeps a rolling breakpoint at the end of its history writes all of it). The first request shares
-nothing. Prices are relative to one uncached input token, so a request's ``billed`` is in
-"uncached-token equivalents" and ``billed / sent`` is the share of the uncached price.
+streams (:func:`shared_prefix_tokens`); those tokens are billed at the cache-read price, the
+tokens up to the request's last cache breakpoint at the cache-write price (Anthropic writes what a
+breakpoint covers), and any tokens after that breakpoint at the plain input price: a session
+request's current-state tail, everything after a stateless request's stable part. Approaches that
+keep a rolling breakpoint at the very end (keep-newest, the whole history) write all their new
+tokens. The first request shares nothing. Prices are relative to one uncached input token, so a
+request's ``billed`` is in "uncached-token equivalents" and ``billed / sent`` is the share of the
+uncached price.
 
 The same model is applied to every approach compared (holon_ctx's session and stateless
 projections, keep-newest, the whole history), so the comparison is fair even where the model
@@ -41,9 +44,14 @@ class PriceTable:
     cache_write: float
     input: float = 1.0
 
-    def billed(self, sent_tokens: int, shared_tokens: int) -> float:
-        """Uncached-token equivalents for a request of ``sent_tokens`` sharing ``shared_tokens``."""
-        return self.cache_read * shared_tokens + self.cache_write * (sent_tokens - shared_tokens)
+    def billed(self, sent_tokens: int, shared_tokens: int, unwritten_tokens: int = 0) -> float:
+        """Uncached-token equivalents for a request of ``sent_tokens`` sharing ``shared_tokens``
+        with the one before; its last ``unwritten_tokens`` come after its last cache breakpoint,
+        so they are plain input, not written to the cache."""
+        unwritten = max(0, min(unwritten_tokens, sent_tokens - shared_tokens))
+        return (self.cache_read * shared_tokens
+                + self.cache_write * (sent_tokens - shared_tokens - unwritten)
+                + self.input * unwritten)
 
 
 #: Published cache prices (December 2026): Anthropic reads 0.1x and writes 1.25x (5-minute
@@ -120,10 +128,13 @@ class CostMeter:
     requests: list[RequestCost] = attrs.Factory(list)
     _previous: Sequence[int] | None = None
 
-    def add(self, tokens: Sequence[int], *, replanned: bool = False) -> RequestCost:
+    def add(self, tokens: Sequence[int], *, replanned: bool = False,
+            unwritten_tokens: int = 0) -> RequestCost:
+        """Price the next request (``unwritten_tokens``: its end after the last breakpoint)."""
         shared = shared_prefix_tokens(self._previous, tokens) if self._previous is not None else 0
         cost = RequestCost(sent_tokens=len(tokens), shared_tokens=shared,
-                           billed=self.price.billed(len(tokens), shared), replanned=replanned)
+                           billed=self.price.billed(len(tokens), shared, unwritten_tokens),
+                           replanned=replanned)
         self._previous = tokens
         self.requests.append(cost)
         return cost
@@ -143,7 +154,8 @@ class CostMeter:
     @property
     def reuse(self) -> float:
         """Prefix reuse of the run: shared tokens over sent tokens (token-weighted, so that it
-        moves with the bill: ``billed_share = read * reuse + write * (1 - reuse)``)."""
+        moves with the bill: every shared token is billed at the read price, every other one at
+        the write or the plain input price)."""
         sent = self.sent_tokens
         return self.shared_tokens / sent if sent else 0.0
 

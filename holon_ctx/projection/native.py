@@ -37,6 +37,7 @@ import msgspec
 
 from holon_ctx.ledger.records import Message, MessageRole, Tool
 from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.projection.formats import HEADING
 from holon_ctx.projection.items import Block, Rendered
 from holon_ctx.projection.provider_types import (
     AnthropicAssistantBlock,
@@ -138,14 +139,14 @@ def _is_assistant(stored: StoredRecord | None) -> bool:
 
 
 def parts_of_blocks(blocks: Iterable[Block], records: Mapping[str, StoredRecord],
-                    counter: TokenCounter, *, previous: Part | None = None,
-                    native_headings: bool = True) -> list[Part]:
+                    counter: TokenCounter, *, previous: Part | None = None) -> list[Part]:
     """The parts of a run of rendered blocks, in order.
 
     ``records`` maps refs to the records the blocks show (a block shows the record of its first
     ref). ``previous`` is the part just before these blocks, when a tool result may still attach
-    to it. With ``native_headings`` False, a turn heading block (a label showing a ``turn:`` ref)
-    appears in the text layout only: in messages, the roles carry what it says.
+    to it. A turn heading (a label line showing only a ``turn:`` ref) is in the text layout only:
+    in messages the roles and the records' own labels say what it would, and a part's place in
+    messages never depends on what comes after it (a request must stay a prefix of the next).
     """
     parts: list[Part] = []
     last = previous
@@ -168,8 +169,8 @@ def parts_of_blocks(blocks: Iterable[Block], records: Mapping[str, StoredRecord]
             owner = _attach(parts, call)
             if owner is None:
                 part = text_part(text, block.tokens, block.refs)
-        elif (not native_headings and ref is not None and ref.startswith("turn:")
-              and block.kind.value == "label" and not block.body):
+        elif (ref is not None and ref.startswith("turn:") and block.kind.value == "label"
+              and not block.body and block.text.startswith(HEADING)):
             part = Part(role=Role.USER, text=text, text_tokens=block.tokens, content="",
                         content_tokens=0, refs=block.refs)
         else:
@@ -301,7 +302,6 @@ def anthropic_request(parts: Sequence[Part], *, rolling_after: int | None) -> An
 
 
 def render_parts(form: Rendered, records: Mapping[str, StoredRecord], counter: TokenCounter,
-                 *, previous: Part | None = None, native_headings: bool = True) -> list[Part]:
+                 *, previous: Part | None = None) -> list[Part]:
     """:func:`parts_of_blocks` over a rendered form."""
-    return parts_of_blocks(form.blocks, records, counter, previous=previous,
-                           native_headings=native_headings)
+    return parts_of_blocks(form.blocks, records, counter, previous=previous)

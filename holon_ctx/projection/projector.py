@@ -70,8 +70,10 @@ class Projector:
         self._headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
 
     def project(self, *, budget_tokens: int, at: str | None = None,
-                verify: bool = False) -> Projection:
-        """The prompt for turn ``at`` (default: the latest) under ``budget_tokens``.
+                verify: bool = False, limit_pos: int | None = None) -> Projection:
+        """The prompt for turn ``at`` (default: the latest) under ``budget_tokens``; with
+        ``limit_pos``, as of the records before that ledger position (a replay of a model call
+        in the middle of a turn).
 
         Raises :class:`~holon_ctx.errors.InputError` for a budget that is not a positive number,
         :class:`~holon_ctx.errors.UnknownRefError` for an unknown turn,
@@ -84,7 +86,8 @@ class Projector:
             raise InputError(f"budget must be a positive number of tokens, got {budget_tokens!r}",
                              path="budget_tokens")
         r = self.renderer
-        view = load_view(self.store, at=at, extend=in_fold_run, policy=self.policy)
+        view = load_view(self.store, at=at, extend=in_fold_run, policy=self.policy,
+                         limit_pos=limit_pos)
         # Control state is read per call: it changes outside the ledger (reconciliation).
         control = self.control.control_state() if self.control else None
         ctx = analyse(view, self.store, self.policy, control)

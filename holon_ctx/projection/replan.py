@@ -21,13 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
-import msgspec
 
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection import sections
 from holon_ctx.projection.clipping import Clipper
 from holon_ctx.projection.context import Context, analyse
-from holon_ctx.projection.formats import HEADING
+from holon_ctx.projection.effects import track_effects
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.history import History
 from holon_ctx.projection.items import Item, Rendered
@@ -36,10 +35,11 @@ from holon_ctx.projection.model import (
     ControlState,
     EpisodeSource,
     Form,
+    Priority,
     Section,
     TurnUnit,
 )
-from holon_ctx.projection.native import Part, Role, parts_of_blocks, system_part, text_part
+from holon_ctx.projection.native import Part, parts_of_blocks, system_part, text_part
 from holon_ctx.projection.pins import SLOTS
 from holon_ctx.projection.planner import plan
 from holon_ctx.projection.policy import Policy
@@ -73,6 +73,8 @@ class Frozen:
     #: form would enter (None: all are full). A re-plan raises its budget toward it: the current
     #: input, its anchor and the previous step are what the next turns continue from.
     pinned_need: int | None = None
+    #: Unresolved side effects among the turns the re-plan read (key → the run's ref).
+    unresolved: dict[str, str] = attrs.Factory(dict)
 
 
 def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Renderer) -> list[Item]:
@@ -121,9 +123,13 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     projection = assemble(reading, [*items, *deeper], chosen, budget_tokens, r)
     records = _records(history.units, view)
     parts, prefix_count = _parts(projection, items, records, r)
-    shown = frozenset(ref.removeprefix("turn:")
-                      for _, form in projection.section_items.get(Section.RECENT_TURNS, ())
-                      for ref in form.refs if ref.startswith("turn:"))
+    # A turn counts as shown when the model can read what it said: its full form (clipped to
+    # the token at most, the operator's words first), or a pinned turn's compact form (which
+    # keeps the operator's words verbatim). A one-line digest does not: a pin or an anchor on
+    # such a turn makes the next request re-plan, so that the planner shows it whole.
+    shown = frozenset(d.key.removeprefix("turn:") for d in projection.decisions
+                      if d.kind == "turn" and (d.form is Form.FULL or (
+                          d.form is Form.COMPACT and d.priority is Priority.PINNED)))
     last = projection.section_items.get(Section.RECENT_TURNS, ())
     open_turn = None
     if last:
@@ -133,6 +139,8 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
                 and not form.clipped:
             open_turn = key.removeprefix("turn:")
     tally = ctx.frontier.tally() if ctx.work_item_id else None
+    unresolved: dict[str, str] = {}
+    track_effects(unresolved, sorted(records.values(), key=lambda s: s.pos))
     cover = "" if ctx.frontier.complete else (
         f"; counts cover {ctx.frontier.since or 'the turns in view'} onward")
     current_keys = {it.key for it in items if (it.priority.value == 0 and it.kind in (
@@ -143,7 +151,7 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     pinned_need = max((n for n in needs if n is not None), default=None)
     return Frozen(projection=projection, parts=tuple(parts), prefix_count=prefix_count,
                   view=view, ctx=ctx, shown=shown, open_turn=open_turn, tally=tally,
-                  frontier_cover=cover, pinned_need=pinned_need)
+                  frontier_cover=cover, pinned_need=pinned_need, unresolved=unresolved)
 
 
 def _records(units: Sequence[TurnUnit], view: View) -> dict[str, StoredRecord]:
@@ -191,16 +199,5 @@ def _parts(projection: Projection, items: Sequence[Item], records: dict[str, Sto
 
 def parts_of_form(form: Rendered, records: dict[str, StoredRecord], r: Renderer, *,
                   previous: Part | None) -> list[Part]:
-    """A rendered form as parts; a turn heading stays out of the messages when the turn holds a
-    model reply (the roles say what the heading would)."""
-    parts = parts_of_blocks(form.blocks, records, r.counter, previous=previous)
-    if any(p.role is Role.ASSISTANT for p in parts):
-        parts = [msgspec.structs.replace(p, content="", content_tokens=0) if _heading(p) else p
-                 for p in parts]
-    return parts
-
-
-def _heading(part: Part) -> bool:
-    """A turn's heading line (a user part showing only the turn's ref)."""
-    return (part.role is Role.USER and not part.calls and len(part.refs) == 1
-            and part.refs[0].startswith("turn:") and part.text.startswith(HEADING))
+    """A rendered form as parts (:func:`~holon_ctx.projection.native.parts_of_blocks`)."""
+    return parts_of_blocks(form.blocks, records, r.counter, previous=previous)

@@ -1,8 +1,9 @@
 """Replaying a ledger as a runtime would, turn by turn, to see what each request costs.
 
-For every turn of the ledger, in order, each *approach* builds the request a runtime would send
-as of that turn, and :class:`~holon_ctx.projection.cost.CostMeter` prices it against the one
-before it. Approaches:
+At every model call of the ledger (:func:`call_points`: right before each reply it holds, at the
+end of each turn without one, and at the end), each
+*approach* builds the request a runtime would send then, and
+:class:`~holon_ctx.projection.cost.CostMeter` prices it against the one before it. Approaches:
 
 ``session``    the session projection (RFC 0010), provider messages: what ``holon-ctx project
                --format openai|anthropic`` and the library send.
@@ -19,12 +20,12 @@ each message's role, then its content and its calls), so the approaches are pric
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import attrs
 
-from holon_ctx.ledger.records import Environment, Turn
+from holon_ctx.ledger.records import Environment, Message, MessageRole, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.cost import CostMeter, PriceTable, RequestCost
 from holon_ctx.projection.native import Part, openai_messages, parts_of_blocks, system_part
@@ -40,7 +41,7 @@ from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.projection.session_state import entry_heading
 from holon_ctx.tokens import TokenCounter
 
-__all__ = ["APPROACHES", "ApproachReport", "TurnRow", "replay", "request_tokens"]
+__all__ = ["APPROACHES", "ApproachReport", "TurnRow", "call_points", "replay", "request_tokens"]
 
 APPROACHES: Final = ("session", "stateless", "full", "newest")
 #: Caps of the untrimmed history: every body whole.
@@ -87,10 +88,6 @@ def request_tokens(messages: Sequence[Any], counter: TokenCounter) -> list[int]:
     return counter.encode("".join(pieces))
 
 
-def _turns(store: LedgerStore) -> list[StoredRecord]:
-    return [s for s in store.records_between(0, store.end_pos()) if isinstance(s.record, Turn)]
-
-
 class _History:
     """The whole history as native messages, grown turn by turn (for ``full`` and ``newest``)."""
 
@@ -128,8 +125,7 @@ class _History:
                 blocks.extend(r.record_blocks(stored, {}))
         records = {s.ref: s for s in run}
         previous = self.parts[-1][-1] if self.parts and self.parts[-1] else None
-        parts = parts_of_blocks(blocks, records, self.counter, previous=previous,
-                                native_headings=False)
+        parts = parts_of_blocks(blocks, records, self.counter, previous=previous)
         if run and not isinstance(run[0].record, Turn) and self.parts:
             self.parts[-1].extend(parts)  # late records of the turn before
         else:
@@ -166,39 +162,44 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
            approaches: Sequence[str] = ("session",),
            session_projector: SessionProjector | None = None,
            on_turn: Callable[[int, int], None] | None = None) -> list[ApproachReport]:
-    """Walk every turn with each approach; a report per approach, in the order given."""
-    turns = _turns(store)
+    """Every model call of the ledger with each approach; a report per approach, in the order
+    given (:func:`call_points` says where the calls are)."""
+    points = call_points(store)
     meters = {name: CostMeter(price) for name in approaches}
     rows: dict[str, list[TurnRow]] = {name: [] for name in approaches}
     session = session_projector or SessionProjector(store, counter, layout=Layout.MESSAGES)
     stateless = Projector(store, counter) if "stateless" in approaches else None
     history = _History(store, counter) if {"full", "newest"} & set(approaches) else None
-    for i, (turn, limit) in enumerate(_with_limits(store, turns)):
-        assert isinstance(turn.record, Turn)
+    for i, (turn, limit) in enumerate(points):
         if history is not None:
             history.grow(limit)
             whole = history.messages()
         for name in approaches:
-            replanned = False
+            replanned, unwritten = False, 0
             if name == "session":
                 req = session.request(budget_tokens=budget_tokens, limit_pos=limit)
                 messages: list[Any] = list(req.openai_messages())
                 replanned, sent = req.replanned, req.request_tokens
+                # The current-state tail comes after the rolling breakpoint: never written.
+                unwritten = counter.count(req.parts[-1].content)
             elif name == "stateless":
                 assert stateless is not None
                 projection = stateless.project(budget_tokens=budget_tokens - framing_tokens(),
-                                               at=turn.record.id)
+                                               limit_pos=limit)
                 messages = list(to_openai_messages(projection))
                 sent = measure(messages, counter)
+                # Its one breakpoint ends the stable part: the rest is never written.
+                unwritten = counter.count(projection.text[len(projection.stable_prefix):])
             elif name == "full":
                 messages, sent = whole, measure(whole, counter)
             else:
                 messages = _newest(whole, budget_tokens, counter)
                 sent = measure(messages, counter)
-            cost = meters[name].add(request_tokens(messages, counter), replanned=replanned)
-            rows[name].append(TurnRow(turn=turn.ref, cost=cost, request_tokens=sent))
+            cost = meters[name].add(request_tokens(messages, counter), replanned=replanned,
+                                    unwritten_tokens=unwritten)
+            rows[name].append(TurnRow(turn=f"turn:{turn}", cost=cost, request_tokens=sent))
         if on_turn is not None:
-            on_turn(i + 1, len(turns))
+            on_turn(i + 1, len(points))
     reports = []
     for name in approaches:
         meter = meters[name]
@@ -210,9 +211,23 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
     return reports
 
 
-def _with_limits(store: LedgerStore,
-                 turns: list[StoredRecord]) -> Iterator[tuple[StoredRecord, int]]:
-    """Each turn with the position just past its last record (the next turn's, or the end)."""
-    end = store.end_pos()
-    for i, turn in enumerate(turns):
-        yield turn, turns[i + 1].pos if i + 1 < len(turns) else end
+def call_points(store: LedgerStore) -> list[tuple[str, int]]:
+    """Where a runtime calls the model, each as ``(current turn id, position limit)``: right
+    before each assistant reply the ledger holds (as of the records before it), at the end of
+    every turn that holds no reply (the call whose reply was not recorded), and at the end of the
+    ledger (the next call)."""
+    points: list[tuple[str, int]] = []
+    turn: str | None = None
+    replied = False
+    for stored in store.records_between(0, store.end_pos()):
+        rec = stored.record
+        if isinstance(rec, Turn):
+            if turn is not None and not replied:
+                points.append((turn, stored.pos))
+            turn, replied = rec.id, False
+        elif turn is not None and isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT:
+            points.append((turn, stored.pos))
+            replied = True
+    if turn is not None:
+        points.append((turn, store.end_pos()))
+    return points

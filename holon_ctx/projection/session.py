@@ -28,15 +28,23 @@ one state object and one order of operations, and splitting them apart would hid
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Final
 
 import attrs
 import msgspec
 
 from holon_ctx.errors import BudgetTooSmallError, InputError
-from holon_ctx.ledger.epochs import EpochStart, EpochState, EpochStore, MemoryEpochStore
-from holon_ctx.ledger.records import Brief, Environment, Message, Pin, Tool, Turn
+from holon_ctx.ledger.epochs import (
+    EPOCH_FORMAT,
+    EpochStart,
+    EpochState,
+    EpochStore,
+    MemoryEpochStore,
+)
+from holon_ctx.ledger.records import Brief, Environment, Message, Pin, TaskResult, Tool, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.effects import effect_lines, track_effects
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.manifest import SECTION_TITLES
 from holon_ctx.projection.model import (
@@ -54,7 +62,7 @@ from holon_ctx.projection.providers import REPLY_PRIMING_TOKENS
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.replan import Frozen, replan
-from holon_ctx.projection.retention import FactsCache
+from holon_ctx.projection.retention import FactsCache, in_fold_run
 from holon_ctx.projection.session_state import (
     Layout,
     Persisted,
@@ -63,10 +71,12 @@ from holon_ctx.projection.session_state import (
     SessionRequest,
     Snapshot,
     WalkState,
+    append_fold,
     append_record,
     checkpoint_turn,
     opens_block,
     parts_cost,
+    pending_line,
     session_manifest,
 )
 from holon_ctx.projection.tail import Tail, tail_blocks
@@ -77,7 +87,7 @@ __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "Ses
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/1"
+ENGINE_VERSION: Final = "session/2"
 
 
 class SessionProjector:
@@ -109,7 +119,7 @@ class SessionProjector:
     # -- the key and the renderers -------------------------------------------------------------
     def state_key(self, budget_tokens: int) -> str:
         """What a walk depends on besides the ledger, digested (see :mod:`holon_ctx.ledger.epochs`)."""
-        spec = msgspec.json.encode([ENGINE_VERSION, budget_tokens, self.layout.value,
+        spec = msgspec.json.encode([ENGINE_VERSION, EPOCH_FORMAT, budget_tokens, self.layout.value,
                                     self.counter.identity, attrs.asdict(self.session),
                                     attrs.asdict(self.policy)])
         return hashlib.sha256(spec).hexdigest()[:32]
@@ -166,13 +176,24 @@ class SessionProjector:
             start = checkpoint_turn(self.store, end, self.session.checkpoint_turns)
             state = self._replan(budget, start.pos + 1, control, reason="checkpoint")
             replanned, reason = True, "checkpoint"
-        for stored in self.store.records_between(state.pos, end):
-            why = self._step(state, stored, control)
-            if why is not None:
-                state = self._replan(budget, stored.pos + 1, control, reason=why)
-                replanned, reason = True, why
-            else:
-                state.pos = stored.pos + 1
+        try:
+            for stored in self.store.records_between(state.pos, end):
+                why = self._step(state, stored, control)
+                if why is not None:
+                    state = self._replan(budget, stored.pos + 1, control, reason=why)
+                    replanned, reason = True, why
+                else:
+                    state.pos = stored.pos + 1
+            # The governed state may have grown since the last record was walked (or since the
+            # state was saved): the request must still hold its budget.
+            if state.frozen_tokens + state.appended_tokens() + self._tail_cost(
+                    state, self._tail(state, end, control)) > budget:
+                state = self._replan(budget, end, control, reason="over_budget")
+                replanned, reason = True, "over_budget"
+        except BaseException:
+            # A half-walked state must not be reused: the next request starts from the saved epoch.
+            self._states.pop(budget, None)
+            raise
         self._states[budget] = state
         return state, replanned, reason
 
@@ -182,15 +203,20 @@ class SessionProjector:
         limit = stored.pos + 1
         if isinstance(rec, Environment):
             return "environment_changed"
+        r = self._entry_renderer(state.budget)
         if isinstance(rec, Turn):
             if opens_block(self.store, rec, limit, state.current, self.session.checkpoint_turns):
                 return "checkpoint"
             unit = TurnUnit(stored=stored, records=())
-            state.current = unit
+            previous, state.current = state.current, unit
             why = self._follow(state, unit, limit)
             if why is not None:
                 return why
-            append_record(state, stored, self._entry_renderer(state.budget), new_turn=True)
+            if in_fold_run(unit, previous):
+                state.pending.append((unit, previous))  # rendered when its run ends
+            else:
+                append_fold(state, r, self._fold_facts(state))
+                append_record(state, stored, r, new_turn=True)
         else:
             if isinstance(rec, Pin):
                 target = self.store.get(rec.target)
@@ -202,10 +228,18 @@ class SessionProjector:
             cur = state.current
             if cur is not None and stored.turn_seq == cur.turn.seq:
                 state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
-            if isinstance(rec, Tool) and state.tally is not None and state.current is not None \
-                    and state.current.turn.work_item_id in (state.work_item_id, None):
-                state.tally.add(stored)
-            append_record(state, stored, self._entry_renderer(state.budget), new_turn=False)
+                if (isinstance(rec, TaskResult) and rec.spawned_by_turn_id
+                        and cur.turn.anchor_turn_id is None):
+                    # The turn's anchor is the task's spawning turn, known only now.
+                    why = self._follow(state, state.current, limit)
+                    if why is not None:
+                        return why
+            if isinstance(rec, Tool):
+                track_effects(state.unresolved, [stored])
+                if state.tally is not None \
+                        and self._work_item_of(stored, state) in (state.work_item_id, None):
+                    state.tally.add(stored)
+            self._append_to_run(state, stored, r)
         if not isinstance(rec, Message | Brief):
             # A reply or a brief changes nothing the tail states; anything else may.
             state.tail = None
@@ -214,6 +248,41 @@ class SessionProjector:
         if total > state.budget:
             return "over_budget"
         return None
+
+    def _append_to_run(self, state: WalkState, stored: StoredRecord, r: Renderer) -> None:
+        """A record of the pending low-value turn that makes it substantive ends the run: the
+        run before it becomes one fold line, the turn itself joins the history whole. Any other
+        record ends the run too; a record of a turn still low waits with it."""
+        if state.pending:
+            unit, previous = state.pending[-1]
+            if stored.turn_seq == unit.turn.seq:
+                unit = TurnUnit(stored=unit.stored, records=(*unit.records, stored))
+                if in_fold_run(unit, previous):
+                    state.pending[-1] = (unit, previous)
+                    return
+                state.pending.pop()
+                append_fold(state, r, self._fold_facts(state))
+                append_record(state, unit.stored, r, new_turn=True)
+                for owned in unit.records:
+                    append_record(state, owned, r, new_turn=False)
+                return
+            append_fold(state, r, self._fold_facts(state))
+        append_record(state, stored, r, new_turn=False)
+
+    def _fold_facts(self, state: WalkState) -> Callable[[TurnUnit], list[str]]:
+        """Each pending turn's facts, judged beside the turn before it (as the planner does)."""
+        before = {unit.turn.id: previous for unit, previous in state.pending}
+        return lambda unit: self._facts.facts(unit, before.get(unit.turn.id))
+
+    def _work_item_of(self, stored: StoredRecord, state: WalkState) -> str | None:
+        """The work item of the turn a record belongs to (a late result may belong to an older
+        turn that acted for another work item)."""
+        cur = state.current
+        if cur is not None and stored.turn_seq == cur.turn.seq:
+            return cur.turn.work_item_id
+        owner = self.store.turn(str(getattr(stored.record, "turn_id", "")))
+        return owner.record.work_item_id if owner is not None and isinstance(
+            owner.record, Turn) else None
 
     def _follow(self, state: WalkState, unit: TurnUnit, limit: int) -> str | None:
         """A new turn: the work item and the anchor it continues must be the epoch's."""
@@ -243,17 +312,28 @@ class SessionProjector:
 
     def _tail(self, state: WalkState, limit: int, control: object) -> Tail:
         """The tail as of ``limit``; kept until a record that may change it is walked."""
-        if state.tail is not None:
+        # Kept while nothing it states has changed: no record that could change it was walked,
+        # and the governed state reads the same (it changes outside the ledger).
+        if state.tail is not None and state.tail_control == control:
             return state.tail
+        state.tail_control = control
         cur = state.current
         assert cur is not None
         wid = state.work_item_id
         work_item = self.store.work_item_state(wid, limit) if wid else None
         waits = self.store.open_waits(limit) if work_item is not None else []
+        for ref in state.unresolved.values():
+            if ref not in state.effect_runs:
+                found = self.store.get(ref)
+                if found is not None:
+                    state.effect_runs[ref] = found
         state.tail = tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
                                  anchor=state.anchor, work_item=work_item, waits=waits,
                                  tally=state.tally, frontier_cover=state.cover,
-                                 control=control)  # type: ignore[arg-type]
+                                 control=control,  # type: ignore[arg-type]
+                                 run=pending_line(self.renderer, state, self._fold_facts(state)),
+                                 effects=effect_lines(self.renderer, state.unresolved,
+                                                      state.effect_runs))
         return state.tail
 
     def _tail_cost(self, state: WalkState, tail: Tail) -> int:
@@ -276,9 +356,14 @@ class SessionProjector:
                                 self.episodes, control,  # type: ignore[arg-type]
                                 limit_pos=limit, budget_tokens=plan_budget,
                                 headers=self._headers)
-            except BudgetTooSmallError:
+            except BudgetTooSmallError as exc:
                 if tried_full or plan_budget >= budget:
-                    raise
+                    # Said against the caller's budget: the pinned part the planner could not
+                    # fit in its share, plus what the request needs beside the plan (the tail
+                    # and the framing took the rest of the budget).
+                    raise BudgetTooSmallError(
+                        max(exc.required_tokens + budget - plan_budget, budget + 1), budget,
+                        "the pinned references and the current state") from None
                 # The low-water mark is below the pinned minimum: use the whole budget instead.
                 tried_full, plan_budget = True, budget
                 continue
@@ -327,7 +412,8 @@ class SessionProjector:
                                                    set(tally.run_keys),
                                                    {k: list(v) for k, v in tally.files.items()}),
             cover=frozen.frontier_cover, pos=limit, current=view.current,
-            anchor=view.unit(view.anchor_id) if view.anchor_id else None)
+            anchor=view.unit(view.anchor_id) if view.anchor_id else None,
+            unresolved=dict(frozen.unresolved))
         state.last_request_end = 0
         return state
 
@@ -340,7 +426,7 @@ class SessionProjector:
             open_turn=state.open_turn,
             tally=None if tally is None else PersistedTally(
                 tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files),
-            cover=state.cover, plan_budget=state.plan_budget)
+            cover=state.cover, plan_budget=state.plan_budget, unresolved=dict(state.unresolved))
         self.epochs.save(EpochState(key=state.key, start=state.start,
                                     frozen=msgspec.json.encode(frozen)))
 
@@ -381,7 +467,7 @@ class SessionProjector:
                                                {k: list(v) for k, v in t.files.items()}),
             cover=frozen.cover, pos=limit, current=current,
             anchor=self._unit(anchor_id, limit) if anchor_id else None,
-            plan_budget=frozen.plan_budget)
+            plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved))
 
     # -- the request --------------------------------------------------------------------------------
     def _request(self, state: WalkState, end: int, control: object, replanned: bool,
@@ -412,7 +498,7 @@ class SessionProjector:
             plan_budget=state.plan_budget, frozen_tokens=state.frozen_tokens,
             prefix_tokens=state.frozen_sums()[3], appended_tokens=state.appended_tokens(),
             appended_refs=[stored.ref for seg in state.segments for stored in seg.records],
-            current=state.current, anchor=state.anchor)
+            current=state.current, anchor=state.anchor, folds=list(state.folds))
         return SessionRequest(layout=self.layout, budget_tokens=state.budget, used_tokens=used,
                               request_tokens=request_tokens, parts=parts,
                               prefix_count=state.prefix_count,

@@ -22,10 +22,18 @@ from holon_ctx.errors import InputError
 from holon_ctx.ledger.epochs import EpochStart
 from holon_ctx.ledger.records import Message, MessageRole, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.folding import fold_item
 from holon_ctx.projection.formats import HEADING, one_line
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.items import Block
-from holon_ctx.projection.model import Manifest, Section, SectionManifest, TurnUnit
+from holon_ctx.projection.model import (
+    FoldManifest,
+    Form,
+    Manifest,
+    Section,
+    SectionManifest,
+    TurnUnit,
+)
 from holon_ctx.projection.native import (
     Part,
     Role,
@@ -33,15 +41,32 @@ from holon_ctx.projection.native import (
     framing_between,
     openai_messages,
     parts_of_blocks,
+    text_part,
 )
 from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.tail import Tail
 
-__all__ = ["Layout", "Persisted", "PersistedTally", "Segment", "SessionPolicy", "SessionRequest",
-           "Snapshot", "WalkState", "append_record", "checkpoint_turn", "entry_heading", "is_reply",
-           "opens_block", "parts_cost", "session_manifest"]
+__all__ = [
+    "Layout",
+    "Persisted",
+    "PersistedTally",
+    "Segment",
+    "SessionPolicy",
+    "SessionRequest",
+    "Snapshot",
+    "WalkState",
+    "append_fold",
+    "append_record",
+    "checkpoint_turn",
+    "entry_heading",
+    "is_reply",
+    "opens_block",
+    "parts_cost",
+    "pending_line",
+    "session_manifest",
+]
 
 
 class Layout(StrEnum):
@@ -182,13 +207,24 @@ class WalkState:
     anchor: TurnUnit | None = None
     #: Frozen and appended tokens as of the last request made (for ``cached_tokens``).
     last_request_end: int = 0
-    #: The tail as of ``pos`` (None: to be made again).
+    #: The tail as of ``pos`` (None: to be made again), and the governed state it was made with.
     tail: Tail | None = None
+    tail_control: object = None
     #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
     plan_budget: int = 0
 
     #: Sum of the segments' layout tokens (kept as segments change).
     appended_total: int = 0
+    #: A run of low-value turns (retries, ticks, recoveries) not rendered yet, each with the turn
+    #: before it: it joins the history as one fold line when the run ends (a substantive record
+    #: or turn arrives), and until then the tail counts it. So ticks never crowd the history
+    #: between re-plans either, and the history stays append-only.
+    pending: list[tuple[TurnUnit, TurnUnit | None]] = attrs.Factory(list)
+    #: Folds appended since the re-plan (the manifest lists them with the frozen ones).
+    folds: list[FoldManifest] = attrs.Factory(list)
+    #: Side effects not resolved yet (key → the run's ref) and those runs, for the tail.
+    unresolved: dict[str, str] = attrs.Factory(dict)
+    effect_runs: dict[str, StoredRecord] = attrs.Factory(dict)
     #: The frozen parts' texts and counts, joined once per epoch (see :meth:`frozen_sums`).
     _frozen_sums: tuple[str, str, int, int, Role | None] | None = None
 
@@ -237,6 +273,8 @@ class Persisted(msgspec.Struct, frozen=True):
     tally: PersistedTally | None
     cover: str
     plan_budget: int
+    #: Unresolved side effects: key → the run's ref.
+    unresolved: dict[str, str] = {}
 
 
 def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_turn: bool) -> None:
@@ -251,8 +289,8 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
     else:
         seg = last
         seg.records.append(stored)
-    if turn_id is not None:
-        state.shown.add(turn_id)
+    if turn_id is not None and isinstance(seg.records[0].record, Turn):
+        state.shown.add(turn_id)  # the turn from its heading on (a late record alone is not)
     blocks = []
     for i, s in enumerate(seg.records):
         if isinstance(s.record, Turn):
@@ -263,10 +301,7 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
             blocks.extend(r.record_blocks(s, {}))
     records = {s.ref: s for s in seg.records}
     previous = _last_part_before(state, seg)
-    parts = parts_of_blocks(blocks, records, r.counter, previous=previous,
-                            native_headings=not any(
-                                b.ref in records and is_reply(records[b.ref])
-                                for b in blocks))
+    parts = parts_of_blocks(blocks, records, r.counter, previous=previous)
     state.appended_total += seg.set_parts(
         parts, parts_cost(parts, previous.role if previous else None, state.layout))
     if turn_id is not None:
@@ -322,6 +357,7 @@ def session_manifest(snap: Snapshot, tail: Tail, text: str, used: int, request_t
     assert cur is not None
     return msgspec.structs.replace(
         snap.frozen, budget_tokens=snap.budget, used_tokens=used, current_turn=cur.ref,
+        folded=[*snap.frozen.folded, *snap.folds],
         relation=current_relation(cur).value,
         anchor_turn=snap.anchor.ref if snap.anchor else None, sections=sections,
         text=text,
@@ -352,6 +388,7 @@ class Snapshot:
     appended_refs: list[str]
     current: TurnUnit | None
     anchor: TurnUnit | None
+    folds: list[FoldManifest] = attrs.Factory(list)
 
 
 def entry_heading(r: Renderer, turn: Turn, ref: str) -> list[Block]:
@@ -409,3 +446,32 @@ def opens_block(store: LedgerStore, turn: Turn, limit: int, previous: TurnUnit |
         assert isinstance(prev, Turn)
         return prev.seq // block != turn.seq // block
     return previous.turn.seq // block != turn.seq // block
+
+
+def append_fold(state: WalkState, r: Renderer, facts: Callable[[TurnUnit], list[str]]) -> None:
+    """The pending run of low-value turns joins the history as one fold line (if there is one)."""
+    if not state.pending:
+        return
+    run = [unit for unit, _ in state.pending]
+    item, fold = fold_item(r, run, facts, order=0, tier=0)
+    line = item.forms[Form.COMPACT]
+    parts = [text_part(line.text, line.tokens)]
+    previous = _last_part_before(state, Segment(turn_id=None, records=[], parts=[]))
+    seg = Segment(turn_id=None, records=[], parts=[])
+    state.segments.append(seg)
+    state.appended_total += seg.set_parts(
+        parts, parts_cost(parts, previous.role if previous else None, state.layout))
+    state.folds.append(fold)
+    state.pending.clear()
+    state.open_turn = None
+
+
+def pending_line(r: Renderer, state: WalkState,
+                 facts: Callable[[TurnUnit], list[str]]) -> Block | None:
+    """The tail's line for a run of low-value turns still going on (None: no such run)."""
+    if not state.pending:
+        return None
+    run = [unit for unit, _ in state.pending]
+    item, _ = fold_item(r, run, facts, order=0, tier=0)
+    text = item.forms[Form.COMPACT].text.strip().removeprefix("- ")
+    return r.line(f"{text}; the run goes on (one line in the history when it ends)")

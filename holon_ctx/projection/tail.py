@@ -19,6 +19,8 @@ Every line is a label line, so the tail's tokens add exactly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 from holon_ctx.ledger.records import Message, MessageRole
@@ -39,6 +41,8 @@ TAIL_TITLE = "## Current state"
 #: say which request this is; the whole text is in the history.
 TAIL_EXCERPT = 100
 TAIL_OBJECTIVE = 120
+#: Open waits the tail states in full; older ones are named by id.
+MAX_WAIT_LINES = 3
 
 
 @attrs.frozen
@@ -74,8 +78,10 @@ def anchor_line(r: Renderer, anchor: TurnUnit | None, current: TurnUnit) -> Bloc
 
 def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: TurnUnit | None,
                 work_item: WorkItemState | None, waits: list[WaitState], tally: Tally | None,
-                frontier_cover: str, control: ControlState | None) -> Tail:
-    """The tail for the current position (see the module docstring)."""
+                frontier_cover: str, control: ControlState | None,
+                run: Block | None = None, effects: Sequence[Block] = ()) -> Tail:
+    """The tail for the current position (see the module docstring); ``run`` counts a run of
+    low-value turns still going on."""
     blocks: list[Block] = [r.line(TAIL_TITLE)]
     refs: list[str] = []
     # Governed notices first: a blocked side effect is what the model must read before anything
@@ -83,8 +89,12 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
     if control is not None:
         for lines in control_blocks(r, control):
             blocks.extend(lines)
+    # Then what the ledger itself has not resolved (before compaction hands it to the store).
+    blocks.extend(effects)
     blocks.append(r.line(f"{RELATION_PREFIX}{relation.value} — {RELATION_TEXT[relation]} "
                          f"({current.ref})", [current.ref]))
+    if run is not None:
+        blocks.append(run)
     line = (None if anchor is None or anchor.turn.id == current.turn.id else r.memo(
         ("tail_anchor", anchor.ref, len(anchor.records)),
         lambda: anchor_line(r, anchor, current)))
@@ -127,7 +137,15 @@ def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState]) -
                     f"{state.ref}): {one_line(state.objective, TAIL_OBJECTIVE)}{todos}",
                     [state.ref])]
     lines += [r.line(f"waiting on {one_line(w.wait_id, c.ident)}: "
-                     f"{one_line(w.condition, c.wait_condition_compact)}") for w in waits]
+                     f"{one_line(w.condition, c.wait_condition_compact)}")
+              for w in waits[-MAX_WAIT_LINES:]]
+    older = waits[:-MAX_WAIT_LINES]
+    if older:
+        # Re-sent every request: the newest waits in full, the others by id (each wait's
+        # opening is in the history).
+        ids = ", ".join(one_line(w.wait_id, c.ident) for w in older[-MAX_WAIT_LINES:])
+        more = ", …" if len(older) > MAX_WAIT_LINES else ""
+        lines.append(r.line(f"… {len(older)} more open waits: {ids}{more}"))
     if state.blocker:
         lines.append(r.line(f"blocker: {one_line(state.blocker, c.blocker_compact)}"))
     return lines

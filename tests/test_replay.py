@@ -1,0 +1,241 @@
+"""The bill (issue 13): the cache cost model, the model calls a replay makes, the approaches it
+compares, and ``holon-ctx replay`` in a pipe and as JSON."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+import holon_ctx
+from holon_ctx.cli.main import main
+from holon_ctx.ledger.records import Message, MessageRole
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.projection.cost import PRICES, CostMeter, PriceTable, shared_prefix_tokens
+from holon_ctx.projection.replay import ApproachReport, call_points, replay
+from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.tokens import default_counter
+
+ANTHROPIC = PRICES["anthropic"]
+
+
+def _naive_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def test_shared_prefix_is_the_longest_common_prefix() -> None:
+    """The bisection agrees with a token-by-token scan on streams that share any length."""
+    rng = random.Random(7)
+    for _ in range(300):
+        a = [rng.randrange(4) for _ in range(rng.randrange(0, 40))]
+        cut = rng.randrange(0, len(a) + 1)
+        b = a[:cut] + [rng.randrange(4) for _ in range(rng.randrange(0, 40))]
+        assert shared_prefix_tokens(a, b) == _naive_prefix(a, b)
+
+
+def test_billing_reads_writes_and_plain_input() -> None:
+    """Shared tokens at the read price, tokens after the last breakpoint at the input price, the
+    rest written; the unwritten end never eats into the shared prefix."""
+    price = PriceTable("p", cache_read=0.1, cache_write=1.25)
+    assert price.billed(100, 60) == pytest.approx(0.1 * 60 + 1.25 * 40)
+    assert price.billed(100, 60, 10) == pytest.approx(0.1 * 60 + 1.25 * 30 + 10)
+    # More "unwritten" tokens than unshared ones: the shared ones are still read.
+    assert price.billed(100, 60, 80) == pytest.approx(0.1 * 60 + 40)
+
+
+def test_meter_compares_each_request_with_the_one_before() -> None:
+    meter = CostMeter(ANTHROPIC)
+    first = meter.add([1, 2, 3, 4])
+    second = meter.add([1, 2, 3, 4, 5, 6])
+    third = meter.add([1, 9, 9])
+    assert (first.shared_tokens, second.shared_tokens, third.shared_tokens) == (0, 4, 1)
+    assert meter.sent_tokens == 13
+    assert meter.shared_tokens == 5
+    assert meter.reuse == pytest.approx(5 / 13)
+    assert meter.billed == pytest.approx(first.billed + second.billed + third.billed)
+    assert meter.billed_share == pytest.approx(meter.billed / 13)
+
+
+def _small_run() -> LedgerStore:
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.operator_message("Rename the config loader and keep the old name as an alias.")
+    call = holon_ctx.ToolCall("c1", "bash", json.dumps({"cmd": "grep -rn load_config"}))
+    session.assistant_message("Looking for callers first.", tool_calls=[call])
+    session.tool_result("c1", "src/app.py:3: load_config()\n")
+    session.assistant_message("One caller; renaming now.")
+    session.wake("scheduler_tick", noop=True)
+    session.operator_message("Also update the changelog.")
+    session.assistant_message("Changelog updated.")
+    return session.store
+
+
+def test_calls_come_before_each_reply_after_a_silent_turn_and_at_the_end() -> None:
+    """A request made at a call point holds the records before it and not the reply it asks
+    for; a turn with no reply is one call at its end; the ledger's end is the next call."""
+    store = _small_run()
+    records = list(store.records_between(0, store.end_pos()))
+    replies = [s for s in records if isinstance(s.record, Message)
+               and s.record.role is MessageRole.ASSISTANT]
+    points = call_points(store)
+    turns = [t for t, _ in points]
+    limits = [limit for _, limit in points]
+    assert limits == sorted(limits)
+    assert [r.pos for r in replies] == [p for p in limits if p in {r.pos for r in replies}]
+    assert len(points) == len(replies) + 1 + 1  # the silent tick, and the end
+    assert limits[-1] == store.end_pos()
+    # The tick's call ends where the next turn begins: its turn is the tick's.
+    tick = turns[2]
+    assert tick != turns[0]
+    assert tick != turns[-1]
+    projector = SessionProjector(store, default_counter(), layout=Layout.TEXT)
+    for (_, limit), reply in zip(points, replies, strict=False):
+        text = projector.request(budget_tokens=4096, limit_pos=limit).text
+        assert isinstance(reply.record, Message)
+        assert reply.record.text not in text
+
+
+def _agent_run(seed: int, steps: int, where: str | Path = ":memory:") -> LedgerStore:
+    rng = random.Random(seed)
+    session = holon_ctx.open_session(where, compaction=None)
+    session.operator_message("Port the importer to the new schema; keep the old CLI flags.")
+    for i in range(steps):
+        if rng.random() < 0.1:
+            session.wake("scheduler_tick", noop=True)
+            continue
+        calls = [holon_ctx.ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"pytest -k case{i}"}))]
+        session.assistant_message(f"Step {i}: " + "checking the importer. " * rng.randint(1, 20),
+                                  tool_calls=calls)
+        session.tool_result(f"c{i}", f"ran case {i}\n" * rng.randint(1, 80),
+                            exit_code=rng.choice([0, 0, 1]))
+    return session.store
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, ApproachReport]:
+    store = _agent_run(3, 60)
+    found = replay(store, 4096, ANTHROPIC, default_counter(),
+                   approaches=("session", "stateless", "full", "newest"))
+    return {r.name: r for r in found}
+
+
+def test_every_approach_prices_the_same_calls(reports: dict[str, ApproachReport]) -> None:
+    calls = [[row.turn for row in r.rows] for r in reports.values()]
+    assert all(c == calls[0] for c in calls)
+    for report in reports.values():
+        assert report.sent_tokens == sum(row.cost.sent_tokens for row in report.rows)
+        assert report.billed == pytest.approx(sum(row.cost.billed for row in report.rows))
+
+
+def test_budgeted_approaches_hold_the_budget(reports: dict[str, ApproachReport]) -> None:
+    """The session, the stateless projection and keep-newest never exceed the budget; the whole
+    history outgrows it, and only grows."""
+    for name in ("session", "stateless", "newest"):
+        assert reports[name].over_budget == 0
+        assert all(row.request_tokens <= 4096 for row in reports[name].rows)
+    full = [row.request_tokens for row in reports["full"].rows]
+    assert full == sorted(full)
+    assert reports["full"].over_budget > 0
+
+
+def test_the_session_is_a_cacheable_prefix(reports: dict[str, ApproachReport]) -> None:
+    """Between re-plans each session request begins with the one before; the stateless projection,
+    re-planned every call, shares far less."""
+    session = reports["session"]
+    assert session.replans >= 1
+    for before, row in zip(session.rows, session.rows[1:], strict=False):
+        if not row.cost.replanned:
+            # Everything but the previous request's tail (the current state) is shared.
+            assert row.cost.shared_tokens >= before.cost.sent_tokens // 2
+    assert session.reuse > reports["stateless"].reuse + 0.3
+    assert session.billed < reports["stateless"].billed
+
+
+def test_the_session_tail_is_never_written_to_the_cache() -> None:
+    """With writes dearer than plain input, a session request costs less than if every unshared
+    token were written: its current-state tail sits after the last breakpoint."""
+    store = _agent_run(5, 20)
+    flat = PriceTable("flat", cache_read=0.1, cache_write=1.0, input=1.0)
+    dear = PriceTable("dear", cache_read=0.1, cache_write=2.0, input=1.0)
+    [a] = replay(store, 4096, flat, default_counter())
+    [b] = replay(store, 4096, dear, default_counter())
+    for x, y in zip(a.rows, b.rows, strict=True):
+        written_all = 0.1 * y.cost.shared_tokens + 2.0 * (y.cost.sent_tokens - y.cost.shared_tokens)
+        assert y.cost.billed < written_all
+        assert x.cost.billed == pytest.approx(
+            0.1 * x.cost.shared_tokens + (x.cost.sent_tokens - x.cost.shared_tokens))
+
+
+def _db(tmp_path: Path) -> str:
+    path = tmp_path / "run.db"
+    _agent_run(9, 25, path).close()
+    return str(path)
+
+
+def test_replay_in_a_pipe_is_whole_plain_columns(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Every row has every column, nothing is cut, and the totals' "sent" is the sum of the
+    per-call column (the same token stream)."""
+    db = _db(tmp_path)
+    assert main(["replay", "--db", db, "--budget", "4096", "--baseline",
+                 "newest,stateless"]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out
+    assert "\x1b[" not in out
+    lines = out.splitlines()
+    header = lines[1].split()
+    assert header[:4] == ["call", "turn", "sent", "cached"]
+    totals_at = lines.index("totals (billed in uncached-token equivalents)")
+    rows = [line.split() for line in lines[2:totals_at] if line]
+    assert rows
+    assert all(len(r) == 12 for r in rows)
+    sent = sum(int(r[2].replace(",", "")) for r in rows)
+    totals = {line.split()[0]: line.split() for line in lines[totals_at + 2:]}
+    assert set(totals) == {"session", "newest", "stateless"}
+    assert int(totals["session"][2].replace(",", "")) == sent
+    assert int(totals["session"][1]) == len(rows)
+
+
+def test_replay_json_adds_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = _db(tmp_path)
+    assert main(["replay", "--db", db, "--budget", "4096", "--baseline", "full",
+                 "--json", "--price", "openai"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["price"] == {"name": "openai", "cache_read": 0.5, "cache_write": 1.0}
+    for body in report["approaches"].values():
+        calls = body["calls"]
+        assert body["totals"]["calls"] == len(calls)
+        assert body["totals"]["sent_tokens"] == sum(c["sent_tokens"] for c in calls)
+        assert body["totals"]["billed"] == pytest.approx(sum(c["billed"] for c in calls),
+                                                         abs=0.01 * len(calls))
+    assert report["approaches"]["session"]["totals"]["over_budget"] == 0
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--baseline", "newest,nope"], "--baseline"),
+    (["--price", "no-such-table"], "--price"),
+])
+def test_replay_bad_options_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         args: list[str], needle: str) -> None:
+    db = _db(tmp_path)
+    assert main(["replay", "--db", db, "--budget", "4096", *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert needle in err
+    assert "Traceback" not in err
+
+
+def test_a_bad_price_file_names_its_field(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    db = _db(tmp_path)
+    table = tmp_path / "prices.json"
+    table.write_text('{"cache_read": 0.1, "cache_write": -1}')
+    assert main(["replay", "--db", db, "--budget", "4096", "--price", str(table)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(table) in err
+    assert "$.cache_write" in err
+    assert len(err.splitlines()) == 1
