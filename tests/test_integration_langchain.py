@@ -76,7 +76,8 @@ def test_a_request_becomes_system_and_human_messages_with_the_same_text() -> Non
     request = s.next_request(1000)
     messages = to_messages(request)
     assert [type(m) for m in messages] == [SystemMessage, HumanMessage]
-    assert "".join(m.text for m in messages) == request.text
+    assert "".join(m.text for m in messages) == "".join(
+        m["content"] or "" for m in request.openai_messages)
     assert messages[0].text == request.openai_messages[0]["content"]
 
 

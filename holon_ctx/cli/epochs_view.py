@@ -26,7 +26,7 @@ class EpochView:
         return (f"since {self.started_at} ({self.reason.replace('_', ' ')}), "
                 f"{appended} records appended since — a runtime's request now: "
                 f"{r.request_tokens:,} tokens, {r.cached_tokens:,} of them the previous "
-                "request's prefix (`holon-ctx replay` for every turn)")
+                "request's prefix (`holon-ctx replay` for every call)")
 
 
 def epoch_view(store: LedgerStore, projector: Projector, budget: int,
