@@ -4,16 +4,19 @@ Run with ``python3 dev.py bench bench/test_bench_cache.py``. Figures and the mac
 taken on are in ``docs/performance.md`` ("Cache-stable projection").
 
 * ``test_the_bill``: the twelve shared trajectories at 8,192 and 32,768 tokens and the demo ledger
-  at 8,192, every turn replayed as a runtime would (``holon_ctx.projection.replay``), each request
-  priced at Anthropic's cache prices against the one before it. Approaches: the session
+  at 8,192, every model call replayed as a runtime would make it (``holon_ctx.projection.replay``:
+  before each reply, after a turn without one, at the end), each request priced at Anthropic's
+  cache prices against the one before it. Approaches: the session
   projection, the stateless projection, keep-newest and the whole history. Reported per corpus and
   budget: mean over ledgers of prefix reuse (tokens shared with the previous request over tokens
-  sent), billed share (billed price over the uncached price), re-plans per 100 turns.
+  sent), billed share (billed price over the uncached price), re-plans per 100 calls, and the
+  billed total over all ledgers.
   Targets (issue 13): session reuse >= 0.85 at 8k and >= 0.92 at 32k; billed share <= 0.30 at 8k
   and <= 0.18 at 32k, and below keep-newest's at both.
 * ``test_per_turn_latency``: a 100k-turn SQLite ledger at 32k, a long-lived session walking 300
-  consecutive turns: CPU time of each request, split into requests that only append (target
-  p50 <= 1 ms) and requests that re-plan, beside a stateless projection of the same turns.
+  consecutive turns: CPU time of each request, split into requests that only append (issue 13's
+  target: p50 <= 1 ms) and requests that re-plan, beside a stateless projection of the same turns.
+  Times are recorded, never asserted (they depend on the machine and its load).
 """
 
 from __future__ import annotations
@@ -55,8 +58,10 @@ def _row(label: str, budget: int, by_approach: dict[str, list[ApproachReport]],
     return {name: {"reuse": round(_mean(reps, "reuse"), 3),
                    "billed_share": round(_mean(reps, "billed_share"), 3),
                    "replans_per_100": round(_mean(reps, "replans_per_100"), 1),
+                   "billed_total": round(sum(r.billed for r in reps)),
+                   "sent_total": sum(r.sent_tokens for r in reps),
                    "over_budget": sum(r.over_budget for r in reps),
-                   "ms_per_turn_p50": round(statistics.median(latency[name]), 2)}
+                   "ms_per_call_p50": round(statistics.median(latency[name]), 2)}
             for name, reps in by_approach.items()} | {"label": label, "budget": budget}
 
 
@@ -67,12 +72,12 @@ def _replay_all(stores: list[MemoryStore], budget: int) -> tuple[dict[str, list[
     latency: dict[str, list[float]] = {a: [] for a in APPROACHES}
     for store in stores:
         for name in APPROACHES:
-            # One approach at a time, so each one's time per turn is its own.
+            # One approach at a time, so each one's time per call is its own.
             started = time.process_time()
             (report,) = replay(store, budget, PRICES["anthropic"], counter, approaches=(name,))
-            per_turn = (time.process_time() - started) * 1000 / max(1, len(report.rows))
+            per_call = (time.process_time() - started) * 1000 / max(1, len(report.rows))
             by_approach[name].append(report)
-            latency[name].append(per_turn)
+            latency[name].append(per_call)
     return by_approach, latency
 
 
@@ -153,7 +158,6 @@ def test_per_turn_latency(benchmark: Any) -> None:
     FIGURES["latency/100k/32768"] = figures
     benchmark.extra_info.update(figures)
     store.close()
-    assert figures["append_p50_ms"] <= 1.0, figures
     # A re-plan runs the planner with a memo that is ~100 turns colder than a stateless
     # projector called every turn; its time is reported beside the stateless call's (and in
     # docs/performance.md), not asserted: what a runtime pays per turn is the mean below.
