@@ -457,7 +457,9 @@ class Session:
                     files_written: Sequence[str] = ()) -> str:
         """The result of a call announced by :meth:`assistant_message`: one ``tool`` record
         (call and result together, output untrusted) in the call's turn. ``side_effect`` says
-        what it did outside (``unknown`` keeps the next prompts blocked on reconciliation)."""
+        what it did outside: ``unknown`` or ``partial`` is named in every next request's
+        current state until a later run of the same call reports ``none`` or ``completed``, and
+        compaction hands it to the continuity envelope, which blocks on it."""
         w = "tool_result"
         call_id = check_id(w, "call_id", call_id)
         call = self._pending.get(call_id) or self._late.get(call_id)

@@ -273,3 +273,26 @@ def test_a_budget_too_small_is_said_against_the_callers_budget(budget: int) -> N
     assert caught.value.available_tokens == budget
     assert caught.value.required_tokens > budget
     assert f"only {budget} available" in str(caught.value)
+
+
+def test_state_saved_beside_another_ledger_is_rebuilt_not_trusted() -> None:
+    """Saved session state that names turns this ledger does not hold (a ledger replaced at the
+    same path, a state table copied) is derived data that does not match: the request is the one
+    a fresh walk makes, never an error and never the other ledger's history."""
+    epochs = MemoryEpochStore()
+    first = LedgerBuilder()
+    first.operator("Summarise the incident for the status page.")
+    for i in range(30):
+        first.turn("x-agent-step")
+        first.assistant(f"drafting paragraph {i}: " + "timeline and impact; " * 20)
+    SessionProjector(memory_store(first.records), epochs=epochs).request(budget_tokens=1200)
+    other = LedgerBuilder()
+    other.operator("Rotate the API keys of the staging project.")
+    for i in range(40):  # longer than the first ledger: its saved epoch's position lies inside
+        other.turn("x-agent-step", turn_id=f"zz{i}")
+        other.assistant(f"rotated key {i} of the staging project")
+    store = memory_store(other.records)
+    reused = SessionProjector(store, epochs=epochs).request(budget_tokens=1200)
+    fresh = SessionProjector(store).request(budget_tokens=1200)
+    assert reused.text == fresh.text
+    assert "incident" not in reused.text

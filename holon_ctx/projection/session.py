@@ -441,19 +441,27 @@ class SessionProjector:
             except msgspec.DecodeError:
                 frozen = None  # derived data that no longer decodes is rebuilt, never trusted
             if frozen is not None:
-                return self._restore(budget, saved.start, frozen)
+                restored = self._restore(budget, saved.start, frozen)
+                if restored is not None:
+                    return restored
+                # Saved beside another ledger: none of the key's epoch starts can be trusted
+                # either, so the walk starts over from the beginning of this ledger.
+                self.epochs.clear(key)
+                return None
         earlier = [s for s in self.epochs.starts(key) if s.limit_pos <= end]
         if not earlier:
             return None
         start = earlier[-1]
         return self._replan(budget, start.limit_pos, control, reason=start.reason)
 
-    def _restore(self, budget: int, start: EpochStart, frozen: Persisted) -> WalkState:
+    def _restore(self, budget: int, start: EpochStart, frozen: Persisted) -> WalkState | None:
+        """The saved epoch as a walk state; None when it names a turn the ledger does not hold
+        there (state saved beside another ledger): derived data that does not match is rebuilt,
+        never trusted."""
         limit = start.limit_pos
         current = self._unit(start.turn_id, limit)
-        if current is None:
-            raise InputError(f"session state names turn {start.turn_id!r}, which is not in the "
-                             "ledger: rebuild it (holon-ctx replay --rebuild)")
+        if current is None or current.turn.seq != start.turn_seq:
+            return None
         anchor_id, _ = continuation_anchor(self.store, current, {}, limit, self.policy)
         t = frozen.tally
         return WalkState(
