@@ -259,10 +259,12 @@ def episodes(ctx: Context, r: Renderer,
     items = []
     for rank, ep in enumerate(recalled):
         forms = {Form.REF: r.rendered([r.line(ep.ref_text, [ep.ref])])}
+        # In blocks the clipper can cut: an upgrade that does not fit whole is clipped like any
+        # other step, so the budget is used also when episodes are recalled.
         if ep.compact_text:
-            forms[Form.COMPACT] = r.rendered([r.text_block(ep.compact_text, ep.ref)])
+            forms[Form.COMPACT] = r.rendered(r.text_blocks(ep.compact_text, ep.ref))
         if ep.full_text:
-            forms[Form.FULL] = r.rendered([r.text_block(ep.full_text, ep.ref)])
+            forms[Form.FULL] = r.rendered(r.text_blocks(ep.full_text, ep.ref))
         items.append(Item(key=ep.ref, section=Section.EPISODES, priority=ep.priority,
                           reasons=ep.reasons, order=rank, position=(rank,), forms=forms,
                           refs=(ep.ref,), kind="episode"))
