@@ -514,6 +514,7 @@ class SessionProjector:
                               history_end=history_end, cached_tokens=cached,
                               tail_tokens=request_tokens - body, epoch=state.start.epoch,
                               replanned=replanned, replan_reason=reason, text=text,
+                              binds=any(sec.omitted for sec in state.manifest.sections),
                               make_manifest=lambda: session_manifest(
                                   snapshot, tail, text, used, request_tokens, cached,
                                   replanned, reason, layout=self.layout,
