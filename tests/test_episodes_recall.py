@@ -62,7 +62,7 @@ def test_the_early_decision_is_reachable_with_the_default_window(budget: int) ->
     through its episode, which stands for the turns it covers in the window too."""
     from holon_ctx.session_upkeep import CompactionPolicy
 
-    c, ids = billing_conversation()
+    c, _ = billing_conversation()
     ledger, episodes, _ = archived(c.records, recent=CompactionPolicy().recent_turns)
     p = Projector(ledger, episodes=StoreEpisodeSource(episodes, ledger)).project(
         budget_tokens=budget, verify=True)
