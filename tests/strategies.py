@@ -30,7 +30,8 @@ Public strategies
 ``archive_windows()`` -> ``int | None``
     How much of a generated ledger is archived into episodes before it is projected: None (no
     episode memory, two draws in three), or the recent window the archive keeps (2-48 turns,
-    mostly small, so a ledger of a few dozen turns has episodes too). :func:`archived_source` archives a store with it.
+    mostly small, so a ledger of a few dozen turns has episodes too). :func:`archived_source`
+    archives a store with it.
 
 Helpers: :func:`to_jsonl` (the lines a runtime would write for a list of records).
 """
