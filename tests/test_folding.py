@@ -229,3 +229,42 @@ def test_hidden_differences_counts_folds_over_a_different_result() -> None:
                                tool("x3", output="SUCCESS"))}
     folds = repeat_folds({"tool:x2": ["tool:x1"], "tool:x3": ["tool:x2"]})
     assert hidden_differences(folds, runs.get) == [("tool:x1", "tool:x2")]
+
+
+def _wakes_among_noise() -> tuple[LedgerBuilder, str, list[str], str]:
+    """The same deploy-bot wake repeating among retries and ticks, then the wake that matters."""
+    b = LedgerBuilder()
+    ask = b.operator("Watch the rollout of build 8812.")
+    first = b.external("deploy-bot", "rollout 8812: 3/10 pods updated")
+    run: list[str] = []
+    for i in range(6):
+        run.extend(b.retries(1) if i % 2 else b.ticks(1))
+        run.append(b.external("deploy-bot", "rollout 8812: 3/10 pods updated"))
+    live = b.external("deploy-bot", "rollout 8812 complete: 10/10 pods healthy", anchor=ask)
+    return b, first, run, live
+
+
+def test_duplicate_wakes_fold_also_when_ticks_and_retries_come_between() -> None:
+    """Six copies of a wake, each after a tick or a retry, fold with them into one counted line
+    (issue 12, item 5): none is shown in full, and the fold is not split into many lines."""
+    b, first, run, live = _wakes_among_noise()
+    p = b.project(4096)
+    folds = [f for f in p.folds if "repeated_tool_call" not in f.kinds]
+    assert [(f.first, f.last, f.count) for f in folds] == [
+        (f"turn:{run[0]}", f"turn:{run[-1]}", 12)]
+    assert folds[0].kinds == {"duplicate_wake": 6, "scheduler_tick": 3, "provider_retry": 3}
+    assert p.text.count("rollout 8812: 3/10 pods updated") == 1  # the first wake only
+    assert f"turn:{first}" in selected_refs(p)
+    assert "10/10 pods healthy" in p.text
+
+
+def test_a_session_folds_duplicate_wakes_among_ticks_too() -> None:
+    """The session projection judges each wake past the ticks and retries before it, as the
+    planner does: the copies join the fold run instead of the history."""
+    from holon_ctx.projection.session import SessionProjector
+
+    b, first, run, live = _wakes_among_noise()
+    store = b.store()
+    request = SessionProjector(store).request(budget_tokens=4096, at=live)
+    assert request.text.count("rollout 8812: 3/10 pods updated") == 1
+    assert "duplicate_wake×6" in request.text
