@@ -38,7 +38,7 @@ from holon_ctx.projection.policy import Policy
 from holon_ctx.projection.render import Instead, Renderer
 from holon_ctx.projection.view import View
 
-__all__ = ["Frontier", "Tally", "frontier"]
+__all__ = ["Frontier", "Tally", "files_line", "frontier"]
 
 
 @attrs.frozen
@@ -117,7 +117,7 @@ class Tally:
     failed: int = 0
     pending: int = 0
     run_keys: set[tuple[str, str]] = attrs.Factory(set)
-    #: File path → refs of the runs that wrote it, in the order first written.
+    #: File path → refs of the runs that wrote it, in the order last written.
     files: dict[str, list[str]] = attrs.Factory(dict)
 
     def add(self, stored: StoredRecord) -> None:
@@ -130,7 +130,9 @@ class Tally:
             self.failed += rec.failed
             self.run_keys.add(rec.run_key)
         for path in rec.files_written:
-            self.files.setdefault(path, []).append(stored.ref)
+            # Kept in the order last written: a list cut to its newest files keeps the file
+            # being edited now.
+            self.files[path] = [*self.files.pop(path, []), stored.ref]
 
     def forms(self, r: Renderer, wid: str, policy: Policy, cover: str = "",
               ) -> tuple[Rendered, Rendered]:
@@ -164,11 +166,28 @@ class Tally:
         names = tuple(self.files)
 
         def named_line() -> list[Block]:
-            shown = [one_line(path, policy.text.path_in_frontier_ref) for path in names[:limit]]
-            return [r.line("files modified: " + ", ".join(shown)
-                           + (f", … {len(names) - limit} more" if len(names) > limit else ""))]
+            return [r.line(files_line(self.files, limit, policy.text.path_in_frontier_ref))]
         named = r.memo(("frontier_files", names, limit), named_line) if names else []
         return head, named
+
+
+#: Refs a cut files line names for the files it leaves out.
+_OMITTED_REFS = 5
+
+
+def files_line(files: dict[str, list[str]], limit: int, path_chars: int) -> str:
+    """``files modified: …`` naming the ``limit`` files written last (the file being edited now
+    among them); past ``limit`` it says how many earlier files it leaves out and the refs of the
+    runs that wrote them (each run's line names its files)."""
+    names = list(files)
+    shown = ", ".join(one_line(p, path_chars) for p in names[-limit:])
+    omitted = names[:-limit] if len(names) > limit else []
+    if not omitted:
+        return f"files modified: {shown}"
+    refs = list(dict.fromkeys(files[p][-1] for p in omitted))
+    named = ", ".join(refs[-_OMITTED_REFS:]) + (", …" if len(refs) > _OMITTED_REFS else "")
+    return (f"files modified: {shown}; {len(omitted)} written earlier not named here "
+            f"(written by {named})")
 
 
 def frontier(store: LedgerStore | None, view: View, units: list[TurnUnit], wid: str | None,

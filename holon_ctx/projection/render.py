@@ -273,11 +273,15 @@ class Renderer:
                 f"`{one_line(rec.args_preview, self.chars.args)}`")
 
     def files_written(self, rec: Tool) -> str:
-        """``; wrote a, b`` (the first few files), or ""."""
+        """``; wrote a, b`` (the first few files, then how many more), or ""."""
         if not rec.files_written:
             return ""
-        names = rec.files_written[: self.chars.files_on_line]
-        return f"; wrote {', '.join(one_line(f, self.chars.path) for f in names)}"
+        limit = self.chars.files_on_line
+        names = ", ".join(one_line(f, self.chars.path) for f in rec.files_written[:limit])
+        more = len(rec.files_written) - limit
+        # Never silently short: the count, and the work-refs list names every file written.
+        return f"; wrote {names}" + (f" and {more} more (all in the files list of the work "
+                                     "refs)" if more > 0 else "")
 
     # -- turns ---------------------------------------------------------------------------
     def turn_head(self, unit: TurnUnit, *, priority: Priority, reasons: tuple[str, ...],
