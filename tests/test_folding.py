@@ -247,7 +247,7 @@ def _wakes_among_noise() -> tuple[LedgerBuilder, str, list[str], str]:
 def test_duplicate_wakes_fold_also_when_ticks_and_retries_come_between() -> None:
     """Six copies of a wake, each after a tick or a retry, fold with them into one counted line
     (issue 12, item 5): none is shown in full, and the fold is not split into many lines."""
-    b, first, run, live = _wakes_among_noise()
+    b, first, run, _live = _wakes_among_noise()
     p = b.project(4096)
     folds = [f for f in p.folds if "repeated_tool_call" not in f.kinds]
     assert [(f.first, f.last, f.count) for f in folds] == [
@@ -263,7 +263,7 @@ def test_a_session_folds_duplicate_wakes_among_ticks_too() -> None:
     planner does: the copies join the fold run instead of the history."""
     from holon_ctx.projection.session import SessionProjector
 
-    b, first, run, live = _wakes_among_noise()
+    b, _first, _run, live = _wakes_among_noise()
     store = b.store()
     request = SessionProjector(store).request(budget_tokens=4096, at=live)
     assert request.text.count("rollout 8812: 3/10 pods updated") == 1

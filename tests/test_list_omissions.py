@@ -27,7 +27,7 @@ def _edits(files: int) -> tuple[LedgerBuilder, str]:
 def test_the_frontier_names_the_current_edit_target_and_counts_the_files_it_leaves_out() -> None:
     """30 files, 24 named: the file written last is named, the line says 6 are left out and
     names the runs that wrote them."""
-    b, last = _edits(30)
+    b, _last = _edits(30)
     store = b.store()
     planned = Projector(store).project(budget_tokens=400, verify=True)
     session = SessionProjector(store).request(budget_tokens=8192)
