@@ -116,14 +116,18 @@ class Renderer:
             f"{head.rstrip()}\n{excerpt_mark(tokens - cap, ref)}\n{tail.lstrip()}")
         return excerpt, self.counter.count(excerpt), True
 
-    def fenced(self, stored: StoredRecord, label: str, cap: int, *, clippable: bool = True) -> Block:
+    def fenced(self, stored: StoredRecord, label: str | None, cap: int, *,
+               clippable: bool = True) -> Block:
+        """The record's body in a data fence, under ``label`` (None: the fence alone says what
+        it is — its ref, origin and trust — and a label would repeat it)."""
         rec = stored.record
         body, body_tokens, excerpt = self._body(stored, cap)
         if not body:
-            return self.line(f"{label} (empty)", [stored.ref])
+            return self.line(f"{label or stored.ref + ':'} (empty)", [stored.ref])
         origin = rec.origin.value if rec.origin else "unknown"
         trust = rec.trust.value if rec.trust else "unknown"
-        head = f"{label}\n{fence_open(stored.ref, origin, trust)}"
+        fence = fence_open(stored.ref, origin, trust)
+        head = f"{label}\n{fence}" if label is not None else fence
         return Block(head=head, body=body, tail=FENCE_CLOSE,
                      tokens=self.counter.count(head) + body_tokens + self.counter.count(FENCE_CLOSE),
                      refs=(stored.ref,), clippable=clippable, kind=BlockKind.FENCED, trust=trust,
@@ -155,7 +159,10 @@ class Renderer:
         return Rendered(blocks=blocks, tokens=sum(b.tokens for b in blocks), refs=tuple(refs))
 
     # -- records -------------------------------------------------------------------------
-    def record_blocks(self, stored: StoredRecord, repeats: dict[str, list[str]]) -> list[Block]:
+    def record_blocks(self, stored: StoredRecord, repeats: dict[str, list[str]],
+                      above: str = "") -> list[Block]:
+        """``above``: the text shown before this record in its turn (a tool line does not repeat
+        a command the model's message already shows)."""
         rec: Record = stored.record
         ref = stored.ref
         caps, chars = self.caps, self.chars
@@ -165,8 +172,8 @@ class Renderer:
             case Message(role=MessageRole.SYSTEM) if rec.trust is Trust.RUNTIME_FACT:
                 return [self.trusted(stored, f"runtime note {ref}:", caps.system)]
             case Message():
-                return [self.fenced(stored, f"assistant said ({ref}, model output):",
-                                    caps.assistant)]
+                # The fence names the ref, the origin and the trust: no label line above it.
+                return [self.fenced(stored, None, caps.assistant)]
             case Brief():
                 return [self.fenced(stored, f"brief {ref} ({rec.kind.value}, model-written):",
                                     caps.brief)]
@@ -185,7 +192,7 @@ class Renderer:
                     return [self.line(label, [ref])]
                 return [self.fenced(stored, label, caps.task)]
             case Tool():
-                return self.tool_blocks(stored, rec, repeats.get(ref, []))
+                return self.tool_blocks(stored, rec, repeats.get(ref, []), above)
             case ExternalEvent():
                 extra = (f", matches wait {one_line(rec.wait_id, chars.ident)}" if rec.wait_id
                          else "")
@@ -207,7 +214,8 @@ class Renderer:
             case _:
                 return [self.line(f"{ref}", [ref])]
 
-    def tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str]) -> list[Block]:
+    def tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str],
+                    above: str = "") -> list[Block]:
         exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
         side = f"; side effect {rec.side_effect.value}" if rec.side_effect and \
             rec.side_effect.value != "none" else ""
@@ -215,7 +223,10 @@ class Renderer:
             if folded else ""
         # Only a failure or an unresolved side effect is an alert; a completed one is a fact.
         alert = ALERT if rec.failed or rec.side_effect_unresolved else ""
-        label = (f"{alert}{stored.ref} {self.tool_call(rec)} → {rec.status.value}"
+        command = rec.args_preview.strip()
+        call = (f"{one_line(rec.tool_name, self.chars.tool_name)} (command above)"
+                if command and command in above else self.tool_call(rec))
+        label = (f"{alert}{stored.ref} {call} → {rec.status.value}"
                  f"{exit_part}{side}{self.files_written(rec)}{repeat}")
         if not rec.output.strip():
             return [self.line(label, [stored.ref])]
@@ -236,19 +247,24 @@ class Renderer:
     # -- turns ---------------------------------------------------------------------------
     def turn_head(self, unit: TurnUnit, *, priority: Priority, reasons: tuple[str, ...],
                   other_work_item: bool, chain: str | None) -> str:
+        """The turn's ref, its trigger and what the model needs to place it (RFC 0012-densea).
+
+        Why the turn is kept (its class, reasons and chain rule) is in the manifest, not here:
+        repeated on every heading it cost more than the content it introduced. The heading says
+        only what changes how the turn reads: its outcome, that it belongs to another work item
+        (not current-chain evidence), or, off the current chain, the turn it continues.
+        """
+        del priority, reasons  # the manifest's, per item (see the docstring)
         t = unit.turn
         parts = [f"turn:{t.id}", t.trigger]
-        if t.anchor_turn_id:
-            parts.append(f"continues turn:{t.anchor_turn_id}")
-        if t.work_item_id:
-            parts.append(f"work item {one_line(t.work_item_id, self.chars.ident)}")
         if t.outcome:
             parts.append(f"outcome {t.outcome.value}")
         if other_work_item:
+            if t.work_item_id:
+                parts.append(f"work item {one_line(t.work_item_id, self.chars.ident)}")
             parts.append("other work item, not current-chain evidence")
-        elif chain and chain != "current":
-            parts.append(f"current chain ({chain})")
-        parts.append(f"{priority.label}: {', '.join(reasons)}")
+        elif not chain and t.anchor_turn_id:
+            parts.append(f"continues turn:{t.anchor_turn_id}")
         return " · ".join(parts)
 
     def turn_full(self, unit: TurnUnit, head: str,
@@ -288,7 +304,8 @@ class Renderer:
             if elsewhere and stored.ref in elsewhere:
                 blocks.append(self.line(f"{stored.ref}: {elsewhere[stored.ref]}"))
                 continue
-            blocks.extend(self.record_blocks(stored, repeats))
+            blocks.extend(self.record_blocks(
+                stored, repeats, "".join(b.body for b in blocks if b.kind is BlockKind.FENCED)))
         return tuple(blocks)
 
     def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:
