@@ -8,9 +8,10 @@ structured blocks it carries, never by parsing the text back:
   pre-rendered text); everything else — section titles, turn headings, record labels, fence
   lines, one-line stubs, fold lines, clip notes — is markup. Blocks count additively
   (:mod:`holon_ctx.tokens`), so a block's markup is its tokens less its body's.
-* **cut with room**: a field (message, tool output) of one of the newest steps is shown cut —
-  excerpted to a per-field cap, clipped, or the step shown in less than its full form — while
-  the prompt leaves at least one token of its budget unused.
+* **cut with room**: a field (message, tool output) of one of the newest steps is shown cut to a
+  per-field limit — excerpted at its cap, clipped, or the step shown in less than its full form
+  — while the prompt leaves at least one token of its budget unused. A field excerpted to the
+  room left (the step grown past its capped form) is the budget binding, not a per-field cut.
 
 The frontier benchmark reports both over every step of the shared trajectories; a test pins them
 on a few of those (``tests/test_prompt_density.py``).
@@ -84,8 +85,11 @@ def cut_steps(projection: Projection, steps: Iterable[str]) -> tuple[str, ...]:
         rendered = shown.get(ref)
         if decision is None or rendered is None:
             continue  # not a turn item of this prompt (folded, or shown elsewhere)
+        # A step grown past its capped form was given the room there was: an excerpt left in
+        # it was sized to the budget, which binds; one at its cap (or less) was cut to a limit.
+        at_cap = rendered.tokens <= decision.full_tokens
         if (decision.form is not Form.FULL or rendered.clipped
-                or any(b.excerpt for b in rendered.blocks)):
+                or (at_cap and any(b.excerpt for b in rendered.blocks))):
             cut.append(ref)
     return tuple(cut)
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
+import attrs
+
 from holon_ctx.ledger.body import block_safe, record_body_counted
 from holon_ctx.ledger.records import (
     Brief,
@@ -49,7 +51,7 @@ from holon_ctx.projection.formats import (
 )
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form, Priority, TurnUnit
-from holon_ctx.projection.policy import Policy
+from holon_ctx.projection.policy import Policy, TokenCaps
 from holon_ctx.tokens import TokenCounter
 
 __all__ = ["Renderer", "one_line"]
@@ -57,6 +59,8 @@ __all__ = ["Renderer", "one_line"]
 _T = TypeVar("_T")
 #: Entries of a renderer's memo before it is dropped (a few thousand turns of forms).
 _MEMO_ENTRIES = 16384
+#: A cap floor no body reaches: every body whole.
+_WHOLE = 1 << 62
 
 
 class Renderer:
@@ -114,7 +118,11 @@ class Renderer:
         ref = getattr(stored.record, "output_ref", None) or stored.ref
         excerpt = block_safe(
             f"{head.rstrip()}\n{excerpt_mark(tokens - cap, ref)}\n{tail.lstrip()}")
-        return excerpt, self.counter.count(excerpt), True
+        excerpt_tokens = self.counter.count(excerpt)
+        if excerpt_tokens >= tokens:
+            # Just over the cap, the note costs what it would save: the body is shown whole.
+            return body, tokens, False
+        return excerpt, excerpt_tokens, True
 
     def fenced(self, stored: StoredRecord, label: str | None, cap: int, *,
                clippable: bool = True) -> Block:
@@ -160,12 +168,13 @@ class Renderer:
 
     # -- records -------------------------------------------------------------------------
     def record_blocks(self, stored: StoredRecord, repeats: dict[str, list[str]],
-                      above: str = "") -> list[Block]:
+                      above: str = "", floor: int = 0) -> list[Block]:
         """``above``: the text shown before this record in its turn (a tool line does not repeat
-        a command the model's message already shows)."""
+        a command the model's message already shows); ``floor``: every token cap raised to at
+        least this (the larger forms a turn offers when the budget has room, RFC 0012-densea)."""
         rec: Record = stored.record
         ref = stored.ref
-        caps, chars = self.caps, self.chars
+        caps, chars = self.raised_caps(floor), self.chars
         match rec:
             case Message(role=MessageRole.OPERATOR):
                 return [self.trusted(stored, operator_label(ref) , caps.operator)]
@@ -192,7 +201,7 @@ class Renderer:
                     return [self.line(label, [ref])]
                 return [self.fenced(stored, label, caps.task)]
             case Tool():
-                return self.tool_blocks(stored, rec, repeats.get(ref, []), above)
+                return self.tool_blocks(stored, rec, repeats.get(ref, []), above, caps)
             case ExternalEvent():
                 extra = (f", matches wait {one_line(rec.wait_id, chars.ident)}" if rec.wait_id
                          else "")
@@ -215,7 +224,8 @@ class Renderer:
                 return [self.line(f"{ref}", [ref])]
 
     def tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str],
-                    above: str = "") -> list[Block]:
+                    above: str = "", caps: TokenCaps | None = None) -> list[Block]:
+        caps = caps or self.caps
         exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
         side = f"; side effect {rec.side_effect.value}" if rec.side_effect and \
             rec.side_effect.value != "none" else ""
@@ -230,7 +240,14 @@ class Renderer:
                  f"{exit_part}{side}{self.files_written(rec)}{repeat}")
         if not rec.output.strip():
             return [self.line(label, [stored.ref])]
-        return [self.fenced(stored, label, self.caps.tool_failed if rec.failed else self.caps.tool)]
+        return [self.fenced(stored, label, caps.tool_failed if rec.failed else caps.tool)]
+
+    def raised_caps(self, floor: int) -> TokenCaps:
+        """The policy's token caps, each raised to at least ``floor`` (0: the caps as they are)."""
+        if floor <= 0:
+            return self.caps
+        return self.memo(("raised_caps", floor), lambda: TokenCaps(**{
+            name: max(value, floor) for name, value in attrs.asdict(self.caps).items()}))
 
     def tool_call(self, rec: Tool) -> str:
         """``name `args``` on one line."""
@@ -268,26 +285,50 @@ class Renderer:
         return " · ".join(parts)
 
     def turn_full(self, unit: TurnUnit, head: str,
-                  elsewhere: Mapping[str, str] | None = None) -> Rendered:
+                  elsewhere: Mapping[str, str] | None = None, floor: int = 0) -> Rendered:
         """The turn's heading, then its body (:meth:`turn_body`)."""
         key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
-               tuple(sorted(elsewhere.items())) if elsewhere else ())
+               tuple(sorted(elsewhere.items())) if elsewhere else (), floor)
         return self.memo(key, lambda: self.rendered(
-            [self.line(f"{HEADING}{head}", [unit.ref]), *self.turn_body(unit, elsewhere)]))
+            [self.line(f"{HEADING}{head}", [unit.ref]),
+             *self.turn_body(unit, elsewhere, floor)]))
 
-    def turn_body(self, unit: TurnUnit,
-                  elsewhere: Mapping[str, str] | None = None) -> tuple[Block, ...]:
+    def turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, str] | None = None,
+                  floor: int = 0) -> tuple[Block, ...]:
         """The turn's records as blocks; a record in ``elsewhere`` is one line saying where it is.
 
-        A function of the turn's records and ``elsewhere`` only: what changes as a turn ages (its
-        class, reasons and chain label) is in the heading, never in the body.
+        A function of the turn's records, ``elsewhere`` and ``floor`` (each token cap raised to
+        at least this) only: what changes as a turn ages (its class, reasons and chain label)
+        is in the manifest, never in the body.
         """
         key = ("turn_body", unit.ref, tuple(r.ref for r in unit.records),
-               tuple(sorted(elsewhere.items())) if elsewhere else ())
-        return self.memo(key, lambda: self._turn_body(unit, elsewhere))
+               tuple(sorted(elsewhere.items())) if elsewhere else (), floor)
+        return self.memo(key, lambda: self._turn_body(unit, elsewhere, floor))
 
-    def _turn_body(self, unit: TurnUnit,
-                   elsewhere: Mapping[str, str] | None) -> tuple[Block, ...]:
+    def turn_full_within(self, unit: TurnUnit, head: str, elsewhere: Mapping[str, str] | None,
+                         limit: int | None) -> Rendered | None:
+        """The turn's full form with its token caps raised: every body whole (``limit`` None),
+        or the largest uniform raise whose form fits ``limit`` tokens (None when even the
+        policy's caps do not fit). Excerpts keep their head and tail, so a field cut to fit
+        still shows how its output ended."""
+        whole = self.turn_full(unit, head, elsewhere, floor=_WHOLE)
+        if limit is None or whole.tokens <= limit:
+            return whole
+        # Binary search on the floor (a form's size grows with it); only the one step that does
+        # not fit a binding budget gets here, once per projection.
+        lo, hi = 0, whole.tokens
+        best: Rendered | None = None
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            form = self.turn_full(unit, head, elsewhere, floor=mid)
+            if form.tokens <= limit:
+                best, lo = form, mid
+            else:
+                hi = mid - 1
+        return best
+
+    def _turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, str] | None,
+                   floor: int) -> tuple[Block, ...]:
         repeats = tool_repeats(unit.records)
         hidden = {r for refs in repeats.values() for r in refs}
         blocks: list[Block] = []
@@ -305,7 +346,8 @@ class Renderer:
                 blocks.append(self.line(f"{stored.ref}: {elsewhere[stored.ref]}"))
                 continue
             blocks.extend(self.record_blocks(
-                stored, repeats, "".join(b.body for b in blocks if b.kind is BlockKind.FENCED)))
+                stored, repeats, "".join(b.body for b in blocks if b.kind is BlockKind.FENCED),
+                floor))
         return tuple(blocks)
 
     def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:

@@ -18,6 +18,7 @@ import attrs
 
 from holon_ctx.projection.context import Context
 from holon_ctx.projection.folding import fold_item, segment
+from holon_ctx.projection.formats import HEADING
 from holon_ctx.projection.items import Item, Rendered
 from holon_ctx.projection.model import FoldManifest, Form, Priority, Section, TurnUnit
 from holon_ctx.projection.render import Renderer
@@ -62,9 +63,15 @@ class TurnItems:
                     tuple(elsewhere.items()) if elsewhere else ())
         forms, refs = r.memo(memo_key, lambda: self._forms(
             unit, priority, reasons, other, chain, elsewhere))
+        grow = None
+        if any(b.excerpt for b in forms[Form.FULL].blocks):
+            head = forms[Form.FULL].blocks[0].head.removeprefix(HEADING).removesuffix("\n")
+
+            def grow(limit: int | None) -> Rendered | None:
+                return r.turn_full_within(unit, head, elsewhere, limit)
         return Item(key=unit.ref, section=section, priority=priority, reasons=reasons,
                     order=order, position=position, forms=forms, refs=refs,
-                    chain=chain, kind="turn", tier=tier)
+                    chain=chain, kind="turn", tier=tier, grow=grow)
 
     def _forms(self, unit: TurnUnit, priority: Priority, reasons: tuple[str, ...],
                other: bool, chain: str | None, elsewhere: dict[str, str],
