@@ -30,9 +30,9 @@ def tool_outcome(rec: Tool, chars: TextLimits | None = None) -> str:
     """A tool run on one line: its command (a sanitised preview) and how it ended."""
     c = chars or TextLimits()
     exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
-    return (f"{one_line(rec.tool_name, c.tool_name_in_digest)} "
-            f"`{one_line(rec.args_preview, c.args_in_digest)}` → {rec.status.value}"
-            f"{exit_part}")
+    args = one_line(rec.args_preview, c.args_in_digest)
+    return (f"{one_line(rec.tool_name, c.tool_name_in_digest)}{f' `{args}`' if args else ''} "
+            f"→ {rec.status.value}{exit_part}")
 
 
 def work_item_delta(rec: WorkItem, chars: TextLimits | None = None) -> str:

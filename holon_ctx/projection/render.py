@@ -263,25 +263,27 @@ class Renderer:
 
     # -- turns ---------------------------------------------------------------------------
     def turn_head(self, unit: TurnUnit, *, priority: Priority, reasons: tuple[str, ...],
-                  other_work_item: bool, chain: str | None) -> str:
+                  other_work_item: bool, chain: str | None, loop_step: bool = False) -> str:
         """The turn's ref, its trigger and what the model needs to place it (RFC 0012-densea).
 
         Why the turn is kept (its class, reasons and chain rule) is in the manifest, not here:
         repeated on every heading it cost more than the content it introduced. The heading says
         only what changes how the turn reads: its outcome, that it belongs to another work item
-        (not current-chain evidence), or, off the current chain, the turn it continues.
+        (not current-chain evidence), and the turn it continues — unless it is a ``loop_step``,
+        a step of the loop the current turn is in (same trigger, same anchor), which the relation
+        line states once for all of them.
         """
-        del priority, reasons  # the manifest's, per item (see the docstring)
+        del priority, reasons, chain  # the manifest's, per item (see the docstring)
         t = unit.turn
         parts = [f"turn:{t.id}", t.trigger]
+        if t.anchor_turn_id and not loop_step:
+            parts.append(f"continues turn:{t.anchor_turn_id}")
         if t.outcome:
             parts.append(f"outcome {t.outcome.value}")
         if other_work_item:
             if t.work_item_id:
                 parts.append(f"work item {one_line(t.work_item_id, self.chars.ident)}")
             parts.append("other work item, not current-chain evidence")
-        elif not chain and t.anchor_turn_id:
-            parts.append(f"continues turn:{t.anchor_turn_id}")
         return " · ".join(parts)
 
     def turn_full(self, unit: TurnUnit, head: str,

@@ -59,10 +59,13 @@ class TurnItems:
         # Forms and refs follow from these inputs alone (records never change; a turn can only
         # gain records), so the renderer's memo keeps them across the projections of a turn's
         # neighbours: most of a window is the same from one turn to the next.
+        cur = ctx.view.current.turn
+        loop_step = (unit.turn.anchor_turn_id is not None and unit.turn.trigger == cur.trigger
+                     and unit.turn.anchor_turn_id == cur.anchor_turn_id)
         memo_key = ("turn_item", unit.ref, len(unit.records), priority, reasons, other, chain,
-                    tuple(elsewhere.items()) if elsewhere else ())
+                    loop_step, tuple(elsewhere.items()) if elsewhere else ())
         forms, refs = r.memo(memo_key, lambda: self._forms(
-            unit, priority, reasons, other, chain, elsewhere))
+            unit, priority, reasons, other, chain, elsewhere, loop_step))
         grow = None
         if any(b.excerpt for b in forms[Form.FULL].blocks):
             head = forms[Form.FULL].blocks[0].head.removeprefix(HEADING).removesuffix("\n")
@@ -74,11 +77,11 @@ class TurnItems:
                     chain=chain, kind="turn", tier=tier, grow=grow)
 
     def _forms(self, unit: TurnUnit, priority: Priority, reasons: tuple[str, ...],
-               other: bool, chain: str | None, elsewhere: dict[str, str],
+               other: bool, chain: str | None, elsewhere: dict[str, str], loop_step: bool,
                ) -> tuple[dict[Form, Rendered], tuple[str, ...]]:
         r = self.r
         head = r.turn_head(unit, priority=priority, reasons=reasons, other_work_item=other,
-                           chain=chain)
+                           chain=chain, loop_step=loop_step)
         forms = {Form.COMPACT: r.turn_compact(unit, head),
                  Form.FULL: r.turn_full(unit, head, elsewhere=elsewhere)}
         if priority is Priority.PINNED:
