@@ -270,12 +270,12 @@ class Renderer:
         repeated on every heading it cost more than the content it introduced. The heading says
         only what changes how the turn reads: its outcome, that it belongs to another work item
         (not current-chain evidence), and the turn it continues — unless it is a ``loop_step``,
-        a step of the loop the current turn is in (same trigger, same anchor), which the relation
-        line states once for all of them.
+        a step of the loop the current turn is in (same trigger, same anchor), whose trigger and
+        anchor the current turn's heading and the relation line state once for all of them.
         """
         del priority, reasons, chain  # the manifest's, per item (see the docstring)
         t = unit.turn
-        parts = [f"turn:{t.id}", t.trigger]
+        parts = [f"turn:{t.id}"] if loop_step else [f"turn:{t.id}", t.trigger]
         if t.anchor_turn_id and not loop_step:
             parts.append(f"continues turn:{t.anchor_turn_id}")
         if t.outcome:

@@ -60,7 +60,10 @@ class TurnItems:
         # gain records), so the renderer's memo keeps them across the projections of a turn's
         # neighbours: most of a window is the same from one turn to the next.
         cur = ctx.view.current.turn
-        loop_step = (unit.turn.anchor_turn_id is not None and unit.turn.trigger == cur.trigger
+        # A step of the loop the current turn is in: the relation line and the current turn's
+        # heading state its trigger and anchor once for every step (RFC 0012-densea).
+        loop_step = (unit.turn.id != cur.id and unit.turn.anchor_turn_id is not None
+                     and unit.turn.trigger == cur.trigger
                      and unit.turn.anchor_turn_id == cur.anchor_turn_id)
         memo_key = ("turn_item", unit.ref, len(unit.records), priority, reasons, other, chain,
                     loop_step, tuple(elsewhere.items()) if elsewhere else ())
