@@ -97,8 +97,11 @@ def test_an_episode_names_the_records_a_pinned_turn_shows_instead_of_repeating_t
 
 
 def test_without_episode_memory_the_early_decision_is_out_of_view() -> None:
-    """The control: the same projection without an episode source loses the decision."""
-    c, _ = billing_conversation()
+    """The control: without an episode source, a long enough conversation loses the decision.
+
+    Denser prompts (RFC 0012-densea) fit the 40-turn conversation's one-line trail back to the
+    decision at 2,048 tokens, so the control uses a longer one."""
+    c, _ = billing_conversation(frontend_turns=80)
     ledger, _, _ = archived(c.records)
     projection = _project(ledger, None)
     assert "logical replication to the reporting replica" not in projection.text

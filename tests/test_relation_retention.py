@@ -523,7 +523,7 @@ def test_the_documented_example_projects_as_shown(tmp_path: Path) -> None:
                  "## Continuation anchor and current input",
                  "relation: task_result_continuation — a task result continuing an earlier request "
                  "(continuation anchor: turn:t1)",
-                 "### turn:t13 · task_result · work item wi1 · pinned: current_turn"):
+                 "### turn:t13 · task_result"):
         assert line in shown
         assert line in p.text
     positions = [p.text.index(line) for line in shown.splitlines() if line.startswith("##")]

@@ -176,18 +176,31 @@ def test_a_record_shown_elsewhere_is_one_line_saying_where() -> None:
     assert not any("On it." in b.text for b in body)
 
 
-def test_turn_heading_states_chain_and_other_work_item() -> None:
+def test_turn_heading_keeps_the_ref_and_leaves_reasons_to_the_manifest() -> None:
+    """A heading is the turn's ref and trigger; class, reasons and chain rule are the manifest's
+    (RFC 0012-densea); another work item's turn still says it is not current-chain evidence."""
     r = renderer()
     unit = turn_unit()
     head = r.turn_head(unit, priority=Priority.NORMAL, reasons=("a", "b"), other_work_item=False,
                        chain="task_spawn")
-    assert head == "turn:t1 · operator_input · current chain (task_spawn) · normal: a, b"
+    assert head == "turn:t1 · operator_input"
     other = r.turn_head(unit, priority=Priority.NORMAL, reasons=("a",), other_work_item=True,
                         chain="task_spawn")
-    assert "other work item, not current-chain evidence" in other
-    assert "current chain" not in other
-    assert "current chain" not in r.turn_head(unit, priority=Priority.NORMAL, reasons=("a",),
-                                               other_work_item=False, chain="current")
+    assert other == "turn:t1 · operator_input · other work item, not current-chain evidence"
+
+
+def test_a_heading_says_what_a_turn_continues_unless_it_is_a_step_of_the_current_loop() -> None:
+    """"continues turn:X" places a turn; a step of the current turn's own loop leaves it to the
+    relation line, which says it once for every step."""
+    r = renderer()
+    step = Turn(id="t2", seq=2, trigger="x-agent-step", anchor_turn_id="t1")
+    unit = TurnUnit(stored=stored(step, 0), records=())
+    placed = r.turn_head(unit, priority=Priority.NORMAL, reasons=(), other_work_item=False,
+                         chain="anchor")
+    loop = r.turn_head(unit, priority=Priority.NORMAL, reasons=(), other_work_item=False,
+                       chain="anchor", loop_step=True)
+    assert placed == "turn:t2 · x-agent-step · continues turn:t1"
+    assert loop == "turn:t2"
 
 
 def test_an_external_event_is_untrusted_and_not_operator_input() -> None:
@@ -323,7 +336,7 @@ def test_a_pinned_compact_form_keeps_the_operator_words_verbatim() -> None:
     assert "operator message message:m2 below" in texts[0]
     assert texts[1:] == ["operator (trusted) message:m2:\nThen deploy.\n"]
     plain = r.turn_compact(unit, "turn:t1 · x")
-    assert plain.blocks[0].text.endswith('operator said: "Then deploy."; 1 tool call(s) [sh]\n')
+    assert plain.blocks[0].text.endswith('operator said: "Then deploy."; sh → ok exit 0\n')
 
 
 def test_the_work_item_full_form_lists_plan_todos_waits_and_blocker() -> None:

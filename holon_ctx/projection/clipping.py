@@ -81,6 +81,10 @@ class Clipper:
             if body:
                 parts.append(attrs.evolve(block, body=body, tokens=fixed + counter.count(body)))
         label = block.head.split("\n", 1)[0]
+        if label.startswith("<"):
+            # A block with no label opens with its fence: a fence line is never cut short
+            # into a label (it would open a fence that nothing closes).
+            return parts
         line = clip_line(counter, label, room)
         if line is not None:
             parts.append(Block(head=line, tokens=counter.count(line), refs=block.refs))

@@ -20,7 +20,19 @@ from holon_ctx.projection.formats import one_line
 from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.policy import TextLimits
 
-__all__ = ["turn_digest", "work_item_delta"]
+__all__ = ["tool_outcome", "turn_digest", "work_item_delta"]
+
+#: Tool calls a turn's digest names one by one (command and outcome); more are counted.
+_TOOLS_NAMED = 2
+
+
+def tool_outcome(rec: Tool, chars: TextLimits | None = None) -> str:
+    """A tool run on one line: its command (a sanitised preview) and how it ended."""
+    c = chars or TextLimits()
+    exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
+    args = one_line(rec.args_preview, c.args_in_digest)
+    return (f"{one_line(rec.tool_name, c.tool_name_in_digest)}{f' `{args}`' if args else ''} "
+            f"→ {rec.status.value}{exit_part}")
 
 
 def work_item_delta(rec: WorkItem, chars: TextLimits | None = None) -> str:
@@ -73,9 +85,15 @@ def turn_digest(unit: TurnUnit, chars: TextLimits | None = None, *,
             case _:
                 pass
     if tools:
-        failed = sum(1 for t in tools if t.failed)
-        names = sorted({t.tool_name for t in tools})
-        parts.append(f"{len(tools)} tool call(s) "
-                     f"[{', '.join(one_line(n, c.tool_name_in_digest) for n in names)}]"
-                     + (f", {failed} failed" if failed else ""))
+        # A reply that issued commands is named by its commands (what the model did).
+        parts = [p for p in parts if p != "assistant replied"]
+        if len(tools) <= _TOOLS_NAMED:
+            parts.extend(tool_outcome(t, c) for t in tools)
+        else:
+            failed = sum(1 for t in tools if t.failed)
+            names = sorted({t.tool_name for t in tools})
+            parts.append(f"{len(tools)} tool calls "
+                         f"[{', '.join(one_line(n, c.tool_name_in_digest) for n in names)}]"
+                         + (f", {failed} failed" if failed else "")
+                         + f"; last {tool_outcome(tools[-1], c)}")
     return "; ".join(parts) or "no records"

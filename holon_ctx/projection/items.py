@@ -17,7 +17,7 @@ import attrs
 
 from holon_ctx.projection.model import Form, Priority, Section
 
-__all__ = ["Block", "BlockKind", "ClipFn", "Item", "Rendered"]
+__all__ = ["Block", "BlockKind", "ClipFn", "GrowFn", "Item", "Rendered"]
 
 
 class BlockKind(StrEnum):
@@ -81,6 +81,9 @@ class Rendered:
 
 #: ``clip(form, limit)``: the form cut to at most ``limit`` tokens, or None (see clipping.py).
 ClipFn = Callable[[Rendered, int], Rendered | None]
+#: ``grow(limit)``: the full form with its per-field caps lifted — every field whole (``limit``
+#: None), or the fields raised as far as fits ``limit`` tokens (None: not even the capped form).
+GrowFn = Callable[[int | None], Rendered | None]
 
 
 @attrs.frozen
@@ -100,6 +103,9 @@ class Item:
     kind: str = "item"
     #: 0 outside the recent window and for its page 0; k for window page k (see planner.py).
     tier: int = 0
+    #: A turn whose full form cuts a field to its per-field cap offers the field whole when the
+    #: budget has room (planner.py, "grow" steps); None when nothing in it is cut.
+    grow: GrowFn | None = attrs.field(default=None, eq=False)
 
     @property
     def min_form(self) -> Form:

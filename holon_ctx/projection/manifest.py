@@ -160,7 +160,10 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
             manifest_items.append({"key": item.key, "form": form.label if not rendered.clipped
                                    else "clipped", "priority": item.priority.label,
                                    "reasons": list(item.reasons), "tokens": rendered.tokens,
-                                   "full_tokens": full_tokens})
+                                   "full_tokens": full_tokens,
+                                   # Why a turn is current-chain evidence: the prompt's turn
+                                   # headings no longer say it (RFC 0012-densea).
+                                   **({"chain": item.chain} if item.chain else {})})
         if body:
             text = SECTION_TITLES[section] + "\n" + "".join(body)
             used += chosen.header_tokens[section]

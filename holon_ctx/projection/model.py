@@ -76,6 +76,7 @@ class Relation(StrEnum):
     PROVIDER_RECOVERY = "provider_recovery"
     RUNTIME_RECOVERY = "runtime_recovery"
     EXTENSION_WAKE = "extension_wake"
+    EXTENSION_CONTINUATION = "extension_continuation"
 
 
 class Omission(StrEnum):

@@ -57,6 +57,17 @@ class Step(NamedTuple):
     form: Form
     delta_tokens: int
     key: tuple[float, ...]
+    #: A grow step's form (the full form, caps lifted); None: ``item.forms[form]``.
+    grown: Rendered | None = None
+
+
+#: The round of the newest steps' grow steps (the current input's turns): after the compact
+#: lines of tier 0 and before any older turn's full text, so when the budget binds the newest
+#: steps are the last to lose text, and the trail of one-line stubs is never what pays for them.
+GROW_NEWEST_ROUND = 4.5
+#: The round of every other turn's grow step: after every other step of every tier, so a field
+#: is cut to its cap only when the whole budget binds.
+GROW_ROUND = float(1 << 40)
 
 
 @attrs.frozen
@@ -156,6 +167,16 @@ class _Sequence:
                 else:
                     key = (rnd, share, section_index, item.order, i)
                 steps.append(Step(item, form, delta, key))
+            if item.grow is not None and Form.FULL in item.forms:
+                grown = item.grow(None)
+                # The whole form can cost less than the capped one (a command the whole message
+                # shows is not repeated on its tool line): a step of negative delta is a gain.
+                if grown is not None and grown is not item.forms[Form.FULL]:
+                    newest = item.section is Section.CURRENT_INPUT
+                    key = (GROW_NEWEST_ROUND if newest else GROW_ROUND, float(item.tier),
+                           section_index, item.order, 0)
+                    steps.append(Step(item, Form.FULL, grown.tokens - item.forms[Form.FULL].tokens,
+                                      key, grown))
         steps.sort(key=lambda st: st.key)
         if steps:
             heapq.heappush(self.heads, (steps[0].key, self.serial, 0, steps))
@@ -256,22 +277,40 @@ class _Run:
         item = step.item
         header = self.header_tokens[item.section] if item.section not in self.opened else 0
         cost = step.delta_tokens + header
+        if step.grown is not None and self.chosen.get(item.key, (None,))[0] is not Form.FULL:
+            return  # the full form did not enter (the plan stopped before it): nothing to grow
         if not self.stopped and self.used + cost <= self.budget_tokens:
             self.opened.add(item.section)
-            self.chosen[item.key] = (step.form, item.forms[step.form])
+            self.chosen[item.key] = (step.form, step.grown or item.forms[step.form])
             self.used += cost
             return
         if not self.stopped:
             self.stopped = True
             self.need = self.used
-            if self._clip(step, header, cost):
+            if self._grow(step) if step.grown is not None else self._clip(step, header, cost):
                 return
         self.need += cost
         self.opened.add(item.section)  # counted once in `need`, as it would be in a larger plan
+        if step.grown is not None:
+            return  # already at its richest form: no upgrade to report
         if item.key in self.chosen:
             self.upgrade_at.setdefault(item.key, self.need)
         else:
             self.omitted.setdefault(item.key, self.need)
+
+    def _grow(self, step: Step) -> bool:
+        """Take ``step``'s fields raised as far as the room left allows, if that shows more."""
+        item = step.item
+        assert item.grow is not None
+        base = self.chosen[item.key][1]
+        grown = item.grow(self.budget_tokens - self.used + base.tokens)
+        if (grown is None or grown.tokens <= base.tokens
+                or not set(base.refs) <= set(grown.refs)):
+            return False
+        self.need = self.used + step.delta_tokens
+        self.chosen[item.key] = (Form.FULL, grown)
+        self.used += grown.tokens - base.tokens
+        return True
 
     def _clip(self, step: Step, header: int, cost: int) -> bool:
         """Take ``step`` clipped to the room left, if that shows more than before and loses no

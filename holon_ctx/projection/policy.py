@@ -68,6 +68,8 @@ class TextLimits:
     tool_name_in_digest: int = 30
     #: A tool call's argument preview.
     args: int = 100
+    #: A tool call's argument preview in a turn's one-line digest (a stub names the command).
+    args_in_digest: int = 80
     #: File paths written by a tool run, on its line (at most ``files_on_line`` of them).
     path: int = 80
     files_on_line: int = 6

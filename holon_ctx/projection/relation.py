@@ -27,6 +27,10 @@ RELATION_TEXT: dict[Relation, str] = {
     Relation.PROVIDER_RECOVERY: "a provider fallback or retry (does not replace the operator's intent)",
     Relation.RUNTIME_RECOVERY: "a runtime recovery or restart",
     Relation.EXTENSION_WAKE: "a runtime extension trigger",
+    # An agent loop's step (mini-swe-agent's x-agent-step, …): what the model must know is that
+    # it is mid-task, carrying on the request it was given, not starting something new.
+    Relation.EXTENSION_CONTINUATION: "the next step of a runtime loop, continuing the request "
+                                     "it was given",
 }
 
 _BY_TRIGGER: dict[Trigger, Relation] = {
@@ -59,4 +63,4 @@ def current_relation(current: TurnUnit) -> Relation:
                     for r in current.records)
         return (Relation.EXTERNAL_CONTINUATION if waits or turn.anchor_turn_id
                 else Relation.EXTERNAL_WAKE)
-    return Relation.EXTENSION_WAKE
+    return Relation.EXTENSION_CONTINUATION if turn.anchor_turn_id else Relation.EXTENSION_WAKE

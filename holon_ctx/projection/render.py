@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, TypeAlias, TypeVar
 
+import attrs
+
 from holon_ctx.ledger.body import block_safe, record_body, record_body_counted
 from holon_ctx.ledger.records import (
     Brief,
@@ -51,7 +53,7 @@ from holon_ctx.projection.formats import (
 )
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form, Priority, TurnUnit
-from holon_ctx.projection.policy import Policy
+from holon_ctx.projection.policy import Policy, TokenCaps
 from holon_ctx.tokens import TokenCounter
 
 __all__ = ["Instead", "Renderer", "changed_lines", "one_line"]
@@ -69,6 +71,8 @@ _KEY_LINE: Final = re.compile(
 _CHANGED_LINE_CHARS: Final = 240
 #: Entries of a renderer's memo before it is dropped (a few thousand turns of forms).
 _MEMO_ENTRIES = 16384
+#: A cap floor no body reaches: every body whole.
+_WHOLE = 1 << 62
 
 
 class Renderer:
@@ -126,16 +130,24 @@ class Renderer:
         ref = getattr(stored.record, "output_ref", None) or stored.ref
         excerpt = block_safe(
             f"{head.rstrip()}\n{excerpt_mark(tokens - cap, ref)}\n{tail.lstrip()}")
-        return excerpt, self.counter.count(excerpt), True
+        excerpt_tokens = self.counter.count(excerpt)
+        if excerpt_tokens >= tokens:
+            # Just over the cap, the note costs what it would save: the body is shown whole.
+            return body, tokens, False
+        return excerpt, excerpt_tokens, True
 
-    def fenced(self, stored: StoredRecord, label: str, cap: int, *, clippable: bool = True) -> Block:
+    def fenced(self, stored: StoredRecord, label: str | None, cap: int, *,
+               clippable: bool = True) -> Block:
+        """The record's body in a data fence, under ``label`` (None: the fence alone says what
+        it is — its ref, origin and trust — and a label would repeat it)."""
         rec = stored.record
         body, body_tokens, excerpt = self._body(stored, cap)
         if not body:
-            return self.line(f"{label} (empty)", [stored.ref])
+            return self.line(f"{label or stored.ref + ':'} (empty)", [stored.ref])
         origin = rec.origin.value if rec.origin else "unknown"
         trust = rec.trust.value if rec.trust else "unknown"
-        head = f"{label}\n{fence_open(stored.ref, origin, trust)}"
+        fence = fence_open(stored.ref, origin, trust)
+        head = f"{label}\n{fence}" if label is not None else fence
         return Block(head=head, body=body, tail=FENCE_CLOSE,
                      tokens=self.counter.count(head) + body_tokens + self.counter.count(FENCE_CLOSE),
                      refs=(stored.ref,), clippable=clippable, kind=BlockKind.FENCED, trust=trust,
@@ -214,18 +226,22 @@ class Renderer:
         return Rendered(blocks=blocks, tokens=sum(b.tokens for b in blocks), refs=tuple(refs))
 
     # -- records -------------------------------------------------------------------------
-    def record_blocks(self, stored: StoredRecord, repeats: dict[str, list[str]]) -> list[Block]:
+    def record_blocks(self, stored: StoredRecord, repeats: dict[str, list[str]],
+                      above: str = "", floor: int = 0) -> list[Block]:
+        """``above``: the text shown before this record in its turn (a tool line does not repeat
+        a command the model's message already shows); ``floor``: every token cap raised to at
+        least this (the larger forms a turn offers when the budget has room, RFC 0012-densea)."""
         rec: Record = stored.record
         ref = stored.ref
-        caps, chars = self.caps, self.chars
+        caps, chars = self.raised_caps(floor), self.chars
         match rec:
             case Message(role=MessageRole.OPERATOR):
                 return [self.trusted(stored, operator_label(ref) , caps.operator)]
             case Message(role=MessageRole.SYSTEM) if rec.trust is Trust.RUNTIME_FACT:
                 return [self.trusted(stored, f"runtime note {ref}:", caps.system)]
             case Message():
-                return [self.fenced(stored, f"assistant said ({ref}, model output):",
-                                    caps.assistant)]
+                # The fence names the ref, the origin and the trust: no label line above it.
+                return [self.fenced(stored, None, caps.assistant)]
             case Brief():
                 return [self.fenced(stored, f"brief {ref} ({rec.kind.value}, model-written):",
                                     caps.brief)]
@@ -244,7 +260,7 @@ class Renderer:
                     return [self.line(label, [ref])]
                 return [self.fenced(stored, label, caps.task)]
             case Tool():
-                return self.tool_blocks(stored, rec, repeats.get(ref, []))
+                return self.tool_blocks(stored, rec, repeats.get(ref, []), above, caps)
             case ExternalEvent():
                 extra = (f", matches wait {one_line(rec.wait_id, chars.ident)}" if rec.wait_id
                          else "")
@@ -266,7 +282,9 @@ class Renderer:
             case _:
                 return [self.line(f"{ref}", [ref])]
 
-    def tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str]) -> list[Block]:
+    def tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str],
+                    above: str = "", caps: TokenCaps | None = None) -> list[Block]:
+        caps = caps or self.caps
         exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
         side = f"; side effect {rec.side_effect.value}" if rec.side_effect and \
             rec.side_effect.value != "none" else ""
@@ -274,11 +292,21 @@ class Renderer:
             if folded else ""
         # Only a failure or an unresolved side effect is an alert; a completed one is a fact.
         alert = ALERT if rec.failed or rec.side_effect_unresolved else ""
-        label = (f"{alert}{stored.ref} {self.tool_call(rec)} → {rec.status.value}"
+        command = rec.args_preview.strip()
+        call = (f"{one_line(rec.tool_name, self.chars.tool_name)} (command above)"
+                if command and command in above else self.tool_call(rec))
+        label = (f"{alert}{stored.ref} {call} → {rec.status.value}"
                  f"{exit_part}{side}{self.files_written(rec)}{repeat}")
         if not rec.output.strip():
             return [self.line(label, [stored.ref])]
-        return [self.fenced(stored, label, self.caps.tool_failed if rec.failed else self.caps.tool)]
+        return [self.fenced(stored, label, caps.tool_failed if rec.failed else caps.tool)]
+
+    def raised_caps(self, floor: int) -> TokenCaps:
+        """The policy's token caps, each raised to at least ``floor`` (0: the caps as they are)."""
+        if floor <= 0:
+            return self.caps
+        return self.memo(("raised_caps", floor), lambda: TokenCaps(**{
+            name: max(value, floor) for name, value in attrs.asdict(self.caps).items()}))
 
     def tool_changed(self, stored: StoredRecord, nxt: StoredRecord) -> tuple[Block, ...]:
         """An earlier run of a command whose next run printed something else: its status and
@@ -333,44 +361,75 @@ class Renderer:
 
     # -- turns ---------------------------------------------------------------------------
     def turn_head(self, unit: TurnUnit, *, priority: Priority, reasons: tuple[str, ...],
-                  other_work_item: bool, chain: str | None) -> str:
+                  other_work_item: bool, chain: str | None, loop_step: bool = False) -> str:
+        """The turn's ref, its trigger and what the model needs to place it (RFC 0012-densea).
+
+        Why the turn is kept (its class, reasons and chain rule) is in the manifest, not here:
+        repeated on every heading it cost more than the content it introduced. The heading says
+        only what changes how the turn reads: its outcome, that it belongs to another work item
+        (not current-chain evidence), and the turn it continues — unless it is a ``loop_step``,
+        a step of the loop the current turn is in (same trigger, same anchor), whose trigger and
+        anchor the current turn's heading and the relation line state once for all of them.
+        """
+        del priority, reasons, chain  # the manifest's, per item (see the docstring)
         t = unit.turn
-        parts = [f"turn:{t.id}", t.trigger]
-        if t.anchor_turn_id:
+        parts = [f"turn:{t.id}"] if loop_step else [f"turn:{t.id}", t.trigger]
+        if t.anchor_turn_id and not loop_step:
             parts.append(f"continues turn:{t.anchor_turn_id}")
-        if t.work_item_id:
-            parts.append(f"work item {one_line(t.work_item_id, self.chars.ident)}")
         if t.outcome:
             parts.append(f"outcome {t.outcome.value}")
         if other_work_item:
+            if t.work_item_id:
+                parts.append(f"work item {one_line(t.work_item_id, self.chars.ident)}")
             parts.append("other work item, not current-chain evidence")
-        elif chain and chain != "current":
-            parts.append(f"current chain ({chain})")
-        parts.append(f"{priority.label}: {', '.join(reasons)}")
         return " · ".join(parts)
 
     def turn_full(self, unit: TurnUnit, head: str,
-                  elsewhere: Mapping[str, Instead] | None = None) -> Rendered:
+                  elsewhere: Mapping[str, Instead] | None = None, floor: int = 0) -> Rendered:
         """The turn's heading, then its body (:meth:`turn_body`)."""
         key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
-               tuple(sorted(elsewhere.items())) if elsewhere else ())
+               tuple(sorted(elsewhere.items())) if elsewhere else (), floor)
         return self.memo(key, lambda: self.rendered(
-            [self.line(f"{HEADING}{head}", [unit.ref]), *self.turn_body(unit, elsewhere)]))
+            [self.line(f"{HEADING}{head}", [unit.ref]),
+             *self.turn_body(unit, elsewhere, floor)]))
 
-    def turn_body(self, unit: TurnUnit,
-                  elsewhere: Mapping[str, Instead] | None = None) -> tuple[Block, ...]:
+    def turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, Instead] | None = None,
+                  floor: int = 0) -> tuple[Block, ...]:
         """The turn's records as blocks; a record in ``elsewhere`` is one line saying where it is
         (or the blocks given for it: a compact form).
 
-        A function of the turn's records and ``elsewhere`` only: what changes as a turn ages (its
-        class, reasons and chain label) is in the heading, never in the body.
+        A function of the turn's records, ``elsewhere`` and ``floor`` (each token cap raised to
+        at least this) only: what changes as a turn ages (its class, reasons and chain label)
+        is in the manifest, never in the body.
         """
         key = ("turn_body", unit.ref, tuple(r.ref for r in unit.records),
-               tuple(sorted(elsewhere.items())) if elsewhere else ())
-        return self.memo(key, lambda: self._turn_body(unit, elsewhere))
+               tuple(sorted(elsewhere.items())) if elsewhere else (), floor)
+        return self.memo(key, lambda: self._turn_body(unit, elsewhere, floor))
 
-    def _turn_body(self, unit: TurnUnit,
-                   elsewhere: Mapping[str, Instead] | None) -> tuple[Block, ...]:
+    def turn_full_within(self, unit: TurnUnit, head: str, elsewhere: Mapping[str, Instead] | None,
+                         limit: int | None) -> Rendered | None:
+        """The turn's full form with its token caps raised: every body whole (``limit`` None),
+        or the largest uniform raise whose form fits ``limit`` tokens (None when even the
+        policy's caps do not fit). Excerpts keep their head and tail, so a field cut to fit
+        still shows how its output ended."""
+        whole = self.turn_full(unit, head, elsewhere, floor=_WHOLE)
+        if limit is None or whole.tokens <= limit:
+            return whole
+        # Binary search on the floor (a form's size grows with it); only the one step that does
+        # not fit a binding budget gets here, once per projection.
+        lo, hi = 0, whole.tokens
+        best: Rendered | None = None
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            form = self.turn_full(unit, head, elsewhere, floor=mid)
+            if form.tokens <= limit:
+                best, lo = form, mid
+            else:
+                hi = mid - 1
+        return best
+
+    def _turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, Instead] | None,
+                   floor: int) -> tuple[Block, ...]:
         repeats = tool_repeats(unit.records)
         hidden = {r for refs in repeats.values() for r in refs}
         blocks: list[Block] = []
@@ -391,7 +450,9 @@ class Renderer:
                 else:
                     blocks.extend(instead)
                 continue
-            blocks.extend(self.record_blocks(stored, repeats))
+            blocks.extend(self.record_blocks(
+                stored, repeats, "".join(b.body for b in blocks if b.kind is BlockKind.FENCED),
+                floor))
         return tuple(blocks)
 
     def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:

@@ -317,10 +317,19 @@ def current_input(ctx: Context, r: Renderer, turns: TurnItems, chain_of: ChainOf
     slot = SLOTS["current_turn"]
     cur_item = turns.item(cur, Section.CURRENT_INPUT, slot.order, slot.position,
                           chain_of(cur.turn.id))
-    forms = {f: Rendered(blocks=(relation_line, *form.blocks),
-                         tokens=form.tokens + relation_line.tokens, refs=form.refs)
-             for f, form in cur_item.forms.items()}
-    items.append(attrs.evolve(cur_item, forms=forms))
+    def under_relation(form: Rendered) -> Rendered:
+        return Rendered(blocks=(relation_line, *form.blocks),
+                        tokens=form.tokens + relation_line.tokens, refs=form.refs)
+
+    forms = {f: under_relation(form) for f, form in cur_item.forms.items()}
+    grow = None
+    if cur_item.grow is not None:
+        grow_turn = cur_item.grow
+
+        def grow(limit: int | None) -> Rendered | None:
+            form = grow_turn(None if limit is None else limit - relation_line.tokens)
+            return None if form is None else under_relation(form)
+    items.append(attrs.evolve(cur_item, forms=forms, grow=grow))
     return items
 
 

@@ -18,6 +18,7 @@ import attrs
 
 from holon_ctx.projection.context import Context
 from holon_ctx.projection.folding import fold_item, segment
+from holon_ctx.projection.formats import HEADING
 from holon_ctx.projection.items import Item, Rendered
 from holon_ctx.projection.model import FoldManifest, Form, Omission, Priority, Section, TurnUnit
 from holon_ctx.projection.render import Instead, Renderer
@@ -59,10 +60,16 @@ class TurnItems:
         # Forms and refs follow from these inputs alone (records never change; a turn can only
         # gain records), so the renderer's memo keeps them across the projections of a turn's
         # neighbours: most of a window is the same from one turn to the next.
+        cur = ctx.view.current.turn
+        # A step of the loop the current turn is in: the relation line and the current turn's
+        # heading state its trigger and anchor once for every step (RFC 0012-densea).
+        loop_step = (unit.turn.id != cur.id and unit.turn.anchor_turn_id is not None
+                     and unit.turn.trigger == cur.trigger
+                     and unit.turn.anchor_turn_id == cur.anchor_turn_id)
         memo_key = ("turn_item", unit.ref, len(unit.records), priority, reasons, other, chain,
-                    tuple(elsewhere.items()) if elsewhere else ())
+                    loop_step, tuple(elsewhere.items()) if elsewhere else ())
         forms, refs = r.memo(memo_key, lambda: self._forms(
-            unit, priority, reasons, other, chain, elsewhere))
+            unit, priority, reasons, other, chain, elsewhere, loop_step))
         item_reasons = reasons
         if other and priority is not Priority.PINNED:
             # Evidence of another work item is a one-line reference however large the budget:
@@ -71,16 +78,22 @@ class TurnItems:
             # does need it. The manifest says why the rest of the turn is left out.
             forms = {Form.COMPACT: forms[Form.COMPACT]}
             item_reasons = (*reasons, Omission.OTHER_WORK_ITEM.value)
+        grow = None
+        if Form.FULL in forms and any(b.excerpt for b in forms[Form.FULL].blocks):
+            head = forms[Form.FULL].blocks[0].head.removeprefix(HEADING).removesuffix("\n")
+
+            def grow(limit: int | None) -> Rendered | None:
+                return r.turn_full_within(unit, head, elsewhere, limit)
         return Item(key=unit.ref, section=section, priority=priority, reasons=item_reasons,
                     order=order, position=position, forms=forms, refs=refs,
-                    chain=chain, kind="turn", tier=tier)
+                    chain=chain, kind="turn", tier=tier, grow=grow)
 
     def _forms(self, unit: TurnUnit, priority: Priority, reasons: tuple[str, ...],
-               other: bool, chain: str | None, elsewhere: dict[str, Instead],
+               other: bool, chain: str | None, elsewhere: dict[str, Instead], loop_step: bool,
                ) -> tuple[dict[Form, Rendered], tuple[str, ...]]:
         r = self.r
         head = r.turn_head(unit, priority=priority, reasons=reasons, other_work_item=other,
-                           chain=chain)
+                           chain=chain, loop_step=loop_step)
         forms = {Form.COMPACT: r.turn_compact(unit, head),
                  Form.FULL: r.turn_full(unit, head, elsewhere=elsewhere)}
         if priority is Priority.PINNED:
