@@ -282,3 +282,28 @@ def test_the_work_item_full_form_lists_plan_todos_waits_and_blocker() -> None:
     compact = [b.text for b in forms[sorted(forms)[1]].blocks]
     assert compact[2:] == ["todos: 1/2 done; next: backfill\n", "waiting on fin: sign-off\n",
                            "blocker: finance\n"]
+
+
+@pytest.mark.parametrize("cap", [60, 100, 300])
+@pytest.mark.parametrize("output", [
+    "\n".join(f"line {i} of a very long build log" for i in range(400)),
+    " ".join(f"w{i}" for i in range(3000)),
+    "x" * 20_000,
+], ids=["lines", "words", "one-run"])
+def test_an_excerpt_spends_about_its_cap_and_says_how_much_it_left_out(cap: int,
+                                                                      output: str) -> None:
+    """An excerpt's head and tail together take most of the cap and not much more, and its
+    mark states the tokens left out (the body's count less the cap)."""
+    import re
+
+    from holon_ctx.projection.formats import excerpt_mark
+
+    s = stored(Tool(id="x1", tool_name="make", status=ToolStatus.OK, exit_code=0,
+                    output=output))
+    [b] = renderer(Policy(caps=TokenCaps(tool=cap))).record_blocks(s, {})
+    assert b.excerpt
+    found = re.search(r"\[(\d+)\+ tokens omitted; full text: tool:x1\]", b.body)
+    assert found is not None
+    assert int(found[1]) == s.tokens - cap
+    kept = COUNTER.count(b.body) - COUNTER.count(excerpt_mark(s.tokens - cap, "tool:x1"))
+    assert 0.8 * cap <= kept <= 1.2 * cap
