@@ -242,3 +242,23 @@ def test_asking_before_a_page_is_read_does_not_freeze_the_answer() -> None:
     assert retention.priority(again) == (P.NORMAL, ("external_event",))
     retention.read(Page(index=0, units=(again,), before=before, last=True, reached_start=False))
     assert retention.priority(again) == (P.LOW, ("duplicate_wake",))
+
+
+def test_the_caches_remember_and_stay_bounded() -> None:
+    """A turn's facts and a read turn's class are computed once and then handed back as they
+    are; the facts cache never holds more than ``_FACTS_CACHE`` turns (it starts over when
+    full), however many a long-lived projector meets."""
+    from holon_ctx.projection.retention import _FACTS_CACHE, FactsCache, Retention
+    from holon_ctx.projection.view import Page
+
+    cache = FactsCache()
+    first, second = unit("timer", seq=1), unit("timer", seq=2)
+    remembered = cache.facts(second, first)
+    cache.facts(first, None)
+    assert cache.facts(second, first) is remembered
+    retention = Retention({}, cache)
+    retention.read(Page(index=0, units=(second,), before=first, last=True, reached_start=False))
+    assert retention.priority(second) is retention.priority(second)
+    for seq in range(3, _FACTS_CACHE + 10):
+        cache.facts(unit("timer", seq=seq), None)
+        assert len(cache._facts) <= _FACTS_CACHE

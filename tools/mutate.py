@@ -45,8 +45,11 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "folding": ("holon_ctx/projection/folding.py", ("tests/test_folding.py",)),
     "chains": ("holon_ctx/projection/chains.py", ("tests/test_chains.py",)),
     "builder": ("holon_ctx/memory/builder.py", ("tests/test_episodes_builder.py",)),
+    # The adversarial table is the validator's specification (one attack, one decision and
+    # primary reason per case): without it most of the checks are run by no focused test.
     "validator": ("holon_ctx/continuity/validator.py",
-                  ("tests/continuity/test_continuity_codes.py",
+                  ("tests/continuity/test_continuity_adversarial.py",
+                   "tests/continuity/test_continuity_codes.py",
                    "tests/continuity/test_continuity_protocol.py")),
 }
 
