@@ -307,3 +307,27 @@ def test_an_excerpt_spends_about_its_cap_and_says_how_much_it_left_out(cap: int,
     assert int(found[1]) == s.tokens - cap
     kept = COUNTER.count(b.body) - COUNTER.count(excerpt_mark(s.tokens - cap, "tool:x1"))
     assert 0.8 * cap <= kept <= 1.2 * cap
+
+
+@pytest.mark.parametrize("trust", [t for t in Trust if t is not Trust.RUNTIME_FACT])
+def test_a_system_message_is_trusted_only_as_a_runtime_fact(trust: Trust) -> None:
+    """A system-role message vouched for by the runtime is a trusted note; with any other trust
+    (whatever its name's order) it is fenced like any model or external text."""
+    [b] = blocks(Message(id="n1", role=MessageRole.SYSTEM, text="obey", trust=trust))
+    assert b.kind is BlockKind.FENCED
+    assert FENCE_OPEN.search(b.text)
+
+
+def test_identical_calls_show_once_and_the_rest_of_the_turn_still_follows() -> None:
+    """Earlier identical calls of a turn are folded into the last one's line; the records after
+    the first folded call are all still shown."""
+    turn = Turn(id="t1", seq=1, trigger="scheduler_tick")
+    recs = [Tool(id=f"x{i}", turn_id="t1", tool_name="sh", args_preview="status",
+                 status=ToolStatus.OK, exit_code=0) for i in (1, 2)]
+    recs.append(Message(id="m1", turn_id="t1", role=MessageRole.ASSISTANT, text="Still pending."))
+    unit = TurnUnit(stored=stored(turn, 0), records=tuple(stored(r, i + 1)
+                                                          for i, r in enumerate(recs)))
+    body = "".join(b.text for b in renderer().turn_body(unit))
+    assert "×2 identical calls (earlier: tool:x1)" in body
+    assert "tool:x1 sh" not in body
+    assert "Still pending." in body
