@@ -315,7 +315,7 @@ def test_a_system_message_is_trusted_only_as_a_runtime_fact(trust: Trust) -> Non
     (whatever its name's order) it is fenced like any model or external text."""
     [b] = blocks(Message(id="n1", role=MessageRole.SYSTEM, text="obey", trust=trust))
     assert b.kind is BlockKind.FENCED
-    assert FENCE_OPEN.search(b.text)
+    assert any(FENCE_OPEN.match(line) for line in b.text.split("\n"))
 
 
 def test_identical_calls_show_once_and_the_rest_of_the_turn_still_follows() -> None:
