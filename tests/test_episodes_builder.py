@@ -17,6 +17,7 @@ from holon_ctx.ledger.records import (
     SideEffect,
     TaskResult,
     TaskStatus,
+    Todo,
     Tool,
     ToolStatus,
     Turn,
@@ -514,3 +515,71 @@ def test_link_keys_name_files_calls_tasks_and_waits() -> None:
     ]
     assert link_keys(records) == {"file:a.py", "call:c1", "task:ci", "wait_id:w1", "task:lint",
                                   "wait_id:w2", "wait_id:w3"}
+
+
+def test_every_free_text_value_in_a_claim_line_is_cut_to_its_bound() -> None:
+    """Claim lines are one line each, and each value in them (ids, names, paths, conditions,
+    notes, previews) is cut to its own bound, whatever its length: an episode stays small
+    however large the records it summarises. Quotes are bounded by FieldBudget instead."""
+    import re
+
+    def long(ch: str) -> str:
+        return ch * 1000
+
+    c = Conv()
+    c.operator(long("O"), trigger="operator_override", work_item=long("I"))
+    c.records.append(Pin(id="p", turn_id="t0", target="message:m1", note=long("N")))
+    c.records.append(Environment(id="v", turn_id="t0", workspace=long("S"),
+                                 capabilities=[long("C")]))
+    c.tool(long("T"), long("A"), "", status=ToolStatus.PENDING, call_id=long("K"),
+           files=(long("P"),))
+    c.records.append(WorkItem(id="w1", work_item_id=long("I"), turn_id="t0", objective=long("B"),
+                              plan=[long("L")] * 10, todos=[Todo(text=long("D"))], blocker=long("X")))
+    c.open_wait(long("W"), long("Y"))
+    c.event(long("E"), "text", wait=long("V"))
+    c.records.append(TaskResult(id="r", turn_id=c.turn_id, task_id=long("J"),
+                                status=TaskStatus.SUCCESS, wait_id=long("G"),
+                                output_ref=long("R")))
+    ep = _build(c)
+    lines = [claim.text for field in Field for claim in ep.field(field)]
+    assert all("\n" not in line for line in lines)
+    [plan] = [line for line in lines if " plan: " in line]
+    cut = {ch: {len(run) + 1 for line in lines if line is not plan
+                for run in re.findall(f"({ch}+)…", line)}
+           for ch in "OINSCTAKPBDXWYEVJGR"}
+    assert cut == {
+        "O": {200},       # the operator's words previewed in a decision
+        "I": {60},        # a work item's name
+        "N": {160},       # a pin's note
+        "S": {120},       # a workspace
+        "C": {30},        # each capability
+        "T": {40},        # a tool's name
+        "A": {100},       # its arguments
+        "K": {80},        # the call it belongs to
+        "P": {200, 80},   # a written file, on its own claim and on the tool's line
+        "B": {300},       # an objective
+        "D": {200},       # a todo
+        "X": {200},       # a blocker
+        "W": {60},        # a wait's id
+        "Y": {200},       # its condition
+        "E": {40},        # an event's source
+        "V": {60},        # the wait an event matches
+        "J": {60},        # a task's id
+        "G": {60},        # the wait a task answers
+        "R": {80},        # a task's output ref
+    }
+    # A plan: each step cut to 120, the whole to 600.
+    steps = plan.partition(" plan: ")[2]
+    assert steps.startswith(f"1. {'L' * 119}…; 2. {'L' * 119}…; ")
+    assert len(steps) == 600
+
+
+def test_a_tool_line_names_its_first_six_files_and_each_gets_a_claim() -> None:
+    c = Conv()
+    c.turn("operator_input")
+    c.tool("sh", "gen", "", files=tuple(f"f{i}.py" for i in range(8)))
+    ep = _build(c)
+    [run] = [a for a in ep.artifact_trail if a.kind == "tool_run"]
+    assert run.text.endswith("; wrote f0.py, f1.py, f2.py, f3.py, f4.py, f5.py")
+    assert [a.text for a in ep.artifact_trail if a.kind == "file_written"] == [
+        f"file written: f{i}.py" for i in range(8)]
