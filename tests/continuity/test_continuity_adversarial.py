@@ -301,6 +301,14 @@ CASES = [
         R.AUTHORIZATION_MODE_CHANGED,
     ),
     Case("authorization_mode_unknown", resume(authorization_mode="root"), FAILED, R.MALFORMED_FIELD),
+    # The unset optional fields before it (capability, approval, digest) do not end the check.
+    Case(
+        "idempotency_key_nul",
+        resume(idempotency_key="key-7\x00"),
+        FAILED,
+        R.MALFORMED_FIELD,
+        also=frozenset({R.IDEMPOTENCY_KEY_CHANGED}),
+    ),
     Case(
         "delegated_principal_changed",
         resume(delegated_principal_id="user-7"),
