@@ -147,9 +147,12 @@ def main(argv: list[str]) -> int:
         return goldens()
     if job == "mutate":
         return run(["tools/mutate.py", *rest])
-    # bench
-    return run(["-m", "pytest", "bench", "--benchmark-only", "-p", "no:randomly",
-                *from_caller(rest, here)])
+    # bench: the whole directory unless the caller names what to run (a file or a node id);
+    # naming both would make pytest collect every benchmark anyway.
+    chosen = from_caller(rest, here)
+    named = any(not a.startswith("-") and Path(a.partition("::")[0]).exists() for a in chosen)
+    return run(["-m", "pytest", *([] if named else ["bench"]), "--benchmark-only",
+                "-p", "no:randomly", *chosen])
 
 
 if __name__ == "__main__":

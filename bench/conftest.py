@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from gen import write_ledger
+from targets import TARGETS
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +27,11 @@ def ledger_file(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Pat
         return made[n_records]
 
     return make
+
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if TARGETS:
+        terminalreporter.section("speed targets (recorded, not asserted)")
+        for line in TARGETS:
+            terminalreporter.write_line(line)

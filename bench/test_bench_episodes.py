@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from targets import target
 
 from holon_ctx.ledger.episode_store import MemoryEpisodeStore, SqliteEpisodeStore
 from holon_ctx.ledger.records import (
@@ -168,7 +169,7 @@ def test_archival_cost_is_proportional_to_the_archived_range(
           f"load {_load()}")
     record_property("ms_per_turn_1k_cpu", round(small, 3))
     record_property("ms_per_turn_4k_cpu", round(large, 3))
-    assert large / small <= TARGET_PER_TURN_RATIO
+    target("episodes: per-turn archival 4k vs 1k turns", large / small, TARGET_PER_TURN_RATIO)
     # The incremental step: 64 new turns at a time on top of the 4k-turn archive.
     path = tmp_path / "ledger-4016.db"
     ledger = SqliteStore(path)
@@ -292,4 +293,4 @@ def test_recall_over_10000_episodes(benchmark: Any, recall_setup: dict[str, Any]
     source = StoreEpisodeSource(store, recall_setup["ledger"])
     queries = iter(recall_setup["queries"] * 10)
     benchmark.pedantic(lambda: source.recall(next(queries), 12), rounds=200, iterations=1)
-    assert p50 <= TARGET_RECALL_P50_MS
+    target("episodes: recall p50 ms", p50, TARGET_RECALL_P50_MS)

@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 from pg_bench import bench_url, cached_session, clone, drop, next_turns
 from projection_gen import CACHE, projection_db
+from targets import target
 
 from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.sqlite import SqliteStore
@@ -131,7 +132,7 @@ def _per_turn(benchmark: Any, tmp_path: Path, mode: str,
     if mode == "stateless":
         # Issue 15's target. A session turn is an append plus a request of a few round trips,
         # where SQLite's request is ~0.3 ms of function calls: the ratio is recorded, not held.
-        assert ratio <= TARGET_RATIO, results
+        target(f"postgres: {mode} turn vs SQLite", ratio, TARGET_RATIO)
 
 
 def test_per_turn_append_and_project(benchmark: Any, tmp_path: Path) -> None:

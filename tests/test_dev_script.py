@@ -115,3 +115,23 @@ def test_cli_runs_where_the_user_is(dev: ModuleType, tmp_path: Path,
     assert code == 0, err
     assert "no such file" not in err
     assert "turns" in out
+
+
+@pytest.mark.parametrize(("args", "whole_directory"), [
+    ([], True),
+    (["-k", "table"], True),
+    (["bench/test_bench_library.py"], False),
+    (["bench/test_bench_cache.py::test_the_bill", "--benchmark-json=out.json"], False),
+])
+def test_bench_runs_only_what_is_named(dev: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                       args: list[str], whole_directory: bool) -> None:
+    """``dev.py bench FILE`` runs that file's benchmarks, not the whole directory besides it."""
+    calls: list[list[str]] = []
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(dev, "ensure_env", lambda **_: None)
+    monkeypatch.setattr(dev, "run", lambda argv, _cwd=ROOT: calls.append(argv) or 0)
+    assert dev.main(["bench", *args]) == 0
+    (argv,) = calls
+    assert ("bench" in argv) is whole_directory
+    named = [a for a in argv if a.endswith(".py") or ".py::" in a]
+    assert len(named) == len([a for a in args if ".py" in a and not a.startswith("-")])
