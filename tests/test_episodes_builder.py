@@ -247,6 +247,7 @@ def _texts(claims: list[Claim]) -> list[str]:
 
 
 def test_an_empty_range_is_refused() -> None:
+    """An episode covers at least one turn."""
     with pytest.raises(ValueError, match="at least one turn"):
         build_episode([], closed_by="test")
 
@@ -475,6 +476,7 @@ def test_a_work_item_states_objective_plan_status_and_report() -> None:
 
 
 def test_the_owner_is_the_first_work_item_of_the_range() -> None:
+    """Turns without a work item do not own the episode; the first with one does."""
     c = Conv()
     c.turn("operator_input")
     c.turn("operator_input", work_item="wi2")
@@ -575,6 +577,7 @@ def test_every_free_text_value_in_a_claim_line_is_cut_to_its_bound() -> None:
 
 
 def test_a_tool_line_names_its_first_six_files_and_each_gets_a_claim() -> None:
+    """The tool's line lists six files at most; every written file still has its own claim."""
     c = Conv()
     c.turn("operator_input")
     c.tool("sh", "gen", "", files=tuple(f"f{i}.py" for i in range(8)))
