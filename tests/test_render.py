@@ -331,3 +331,10 @@ def test_identical_calls_show_once_and_the_rest_of_the_turn_still_follows() -> N
     assert "×2 identical calls (earlier: tool:x1)" in body
     assert "tool:x1 sh" not in body
     assert "Still pending." in body
+
+
+def test_the_records_after_one_shown_elsewhere_are_still_shown() -> None:
+    """A record shown elsewhere becomes one line; the turn's later records follow it as usual."""
+    body = [b.text for b in renderer().turn_body(turn_unit(), {"tool:x1": "shown in episode e1"})]
+    assert "tool:x1: shown in episode e1\n" in body
+    assert any("On it." in text for text in body)
