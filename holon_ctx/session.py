@@ -228,6 +228,8 @@ class Session:
         self._pending: dict[str, _Call] = {}
         self._late: dict[str, _Call] = {}
         self._turns_since_compaction = 0
+        #: The last request's budget bound (see next_request).
+        self._binds = False
         self._closed = False
         self._turn: _TurnState | None = None
         self._work_item: str | None = None
@@ -655,12 +657,17 @@ class Session:
         if budget <= framing:
             raise BudgetTooSmallError(framing + 1, budget, "the request's message framing")
         policy = self.compaction
-        if policy is not None and self._turns_since_compaction >= policy.every_turns:
+        # Every `every_turns` turns, and at every new turn while the budget binds: a prompt
+        # that leaves turns out has them compete as episodes as soon as they age out, in a
+        # conversation of a few dozen turns too (RFC 0013).
+        if policy is not None and (self._turns_since_compaction >= policy.every_turns or (
+                self._binds and self._turns_since_compaction > 0)):
             self.compact()
         messages = self._projectors[Layout.MESSAGES].request(budget_tokens=budget, at=turn_id)
         # Made now, as of the same position: the request must not change if the ledger grows
         # (or the session closes) before the runtime reads its text.
         text = self._projectors[Layout.TEXT].request(budget_tokens=budget, at=turn_id)
+        self._binds = messages.binds or text.binds
         return Request(budget_tokens=budget, messages=messages, text=text)
 
     def compact(self, policy: CompactionPolicy | None = None) -> CompactionResult:

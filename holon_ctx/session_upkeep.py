@@ -43,9 +43,11 @@ __all__ = ["CompactionPolicy", "Upkeep", "open_upkeep"]
 class CompactionPolicy:
     """When a session compacts by itself, and what it keeps out of episodes."""
 
-    #: The newest turns that are never archived (the recent window; at least 2).
-    recent_turns: int = 48
-    #: Compact before the next request once this many turns were appended since the last time.
+    #: The newest turns that are never archived (at least 2). Older turns are archived into
+    #: episodes; a recalled episode stands for the turns it covers, the rest stay turns (RFC 0013).
+    recent_turns: int = 16
+    #: Compact before the next request once this many turns were appended since the last time
+    #: (and before every request after a new turn while the budget binds).
     every_turns: int = 16
     #: Also seal a continuity envelope (governed control state, RFC 0005); False archives only.
     seal_envelope: bool = True

@@ -27,6 +27,12 @@ Public strategies
     Record text: word salad over English, Chinese, emoji, code and hostile fragments, or raw
     Unicode (no surrogates, so every text encodes as UTF-8).
 
+``archive_windows()`` -> ``int | None``
+    How much of a generated ledger is archived into episodes before it is projected: None (no
+    episode memory, two draws in three), or the recent window the archive keeps (2-48 turns,
+    mostly small, so a ledger of a few dozen turns has episodes too). :func:`archived_source`
+    archives a store with it.
+
 Helpers: :func:`to_jsonl` (the lines a runtime would write for a list of records).
 """
 
@@ -37,6 +43,7 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 from holon_ctx.ledger.codec import _ALLOWED_TRUST, encode_record
+from holon_ctx.ledger.episode_store import MemoryEpisodeStore
 from holon_ctx.ledger.records import (
     KNOWN_TRIGGERS,
     OPERATOR_TRIGGERS,
@@ -63,8 +70,12 @@ from holon_ctx.ledger.records import (
     WorkItem,
     WorkItemStatus,
 )
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory.archiver import ArchivePolicy, Archiver
+from holon_ctx.memory.source import StoreEpisodeSource
 
-__all__ = ["ledgers", "opens_turn", "plain_streams", "texts", "to_jsonl"]
+__all__ = ["archive_windows", "archived_source", "ledgers", "opens_turn", "plain_streams", "texts",
+           "to_jsonl"]
 
 _WORDS = (
     "the", "build", "passed", "on", "main", "after", "a", "retry", "please", "check", "deploy",
@@ -337,3 +348,20 @@ def plain_streams(draw: st.DrawFn, min_events: int = 1, max_events: int = 16) ->
 def to_jsonl(records: list[Record]) -> bytes:
     """The JSONL v1 lines of ``records`` as given (provenance left out stays left out)."""
     return b"".join(encode_record(r) for r in records)
+
+
+def archive_windows() -> st.SearchStrategy[int | None]:
+    """None (no episode memory) or the recent window of an archive (see the module docstring).
+    Two draws in three have no archive: archiving a 600-turn ledger takes about a second, and
+    the properties run with and without episode memory alike."""
+    return st.one_of(st.none(), st.none(), st.none(), st.none(), st.integers(2, 12),
+                     st.integers(2, 48))
+
+
+def archived_source(store: LedgerStore, recent: int | None) -> StoreEpisodeSource | None:
+    """Archive ``store`` keeping its newest ``recent`` turns (None: no episode memory)."""
+    if recent is None:
+        return None
+    episodes = MemoryEpisodeStore()
+    Archiver(store, episodes, policy=ArchivePolicy(recent_turns=recent)).archive()
+    return StoreEpisodeSource(episodes, store)

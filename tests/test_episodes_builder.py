@@ -220,6 +220,31 @@ def test_archived_conversation_episode_shape() -> None:
     assert len(ep.digest) == 71
 
 
+def test_the_compact_form_keeps_decisions_and_the_operators_exact_words_before_results() -> None:
+    """Every decision and the operator's words whole (a constraint stated at the end of a long
+    request included) come before results and the artifact trail, which are previews: a compact
+    form clipped to the budget loses what happened before what binds the agent."""
+    c = Conv()
+    request = ("Migrate the billing exports to the new queue. Keep the export format exactly as "
+               "it is today, run the backfill only at night, notify finance before the cut-over, "
+               "and one hard rule: invoice amounts stay integer cents, never floats.")
+    assert len(request) > 200
+    c.operator(request)
+    for i in range(6):
+        c.say(f"Decision {i}: we will use partition key variant {i} for the exports.")
+    c.task("bench", "Kafka sustained 40k msg/s with ordering.")
+    c.tool("shell", "pytest -q", "all green")
+    ep = _only_episode(c)
+    assert len(ep.decisions) == 7  # "never floats" makes the request a decision too
+    compact = compact_text(ep)
+    results = compact.index("results:")
+    assert "invoice amounts stay integer cents, never floats." in compact[:results]
+    for i in range(6):
+        assert f"partition key variant {i}" in compact[:results]
+    assert compact.index("decisions:") < compact.index("operator's words:") < results
+    assert compact.index("artifacts:") > results
+
+
 # -- the walk, record by record (build_episode on hand-built turns, no archiver) --------------
 
 

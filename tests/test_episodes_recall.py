@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,47 @@ def test_forty_turn_decision_survives_at_2048_through_its_episode(
     assert projection.used_tokens <= 2048
     assert [e.ref for e in projection.manifest.episodes][:1] == ["episode:e0-3"]
     assert projection.manifest.episodes[0].covers == ["turn:t0", "turn:t3"]
+
+
+@pytest.mark.parametrize("budget", [2048, 4096])
+def test_the_early_decision_is_reachable_with_the_default_window(budget: int) -> None:
+    """The same 40-turn conversation, all of it inside window page 0 (64 turns), archived as a
+    session archives by default (its newest turns kept): the early decision reaches the prompt
+    through its episode, which stands for the turns it covers in the window too."""
+    from holon_ctx.session_upkeep import CompactionPolicy
+
+    c, _ = billing_conversation()
+    ledger, episodes, _ = archived(c.records, recent=CompactionPolicy().recent_turns)
+    p = Projector(ledger, episodes=StoreEpisodeSource(episodes, ledger)).project(
+        budget_tokens=budget, verify=True)
+    assert any(s.omitted for s in p.manifest.sections), "the budget binds"
+    assert "PostgreSQL 16 with logical replication" in p.text
+    shown = [e for e in p.manifest.episodes if e.representation != "omitted"]
+    assert [e.ref for e in shown][:1] == ["episode:e0-3"]
+    covered = {f"turn:{t}" for e in shown
+               for t in episodes.get(e.ref.removeprefix("episode:")).turn_ids}  # type: ignore[union-attr]
+    recent = next(s for s in p.manifest.sections if s.name == "recent_turns")
+    assert not covered & set(recent.selected), "a covered turn is shown by its episode only"
+
+
+def test_an_episode_names_the_records_a_pinned_turn_shows_instead_of_repeating_them() -> None:
+    """The operator returns to billing anchored on the decision turn, which the archive holds:
+    the turn is pinned and shown on its own; the recalled episode names its words instead of
+    quoting them again, so no record's text is in the prompt twice."""
+    c, ids = billing_conversation()
+    decision_turn = next(r.turn_id for r in c.records
+                         if getattr(r, "id", None) == ids["decision"])
+    c.operator("Set up the replication slot for billing as decided.", anchor=decision_turn)
+    ledger, episodes, _ = archived(c.records, recent=16)
+    p = Projector(ledger, episodes=StoreEpisodeSource(episodes, ledger)).project(
+        budget_tokens=32_768, verify=True)
+    assert p.anchor_turn == f"turn:{decision_turn}"
+    assert "episode:e0-3" in [e.ref for e in p.manifest.episodes]
+    assert p.text.count("billing uses PostgreSQL 16 with logical replication") == 1
+    section = p.section_text[Section.EPISODES]
+    assert "its text is shown with its turn in this prompt" in section
+    fences = re.findall(r'<data ref="([^"]+)"', p.text)
+    assert len(fences) == len(set(fences))
 
 
 def test_without_episode_memory_the_early_decision_is_out_of_view() -> None:

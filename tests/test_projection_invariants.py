@@ -1,5 +1,9 @@
 """Invariants of the projection engine (issue 3), each a Hypothesis property.
 
+Most properties also draw an archive window (``strategies.archive_windows``): the ledger is then
+archived into episodes (keeping its newest 2-48 turns) and projected with episode memory, so the
+invariants hold where episodes stand for turns, are clipped, or share records with pinned turns.
+
 Ledgers come from two generators: ``strategies.ledgers`` (small, hostile: odd ids, fences,
 special-token text, unowned records) and ``projection_builders.random_ledger`` (up to 160 turns of
 a realistic mix with runs of retries and ticks; its seed shows in a failure). Budgets range over
@@ -34,7 +38,7 @@ from projection_builders import (
     memory_store,
     selected_refs,
 )
-from strategies import ledgers
+from strategies import archive_windows, archived_source, ledgers
 
 from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.importer import import_jsonl
@@ -54,6 +58,7 @@ from holon_ctx.ledger.records import (
 )
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.projection.model import Form
 from holon_ctx.projection.projector import Projection, Projector
 from holon_ctx.projection.view import WindowLimits
@@ -70,7 +75,8 @@ LEDGERS = st.one_of(
     ledger_specs(300, 600).map(lambda spec: spec.records),
 )
 #: What the generated examples exercised (reported at the end of the module, and checked).
-_SEEN: dict[str, list[int]] = {"turns": [], "binds": [], "deeper": [], "pages": []}
+_SEEN: dict[str, list[int]] = {"turns": [], "binds": [], "deeper": [], "pages": [],
+                                "episodes": []}
 
 
 def _note(records: list[Record], p: Projection) -> None:
@@ -82,6 +88,8 @@ def _note(records: list[Record], p: Projection) -> None:
     pages = int(window.get("pages", 1) >= 2)  # type: ignore[call-overload]
     _SEEN["pages"].append(pages)
     _SEEN["deeper"].append(pages or int(bool(window.get("high_turns_read"))))
+    _SEEN["episodes"].append(int(any(e.representation != "omitted"
+                                     for e in p.manifest.episodes)))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -93,7 +101,8 @@ def _report_shares(request: pytest.FixtureRequest) -> Iterator[None]:
     turns = sorted(_SEEN["turns"])
     line = (f"projection invariants: {n} projected examples, median ledger {turns[n // 2]} turns, "
             f"budget binds in {sum(_SEEN['binds']) / n:.0%}, history read past window page 0 in "
-            f"{sum(_SEEN['deeper']) / n:.0%} (a second page in {sum(_SEEN['pages']) / n:.0%})")
+            f"{sum(_SEEN['deeper']) / n:.0%} (a second page in {sum(_SEEN['pages']) / n:.0%}), "
+            f"archived episodes in the prompt in {sum(_SEEN['episodes']) / n:.0%}")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None:
@@ -113,20 +122,26 @@ _SOME = settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow,
 PAGES = st.sampled_from([WindowLimits(), WindowLimits(page_turns=4, max_turns=64)])
 
 
-def _project(store: LedgerStore, budget: int,
-             limits: WindowLimits | None = None) -> Projection | None:
+#: Episode memory: none, or an archive of the ledger keeping its newest 2-48 turns.
+ARCHIVES = archive_windows()
+
+
+def _project(store: LedgerStore, budget: int, limits: WindowLimits | None = None,
+             episodes: StoreEpisodeSource | None = None) -> Projection | None:
     try:
-        return Projector(store, limits=limits).project(budget_tokens=budget, verify=True)
+        return Projector(store, limits=limits, episodes=episodes).project(budget_tokens=budget,
+                                                                         verify=True)
     except BudgetTooSmallError:
         return None
 
 
 @_SOME
-@given(LEDGERS, BUDGETS)
+@given(LEDGERS, BUDGETS, ARCHIVES)
 def test_used_tokens_never_exceed_the_budget_and_equal_the_count_of_the_text(
-        records: list[Record], budget: int) -> None:
+        records: list[Record], budget: int, recent: int | None) -> None:
     """used_tokens is the counter's count of the final text, and never more than the budget."""
-    p = _project(memory_store(records), budget)
+    store = memory_store(records)
+    p = _project(store, budget, episodes=archived_source(store, recent))
     assume(p is not None)
     assert p is not None
     _note(records, p)
@@ -138,14 +153,16 @@ def test_used_tokens_never_exceed_the_budget_and_equal_the_count_of_the_text(
 
 
 @_SOME
-@given(LEDGERS, BUDGETS, PAGES)
+@given(LEDGERS, BUDGETS, PAGES, ARCHIVES)
 def test_utilisation_is_at_least_90_percent_when_more_content_than_fits(
-        records: list[Record], budget: int, limits: WindowLimits) -> None:
-    """When the projection at 4x the budget uses more than the budget, at least 90% is used."""
+        records: list[Record], budget: int, limits: WindowLimits, recent: int | None) -> None:
+    """When the projection at 4x the budget uses more than the budget, at least 90% is used,
+    with archived episodes recalled too (an episode upgrade that does not fit is clipped)."""
     store = memory_store(records)
-    big = _project(store, 4 * budget, limits)
+    episodes = archived_source(store, recent)
+    big = _project(store, 4 * budget, limits, episodes)
     assume(big is not None and big.used_tokens > budget)
-    p = _project(store, budget, limits)
+    p = _project(store, budget, limits, episodes)
     assume(p is not None)
     assert p is not None
     if limits == WindowLimits():
@@ -154,14 +171,15 @@ def test_utilisation_is_at_least_90_percent_when_more_content_than_fits(
 
 
 @_SOME
-@given(LEDGERS, BUDGETS, BUDGETS, PAGES)
+@given(LEDGERS, BUDGETS, BUDGETS, PAGES, ARCHIVES)
 def test_a_larger_budget_keeps_every_ref_and_every_item_at_least_as_rich(
-        records: list[Record], a: int, b: int, limits: WindowLimits) -> None:
+        records: list[Record], a: int, b: int, limits: WindowLimits, recent: int | None) -> None:
     """Every ref selected at the smaller budget is selected or folded at the larger one."""
     small_budget, large_budget = sorted((a, b))
     store = memory_store(records)
-    small = _project(store, small_budget, limits)
-    large = _project(store, large_budget, limits)
+    episodes = archived_source(store, recent)
+    small = _project(store, small_budget, limits, episodes)
+    large = _project(store, large_budget, limits, episodes)
     assume(small is not None)
     assume(large is not None)
     assert small is not None
@@ -193,6 +211,9 @@ def test_generated_examples_bind_and_reach_deeper_pages() -> None:
     n = len(_SEEN["turns"])
     assert n >= 50, f"only {n} examples were projected"
     assert sum(_SEEN["binds"]) / n >= 0.5
+    # Episodes archived from the ledger reach the prompt in some of them (about a quarter in
+    # the runs here, docs/testing.md): the properties hold with episode memory too.
+    assert sum(_SEEN["episodes"]) / n >= 0.1
     # 25-35% in the runs measured (docs/testing.md); 20% leaves room for random draws.
     assert sum(_SEEN["deeper"]) / n >= 0.2
 
@@ -229,10 +250,13 @@ def test_monotone_at_every_single_token_step() -> None:
 
 
 @_SOME
-@given(LEDGERS, BUDGETS)
-def test_no_ref_is_selected_or_shown_twice(records: list[Record], budget: int) -> None:
-    """Each ref appears once in the manifest's selections and opens at most one fence or heading."""
-    p = _project(memory_store(records), budget)
+@given(LEDGERS, BUDGETS, ARCHIVES)
+def test_no_ref_is_selected_or_shown_twice(records: list[Record], budget: int,
+                                           recent: int | None) -> None:
+    """Each ref appears once in the manifest's selections and opens at most one fence or heading,
+    recalled episodes included (an episode never quotes a record a turn in the prompt shows)."""
+    store = memory_store(records)
+    p = _project(store, budget, episodes=archived_source(store, recent))
     assume(p is not None)
     assert p is not None
     refs = selected_refs(p)
@@ -241,28 +265,39 @@ def test_no_ref_is_selected_or_shown_twice(records: list[Record], budget: int) -
     assert len(fences) == len(set(fences)), sorted(fences)
     headings = re.findall(r"^### (turn:\S+)", p.text, flags=re.MULTILINE)
     assert len(headings) == len(set(headings))
+    # Every clipped item says where its full text is.
+    for d in p.decisions:
+        if d.clipped:
+            text = dict(p.section_items[d.section])[d.key].text
+            assert re.search(r"\[clipped[^\]]*; full text: \S+\]\n$", text), (d.key, text)
 
 
 @_SOME
-@given(LEDGERS, BUDGETS)
-def test_every_ref_in_the_manifest_exists_in_the_ledger(records: list[Record], budget: int) -> None:
-    """Selected, omitted, folded, anchor and current refs all resolve with store.get."""
+@given(LEDGERS, BUDGETS, ARCHIVES)
+def test_every_ref_in_the_manifest_exists_in_the_ledger(records: list[Record], budget: int,
+                                                        recent: int | None) -> None:
+    """Selected, omitted, folded, anchor and current refs all resolve with store.get (an
+    episode's in the episode store)."""
     store = memory_store(records)
-    p = _project(store, budget)
+    episodes = archived_source(store, recent)
+    p = _project(store, budget, episodes=episodes)
     assume(p is not None)
     assert p is not None
-    missing = sorted(ref for ref in all_manifest_refs(p) if store.get(ref) is None)
+    missing = sorted(ref for ref in all_manifest_refs(p) if store.get(ref) is None and not (
+        episodes is not None and ref.startswith("episode:")
+        and episodes.episodes.get(ref.removeprefix("episode:")) is not None))
     assert missing == []
     for fold in p.manifest.folded:
         assert fold.count == len(fold.refs) == sum(fold.kinds.values())
 
 
 @_SOME
-@given(LEDGERS, BUDGETS)
+@given(LEDGERS, BUDGETS, ARCHIVES)
 def test_the_current_turn_and_its_anchor_are_always_selected(
-        records: list[Record], budget: int) -> None:
+        records: list[Record], budget: int, recent: int | None) -> None:
     """The pinned references (current turn, continuation anchor) survive every budget."""
-    p = _project(memory_store(records), budget)
+    store = memory_store(records)
+    p = _project(store, budget, episodes=archived_source(store, recent))
     assume(p is not None)
     assert p is not None
     refs = set(selected_refs(p))

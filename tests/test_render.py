@@ -250,6 +250,70 @@ def test_trusted_text_can_be_clipped_and_text_blocks_end_in_a_newline() -> None:
     assert t.tokens == COUNTER.count(t.head)
 
 
+_EPISODE = ("### episode:e1-4 · turn:t1–turn:t4 (4 turns) · conversation\n"
+            "artifact trail:\n"
+            "- shell `pytest -q` → error exit 1 (tool:x6)\n"
+            '<data ref="tool:x6" origin="tool" trust="untrusted_external">\n'
+            "FAILED test_invoice_total\n  assert 1999 == 19.99\n"
+            "</data>\n"
+            "- operator request in turn:t1 (message:m1)\n"
+            "Keep amounts in integer cents.\n\n  never floats\n"
+            "full text: holon-ctx episodes show e1-4\n")
+
+
+def test_an_episodes_text_splits_into_blocks_the_clipper_can_cut() -> None:
+    """Every line a block of its own, a fence with the claim line above it one clippable block,
+    indented and blank lines kept with the line before; the counts add up to the whole text's."""
+    r = renderer()
+    blocks = r.text_blocks(_EPISODE, "episode:e1-4")
+    assert "".join(b.text for b in blocks) == _EPISODE
+    assert sum(b.tokens for b in blocks) == COUNTER.count(_EPISODE)
+    assert [b.head.split("\n")[0] for b in blocks] == [
+        "### episode:e1-4 · turn:t1–turn:t4 (4 turns) · conversation", "artifact trail:",
+        "- shell `pytest -q` → error exit 1 (tool:x6)", "- operator request in turn:t1 (message:m1)",
+        "Keep amounts in integer cents.", "full text: holon-ctx episodes show e1-4"]
+    fenced = blocks[2]
+    assert fenced.clippable
+    assert fenced.body == "FAILED test_invoice_total\n  assert 1999 == 19.99\n"
+    assert fenced.tail == "</data>\n"
+    assert blocks[4].head == "Keep amounts in integer cents.\n\n  never floats\n"
+    assert all(b.refs == ("episode:e1-4",) and b.kind is BlockKind.TEXT for b in blocks)
+
+
+def test_a_clipped_episode_keeps_its_first_lines_and_names_its_full_text() -> None:
+    """Clipped anywhere, an episode's form keeps a prefix of its lines, never an open fence, and
+    ends with the note naming the episode."""
+    from holon_ctx.projection.clipping import Clipper
+
+    r = renderer()
+    form = r.rendered(r.text_blocks(_EPISODE, "episode:e1-4"))
+    for limit in range(1, form.tokens):
+        clipped = Clipper(r).clip(form, limit)
+        if clipped is None:
+            continue
+        assert clipped.tokens <= limit
+        assert clipped.text.endswith("full text: episode:e1-4]\n"), (limit, clipped.text)
+        assert clipped.text.count("<data ") == clipped.text.count("</data>")
+
+
+def test_no_block_is_dropped_without_the_note_naming_the_full_text() -> None:
+    """When the block that does not fit cannot be cut short, the blocks before it give back the
+    room the note needs: what is left out is always said, with the ref of the full text."""
+    from holon_ctx.projection.clipping import Clipper
+
+    r = renderer()
+    lines = [r.line(f"line {i}: {'word ' * 6}", ["turn:t9"]) for i in range(6)]
+    form = r.rendered(lines)
+    for limit in range(1, form.tokens):
+        clipped = Clipper(r).clip(form, limit)
+        if clipped is None:
+            continue
+        assert clipped.tokens <= limit
+        last = clipped.blocks[-1]
+        assert last.kind is BlockKind.NOTE, (limit, clipped.text)
+        assert "full text: turn:t9" in last.text, (limit, clipped.text)
+
+
 def test_a_pinned_compact_form_keeps_the_operator_words_verbatim() -> None:
     r = renderer()
     unit = turn_unit()

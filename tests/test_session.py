@@ -368,6 +368,43 @@ def test_compaction_runs_by_itself_and_can_be_told_not_to(tmp_path: Path) -> Non
     manual.close()
 
 
+def _forty_turn_chat(session: holon_ctx.Session, budget: int) -> None:
+    """A plain conversation of 40 turns: a billing decision early, then website revisions,
+    a request before every reply (as a runtime makes them)."""
+    def exchange(operator: str, reply: str) -> None:
+        session.operator_message(operator)
+        session.next_request(budget)
+        session.assistant_message(reply)
+
+    exchange("We need a database for the billing service: PostgreSQL or DynamoDB?",
+             "PostgreSQL fits: transactions, and logical replication can feed the reporting "
+             "replica. Shall I go with PostgreSQL?")
+    exchange("Yes. Decision: billing uses PostgreSQL 16 with logical replication to the "
+             "reporting replica; DynamoDB is ruled out.",
+             "Recorded: billing on PostgreSQL 16 with logical replication.")
+    for i in range(37):
+        exchange(f"Website navigation bar, revision {i}: try a {['teal', 'coral', 'slate'][i % 3]}"
+                 " gradient header with rounded buttons and a sticky layout.",
+                 f"Revision {i} is ready: gradient header, 8px rounded buttons, sticky "
+                 "navigation, hero banner spacing 48px, Inter 15px typography. " * 3)
+    session.operator_message("Back to billing: set up the replication slot as we decided.")
+
+
+@pytest.mark.parametrize("budget", [2048, 4096])
+def test_an_early_decision_stays_reachable_in_a_forty_turn_conversation(budget: int) -> None:
+    """With the default compaction a conversation of 40 turns (fewer than a window page) has
+    episodes once its budget binds, and the operator's return to the early topic brings the
+    decision back into the request through its episode."""
+    session = open_session(MemoryStore())
+    _forty_turn_chat(session, budget)
+    request = session.next_request(budget)
+    assert session._upkeep.episodes.count() > 0
+    assert "billing uses PostgreSQL 16 with logical replication" in request.text
+    shown = [e["ref"] for e in request.manifest["episodes"] if e["representation"] != "omitted"]
+    assert shown, "the decision comes back through its episode"
+    session.close()
+
+
 def test_an_unknown_side_effect_blocks_every_later_prompt() -> None:
     """A tool run whose side effect is unknown, once compacted away, still pins a blocking
     notice (governed control state) in the next prompts, on an in-memory ledger too."""

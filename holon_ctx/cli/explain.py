@@ -374,8 +374,8 @@ def _explain_episode(projector: Projector, p: Projection, ref: str,
     d = next((x for x in p.decisions if x.key == ref), None)
     return Explanation(
         **base, status="in_full" if ep.representation == "full" else (
-            "omitted" if not shown else "compacted" if ep.representation == "compact"
-            else "ref_only"),
+            "omitted" if not shown else "clipped" if ep.representation == "clipped"
+            else "compacted" if ep.representation == "compact" else "ref_only"),
         summary=f"recalled episode covering {ep.covers[0]}–{ep.covers[-1]}, score {ep.score}, "
                 f"{ep.representation}",
         item=None if d is None else _item_dict(d),

@@ -151,7 +151,7 @@ def _episodes(p: Projection) -> str:
     if not eps:
         return "none recalled (no archived episode ends before the recent window, or none matches)"
     forms = Counter(e.representation for e in eps)
-    shown = [f"{forms[k]} {k}" for k in ("full", "compact", "ref") if forms[k]]
+    shown = [f"{forms[k]} {k}" for k in ("full", "clipped", "compact", "ref") if forms[k]]
     if forms["omitted"]:
         shown.append(f"{forms['omitted']} left out for budget")
     return f"{len(eps)} recalled, ranked {RECALL_ORDER}: {', '.join(shown)}"

@@ -15,6 +15,7 @@ marked ``still open`` or ``resolved since``; without it they read ``open at rang
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Final
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences
 from holon_ctx.ledger.records import Trust
@@ -87,8 +88,26 @@ def _head(ep: Episode) -> str:
             f"{_line(ep.generated_by, 80)}")
 
 
-def full_text(ep: Episode, open_keys: Collection[str] | None = None) -> str:
-    """Every field, quotes included (fenced unless they are the operator's words)."""
+#: Said instead of a record's text that the prompt shows on its own (a pinned turn's record).
+SHOWN_ELSEWHERE: Final = "its text is shown with its turn in this prompt"
+
+
+def _held(claim: Claim, shown: Collection[str]) -> bool:
+    """The claim's record is shown on its own in the prompt (its text must not be repeated)."""
+    return bool(shown) and bool(claim.refs) and claim.refs[0] in shown
+
+
+def _text(claim: Claim, shown: Collection[str], width: int) -> str:
+    """The claim's line; a preview of words the prompt shows elsewhere is left out."""
+    if _held(claim, shown) and "“" in claim.text:
+        return f"{_line(claim.text[:claim.text.index('“')].rstrip(': '), width)} ({SHOWN_ELSEWHERE})"
+    return _line(claim.text, width)
+
+
+def full_text(ep: Episode, open_keys: Collection[str] | None = None,
+              shown: Collection[str] = ()) -> str:
+    """Every field, quotes included (fenced unless they are the operator's words); a record in
+    ``shown`` (held by a pinned turn the prompt shows) is named, not quoted again."""
     lines = [f"### {_head(ep)}\n"]
     for field in Field:
         claims = ep.field(field)
@@ -97,49 +116,67 @@ def full_text(ep: Episode, open_keys: Collection[str] | None = None) -> str:
         lines.append(_TITLES[field] + "\n")
         for claim in claims:
             state = f"[{_state(claim, open_keys)}] " if field is Field.UNRESOLVED else ""
-            lines.append(f"- {state}{_line(claim.text, 400)} ({_refs(claim.refs)})\n")
-            if claim.quote:
+            held = _held(claim, shown)
+            note = f"; {SHOWN_ELSEWHERE}" if held and claim.quote else ""
+            lines.append(f"- {state}{_text(claim, shown, 400)} ({_refs(claim.refs)}{note})\n")
+            if claim.quote and not held:
                 lines.append(_quote_block(claim))
     lines.append(f"source records: {len(ep.source_refs)} ({ep.digest}); full text: "
                  f"{retrieval_hint(ep.id)}\n")
     return block_safe("".join(lines))
 
 
-def _summary(claims: list[Claim], shown: int, width: int, *, quote: bool = False) -> str:
+def _summary(claims: list[Claim], shown: int, width: int, *, quote: bool = False,
+             held: Collection[str] = ()) -> str:
     parts = []
     for claim in claims[:shown]:
-        words = (f"“{_line(claim.quote, width)}”" if quote and claim.quote
-                 else _line(claim.text, width))
+        if quote and claim.quote and not _held(claim, held):
+            words = f"“{_line(claim.quote, width)}”"
+        else:
+            words = _text(claim, held, width)
         parts.append(f"{words} ({_refs(claim.refs, 1)})")
     more = f"; +{len(claims) - shown} more" if len(claims) > shown else ""
     return "; ".join(parts) + more
 
 
-def compact_text(ep: Episode, open_keys: Collection[str] | None = None) -> str:
-    """One line per non-empty field; previews only, no quoted untrusted text."""
+#: Characters of the operator's words the compact form keeps, per intent (the builder's own
+#: field budget caps them first): enough for a constraint stated at the end of a long request.
+_INTENT_CHARS: Final = 1500
+
+
+def compact_text(ep: Episode, open_keys: Collection[str] | None = None,
+                 shown: Collection[str] = ()) -> str:
+    """One line per non-empty field, previews only (no quoted untrusted text). Decisions and the
+    operator's own words come first and whole (every one, the words verbatim up to the field
+    budget), then what is still open, then results and the artifact trail as previews: a form
+    clipped to the budget keeps what binds the agent before what happened."""
     lines = [f"- {_head(ep)}\n"]
-    if ep.operator_intents:
-        lines.append(f"intents: {_summary(ep.operator_intents, 4, 160, quote=True)}\n")
     if ep.decisions:
-        lines.append(f"decisions: {_summary(ep.decisions, 4, 200)}\n")
-    if ep.results:
-        lines.append(f"results: {_summary(ep.results, 3, 120)}\n")
-    if ep.artifact_trail:
-        lines.append(f"artifacts: {_summary(ep.artifact_trail, 3, 120)}\n")
+        lines.append(f"decisions: {_summary(ep.decisions, len(ep.decisions), 400, held=shown)}\n")
+    if ep.operator_intents:
+        lines.append("operator's words: " + _summary(
+            ep.operator_intents, len(ep.operator_intents), _INTENT_CHARS, quote=True,
+            held=shown) + "\n")
     if ep.unresolved:
         items = "; ".join(f"[{_state(c, open_keys)}] {_line(c.text, 160)} ({_refs(c.refs, 1)})"
                           for c in ep.unresolved[:8])
         more = f"; +{len(ep.unresolved) - 8} more" if len(ep.unresolved) > 8 else ""
         lines.append(f"unresolved: {items}{more}\n")
+    if ep.results:
+        lines.append(f"results: {_summary(ep.results, 3, 120, held=shown)}\n")
+    if ep.artifact_trail:
+        lines.append(f"artifacts: {_summary(ep.artifact_trail, 3, 120, held=shown)}\n")
     lines.append(f"full text: {retrieval_hint(ep.id)}\n")
     return block_safe("".join(lines))
 
 
-def ref_text(ep: Episode, open_keys: Collection[str] | None = None) -> str:
+def ref_text(ep: Episode, open_keys: Collection[str] | None = None,
+             shown: Collection[str] = ()) -> str:
     """One line: the ref, its span, the first request, counts and the retrieval hint."""
     first, last = ep.covers
-    intent = (f": “{_line(ep.operator_intents[0].quote, 80)}”"
-              if ep.operator_intents and ep.operator_intents[0].quote else "")
+    head = ep.operator_intents[0] if ep.operator_intents else None
+    intent = (f": “{_line(head.quote, 80)}”"
+              if head is not None and head.quote and not _held(head, shown) else "")
     still = len(ep.unresolved) if open_keys is None else sum(
         1 for c in ep.unresolved if c.key in open_keys)
     counts = [f"{len(ep.decisions)} decision{'s' if len(ep.decisions) != 1 else ''}"]

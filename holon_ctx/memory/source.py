@@ -102,7 +102,8 @@ class StoreEpisodeSource:
                              same_work_item=num in same, links=tuple(sorted(shared.get(num, ()))),
                              open_keys=tuple(k for k, _ in items),
                              pinned=any(p for _, p in items), score=scores[num])
-            out.append(self._recalled(ep, cand, text_rank.get(num), recaps.get(ep.id, [])))
+            out.append(self._recalled(ep, cand, text_rank.get(num), recaps.get(ep.id, []),
+                                      query.shown))
         return out
 
     def _rank(self, query: RecallQuery, state: WorkItemState | None, base: dict[int, float],
@@ -134,15 +135,17 @@ class StoreEpisodeSource:
         return chosen, scores, verified
 
     def _recalled(self, ep: Episode, cand: Candidate, text_rank: int | None,
-                  recaps: list[Recap]) -> RecalledEpisode:
+                  recaps: list[Recap], shown: frozenset[str]) -> RecalledEpisode:
         open_keys = frozenset(cand.open_keys)
         prio = priority(cand, text_rank, bool(ep.operator_intents or ep.decisions), self.weights)
-        key = (ep.id, ep.digest, open_keys, msgspec.json.encode(recaps) if recaps else b"")
+        # Records of this episode that the prompt shows on their own (a pinned turn's).
+        held = tuple(ref for ref in ep.source_refs if ref in shown) if shown else ()
+        key = (ep.id, ep.digest, open_keys, msgspec.json.encode(recaps) if recaps else b"", held)
         texts = self._texts.get(key)
         if texts is None:
-            shown = with_recaps(ep, recaps)
-            texts = (full_text(shown, open_keys), compact_text(shown, open_keys),
-                     ref_text(shown, open_keys))
+            episode = with_recaps(ep, recaps)
+            texts = (full_text(episode, open_keys, held), compact_text(episode, open_keys, held),
+                     ref_text(episode, open_keys, held))
             if len(self._texts) >= _TEXT_ENTRIES:
                 self._texts.clear()
             self._texts[key] = texts

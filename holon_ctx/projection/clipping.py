@@ -8,10 +8,12 @@ of the form's blocks that fits is kept, and the first block that does not is cut
 * otherwise (or when even that does not fit) its label line alone is cut short with "…" (a fence
   is never opened without being closed);
 
-and a note naming the full text's ref follows, in the longest wording that fits
+and a note naming the full text's ref follows, in the longer of its two wordings that fits
 (:func:`~holon_ctx.projection.formats.clip_notes`). Of the candidates the one using the most tokens
-wins. Refs of a block count as shown when any of it is, so every candidate shows the same refs and
-a larger limit never shows fewer.
+wins. A clipped form always ends with that note: when the misfit block cannot be cut short beside
+it, the block before it is cut instead (and so on), so no block is dropped without a marker.
+Refs of a block count as shown when any of it is, so every candidate shows the same refs and a
+larger limit never shows fewer.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class Clipper:
         self.r = r
 
     def clip(self, rendered: Rendered, limit: int) -> Rendered | None:
-        """The longest prefix of the blocks that fits ``limit``, the first misfit block clipped."""
+        """The longest prefix of the blocks that fits ``limit``, the first misfit block clipped,
+        and a note naming the full text; None when not even a note fits beside the first block."""
         out: list[Block] = []
         used = 0
         first_ref = rendered.refs[0] if rendered.refs else "the ledger"
@@ -43,18 +46,22 @@ class Clipper:
                 out.append(block)
                 used += block.tokens
                 continue
-            best: tuple[Block, ...] = ()
-            best_tokens = 0
-            room = limit - used
-            for note in (*notes, None):
-                cost = note.tokens if note is not None else 0
-                for part in self._clip_block(block, room - cost):
-                    total = part.tokens + cost
-                    if best_tokens < total <= room:
-                        best = (part,) if note is None else (part, note)
-                        best_tokens = total
-            if not best and out and notes[0].tokens <= room:
-                best, best_tokens = (notes[0],), notes[0].tokens
+            # The first misfit is cut short and the note follows it. When it cannot be (the
+            # note leaves it no room), the block before it is cut instead, and so on: no block
+            # is ever dropped without the note saying so.
+            while True:
+                best: tuple[Block, ...] = ()
+                best_tokens = 0
+                room = limit - used
+                for note in notes:
+                    for part in self._clip_block(block, room - note.tokens):
+                        total = part.tokens + note.tokens
+                        if best_tokens < total <= room:
+                            best, best_tokens = (part, note), total
+                if best or not out:
+                    break
+                block = out.pop()
+                used -= block.tokens
             out.extend(best)
             used += best_tokens
             break

@@ -85,10 +85,10 @@ def excerpt_mark(omitted_tokens: int, ref: str) -> str:
     return f"… [{omitted_tokens}+ tokens omitted; full text: {ref}] …"
 
 
-def clip_notes(ref: str) -> tuple[str, str, str]:
-    """The notes after a clipped block, longest first (the clipper takes the longest that fits)."""
-    return (f"[clipped to fit the budget; full text: {ref}]", f"[clipped; full text: {ref}]",
-            "[clipped]")
+def clip_notes(ref: str) -> tuple[str, str]:
+    """The notes after a clipped block, longest first (the clipper takes the longest that fits).
+    Each names the ref of the full text: a clipped item always says where the rest is."""
+    return (f"[clipped to fit the budget; full text: {ref}]", f"[clipped; full text: {ref}]")
 
 
 def fold_line(span: str, summary: str, count: int) -> str:

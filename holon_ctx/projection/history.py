@@ -93,8 +93,12 @@ class History:
         """Window page 0 and the pinned turns fetched by point query (tier 0)."""
         self.recalled = recalled
         view = self.ctx.view
-        tier = self.turns.tier([*view.window, *view.extra.values()], 0, self._shown_with_input(),
-                               self.chain_of)
+        # A window turn a recalled episode covers is shown by the episode (as on deeper pages);
+        # a pinned one keeps its own item.
+        covered = {u.turn.id for u in view.window
+                   if u.turn.id not in self.ctx.pinned and self.covered(u)}
+        tier = self.turns.tier([*view.window, *view.extra.values()], 0,
+                               self._shown_with_input() | covered, self.chain_of)
         self.tiers.append(tier)
         return tier
 

@@ -150,7 +150,9 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
             shown = set(rendered.refs)
             missing = [ref for ref in item.refs if ref not in shown]
             if missing:
-                dropped = (Omission.CLIPPED if rendered.clipped else
+                dropped = (Omission.OTHER_WORK_ITEM
+                           if Omission.OTHER_WORK_ITEM.value in item.reasons else
+                           Omission.CLIPPED if rendered.clipped else
                            Omission.COMPACTED if form is Form.COMPACT else Omission.REF_ONLY)
                 omitted.extend({"ref": ref, "reason": dropped.value} for ref in missing)
             decisions.append(_decision(item, form, rendered, chosen.upgrade_at.get(item.key),
@@ -179,8 +181,7 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
         anchor_turn=f"turn:{view.anchor_id}" if view.anchor_id else None,
         sections=sections, folded=folds,
         episodes=[EpisodeManifest(ref=ep.ref, covers=list(ep.covers), score=round(ep.score, 4),
-                                  representation=(chosen.chosen[ep.ref][0].label
-                                                  if ep.ref in chosen.chosen else "omitted"))
+                                  representation=_episode_form(chosen, ep.ref))
                   for ep in reading.recalled],
         text=text,
         window=_window_info(reading),
@@ -209,6 +210,15 @@ def _shown_folds(reading: Reading, chosen: Plan, seen: set[str],
 
 def _if_shown(folds: Iterable[FoldManifest], seen: set[str]) -> list[FoldManifest]:
     return [f for f in folds if f.last in seen]
+
+
+def _episode_form(chosen: Plan, ref: str) -> str:
+    """The recalled episode's form in the prompt: ``full``, ``compact``, ``ref``, ``clipped`` (a
+    form cut short to the budget, with the note naming it) or ``omitted``."""
+    pick = chosen.chosen.get(ref)
+    if pick is None:
+        return "omitted"
+    return "clipped" if pick[1].clipped else pick[0].label
 
 
 def _window_info(reading: Reading) -> dict[str, object]:

@@ -160,7 +160,8 @@ class RecallQuery:
     """What episode recall may know about the turn being projected (a bounded view)."""
 
     current: TurnUnit
-    #: Episodes must end before this turn sequence: the recent window starts here.
+    #: Episodes must end before this turn sequence (the projector passes the current turn's: a
+    #: recalled episode stands for the turns it covers, wherever they are).
     window_first_seq: int
     work_item_id: str | None
     limit_pos: int
@@ -168,6 +169,9 @@ class RecallQuery:
     query_text: str
     #: Refs and file paths visible in the view (for shared-ref boosts).
     refs: frozenset[str]
+    #: Refs the prompt shows on their own (pinned turns and their records): an episode holding
+    #: one names it instead of quoting its text a second time.
+    shown: frozenset[str] = frozenset()
 
 
 @attrs.frozen

@@ -41,6 +41,7 @@ from holon_ctx.projection.folding import tool_repeats
 from holon_ctx.projection.formats import (
     ALERT,
     FENCE_CLOSE,
+    FENCE_OPEN,
     HEADING,
     excerpt_mark,
     fence_open,
@@ -145,6 +146,53 @@ class Renderer:
         # Keyed by the text itself: an episode recalled turn after turn is counted once.
         return self.memo(("text_block", ref, body), lambda: Block(
             head=body, tokens=self.counter.count(body), refs=(ref,), kind=BlockKind.TEXT))
+
+    def text_blocks(self, text: str, ref: str) -> tuple[Block, ...]:
+        """Pre-rendered text as blocks the clipper can cut (an episode's forms): each fenced
+        excerpt one clippable block (its opening line, body and closing line), every other line
+        a block of its own, so a form that does not fit whole keeps its first lines and a note
+        naming its full text instead of dropping out. Lines that do not start with a visible
+        character stay with the line before (token counts add only across such boundaries);
+        should the counts not add up all the same, the text stays one block."""
+        body = text if text.endswith("\n") else text + "\n"
+        return self.memo(("text_blocks", ref, body), lambda: self._text_blocks(body, ref))
+
+    def _text_blocks(self, body: str, ref: str) -> tuple[Block, ...]:
+        whole = Block(head=body, tokens=self.counter.count(body), refs=(ref,),
+                      kind=BlockKind.TEXT)
+        # [head, fenced body, tail]: a fenced chunk's tail is its closing line, once it came.
+        chunks: list[list[str]] = []
+        inside = False
+        for line in body.splitlines(keepends=True):
+            if inside:
+                if line == FENCE_CLOSE:
+                    chunks[-1][2] = line
+                    inside = False
+                else:
+                    chunks[-1][1] += line
+            elif FENCE_OPEN.match(line.rstrip("\n")):
+                # The claim line above a fence heads its block, as a record's label does: a
+                # clipped block then keeps a label, never a fence opener cut short.
+                if chunks and not chunks[-1][2]:
+                    chunks[-1][0] += line
+                else:
+                    chunks.append([line, "", ""])
+                inside = True
+            elif line[:1].strip():
+                chunks.append([line, "", ""])
+            elif chunks and not chunks[-1][2]:
+                chunks[-1][0] += line  # a continuation line stays with the line before
+            else:
+                return (whole,)
+        if inside:
+            return (whole,)
+        blocks = tuple(Block(head=head, body=inner, tail=tail,
+                             tokens=self.counter.count(head + inner + tail), refs=(ref,),
+                             clippable=bool(inner), kind=BlockKind.TEXT)
+                       for head, inner, tail in chunks)
+        if sum(b.tokens for b in blocks) != whole.tokens:
+            return (whole,)
+        return blocks
 
     @staticmethod
     def rendered(blocks: Iterable[Block]) -> Rendered:

@@ -237,32 +237,53 @@ def _pin_item(ctx: Context, r: Renderer, pin: StoredRecord, target: StoredRecord
 
 def episodes(ctx: Context, r: Renderer,
              source: EpisodeSource | None) -> tuple[list[Item], list[RecalledEpisode]]:
-    """Recalled episodes (all older than the recent window), ranked by recall score."""
+    """Recalled episodes, ranked by recall score: any archived range before the current turn.
+
+    A recalled episode stands for the turns it covers, in the window too (the history skips
+    them): an early decision in a conversation of a few dozen turns then competes as one
+    episode, not as one turn among many (RFC 0013). Pinned turns are shown on their own, and
+    an episode that holds their records names them instead of quoting them again.
+    """
     if source is None:
         return [], []
     view = ctx.view
-    first_seq = view.window[0].turn.seq if view.window else view.current.turn.seq
     texts = [s.record.text for u in (view.current, view.unit(view.anchor_id or ""))
              if u is not None for s in u.records
              if isinstance(s.record, Message) and s.record.by_operator]
     texts.extend(s.record.summary for s in view.current.records if isinstance(s.record, TaskResult))
+    # Shared links are counted with the live part of the history: a turn an episode archived
+    # would otherwise recall its own episode.
+    archived = source.archived_through(view.current.turn.seq)
     refs: set[str] = set()
     for u in ctx.units:
+        if archived is not None and u.turn.seq <= archived:
+            continue
         for s in u.records:
             refs.add(s.ref)
             if isinstance(s.record, Tool):
                 refs.update(s.record.files_written)
-    query = RecallQuery(current=view.current, window_first_seq=first_seq,
+    shown: set[str] = set()
+    for tid in ctx.pinned:
+        unit = view.unit(tid)
+        if unit is not None:
+            shown.add(unit.ref)
+            shown.update(s.ref for s in unit.records)
+    if ctx.exchange is not None:
+        shown.add(ctx.exchange.message.ref)
+    query = RecallQuery(current=view.current, window_first_seq=view.current.turn.seq,
                         work_item_id=ctx.work_item_id, limit_pos=view.limit_pos,
-                        query_text="\n".join(texts), refs=frozenset(refs))
+                        query_text="\n".join(texts), refs=frozenset(refs),
+                        shown=frozenset(shown))
     recalled = source.recall(query, ctx.policy.recall)
     items = []
     for rank, ep in enumerate(recalled):
         forms = {Form.REF: r.rendered([r.line(ep.ref_text, [ep.ref])])}
+        # In blocks the clipper can cut: an upgrade that does not fit whole is clipped like any
+        # other step, so the budget is used also when episodes are recalled.
         if ep.compact_text:
-            forms[Form.COMPACT] = r.rendered([r.text_block(ep.compact_text, ep.ref)])
+            forms[Form.COMPACT] = r.rendered(r.text_blocks(ep.compact_text, ep.ref))
         if ep.full_text:
-            forms[Form.FULL] = r.rendered([r.text_block(ep.full_text, ep.ref)])
+            forms[Form.FULL] = r.rendered(r.text_blocks(ep.full_text, ep.ref))
         items.append(Item(key=ep.ref, section=Section.EPISODES, priority=ep.priority,
                           reasons=ep.reasons, order=rank, position=(rank,), forms=forms,
                           refs=(ep.ref,), kind="episode"))

@@ -50,6 +50,8 @@ from holon_ctx.projection.manifest import SECTION_TITLES
 from holon_ctx.projection.model import (
     ControlSource,
     EpisodeSource,
+    Priority,
+    RecallQuery,
     Section,
     TurnUnit,
 )
@@ -87,7 +89,7 @@ __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "Ses
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/2"
+ENGINE_VERSION: Final = "session/3"
 
 
 class SessionProjector:
@@ -228,6 +230,10 @@ class SessionProjector:
             cur = state.current
             if cur is not None and stored.turn_seq == cur.turn.seq:
                 state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
+                if isinstance(rec, Message) and rec.by_operator:
+                    why = self._recall_gap(state, limit)
+                    if why is not None:
+                        return why
                 if (isinstance(rec, TaskResult) and rec.spawned_by_turn_id
                         and cur.turn.anchor_turn_id is None):
                     # The turn's anchor is the task's spawning turn, known only now.
@@ -273,6 +279,25 @@ class SessionProjector:
         """Each pending turn's facts, judged beside the turn before it (as the planner does)."""
         before = {unit.turn.id: previous for unit, previous in state.pending}
         return lambda unit: self._facts.facts(unit, before.get(unit.turn.id))
+
+    def _recall_gap(self, state: WalkState, limit: int) -> str | None:
+        """The operator's words recall an episode the last re-plan never weighed (an early
+        decision the conversation returns to): re-plan, so it competes for the prompt. Only a
+        relevant one (pinned or high, RFC 0003) and only once per epoch, so a conversation that
+        stays on its topic keeps its cached prefix."""
+        if self.episodes is None or state.current is None:
+            return None
+        cur = state.current
+        words = "\n".join(s.record.text for s in cur.records
+                          if isinstance(s.record, Message) and s.record.by_operator)
+        query = RecallQuery(current=cur, window_first_seq=cur.turn.seq,
+                            work_item_id=state.work_item_id, limit_pos=limit, query_text=words,
+                            refs=frozenset())
+        weighed = {e.ref for e in state.manifest.episodes}
+        for ep in self.episodes.recall(query, self.policy.recall):
+            if ep.priority <= Priority.HIGH and ep.ref not in weighed:
+                return "episode_recalled"
+        return None
 
     def _work_item_of(self, stored: StoredRecord, state: WalkState) -> str | None:
         """The work item of the turn a record belongs to (a late result may belong to an older
@@ -514,6 +539,7 @@ class SessionProjector:
                               history_end=history_end, cached_tokens=cached,
                               tail_tokens=request_tokens - body, epoch=state.start.epoch,
                               replanned=replanned, replan_reason=reason, text=text,
+                              binds=any(sec.omitted for sec in state.manifest.sections),
                               make_manifest=lambda: session_manifest(
                                   snapshot, tail, text, used, request_tokens, cached,
                                   replanned, reason, layout=self.layout,

@@ -130,6 +130,9 @@ class SessionRequest:
     #: order (what the provider reads, without its role markers).
     text: str
     _make_manifest: Callable[[], Manifest] = attrs.field(alias="make_manifest", repr=False)
+    #: The last re-plan left something out: the budget binds (a session then compacts before
+    #: its next request, so aged-out turns compete as episodes).
+    binds: bool = False
     _made: list[Manifest] = attrs.field(factory=list, init=False, repr=False, eq=False)
 
     @property

@@ -19,7 +19,7 @@ import attrs
 from holon_ctx.projection.context import Context
 from holon_ctx.projection.folding import fold_item, segment
 from holon_ctx.projection.items import Item, Rendered
-from holon_ctx.projection.model import FoldManifest, Form, Priority, Section, TurnUnit
+from holon_ctx.projection.model import FoldManifest, Form, Omission, Priority, Section, TurnUnit
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.retention import Retention
 
@@ -62,7 +62,15 @@ class TurnItems:
                     tuple(elsewhere.items()) if elsewhere else ())
         forms, refs = r.memo(memo_key, lambda: self._forms(
             unit, priority, reasons, other, chain, elsewhere))
-        return Item(key=unit.ref, section=section, priority=priority, reasons=reasons,
+        item_reasons = reasons
+        if other and priority is not Priority.PINNED:
+            # Evidence of another work item is a one-line reference however large the budget:
+            # its full text would answer a question nobody is asking now, and the current
+            # chain reaches it through a pin or its anchor (which make it pinned) when it
+            # does need it. The manifest says why the rest of the turn is left out.
+            forms = {Form.COMPACT: forms[Form.COMPACT]}
+            item_reasons = (*reasons, Omission.OTHER_WORK_ITEM.value)
+        return Item(key=unit.ref, section=section, priority=priority, reasons=item_reasons,
                     order=order, position=position, forms=forms, refs=refs,
                     chain=chain, kind="turn", tier=tier)
 
