@@ -425,3 +425,14 @@ def test_no_clip_when_the_section_title_alone_does_not_fit() -> None:
             12, headers=headers, clip=spy)
     assert asked == []
     assert chosen(p) == {"a": "full"}
+
+
+def test_a_clip_larger_than_the_room_left_is_refused_after_other_steps() -> None:
+    """A clip function that returns more than it was given is refused also when earlier steps
+    have used part of the budget (the check is against what is left, not the whole budget)."""
+    def too_big(rendered: Rendered, limit: int) -> Rendered:
+        return Rendered(blocks=rendered.blocks, tokens=limit + 1, refs=rendered.refs,
+                        clipped=True)
+    p = run([item("a", full=10), item("b", full=100, order=1)], 30, clip=too_big)
+    assert chosen(p) == {"a": "full"}
+    assert p.used_tokens == 10
