@@ -14,6 +14,7 @@ from holon_ctx.projection.folding import (
     BY_TRIGGER,
     fold_item,
     fold_kind,
+    hidden_differences,
     repeat_folds,
     segment,
     tool_repeats,
@@ -30,8 +31,9 @@ def unit(tid: str, seq: int, trigger: str = "scheduler_tick") -> TurnUnit:
 
 
 def tool(xid: str, name: str = "sh", args: str = "ls", status: ToolStatus = ToolStatus.OK,
-         digest: str = "") -> StoredRecord:
-    rec = Tool(id=xid, tool_name=name, args_preview=args, args_digest=digest, status=status)
+         digest: str = "", output: str = "") -> StoredRecord:
+    rec = Tool(id=xid, tool_name=name, args_preview=args, args_digest=digest, status=status,
+               output=output)
     return StoredRecord(pos=0, ref=f"tool:{xid}", record=rec, tokens=0, turn_seq=1)
 
 
@@ -99,6 +101,13 @@ def test_tool_repeats_groups_identical_calls_by_tool_arguments_and_status() -> N
                                      "tool:x8": ["tool:x7"]}
 
 
+def test_tool_repeats_never_fold_a_call_that_printed_something_else() -> None:
+    """The same command with another output is another result: both are shown (issue 12)."""
+    records = [tool("x1", output="FAILURE"), tool("x2", output="SUCCESS"),
+               tool("x3", output="SUCCESS")]
+    assert tool_repeats(records) == {"tool:x3": ["tool:x2"]}
+
+
 def test_repeat_folds_report_each_group() -> None:
     [fold] = repeat_folds({"tool:x4": ["tool:x1", "tool:x2"]})
     assert (fold.first, fold.last, fold.count) == ("tool:x1", "tool:x4", 3)
@@ -157,3 +166,105 @@ def test_repeat_folds_count_the_last_call_too() -> None:
     assert (one.count, one.kinds) == (2, {"repeated_tool_call": 2})
     [three] = repeat_folds({"tool:x4": ["tool:x1", "tool:x2", "tool:x3"]})
     assert (three.count, three.kinds) == (4, {"repeated_tool_call": 4})
+
+
+def _repro_ledger(first_output: str, *, first_exit: int = 1) -> tuple[LedgerBuilder, str, str]:
+    """An agent runs a reproduction script, edits the code, runs the script again."""
+    b = LedgerBuilder()
+    anchor = b.operator("Fix the upload permissions bug; reproduce it first.", work_item="w1")
+    b.turn("x-agent-step", anchor=anchor, work_item="w1")
+    first = b.tool("bash", "python repro.py", first_output, exit_code=first_exit,
+                   status=ToolStatus.ERROR if first_exit else ToolStatus.OK)
+    b.turn("x-agent-step", anchor=anchor, work_item="w1")
+    b.tool("bash", "sed -i s/0o644/None/ conf.py", "", files=["conf.py"])
+    b.turn("x-agent-step", anchor=anchor, work_item="w1")
+    last = b.tool("bash", "python repro.py", "checking permissions\nSUCCESS: mode is 0o644")
+    b.turn("x-agent-step", anchor=anchor, work_item="w1")
+    b.assistant("The fix holds.")
+    return b, first, last
+
+
+def test_a_rerun_that_printed_something_else_keeps_the_lines_that_changed() -> None:
+    """FAILURE, then SUCCESS after the fix: the earlier run is not folded as identical; it keeps
+    its exit status and the failure line the later run no longer prints (issue 12)."""
+    b, first, last = _repro_ledger("checking permissions\nFAILURE: mode is 0o600, want 0o644")
+    p = b.project(4096)
+    assert "identical" not in p.text
+    assert "FAILURE: mode is 0o600, want 0o644" in p.text
+    assert (f"tool:{first} bash `python repro.py` → error exit 1; next run tool:{last} → ok exit 0"
+            in p.text)
+    # The line both runs printed is shown once, with the later run.
+    assert p.text.count("checking permissions") == 1
+    assert hidden_differences(p.folds, b.store().get) == []
+    assert not [f for f in p.folds if f"tool:{first}" in f.refs]
+
+
+def test_a_rerun_with_the_same_result_still_folds_the_earlier_output() -> None:
+    """The same command printing the same thing folds, and the fold is faithful."""
+    b, first, last = _repro_ledger("checking permissions\nSUCCESS: mode is 0o644", first_exit=0)
+    p = b.project(4096)
+    assert (f"tool:{first}: bash `python repro.py` → ok exit 0; output folded: identical command "
+            f"and output re-run as tool:{last}") in p.text
+    assert [f.refs for f in p.folds if "repeated_tool_call" in f.kinds] == [
+        [f"tool:{first}", f"tool:{last}"]]
+    assert hidden_differences(p.folds, b.store().get) == []
+
+
+def test_a_changed_run_keeps_key_lines_first_when_its_lines_must_be_cut() -> None:
+    """Past the line limit, the error lines stay and the count of the rest and the full text's
+    ref are stated."""
+    noise = "\n".join(f"progress step {i}" for i in range(30))
+    b, first, _ = _repro_ledger(f"{noise}\nTraceback (most recent call last):\n"
+                                "AssertionError: mode is 0o600")
+    p = b.project(4096)
+    assert "AssertionError: mode is 0o600" in p.text
+    assert "Traceback (most recent call last):" in p.text
+    assert f"lines only in this run (12 of 32; full text: tool:{first}):" in p.text
+    assert "progress step 29" not in p.text
+
+
+def test_hidden_differences_counts_folds_over_a_different_result() -> None:
+    """The count of the benchmark: an earlier run folded into a run whose result differs."""
+    runs = {s.ref: s for s in (tool("x1", output="FAILURE"), tool("x2", output="SUCCESS"),
+                               tool("x3", output="SUCCESS"))}
+    folds = repeat_folds({"tool:x2": ["tool:x1"], "tool:x3": ["tool:x2"]})
+    assert hidden_differences(folds, runs.get) == [("tool:x1", "tool:x2")]
+
+
+def _wakes_among_noise() -> tuple[LedgerBuilder, str, list[str], str]:
+    """The same deploy-bot wake repeating among retries and ticks, then the wake that matters."""
+    b = LedgerBuilder()
+    ask = b.operator("Watch the rollout of build 8812.")
+    first = b.external("deploy-bot", "rollout 8812: 3/10 pods updated")
+    run: list[str] = []
+    for i in range(6):
+        run.extend(b.retries(1) if i % 2 else b.ticks(1))
+        run.append(b.external("deploy-bot", "rollout 8812: 3/10 pods updated"))
+    live = b.external("deploy-bot", "rollout 8812 complete: 10/10 pods healthy", anchor=ask)
+    return b, first, run, live
+
+
+def test_duplicate_wakes_fold_also_when_ticks_and_retries_come_between() -> None:
+    """Six copies of a wake, each after a tick or a retry, fold with them into one counted line
+    (issue 12, item 5): none is shown in full, and the fold is not split into many lines."""
+    b, first, run, _live = _wakes_among_noise()
+    p = b.project(4096)
+    folds = [f for f in p.folds if "repeated_tool_call" not in f.kinds]
+    assert [(f.first, f.last, f.count) for f in folds] == [
+        (f"turn:{run[0]}", f"turn:{run[-1]}", 12)]
+    assert folds[0].kinds == {"duplicate_wake": 6, "scheduler_tick": 3, "provider_retry": 3}
+    assert p.text.count("rollout 8812: 3/10 pods updated") == 1  # the first wake only
+    assert f"turn:{first}" in selected_refs(p)
+    assert "10/10 pods healthy" in p.text
+
+
+def test_a_session_folds_duplicate_wakes_among_ticks_too() -> None:
+    """The session projection judges each wake past the ticks and retries before it, as the
+    planner does: the copies join the fold run instead of the history."""
+    from holon_ctx.projection.session import SessionProjector
+
+    b, _first, _run, live = _wakes_among_noise()
+    store = b.store()
+    request = SessionProjector(store).request(budget_tokens=4096, at=live)
+    assert request.text.count("rollout 8812: 3/10 pods updated") == 1
+    assert "duplicate_wake×6" in request.text

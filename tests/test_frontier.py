@@ -52,7 +52,7 @@ CHECKS = {
     "budget_holds": "budget holds, re-measured on the provider output",
 }
 SYSTEMS = ("holon_ctx", "keep-newest")
-_COUNTS = re.compile(r"(\d+) tool runs \((\d+) failed, (\d+) repeats of an earlier identical run")
+_COUNTS = re.compile(r"(\d+) tool runs \((\d+) failed, (\d+) re-runs of an earlier command")
 _FENCE = re.compile(r'<data ref="tool:([^"]+)"')
 
 
@@ -177,11 +177,14 @@ def check_holon_ctx(traj: Trajectory, projector: Projector, k: int, budget: int)
     files, counts, runs = traj.truth(k)
     last_two = traj.steps[max(0, k - 2):k]
     stated = _COUNTS.search(text)
-    shown_by_digest: dict[str, set[str]] = {}
+    # Identical runs: the same command with the same result. A re-run that printed something
+    # else is not a repeat to fold (issue 12): the earlier run keeps the lines that differ.
+    shown_by_digest: dict[tuple[object, ...], set[str]] = {}
     shown = set(_FENCE.findall(text))
     for run in runs:
         if run.id in shown:
-            shown_by_digest.setdefault(run.args_digest, set()).add(run.id)
+            key = (run.args_digest, run.status, run.exit_code, run.output, run.output_ref)
+            shown_by_digest.setdefault(key, set()).add(run.id)
     verbatim_pair = {s.tool.id for s in last_two if s.tool is not None}
     results = {
         "task": _task_present(traj, text),
@@ -193,7 +196,7 @@ def check_holon_ctx(traj: Trajectory, projector: Projector, k: int, budget: int)
             for s in last_two),
         "files_named": all(f in text for f in files),
         "counts_stated": stated is not None and tuple(map(int, stated.groups())) == counts,
-        # One output per distinct command, except the last two steps, which stay verbatim.
+        # One output per distinct command and result, except the last two steps (verbatim).
         "repeats_folded": all(len(ids) <= 1 or ids <= verbatim_pair
                               for ids in shown_by_digest.values()),
         "budget_holds": tokens <= budget,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from projection_builders import LedgerBuilder
 
+from holon_ctx.ledger.records import BriefKind
 from holon_ctx.projection.model import Section
 from holon_ctx.projection.questions import QUESTION_MARKS, asks_question, ends_with_question
 
@@ -62,3 +63,36 @@ def _exchange_label(assistant_text: str) -> str:
 def test_the_previous_exchange_says_asked_only_for_a_question(text: str, verb: str) -> None:
     """The label before the assistant's last message says "asked" only when it asked."""
     assert _exchange_label(text).startswith(f"previous exchange — the assistant {verb} (turn:")
+
+
+@pytest.mark.parametrize("reply", ["y", "好", "oui", "2"])
+def test_a_short_reply_keeps_a_question_a_brief_asked(reply: str) -> None:
+    """The question sits in a result brief (no assistant message at all) and older history
+    crowds the budget: the reply still comes with its question (issue 12, item 6)."""
+    b = LedgerBuilder()
+    b.busy(20, topic="earlier")
+    b.operator("Ship the cache fix once CI is green.")
+    b.task_result("ci-4411", "CI green: 212 passed")
+    b.brief("CI is green. Deploy build 4411 to production now, or wait for the canary (1/2)?")
+    b.operator(reply)
+    p = b.project(1024)
+    current = p.section_text[Section.CURRENT_INPUT]
+    assert "Deploy build 4411 to production now, or wait for the canary (1/2)?" in current
+    assert "previous exchange — the assistant asked" in current
+
+
+@pytest.mark.parametrize("reply", ["y", "好", "oui", "2"])
+def test_a_short_reply_keeps_the_question_past_a_progress_note_and_ticks(reply: str) -> None:
+    """The assistant asked, then a progress note and ticks came before the reply: the question
+    is what the reply answers, not the newest model-written record."""
+    b = LedgerBuilder()
+    b.busy(20, topic="earlier")
+    b.chat("Reindex the orders table.", "Shall I also drop the old index idx_orders_legacy?")
+    b.turn("x-progress")
+    b.brief("reindex 40% done", kind=BriefKind.PROGRESS)
+    b.ticks(4)
+    b.operator(reply)
+    p = b.project(1024)
+    current = p.section_text[Section.CURRENT_INPUT]
+    assert "Shall I also drop the old index idx_orders_legacy?" in current
+    assert "reindex 40% done" not in current

@@ -12,12 +12,13 @@ from collections.abc import Mapping
 
 import attrs
 
-from holon_ctx.ledger.records import Message, MessageRole
+from holon_ctx.ledger.records import Brief, Message, MessageRole
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.frontier import Frontier, frontier
 from holon_ctx.projection.model import ControlState, Relation, TurnUnit
 from holon_ctx.projection.pins import pinned_turns, previous_step, tier0_units
 from holon_ctx.projection.policy import Policy
+from holon_ctx.projection.questions import asks_question
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.view import View
 
@@ -26,7 +27,7 @@ __all__ = ["Context", "Exchange", "analyse"]
 
 @attrs.frozen
 class Exchange:
-    """The assistant message a short operator reply answers, and the turn that holds it."""
+    """The assistant message or brief a short operator reply answers, and the turn holding it."""
 
     unit: TurnUnit
     message: StoredRecord
@@ -67,15 +68,43 @@ def analyse(view: View, store: LedgerStore | None, policy: Policy,
                    policy=policy)
 
 
+#: Turns back (the anchor aside) in which an assistant statement, not a question, is taken as
+#: the exchange an operator message follows up on.
+_STATEMENT_TURNS = 3
+
+
 def _find_exchange(view: View) -> Exchange | None:
-    """When the operator speaks, the assistant message just before it (newest 3 turns)."""
-    if not any(isinstance(r.record, Message) and r.record.by_operator
-               for r in view.current.records):
+    """When the operator speaks, what the assistant side said last before it: the newest record
+    that asks a question since the operator last spoke, whichever record holds it — an
+    assistant message or a brief (any kind: an agent asks in a result brief too) — else the
+    newest assistant message.
+
+    A short reply ("y", "好", "oui", "2") means nothing without its question, and a question
+    may be followed by a progress note or by ticks and retries before the reply comes, so the
+    search runs back through the window (page 0, bounded) to the operator's previous words.
+    """
+    cur = view.current
+    if not any(isinstance(r.record, Message) and r.record.by_operator for r in cur.records):
         return None
-    prev = [u for u in view.window if u.turn.id != view.anchor_id]
-    for unit in reversed(prev[-3:]):
+    newest: Exchange | None = None
+    seen = 0
+    for unit in reversed(view.window):
+        if unit.turn.id == cur.turn.id:
+            continue
+        seen += unit.turn.id != view.anchor_id
         for stored in reversed(unit.records):
             rec = stored.record
-            if isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT:
+            if isinstance(rec, Message) and rec.by_operator:
+                return newest  # the operator's previous words: nothing older is answered now
+            if unit.turn.id == view.anchor_id:
+                continue  # the anchor is shown whole with the current input already
+            if isinstance(rec, Brief | Message) and asks_question(rec.text) and (
+                    isinstance(rec, Brief) or rec.role is MessageRole.ASSISTANT):
                 return Exchange(unit, stored)
-    return None
+            if isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT \
+                    and seen <= _STATEMENT_TURNS:
+                # A statement is the exchange only when nothing since asked, and only from the
+                # newest few turns; a brief that reports (a result, progress) is shown in its
+                # turn, not as the exchange.
+                newest = newest or Exchange(unit, stored)
+    return newest

@@ -6,10 +6,16 @@ Three kinds of fold, each decided from runtime facts only:
   polls) becomes one fold line with its refs (:func:`segment`, :func:`fold_item`). A run never
   spans a turn shown on its own (the caller's ``skip``: the current turn, the anchor, a pinned
   turn), and never holds a high turn — so a fold never hides operator input or a state change;
-* **repeated identical tool calls inside one turn** show as the last call with a count
+* **repeated identical tool calls inside one turn** (same command, same result) show as the
+  last call with a count
   (:func:`tool_repeats`);
-* an **identical command re-run in a later turn** of the work item supersedes the earlier run's
-  output (the execution frontier, :mod:`.frontier`).
+* an **identical command re-run in a later turn** of the work item with the same result
+  supersedes the earlier run's output (the execution frontier, :mod:`.frontier`); a re-run that
+  printed something else does not fold the earlier run, which keeps the lines that differ.
+
+"Identical" always means the same command *and* the same result (:func:`same_result`): a fold
+never hides output that differs from the output shown for it (:func:`hidden_differences` counts
+the folds that would).
 
 Each function returns what it folded (a :class:`~holon_ctx.projection.model.FoldManifest`) to its
 caller; nothing is collected on the side.
@@ -30,7 +36,9 @@ from holon_ctx.projection.model import FoldManifest, Form, Priority, Section, Tu
 if TYPE_CHECKING:
     from holon_ctx.projection.render import Renderer
 
-__all__ = ["BY_TRIGGER", "fold_item", "fold_kind", "repeat_folds", "segment", "tool_repeats"]
+__all__ = ["BY_TRIGGER", "fold_item", "fold_kind", "hidden_differences", "repeat_folds", "result_key",
+           "same_result",
+           "segment", "tool_repeats"]
 
 #: Facts a fold line counts under the turn's trigger instead: they say only "nothing happened"
 #: (a tick, a retry), so the trigger is the more telling name ("scheduler_tick×40").
@@ -90,12 +98,16 @@ def fold_item(r: Renderer, run: Sequence[TurnUnit], facts: Callable[[TurnUnit], 
 
 
 def tool_repeats(records: Iterable[StoredRecord]) -> dict[str, list[str]]:
-    """Identical tool calls inside a turn: last call's ref → refs of the earlier identical calls."""
-    groups: dict[tuple[str, str, str], list[str]] = {}
+    """Identical tool calls inside a turn: last call's ref → refs of the earlier identical calls.
+
+    Identical means the same command with the same result (:func:`same_result`): a call that
+    printed something else is shown, never folded into one that did not.
+    """
+    groups: dict[tuple[object, ...], list[str]] = {}
     for stored in records:
         rec = stored.record
         if isinstance(rec, Tool):
-            groups.setdefault((*rec.run_key, rec.status.value), []).append(stored.ref)
+            groups.setdefault((*rec.run_key, *result_key(rec)), []).append(stored.ref)
     return {refs[-1]: refs[:-1] for refs in groups.values() if len(refs) > 1}
 
 
@@ -104,3 +116,33 @@ def repeat_folds(repeats: dict[str, list[str]]) -> list[FoldManifest]:
     return [FoldManifest(first=earlier[0], last=last, count=len(earlier) + 1,
                          kinds={"repeated_tool_call": len(earlier) + 1}, refs=[*earlier, last])
             for last, earlier in repeats.items()]
+
+
+def result_key(run: Tool) -> tuple[str, int | None, str, str | None]:
+    """What a run's result is: status, exit code, printed output (and where its full text is)."""
+    return run.status.value, run.exit_code, run.output, run.output_ref
+
+
+def same_result(a: Tool, b: Tool) -> bool:
+    """Whether two runs printed the same thing and ended the same way: only then may one stand
+    for the other (the command alone says nothing of what it printed)."""
+    return result_key(a) == result_key(b)
+
+
+def hidden_differences(folds: Iterable[FoldManifest],
+                       lookup: Callable[[str], StoredRecord | None]) -> list[tuple[str, str]]:
+    """``(earlier, shown)`` for each tool run a repeated-call fold hides although its result
+    differs from the run shown for it (the count issue 12 asks to bring to zero)."""
+    out: list[tuple[str, str]] = []
+    for fold in folds:
+        if "repeated_tool_call" not in fold.kinds:
+            continue
+        shown = lookup(fold.last)
+        if shown is None or not isinstance(shown.record, Tool):
+            continue
+        for ref in fold.refs[:-1]:
+            earlier = lookup(ref)
+            if earlier is not None and isinstance(earlier.record, Tool) \
+                    and not same_result(earlier.record, shown.record):
+                out.append((ref, fold.last))
+    return out

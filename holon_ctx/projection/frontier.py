@@ -1,11 +1,21 @@
 """The execution frontier: the current work item's tool runs, files written and superseded re-runs.
 
 An agent loop re-runs the same command (``pytest -q``) many times; only the latest run of a
-command says where things stand. :func:`frontier` collects the work item's tool runs (oldest
-first) and marks each earlier run of an identical command (:attr:`Tool.run_key`) that a later
-turn re-ran as *superseded*: its turn shows a one-line stub instead of the output, and the
-manifest reports the fold. The pinned work-refs line counts runs, failures, repeats and pending
-calls and names every file the work item wrote.
+command says where things stand, but an earlier run that printed something else says what
+changed (a reproduction script's FAILURE before the fix). :func:`frontier` collects the work
+item's tool runs (oldest first) and compares each run of a command (:attr:`Tool.run_key`) with
+the next run of it in a later turn:
+
+* a later run (in another turn) had the same result (:func:`~.folding.same_result`: status,
+  exit code and every printed character) — the earlier run is *superseded*: its turn shows a
+  one-line stub naming the latest such run, and the manifest reports the fold;
+* otherwise, when the next run printed something else — the earlier run is *changed*: its turn
+  shows its status and exit code and only the lines of its output the next run did not print
+  (key lines such as errors first when they must be cut), fenced like any tool output, with
+  the ref of its full text.
+
+The pinned work-refs line counts runs, failures, repeats and pending calls and names every file
+the work item wrote.
 
 Budget-independent by construction: it reads page 0, the point-query turns and at most one
 bounded query (:attr:`Policy.frontier_scan_turns`), never a page the planner loads on demand.
@@ -13,19 +23,22 @@ bounded query (:attr:`Policy.frontier_scan_turns`), never a page the planner loa
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import attrs
 
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.folding import result_key, same_result
 from holon_ctx.projection.formats import one_line
 from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import Form, Priority, Section, TurnUnit
 from holon_ctx.projection.pins import SLOTS, Slot
 from holon_ctx.projection.policy import Policy
-from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.render import Instead, Renderer
 from holon_ctx.projection.view import View
 
-__all__ = ["Frontier", "Tally", "frontier"]
+__all__ = ["Frontier", "Tally", "files_line", "frontier"]
 
 
 @attrs.frozen
@@ -35,8 +48,11 @@ class Frontier:
     runs: tuple[StoredRecord, ...]
     complete: bool
     since: str | None
-    #: Earlier run ref → the latest identical run (same tool and arguments) in another turn.
+    #: Earlier run ref → the last run, in another turn, of the stretch of runs of the same
+    #: command that printed the same result.
     superseded: dict[str, str]
+    #: Earlier run ref → the next run of the same command, in another turn, whose result differs.
+    changed: dict[str, str] = attrs.field(factory=dict)
 
     def reruns(self) -> dict[str, list[str]]:
         """The latest run's ref → the refs of the earlier identical runs it supersedes."""
@@ -45,18 +61,29 @@ class Frontier:
             out.setdefault(last, []).append(ref)
         return out
 
-    def stubs(self, unit: TurnUnit, r: Renderer) -> dict[str, str]:
-        """One line for each run of ``unit`` that a later identical run supersedes."""
-        out: dict[str, str] = {}
+    def stubs(self, unit: TurnUnit, r: Renderer) -> dict[str, Instead]:
+        """What ``unit`` shows instead of the full output of each run a later run re-ran: a
+        one-line stub for an identical result, the lines that differ for a changed one."""
+        out: dict[str, Instead] = {}
+        by_ref: dict[str, StoredRecord] | None = None
         for stored in unit.records:
             rec = stored.record
-            later = self.superseded.get(stored.ref)
-            if later is None or not isinstance(rec, Tool):
+            if not isinstance(rec, Tool):
                 continue
-            exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
-            out[stored.ref] = (f"{r.tool_call(rec)} → {rec.status.value}{exit_part}"
-                               f"{r.files_written(rec)}; output folded: identical command "
-                               f"re-run as {later}")
+            later = self.superseded.get(stored.ref)
+            if later is not None:
+                exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
+                out[stored.ref] = (f"{r.tool_call(rec)} → {rec.status.value}{exit_part}"
+                                   f"{r.files_written(rec)}; output folded: identical command "
+                                   f"and output re-run as {later}")
+                continue
+            nxt = self.changed.get(stored.ref)
+            if nxt is None:
+                continue
+            by_ref = by_ref if by_ref is not None else {s.ref: s for s in self.runs}
+            next_run = by_ref.get(nxt)
+            if next_run is not None and isinstance(next_run.record, Tool):
+                out[stored.ref] = r.tool_changed(stored, next_run)
         return out
 
     def tally(self) -> Tally:
@@ -90,7 +117,7 @@ class Tally:
     failed: int = 0
     pending: int = 0
     run_keys: set[tuple[str, str]] = attrs.Factory(set)
-    #: File path → refs of the runs that wrote it, in the order first written.
+    #: File path → refs of the runs that wrote it, in the order last written.
     files: dict[str, list[str]] = attrs.Factory(dict)
 
     def add(self, stored: StoredRecord) -> None:
@@ -103,7 +130,9 @@ class Tally:
             self.failed += rec.failed
             self.run_keys.add(rec.run_key)
         for path in rec.files_written:
-            self.files.setdefault(path, []).append(stored.ref)
+            # Kept in the order last written: a list cut to its newest files keeps the file
+            # being edited now.
+            self.files[path] = [*self.files.pop(path, []), stored.ref]
 
     def forms(self, r: Renderer, wid: str, policy: Policy, cover: str = "",
               ) -> tuple[Rendered, Rendered]:
@@ -127,8 +156,8 @@ class Tally:
                  cover: str) -> tuple[Block, list[Block]]:
         repeated = self.done - len(self.run_keys)
         head = r.line(f"execution frontier for {one_line(wid, policy.text.ident)}: {self.done} "
-                      f"tool runs ({self.failed} failed, {repeated} repeats of an earlier "
-                      "identical run, folded" + (f", {self.pending} pending" if self.pending else "")
+                      f"tool runs ({self.failed} failed, {repeated} re-runs of an earlier "
+                      "command" + (f", {self.pending} pending" if self.pending else "")
                       + f"); {len(self.files)} files modified{cover}")
         # The minimal form names the files too (the artifact trail is what a step must not lose);
         # the full form adds who wrote each last and how often. The line changes only when a new
@@ -137,11 +166,28 @@ class Tally:
         names = tuple(self.files)
 
         def named_line() -> list[Block]:
-            shown = [one_line(path, policy.text.path_in_frontier_ref) for path in names[:limit]]
-            return [r.line("files modified: " + ", ".join(shown)
-                           + (f", … {len(names) - limit} more" if len(names) > limit else ""))]
+            return [r.line(files_line(self.files, limit, policy.text.path_in_frontier_ref))]
         named = r.memo(("frontier_files", names, limit), named_line) if names else []
         return head, named
+
+
+#: Refs a cut files line names for the files it leaves out.
+_OMITTED_REFS = 5
+
+
+def files_line(files: dict[str, list[str]], limit: int, path_chars: int) -> str:
+    """``files modified: …`` naming the ``limit`` files written last (the file being edited now
+    among them); past ``limit`` it says how many earlier files it leaves out and the refs of the
+    runs that wrote them (each run's line names its files)."""
+    names = list(files)
+    shown = ", ".join(one_line(p, path_chars) for p in names[-limit:])
+    omitted = names[:-limit] if len(names) > limit else []
+    if not omitted:
+        return f"files modified: {shown}"
+    refs = list(dict.fromkeys(files[p][-1] for p in omitted))
+    named = ", ".join(refs[-_OMITTED_REFS:]) + (", …" if len(refs) > _OMITTED_REFS else "")
+    return (f"files modified: {shown}; {len(omitted)} written earlier not named here "
+            f"(written by {named})")
 
 
 def frontier(store: LedgerStore | None, view: View, units: list[TurnUnit], wid: str | None,
@@ -168,17 +214,42 @@ def frontier(store: LedgerStore | None, view: View, units: list[TurnUnit], wid: 
                         runs.setdefault(older.ref, older)
                 complete = True
     ordered = tuple(sorted(runs.values(), key=lambda r: r.pos))
-    latest: dict[tuple[str, str], StoredRecord] = {}
+    superseded, changed = _compare_reruns(ordered)
+    since = None if complete else (scope[0].ref if scope else None)
+    return Frontier(runs=ordered, complete=complete, since=since, superseded=superseded,
+                    changed=changed)
+
+
+def _compare_reruns(ordered: tuple[StoredRecord, ...]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(superseded, changed)`` of :class:`Frontier` for runs in ledger order.
+
+    A finished run that a later run of the same command, in another turn, repeated with the same
+    result is superseded by the latest such run; any other run that a later run of the command
+    followed is changed, and compared with the next run. A re-run in the same turn is left to
+    the turn's own repeat fold (:func:`~.folding.tool_repeats`).
+    """
+    by_key: dict[tuple[str, str], list[StoredRecord]] = {}
     for stored in ordered:
         if isinstance(stored.record, Tool) and not stored.record.pending:
-            latest[stored.record.run_key] = stored
+            by_key.setdefault(stored.record.run_key, []).append(stored)
     superseded: dict[str, str] = {}
-    for stored in ordered:
-        rec = stored.record
-        if not isinstance(rec, Tool) or rec.pending:
-            continue
-        last = latest[rec.run_key]
-        if last.ref != stored.ref and getattr(last.record, "turn_id", None) != rec.turn_id:
-            superseded[stored.ref] = last.ref
-    since = None if complete else (scope[0].ref if scope else None)
-    return Frontier(runs=ordered, complete=complete, since=since, superseded=superseded)
+    changed: dict[str, str] = {}
+    for runs in by_key.values():
+        latest = {result_key(_tool(s)): s for s in runs}
+        for stored, nxt in pairwise(runs):
+            rec = _tool(stored)
+            same = latest[result_key(rec)]
+            if same is not stored and _turn(same) != rec.turn_id:
+                superseded[stored.ref] = same.ref
+            elif not same_result(rec, _tool(nxt)) and _turn(nxt) != rec.turn_id:
+                changed[stored.ref] = nxt.ref
+    return superseded, changed
+
+
+def _tool(stored: StoredRecord) -> Tool:
+    assert isinstance(stored.record, Tool)
+    return stored.record
+
+
+def _turn(stored: StoredRecord) -> str | None:
+    return _tool(stored).turn_id

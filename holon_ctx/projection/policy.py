@@ -134,3 +134,6 @@ class Policy:
     frontier_scan_turns: int = 128
     #: File names the frontier's minimal (pinned) form lists; the full form lists every file.
     frontier_ref_files: int = 24
+    #: Lines of output an earlier run of a command keeps when its next run printed something
+    #: else (the lines that differ; its full text stays one ref away).
+    changed_lines: int = 12

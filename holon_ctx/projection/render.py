@@ -16,10 +16,11 @@ is defined in :mod:`holon_ctx.projection.formats`; every limit comes from the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import Final, TypeAlias, TypeVar
 
-from holon_ctx.ledger.body import block_safe, record_body_counted
+from holon_ctx.ledger.body import block_safe, record_body, record_body_counted
 from holon_ctx.ledger.records import (
     Brief,
     Environment,
@@ -53,9 +54,19 @@ from holon_ctx.projection.model import Form, Priority, TurnUnit
 from holon_ctx.projection.policy import Policy
 from holon_ctx.tokens import TokenCounter
 
-__all__ = ["Renderer", "one_line"]
+__all__ = ["Instead", "Renderer", "changed_lines", "one_line"]
 
 _T = TypeVar("_T")
+#: What a turn's body shows in place of one of its records: a line (the record is elsewhere, or
+#: folded), or blocks (a compact form of it, such as a changed re-run's differing lines).
+Instead: TypeAlias = "str | tuple[Block, ...]"
+#: A line of tool output that says what went wrong or right: kept first when a changed run's
+#: differing lines must be cut (the failure a later run fixed is what the model must see).
+_KEY_LINE: Final = re.compile(
+    r"error|fail|exception|traceback|assert|expected|mismatch|not ok|warning|success|passed|"
+    r"\bok\b|✗|✘|✓", re.IGNORECASE)
+#: Characters of one differing line of a changed run (the rest is in its full text).
+_CHANGED_LINE_CHARS: Final = 240
 #: Entries of a renderer's memo before it is dropped (a few thousand turns of forms).
 _MEMO_ENTRIES = 16384
 
@@ -269,17 +280,56 @@ class Renderer:
             return [self.line(label, [stored.ref])]
         return [self.fenced(stored, label, self.caps.tool_failed if rec.failed else self.caps.tool)]
 
+    def tool_changed(self, stored: StoredRecord, nxt: StoredRecord) -> tuple[Block, ...]:
+        """An earlier run of a command whose next run printed something else: its status and
+        exit code beside the next run's, and the lines of its output the next run did not print
+        (at most :attr:`Policy.changed_lines`, key lines first), fenced, with its full text's ref."""
+        return self.memo(("tool_changed", stored.ref, nxt.ref),
+                         lambda: self._tool_changed(stored, nxt))
+
+    def _tool_changed(self, stored: StoredRecord, nxt: StoredRecord) -> tuple[Block, ...]:
+        rec, later = stored.record, nxt.record
+        assert isinstance(rec, Tool)
+        assert isinstance(later, Tool)
+        exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
+        later_exit = f" exit {later.exit_code}" if later.exit_code is not None else ""
+        alert = ALERT if rec.failed or rec.side_effect_unresolved else ""
+        label = (f"{alert}{stored.ref} {self.tool_call(rec)} → {rec.status.value}{exit_part}"
+                 f"{self.files_written(rec)}; next run {nxt.ref} → {later.status.value}"
+                 f"{later_exit}, other output")
+        lines, total = changed_lines(record_body(rec), record_body(later),
+                                     self.policy.changed_lines)
+        if not lines:
+            # Every line it printed recurs in the next run (which printed more or fewer lines).
+            return (self.line(f"{label}; output folded: each of its lines recurs in {nxt.ref}",
+                              [stored.ref]),)
+        kept = f"{len(lines)} of {total}; " if len(lines) < total else ""
+        head = (f"{label}; lines only in this run ({kept}full text: {stored.ref}):\n"
+                + fence_open(stored.ref, rec.origin.value if rec.origin else "unknown",
+                             rec.trust.value if rec.trust else "unknown"))
+        body = block_safe("\n".join(lines))
+        trust = rec.trust.value if rec.trust else "unknown"
+        return (Block(head=head, body=body, tail=FENCE_CLOSE,
+                      tokens=(self.counter.count(head) + self.counter.count(body)
+                              + self.counter.count(FENCE_CLOSE)),
+                      refs=(stored.ref,), clippable=True, kind=BlockKind.FENCED, trust=trust,
+                      excerpt=True),)
+
     def tool_call(self, rec: Tool) -> str:
         """``name `args``` on one line."""
         return (f"{one_line(rec.tool_name, self.chars.tool_name)} "
                 f"`{one_line(rec.args_preview, self.chars.args)}`")
 
     def files_written(self, rec: Tool) -> str:
-        """``; wrote a, b`` (the first few files), or ""."""
+        """``; wrote a, b`` (the first few files, then how many more), or ""."""
         if not rec.files_written:
             return ""
-        names = rec.files_written[: self.chars.files_on_line]
-        return f"; wrote {', '.join(one_line(f, self.chars.path) for f in names)}"
+        limit = self.chars.files_on_line
+        names = ", ".join(one_line(f, self.chars.path) for f in rec.files_written[:limit])
+        more = len(rec.files_written) - limit
+        # Never silently short: the count, and the work-refs list names every file written.
+        return f"; wrote {names}" + (f" and {more} more (all in the files list of the work "
+                                     "refs)" if more > 0 else "")
 
     # -- turns ---------------------------------------------------------------------------
     def turn_head(self, unit: TurnUnit, *, priority: Priority, reasons: tuple[str, ...],
@@ -300,7 +350,7 @@ class Renderer:
         return " · ".join(parts)
 
     def turn_full(self, unit: TurnUnit, head: str,
-                  elsewhere: Mapping[str, str] | None = None) -> Rendered:
+                  elsewhere: Mapping[str, Instead] | None = None) -> Rendered:
         """The turn's heading, then its body (:meth:`turn_body`)."""
         key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
                tuple(sorted(elsewhere.items())) if elsewhere else ())
@@ -308,8 +358,9 @@ class Renderer:
             [self.line(f"{HEADING}{head}", [unit.ref]), *self.turn_body(unit, elsewhere)]))
 
     def turn_body(self, unit: TurnUnit,
-                  elsewhere: Mapping[str, str] | None = None) -> tuple[Block, ...]:
-        """The turn's records as blocks; a record in ``elsewhere`` is one line saying where it is.
+                  elsewhere: Mapping[str, Instead] | None = None) -> tuple[Block, ...]:
+        """The turn's records as blocks; a record in ``elsewhere`` is one line saying where it is
+        (or the blocks given for it: a compact form).
 
         A function of the turn's records and ``elsewhere`` only: what changes as a turn ages (its
         class, reasons and chain label) is in the heading, never in the body.
@@ -319,7 +370,7 @@ class Renderer:
         return self.memo(key, lambda: self._turn_body(unit, elsewhere))
 
     def _turn_body(self, unit: TurnUnit,
-                   elsewhere: Mapping[str, str] | None) -> tuple[Block, ...]:
+                   elsewhere: Mapping[str, Instead] | None) -> tuple[Block, ...]:
         repeats = tool_repeats(unit.records)
         hidden = {r for refs in repeats.values() for r in refs}
         blocks: list[Block] = []
@@ -334,7 +385,11 @@ class Renderer:
             if stored.ref in hidden:
                 continue
             if elsewhere and stored.ref in elsewhere:
-                blocks.append(self.line(f"{stored.ref}: {elsewhere[stored.ref]}"))
+                instead = elsewhere[stored.ref]
+                if isinstance(instead, str):
+                    blocks.append(self.line(f"{stored.ref}: {instead}"))
+                else:
+                    blocks.extend(instead)
                 continue
             blocks.extend(self.record_blocks(stored, repeats))
         return tuple(blocks)
@@ -396,3 +451,25 @@ class Renderer:
                                   f"{one_line(state.completion_report, c.completion_report)}"))
         return {Form.REF: ref_form, Form.COMPACT: self.rendered(compact),
                 Form.FULL: self.rendered(full)}
+
+
+def changed_lines(earlier: str, later: str, limit: int) -> tuple[list[str], int]:
+    """The distinct lines of ``earlier`` that ``later`` does not print (spaces at the ends
+    aside), in order, at most ``limit`` of them, and how many there are in all.
+
+    When they must be cut, key lines (errors, failures, assertions, verdicts) are kept first,
+    then the earliest of the others: what a fix changed is in those lines. Each is cut to
+    ``_CHANGED_LINE_CHARS`` characters.
+    """
+    theirs = {line.strip() for line in later.splitlines()}
+    mine = list(dict.fromkeys(line.rstrip() for line in earlier.splitlines()
+                              if line.strip() and line.strip() not in theirs))
+    if len(mine) > limit:
+        key = [i for i, line in enumerate(mine) if _KEY_LINE.search(line)]
+        picked = set(key[:limit])
+        picked.update([i for i in range(len(mine)) if i not in picked][:limit - len(picked)])
+        shown = [mine[i] for i in sorted(picked)]
+    else:
+        shown = mine
+    return ([line if len(line) <= _CHANGED_LINE_CHARS else line[:_CHANGED_LINE_CHARS - 1] + "…"
+             for line in shown], len(mine))

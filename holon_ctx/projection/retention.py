@@ -20,7 +20,8 @@ from holon_ctx.ledger.records import Brief, BriefKind, ExternalEvent, Outcome, S
 from holon_ctx.projection.model import Priority, TurnUnit
 from holon_ctx.projection.view import Page
 
-__all__ = ["RULES", "FactsCache", "Retention", "classify", "in_fold_run", "turn_facts"]
+__all__ = ["RULES", "FactsCache", "Retention", "classify", "in_fold_run", "judged_beside",
+           "may_join_fold_run", "turn_facts"]
 
 #: Triggers whose turn is diagnostic when it holds nothing but the runtime's note, by fact.
 _DIAGNOSTIC_TRIGGERS: Final[dict[Trigger, str]] = {
@@ -31,10 +32,24 @@ _DIAGNOSTIC_TRIGGERS: Final[dict[Trigger, str]] = {
 }
 #: Triggers whose turn is a no-op tick when it holds nothing substantive.
 _TICK_TRIGGERS: Final = frozenset({Trigger.SCHEDULER_TICK, Trigger.TIMER})
+#: Facts that say only that nothing happened: the turn after one is judged beside the turn the
+#: tick or retry was judged beside (:func:`judged_beside`).
+_NOTHING_HAPPENED: Final = frozenset({"noop_tick", *_DIAGNOSTIC_TRIGGERS.values()})
+
+
+def judged_beside(unit: TurnUnit, facts: list[str], beside: TurnUnit | None) -> TurnUnit | None:
+    """The turn the turn after ``unit`` is judged beside (``facts`` are ``unit``'s, ``beside``
+    the turn it was judged beside): ``unit`` itself, unless it says only that nothing happened
+    (a tick, a retry, a recovery) — then ``beside``. So a wake that repeats the one before a run
+    of ticks and retries is a duplicate wake still, and folds with them into one line, instead
+    of splitting the run wherever a tick came between two copies."""
+    return beside if facts and set(facts) <= _NOTHING_HAPPENED else unit
 
 
 def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
-    """Facts of one turn; ``previous`` is the turn before it (for duplicate and repeat checks)."""
+    """Facts of one turn; ``previous`` is the turn it is judged beside (for duplicate and repeat
+    checks): the turn before it, or the one before a run of ticks and retries
+    (:func:`judged_beside`)."""
     turn = unit.turn
     trigger = turn.kind
     records = [r.record for r in unit.records]
@@ -109,6 +124,15 @@ def in_fold_run(unit: TurnUnit, previous: TurnUnit | None) -> bool:
     return classify(turn_facts(unit, previous)) >= Priority.LOW
 
 
+def may_join_fold_run(unit: TurnUnit, previous: TurnUnit | None) -> bool:
+    """Whether a turn read as it arrives (records may follow) may still prove low: low already,
+    or a wake with no event yet beside a wake (its event may repeat the earlier one's)."""
+    if in_fold_run(unit, previous):
+        return True
+    return (not unit.records and unit.turn.kind is Trigger.EXTERNAL_EVENT
+            and previous is not None and previous.turn.kind is Trigger.EXTERNAL_EVENT)
+
+
 #: Turns whose retention facts a :class:`FactsCache` remembers (cleared when full).
 _FACTS_CACHE = 16_384
 
@@ -145,12 +169,12 @@ class Retention:
         self._known: dict[str, tuple[Priority, tuple[str, ...]]] = {}
 
     def read(self, page: Page) -> None:
-        """Classify the turns of ``page`` (each beside its predecessor, the first beside
-        ``page.before``)."""
+        """Classify the turns of ``page`` (each beside its predecessor, past ticks and retries
+        (:func:`judged_beside`), the first beside ``page.before``)."""
         prev = page.before
         for unit in page.units:
-            self._facts[unit.turn.id] = self._cache.facts(unit, prev)
-            prev = unit
+            facts = self._facts[unit.turn.id] = self._cache.facts(unit, prev)
+            prev = judged_beside(unit, facts, prev)
 
     def read_alone(self, unit: TurnUnit) -> None:
         """Classify a turn read on its own (by lookup), judged without a neighbour: the repeat

@@ -200,7 +200,8 @@ def _list_item(ctx: Context, r: Renderer, name: str, title: str, lines: list[str
     forms = {Form.FULL: full}
     if len(lines) > shown:
         compact = [r.line(title), *(r.line(ln) for ln in lines[:shown]),
-                   r.line(f"- … and {len(lines) - shown} more")]
+                   r.line(f"- … and {len(lines) - shown} more not listed here (each in the "
+                          "history under its ref)")]
         forms[Form.COMPACT] = r.rendered(compact)
     return Item(key=f"work_refs:{name}", section=Section.WORK_REFS, priority=priority,
                 reasons=(name,), order=order, position=(order,), forms=forms, refs=(),

@@ -64,7 +64,12 @@ from holon_ctx.projection.providers import REPLY_PRIMING_TOKENS
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.replan import Frozen, replan
-from holon_ctx.projection.retention import FactsCache, in_fold_run
+from holon_ctx.projection.retention import (
+    FactsCache,
+    in_fold_run,
+    judged_beside,
+    may_join_fold_run,
+)
 from holon_ctx.projection.session_state import (
     Layout,
     Persisted,
@@ -210,12 +215,18 @@ class SessionProjector:
             if opens_block(self.store, rec, limit, state.current, self.session.checkpoint_turns):
                 return "checkpoint"
             unit = TurnUnit(stored=stored, records=())
-            previous, state.current = state.current, unit
+            prior = state.current
+            # Judged beside the turn before it, or past a tick or retry (as the planner does).
+            previous = None if prior is None else judged_beside(
+                prior, self._facts.facts(prior, state.current_beside), state.current_beside)
+            state.current, state.current_beside = unit, previous
             why = self._follow(state, unit, limit)
             if why is not None:
                 return why
-            if in_fold_run(unit, previous):
-                state.pending.append((unit, previous))  # rendered when its run ends
+            if may_join_fold_run(unit, previous):
+                # Rendered when its run ends; a turn whose records prove it substantive
+                # leaves the run and joins the history whole (_append_to_run).
+                state.pending.append((unit, previous))
             else:
                 append_fold(state, r, self._fold_facts(state))
                 append_record(state, stored, r, new_turn=True)

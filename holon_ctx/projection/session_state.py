@@ -207,6 +207,8 @@ class WalkState:
     pos: int
     segments: list[Segment] = attrs.Factory(list)
     current: TurnUnit | None = None
+    #: The turn ``current`` was judged beside (retention.judged_beside): past ticks and retries.
+    current_beside: TurnUnit | None = None
     anchor: TurnUnit | None = None
     #: Frozen and appended tokens as of the last request made (for ``cached_tokens``).
     last_request_end: int = 0

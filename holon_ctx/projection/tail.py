@@ -27,7 +27,7 @@ from holon_ctx.ledger.records import Message, MessageRole
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.formats import RELATION_PREFIX, one_line
-from holon_ctx.projection.frontier import Tally
+from holon_ctx.projection.frontier import Tally, files_line
 from holon_ctx.projection.items import Block
 from holon_ctx.projection.model import ControlState, Relation, TurnUnit
 from holon_ctx.projection.relation import RELATION_TEXT
@@ -165,7 +165,5 @@ def frontier_lines(r: Renderer, tally: Tally, cover: str) -> list[Block]:
     path = r.chars.path_in_frontier_ref
 
     def named() -> Block:
-        shown = ", ".join(one_line(p, path) for p in names[:limit])
-        more = f", … {len(names) - limit} more" if len(names) > limit else ""
-        return r.line(f"files modified: {shown}{more}")
+        return r.line(files_line(tally.files, limit, path))
     return [head, r.memo(("tail_files", names, limit), named)]

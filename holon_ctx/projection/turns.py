@@ -20,7 +20,7 @@ from holon_ctx.projection.context import Context
 from holon_ctx.projection.folding import fold_item, segment
 from holon_ctx.projection.items import Item, Rendered
 from holon_ctx.projection.model import FoldManifest, Form, Omission, Priority, Section, TurnUnit
-from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.render import Instead, Renderer
 from holon_ctx.projection.retention import Retention
 
 __all__ = ["Tier", "TurnItems"]
@@ -51,8 +51,9 @@ class TurnItems:
         priority, reasons = self.retention.priority(unit)
         other = ctx.other_work_item(unit)
         # The previous exchange's assistant message is shown once, in the current-input section.
-        elsewhere = ({ctx.exchange.message.ref: "shown below as the previous exchange"}
-                     if ctx.exchange is not None and ctx.exchange.unit is unit else {})
+        elsewhere: dict[str, Instead] = (
+            {ctx.exchange.message.ref: "shown below as the previous exchange"}
+            if ctx.exchange is not None and ctx.exchange.unit is unit else {})
         if unit.turn.id not in ctx.pinned:
             elsewhere.update(ctx.frontier.stubs(unit, r))
         # Forms and refs follow from these inputs alone (records never change; a turn can only
@@ -75,7 +76,7 @@ class TurnItems:
                     chain=chain, kind="turn", tier=tier)
 
     def _forms(self, unit: TurnUnit, priority: Priority, reasons: tuple[str, ...],
-               other: bool, chain: str | None, elsewhere: dict[str, str],
+               other: bool, chain: str | None, elsewhere: dict[str, Instead],
                ) -> tuple[dict[Form, Rendered], tuple[str, ...]]:
         r = self.r
         head = r.turn_head(unit, priority=priority, reasons=reasons, other_work_item=other,
@@ -88,7 +89,7 @@ class TurnItems:
             # the turn is pinned, and a one-line excerpt can cut the constraint that matters.
             forms[Form.COMPACT] = r.turn_compact_verbatim(unit, head)
         refs = tuple(dict.fromkeys([unit.ref, *(s.ref for s in unit.records
-                                                if s.ref not in elsewhere)]))
+                                                if not isinstance(elsewhere.get(s.ref), str))]))
         return forms, refs
 
     def tier(self, units: Iterable[TurnUnit], tier: int, skip: set[str],
