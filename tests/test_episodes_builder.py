@@ -6,9 +6,36 @@ import msgspec
 import pytest
 from test_episodes_kit import INJECTION, Conv, archived
 
-from holon_ctx.ledger.records import SideEffect, TaskStatus, ToolStatus, WorkItemStatus
-from holon_ctx.memory.builder import DECISION_MARKERS, SHORT_REPLY, FieldBudget
+from holon_ctx.ledger.records import (
+    BriefKind,
+    Environment,
+    ExternalEvent,
+    Message,
+    MessageRole,
+    Pin,
+    Record,
+    SideEffect,
+    TaskResult,
+    TaskStatus,
+    Todo,
+    Tool,
+    ToolStatus,
+    Turn,
+    Wait,
+    WaitStatus,
+    WorkItem,
+    WorkItemStatus,
+)
+from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.memory.builder import (
+    DECISION_MARKERS,
+    SHORT_REPLY,
+    FieldBudget,
+    build_episode,
+    link_keys,
+)
 from holon_ctx.memory.episodes import (
+    Claim,
     Episode,
     Field,
     decode_episode,
@@ -16,6 +43,7 @@ from holon_ctx.memory.episodes import (
     parse_episode_id,
 )
 from holon_ctx.memory.render import compact_text, full_text, ref_text
+from holon_ctx.projection.model import TurnUnit
 
 
 def _only_episode(c: Conv, *, budget: FieldBudget | None = None) -> Episode:
@@ -215,3 +243,371 @@ def test_the_compact_form_keeps_decisions_and_the_operators_exact_words_before_r
         assert f"partition key variant {i}" in compact[:results]
     assert compact.index("decisions:") < compact.index("operator's words:") < results
     assert compact.index("artifacts:") > results
+
+
+# -- the walk, record by record (build_episode on hand-built turns, no archiver) --------------
+
+
+def _build(c: Conv, *, budget: FieldBudget | None = None) -> Episode:
+    """The episode of every turn of ``c`` (records join the turn appended before them)."""
+    units: list[TurnUnit] = []
+    turn: StoredRecord | None = None
+    owned: list[StoredRecord] = []
+    for pos, rec in enumerate(c.records):
+        stored = StoredRecord(pos=pos, ref=f"{type(rec).__struct_config__.tag}:{rec.id}",
+                              record=rec, tokens=0, turn_seq=c.seq)
+        if isinstance(rec, Turn):
+            if turn is not None:
+                units.append(TurnUnit(stored=turn, records=tuple(owned)))
+            turn, owned = stored, []
+        else:
+            owned.append(stored)
+    assert turn is not None
+    units.append(TurnUnit(stored=turn, records=tuple(owned)))
+    return build_episode(units, closed_by="test", budget=budget)
+
+
+def _texts(claims: list[Claim]) -> list[str]:
+    return [c.text for c in claims]
+
+
+def test_an_empty_range_is_refused() -> None:
+    """An episode covers at least one turn."""
+    with pytest.raises(ValueError, match="at least one turn"):
+        build_episode([], closed_by="test")
+
+
+@pytest.mark.parametrize(("outcome", "reported"), [
+    ("error", True), ("interrupted", True), ("result", False), ("noop", False), (None, False)])
+def test_only_an_errored_or_interrupted_turn_is_a_result(outcome: str | None,
+                                                         reported: bool) -> None:
+    """A turn that ended in error or was interrupted says so among the results."""
+    c = Conv()
+    c.turn("scheduler_tick", outcome=outcome)
+    results = _texts(_build(c).results)
+    assert results == ([f"turn:t0 ended: {outcome}"] if reported else [])
+
+
+@pytest.mark.parametrize(("trigger", "anchor", "kind", "decision"), [
+    ("operator_input", None, "request", None),
+    ("operator_input", "t9", "refinement", None),
+    ("operator_override", None, "override", "operator override: “Stop the deploy.”"),
+    ("approval_decision", None, "approval_decision",
+     "operator approval decision: “Stop the deploy.”"),
+])
+def test_operator_words_are_an_intent_of_their_trigger_kind(
+        trigger: str, anchor: str | None, kind: str, decision: str | None) -> None:
+    """A request, a refinement of an anchored turn, an override or an approval: an override or
+    an approval is also a decision, in the operator's words."""
+    c = Conv()
+    mid = c.operator("Stop the deploy.", trigger=trigger, anchor=anchor)
+    ep = _build(c)
+    [intent] = ep.operator_intents
+    label = kind.replace("_", " ")
+    assert (intent.kind, intent.text, intent.refs) == (kind, f"operator {label} in turn:t0",
+                                                       [f"message:{mid}", "turn:t0"])
+    assert _texts(ep.decisions) == ([decision] if decision else [])
+
+
+def test_later_intents_keep_a_preview_once_the_total_budget_is_spent() -> None:
+    """The first intent is cut at what is left of the total; once the total is spent, later
+    intents still keep 160 characters."""
+    c = Conv()
+    c.operator("a" * 400)
+    c.operator("b" * 400)
+    ep = _build(c, budget=FieldBudget(intent_chars=1000, intents_total_chars=300))
+    first, second = ep.operator_intents
+    assert first.quote == "a" * 300 + " …"
+    assert second.quote == "b" * 160 + " …"
+    assert first.truncated
+    assert second.truncated
+
+
+def test_a_short_reply_is_a_decision_only_right_after_a_question() -> None:
+    """"Yes" answers the assistant's question just asked; a second "yes", or one after a
+    statement, decides nothing. A decision phrased as a question is not one."""
+    c = Conv()
+    c.turn("task_result")
+    asked = c.assistant("Shall I drop the float column?")
+    yes = c.operator("yes")
+    c.operator("yes")
+    c.assistant("I dropped it.")
+    c.operator("ok")
+    c.operator("Should we go with PostgreSQL?")
+    c.operator("We decided: go with PostgreSQL")
+    ep = _build(c)
+    assert [(d.kind, d.refs) for d in ep.decisions] == [
+        ("operator_reply", [f"message:{yes}", "turn:t1", f"message:{asked}"]),
+        ("operator_decision", ["message:m7", "turn:t5"])]
+    assert ep.decisions[0].text == f"operator answered the question in message:{asked}: “yes”"
+    assert ep.decisions[1].text == "operator decided: “We decided: go with PostgreSQL”"
+
+
+def test_runtime_notes_briefs_and_events_are_quoted_results() -> None:
+    """A system message is a runtime note, a brief says its kind and that a model wrote it, an
+    event names its source and the wait it matches."""
+    c = Conv()
+    c.turn("recovery")
+    c.records.append(Message(id="s1", turn_id="t0", role=MessageRole.SYSTEM, text="restarted"))
+    c.brief("50% done", kind=BriefKind.PROGRESS)
+    c.event("ci", "build 88 green", wait="w-ci")
+    c.event("ci", "build 89 green")
+    ep = _build(c)
+    assert [(r.kind, r.text, r.quote) for r in ep.results] == [
+        ("runtime_note", "system note", "restarted"),
+        ("brief_progress", "brief (progress, model-written)", "50% done"),
+        ("external_event", "external event from ci (untrusted, not operator input, matches "
+         "wait w-ci)", "build 88 green"),
+        ("external_event", "external event from ci (untrusted, not operator input)",
+         "build 89 green")]
+
+
+def test_a_task_result_states_each_of_its_facts() -> None:
+    """Verification, the spawning turn, the wait it answers and its output ref, in that order;
+    a verification is its own kind."""
+    c = Conv()
+    c.turn("task_result")
+    c.records.append(TaskResult(id="r1", turn_id="t0", task_id="ci", status=TaskStatus.SUCCESS,
+                                summary="green", verification=True, spawned_by_turn_id="t7",
+                                wait_id="w-ci", output_ref="blob:9"))
+    c.records.append(TaskResult(id="r2", turn_id="t0", task_id="lint",
+                                status=TaskStatus.FAILURE, summary="3 errors"))
+    ep = _build(c)
+    assert [(r.kind, r.text, r.quote) for r in ep.results] == [
+        ("verification", "task ci success; verification; spawned by turn:t7; answers wait "
+         "w-ci; output blob:9", "green"),
+        ("task_outcome", "task lint failure", "3 errors")]
+
+
+def test_pins_and_environment_changes_are_recorded() -> None:
+    """A pin is the operator's decision naming its target (with its note when there is one);
+    an environment change is an artifact with its workspace and capabilities."""
+    c = Conv()
+    c.turn("operator_input")
+    c.records.append(Pin(id="p1", turn_id="t0", target="message:m9", note="keep this"))
+    c.records.append(Pin(id="p2", turn_id="t0", target="message:m8", note="  "))
+    c.records.append(Environment(id="v1", turn_id="t0", workspace="/srv/app",
+                                 capabilities=["shell", "net"]))
+    c.records.append(Environment(id="v2", turn_id="t0"))
+    ep = _build(c)
+    assert [(d.text, d.refs) for d in ep.decisions] == [
+        ("the operator pinned message:m9: keep this", ["pin:p1", "message:m9"]),
+        ("the operator pinned message:m8", ["pin:p2", "message:m8"])]
+    assert _texts(ep.artifact_trail) == [
+        "environment: workspace /srv/app; capabilities shell, net",
+        "environment: workspace -; capabilities none"]
+
+
+def test_tool_runs_group_identical_calls_and_state_their_outcome() -> None:
+    """Identical calls of one turn are one claim counting them, newest ref first; the line
+    states status, exit code, side effect and files; a success keeps a short quote, a failure
+    a longer one."""
+    c = Conv()
+    c.turn("operator_input")
+    first = c.tool("sh", "make", "x" * 300)
+    again = c.tool("sh", "make", "x" * 300)
+    failed = c.tool("sh", "deploy", "y" * 300, status=ToolStatus.ERROR, exit_code=2,
+                    side_effect=SideEffect.COMPLETED, files=("a.txt",))
+    c.tool("sh", "true", "", exit_code=None)
+    ep = _build(c, budget=FieldBudget(tool_output_chars=50, quote_chars=100))
+    runs = {c.kind + ":" + c.refs[0]: c for c in ep.artifact_trail}
+    ok = runs[f"tool_run:tool:{again}"]
+    assert ok.text == "sh `make` → ok exit 0; ×2 identical calls"
+    assert ok.refs == [f"tool:{again}", f"tool:{first}"]
+    assert ok.quote == "x" * 50 + " …"
+    bad = runs[f"tool_failed:tool:{failed}"]
+    assert bad.text == "sh `deploy` → error exit 2; side effect completed; wrote a.txt"
+    assert bad.quote == "y" * 100 + " …"
+    bare = next(c for c in ep.artifact_trail if "`true`" in c.text)
+    assert bare.text == "sh `true` → ok"
+    assert bare.quote == ""
+    assert (ep.artifact_trail[-1].kind, ep.artifact_trail[-1].text) == ("file_written",
+                                                                        "file written: a.txt")
+
+
+@pytest.mark.parametrize(("effect", "kind"), [
+    (SideEffect.UNKNOWN, "side_effect_unknown"), (SideEffect.PARTIAL, "side_effect_partial")])
+def test_an_unresolved_side_effect_stays_open_until_known(effect: SideEffect, kind: str) -> None:
+    """An unknown or partial side effect is carried as unresolved, of its own kind, until a
+    later run of the same call reports it completed."""
+    c = Conv()
+    c.turn("operator_input")
+    c.tool("deploy", "prod", "?", call_id="c1", side_effect=effect)
+    ep = _build(c)
+    assert [(u.kind, u.key) for u in ep.unresolved] == [(kind, "effect:c1")]
+    assert ep.unresolved[0].text == f"side effect {effect.value}: deploy `prod` (call c1)"
+    c.tool("deploy", "prod", "done", call_id="c1", side_effect=SideEffect.COMPLETED)
+    assert _build(c).unresolved == []
+
+
+def test_waits_open_resolve_and_close_as_decisions() -> None:
+    """An open wait is unresolved (an approval as such); resolving it is a result naming who
+    resolved it, cancelling or expiring one is a decision; either ends it."""
+    c = Conv()
+    c.turn("operator_input")
+    c.open_wait("w-ci", "CI green")
+    c.open_wait("approve-deploy", "ops signs off")
+    c.open_wait("w-old", "old build")
+    ep = _build(c)
+    assert [(u.kind, u.text) for u in ep.unresolved] == [
+        ("wait_open", "waiting: wait w-ci: CI green"),
+        ("approval_pending", "approval pending: wait approve-deploy: ops signs off"),
+        ("wait_open", "waiting: wait w-old: old build")]
+    c.records.append(Wait(id="wr", wait_id="w-ci", status=WaitStatus.RESOLVED, turn_id="t0",
+                          resolved_by="task_result:r1"))
+    c.close_wait("w-old", WaitStatus.EXPIRED)
+    ep = _build(c)
+    assert [u.key for u in ep.unresolved] == ["wait_id:approve-deploy"]
+    assert [(r.text, r.refs) for r in ep.results] == [
+        ("wait w-ci resolved by task_result:r1", ["wait:wr", "task_result:r1"])]
+    assert _texts(ep.decisions) == ["wait w-old expired"]
+
+
+def test_a_closed_work_item_leaves_no_open_todo_or_blocker() -> None:
+    """Open todos and a blocker are unresolved while the work item is open; a cleared blocker
+    is gone; once the item is done, neither is carried."""
+    c = Conv()
+    c.turn("operator_input", work_item="wi1")
+    c.work("wi1", todos=[("write", True), ("ship", False)], blocker="waiting on ops")
+    c.work("wi2", blocker="no access")
+    c.work("wi2", blocker="")
+    ep = _build(c)
+    assert [(u.kind, u.text) for u in ep.unresolved] == [
+        ("todo_open", "open todo of work item wi1: ship"),
+        ("work_item_blocked", "work item wi1 blocked: waiting on ops")]
+    assert all((u.origin, u.trust) == ("runtime", "runtime_fact") for u in ep.unresolved)
+    c.work("wi1", status=WorkItemStatus.DONE)
+    ep = _build(c)
+    assert ep.unresolved == []
+    assert [(r.kind, r.text) for r in ep.results] == [("completion", "work item wi1 done")]
+
+
+def test_a_work_item_states_objective_plan_status_and_report() -> None:
+    """Objective, numbered plan (or that it was cleared) and a status that is not closed are
+    decisions; a completion report is a quoted result."""
+    c = Conv()
+    c.turn("operator_input", work_item="wi1")
+    c.records.append(WorkItem(id="a", work_item_id="wi1", turn_id="t0", objective="cents",
+                              plan=["migrate", "backfill"], status=WorkItemStatus.BLOCKED))
+    c.records.append(WorkItem(id="b", work_item_id="wi1", turn_id="t0", plan=[],
+                              completion_report="shipped v2"))
+    ep = _build(c)
+    assert _texts(ep.decisions) == ["work item wi1 objective: cents",
+                                    "work item wi1 plan: 1. migrate; 2. backfill",
+                                    "work item wi1 status blocked",
+                                    "work item wi1 plan: cleared"]
+    assert [(r.kind, r.quote) for r in ep.results] == [("completion_report", "shipped v2")]
+    assert ep.owner == "work_item:wi1"
+
+
+def test_the_owner_is_the_first_work_item_of_the_range() -> None:
+    """Turns without a work item do not own the episode; the first with one does."""
+    c = Conv()
+    c.turn("operator_input")
+    c.turn("operator_input", work_item="wi2")
+    c.turn("operator_input", work_item="wi3")
+    assert _build(c).owner == "work_item:wi2"
+
+
+def test_overflow_folds_into_one_claim_naming_its_kinds_but_never_unresolved_items() -> None:
+    """Past ``max_claims`` the rest of a field is one claim counting them and listing their
+    kinds in name order; unresolved items keep a claim each."""
+    c = Conv()
+    c.turn("operator_input")
+    c.brief("one")
+    c.brief("two", kind=BriefKind.PROGRESS)
+    c.brief("three")
+    c.records.append(Message(id="s1", turn_id="t0", role=MessageRole.SYSTEM, text="note"))
+    for i in range(4):
+        c.open_wait(f"w{i}", "later")
+    ep = _build(c, budget=FieldBudget(max_claims=2))
+    assert ep.results[-1].text == "… and 3 more (brief_progress, brief_result, runtime_note)"
+    assert len(ep.results) == 2
+    assert len(ep.unresolved) == 4
+
+
+def test_link_keys_name_files_calls_tasks_and_waits() -> None:
+    """What a later turn can share with a range: written files, call ids, task ids and every
+    wait named by a task, a wait or an event."""
+    records: list[Record] = [
+        Tool(id="x", tool_name="sh", status=ToolStatus.OK, files_written=["a.py"],
+             call_id="c1"),
+        Tool(id="y", tool_name="sh", status=ToolStatus.OK),
+        TaskResult(id="r", task_id="ci", status=TaskStatus.SUCCESS, wait_id="w1"),
+        TaskResult(id="r2", task_id="lint", status=TaskStatus.SUCCESS),
+        Wait(id="w", wait_id="w2", status=WaitStatus.OPEN),
+        ExternalEvent(id="e", source="gh", text="hi", wait_id="w3"),
+        ExternalEvent(id="e2", source="gh", text="hi"),
+        Message(id="m", role=MessageRole.OPERATOR, text="go"),
+    ]
+    assert link_keys(records) == {"file:a.py", "call:c1", "task:ci", "wait_id:w1", "task:lint",
+                                  "wait_id:w2", "wait_id:w3"}
+
+
+def test_every_free_text_value_in_a_claim_line_is_cut_to_its_bound() -> None:
+    """Claim lines are one line each, and each value in them (ids, names, paths, conditions,
+    notes, previews) is cut to its own bound, whatever its length: an episode stays small
+    however large the records it summarises. Quotes are bounded by FieldBudget instead."""
+    import re
+
+    def long(ch: str) -> str:
+        return ch * 1000
+
+    c = Conv()
+    c.operator(long("O"), trigger="operator_override", work_item=long("I"))
+    c.records.append(Pin(id="p", turn_id="t0", target="message:m1", note=long("N")))
+    c.records.append(Environment(id="v", turn_id="t0", workspace=long("S"),
+                                 capabilities=[long("C")]))
+    c.tool(long("T"), long("A"), "", status=ToolStatus.PENDING, call_id=long("K"),
+           files=(long("P"),))
+    c.records.append(WorkItem(id="w1", work_item_id=long("I"), turn_id="t0", objective=long("B"),
+                              plan=[long("L")] * 10, todos=[Todo(text=long("D"))], blocker=long("X")))
+    c.open_wait(long("W"), long("Y"))
+    c.event(long("E"), "text", wait=long("V"))
+    c.records.append(TaskResult(id="r", turn_id=c.turn_id, task_id=long("J"),
+                                status=TaskStatus.SUCCESS, wait_id=long("G"),
+                                output_ref=long("R")))
+    ep = _build(c)
+    lines = [claim.text for field in Field for claim in ep.field(field)]
+    assert all("\n" not in line for line in lines)
+    [plan] = [line for line in lines if " plan: " in line]
+    cut = {ch: {len(run) + 1 for line in lines if line is not plan
+                for run in re.findall(f"({ch}+)…", line)}
+           for ch in "OINSCTAKPBDXWYEVJGR"}
+    assert cut == {
+        "O": {200},       # the operator's words previewed in a decision
+        "I": {60},        # a work item's name
+        "N": {160},       # a pin's note
+        "S": {120},       # a workspace
+        "C": {30},        # each capability
+        "T": {40},        # a tool's name
+        "A": {100},       # its arguments
+        "K": {80},        # the call it belongs to
+        "P": {200, 80},   # a written file, on its own claim and on the tool's line
+        "B": {300},       # an objective
+        "D": {200},       # a todo
+        "X": {200},       # a blocker
+        "W": {60},        # a wait's id
+        "Y": {200},       # its condition
+        "E": {40},        # an event's source
+        "V": {60},        # the wait an event matches
+        "J": {60},        # a task's id
+        "G": {60},        # the wait a task answers
+        "R": {80},        # a task's output ref
+    }
+    # A plan: each step cut to 120, the whole to 600.
+    steps = plan.partition(" plan: ")[2]
+    assert steps.startswith(f"1. {'L' * 119}…; 2. {'L' * 119}…; ")
+    assert len(steps) == 600
+
+
+def test_a_tool_line_names_its_first_six_files_and_each_gets_a_claim() -> None:
+    """The tool's line lists six files at most; every written file still has its own claim."""
+    c = Conv()
+    c.turn("operator_input")
+    c.tool("sh", "gen", "", files=tuple(f"f{i}.py" for i in range(8)))
+    ep = _build(c)
+    [run] = [a for a in ep.artifact_trail if a.kind == "tool_run"]
+    assert run.text.endswith("; wrote f0.py, f1.py, f2.py, f3.py, f4.py, f5.py")
+    assert [a.text for a in ep.artifact_trail if a.kind == "file_written"] == [
+        f"file written: f{i}.py" for i in range(8)]

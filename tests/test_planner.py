@@ -400,3 +400,39 @@ def test_loaded_chunks_interleave_by_key_and_a_later_source_waits() -> None:
     p = run(current(), 28, sources=[late, early])
     assert set(p.chosen) == {"o0", "o1", "o2", "n0", "n1", "n2", "late"}
     assert late.loaded == [0]
+
+
+def test_entitlement_of_every_section_follows_the_documented_weights() -> None:
+    """With every section asking for more than the budget, each gets its weight's share (RFC
+    0002: environment 0.06, work item 0.12, work refs 0.07, episodes 0.15, recent turns 0.40,
+    current input 0.20)."""
+    items = [it for s in Section for it in _demand(s, 10_000)]
+    assert entitlement(items, 1000, NO_HEADERS) == {
+        Section.ENVIRONMENT: 60, Section.WORK_ITEM: 120, Section.WORK_REFS: 70,
+        Section.EPISODES: 150, Section.RECENT_TURNS: 400, Section.CURRENT_INPUT: 200}
+
+
+def test_no_clip_when_the_section_title_alone_does_not_fit() -> None:
+    """When what is left is smaller than the title of the section a step would open, the clip
+    function is not asked (it would be asked for a negative size)."""
+    asked: list[int] = []
+
+    def spy(rendered: Rendered, limit: int) -> Rendered | None:
+        asked.append(limit)
+        return None
+    headers = {**NO_HEADERS, Section.CURRENT_INPUT: 5}
+    p = run([item("a", full=10), item("c", section=Section.CURRENT_INPUT, full=100, order=1)],
+            12, headers=headers, clip=spy)
+    assert asked == []
+    assert chosen(p) == {"a": "full"}
+
+
+def test_a_clip_larger_than_the_room_left_is_refused_after_other_steps() -> None:
+    """A clip function that returns more than it was given is refused also when earlier steps
+    have used part of the budget (the check is against what is left, not the whole budget)."""
+    def too_big(rendered: Rendered, limit: int) -> Rendered:
+        return Rendered(blocks=rendered.blocks, tokens=limit + 1, refs=rendered.refs,
+                        clipped=True)
+    p = run([item("a", full=10), item("b", full=100, order=1)], 30, clip=too_big)
+    assert chosen(p) == {"a": "full"}
+    assert p.used_tokens == 10

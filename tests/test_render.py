@@ -359,3 +359,59 @@ def test_the_work_item_full_form_lists_plan_todos_waits_and_blocker() -> None:
     compact = [b.text for b in forms[sorted(forms)[1]].blocks]
     assert compact[2:] == ["todos: 1/2 done; next: backfill\n", "waiting on fin: sign-off\n",
                            "blocker: finance\n"]
+
+
+@pytest.mark.parametrize("cap", [60, 100, 300])
+@pytest.mark.parametrize("output", [
+    "\n".join(f"line {i} of a very long build log" for i in range(400)),
+    " ".join(f"w{i}" for i in range(3000)),
+    "x" * 20_000,
+], ids=["lines", "words", "one-run"])
+def test_an_excerpt_spends_about_its_cap_and_says_how_much_it_left_out(cap: int,
+                                                                      output: str) -> None:
+    """An excerpt's head and tail together take most of the cap and not much more, and its
+    mark states the tokens left out (the body's count less the cap)."""
+    import re
+
+    from holon_ctx.projection.formats import excerpt_mark
+
+    s = stored(Tool(id="x1", tool_name="make", status=ToolStatus.OK, exit_code=0,
+                    output=output))
+    [b] = renderer(Policy(caps=TokenCaps(tool=cap))).record_blocks(s, {})
+    assert b.excerpt
+    found = re.search(r"\[(\d+)\+ tokens omitted; full text: tool:x1\]", b.body)
+    assert found is not None
+    assert int(found[1]) == s.tokens - cap
+    kept = COUNTER.count(b.body) - COUNTER.count(excerpt_mark(s.tokens - cap, "tool:x1"))
+    assert 0.8 * cap <= kept <= 1.2 * cap
+
+
+@pytest.mark.parametrize("trust", [t for t in Trust if t is not Trust.RUNTIME_FACT])
+def test_a_system_message_is_trusted_only_as_a_runtime_fact(trust: Trust) -> None:
+    """A system-role message vouched for by the runtime is a trusted note; with any other trust
+    (whatever its name's order) it is fenced like any model or external text."""
+    [b] = blocks(Message(id="n1", role=MessageRole.SYSTEM, text="obey", trust=trust))
+    assert b.kind is BlockKind.FENCED
+    assert any(FENCE_OPEN.match(line) for line in b.text.split("\n"))
+
+
+def test_identical_calls_show_once_and_the_rest_of_the_turn_still_follows() -> None:
+    """Earlier identical calls of a turn are folded into the last one's line; the records after
+    the first folded call are all still shown."""
+    turn = Turn(id="t1", seq=1, trigger="scheduler_tick")
+    recs = [Tool(id=f"x{i}", turn_id="t1", tool_name="sh", args_preview="status",
+                 status=ToolStatus.OK, exit_code=0) for i in (1, 2)]
+    recs.append(Message(id="m1", turn_id="t1", role=MessageRole.ASSISTANT, text="Still pending."))
+    unit = TurnUnit(stored=stored(turn, 0), records=tuple(stored(r, i + 1)
+                                                          for i, r in enumerate(recs)))
+    body = "".join(b.text for b in renderer().turn_body(unit))
+    assert "×2 identical calls (earlier: tool:x1)" in body
+    assert "tool:x1 sh" not in body
+    assert "Still pending." in body
+
+
+def test_the_records_after_one_shown_elsewhere_are_still_shown() -> None:
+    """A record shown elsewhere becomes one line; the turn's later records follow it as usual."""
+    body = [b.text for b in renderer().turn_body(turn_unit(), {"tool:x1": "shown in episode e1"})]
+    assert "tool:x1: shown in episode e1\n" in body
+    assert any("On it." in text for text in body)

@@ -26,6 +26,7 @@ from holon_ctx.ledger.records import (
     TaskStatus,
     Tool,
     ToolStatus,
+    Trigger,
     Turn,
     WorkItem,
     WorkItemStatus,
@@ -205,3 +206,59 @@ def test_retention_reads_each_page_turn_beside_its_predecessor() -> None:
     assert retention.facts(alone) == ["external_event"]
     retention.read_alone(alone)
     assert retention.priority(alone) == (P.NORMAL, ("external_event",))
+
+
+def test_a_poll_compares_outputs_by_value_not_by_identity() -> None:
+    """Outputs decoded from the ledger are distinct string objects even when equal: the same
+    result read back twice is still a repeated poll."""
+    first, again = ("".join(["pend", "ing"]) for _ in range(2))
+    assert first == again
+    assert first is not again
+    before = unit("timer", tool(args_preview="status", output=first), seq=1)
+    same = unit("timer", tool(args_preview="status", output=again), seq=2)
+    assert turn_facts(same, before) == ["repeated_pending_poll"]
+
+
+@pytest.mark.parametrize("trigger", sorted(t.value for t in Trigger
+                                           if t is not Trigger.EXTERNAL_EVENT))
+def test_a_wake_repeats_only_a_wake(trigger: str) -> None:
+    """A wake is a duplicate only of a wake: the same event carried by a turn of any other
+    trigger (whatever its name's order) does not make the next wake low."""
+    event = ExternalEvent(id="e", source="bot", text="ping")
+    assert turn_facts(unit("external_event", event, seq=2), unit(trigger, event, seq=1)) == [
+        "external_event"]
+
+
+def test_asking_before_a_page_is_read_does_not_freeze_the_answer() -> None:
+    """A turn's class asked for before its page is read (judged without a neighbour) is not
+    remembered: once the page is read, the turn is judged beside its predecessor."""
+    from holon_ctx.projection.model import Priority as P
+    from holon_ctx.projection.retention import FactsCache, Retention
+    from holon_ctx.projection.view import Page
+
+    event = ExternalEvent(id="e", source="bot", text="ping")
+    before, again = unit("external_event", event, seq=1), unit("external_event", event, seq=2)
+    retention = Retention({}, FactsCache())
+    assert retention.priority(again) == (P.NORMAL, ("external_event",))
+    retention.read(Page(index=0, units=(again,), before=before, last=True, reached_start=False))
+    assert retention.priority(again) == (P.LOW, ("duplicate_wake",))
+
+
+def test_the_caches_remember_and_stay_bounded() -> None:
+    """A turn's facts and a read turn's class are computed once and then handed back as they
+    are; the facts cache never holds more than ``_FACTS_CACHE`` turns (it starts over when
+    full), however many a long-lived projector meets."""
+    from holon_ctx.projection.retention import _FACTS_CACHE, FactsCache, Retention
+    from holon_ctx.projection.view import Page
+
+    cache = FactsCache()
+    first, second = unit("timer", seq=1), unit("timer", seq=2)
+    remembered = cache.facts(second, first)
+    cache.facts(first, None)
+    assert cache.facts(second, first) is remembered
+    retention = Retention({}, cache)
+    retention.read(Page(index=0, units=(second,), before=first, last=True, reached_start=False))
+    assert retention.priority(second) is retention.priority(second)
+    for seq in range(3, _FACTS_CACHE + 10):
+        cache.facts(unit("timer", seq=seq), None)
+        assert len(cache._facts) <= _FACTS_CACHE

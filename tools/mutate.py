@@ -10,6 +10,8 @@ survivor (file, line, operator), and writes them to ``mutation/MODULE.txt``.
     python3 dev.py mutate planner --sample 120 # a seeded random sample of 120 (the rate then
                                                # estimates the module's; the report says so)
     python3 dev.py mutate planner --limit 40   # the first 40 mutants only (a quick look)
+    python3 dev.py mutate planner --recheck    # only the survivors of mutation/planner.txt,
+                                               # against today's tests (after adding some)
 
 Mutants inside type annotations are not run: with ``from __future__ import annotations`` an
 annotation is never evaluated, so they are equivalent by construction (counted in the report).
@@ -21,11 +23,13 @@ import argparse
 import ast
 import json
 import random
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,8 +45,11 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "folding": ("holon_ctx/projection/folding.py", ("tests/test_folding.py",)),
     "chains": ("holon_ctx/projection/chains.py", ("tests/test_chains.py",)),
     "builder": ("holon_ctx/memory/builder.py", ("tests/test_episodes_builder.py",)),
+    # The adversarial table is the validator's specification (one attack, one decision and
+    # primary reason per case): without it most of the checks are run by no focused test.
     "validator": ("holon_ctx/continuity/validator.py",
-                  ("tests/continuity/test_continuity_codes.py",
+                  ("tests/continuity/test_continuity_adversarial.py",
+                   "tests/continuity/test_continuity_codes.py",
                    "tests/continuity/test_continuity_protocol.py")),
 }
 
@@ -58,11 +65,90 @@ def _copy_repo(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-def _config(module: str, tests: tuple[str, ...]) -> str:
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly",
-               "-p", "no:cacheprovider", *tests]
-    return (f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = 40.0\nexcluded-modules = []\n'
-            f'test-command = "{" ".join(command)}"\n\n[cosmic-ray.distributor]\nname = "local"\n')
+def _test_command(tests: tuple[str, ...]) -> str:
+    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly",
+                     "-p", "no:cacheprovider", *tests])
+
+
+def _baseline(work: Path, tests: tuple[str, ...]) -> float | None:
+    """A timeout for one mutant's tests (four times their time unmutated, at least 40 s), or
+    None when they fail unmutated."""
+    start = time.monotonic()
+    run = subprocess.run(_test_command(tests).split(" "), cwd=work, check=False,
+                         capture_output=True)
+    return None if run.returncode else max(40.0, 4 * (time.monotonic() - start))
+
+
+def _config(module: str, tests: tuple[str, ...], timeout: float) -> str:
+    return (f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = {timeout:.1f}\n'
+            f'excluded-modules = []\n'
+            f'test-command = "{_test_command(tests)}"\n\n[cosmic-ray.distributor]\n'
+            f'name = "local"\n')
+
+
+def _recheck(module: str, source: str, tests: tuple[str, ...]) -> int:
+    """Run again the survivors of the last report against today's tests; rewrite the report.
+
+    Tests only ever get added between the two runs, so a mutant killed before is still killed:
+    the new rate over the same mutants is exact, for a fraction of a full run's time. A survivor
+    is named by operator and occurrence, which only hold for the same source: a survivor whose
+    line no longer reads as it did is refused, and the module must be measured afresh.
+    """
+    path = ROOT / "mutation" / f"{module}.txt"
+    head, *rows = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    lines = (ROOT / source).read_text(encoding="utf-8").split("\n")
+    survivors = []
+    for row in rows:
+        if not row.startswith("  survived: "):
+            continue  # a line a previous recheck added
+        where, op, rest = row.removeprefix("  survived: ").split(" ", 2)
+        nth, text = rest.split(": ", 1)
+        line = int(where.rstrip(":").rsplit(":", 1)[1])
+        if lines[line - 1].strip() != text:
+            print(f"mutate: {source}:{line} changed since the report; measure afresh",
+                  file=sys.stderr)
+            return 1
+        survivors.append((row, op, int(nth.lstrip("#"))))
+    killed_now: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="holon-mutate-") as tmp:
+        work = Path(tmp)
+        _copy_repo(work)
+        timeout = _baseline(work, tests)
+        if timeout is None:
+            print(f"mutate: the tests of {module} fail without any mutant", file=sys.stderr)
+            return 1
+        for row, op, occurrence in survivors:
+            try:
+                out = subprocess.run(
+                    [sys.executable, "-m", "cosmic_ray.cli", "mutate-and-test", source,
+                     f"core/{op}", str(occurrence), _test_command(tests)],
+                    cwd=work, check=True, capture_output=True, text=True, timeout=timeout).stdout
+            except subprocess.TimeoutExpired:
+                # Counted killed, as cosmic-ray counts a timeout; the worker died before it could
+                # undo its change.
+                shutil.copy2(ROOT / source, work / source)
+                killed_now.append(row)
+                continue
+            result = json.loads(out)
+            removed = [ln[1:].strip() for ln in str(result.get("diff") or "").split("\n")
+                       if ln.startswith("-") and not ln.startswith("---")]
+            if row.split(": ", 3)[-1] not in removed:
+                print(f"mutate: {op} #{occurrence} no longer mutates the reported line; "
+                      "measure afresh", file=sys.stderr)
+                return 1
+            if result.get("test_outcome") == "killed":
+                killed_now.append(row)
+    left = [row for row, _, _ in survivors if row not in killed_now]
+    # Every mutant of the run not listed as a survivor was killed (or is an annotation
+    # survivor, which the tool never runs).
+    tested = int(re.search(r"(\d+) mutants tested", head)[1])  # type: ignore[index]
+    note = (f"after a recheck against the current tests: {tested - len(left)} of the {tested} "
+            f"killed, {(tested - len(left)) / tested:.1%} ({len(killed_now)} of the "
+            f"{len(survivors)} survivors the report listed are now killed)\n")
+    report = head + "\n" + note + "".join(f"{row}\n" for row in left)
+    path.write_text(report, encoding="utf-8")
+    print(report, end="")
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -71,12 +157,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--limit", type=int, default=0, help="test only the first N mutants")
     parser.add_argument("--sample", type=int, default=0,
                         help="test a seeded random sample of N mutants")
+    parser.add_argument("--recheck", action="store_true",
+                        help="run again only the survivors listed in mutation/MODULE.txt")
     args = parser.parse_args(argv)
     source, tests = MODULES[args.module]
+    if args.recheck:
+        return _recheck(args.module, source, tests)
     with tempfile.TemporaryDirectory(prefix="holon-mutate-") as tmp:
         work = Path(tmp)
         _copy_repo(work)
-        (work / "cr.toml").write_text(_config(source, tests), encoding="utf-8")
+        # The tests must pass on the unmutated copy, or every mutant would count as killed. Their
+        # time there sets the timeout: on a loaded machine a fixed one kills sound mutants.
+        timeout = _baseline(work, tests)
+        if timeout is None:
+            print(f"mutate: the tests of {args.module} fail without any mutant", file=sys.stderr)
+            return 1
+        (work / "cr.toml").write_text(_config(source, tests, timeout), encoding="utf-8")
         cosmic = [sys.executable, "-m", "cosmic_ray.cli"]
         subprocess.run([*cosmic, "init", "cr.toml", "cr.sqlite"], cwd=work, check=True)
         skipped = _drop_annotation_mutants(work / "cr.sqlite", (ROOT / source).read_text())
@@ -84,11 +180,6 @@ def main(argv: list[str]) -> int:
             _keep_first(work / "cr.sqlite", args.limit)
         elif args.sample:
             _keep_sample(work / "cr.sqlite", args.sample)
-        # The tests must pass on the unmutated copy, or every mutant would count as killed.
-        baseline = subprocess.run([*cosmic, "baseline", "cr.toml"], cwd=work, check=False)
-        if baseline.returncode:
-            print(f"mutate: the tests of {args.module} fail without any mutant", file=sys.stderr)
-            return 1
         subprocess.run([*cosmic, "exec", "cr.toml", "cr.sqlite"], cwd=work, check=True)
         dump = subprocess.run([*cosmic, "dump", "cr.sqlite"], cwd=work, check=True,
                               capture_output=True, text=True).stdout
@@ -137,7 +228,7 @@ def _keep_first(session: Path, limit: int) -> None:
 def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     """(start, end) positions of every type annotation: with ``from __future__ import
     annotations`` they are never evaluated, so a mutant inside one is equivalent by construction."""
-    spans = []
+    spans: list[tuple[tuple[int, int], tuple[int, int]]] = []
     for node in ast.walk(ast.parse(source)):
         notes: list[ast.expr | None] = []
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):

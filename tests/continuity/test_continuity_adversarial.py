@@ -301,6 +301,14 @@ CASES = [
         R.AUTHORIZATION_MODE_CHANGED,
     ),
     Case("authorization_mode_unknown", resume(authorization_mode="root"), FAILED, R.MALFORMED_FIELD),
+    # The unset optional fields before it (capability, approval, digest) do not end the check.
+    Case(
+        "idempotency_key_nul",
+        resume(idempotency_key="key-7\x00"),
+        FAILED,
+        R.MALFORMED_FIELD,
+        also=frozenset({R.IDEMPOTENCY_KEY_CHANGED}),
+    ),
     Case(
         "delegated_principal_changed",
         resume(delegated_principal_id="user-7"),
@@ -389,6 +397,8 @@ CASES = [
     Case("approval_pending", approval(status=ApprovalStatus.PENDING), FAILED, R.APPROVAL_NOT_ACTIVE),
     Case("approval_denied", approval(status=ApprovalStatus.DENIED), FAILED, R.APPROVAL_NOT_ACTIVE),
     Case("approval_missing", pure(approval=None), FAILED, R.APPROVAL_RECORD_MISSING),
+    # State the caller loaded wrongly makes its check raise: the check fails, nothing escapes.
+    Case("governed_obligations_not_a_list", pure(open_obligations=None), FAILED, R.MALFORMED_FIELD),
     Case("registry_tenant_differs", approval(tenant_id="tenant-beta"), FAILED, R.APPROVAL_RECORD_MISMATCH),
     Case("registry_principal_differs", approval(principal_id="user-1"), FAILED, R.APPROVAL_RECORD_MISMATCH),
     Case(
