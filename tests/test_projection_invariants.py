@@ -115,9 +115,9 @@ def _report_shares(request: pytest.FixtureRequest) -> Iterator[None]:
 #: the middle, where several window pages of a long ledger are read.
 BUDGETS = st.one_of(st.integers(64, 1024), st.integers(1024, 16_384), st.integers(6_000, 40_000),
                     st.integers(12_000, 60_000), st.integers(16_384, 200_000))
-_FEW = settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow,
+_FEW = settings(max_examples=20, suppress_health_check=[HealthCheck.too_slow,
                                                         HealthCheck.data_too_large])
-_SOME = settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow,
+_SOME = settings(max_examples=35, suppress_health_check=[HealthCheck.too_slow,
                                                          HealthCheck.data_too_large])
 
 
