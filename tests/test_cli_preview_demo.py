@@ -139,8 +139,7 @@ def test_explain_injection_event_is_untrusted_external(capsys: pytest.CaptureFix
     assert wide["status"] == "in_full"
     assert wide["record"]["trust"] == "untrusted_external"
     assert wide["summary"] == "in the prompt, fenced as untrusted external text"
-    assert wide["shown_as"].startswith(f'inside <data ref="{ref}" origin="external" '
-                                       'trust="untrusted_external">')
+    assert wide["shown_as"].startswith(f'inside <data {ref} untrusted_external>')
     assert "fence-like tag(s) in the text neutralised" in wide["shown_as"]
 
 

@@ -218,7 +218,7 @@ def archived(records: list[Record], *, recent: int = 16, max_range: int = 16,
     return ledger, episodes, archiver
 
 
-_FENCE_OPEN = re.compile(r'^<data ref="[^"]*" origin="[^"]*" trust="[^"]*">$')
+_FENCE_OPEN = re.compile(r'^<data [^\s"<>]+(?: [a-z_]+)? [a-z_]+>$')
 
 
 def fenced_spans(text: str) -> Iterator[tuple[bool, str]]:
@@ -253,4 +253,4 @@ def test_fence_parser_rejects_an_unclosed_fence() -> None:
     import pytest
 
     with pytest.raises(AssertionError):
-        list(fenced_spans('<data ref="x" origin="tool" trust="untrusted_external">\nboom'))
+        list(fenced_spans('<data tool:x untrusted_external>\nboom'))

@@ -92,7 +92,7 @@ def test_an_episode_names_the_records_a_pinned_turn_shows_instead_of_repeating_t
     assert p.text.count("billing uses PostgreSQL 16 with logical replication") == 1
     section = p.section_text[Section.EPISODES]
     assert "its text is shown with its turn in this prompt" in section
-    fences = re.findall(r'<data ref="([^"]+)"', p.text)
+    fences = re.findall(r'^<data (\S+) ', p.text, re.MULTILINE)
     assert len(fences) == len(set(fences))
 
 

@@ -144,8 +144,7 @@ def test_transcript_call_ids_and_prefixes_are_held_to_the_rule(tmp_path: Path) -
 
 
 # --- rendering --------------------------------------------------------------------------------
-_OPENER = re.compile(r'^<data ref="(?P<ref>[^"<>]+)" origin="(?P<origin>[a-z_]+)" '
-                     r'trust="(?P<trust>[a-z_]+)">$')
+_OPENER = re.compile(r'^<data (?P<ref>[^\s"<>]+)(?: (?P<origin>[a-z_]+))? (?P<trust>[a-z_]+)>$')
 
 
 def _fence_lines(text: str) -> list[str]:

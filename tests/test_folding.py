@@ -191,8 +191,8 @@ def test_a_rerun_that_printed_something_else_keeps_the_lines_that_changed() -> N
     p = b.project(4096)
     assert "identical" not in p.text
     assert "FAILURE: mode is 0o600, want 0o644" in p.text
-    assert (f"tool:{first} bash `python repro.py` → error exit 1; next run tool:{last} → ok exit 0"
-            in p.text)
+    assert (f"ALERT bash `python repro.py` → error exit 1; next run tool:{last} → ok; lines only "
+            f"in this run:\n<data tool:{first} untrusted_external>\n" in p.text)
     # The line both runs printed is shown once, with the later run.
     assert p.text.count("checking permissions") == 1
     assert hidden_differences(p.folds, b.store().get) == []
@@ -203,8 +203,8 @@ def test_a_rerun_with_the_same_result_still_folds_the_earlier_output() -> None:
     """The same command printing the same thing folds, and the fold is faithful."""
     b, first, last = _repro_ledger("checking permissions\nSUCCESS: mode is 0o644", first_exit=0)
     p = b.project(4096)
-    assert (f"tool:{first}: bash `python repro.py` → ok exit 0; output folded: identical command "
-            f"and output re-run as tool:{last}") in p.text
+    assert (f"tool:{first}: bash `python repro.py` → ok; output folded: same command and output "
+            f"re-run as tool:{last}") in p.text
     assert [f.refs for f in p.folds if "repeated_tool_call" in f.kinds] == [
         [f"tool:{first}", f"tool:{last}"]]
     assert hidden_differences(p.folds, b.store().get) == []
@@ -219,7 +219,8 @@ def test_a_changed_run_keeps_key_lines_first_when_its_lines_must_be_cut() -> Non
     p = b.project(4096)
     assert "AssertionError: mode is 0o600" in p.text
     assert "Traceback (most recent call last):" in p.text
-    assert f"lines only in this run (12 of 32; full text: tool:{first}):" in p.text
+    assert (f"lines only in this run (12 of 32):\n<data tool:{first} untrusted_external>\n"
+            in p.text)
     assert "progress step 29" not in p.text
 
 

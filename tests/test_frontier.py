@@ -53,7 +53,7 @@ CHECKS = {
 }
 SYSTEMS = ("holon_ctx", "keep-newest")
 _COUNTS = re.compile(r"(\d+) tool runs \((\d+) failed, (\d+) re-runs of an earlier command")
-_FENCE = re.compile(r'<data ref="tool:([^"]+)"')
+_FENCE = re.compile(r'<data tool:(\S+) ')
 
 
 def _baseline() -> ModuleType:
@@ -151,7 +151,7 @@ def _result_shown(tool: Tool, text: str) -> bool:
         return label in text
     if body in text:
         return True
-    fence = f'<data ref="tool:{tool.id}"'
+    fence = f'<data tool:{tool.id} '
     if fence not in text:
         return False
     after = text[text.index(fence):]

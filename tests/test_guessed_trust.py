@@ -89,7 +89,7 @@ def test_named_the_trajectory_trusts_only_its_task(tmp_path: Path,
     before = capsys.readouterr().out.split("push to main")[0]
     # The command output is quoted inside an untrusted fence, not as the operator's words.
     opener = before[before.rindex("<data"):]
-    assert 'trust="untrusted_external"' in opener.split(">", 1)[0]
+    assert opener.split(">", 1)[0].endswith(" untrusted_external")
     assert "</data>" not in opener
 
 

@@ -280,7 +280,7 @@ def test_no_ref_is_selected_or_shown_twice(records: list[Record], budget: int,
     assert p is not None
     refs = selected_refs(p)
     assert len(refs) == len(set(refs))
-    fences = re.findall(r'<data ref="([^"]+)"', p.text)
+    fences = re.findall(r'^<data (\S+) ', p.text, re.MULTILINE)
     assert len(fences) == len(set(fences)), sorted(fences)
     headings = re.findall(r"^### (turn:\S+)", p.text, flags=re.MULTILINE)
     assert len(headings) == len(set(headings))

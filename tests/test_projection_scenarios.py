@@ -26,6 +26,7 @@ from holon_ctx.ledger.records import (
 )
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.source import StoreEpisodeSource
+from holon_ctx.projection.formats import IMPLIED_ORIGIN
 from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.model import Form, Priority, Section
 from holon_ctx.projection.projector import Projection, Projector
@@ -33,7 +34,7 @@ from holon_ctx.tokens import default_counter
 
 BUDGETS = [512, 1024, 2048, 4096, 8192, 16384]
 #: The fence a renderer opens around untrusted or model-written text.
-_FENCE_OPEN = re.compile(r'^<data ref="([^"]+)" origin="([^"]+)" trust="([^"]+)">$')
+_FENCE_OPEN = re.compile(r'^<data ([^\s"<>]+)(?: ([a-z_]+))? ([a-z_]+)>$')
 
 
 def _sel(p: Projection) -> set[str]:
@@ -82,7 +83,9 @@ def _fences(text: str) -> list[tuple[str, str, str]]:
         if m:
             assert not inside, "a data fence opened inside another"
             inside = True
-            found.append((m.group(1), m.group(2), m.group(3)))
+            # The ref's kind implies the origin a fence leaves out (RFC 0015).
+            found.append((m.group(1), m.group(2) or IMPLIED_ORIGIN[m.group(1).split(":")[0]],
+                          m.group(3)))
         elif line == "</data>":
             assert inside, "a data fence closed that was never opened"
             inside = False
@@ -269,7 +272,8 @@ def _work_item_with_model_summaries() -> tuple[LedgerBuilder, dict[str, str]]:
     b.open_wait("w-finance", "finance signs off the backfill plan", work_item="wi-cents")
     ids["waiting"] = "work_item:" + b.work_item("wi-cents", status=WorkItemStatus.WAITING)
     briefs = []
-    for i in range(100):
+    # Enough history not to fit the largest budget (the prompt's lighter markup, RFC 0015).
+    for i in range(120):
         b.task_result(f"check-{i}", f"schema check {i} ok", anchor=ids["ask"], work_item="wi-cents")
         b.tool("shell", f"psql -c 'select count(*) from invoices where cents is null' #{i}",
                f" count\n-------\n {1200 - i * 3}\n(1 row)")
@@ -532,7 +536,7 @@ def test_a_short_reply_keeps_the_question_it_answers(budget: int, reply: str) ->
     assert question < answer
     assert "(2) deploy straight to production behind the feature flag" in current
     assert (ids["question"], "assistant", "model_output") in _fences(current)
-    assert p.text.count('<data ref="' + ids["question"] + '"') == 1
+    assert p.text.count('<data ' + ids["question"] + ' ') == 1
 
 
 def _abandoned_then_new_topic() -> tuple[LedgerBuilder, dict[str, str]]:

@@ -134,7 +134,7 @@ def test_an_untrusted_environment_never_reaches_the_system_role() -> None:
     assert anthropic["system"] == []
     first, rest = anthropic["messages"][0]["content"]
     assert first["cache_control"] == CACHE_CONTROL
-    assert '<data ref="environment:e1" origin="runtime" trust="untrusted_external">' in first["text"]
+    assert '<data environment:e1 untrusted_external>' in first["text"]
     assert first["text"] + rest["text"] == p.text
 
 
@@ -193,11 +193,20 @@ def test_json_is_an_alias_of_format_json(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_pairing_check_finds_separated_calls_and_results() -> None:
     """The pairing checker flags a result without its call and a call without result or stub."""
-    label = "tool:x1 bash `ls` → ok exit 0"
-    fence = '<data ref="tool:x1" origin="tool" trust="untrusted_external">\na\n</data>'
+    label = "tool:x1 bash `ls` → ok"
+    fence = '<data tool:x1 untrusted_external>\na\n</data>'
     outputs = {"tool:x1": True}
+    # The label above a fenced result names no ref (the fence does, RFC 0015) ...
+    assert tool_pairing_problems(f"bash `ls` → ok\n{fence}\n", outputs) == []
+    assert tool_pairing_problems(f"ALERT bash → error exit 2\n{fence}\n", outputs) == []
+    # ... one naming another call's ref does not pair, nor does a fence without a label.
+    assert tool_pairing_problems(f"tool:x2 bash `ls` → ok\n{fence}\n", outputs) == [
+        "line 2: result of tool:x1 without its call just before"]
     assert tool_pairing_problems(f"{label}\n{fence}\n", outputs) == []
     assert tool_pairing_problems(f"{fence}\n", outputs) == [
+        "line 1: result of tool:x1 without its call just before"]
+    legacy = '<data ref="tool:x1" origin="tool" trust="untrusted_external">\na\n</data>'
+    assert tool_pairing_problems(f"{legacy}\n", outputs) == [
         "line 1: result of tool:x1 without its call just before"]
     assert tool_pairing_problems(f"{label}\n", outputs) == [
         "line 1: call tool:x1 without its result or an omission stub"]
@@ -205,7 +214,7 @@ def test_pairing_check_finds_separated_calls_and_results() -> None:
                                  outputs) == []
     assert tool_pairing_problems("ALERT tool:x1 bash `ls` → ok ex…\n[clipped]\n", outputs) == []
     assert tool_pairing_problems("tool:x1 bash `ls` → pending\n", outputs) == []
-    folded = "tool:x1: bash `ls` → ok exit 0; output folded: identical command re-run as tool:x9"
+    folded = "tool:x1: bash `ls` → ok; output folded: same command and output re-run as tool:x9"
     assert tool_pairing_problems(f"{folded}\n", outputs) == []
     assert tool_pairing_problems(f"{label}\n", {"tool:x1": False}) == []
 

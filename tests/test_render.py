@@ -26,7 +26,7 @@ from holon_ctx.ledger.records import (
     WaitStatus,
 )
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.formats import FENCE_OPEN, forgeries, one_line
+from holon_ctx.projection.formats import FENCE_OPEN, fence_parts, forgeries, one_line
 from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.model import Priority, TurnUnit
 from holon_ctx.projection.policy import Policy, TokenCaps
@@ -66,7 +66,7 @@ def test_tool_output_is_fenced_and_cannot_close_its_fence_in_any_case() -> None:
                       exit_code=0, output=text, trust=Trust.UNTRUSTED_EXTERNAL,
                       origin=Origin.TOOL))
     lines = b.text.split("\n")
-    assert FENCE_OPEN.match(lines[1]).groups() == ("tool:x1", "tool", "untrusted_external")  # type: ignore[union-attr]
+    assert fence_parts(lines[1]) == ("tool:x1", "tool", "untrusted_external")
     assert b.text.count("</data>") == 1
     assert b.text.endswith("</data>\n")
     assert "<data" not in b.body.lower()
@@ -223,7 +223,7 @@ def test_a_tool_line_states_status_exit_effect_files_and_repeats() -> None:
     rec = Tool(id="x3", tool_name="sh", args_preview="make", status=ToolStatus.OK, exit_code=0,
                side_effect=SideEffect.COMPLETED, files_written=["a.py", "b.py"])
     [b] = r.tool_blocks(stored(rec), rec, ["tool:x1", "tool:x2"])
-    assert b.text == ("tool:x3 sh `make` → ok exit 0; side effect completed; wrote a.py, b.py; "
+    assert b.text == ("tool:x3 sh `make` → ok; side effect completed; wrote a.py, b.py; "
                       "×3 identical calls (earlier: tool:x1, tool:x2)\n")
     bare = Tool(id="x4", tool_name="sh", args_preview="ls", status=ToolStatus.PENDING)
     [b] = r.tool_blocks(stored(bare), bare, ["tool:x1"])
@@ -336,7 +336,7 @@ def test_a_pinned_compact_form_keeps_the_operator_words_verbatim() -> None:
     assert "operator message message:m2 below" in texts[0]
     assert texts[1:] == ["operator (trusted) message:m2:\nThen deploy.\n"]
     plain = r.turn_compact(unit, "turn:t1 · x")
-    assert plain.blocks[0].text.endswith('operator said: "Then deploy."; sh → ok exit 0\n')
+    assert plain.blocks[0].text.endswith('operator said: "Then deploy."; sh → ok\n')
 
 
 def test_the_work_item_full_form_lists_plan_todos_waits_and_blocker() -> None:

@@ -22,7 +22,7 @@ from holon_ctx.errors import UnknownRefError
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.folding import BY_TRIGGER
-from holon_ctx.projection.formats import FENCE_OPEN, forgeries
+from holon_ctx.projection.formats import fence_parts, forgeries
 from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.model import Form, Section, TurnUnit
 from holon_ctx.projection.projector import ItemDecision, Projection, Projector
@@ -251,7 +251,7 @@ def _in_episode_text(p: Projection, ref: str) -> str | None:
     for key, rendered in p.section_items.get(Section.EPISODES, ()):
         text = rendered.text
         fence = next((line for line in text.split("\n")
-                      if (m := FENCE_OPEN.match(line)) and m.group(1) == ref), None)
+                      if (parts := fence_parts(line)) and parts[0] == ref), None)
         if fence is not None:
             return (f"quoted by {key} inside {fence} … </data>: its text cannot close the fence "
                     "or pose as operator input")

@@ -32,7 +32,7 @@ from rich.text import Text
 from holon_ctx.cli.layout import emit, hang, kv, pct, visible
 from holon_ctx.cli.preview_summary import detail_lines, glance_lines
 from holon_ctx.cli.wording import plural
-from holon_ctx.projection.formats import ALERT, FENCE_OPEN, FOLD_PREFIX, HEADING, RELATION_PREFIX
+from holon_ctx.projection.formats import ALERT, FOLD_PREFIX, HEADING, RELATION_PREFIX, fence_parts
 from holon_ctx.projection.items import Block, BlockKind
 from holon_ctx.projection.model import SECTION_ORDER, Section
 from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection
@@ -81,9 +81,9 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
     head = block.head.splitlines()
     fence: str | None = None
     for line in head:
-        m = FENCE_OPEN.match(line)
-        if m:
-            fence = m.group(3)
+        parts = fence_parts(line)
+        if parts:
+            fence = parts[2]
             yield "fence:" + fence, line
         elif fence is not None:
             # Episode text blocks carry whole fenced excerpts in their head.

@@ -6,8 +6,10 @@ structured blocks it carries, never by parsing the text back:
 * **markup share**: tokens that are not ledger content, as a share of the prompt. Content is the
   text of records (the body of every fenced, trusted or operator block, and an episode's
   pre-rendered text); everything else — section titles, turn headings, record labels, fence
-  lines, one-line stubs, fold lines, clip notes — is markup. Blocks count additively
-  (:mod:`holon_ctx.tokens`), so a block's markup is its tokens less its body's.
+  lines, one-line stubs, fold lines, clip notes, and the line an excerpt puts between the head
+  and the tail of a body it cut (``… [N+ tokens omitted; full text: REF] …``, counted as content
+  before RFC 0015) — is markup. Blocks count additively (:mod:`holon_ctx.tokens`), so a block's
+  markup is its tokens less its body's, and an excerpt's note is its own line.
 * **cut with room**: a field (message, tool output) of one of the newest steps is shown cut to a
   per-field limit — excerpted at its cap, clipped, or the step shown in less than its full form
   — while the prompt leaves at least one token of its budget unused. A field excerpted to the
@@ -23,6 +25,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from holon_ctx.projection.formats import EXCERPT_MARK
 from holon_ctx.projection.items import Block, BlockKind
 from holon_ctx.projection.manifest import Projection
 from holon_ctx.projection.model import Form
@@ -71,6 +74,11 @@ def content_tokens(blocks: Iterable[Block], counter: TokenCounter) -> int:
         elif block.kind in _CONTENT_BODY and block.body:
             total += block.tokens - counter.count(block.head) - (
                 counter.count(block.tail) if block.tail else 0)
+            if block.excerpt:
+                # The note is a line of its own between head and tail lines (block-safe), so
+                # its count comes off the body's exactly.
+                total -= sum(counter.count(m.group(0))
+                             for m in EXCERPT_MARK.finditer(block.body))
     return total
 
 

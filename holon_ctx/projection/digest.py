@@ -16,7 +16,7 @@ from holon_ctx.ledger.records import (
     Wait,
     WorkItem,
 )
-from holon_ctx.projection.formats import one_line
+from holon_ctx.projection.formats import one_line, run_status
 from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.policy import TextLimits
 
@@ -29,10 +29,9 @@ _TOOLS_NAMED = 2
 def tool_outcome(rec: Tool, chars: TextLimits | None = None) -> str:
     """A tool run on one line: its command (a sanitised preview) and how it ended."""
     c = chars or TextLimits()
-    exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
     args = one_line(rec.args_preview, c.args_in_digest)
     return (f"{one_line(rec.tool_name, c.tool_name_in_digest)}{f' `{args}`' if args else ''} "
-            f"→ {rec.status.value}{exit_part}")
+            f"→ {run_status(rec.status.value, rec.exit_code)}")
 
 
 def work_item_delta(rec: WorkItem, chars: TextLimits | None = None) -> str:

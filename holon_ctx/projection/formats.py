@@ -1,8 +1,8 @@
 """Every piece of markup the prompt uses, written (and where a reader needs it, parsed) here only.
 
 The prompt states trust in words: the operator's words sit under ``operator (trusted) REF:``;
-untrusted and model-written text sits inside a data fence ``<data ref=… origin=… trust=…>`` …
-``</data>``; label lines carry runtime facts and sanitised one-line previews (:func:`one_line`).
+untrusted and model-written text sits inside a data fence ``<data REF ORIGIN TRUST>`` …
+``</data>`` (RFC 0015); label lines carry runtime facts and sanitised one-line previews (:func:`one_line`).
 The fence tag and the trusted label are defined beside the function that keeps quoted text from
 forging them (:mod:`holon_ctx.ledger.body`); this module builds every line from those.
 
@@ -27,24 +27,40 @@ from holon_ctx.ledger.body import (
 
 __all__ = [
     "ALERT",
+    "EXCERPT_MARK",
     "FENCE_CLOSE",
     "FENCE_OPEN",
     "FOLD_PREFIX",
     "HEADING",
+    "IMPLIED_ORIGIN",
+    "LEGACY_FENCE_OPEN",
     "RELATION_PREFIX",
     "clip_notes",
     "excerpt_mark",
     "fence_open",
+    "fence_parts",
     "fold_line",
     "forgeries",
     "one_line",
     "operator_label",
+    "run_status",
 ]
 
 #: Closes a data fence (a line of its own).
 FENCE_CLOSE: Final = f"</{FENCE_TAG}>\n"
-#: Parses a fence's opening line: groups ref, origin, trust.
-FENCE_OPEN: Final = re.compile(
+#: Parses a fence's opening line: groups ref, origin (None when the ref's kind implies it, see
+#: :func:`fence_open`), trust. Its values hold no white space (ids cannot, and
+#: :func:`~holon_ctx.ledger.body.attribute_value` escapes it in anything else), so
+#: space-separated words need no quotes (RFC 0015: half the tokens of the quoted form).
+FENCE_OPEN: Final = re.compile(rf"^<{FENCE_TAG} (\S+)(?: (\S+))? ([a-z_]+)>$")
+#: The origin a record of each kind (the part of its ref before ``:``) has unless it says
+#: otherwise: a fence leaves it out (the ref says it), and names any other.
+IMPLIED_ORIGIN: Final = {"tool": "tool", "message": "assistant", "brief": "assistant",
+                         "task_result": "task", "external_event": "external",
+                         "environment": "runtime"}
+#: The opening line of releases before RFC 0015 (``<data ref="…" origin="…" trust="…">``): still
+#: read, for prompts and episode texts written then.
+LEGACY_FENCE_OPEN: Final = re.compile(
     rf'^<{FENCE_TAG} ref="([^"]*)" origin="([^"]*)" trust="([a-z_]+)">$')
 #: Starts a turn's (and an episode's) heading line.
 HEADING: Final = "### "
@@ -71,8 +87,32 @@ def _attr(value: str) -> str:
 
 @functools.lru_cache(maxsize=65536)
 def fence_open(ref: str, origin: str, trust: str) -> str:
-    """The line that opens a data fence around text from ``ref``."""
-    return f'<{FENCE_TAG} ref="{_attr(ref)}" origin="{_attr(origin)}" trust="{_attr(trust)}">\n'
+    """The line that opens a data fence around text from ``ref``: ``<data REF ORIGIN TRUST>``,
+    or ``<data REF TRUST>`` when the ref's kind implies the origin (:data:`IMPLIED_ORIGIN`)."""
+    if IMPLIED_ORIGIN.get(ref.partition(":")[0]) == origin:
+        return f"<{FENCE_TAG} {_attr(ref)} {_attr(trust)}>\n"
+    return f"<{FENCE_TAG} {_attr(ref)} {_attr(origin)} {_attr(trust)}>\n"
+
+
+def fence_parts(line: str) -> tuple[str, str, str] | None:
+    """``(ref, origin, trust)`` of a fence's opening line (without its newline), in today's form
+    or the quoted one of earlier releases; None for any other line."""
+    m = FENCE_OPEN.match(line) or LEGACY_FENCE_OPEN.match(line)
+    if m is None:
+        return None
+    ref = m.group(1)
+    origin = m.group(2) or IMPLIED_ORIGIN.get(ref.partition(":")[0], "unknown")
+    return ref, origin, m.group(3)
+
+
+def run_status(status: str, exit_code: int | None) -> str:
+    """How a tool run ended, as a label says it: ``ok`` for a success (exit code 0 or none),
+    else the status and the exit code (``error exit 2``, ``ok exit 1``: a success the tool
+    reported with a non-zero code keeps it). RFC 0015: "exit 0" after "ok" said nothing new on
+    every line of every step."""
+    if status == "ok" and exit_code in (0, None):
+        return "ok"
+    return status + (f" exit {exit_code}" if exit_code is not None else "")
 
 
 def operator_label(ref: str) -> str:
@@ -83,6 +123,11 @@ def operator_label(ref: str) -> str:
 def excerpt_mark(omitted_tokens: int, ref: str) -> str:
     """The line between the head and the tail of an excerpted body."""
     return f"… [{omitted_tokens}+ tokens omitted; full text: {ref}] …"
+
+
+#: Finds the line :func:`excerpt_mark` writes, inside an excerpted body.
+EXCERPT_MARK: Final = re.compile(r"^… \[\d+\+ tokens omitted; full text: [^\n]*\] …\n",
+                                 re.MULTILINE)
 
 
 def clip_notes(ref: str) -> tuple[str, str]:

@@ -30,7 +30,7 @@ import attrs
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.folding import result_key, same_result
-from holon_ctx.projection.formats import one_line
+from holon_ctx.projection.formats import one_line, run_status
 from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import Form, Priority, Section, TurnUnit
 from holon_ctx.projection.pins import SLOTS, Slot
@@ -72,10 +72,10 @@ class Frontier:
                 continue
             later = self.superseded.get(stored.ref)
             if later is not None:
-                exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
-                out[stored.ref] = (f"{r.tool_call(rec)} → {rec.status.value}{exit_part}"
-                                   f"{r.files_written(rec)}; output folded: identical command "
-                                   f"and output re-run as {later}")
+                out[stored.ref] = (
+                    f"{r.call_shown(rec, r.shown_above(unit, stored.ref))} → "
+                    f"{run_status(rec.status.value, rec.exit_code)}{r.files_written(rec)}; "
+                    f"output folded: same command and output re-run as {later}")
                 continue
             nxt = self.changed.get(stored.ref)
             if nxt is None:
@@ -83,7 +83,8 @@ class Frontier:
             by_ref = by_ref if by_ref is not None else {s.ref: s for s in self.runs}
             next_run = by_ref.get(nxt)
             if next_run is not None and isinstance(next_run.record, Tool):
-                out[stored.ref] = r.tool_changed(stored, next_run)
+                out[stored.ref] = r.tool_changed(stored, next_run,
+                                                 r.shown_above(unit, stored.ref))
         return out
 
     def tally(self) -> Tally:

@@ -289,6 +289,12 @@ class _Run:
             self.need = self.used
             if self._grow(step) if step.grown is not None else self._clip(step, header, cost):
                 return
+        elif (step.grown is not None and item.section is Section.CURRENT_INPUT
+              and self.used < self.budget_tokens):
+            # The plan stopped before the newest steps grew (on the trail of compact lines, cut
+            # to fit): the few tokens that clip left are theirs, so a newest step is never shown
+            # cut while the budget has a token it could use (RFC 0015). Refs are only added.
+            self._spend(step)
         self.need += cost
         self.opened.add(item.section)  # counted once in `need`, as it would be in a larger plan
         if step.grown is not None:
@@ -311,6 +317,20 @@ class _Run:
         self.chosen[item.key] = (Form.FULL, grown)
         self.used += grown.tokens - base.tokens
         return True
+
+    def _spend(self, step: Step) -> None:
+        """After the plan stopped: ``step``'s fields raised into the room still left, if any."""
+        item = step.item
+        chosen = self.chosen.get(item.key)
+        if chosen is None or chosen[0] is not Form.FULL or item.grow is None:
+            return
+        base = chosen[1]
+        grown = item.grow(self.budget_tokens - self.used + base.tokens)
+        if (grown is not None and base.tokens < grown.tokens
+                and grown.tokens - base.tokens <= self.budget_tokens - self.used
+                and set(base.refs) <= set(grown.refs)):
+            self.chosen[item.key] = (Form.FULL, grown)
+            self.used += grown.tokens - base.tokens
 
     def _clip(self, step: Step, header: int, cost: int) -> bool:
         """Take ``step`` clipped to the room left, if that shows more than before and loses no

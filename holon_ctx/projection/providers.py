@@ -17,11 +17,11 @@ Trust placement. Only runtime configuration and trusted operator text may sit in
 The stable part goes there only when it holds no data fence and the engine did not mark the
 environment untrusted; otherwise it is the first (cached) block of the user message instead.
 Untrusted and model-written text therefore only ever appears inside the user message, inside
-``<data ref=… origin=… trust=…>`` fences.
+``<data REF ORIGIN TRUST>`` fences.
 
 Tool calls. The history is not replayed as provider ``tool_calls`` / ``tool`` messages: tool
 output is untrusted and must stay in fenced user-role data, and the renderer already shows each
-call with its own result in one block (``tool:x7 bash `ls` → ok exit 0`` then its fenced output),
+call with its own result in one block (``bash `ls` → ok`` then ``<data tool:x7 untrusted_external>``),
 or an explicit stub naming a ref (``output folded …``, ``[clipped …; full text: REF]``). So no
 request built here can carry an orphaned tool result or an unanswered call — the HTTP 400 that
 trimming libraries cause — and :func:`tool_pairing_problems` checks the rendered pairing.
@@ -42,6 +42,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from holon_ctx.projection.formats import fence_parts
 from holon_ctx.projection.model import Section
 from holon_ctx.projection.projector import Projection
 from holon_ctx.projection.provider_types import (
@@ -185,8 +186,9 @@ def framing_tokens(messages: int = MAX_MESSAGES) -> int:
     return TOKENS_PER_MESSAGE * messages + REPLY_PRIMING_TOKENS
 
 
-_CALL_LABEL: Final = re.compile(r"^(?:ALERT )?(?P<ref>tool:\S+) .*? → (?P<rest>.*)$")
-_DATA_OPEN: Final = re.compile(r'^<data ref="(?P<ref>[^"]+)"')
+_CALL_LABEL: Final = re.compile(r"^(?:ALERT )?(?P<ref>tool:\S+)(?: .*?)? → (?P<rest>.*)$")
+#: The label right above a call's fenced result, which names no ref: the fence does (RFC 0015).
+_RESULT_LABEL: Final = re.compile(r"^(?:ALERT )?(?!tool:)[^<\s][^\n]*? → ")
 #: The clip marker the planner puts after a block it cut (with the full text's ref when it fits;
 #: the cut label line before it names the call's own ref either way).
 _CLIP_NOTE: Final = re.compile(r"^\[clipped\b")
@@ -196,30 +198,32 @@ def tool_pairing_problems(text: str, outputs: dict[str, bool]) -> list[str]:
     """Where rendered tool calls and results come apart, as messages (empty when none).
 
     ``outputs`` maps each tool ref of the ledger to whether it recorded any output. A result
-    (``<data ref="tool:…">``) must follow the label line of its own call. A call label (which
-    always names the call's ref) whose tool has output must be followed by that result, or say
+    (``<data tool:… untrusted_external>``) must follow the label line of its own call (which
+    names no ref: the fence does). A call label that names the call's ref (a call shown without
+    its output) whose tool has output must be followed by that result, or say
     why not: its status is ``pending`` (no result exists yet), its output is folded into a named
     later run, or the planner's clip marker follows it (the rest omitted for the budget).
     """
     problems: list[str] = []
     lines = text.split("\n")
     for i, line in enumerate(lines):
-        opened = _DATA_OPEN.match(line)
-        if opened and opened.group("ref").startswith("tool:"):
-            ref = opened.group("ref")
+        opened = fence_parts(line)
+        if opened and opened[0].startswith("tool:"):
+            ref = opened[0]
             prev = lines[i - 1] if i else ""
             label = _CALL_LABEL.match(prev)
-            if label is None or label.group("ref") != ref:
+            own = (label.group("ref") == ref) if label else _RESULT_LABEL.match(prev) is not None
+            if not own:
                 problems.append(f"line {i + 1}: result of {ref} without its call just before")
         label = _CALL_LABEL.match(line)
         if label is None or not outputs.get(label.group("ref"), False):
             continue
         ref = label.group("ref")
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        shown = _DATA_OPEN.match(nxt)
+        shown = fence_parts(nxt)
         rest = label.group("rest")
         stub = ("output folded" in rest or "result omitted" in rest
                 or rest.startswith("pending") or _CLIP_NOTE.match(nxt) is not None)
-        if not stub and (shown is None or shown.group("ref") != ref):
+        if not stub and (shown is None or shown[0] != ref):
             problems.append(f"line {i + 1}: call {ref} without its result or an omission stub")
     return problems

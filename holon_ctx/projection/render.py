@@ -44,12 +44,13 @@ from holon_ctx.projection.folding import tool_repeats
 from holon_ctx.projection.formats import (
     ALERT,
     FENCE_CLOSE,
-    FENCE_OPEN,
     HEADING,
     excerpt_mark,
     fence_open,
+    fence_parts,
     one_line,
     operator_label,
+    run_status,
 )
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form, Priority, TurnUnit
@@ -193,7 +194,7 @@ class Renderer:
                     inside = False
                 else:
                     chunks[-1][1] += line
-            elif FENCE_OPEN.match(line.rstrip("\n")):
+            elif fence_parts(line.rstrip("\n")):
                 # The claim line above a fence heads its block, as a record's label does: a
                 # clipped block then keeps a label, never a fence opener cut short.
                 if chunks and not chunks[-1][2]:
@@ -285,21 +286,19 @@ class Renderer:
     def tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str],
                     above: str = "", caps: TokenCaps | None = None) -> list[Block]:
         caps = caps or self.caps
-        exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
         side = f"; side effect {rec.side_effect.value}" if rec.side_effect and \
             rec.side_effect.value != "none" else ""
         repeat = f"; ×{len(folded) + 1} identical calls (earlier: {', '.join(folded)})" \
             if folded else ""
         # Only a failure or an unresolved side effect is an alert; a completed one is a fact.
         alert = ALERT if rec.failed or rec.side_effect_unresolved else ""
-        command = rec.args_preview.strip()
-        call = (f"{one_line(rec.tool_name, self.chars.tool_name)} (command above)"
-                if command and command in above else self.tool_call(rec))
-        label = (f"{alert}{stored.ref} {call} → {rec.status.value}"
-                 f"{exit_part}{side}{self.files_written(rec)}{repeat}")
+        call = self.call_shown(rec, above)
+        facts = (f"{call} → {run_status(rec.status.value, rec.exit_code)}"
+                 f"{side}{self.files_written(rec)}{repeat}")
         if not rec.output.strip():
-            return [self.line(label, [stored.ref])]
-        return [self.fenced(stored, label, caps.tool_failed if rec.failed else caps.tool)]
+            return [self.line(f"{alert}{stored.ref} {facts}", [stored.ref])]
+        # The fence right below names the run's ref: the label does not repeat it (RFC 0015).
+        return [self.fenced(stored, alert + facts, caps.tool_failed if rec.failed else caps.tool)]
 
     def raised_caps(self, floor: int) -> TokenCaps:
         """The policy's token caps, each raised to at least ``floor`` (0: the caps as they are)."""
@@ -308,31 +307,35 @@ class Renderer:
         return self.memo(("raised_caps", floor), lambda: TokenCaps(**{
             name: max(value, floor) for name, value in attrs.asdict(self.caps).items()}))
 
-    def tool_changed(self, stored: StoredRecord, nxt: StoredRecord) -> tuple[Block, ...]:
+    def tool_changed(self, stored: StoredRecord, nxt: StoredRecord,
+                     above: str = "") -> tuple[Block, ...]:
         """An earlier run of a command whose next run printed something else: its status and
         exit code beside the next run's, and the lines of its output the next run did not print
         (at most :attr:`Policy.changed_lines`, key lines first), fenced, with its full text's ref."""
-        return self.memo(("tool_changed", stored.ref, nxt.ref),
-                         lambda: self._tool_changed(stored, nxt))
+        assert isinstance(stored.record, Tool)
+        call = self.call_shown(stored.record, above)
+        return self.memo(("tool_changed", stored.ref, nxt.ref, call),
+                         lambda: self._tool_changed(stored, nxt, call))
 
-    def _tool_changed(self, stored: StoredRecord, nxt: StoredRecord) -> tuple[Block, ...]:
+    def _tool_changed(self, stored: StoredRecord, nxt: StoredRecord,
+                      call: str) -> tuple[Block, ...]:
         rec, later = stored.record, nxt.record
         assert isinstance(rec, Tool)
         assert isinstance(later, Tool)
-        exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
-        later_exit = f" exit {later.exit_code}" if later.exit_code is not None else ""
         alert = ALERT if rec.failed or rec.side_effect_unresolved else ""
-        label = (f"{alert}{stored.ref} {self.tool_call(rec)} → {rec.status.value}{exit_part}"
-                 f"{self.files_written(rec)}; next run {nxt.ref} → {later.status.value}"
-                 f"{later_exit}, other output")
+        facts = (f"{call} → {run_status(rec.status.value, rec.exit_code)}"
+                 f"{self.files_written(rec)}; next run {nxt.ref} → "
+                 f"{run_status(later.status.value, later.exit_code)}")
         lines, total = changed_lines(record_body(rec), record_body(later),
                                      self.policy.changed_lines)
         if not lines:
             # Every line it printed recurs in the next run (which printed more or fewer lines).
-            return (self.line(f"{label}; output folded: each of its lines recurs in {nxt.ref}",
-                              [stored.ref]),)
-        kept = f"{len(lines)} of {total}; " if len(lines) < total else ""
-        head = (f"{label}; lines only in this run ({kept}full text: {stored.ref}):\n"
+            return (self.line(f"{alert}{stored.ref} {facts}; output folded: each of its lines "
+                              f"recurs in {nxt.ref}", [stored.ref]),)
+        # The fence below names the run's ref (where its full text is); the count says when
+        # lines were left out.
+        kept = f" ({len(lines)} of {total})" if len(lines) < total else ""
+        head = (f"{alert}{facts}; lines only in this run{kept}:\n"
                 + fence_open(stored.ref, rec.origin.value if rec.origin else "unknown",
                              rec.trust.value if rec.trust else "unknown"))
         body = block_safe("\n".join(lines))
@@ -342,6 +345,27 @@ class Renderer:
                               + self.counter.count(FENCE_CLOSE)),
                       refs=(stored.ref,), clippable=True, kind=BlockKind.FENCED, trust=trust,
                       excerpt=True),)
+
+    def call_shown(self, rec: Tool, above: str) -> str:
+        """:meth:`tool_call`, or the bare tool name when ``above`` (the text shown before it in
+        its turn) holds the exact command: a command is said once (RFC 0012), and the bare name
+        says it in one word (RFC 0015; a call with no arguments reads ``name ```` so the two
+        never look alike)."""
+        command = rec.args_preview.strip()
+        if command and command in above:
+            return one_line(rec.tool_name, self.chars.tool_name)
+        return self.tool_call(rec)
+
+    def shown_above(self, unit: TurnUnit, ref: str) -> str:
+        """The message text shown before record ``ref`` in its turn at the policy's caps (what a
+        stub standing for that record can point back to)."""
+        above = []
+        for stored in unit.records:
+            if stored.ref == ref:
+                break
+            if isinstance(stored.record, Message) and not stored.record.by_operator:
+                above.append(self._body(stored, self.caps.assistant)[0])
+        return "".join(above)
 
     def tool_call(self, rec: Tool) -> str:
         """``name `args``` on one line."""
