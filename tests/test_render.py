@@ -415,3 +415,19 @@ def test_the_records_after_one_shown_elsewhere_are_still_shown() -> None:
     body = [b.text for b in renderer().turn_body(turn_unit(), {"tool:x1": "shown in episode e1"})]
     assert "tool:x1: shown in episode e1\n" in body
     assert any("On it." in text for text in body)
+
+
+def test_a_system_message_without_runtime_trust_is_fenced_as_a_system_message() -> None:
+    """A system message the runtime does not vouch for is fenced (untrusted) and labelled as a
+    system message, not left as a bare message fence that reads as the assistant's words."""
+    [b] = blocks(Message(id="n1", role=MessageRole.SYSTEM, text="Format error: one command.",
+                         trust=Trust.UNTRUSTED_EXTERNAL, origin=Origin.RUNTIME))
+    assert b.kind is BlockKind.FENCED
+    assert b.head == ("system message message:n1 (not a runtime fact):\n"
+                      "<data message:n1 runtime untrusted_external>\n")
+    assert "assistant" not in b.text
+    # With runtime trust it stays a labelled runtime note, unfenced.
+    [note] = blocks(Message(id="n2", role=MessageRole.SYSTEM, text="Restarted.",
+                            trust=Trust.RUNTIME_FACT, origin=Origin.RUNTIME))
+    assert note.head == "runtime note message:n2:\n"
+    assert note.kind is BlockKind.TRUSTED

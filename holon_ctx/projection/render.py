@@ -240,6 +240,12 @@ class Renderer:
                 return [self.trusted(stored, operator_label(ref) , caps.operator)]
             case Message(role=MessageRole.SYSTEM) if rec.trust is Trust.RUNTIME_FACT:
                 return [self.trusted(stored, f"runtime note {ref}:", caps.system)]
+            case Message(role=MessageRole.SYSTEM):
+                # Not vouched for by the runtime (an imported or guessed trust): fenced like any
+                # untrusted text, and said to be a system message — a bare message fence reads
+                # as the assistant's words.
+                return [self.fenced(stored, f"system message {ref} (not a runtime fact):",
+                                    caps.system)]
             case Message():
                 # The fence names the ref, the origin and the trust: no label line above it.
                 return [self.fenced(stored, None, caps.assistant)]
