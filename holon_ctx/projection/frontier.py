@@ -106,7 +106,7 @@ class Frontier:
         return Item(key="work_refs:frontier", section=Section.WORK_REFS,
                     priority=Priority.PINNED, reasons=("execution_frontier",), order=slot.order,
                     position=slot.position, forms={Form.REF: minimal, Form.FULL: full}, refs=(),
-                    kind="work_refs")
+                    kind="work_refs", whole=True)
 
 
 @attrs.define

@@ -339,7 +339,8 @@ class _Run:
         room = self.budget_tokens - self.used - header
         prev = self.chosen.get(item.key)
         base = prev[1].tokens if prev else 0
-        clipped = self.clip(item.forms[step.form], room + base) if room > 0 else None
+        clipped = (self.clip(item.forms[step.form], room + base)
+                   if room > 0 and not (item.whole and prev is not None) else None)
         if (clipped is None or clipped.tokens <= base
                 or clipped.tokens - base + header > self.budget_tokens - self.used
                 or (prev is not None and not set(prev[1].refs) <= set(clipped.refs))):
