@@ -218,7 +218,7 @@ def archived(records: list[Record], *, recent: int = 16, max_range: int = 16,
     return ledger, episodes, archiver
 
 
-_FENCE_OPEN = re.compile(r'^<data [^\s"<>]+(?: [a-z_]+)? [a-z_]+>$')
+_FENCE_OPEN = re.compile(r'^<data [^\s"<>]+(?: [^\s"<>]+)? [a-z_]+>$')
 
 
 def fenced_spans(text: str) -> Iterator[tuple[bool, str]]:

@@ -34,7 +34,7 @@ from holon_ctx.tokens import default_counter
 
 BUDGETS = [512, 1024, 2048, 4096, 8192, 16384]
 #: The fence a renderer opens around untrusted or model-written text.
-_FENCE_OPEN = re.compile(r'^<data ([^\s"<>]+)(?: ([a-z_]+))? ([a-z_]+)>$')
+_FENCE_OPEN = re.compile(r'^<data ([^\s"<>]+)(?: ([^\s"<>]+))? ([a-z_]+)>$')
 
 
 def _sel(p: Projection) -> set[str]:

@@ -106,9 +106,9 @@ class Item:
     #: A turn whose full form cuts a field to its per-field cap offers the field whole when the
     #: budget has room (planner.py, "grow" steps); None when nothing in it is cut.
     grow: GrowFn | None = attrs.field(default=None, eq=False)
-    #: Forms shown whole or not at all: a list whose smaller form already names what matters and
-    #: counts what it leaves out (the execution frontier) is never replaced by its larger form
-    #: cut short, which would drop the newest entries behind a clip note.
+    #: A larger form shown whole or not at all: a list whose smaller form already names what
+    #: matters and counts what it leaves out (the execution frontier) is never replaced by its
+    #: larger form cut short, which would drop the newest entries behind a clip note.
     whole: bool = False
 
     @property
