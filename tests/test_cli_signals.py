@@ -13,7 +13,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,10 +29,28 @@ SIGNALS = [
 ]
 
 
+@contextmanager
+def _sigint_not_ignored() -> Iterator[None]:
+    """A test run started as a background job of a shell without job control ignores SIGINT;
+    a child started meanwhile would inherit that (ignored signals survive exec), Python would
+    install no KeyboardInterrupt handler in it, and the interrupted case would hang on the FIFO.
+    An interactive user's Ctrl-C reaches a default handler: start the child with one."""
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _signal_when(args: list[str], ready: Callable[[], bool], signum: int, tmp: Path,
                  settle: float = 0.2) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "holon_ctx", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=child_env(TMPDIR=str(tmp)))
+    with _sigint_not_ignored():
+        proc = subprocess.Popen([sys.executable, "-m", "holon_ctx", *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=child_env(TMPDIR=str(tmp)))
     try:
         deadline = time.monotonic() + 120
         while not ready():
