@@ -459,7 +459,9 @@ class SessionProjector:
             frozen=parts, prefix_count=frozen.prefix_count,
             frozen_tokens=(frozen.projection.used_tokens if self.layout is Layout.TEXT
                            else parts_cost(parts, None, self.layout)),
-            manifest=frozen.projection.manifest,
+            # Without its text: a request's manifest states the request's own text, so the
+            # plan's (as long as the frozen part) would only be persisted at every re-plan.
+            manifest=msgspec.structs.replace(frozen.projection.manifest, text=""),
             env_ref=view.environment.ref if view.environment else None,
             work_item_id=ctx.work_item_id, shown=set(frozen.shown), open_turn=frozen.open_turn,
             tally=None if tally is None else Tally(tally.done, tally.failed, tally.pending,
