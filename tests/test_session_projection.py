@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -298,3 +299,34 @@ def test_a_cold_renderer_memo_makes_the_same_requests(monkeypatch: pytest.Monkey
                                                 3500)]
     assert cold == warm
     assert sum(replanned for _, replanned in warm) >= 2
+
+
+def test_late_records_of_an_earlier_turn_keep_their_heading_as_they_grow() -> None:
+    """Two results of an earlier turn arriving after a later turn began: the first opens a
+    "(continued)" heading naming their turn, and the second joins it under that heading, so each
+    request still extends the one before it (the heading was once dropped when the run grew,
+    which put both results under the later turn's heading and broke the cached prefix)."""
+    b = LedgerBuilder()
+    ask = b.operator("Run the migration and report", work_item="wi1")
+    b.assistant("Starting the migration now.")
+    b.task_result("other", "an unrelated task finished", anchor=ask, work_item="wi1")
+    b.task_record("mig-1", "migration step one done")
+    b.task_record("mig-2", "migration step two done")
+    late = b.records[-2:]
+    late = [msgspec.structs.replace(r, turn_id=ask) for r in late]
+    b.records[-2:] = late
+    store = memory_store(b.records)
+    end = store.end_pos()
+    projector = SessionProjector(store)
+    previous = None
+    for pos in range(end - 3, end + 1):
+        request = projector.request(budget_tokens=8000, limit_pos=pos)
+        check_request(request)
+        body = request.text[:len(request.text) - len(request.parts[-1].text)]
+        if previous is not None:
+            assert not request.replanned
+            assert body.startswith(previous)
+        previous = body
+    assert previous is not None
+    heading = previous.index(f"turn:{ask} (continued)")
+    assert heading < previous.index("migration step one") < previous.index("migration step two")

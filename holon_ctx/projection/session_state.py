@@ -171,6 +171,9 @@ class Segment:
     turn_id: str | None
     records: list[StoredRecord]
     parts: list[Part]
+    #: The records' blocks, each record's rendered once, when it joins (only the parts are
+    #: re-made: a tool result attaches to the reply before it).
+    blocks: list[Block] = attrs.Factory(list)
     tokens: int = 0
     text: str = ""
     content: str = ""
@@ -315,23 +318,22 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
     if new_turn or last is None or last.turn_id != turn_id or turn_id is None:
         seg = Segment(turn_id=turn_id, records=[stored], parts=[])
         state.add_segment(seg)
+        if not isinstance(rec, Turn) and turn_id is not None and turn_id != state.open_turn:
+            # A late record of an earlier turn says whose it is, for as long as the segment
+            # grows (decided when the segment opens: it must stay a prefix of what follows).
+            seg.blocks.append(r.line(f"{HEADING}turn:{turn_id} (continued)",
+                                     [f"turn:{turn_id}"]))
     else:
         seg = last
         seg.records.append(stored)
     state.appended_refs.append(stored.ref)
     if turn_id is not None and isinstance(seg.records[0].record, Turn):
         state.shown.add(turn_id)  # the turn from its heading on (a late record alone is not)
-    blocks = []
-    for i, s in enumerate(seg.records):
-        if isinstance(s.record, Turn):
-            blocks.extend(entry_heading(r, s.record, s.ref))
-        elif i == 0 and turn_id is not None and turn_id != state.open_turn:
-            blocks.append(r.line(f"{HEADING}turn:{turn_id} (continued)", [f"turn:{turn_id}"]))
-        if not isinstance(s.record, Turn):
-            blocks.extend(r.record_blocks(s, {}))
+    seg.blocks.extend(entry_heading(r, rec, stored.ref) if isinstance(rec, Turn)
+                      else r.record_blocks(stored, {}))
     records = {s.ref: s for s in seg.records}
     previous = _last_part_before(state, seg)
-    parts = parts_of_blocks(blocks, records, r.counter, previous=previous)
+    parts = parts_of_blocks(seg.blocks, records, r.counter, previous=previous)
     state.appended_total += seg.set_parts(
         parts, parts_cost(parts, previous.role if previous else None, state.layout))
     if turn_id is not None:
