@@ -330,3 +330,15 @@ def test_late_records_of_an_earlier_turn_keep_their_heading_as_they_grow() -> No
     assert previous is not None
     heading = previous.index(f"turn:{ask} (continued)")
     assert heading < previous.index("migration step one") < previous.index("migration step two")
+
+
+def test_a_manifest_read_later_describes_its_own_request() -> None:
+    """A request's manifest is made on first use, from what the walk held when the request was
+    made: read after later requests appended more records, it is byte for byte the manifest
+    read at once (the appended refs are a prefix of a list the walk keeps growing)."""
+    store = memory_store(random_ledger(17, 90).records)
+    at_once = [r.manifest_json() for r in walk(SessionProjector(store), 4000)]
+    later = list(walk(SessionProjector(store), 4000))
+    assert [r.manifest_json() for r in later] == at_once
+    appended = [r.manifest.session["appended_records"] for r in later if r.manifest.session]
+    assert len(set(appended)) > 3  # requests appended different numbers of records
