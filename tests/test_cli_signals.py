@@ -13,8 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,28 +28,21 @@ SIGNALS = [
 ]
 
 
-@contextmanager
-def _sigint_not_ignored() -> Iterator[None]:
-    """A test run started as a background job of a shell without job control ignores SIGINT;
-    a child started meanwhile would inherit that (ignored signals survive exec), Python would
-    install no KeyboardInterrupt handler in it, and the interrupted case would hang on the FIFO.
-    An interactive user's Ctrl-C reaches a default handler: start the child with one."""
-    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    if ignored:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        if ignored:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _signal_when(args: list[str], ready: Callable[[], bool], signum: int, tmp: Path,
                  settle: float = 0.2) -> subprocess.CompletedProcess[str]:
-    with _sigint_not_ignored():
+    # A shell without job control starts background jobs with SIGINT ignored and a child inherits
+    # that: Python then installs no KeyboardInterrupt handler, and a test run started that way
+    # (`pytest … &` in a script) saw the child sit on the FIFO until killed. The command is right
+    # to keep an inherited "ignore" (`nohup` relies on it); the test wants the default. A handled
+    # signal is reset to the default across exec, an ignored one is not: so handle it here while
+    # the child starts.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
         proc = subprocess.Popen([sys.executable, "-m", "holon_ctx", *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=child_env(TMPDIR=str(tmp)))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         deadline = time.monotonic() + 120
         while not ready():
