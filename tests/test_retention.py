@@ -262,3 +262,51 @@ def test_the_caches_remember_and_stay_bounded() -> None:
     for seq in range(3, _FACTS_CACHE + 10):
         cache.facts(unit("timer", seq=seq), None)
         assert len(cache._facts) <= _FACTS_CACHE
+
+
+def test_a_wake_is_judged_past_the_ticks_and_retries_before_it() -> None:
+    """A wake repeating the one before a run of ticks and retries is still a duplicate (the run
+    folds into one line); a turn that did something, or a different wake, ends that: the next
+    wake is judged beside it."""
+    from holon_ctx.projection.retention import FactsCache, Retention, judged_beside
+    from holon_ctx.projection.view import Page
+
+    ping = ExternalEvent(id="e", source="bot", text="ping")
+    other = ExternalEvent(id="o", source="bot", text="pong")
+
+    def facts_of_last(*middle: TurnUnit) -> list[str]:
+        first = unit("external_event", ping, seq=1)
+        last = unit("external_event", ping, seq=len(middle) + 2)
+        retention = Retention({}, FactsCache())
+        retention.read(Page(index=0, units=(first, *middle, last), before=None, last=True,
+                            reached_start=True))
+        return retention.facts(last)
+
+    tick, retry = unit("timer", seq=2), unit("provider_retry", seq=3)
+    assert facts_of_last(tick, retry) == ["duplicate_wake"]
+    assert facts_of_last(unit("operator_input", Message(id="m", role=MessageRole.OPERATOR,
+                                                        text="go"), seq=2)) == ["external_event"]
+    assert facts_of_last(unit("external_event", other, seq=2), tick) == ["external_event"]
+    # Directly: a turn of any fact that says something happened is the next one's neighbour.
+    before = unit("external_event", ping, seq=1)
+    assert judged_beside(tick, ["noop_tick"], before) is before
+    assert judged_beside(retry, ["provider_retry", "noop_tick"], before) is before
+    assert judged_beside(tick, ["noop_tick", "progress_brief"], before) is tick
+    assert judged_beside(tick, [], before) is tick
+
+
+def test_a_turn_read_as_it_arrives_may_join_a_fold_run_only_if_it_may_prove_low() -> None:
+    """A session reads a turn before its records arrive: a turn already low may join a fold run,
+    and so may a wake with no event yet right after a wake (its event may repeat that one's);
+    a wake after anything else, a wake with a new event, or another empty turn may not."""
+    from holon_ctx.projection.retention import may_join_fold_run
+
+    wake = unit("external_event", ExternalEvent(id="e", source="bot", text="ping"), seq=1)
+    empty_wake = unit("external_event", seq=2)
+    assert may_join_fold_run(unit("timer", seq=2), None)
+    assert may_join_fold_run(empty_wake, wake)
+    assert not may_join_fold_run(empty_wake, None)
+    assert not may_join_fold_run(empty_wake, unit("timer", seq=1))
+    assert not may_join_fold_run(
+        unit("external_event", ExternalEvent(id="n", source="bot", text="new"), seq=2), wake)
+    assert not may_join_fold_run(unit("operator_input", seq=2), wake)
