@@ -310,3 +310,22 @@ def test_a_turn_read_as_it_arrives_may_join_a_fold_run_only_if_it_may_prove_low(
     assert not may_join_fold_run(
         unit("external_event", ExternalEvent(id="n", source="bot", text="new"), seq=2), wake)
     assert not may_join_fold_run(unit("operator_input", seq=2), wake)
+
+
+def test_a_repeated_poll_with_a_progress_note_is_still_a_poll() -> None:
+    """A poll that repeats the turn before and also reports progress ("3/10") is a repeated
+    poll: its facts are all a poll may have, tool summary and progress together."""
+    before = unit("timer", tool(args_preview="status", output="pending"), seq=1)
+    again = unit("timer", tool(args_preview="status", output="pending"),
+                 Brief(id="p", kind=BriefKind.PROGRESS, text="3/10"), seq=2)
+    assert turn_facts(again, before) == ["repeated_pending_poll"]
+
+
+@pytest.mark.parametrize("trigger", sorted(t.value for t in Trigger
+                                           if t is not Trigger.EXTERNAL_EVENT))
+def test_only_a_wake_is_a_duplicate_wake(trigger: str) -> None:
+    """A turn of any other trigger carrying the same event as the wake before it is judged as it
+    would be alone: only a wake repeats a wake (whatever the trigger's name's order)."""
+    event = ExternalEvent(id="e", source="bot", text="ping")
+    carrier = unit(trigger, event, seq=2)
+    assert turn_facts(carrier, unit("external_event", event, seq=1)) == turn_facts(carrier)
