@@ -329,3 +329,14 @@ def test_only_a_wake_is_a_duplicate_wake(trigger: str) -> None:
     event = ExternalEvent(id="e", source="bot", text="ping")
     carrier = unit(trigger, event, seq=2)
     assert turn_facts(carrier, unit("external_event", event, seq=1)) == turn_facts(carrier)
+
+
+@pytest.mark.parametrize(("was", "now"), [(ToolStatus.OK, ToolStatus.CANCELLED),
+                                          (ToolStatus.CANCELLED, ToolStatus.OK)])
+def test_a_poll_whose_status_changed_is_news_with_the_same_output(was: ToolStatus,
+                                                                  now: ToolStatus) -> None:
+    """The same output with another status (a run cancelled this time, or done after being
+    cancelled) is a changed result, whichever way the status names sort."""
+    before = unit("timer", tool(args_preview="status", output="pending", status=was), seq=1)
+    again = unit("timer", tool(args_preview="status", output="pending", status=now), seq=2)
+    assert turn_facts(again, before) == ["tool_summary"]
