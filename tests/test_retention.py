@@ -340,3 +340,15 @@ def test_a_poll_whose_status_changed_is_news_with_the_same_output(was: ToolStatu
     before = unit("timer", tool(args_preview="status", output="pending", status=was), seq=1)
     again = unit("timer", tool(args_preview="status", output="pending", status=now), seq=2)
     assert turn_facts(again, before) == ["tool_summary"]
+
+
+def test_low_and_diagnostic_turns_both_join_a_fold_run() -> None:
+    """A fold run takes ticks (low) and retries with only their runtime note (diagnostic) alike;
+    a turn of normal or high class never joins one."""
+    note = Message(id="n", role=MessageRole.SYSTEM, text="attempt 2/5")
+    assert classify(turn_facts(unit("provider_retry", note))) is Priority.DIAGNOSTIC
+    assert in_fold_run(unit("provider_retry", note), None)
+    assert classify(turn_facts(unit("scheduler_tick"))) is Priority.LOW
+    assert in_fold_run(unit("scheduler_tick"), None)
+    assert not in_fold_run(unit("x-hook"), None)
+    assert not in_fold_run(unit("provider_retry", tool(exit_code=1)), None)
