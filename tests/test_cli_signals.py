@@ -30,8 +30,19 @@ SIGNALS = [
 
 def _signal_when(args: list[str], ready: Callable[[], bool], signum: int, tmp: Path,
                  settle: float = 0.2) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "holon_ctx", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=child_env(TMPDIR=str(tmp)))
+    # A shell without job control starts background jobs with SIGINT ignored and a child inherits
+    # that: Python then installs no KeyboardInterrupt handler, and a test run started that way
+    # (`pytest … &` in a script) saw the child sit on the FIFO until killed. The command is right
+    # to keep an inherited "ignore" (`nohup` relies on it); the test wants the default. A handled
+    # signal is reset to the default across exec, an ignored one is not: so handle it here while
+    # the child starts.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "holon_ctx", *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=child_env(TMPDIR=str(tmp)))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         deadline = time.monotonic() + 120
         while not ready():
