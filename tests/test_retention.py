@@ -310,6 +310,9 @@ def test_a_turn_read_as_it_arrives_may_join_a_fold_run_only_if_it_may_prove_low(
     assert not may_join_fold_run(
         unit("external_event", ExternalEvent(id="n", source="bot", text="new"), seq=2), wake)
     assert not may_join_fold_run(unit("operator_input", seq=2), wake)
+    # Whatever the triggers' names' order: "approval_decision" sorts before "external_event".
+    assert not may_join_fold_run(empty_wake, unit("approval_decision", seq=1))
+    assert not may_join_fold_run(unit("approval_decision", seq=2), wake)
 
 
 def test_a_repeated_poll_with_a_progress_note_is_still_a_poll() -> None:
