@@ -355,3 +355,23 @@ def test_low_and_diagnostic_turns_both_join_a_fold_run() -> None:
     assert in_fold_run(unit("scheduler_tick"), None)
     assert not in_fold_run(unit("x-hook"), None)
     assert not in_fold_run(unit("provider_retry", tool(exit_code=1)), None)
+
+
+@pytest.mark.parametrize(("was", "now"), [("pending", "done"), ("done", "pending")])
+def test_a_poll_whose_output_changed_is_news_whichever_way_it_sorts(was: str, now: str) -> None:
+    """Outputs are compared for equality: "done" after "pending" and back are both news."""
+    before = unit("timer", tool(args_preview="status", output=was), seq=1)
+    assert turn_facts(unit("timer", tool(args_preview="status", output=now), seq=2), before) == [
+        "tool_summary"]
+
+
+def test_a_wake_repeating_the_event_with_more_content_is_not_a_duplicate() -> None:
+    """A wake with the same event as the wake before it but also a message or a tool run is
+    judged by what it holds: only a wake that holds nothing but the repeated event is low."""
+    event = ExternalEvent(id="e", source="bot", text="ping")
+    first = unit("external_event", event, seq=1)
+    said = unit("external_event", event, Message(id="a", role=MessageRole.ASSISTANT, text="ok"),
+                seq=2)
+    ran = unit("external_event", event, tool(), seq=2)
+    assert turn_facts(said, first) == ["external_event", "assistant_message"]
+    assert turn_facts(ran, first) == ["external_event", "tool_summary"]
