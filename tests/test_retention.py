@@ -375,3 +375,21 @@ def test_a_wake_repeating_the_event_with_more_content_is_not_a_duplicate() -> No
     ran = unit("external_event", event, tool(), seq=2)
     assert turn_facts(said, first) == ["external_event", "assistant_message"]
     assert turn_facts(ran, first) == ["external_event", "tool_summary"]
+
+
+def test_a_repeated_failing_poll_stays_a_failure() -> None:
+    """A check that fails again with the same output is not a quiet repeated poll: its failure
+    keeps it high."""
+    failing = {"args_preview": "status", "output": "connection refused",
+               "status": ToolStatus.ERROR, "exit_code": 1}
+    before = unit("timer", tool(**failing), seq=1)
+    facts = turn_facts(unit("timer", tool(**failing), seq=2), before)
+    assert "repeated_pending_poll" not in facts
+    assert classify(facts) is Priority.HIGH
+
+
+def test_a_noop_tick_with_a_poll_and_a_progress_note_is_low() -> None:
+    """The runtime's noop verdict covers a tick that polled a status and noted progress both."""
+    tick = unit("timer", tool(args_preview="status"), Brief(id="p", kind=BriefKind.PROGRESS,
+                                                            text="3/10"), outcome=Outcome.NOOP)
+    assert turn_facts(tick) == ["noop_tick"]
