@@ -13,7 +13,7 @@ taken on are in ``docs/performance.md`` ("Cache-stable projection").
   billed total over all ledgers.
   Targets (issue 13): session reuse >= 0.85 at 8k and >= 0.92 at 32k; billed share <= 0.30 at 8k
   and <= 0.18 at 32k, and below keep-newest's at both.
-* ``test_per_turn_latency``: a 100k-turn SQLite ledger at 32k, a long-lived session walking 300
+* ``test_per_turn_latency``: a 100k-turn SQLite ledger at 32k, a long-lived session walking 900
   consecutive turns: CPU time of each request, split into requests that only append (issue 13's
   target: p50 <= 1 ms) and requests that re-plan, beside a stateless projection of the same turns.
   Times are recorded, never asserted (they depend on the machine and its load).
@@ -22,6 +22,7 @@ taken on are in ``docs/performance.md`` ("Cache-stable projection").
 from __future__ import annotations
 
 import importlib.resources
+import os
 import statistics
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 
 import pytest
 from projection_gen import projection_db
+from targets import target
 
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
@@ -127,17 +129,25 @@ def _cpu_ms(fn: Any) -> float:
     return (time.process_time() - started) * 1000
 
 
+#: Consecutive turns the latency benchmark walks (after 60 to warm up): enough for ~10 re-plans,
+#: so their median is not one or two samples.
+LATENCY_TURNS = 900
+
+
 def test_per_turn_latency(benchmark: Any) -> None:
-    """300 consecutive turns of a 100k-turn ledger at 32k: appends vs re-plans vs stateless."""
+    """900 consecutive turns of a 100k-turn ledger at 32k: appends vs re-plans vs stateless."""
     db = projection_db(100_000)
     store = SqliteStore(db)
-    turns = [s.record.id for s in store.turns_before(10**12, 360, store.end_pos())
+    turns = [s.record.id for s in store.turns_before(10**12, LATENCY_TURNS + 60, store.end_pos())
              if isinstance(s.record, Turn)][::-1]
     session = SessionProjector(store, layout=Layout.MESSAGES)
     stateless = Projector(store)
     append_ms: list[float] = []
     replan_ms: list[float] = []
     stateless_ms: list[float] = []
+    #: Each re-plan's time over the stateless call's for the same turn.
+    replan_ratio: list[float] = []
+    reasons: dict[str, int] = {}
 
     def run() -> None:
         session.request(budget_tokens=32768, at=turns[59])  # warm: the walk from a checkpoint
@@ -148,18 +158,32 @@ def test_per_turn_latency(benchmark: Any) -> None:
             (replan_ms if request.replanned else append_ms).append(ms)
             stateless_ms.append(_cpu_ms(lambda t=turn_id: stateless.project(
                 budget_tokens=32768, at=t)))
+            if request.replanned:
+                replan_ratio.append(ms / stateless_ms[-1])
+                reason = request.replan_reason or "?"
+                reasons[reason] = reasons.get(reason, 0) + 1
 
+    load_before = os.getloadavg()[0]
     benchmark.pedantic(run, rounds=1, iterations=1)
     figures = {"append_p50_ms": round(statistics.median(append_ms), 3),
                "append_p99_ms": round(sorted(append_ms)[int(len(append_ms) * 0.99) - 1], 3),
-               "replans": len(replan_ms),
+               "replans": len(replan_ms), "replan_reasons": reasons,
                "replan_p50_ms": round(statistics.median(replan_ms), 2) if replan_ms else None,
-               "stateless_p50_ms": round(statistics.median(stateless_ms), 2)}
+               "replan_over_stateless_same_turn_p50": (
+                   round(statistics.median(replan_ratio), 2) if replan_ratio else None),
+               "stateless_p50_ms": round(statistics.median(stateless_ms), 2),
+               # What a runtime pays per turn, re-plans included.
+               "mean_ms_per_turn": round(statistics.mean(append_ms + replan_ms), 3),
+               "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)]}
     FIGURES["latency/100k/32768"] = figures
     benchmark.extra_info.update(figures)
     store.close()
-    # A re-plan runs the planner with a memo that is ~100 turns colder than a stateless
-    # projector called every turn; its time is reported beside the stateless call's (and in
-    # docs/performance.md), not asserted: what a runtime pays per turn is the mean below.
-    figures["mean_ms_per_turn"] = round(statistics.mean(append_ms + replan_ms), 3)
-    benchmark.extra_info.update(figures)
+    # Times are recorded (docs/performance.md), never asserted: they depend on the machine and
+    # its load. Issue 13's targets: append p50 <= 1 ms; a re-plan no slower than a stateless call
+    # (p50 against p50, and each re-plan against the stateless call for the same turn).
+    target("session append p50 ms at 100k turns, 32k", figures["append_p50_ms"], 1.0)
+    if replan_ms:
+        target("session re-plan p50 / stateless p50",
+               statistics.median(replan_ms) / statistics.median(stateless_ms), 1.0)
+        target("session re-plan / stateless call, same turn, p50",
+               statistics.median(replan_ratio), 1.0)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -249,3 +250,95 @@ def test_low_value_runs_fold_between_replans_too() -> None:
     assert after.manifest.folded[0].count == 40
     # Each request still extends the one before it: the fold line is appended, never rewritten.
     assert after.text.startswith(during.text[:len(during.text) - len(during.parts[-1].text)])
+
+
+def test_the_tail_follows_waits_and_work_item_changes_within_an_epoch() -> None:
+    """The tail reads the work item and its open waits again only after a work-item or wait
+    record: a long-lived walk (reads kept) and a fresh projector at each position (nothing
+    kept) make the same request at every record, and the tail says each change as it lands."""
+    b = LedgerBuilder()
+    ask = b.operator("Ship the billing fix", work_item="wi1")
+    b.work_item("wi1", objective="Ship the billing fix", todos=[("patch", False), ("deploy", False)])
+    b.busy(3, anchor=ask, work_item="wi1", topic="billing")
+    b.task_result("ci", "CI started", anchor=ask, work_item="wi1")
+    b.open_wait("ci-green", "CI must pass on main")
+    b.busy(2, anchor=ask, work_item="wi1", topic="billing")
+    b.task_result("patch", "patched", anchor=ask, work_item="wi1")
+    b.work_item("wi1", todos=[("patch", True), ("deploy", False)])
+    b.external("ci", "CI is green", anchor=ask, work_item="wi1")
+    b.close_wait("ci-green")
+    b.busy(2, anchor=ask, work_item="wi1", topic="billing")
+    store = memory_store(b.records)
+    end = store.end_pos()
+    first_turn = next(s.pos for s in store.records_between(0, end) if isinstance(s.record, Turn))
+    kept = SessionProjector(store)
+    tails = []
+    for pos in range(first_turn + 1, end + 1):
+        warm = kept.request(budget_tokens=20000, limit_pos=pos)
+        cold = SessionProjector(store).request(budget_tokens=20000, limit_pos=pos)
+        assert warm.text == cold.text, pos
+        tails.append(warm.parts[-1].text)
+    assert kept.epoch_starts(budget_tokens=20000)[-1].limit_pos <= first_turn + 1  # one epoch
+    waiting = [("waiting on ci-green" in t) for t in tails]
+    # The wait opens, shows in every tail while open, and leaves the tail when it closes.
+    assert waiting.index(True) > 0
+    assert not waiting[-1]
+    assert any("todos 1/2 done" in t for t in tails)
+    assert any("todos 0/2 done" in t for t in tails)
+
+
+def test_a_cold_renderer_memo_makes_the_same_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a request holds never depends on what the renderers remember: a walk whose memo is
+    dropped after every entry (as cold as a new process at each step) makes the same requests,
+    re-plans included, as one whose memo stays warm."""
+    store = memory_store(random_ledger(13, 120).records)
+    warm = [(r.text, r.replanned) for r in walk(SessionProjector(store, layout=Layout.MESSAGES),
+                                                3500)]
+    monkeypatch.setattr("holon_ctx.projection.render._MEMO_ENTRIES", 1)
+    cold = [(r.text, r.replanned) for r in walk(SessionProjector(store, layout=Layout.MESSAGES),
+                                                3500)]
+    assert cold == warm
+    assert sum(replanned for _, replanned in warm) >= 2
+
+
+def test_late_records_of_an_earlier_turn_keep_their_heading_as_they_grow() -> None:
+    """Two results of an earlier turn arriving after a later turn began: the first opens a
+    "(continued)" heading naming their turn, and the second joins it under that heading, so each
+    request still extends the one before it (the heading was once dropped when the run grew,
+    which put both results under the later turn's heading and broke the cached prefix)."""
+    b = LedgerBuilder()
+    ask = b.operator("Run the migration and report", work_item="wi1")
+    b.assistant("Starting the migration now.")
+    b.task_result("other", "an unrelated task finished", anchor=ask, work_item="wi1")
+    b.task_record("mig-1", "migration step one done")
+    b.task_record("mig-2", "migration step two done")
+    late = b.records[-2:]
+    late = [msgspec.structs.replace(r, turn_id=ask) for r in late]
+    b.records[-2:] = late
+    store = memory_store(b.records)
+    end = store.end_pos()
+    projector = SessionProjector(store)
+    previous = None
+    for pos in range(end - 3, end + 1):
+        request = projector.request(budget_tokens=8000, limit_pos=pos)
+        check_request(request)
+        body = request.text[:len(request.text) - len(request.parts[-1].text)]
+        if previous is not None:
+            assert not request.replanned
+            assert body.startswith(previous)
+        previous = body
+    assert previous is not None
+    heading = previous.index(f"turn:{ask} (continued)")
+    assert heading < previous.index("migration step one") < previous.index("migration step two")
+
+
+def test_a_manifest_read_later_describes_its_own_request() -> None:
+    """A request's manifest is made on first use, from what the walk held when the request was
+    made: read after later requests appended more records, it is byte for byte the manifest
+    read at once (the appended refs are a prefix of a list the walk keeps growing)."""
+    store = memory_store(random_ledger(17, 90).records)
+    at_once = [r.manifest_json() for r in walk(SessionProjector(store), 4000)]
+    later = list(walk(SessionProjector(store), 4000))
+    assert [r.manifest_json() for r in later] == at_once
+    appended = [r.manifest.session["appended_records"] for r in later if r.manifest.session]
+    assert len(set(appended)) > 3  # requests appended different numbers of records

@@ -18,14 +18,17 @@ each stage works, and RFC 0002 why.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 from holon_ctx.errors import EngineError, InputError
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection import sections
 from holon_ctx.projection.clipping import Clipper
-from holon_ctx.projection.context import analyse
+from holon_ctx.projection.context import Context, analyse
 from holon_ctx.projection.history import History
+from holon_ctx.projection.items import Item
 from holon_ctx.projection.manifest import (
     SECTION_TITLES,
     ItemDecision,
@@ -33,8 +36,8 @@ from holon_ctx.projection.manifest import (
     Reading,
     assemble,
 )
-from holon_ctx.projection.model import ControlSource, EpisodeSource, Section
-from holon_ctx.projection.planner import plan
+from holon_ctx.projection.model import ControlSource, EpisodeSource, RecalledEpisode, Section
+from holon_ctx.projection.planner import Plan, plan
 from holon_ctx.projection.policy import Policy, WindowLimits
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.retention import FactsCache, Retention, in_fold_run
@@ -42,7 +45,7 @@ from holon_ctx.projection.turns import TurnItems
 from holon_ctx.projection.view import load_view
 from holon_ctx.tokens import TokenCounter, default_counter
 
-__all__ = ["SECTION_TITLES", "ItemDecision", "Projection", "Projector"]
+__all__ = ["SECTION_TITLES", "ItemDecision", "Projection", "Projector", "plan_and_assemble"]
 
 
 class Projector:
@@ -99,18 +102,28 @@ class Projector:
                  *sections.work_item(ctx, r), *sections.work_refs(ctx, r), *episode_items,
                  *history.tier0(recalled).items,
                  *sections.current_input(ctx, r, turns, history.chain_of)]
-        chosen = plan(items, budget_tokens=budget_tokens, header_tokens=self._headers,
-                      clip=Clipper(r).clip, sources=history.sources())
-        reading = Reading(view=view, relation=ctx.relation, pages=tuple(history.pages),
-                          units=tuple(history.units),
-                          folds=tuple(f for tier in history.tiers for f in tier.folds),
-                          reruns=ctx.frontier.reruns(), recalled=tuple(recalled),
-                          high_read=history.high_read)
-        deeper = [item for tier in history.tiers[1:] for item in tier.items]
-        projection = assemble(reading, [*items, *deeper], chosen, budget_tokens, r)
+        projection, _ = plan_and_assemble(ctx, history, items, recalled, r,
+                                          budget_tokens=budget_tokens, headers=self._headers)
         if verify:
             actual = self.counter.count(projection.text)
             if actual != projection.used_tokens:
                 raise EngineError(
                     f"planned {projection.used_tokens} tokens, the text has {actual}")
         return projection
+
+
+def plan_and_assemble(ctx: Context, history: History, items: list[Item],
+                      recalled: Sequence[RecalledEpisode], r: Renderer, *, budget_tokens: int,
+                      headers: dict[Section, int]) -> tuple[Projection, Plan]:
+    """Plan ``items`` (and the deeper pages ``history`` reads as the planner asks) under
+    ``budget_tokens`` and assemble the projection; the plan too (a session's re-plan reads it).
+    Shared by the stateless call and a session's re-plan (:mod:`.replan`)."""
+    chosen = plan(items, budget_tokens=budget_tokens, header_tokens=headers,
+                  clip=Clipper(r).clip, sources=history.sources())
+    reading = Reading(view=ctx.view, relation=ctx.relation, pages=tuple(history.pages),
+                      units=tuple(history.units),
+                      folds=tuple(f for tier in history.tiers for f in tier.folds),
+                      reruns=ctx.frontier.reruns(), recalled=tuple(recalled),
+                      high_read=history.high_read)
+    deeper = [item for tier in history.tiers[1:] for item in tier.items]
+    return assemble(reading, [*items, *deeper], chosen, budget_tokens, r), chosen

@@ -24,13 +24,12 @@ import attrs
 
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection import sections
-from holon_ctx.projection.clipping import Clipper
 from holon_ctx.projection.context import Context, analyse
 from holon_ctx.projection.effects import track_effects
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.history import History
 from holon_ctx.projection.items import Item, Rendered
-from holon_ctx.projection.manifest import SECTION_TITLES, Projection, Reading, assemble
+from holon_ctx.projection.manifest import SECTION_TITLES, Projection
 from holon_ctx.projection.model import (
     ControlState,
     EpisodeSource,
@@ -41,8 +40,8 @@ from holon_ctx.projection.model import (
 )
 from holon_ctx.projection.native import Part, parts_of_blocks, system_part, text_part
 from holon_ctx.projection.pins import SLOTS
-from holon_ctx.projection.planner import plan
 from holon_ctx.projection.policy import Policy
+from holon_ctx.projection.projector import plan_and_assemble
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.retention import FactsCache, Retention, in_fold_run
 from holon_ctx.projection.turns import ChainOf, TurnItems
@@ -112,15 +111,8 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     episode_items, recalled = sections.episodes(ctx, r, episodes)
     items = [*sections.environment(ctx, r), *episode_items,
              *history.tier0(recalled).items, *_current_items(ctx, turns, history.chain_of, r)]
-    chosen = plan(items, budget_tokens=budget_tokens, header_tokens=headers,
-                  clip=Clipper(r).clip, sources=history.sources())
-    reading = Reading(view=view, relation=ctx.relation, pages=tuple(history.pages),
-                      units=tuple(history.units),
-                      folds=tuple(f for tier in history.tiers for f in tier.folds),
-                      reruns=ctx.frontier.reruns(), recalled=tuple(recalled),
-                      high_read=history.high_read)
-    deeper = [item for tier in history.tiers[1:] for item in tier.items]
-    projection = assemble(reading, [*items, *deeper], chosen, budget_tokens, r)
+    projection, chosen = plan_and_assemble(ctx, history, items, recalled, r,
+                                           budget_tokens=budget_tokens, headers=headers)
     records = _records(history.units, view)
     parts, prefix_count = _parts(projection, items, records, r)
     # A turn counts as shown when the model can read what it said: its full form (clipped to

@@ -42,7 +42,17 @@ from holon_ctx.ledger.epochs import (
     EpochStore,
     MemoryEpochStore,
 )
-from holon_ctx.ledger.records import Brief, Environment, Message, Pin, TaskResult, Tool, Turn
+from holon_ctx.ledger.records import (
+    Brief,
+    Environment,
+    Message,
+    Pin,
+    TaskResult,
+    Tool,
+    Turn,
+    Wait,
+    WorkItem,
+)
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.effects import effect_lines, track_effects
 from holon_ctx.projection.frontier import Tally
@@ -94,7 +104,7 @@ __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "Ses
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/3"
+ENGINE_VERSION: Final = "session/4"
 
 
 class SessionProjector:
@@ -260,6 +270,8 @@ class SessionProjector:
         if not isinstance(rec, Message | Brief):
             # A reply or a brief changes nothing the tail states; anything else may.
             state.tail = None
+            if isinstance(rec, WorkItem | Wait):
+                state.tail_reads = None
         tail = self._tail(state, limit, control)
         total = state.frozen_tokens + state.appended_tokens() + self._tail_cost(state, tail)
         if total > state.budget:
@@ -356,8 +368,14 @@ class SessionProjector:
         cur = state.current
         assert cur is not None
         wid = state.work_item_id
-        work_item = self.store.work_item_state(wid, limit) if wid else None
-        waits = self.store.open_waits(limit) if work_item is not None else []
+        reads = state.tail_reads
+        if reads is None or reads[0] != wid:
+            # Kept until the walk passes a work-item or a wait record: the store derives these
+            # states from those records alone, so the reads as of ``limit`` are the same.
+            work_item = self.store.work_item_state(wid, limit) if wid else None
+            waits = self.store.open_waits(limit) if work_item is not None else []
+            reads = state.tail_reads = (wid, work_item, waits)
+        _, work_item, waits = reads
         for ref in state.unresolved.values():
             if ref not in state.effect_runs:
                 found = self.store.get(ref)
@@ -441,7 +459,9 @@ class SessionProjector:
             frozen=parts, prefix_count=frozen.prefix_count,
             frozen_tokens=(frozen.projection.used_tokens if self.layout is Layout.TEXT
                            else parts_cost(parts, None, self.layout)),
-            manifest=frozen.projection.manifest,
+            # Without its text: a request's manifest states the request's own text, so the
+            # plan's (as long as the frozen part) would only be persisted at every re-plan.
+            manifest=msgspec.structs.replace(frozen.projection.manifest, text=""),
             env_ref=view.environment.ref if view.environment else None,
             work_item_id=ctx.work_item_id, shown=set(frozen.shown), open_turn=frozen.open_turn,
             tally=None if tally is None else Tally(tally.done, tally.failed, tally.pending,
@@ -518,8 +538,8 @@ class SessionProjector:
                  reason: str | None) -> SessionRequest:
         tail = self._tail(state, end, control)
         tail_part = text_part(tail.text, tail.tokens, tail.refs)
-        appended = [p for seg in state.segments for p in seg.parts]
-        parts = (*state.frozen, *appended, tail_part)
+        last = state.segments[-1] if state.segments else None
+        parts = (*state.frozen, *state.closed_parts, *(last.parts if last else ()), tail_part)
         history_end = len(parts) - 2
         while history_end >= 0 and not (parts[history_end].content or parts[history_end].calls):
             history_end -= 1
@@ -528,20 +548,23 @@ class SessionProjector:
         cached = 0 if replanned else state.last_request_end
         state.last_request_end = body
         frozen_text, frozen_content, frozen_content_tokens, _, _ = state.frozen_sums()
-        # Joined from per-epoch and per-segment strings: O(segments), not O(parts), per request.
+        # Joined from per-epoch and per-segment strings, the closed segments' kept as they
+        # closed: no Python-level pass over what was appended since the re-plan.
         if self.layout is Layout.TEXT:
-            text = "".join([frozen_text, *(seg.text for seg in state.segments), tail.text])
+            text = "".join([frozen_text, *state.closed_texts, last.text if last else "",
+                            tail.text])
             used = request_tokens
         else:
-            text = "".join([frozen_content, *(seg.content for seg in state.segments), tail.text])
-            used = (frozen_content_tokens + sum(seg.content_tokens for seg in state.segments)
-                    + tail.tokens)
+            text = "".join([frozen_content, *state.closed_contents,
+                            last.content if last else "", tail.text])
+            used = (frozen_content_tokens + state.closed_content_tokens
+                    + (last.content_tokens if last else 0) + tail.tokens)
         # What the manifest needs, captured now (the state moves on with the next request).
         snapshot = Snapshot(
             frozen=state.manifest, budget=state.budget, start=state.start,
             plan_budget=state.plan_budget, frozen_tokens=state.frozen_tokens,
             prefix_tokens=state.frozen_sums()[3], appended_tokens=state.appended_tokens(),
-            appended_refs=[stored.ref for seg in state.segments for stored in seg.records],
+            appended_log=state.appended_refs, appended_count=len(state.appended_refs),
             current=state.current, anchor=state.anchor, folds=list(state.folds))
         return SessionRequest(layout=self.layout, budget_tokens=state.budget, used_tokens=used,
                               request_tokens=request_tokens, parts=parts,

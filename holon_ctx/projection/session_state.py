@@ -21,6 +21,7 @@ import msgspec
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.epochs import EpochStart
 from holon_ctx.ledger.records import Message, MessageRole, Turn
+from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.folding import fold_item
 from holon_ctx.projection.formats import HEADING, one_line
@@ -170,6 +171,9 @@ class Segment:
     turn_id: str | None
     records: list[StoredRecord]
     parts: list[Part]
+    #: The records' blocks, each record's rendered once, when it joins (only the parts are
+    #: re-made: a tool result attaches to the reply before it).
+    blocks: list[Block] = attrs.Factory(list)
     tokens: int = 0
     text: str = ""
     content: str = ""
@@ -232,9 +236,32 @@ class WalkState:
     effect_runs: dict[str, StoredRecord] = attrs.Factory(dict)
     #: The frozen parts' texts and counts, joined once per epoch (see :meth:`frozen_sums`).
     _frozen_sums: tuple[str, str, int, int, Role | None] | None = None
+    #: Every segment but the last is *closed* (only the last one is ever re-made): their parts,
+    #: texts, contents and content tokens, kept as each closes, so that a request costs the new
+    #: segment and the tail, not a pass over everything appended since the re-plan.
+    closed_parts: list[Part] = attrs.Factory(list)
+    closed_texts: list[str] = attrs.Factory(list)
+    closed_contents: list[str] = attrs.Factory(list)
+    closed_content_tokens: int = 0
+    #: Refs of the records appended since the re-plan, in order (only ever appended to, so a
+    #: request's manifest can take its prefix later: :class:`Snapshot`).
+    appended_refs: list[str] = attrs.Factory(list)
+    #: ``(work item id, its state, its open waits)`` as the tail last read them: they change only
+    #: at a work-item or a wait record, which clears this (``None``: to be read again).
+    tail_reads: tuple[str | None, WorkItemState | None, list[WaitState]] | None = None
 
     def appended_tokens(self) -> int:
         return self.appended_total
+
+    def add_segment(self, seg: Segment) -> None:
+        """Append ``seg``; the segment it follows is closed (see ``closed_parts``)."""
+        if self.segments:
+            last = self.segments[-1]
+            self.closed_parts.extend(last.parts)
+            self.closed_texts.append(last.text)
+            self.closed_contents.append(last.content)
+            self.closed_content_tokens += last.content_tokens
+        self.segments.append(seg)
 
     def frozen_sums(self) -> tuple[str, str, int, int, Role | None]:
         """``(text, content, content tokens, prefix tokens, last role)`` of the frozen part."""
@@ -290,23 +317,23 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
     last = state.segments[-1] if state.segments else None
     if new_turn or last is None or last.turn_id != turn_id or turn_id is None:
         seg = Segment(turn_id=turn_id, records=[stored], parts=[])
-        state.segments.append(seg)
+        state.add_segment(seg)
+        if not isinstance(rec, Turn) and turn_id is not None and turn_id != state.open_turn:
+            # A late record of an earlier turn says whose it is, for as long as the segment
+            # grows (decided when the segment opens: it must stay a prefix of what follows).
+            seg.blocks.append(r.line(f"{HEADING}turn:{turn_id} (continued)",
+                                     [f"turn:{turn_id}"]))
     else:
         seg = last
         seg.records.append(stored)
+    state.appended_refs.append(stored.ref)
     if turn_id is not None and isinstance(seg.records[0].record, Turn):
         state.shown.add(turn_id)  # the turn from its heading on (a late record alone is not)
-    blocks = []
-    for i, s in enumerate(seg.records):
-        if isinstance(s.record, Turn):
-            blocks.extend(entry_heading(r, s.record, s.ref))
-        elif i == 0 and turn_id is not None and turn_id != state.open_turn:
-            blocks.append(r.line(f"{HEADING}turn:{turn_id} (continued)", [f"turn:{turn_id}"]))
-        if not isinstance(s.record, Turn):
-            blocks.extend(r.record_blocks(s, {}))
+    seg.blocks.extend(entry_heading(r, rec, stored.ref) if isinstance(rec, Turn)
+                      else r.record_blocks(stored, {}))
     records = {s.ref: s for s in seg.records}
     previous = _last_part_before(state, seg)
-    parts = parts_of_blocks(blocks, records, r.counter, previous=previous)
+    parts = parts_of_blocks(seg.blocks, records, r.counter, previous=previous)
     state.appended_total += seg.set_parts(
         parts, parts_cost(parts, previous.role if previous else None, state.layout))
     if turn_id is not None:
@@ -390,10 +417,17 @@ class Snapshot:
     frozen_tokens: int
     prefix_tokens: int
     appended_tokens: int
-    appended_refs: list[str]
+    #: The walk's :attr:`WalkState.appended_refs` and how many of them the request holds (the
+    #: list only grows, so its prefix is taken when the manifest is made, if ever).
+    appended_log: list[str]
+    appended_count: int
     current: TurnUnit | None
     anchor: TurnUnit | None
     folds: list[FoldManifest] = attrs.Factory(list)
+
+    @property
+    def appended_refs(self) -> list[str]:
+        return self.appended_log[:self.appended_count]
 
 
 def entry_heading(r: Renderer, turn: Turn, ref: str) -> list[Block]:
@@ -463,7 +497,7 @@ def append_fold(state: WalkState, r: Renderer, facts: Callable[[TurnUnit], list[
     parts = [text_part(line.text, line.tokens)]
     previous = _last_part_before(state, Segment(turn_id=None, records=[], parts=[]))
     seg = Segment(turn_id=None, records=[], parts=[])
-    state.segments.append(seg)
+    state.add_segment(seg)
     state.appended_total += seg.set_parts(
         parts, parts_cost(parts, previous.role if previous else None, state.layout))
     state.folds.append(fold)

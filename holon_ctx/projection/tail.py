@@ -52,9 +52,11 @@ class Tail:
     blocks: tuple[Block, ...]
     tokens: int
     refs: tuple[str, ...]
+    #: The blocks' text, joined once (a walk measures the tail after every record).
+    text: str = attrs.field(init=False)
 
-    @property
-    def text(self) -> str:
+    @text.default
+    def _text(self) -> str:
         return "".join(b.text for b in self.blocks)
 
 

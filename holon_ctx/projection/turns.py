@@ -94,8 +94,11 @@ class TurnItems:
         r = self.r
         head = r.turn_head(unit, priority=priority, reasons=reasons, other_work_item=other,
                            chain=chain, loop_step=loop_step)
-        forms = {Form.COMPACT: r.turn_compact(unit, head),
-                 Form.FULL: r.turn_full(unit, head, elsewhere=elsewhere)}
+        forms = {Form.COMPACT: r.turn_compact(unit, head)}
+        if not other or priority is Priority.PINNED:
+            # Another work item's turn offers its compact form alone (see item()): its full
+            # form would never be read, and rendering it is most of a cold turn's cost.
+            forms[Form.FULL] = r.turn_full(unit, head, elsewhere=elsewhere)
         if priority is Priority.PINNED:
             forms[Form.REF] = r.turn_ref(unit)
             # A pinned turn's compact form keeps the operator's words verbatim: they are why
