@@ -2,7 +2,8 @@
 """One entry point for a fresh machine: ``python3 dev.py [--verbose] JOB [ARGS...]``.
 
     demo    build the bundled demo ledger and preview it (arguments go to ``holon-ctx demo``)
-    test    the test suite (arguments go to pytest)
+    test    the default test run (arguments go to pytest); ``test --slow`` runs the slow tier
+            (docs/testing.md); the whole suite runs on two processes (pytest-xdist)
     lint    ruff check and mypy --strict
     bench   the benchmarks in bench/ (arguments go to pytest)
     goldens regenerate the golden files in tests/golden and show the diff to review (the tests
@@ -40,6 +41,10 @@ PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 STAMP = VENV / ".holon-install-stamp"
 LOG = VENV / "pip.log"
 JOBS = ("demo", "test", "lint", "bench", "shell", "cli", "goldens", "mutate")
+#: Processes for a whole-suite run: the project's machine has two cores (docs/testing.md).
+TEST_WORKERS = "2"
+#: Arguments after which the caller has chosen how pytest runs (or that need one process).
+_SERIAL_CHOICES = ("-n", "--numprocesses", "--dist", "--pdb", "--trace", "no:xdist", "-pno:xdist")
 #: Test modules that write golden files when HOLON_CTX_WRITE_GOLDEN=1 (see goldens()).
 GOLDEN_TESTS = ("tests/test_cli_preview_golden.py", "tests/test_cli_preview_widths.py")
 
@@ -103,6 +108,20 @@ def from_caller(args: list[str], cwd: Path) -> list[str]:
     return out
 
 
+def test_args(args: list[str]) -> list[str]:
+    """pytest's arguments for ``dev.py test ARGS``: the whole suite (no file or node id named) runs
+    on TEST_WORKERS processes, each test file whole on one of them (module fixtures are built
+    once, and a module's report of its examples sees all of them); a named file or test runs in
+    this process, as does any run where the caller chose (``-n``, ``--dist``, ``-p no:xdist``) or
+    debugs (``--pdb``, ``--trace``)."""
+    named = any(not a.startswith("-") and Path(a.partition("::")[0]).exists() for a in args)
+    chose = any(a.split("=")[0] in _SERIAL_CHOICES or (a.startswith("-n") and a[2:3].isdigit())
+                for a in args)
+    if named or chose:
+        return args
+    return ["-n", TEST_WORKERS, "--dist", "loadfile", *args]
+
+
 def run(args: list[str], cwd: Path = ROOT) -> int:
     return subprocess.run([str(PY), *args], cwd=cwd, check=False).returncode
 
@@ -139,7 +158,7 @@ def main(argv: list[str]) -> int:
     if job == "shell":
         return run(rest, here)
     if job == "test":
-        return run(["-m", "pytest", *from_caller(rest, here)])
+        return run(["-m", "pytest", *test_args(from_caller(rest, here))])
     if job == "lint":
         code = run(["-m", "ruff", "check", "."])
         return code or run(["-m", "mypy", "--strict", "holon_ctx"])

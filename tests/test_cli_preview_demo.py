@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,22 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@pytest.fixture(scope="module")
+def explained() -> dict[tuple[str, ...], dict[str, object]]:
+    """``explain --json`` answers already read in this module, by arguments (see explain_json)."""
+    return {}
+
+
+def explain_json(capsys: pytest.CaptureFixture[str], seen: dict[tuple[str, ...], dict[str, object]],
+                 *argv: str) -> dict[str, object]:
+    """``explain ARGV --json``, run once per module: two tests ask for the same explanations of
+    the injection event at t170, each of which searches for the budget at which the record
+    enters by projecting the ledger several times."""
+    if argv not in seen:
+        seen[argv] = json.loads(run(capsys, "explain", *argv, "--json")[0])
+    return seen[argv]
+
+
 def test_demo_builds_once_then_reuses(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The first run builds the database and says so on stderr; the second reuses it untouched."""
     db = tmp_path / "sub" / "demo.db"
@@ -71,10 +88,14 @@ def test_demo_builds_once_then_reuses(capsys: pytest.CaptureFixture[str], tmp_pa
 
 
 def test_demo_rebuilds_when_the_stamp_differs(capsys: pytest.CaptureFixture[str],
-                                               tmp_path: Path) -> None:
+                                               tmp_path: Path, demo_db: Path) -> None:
     """A database built from another ledger (or another holon-ctx) is rebuilt, not trusted."""
     db = tmp_path / "demo.db"
-    run(capsys, "demo", "--db", str(db), "--plain")
+    # A copy of the module's demo database, built by `holon-ctx demo` (a build of its own costs
+    # seconds); it is current, so only the stamp decides.
+    shutil.copy(demo_db, db)
+    shutil.copy(demo_db.with_name("demo.db.sha256"), db.with_name("demo.db.sha256"))
+    assert run(capsys, "demo", "--db", str(db), "--plain")[1] == ""
     db.with_name("demo.db.sha256").write_text("0" * 64 + "\n")
     _, err = run(capsys, "demo", "--db", str(db), "--plain")
     assert "built the demo ledger" in err
@@ -118,8 +139,9 @@ def test_demo_preview_shows_what_the_engine_did(capsys: pytest.CaptureFixture[st
         assert f"turns before {p.manifest.window['first']} are outside the recent window" in out
 
 
-def test_explain_injection_event_is_untrusted_external(capsys: pytest.CaptureFixture[str],
-                                                       demo_db: Path) -> None:
+def test_explain_injection_event_is_untrusted_external(
+        capsys: pytest.CaptureFixture[str], demo_db: Path,
+        explained: dict[tuple[str, ...], dict[str, object]]) -> None:
     """The injection attempt is untrusted external text; projected soon after it arrived (t170),
     it enters in full with a larger budget, fenced, its forged fence neutralised."""
     ref = KEY_REFS["injection"]
@@ -127,35 +149,36 @@ def test_explain_injection_event_is_untrusted_external(capsys: pytest.CaptureFix
                  "--width", "100")
     assert f"explain {ref} · budget 8192 · as of turn:t276" in out
     assert "record     external_event · origin external · trust untrusted_external" in out
-    e = json.loads(run(capsys, "explain", "--db", str(demo_db), "--budget", "4096", "--at",
-                       "t170", ref, "--json")[0])
+    e = explain_json(capsys, explained, "--db", str(demo_db), "--budget", "4096", "--at", "t170",
+                     ref)
     assert e["current_turn"] == "turn:t170"
     assert e["status"] != "in_full"  # 4096 tokens cannot hold the afternoon in full
     assert e["enters_at_budget"] is not None
     assert f"at a budget of ≥ {e['enters_at_budget']} tokens (checked by projecting)" in e[
         "to_get_in"]
-    wide = json.loads(run(capsys, "explain", "--db", str(demo_db), "--budget",
-                          str(e["enters_at_budget"]), "--at", "t170", ref, "--json")[0])
+    wide = explain_json(capsys, explained, "--db", str(demo_db), "--budget",
+                        str(e["enters_at_budget"]), "--at", "t170", ref)
     assert wide["status"] == "in_full"
     assert wide["record"]["trust"] == "untrusted_external"
     assert wide["summary"] == "in the prompt, fenced as untrusted external text"
-    assert wide["shown_as"].startswith(f'inside <data ref="{ref}" origin="external" '
-                                       'trust="untrusted_external">')
-    assert "fence-like tag(s) in the text neutralised" in wide["shown_as"]
+    shown = str(wide["shown_as"])
+    assert shown.startswith(f'inside <data ref="{ref}" origin="external" '
+                            'trust="untrusted_external">')
+    assert "fence-like tag(s) in the text neutralised" in shown
 
 
-def test_explain_entry_budget_is_checked(capsys: pytest.CaptureFixture[str], demo_db: Path) -> None:
+def test_explain_entry_budget_is_checked(
+        capsys: pytest.CaptureFixture[str], demo_db: Path,
+        explained: dict[tuple[str, ...], dict[str, object]]) -> None:
     """The budget explain names is the smallest one at which the injection event shows in full."""
     ref = KEY_REFS["injection"]
-    out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", "4096", "--at", "t170", ref,
-                 "--json")
-    enters = json.loads(out)["enters_at_budget"]
-    assert enters is not None
+    enters = explain_json(capsys, explained, "--db", str(demo_db), "--budget", "4096", "--at",
+                          "t170", ref)["enters_at_budget"]
+    assert isinstance(enters, int)
     statuses = {}
     for budget in (enters - 1, enters):
-        out, _ = run(capsys, "explain", "--db", str(demo_db), "--budget", str(budget), "--at",
-                     "t170", ref, "--json")
-        statuses[budget] = json.loads(out)["status"]
+        statuses[budget] = explain_json(capsys, explained, "--db", str(demo_db), "--budget",
+                                        str(budget), "--at", "t170", ref)["status"]
     # One token less and the record is not whole: its turn is a digest, or clipped.
     assert statuses[enters] == "in_full"
     assert statuses[enters - 1] in ("compacted", "clipped", "clipped_out", "omitted")

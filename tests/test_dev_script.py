@@ -135,3 +135,32 @@ def test_bench_runs_only_what_is_named(dev: ModuleType, monkeypatch: pytest.Monk
     assert ("bench" in argv) is whole_directory
     named = [a for a in argv if a.endswith(".py") or ".py::" in a]
     assert len(named) == len([a for a in args if ".py" in a and not a.startswith("-")])
+
+
+@pytest.mark.parametrize(("args", "parallel"), [
+    ([], True),
+    (["--slow"], True),
+    (["-k", "planner", "-x", "-p", "no:randomly"], True),
+    (["tests/test_planner.py"], False),
+    (["tests/test_planner.py::test_pinned_first", "-q"], False),
+    (["-n", "4"], False),
+    (["-n0"], False),
+    (["--dist=load"], False),
+    (["-p", "no:xdist"], False),
+    (["--pdb"], False),
+])
+def test_the_whole_suite_runs_on_two_processes(dev: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                               args: list[str], parallel: bool) -> None:
+    """``dev.py test`` spreads the whole suite over two processes, a file to each; a named file
+    or test, the caller's own choice of processes, or a debugger runs in one process as given."""
+    calls: list[list[str]] = []
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(dev, "ensure_env", lambda **_: None)
+    monkeypatch.setattr(dev, "run", lambda argv, _cwd=ROOT: calls.append(argv) or 0)
+    assert dev.main(["test", *args]) == 0
+    (argv,) = calls
+    assert argv[:2] == ["-m", "pytest"]
+    if parallel:
+        assert argv[2:] == ["-n", "2", "--dist", "loadfile", *args]
+    else:
+        assert argv[2:] == dev.from_caller(args, ROOT)

@@ -1,10 +1,12 @@
 """Stress: many processes on one SQLite ledger, and ``kill -9`` at random moments (issue 10, item 4).
 
-Marked ``stress``; part of the default run, kept to some 30 s on 2 cores. Sized by environment:
+Marked ``stress`` and ``scaled``: the default run has one concurrent run and one kill -9 round per
+scenario (some 15 s on 2 cores), the slow tier (``python3 dev.py test --slow``, run by CI too) two
+runs and three rounds (some 30 s). Sized by environment, which overrides both tiers:
 
 ``HOLON_CTX_STRESS_SECONDS``  seconds each concurrent run lasts (default 1.5)
-``HOLON_CTX_STRESS_RUNS``     concurrent runs (default 2)
-``HOLON_CTX_STRESS_KILLS``    kill -9 rounds per scenario (default 3)
+``HOLON_CTX_STRESS_RUNS``     concurrent runs (default 1; 2 in the slow tier)
+``HOLON_CTX_STRESS_KILLS``    kill -9 rounds per scenario (default 1; 3 in the slow tier)
 ``HOLON_CTX_STRESS_SEED``     seed of every random choice (default: fresh; printed on failure)
 ``HOLON_CTX_STRESS_VERBOSE``  set: say on stderr where each kill landed (run with ``-s``)
 
@@ -37,6 +39,7 @@ from pathlib import Path
 
 import pytest
 from ledger_procs import child_env, ledger_ids
+from tiers import sized
 
 from holon_ctx.cli.main import main
 from holon_ctx.compaction import SessionConfig
@@ -49,13 +52,13 @@ from holon_ctx.memory.archiver import Archiver
 from holon_ctx.memory.episodes import encode_episode
 from holon_ctx.projection.projector import Projector
 
-pytestmark = [pytest.mark.stress,
+pytestmark = [pytest.mark.stress, pytest.mark.scaled,
               pytest.mark.skipif(sys.platform == "win32", reason="uses SIGKILL")]
 
 CHILDREN = Path(__file__).resolve().parent / "stress_children.py"
 SECONDS = float(os.environ.get("HOLON_CTX_STRESS_SECONDS", "1.5"))
-RUNS = int(os.environ.get("HOLON_CTX_STRESS_RUNS", "2"))
-KILLS = int(os.environ.get("HOLON_CTX_STRESS_KILLS", "3"))
+RUNS = int(os.environ.get("HOLON_CTX_STRESS_RUNS") or sized(1, 2))
+KILLS = int(os.environ.get("HOLON_CTX_STRESS_KILLS") or sized(1, 3))
 WRITERS = 3
 
 
