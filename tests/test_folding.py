@@ -19,7 +19,7 @@ from holon_ctx.projection.folding import (
     segment,
     tool_repeats,
 )
-from holon_ctx.projection.model import Form, Priority, Section, TurnUnit
+from holon_ctx.projection.model import FoldManifest, Form, Priority, Section, TurnUnit
 from holon_ctx.projection.render import Renderer
 from holon_ctx.tokens import default_counter
 
@@ -158,6 +158,11 @@ def test_fold_line_counts_most_first_then_by_name_and_spans_by_ref() -> None:
                         order=0, tier=0)
     assert item.forms[Form.COMPACT].text.startswith(
         "- folded turn:t9–turn:t10: duplicate_wake×1, scheduler_tick×1 ")
+    # A tie is ordered by name also when the kinds were met in the other order.
+    item, _ = fold_item(Renderer(default_counter(), "x"), run[4:], lambda u: facts[u.turn.id],
+                        order=0, tier=0)
+    assert item.forms[Form.COMPACT].text.startswith(
+        "- folded turn:t13–turn:t14: duplicate_wake×1, timer×1 ")
 
 
 def test_repeat_folds_count_the_last_call_too() -> None:
@@ -269,3 +274,27 @@ def test_a_session_folds_duplicate_wakes_among_ticks_too() -> None:
     request = SessionProjector(store).request(budget_tokens=4096, at=live)
     assert request.text.count("rollout 8812: 3/10 pods updated") == 1
     assert "duplicate_wake×6" in request.text
+
+
+def test_hidden_differences_compares_results_for_equality_not_order() -> None:
+    """A run whose output sorts after the shown one's ("b" > "a") differs from it as much as one
+    that sorts before."""
+    runs = {s.ref: s for s in (tool("x1", output="b"), tool("x2", output="a"))}
+    assert hidden_differences(repeat_folds({"tool:x2": ["tool:x1"]}), runs.get) == [
+        ("tool:x1", "tool:x2")]
+
+
+def test_hidden_differences_checks_every_earlier_run_of_every_fold() -> None:
+    """Each earlier run of a repeated-call fold is compared with the shown one (not only the
+    first); a fold of low-value turns, and a fold whose shown run cannot be looked up or is not
+    a tool run, are passed over, not the end of the count."""
+    turn = StoredRecord(pos=0, ref="turn:t2", record=Turn(id="t2", seq=2, trigger="timer"),
+                        tokens=0, turn_seq=2)
+    runs = {s.ref: s for s in (tool("x1", output="SUCCESS"), tool("x2", output="FAILURE"),
+                               tool("x3", output="SUCCESS"), tool("y1", output="old"),
+                               tool("y2", output="new"), turn)}
+    ticks = FoldManifest(first="turn:t1", last="turn:t2", count=2, kinds={"scheduler_tick": 2},
+                         refs=["turn:t1", "turn:t2"])
+    folds = [ticks, *repeat_folds({"tool:gone": ["tool:x1"], "turn:t2": ["tool:x2"],
+                                   "tool:x3": ["tool:x1", "tool:x2"], "tool:y2": ["tool:y1"]})]
+    assert hidden_differences(folds, runs.get) == [("tool:x2", "tool:x3"), ("tool:y1", "tool:y2")]

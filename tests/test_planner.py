@@ -436,3 +436,68 @@ def test_a_clip_larger_than_the_room_left_is_refused_after_other_steps() -> None
     p = run([item("a", full=10), item("b", full=100, order=1)], 30, clip=too_big)
     assert chosen(p) == {"a": "full"}
     assert p.used_tokens == 10
+
+
+def test_every_section_s_first_step_in_a_round_comes_before_any_second_step() -> None:
+    """Inside a round a section that has taken nothing yet goes first, whatever its weight: the
+    environment's only item (weight 0.06) enters before a second recent turn (0.40), even when
+    the recent turns are cheap."""
+    items = [item("env", section=Section.ENVIRONMENT, full=5),
+             item("r0", full=2), item("r1", full=2, order=1)]
+    assert set(run(items, 7).chosen) == {"env", "r0"}
+
+
+def test_sections_are_ranked_by_their_exact_share_not_a_rounded_one() -> None:
+    """17 tokens of recent turns are 42.5 tokens per unit of weight (17 / 0.40), 3 tokens of work
+    refs 42.9 (3 / 0.07): the recent turns are further below their share and take the next step,
+    although the work refs come first in section order."""
+    recent_share = 17 / SECTION_WEIGHTS[Section.RECENT_TURNS]
+    refs_share = 3 / SECTION_WEIGHTS[Section.WORK_REFS]
+    assert int(recent_share) == int(refs_share)  # the same whole part: only exact shares tell
+    assert recent_share < refs_share
+    items = [item("r0", full=17), item("r1", full=5, order=1),
+             item("w0", section=Section.WORK_REFS, full=3),
+             item("w1", section=Section.WORK_REFS, full=5, order=1)]
+    assert set(run(items, 25).chosen) == {"r0", "w0", "r1"}
+
+
+def test_a_chunk_of_a_section_with_nothing_in_its_round_is_read_before_that_round() -> None:
+    """A chunk whose section has no step yet in its round shares the round from zero, so it is
+    read before any step of the round is taken: the plan equals one made with the chunk given
+    up front (here the environment's item enters before a second recent turn)."""
+    recent = [item("r0", full=2), item("r1", full=2, order=1)]
+    env = [item("env", section=Section.ENVIRONMENT, full=5)]
+    # A normal item with only a full form: round 3 of its tier (normal full).
+    source = Chunks([(Bound(tier_start(0) + 3, Section.ENVIRONMENT, 0), env)])
+    lazy = run(recent, 7, sources=[source])
+    assert source.loaded == [0]
+    assert chosen(lazy) == chosen(run([*recent, *env], 7)) == {"env": "full", "r0": "full"}
+
+
+def test_a_source_is_not_read_when_the_plan_stops_among_several_loaded_chunks() -> None:
+    """With two chunks merged (the first items and a chunk of high turns read by lookup), a step
+    that does not fit before the next source's bound ends the reading: that source is never
+    loaded, and its items are not even accounted as omitted (a plan reads only what its budget
+    needs)."""
+    old_page = [item("old", tier=2, full=10)]
+    high = Chunks([(Bound(tier_start(0), Section.RECENT_TURNS, 0),
+                    [item("high", priority=Priority.HIGH, full=10)])])
+    normal = Chunks([(Bound(tier_start(0) + 2, Section.RECENT_TURNS, 0), [item("normal", full=10)])])
+    p = run(old_page, 5, sources=[high, normal])
+    assert (high.loaded, normal.loaded) == ([0], [])
+    assert set(p.omitted) == {"high", "old"}
+    assert p.chosen == {}
+
+
+def test_a_source_bounded_just_after_the_misfit_is_not_read() -> None:
+    """A chunk of work refs whose bound is 3 / 0.07 = 42.9 tokens per weight into the round sorts
+    after a recent turn at 17 / 0.40 = 42.5: when that turn does not fit the chunk is never
+    read (its bound is compared exactly, as the steps' shares are)."""
+    items = [item("r0", full=17), item("r1", full=5, order=1),
+             item("w0", section=Section.WORK_REFS, full=3)]
+    later = Chunks([(Bound(tier_start(0) + 3, Section.WORK_REFS, 1),
+                     [item("w1", section=Section.WORK_REFS, full=5, order=1)])])
+    p = run(items, 22, sources=[later])
+    assert set(p.chosen) == {"r0", "w0"}
+    assert later.loaded == []
+    assert "w1" not in p.omitted

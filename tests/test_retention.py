@@ -262,3 +262,134 @@ def test_the_caches_remember_and_stay_bounded() -> None:
     for seq in range(3, _FACTS_CACHE + 10):
         cache.facts(unit("timer", seq=seq), None)
         assert len(cache._facts) <= _FACTS_CACHE
+
+
+def test_a_wake_is_judged_past_the_ticks_and_retries_before_it() -> None:
+    """A wake repeating the one before a run of ticks and retries is still a duplicate (the run
+    folds into one line); a turn that did something, or a different wake, ends that: the next
+    wake is judged beside it."""
+    from holon_ctx.projection.retention import FactsCache, Retention, judged_beside
+    from holon_ctx.projection.view import Page
+
+    ping = ExternalEvent(id="e", source="bot", text="ping")
+    other = ExternalEvent(id="o", source="bot", text="pong")
+
+    def facts_of_last(*middle: TurnUnit) -> list[str]:
+        first = unit("external_event", ping, seq=1)
+        last = unit("external_event", ping, seq=len(middle) + 2)
+        retention = Retention({}, FactsCache())
+        retention.read(Page(index=0, units=(first, *middle, last), before=None, last=True,
+                            reached_start=True))
+        return retention.facts(last)
+
+    tick, retry = unit("timer", seq=2), unit("provider_retry", seq=3)
+    assert facts_of_last(tick, retry) == ["duplicate_wake"]
+    assert facts_of_last(unit("operator_input", Message(id="m", role=MessageRole.OPERATOR,
+                                                        text="go"), seq=2)) == ["external_event"]
+    assert facts_of_last(unit("external_event", other, seq=2), tick) == ["external_event"]
+    # Directly: a turn of any fact that says something happened is the next one's neighbour.
+    before = unit("external_event", ping, seq=1)
+    assert judged_beside(tick, ["noop_tick"], before) is before
+    assert judged_beside(retry, ["provider_retry", "noop_tick"], before) is before
+    assert judged_beside(tick, ["noop_tick", "progress_brief"], before) is tick
+    assert judged_beside(tick, [], before) is tick
+
+
+def test_a_turn_read_as_it_arrives_may_join_a_fold_run_only_if_it_may_prove_low() -> None:
+    """A session reads a turn before its records arrive: a turn already low may join a fold run,
+    and so may a wake with no event yet right after a wake (its event may repeat that one's);
+    a wake after anything else, a wake with a new event, or another empty turn may not."""
+    from holon_ctx.projection.retention import may_join_fold_run
+
+    wake = unit("external_event", ExternalEvent(id="e", source="bot", text="ping"), seq=1)
+    empty_wake = unit("external_event", seq=2)
+    assert may_join_fold_run(unit("timer", seq=2), None)
+    assert may_join_fold_run(empty_wake, wake)
+    assert not may_join_fold_run(empty_wake, None)
+    assert not may_join_fold_run(empty_wake, unit("timer", seq=1))
+    assert not may_join_fold_run(
+        unit("external_event", ExternalEvent(id="n", source="bot", text="new"), seq=2), wake)
+    assert not may_join_fold_run(unit("operator_input", seq=2), wake)
+    # Whatever the triggers' names' order: "approval_decision" sorts before "external_event".
+    assert not may_join_fold_run(empty_wake, unit("approval_decision", seq=1))
+    assert not may_join_fold_run(unit("approval_decision", seq=2), wake)
+
+
+def test_a_repeated_poll_with_a_progress_note_is_still_a_poll() -> None:
+    """A poll that repeats the turn before and also reports progress ("3/10") is a repeated
+    poll: its facts are all a poll may have, tool summary and progress together."""
+    before = unit("timer", tool(args_preview="status", output="pending"), seq=1)
+    again = unit("timer", tool(args_preview="status", output="pending"),
+                 Brief(id="p", kind=BriefKind.PROGRESS, text="3/10"), seq=2)
+    assert turn_facts(again, before) == ["repeated_pending_poll"]
+
+
+@pytest.mark.parametrize("trigger", sorted(t.value for t in Trigger
+                                           if t is not Trigger.EXTERNAL_EVENT))
+def test_only_a_wake_is_a_duplicate_wake(trigger: str) -> None:
+    """A turn of any other trigger carrying the same event as the wake before it is judged as it
+    would be alone: only a wake repeats a wake (whatever the trigger's name's order)."""
+    event = ExternalEvent(id="e", source="bot", text="ping")
+    carrier = unit(trigger, event, seq=2)
+    assert turn_facts(carrier, unit("external_event", event, seq=1)) == turn_facts(carrier)
+
+
+@pytest.mark.parametrize(("was", "now"), [(ToolStatus.OK, ToolStatus.CANCELLED),
+                                          (ToolStatus.CANCELLED, ToolStatus.OK)])
+def test_a_poll_whose_status_changed_is_news_with_the_same_output(was: ToolStatus,
+                                                                  now: ToolStatus) -> None:
+    """The same output with another status (a run cancelled this time, or done after being
+    cancelled) is a changed result, whichever way the status names sort."""
+    before = unit("timer", tool(args_preview="status", output="pending", status=was), seq=1)
+    again = unit("timer", tool(args_preview="status", output="pending", status=now), seq=2)
+    assert turn_facts(again, before) == ["tool_summary"]
+
+
+def test_low_and_diagnostic_turns_both_join_a_fold_run() -> None:
+    """A fold run takes ticks (low) and retries with only their runtime note (diagnostic) alike;
+    a turn of normal or high class never joins one."""
+    note = Message(id="n", role=MessageRole.SYSTEM, text="attempt 2/5")
+    assert classify(turn_facts(unit("provider_retry", note))) is Priority.DIAGNOSTIC
+    assert in_fold_run(unit("provider_retry", note), None)
+    assert classify(turn_facts(unit("scheduler_tick"))) is Priority.LOW
+    assert in_fold_run(unit("scheduler_tick"), None)
+    assert not in_fold_run(unit("x-hook"), None)
+    assert not in_fold_run(unit("provider_retry", tool(exit_code=1)), None)
+
+
+@pytest.mark.parametrize(("was", "now"), [("pending", "done"), ("done", "pending")])
+def test_a_poll_whose_output_changed_is_news_whichever_way_it_sorts(was: str, now: str) -> None:
+    """Outputs are compared for equality: "done" after "pending" and back are both news."""
+    before = unit("timer", tool(args_preview="status", output=was), seq=1)
+    assert turn_facts(unit("timer", tool(args_preview="status", output=now), seq=2), before) == [
+        "tool_summary"]
+
+
+def test_a_wake_repeating_the_event_with_more_content_is_not_a_duplicate() -> None:
+    """A wake with the same event as the wake before it but also a message or a tool run is
+    judged by what it holds: only a wake that holds nothing but the repeated event is low."""
+    event = ExternalEvent(id="e", source="bot", text="ping")
+    first = unit("external_event", event, seq=1)
+    said = unit("external_event", event, Message(id="a", role=MessageRole.ASSISTANT, text="ok"),
+                seq=2)
+    ran = unit("external_event", event, tool(), seq=2)
+    assert turn_facts(said, first) == ["external_event", "assistant_message"]
+    assert turn_facts(ran, first) == ["external_event", "tool_summary"]
+
+
+def test_a_repeated_failing_poll_stays_a_failure() -> None:
+    """A check that fails again with the same output is not a quiet repeated poll: its failure
+    keeps it high."""
+    failing = {"args_preview": "status", "output": "connection refused",
+               "status": ToolStatus.ERROR, "exit_code": 1}
+    before = unit("timer", tool(**failing), seq=1)
+    facts = turn_facts(unit("timer", tool(**failing), seq=2), before)
+    assert "repeated_pending_poll" not in facts
+    assert classify(facts) is Priority.HIGH
+
+
+def test_a_noop_tick_with_a_poll_and_a_progress_note_is_low() -> None:
+    """The runtime's noop verdict covers a tick that polled a status and noted progress both."""
+    tick = unit("timer", tool(args_preview="status"), Brief(id="p", kind=BriefKind.PROGRESS,
+                                                            text="3/10"), outcome=Outcome.NOOP)
+    assert turn_facts(tick) == ["noop_tick"]
