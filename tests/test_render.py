@@ -523,3 +523,28 @@ def test_a_turn_cut_to_a_limit_is_the_largest_form_that_fits() -> None:
         assert previous <= form.tokens <= limit
         assert form.tokens == COUNTER.count(form.text)
         previous = form.tokens
+
+
+def test_a_fenced_output_is_clippable_and_text_without_a_final_newline_gets_one() -> None:
+    [b] = blocks(Tool(id="x1", tool_name="sh", status=ToolStatus.OK, exit_code=0, output="ok"))
+    assert (b.kind, b.clippable) == (BlockKind.FENCED, True)
+    parts = renderer().text_blocks("first line\nlast line", "episode:e1")
+    assert "".join(p.text for p in parts) == "first line\nlast line\n"
+
+
+@pytest.mark.parametrize(("role", "bare"), [(MessageRole.ASSISTANT, True),
+                                            (MessageRole.OPERATOR, False)])
+def test_a_command_the_assistant_just_wrote_is_not_repeated(role: MessageRole,
+                                                            bare: bool) -> None:
+    """A command is said once: after the assistant's own words quote it, the run shows the bare
+    tool name; the operator's words are not what the model wrote, so a run after them still
+    shows its command."""
+    turn = Turn(id="t1", seq=1, trigger="operator_input")
+    recs = [Message(id="m1", turn_id="t1", role=role, text="run: python repro.py --fast",
+                    trust=Trust.TRUSTED_OPERATOR if role is MessageRole.OPERATOR else None),
+            Tool(id="x1", turn_id="t1", tool_name="sh", args_preview="python repro.py --fast",
+                 status=ToolStatus.OK, exit_code=0, output="done")]
+    unit = TurnUnit(stored=stored(turn, 0), records=tuple(stored(r, i + 1)
+                                                          for i, r in enumerate(recs)))
+    [run] = [b for b in renderer().turn_body(unit) if b.refs == ("tool:x1",)]
+    assert ("sh `python repro.py --fast`" in run.text) is not bare
