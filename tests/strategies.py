@@ -29,7 +29,7 @@ Public strategies
 
 ``archive_windows()`` -> ``int | None``
     How much of a generated ledger is archived into episodes before it is projected: None (no
-    episode memory, two draws in three), or the recent window the archive keeps (2-48 turns,
+    episode memory, one draw in two), or the recent window the archive keeps (2-48 turns,
     mostly small, so a ledger of a few dozen turns has episodes too). :func:`archived_source`
     archives a store with it.
 
@@ -352,10 +352,11 @@ def to_jsonl(records: list[Record]) -> bytes:
 
 def archive_windows() -> st.SearchStrategy[int | None]:
     """None (no episode memory) or the recent window of an archive (see the module docstring).
-    Two draws in three have no archive: archiving a 600-turn ledger takes about a second, and
-    the properties run with and without episode memory alike."""
-    return st.one_of(st.none(), st.none(), st.none(), st.none(), st.integers(2, 12),
-                     st.integers(2, 48))
+    One draw in two has no archive, so the properties run with and without episode memory
+    alike. (One in three archived, as before, put episodes in the prompt of 11-14% of the
+    default run's ~70 examples: a random run then fell under the 10% the invariants module
+    asserts about one time in six.)"""
+    return st.one_of(st.none(), st.none(), st.integers(2, 12), st.integers(2, 48))
 
 
 def archived_source(store: LedgerStore, recent: int | None) -> StoreEpisodeSource | None:
