@@ -30,7 +30,7 @@ from holon_ctx.projection.formats import FENCE_OPEN, fence_parts, forgeries, one
 from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.model import Priority, TurnUnit
 from holon_ctx.projection.policy import Policy, TokenCaps
-from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.render import Renderer, changed_lines
 from holon_ctx.tokens import default_counter
 
 COUNTER = default_counter()
@@ -431,3 +431,120 @@ def test_a_system_message_without_runtime_trust_is_fenced_as_a_system_message() 
                             trust=Trust.RUNTIME_FACT, origin=Origin.RUNTIME))
     assert note.head == "runtime note message:n2:\n"
     assert note.kind is BlockKind.TRUSTED
+
+
+# -- gaps the mutation sample of render.py found (issue 11) ---------------------------------------
+def test_an_empty_assistant_message_reads_empty_under_its_ref() -> None:
+    """No fence around nothing: one line naming the record and saying it is empty."""
+    [b] = blocks(Message(id="m1", role=MessageRole.ASSISTANT, text=""))
+    assert b.text == "message:m1: (empty)\n"
+    assert (b.kind, b.refs) == (BlockKind.LABEL, ("message:m1",))
+
+
+def _run(rid: str, output: str, *, exit_code: int = 0) -> StoredRecord:
+    return stored(Tool(id=rid, tool_name="sh", args_preview="python repro.py",
+                       status=ToolStatus.ERROR if exit_code else ToolStatus.OK,
+                       exit_code=exit_code, output=output, trust=Trust.UNTRUSTED_EXTERNAL,
+                       origin=Origin.TOOL))
+
+
+@pytest.mark.parametrize("limit", [1, 3, 12])
+def test_a_changed_rerun_is_a_fenced_excerpt_of_at_most_n_lines_counted_exactly(
+        limit: int) -> None:
+    """The earlier run's lines the next run did not print: at most ``changed_lines`` of them,
+    the count of all when some are left out, flagged as an excerpt, and its tokens are the
+    counter's count of its text (head, body and fence close together)."""
+    earlier = "\n".join(f"progress step {i}" for i in range(8)) + "\nFAILURE: mode is 0o600"
+    r = renderer(Policy(changed_lines=limit))
+    [b] = r.tool_changed(_run("x1", earlier, exit_code=1), _run("x2", "SUCCESS"))
+    shown = b.body.strip("\n").split("\n")
+    assert len(shown) == min(limit, 9)
+    assert "FAILURE: mode is 0o600" in shown  # a key line is kept first
+    kept = f" ({limit} of 9)" if limit < 9 else ""
+    assert f"; lines only in this run{kept}:\n" in b.head
+    assert b.tail.startswith("</data>")
+    assert (b.kind, b.excerpt, b.refs) == (BlockKind.FENCED, True, ("tool:x1",))
+    assert b.tokens == COUNTER.count(b.text)
+
+
+def test_a_rerun_whose_lines_all_recur_is_one_line() -> None:
+    [b] = renderer().tool_changed(_run("x1", "a\nb", exit_code=1), _run("x2", "b\na\nc"))
+    assert b.text.endswith("; output folded: each of its lines recurs in tool:x2\n")
+    assert b.kind is BlockKind.LABEL
+
+
+@pytest.mark.parametrize(("earlier", "limit", "shown", "total"), [
+    # Within the limit: every distinct line not printed later, in order, right spaces cut.
+    ("a\n  b  \na\nc", 5, ["a", "  b"], 2),
+    ("a\nb", 2, ["a", "b"], 2),
+    # Past it: the key lines first, then the earliest others, shown in their order ("c" is
+    # printed later, so it is not counted).
+    ("a\nb\nc\nERROR x\nd", 3, ["a", "b", "ERROR x"], 4),
+    ("a\nFAIL 1\nFAIL 2\nb", 2, ["FAIL 1", "FAIL 2"], 4),
+    ("a\nb\nc\nd", 1, ["a"], 3),
+])
+def test_changed_lines_keeps_key_lines_first_within_the_limit(
+        earlier: str, limit: int, shown: list[str], total: int) -> None:
+    assert changed_lines(earlier, "c\nz", limit) == (shown, total)
+
+
+@pytest.mark.parametrize(("length", "cut"), [(239, False), (240, False), (241, True),
+                                             (5000, True)])
+def test_a_changed_line_past_240_characters_is_cut_with_an_ellipsis(length: int,
+                                                                    cut: bool) -> None:
+    """The documented cap of one differing line (the rest is in the run's full text)."""
+    line = "x" * length
+    [[got], _] = changed_lines(line, "", 12)
+    assert got == ("x" * 239 + "…" if cut else line)
+
+
+def test_a_turn_cut_to_a_limit_is_the_largest_form_that_fits() -> None:
+    """Caps raised as far as the limit allows: the form never passes the limit, a limit that is
+    exactly a form's size gets that form, and a larger limit never gets a smaller form."""
+    r = renderer(Policy(caps=TokenCaps(tool=40)))
+    turn = Turn(id="t1", seq=1, trigger="operator_input")
+    out = "\n".join(f"line {i} of a very long build log" for i in range(300))
+    unit = TurnUnit(stored=stored(turn, 0), records=(stored(Tool(
+        id="x1", turn_id="t1", tool_name="make", status=ToolStatus.OK, exit_code=0,
+        output=out), 1),))
+    head = "turn:t1 · operator_input"
+    at_caps = r.turn_full(unit, head)
+    whole = r.turn_full_within(unit, head, None, None)
+    assert whole is not None
+    assert "line 150 of" in whole.text
+    exact = r.turn_full_within(unit, head, None, at_caps.tokens)
+    assert exact is not None
+    assert exact.tokens == at_caps.tokens
+    assert r.turn_full_within(unit, head, None, at_caps.tokens - 1) is None
+    previous = 0
+    for limit in range(at_caps.tokens, whole.tokens + 1, 97):
+        form = r.turn_full_within(unit, head, None, limit)
+        assert form is not None
+        assert previous <= form.tokens <= limit
+        assert form.tokens == COUNTER.count(form.text)
+        previous = form.tokens
+
+
+def test_a_fenced_output_is_clippable_and_text_without_a_final_newline_gets_one() -> None:
+    [b] = blocks(Tool(id="x1", tool_name="sh", status=ToolStatus.OK, exit_code=0, output="ok"))
+    assert (b.kind, b.clippable) == (BlockKind.FENCED, True)
+    parts = renderer().text_blocks("first line\nlast line", "episode:e1")
+    assert "".join(p.text for p in parts) == "first line\nlast line\n"
+
+
+@pytest.mark.parametrize(("role", "bare"), [(MessageRole.ASSISTANT, True),
+                                            (MessageRole.OPERATOR, False)])
+def test_a_command_the_assistant_just_wrote_is_not_repeated(role: MessageRole,
+                                                            bare: bool) -> None:
+    """A command is said once: after the assistant's own words quote it, the run shows the bare
+    tool name; the operator's words are not what the model wrote, so a run after them still
+    shows its command."""
+    turn = Turn(id="t1", seq=1, trigger="operator_input")
+    recs = [Message(id="m1", turn_id="t1", role=role, text="run: python repro.py --fast",
+                    trust=Trust.TRUSTED_OPERATOR if role is MessageRole.OPERATOR else None),
+            Tool(id="x1", turn_id="t1", tool_name="sh", args_preview="python repro.py --fast",
+                 status=ToolStatus.OK, exit_code=0, output="done")]
+    unit = TurnUnit(stored=stored(turn, 0), records=tuple(stored(r, i + 1)
+                                                          for i, r in enumerate(recs)))
+    [run] = [b for b in renderer().turn_body(unit) if b.refs == ("tool:x1",)]
+    assert ("sh `python repro.py --fast`" in run.text) is not bare

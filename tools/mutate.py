@@ -41,7 +41,9 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "retention": ("holon_ctx/projection/retention.py",
                   ("tests/test_retention.py", "tests/test_relation_retention.py")),
     "facts": ("holon_ctx/ledger/facts.py", ("tests/test_retention.py",)),
-    "render": ("holon_ctx/projection/render.py", ("tests/test_render.py",)),
+    # A re-run's compact form (the changed lines) is rendered here and specified end to end in
+    # test_folding.py (about 5 s more per mutant).
+    "render": ("holon_ctx/projection/render.py", ("tests/test_render.py", "tests/test_folding.py")),
     "folding": ("holon_ctx/projection/folding.py", ("tests/test_folding.py",)),
     "chains": ("holon_ctx/projection/chains.py", ("tests/test_chains.py",)),
     "builder": ("holon_ctx/memory/builder.py", ("tests/test_episodes_builder.py",)),
