@@ -37,7 +37,16 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Module → (source file, its focused tests). Each test selection runs in a few seconds: it is run
 #: once per mutant.
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "planner": ("holon_ctx/projection/planner.py", ("tests/test_planner.py",)),
+    # The grow steps (issue 12: the newest step whole while the budget has room) are tested on
+    # real projections in the prompt-density module; its three planner tests take ~3 s.
+    "planner": ("holon_ctx/projection/planner.py",
+                ("tests/test_planner.py",
+                 "tests/test_prompt_density.py::"
+                 "test_the_newest_step_is_shown_whole_while_the_budget_has_room",
+                 "tests/test_prompt_density.py::"
+                 "test_when_the_budget_binds_older_steps_lose_text_first",
+                 "tests/test_prompt_density.py::"
+                 "test_the_room_a_clipped_trail_leaves_goes_to_the_newest_step")),
     "retention": ("holon_ctx/projection/retention.py",
                   ("tests/test_retention.py", "tests/test_relation_retention.py")),
     "facts": ("holon_ctx/ledger/facts.py", ("tests/test_retention.py",)),
