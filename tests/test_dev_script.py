@@ -117,6 +117,17 @@ def test_cli_runs_where_the_user_is(dev: ModuleType, tmp_path: Path,
     assert "turns" in out
 
 
+def _venv_argv(dev: ModuleType, monkeypatch: pytest.MonkeyPatch, job: list[str]) -> list[str]:
+    """The one command ``dev.py JOB`` runs in the venv (nothing is installed or run)."""
+    calls: list[list[str]] = []
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(dev, "ensure_env", lambda **_: None)
+    monkeypatch.setattr(dev, "run", lambda argv, _cwd=ROOT: calls.append(argv) or 0)
+    assert dev.main(job) == 0
+    (argv,) = calls
+    return argv
+
+
 @pytest.mark.parametrize(("args", "whole_directory"), [
     ([], True),
     (["-k", "table"], True),
@@ -126,12 +137,7 @@ def test_cli_runs_where_the_user_is(dev: ModuleType, tmp_path: Path,
 def test_bench_runs_only_what_is_named(dev: ModuleType, monkeypatch: pytest.MonkeyPatch,
                                        args: list[str], whole_directory: bool) -> None:
     """``dev.py bench FILE`` runs that file's benchmarks, not the whole directory besides it."""
-    calls: list[list[str]] = []
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(dev, "ensure_env", lambda **_: None)
-    monkeypatch.setattr(dev, "run", lambda argv, _cwd=ROOT: calls.append(argv) or 0)
-    assert dev.main(["bench", *args]) == 0
-    (argv,) = calls
+    argv = _venv_argv(dev, monkeypatch, ["bench", *args])
     assert ("bench" in argv) is whole_directory
     named = [a for a in argv if a.endswith(".py") or ".py::" in a]
     assert len(named) == len([a for a in args if ".py" in a and not a.startswith("-")])
@@ -153,12 +159,7 @@ def test_the_whole_suite_runs_on_two_processes(dev: ModuleType, monkeypatch: pyt
                                                args: list[str], parallel: bool) -> None:
     """``dev.py test`` spreads the whole suite over two processes, a file to each; a named file
     or test, the caller's own choice of processes, or a debugger runs in one process as given."""
-    calls: list[list[str]] = []
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(dev, "ensure_env", lambda **_: None)
-    monkeypatch.setattr(dev, "run", lambda argv, _cwd=ROOT: calls.append(argv) or 0)
-    assert dev.main(["test", *args]) == 0
-    (argv,) = calls
+    argv = _venv_argv(dev, monkeypatch, ["test", *args])
     assert argv[:2] == ["-m", "pytest"]
     if parallel:
         assert argv[2:] == ["-n", "2", "--dist", "loadfile", *args]
