@@ -30,7 +30,7 @@ import attrs
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.folding import result_key, same_result
-from holon_ctx.projection.formats import one_line, run_status
+from holon_ctx.projection.formats import one_line, quoted, run_status
 from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import Form, Priority, Section, TurnUnit
 from holon_ctx.projection.pins import SLOTS, Slot
@@ -142,9 +142,11 @@ class Tally:
         head, named = self._minimal(r, wid, policy, cover)
         lines = [head]
         if self.files:
-            lines.append(r.line("files modified:"))
-            lines.extend(r.line(f"- {one_line(path, policy.text.path_in_list)} (last written by "
-                                f"{refs[-1]}" + (f", {len(refs)} writes)" if len(refs) > 1 else ")"))
+            # The title says once what the ref beside each file is (RFC 0015: a label says a
+            # thing once, not on every line of a list).
+            lines.append(r.line("files modified (each with the run that wrote it last):"))
+            lines.extend(r.line(f"- {quoted(one_line(path, policy.text.path_in_list))} ({refs[-1]}"
+                                + (f", {len(refs)} writes)" if len(refs) > 1 else ")"))
                          for path, refs in self.files.items())
         return r.rendered([head, *named]), r.rendered(lines)
 
@@ -181,7 +183,7 @@ def files_line(files: dict[str, list[str]], limit: int, path_chars: int) -> str:
     among them); past ``limit`` it says how many earlier files it leaves out and the refs of the
     runs that wrote them (each run's line names its files)."""
     names = list(files)
-    shown = ", ".join(one_line(p, path_chars) for p in names[-limit:])
+    shown = ", ".join(quoted(one_line(p, path_chars)) for p in names[-limit:])
     omitted = names[:-limit] if len(names) > limit else []
     if not omitted:
         return f"files modified: {shown}"
