@@ -162,7 +162,7 @@ def test_explain_injection_event_is_untrusted_external(
     assert wide["record"]["trust"] == "untrusted_external"
     assert wide["summary"] == "in the prompt, fenced as untrusted external text"
     shown = str(wide["shown_as"])
-    assert shown.startswith(f'inside <data {ref} untrusted_external>')
+    assert shown.startswith(f'inside <data {ref}>')
     assert "fence-like tag(s) in the text neutralised" in shown
 
 

@@ -57,7 +57,7 @@ def test_preview_in_a_terminal_is_coloured_and_readable() -> None:
         assert title in lines
     # Trust is visible per line: the operator's words, the fenced injection-free tool output.
     assert "op │Good. Merge it once review passes." in lines
-    assert 'ext│<data tool:x1 untrusted_external>' in lines
+    assert 'ext│<data tool:x1>' in lines
     assert max(len(line) for line in lines) <= 100
 
 

@@ -53,7 +53,7 @@ CHECKS = {
 }
 SYSTEMS = ("holon_ctx", "keep-newest")
 _COUNTS = re.compile(r"(\d+) tool runs \((\d+) failed, (\d+) re-runs of an earlier command")
-_FENCE = re.compile(r'<data tool:(\S+) ')
+_FENCE = re.compile(r'<data tool:([^\s>]+)[ >]')
 
 
 def _baseline() -> ModuleType:

@@ -9,8 +9,6 @@ cannot pass merely because everything fits.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from projection_builders import LedgerBuilder, folded_refs, selected_refs
 
@@ -26,7 +24,7 @@ from holon_ctx.ledger.records import (
 )
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.projection.formats import IMPLIED_ORIGIN
+from holon_ctx.projection.formats import fence_parts
 from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.model import Form, Priority, Section
 from holon_ctx.projection.projector import Projection, Projector
@@ -34,7 +32,6 @@ from holon_ctx.tokens import default_counter
 
 BUDGETS = [512, 1024, 2048, 4096, 8192, 16384]
 #: The fence a renderer opens around untrusted or model-written text.
-_FENCE_OPEN = re.compile(r'^<data ([^\s"<>]+)(?: ([^\s"<>]+))? ([a-z_]+)>$')
 
 
 def _sel(p: Projection) -> set[str]:
@@ -79,13 +76,12 @@ def _fences(text: str) -> list[tuple[str, str, str]]:
     found: list[tuple[str, str, str]] = []
     inside = False
     for line in text.split("\n"):
-        m = _FENCE_OPEN.match(line)
+        # One definition of the fence (formats.fence_parts): a word left out is implied.
+        m = fence_parts(line)
         if m:
             assert not inside, "a data fence opened inside another"
             inside = True
-            # The ref's kind implies the origin a fence leaves out (RFC 0015).
-            found.append((m.group(1), m.group(2) or IMPLIED_ORIGIN[m.group(1).split(":")[0]],
-                          m.group(3)))
+            found.append(m)
         elif line == "</data>":
             assert inside, "a data fence closed that was never opened"
             inside = False
@@ -97,7 +93,7 @@ def _outside_fences(text: str) -> list[str]:
     lines: list[str] = []
     inside = False
     for line in text.split("\n"):
-        if _FENCE_OPEN.match(line):
+        if fence_parts(line):
             inside = True
         elif line == "</data>":
             inside = False

@@ -45,10 +45,10 @@ __all__ = [
     "fold_line",
     "forgeries",
     "one_line",
-    "quoted",
-    "split_quotes",
     "operator_label",
+    "quoted",
     "run_status",
+    "split_quotes",
 ]
 
 #: Closes a data fence (a line of its own).

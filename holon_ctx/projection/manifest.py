@@ -9,7 +9,6 @@ counted line is in the prompt whole, the recalled episodes and how deep the wind
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-
 from typing import Final
 
 import attrs
