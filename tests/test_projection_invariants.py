@@ -64,8 +64,8 @@ from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.projection.formats import clip_notes
-from holon_ctx.projection.model import Form
-from holon_ctx.projection.projector import Projection, Projector
+from holon_ctx.projection.model import Form, Section
+from holon_ctx.projection.projector import SECTION_TITLES, Projection, Projector
 from holon_ctx.projection.view import WindowLimits
 from holon_ctx.tokens import default_counter
 
@@ -185,12 +185,16 @@ def test_utilisation_is_at_least_90_percent_when_more_content_than_fits(
     if p.used_tokens < 0.9 * budget:
         # Only at the smallest budgets: a clipped block must end with the note naming its full
         # text, so the room left may be too small for any left-out item's shortest note and one
-        # token of its own. That is the only excuse for using less.
+        # token of its own (and its section's title, when nothing else of the section is
+        # shown). That is the only excuse for using less.
         room = budget - p.used_tokens
-        left_out = [o["ref"] for s in p.manifest.sections for o in s.omitted if "ref" in o]
+        left_out = [(s, o["ref"]) for s in p.manifest.sections for o in s.omitted if "ref" in o]
         counter = default_counter()
         assert left_out, (p.used_tokens, budget)
-        cheapest = min(counter.count("\n" + clip_notes(ref)[-1]) + 1 for ref in left_out)
+        cheapest = min(counter.count("\n" + clip_notes(ref)[-1]) + 1
+                       + (0 if s.used_tokens else
+                          counter.count(SECTION_TITLES[Section(s.name)] + "\n"))
+                       for s, ref in left_out)
         assert room < cheapest, (p.used_tokens, budget, room, cheapest)
 
 

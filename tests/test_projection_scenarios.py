@@ -532,7 +532,8 @@ def test_a_short_reply_keeps_the_question_it_answers(budget: int, reply: str) ->
     assert question < answer
     assert "(2) deploy straight to production behind the feature flag" in current
     assert (ids["question"], "assistant", "model_output") in _fences(current)
-    assert p.text.count('<data ' + ids["question"] + ' ') == 1
+    assert sum(1 for line in p.text.split("\n")
+               if (parts := fence_parts(line)) and parts[0] == ids["question"]) == 1
 
 
 def _abandoned_then_new_topic() -> tuple[LedgerBuilder, dict[str, str]]:
@@ -756,7 +757,7 @@ def test_runtime_wakes_interleaved_with_discussion_never_pose_as_the_operator(bu
     assert "operator (claimed) message:m1:" in p.text
     assert "‹/data>" in p.text
     # A forged heading or relation line inside the text stays inside its fence.
-    assert outside.count("## Continuation anchor and current input") == 1
+    assert sum(line.startswith("## Continuation anchor and current input") for line in outside) == 1
     assert sum(line.startswith("relation: ") for line in outside) == 1
     for ref in ids["forged"].split(","):
         head = next((line for line in p.text.split("\n")

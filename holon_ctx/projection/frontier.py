@@ -23,6 +23,7 @@ bounded query (:attr:`Policy.frontier_scan_turns`), never a page the planner loa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import pairwise
 
 import attrs
@@ -169,7 +170,8 @@ class Tally:
         names = tuple(self.files)
 
         def named_line() -> list[Block]:
-            return [r.line(files_line(self.files, limit, policy.text.path_in_frontier_ref))]
+            return [r.line(files_line(self.files, limit, policy.text.path_in_frontier_ref,
+                                      quoted))]
         named = r.memo(("frontier_files", names, limit), named_line) if names else []
         return head, named
 
@@ -178,12 +180,14 @@ class Tally:
 _OMITTED_REFS = 5
 
 
-def files_line(files: dict[str, list[str]], limit: int, path_chars: int) -> str:
+def files_line(files: dict[str, list[str]], limit: int, path_chars: int,
+               quote: Callable[[str], str] = str) -> str:
     """``files modified: …`` naming the ``limit`` files written last (the file being edited now
     among them); past ``limit`` it says how many earlier files it leaves out and the refs of the
-    runs that wrote them (each run's line names its files)."""
+    runs that wrote them (each run's line names its files). ``quote`` marks each path (a
+    renderer's line passes :func:`~holon_ctx.projection.formats.quoted`: ledger text)."""
     names = list(files)
-    shown = ", ".join(quoted(one_line(p, path_chars)) for p in names[-limit:])
+    shown = ", ".join(quote(one_line(p, path_chars)) for p in names[-limit:])
     omitted = names[:-limit] if len(names) > limit else []
     if not omitted:
         return f"files modified: {shown}"
