@@ -184,14 +184,15 @@ def test_utilisation_is_at_least_90_percent_when_more_content_than_fits(
         _note(records, p)
     if p.used_tokens < 0.9 * budget:
         # Only at the smallest budgets: a clipped block must end with the note naming its full
-        # text, so the room left may be too small for any left-out item's shortest note and one
-        # token of its own (and its section's title, when nothing else of the section is
-        # shown). That is the only excuse for using less.
+        # text, so the room left may be too small for any left-out item's shortest note and its
+        # shortest cut line (one token of its own, then "…" and the line's end), and its
+        # section's title when nothing else of the section is shown. That is the only excuse
+        # for using less.
         room = budget - p.used_tokens
         left_out = [(s, o["ref"]) for s in p.manifest.sections for o in s.omitted if "ref" in o]
         counter = default_counter()
         assert left_out, (p.used_tokens, budget)
-        cheapest = min(counter.count("\n" + clip_notes(ref)[-1]) + 1
+        cheapest = min(counter.count("\n" + clip_notes(ref)[-1]) + 1 + counter.count("…\n")
                        + (0 if s.used_tokens else
                           counter.count(SECTION_TITLES[Section(s.name)] + "\n"))
                        for s, ref in left_out)
