@@ -63,7 +63,8 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.projection.formats import clip_notes
+from holon_ctx.projection.formats import QUOTE_END, QUOTE_START, clip_notes
+from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.model import Form, Section
 from holon_ctx.projection.projector import SECTION_TITLES, Projection, Projector
 from holon_ctx.projection.view import WindowLimits
@@ -157,6 +158,14 @@ def test_used_tokens_never_exceed_the_budget_and_equal_the_count_of_the_text(
     assert p.used_tokens <= budget == p.manifest.budget_tokens
     assert sum(s.used_tokens for s in p.manifest.sections) == p.used_tokens
     assert p.manifest.text == p.text
+    # The renderer's quote marks (formats.quoted) never reach a label line, whatever the ledger
+    # text holds (a record's own text, fenced, is shown as it is); the quoted ledger text a
+    # label holds is part of the label.
+    blocks = [b for pairs in p.section_items.values() for _, r in pairs for b in r.blocks]
+    for b in blocks:
+        labels = b.head + b.tail if b.body or b.kind is not BlockKind.TEXT else ""
+        assert not {QUOTE_START, QUOTE_END} & set(labels), b
+        assert 0 <= b.quoted <= default_counter().count(b.head)
 
 
 #: Found by the property: at 64 tokens the third turn's line does not fit, and the 7 tokens left
