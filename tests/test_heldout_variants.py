@@ -8,14 +8,28 @@ they add coverage of the class.
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from projection_builders import LedgerBuilder, selected_refs
 
 import holon_ctx
+from holon_ctx.ledger.episode_store import MemoryEpisodeStore
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import BriefKind
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory.archiver import ArchivePolicy, Archiver
+from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.projection.model import Section
+from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.session import SessionProjector
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- item 5: duplicate wakes and no-op events fold also when not back to back --------------------
@@ -210,3 +224,140 @@ def test_an_early_decision_and_its_exact_constraints_stay_reachable(turns: int,
     assert "RabbitMQ 3.13 with quorum queues, at most 3 replicas" in request.text
     assert "never enable lazy queues" in request.text
     session.close()
+
+
+# -- item 9: the manifest is the same bytes in any process and hash seed, episodes included ------
+def _archived_db(path: Path) -> Path:
+    """A SQLite ledger of a plain conversation with work items, pins and folds, archived into
+    episodes by the CLI (so ``project --db`` recalls them)."""
+    from holon_ctx.ledger.sqlite import SqliteStore
+
+    b = LedgerBuilder()
+    b.environment()
+    ask = b.operator("Pick the queue for notifications and wire it up.", work_item="wi-q")
+    b.work_item("wi-q", objective="Notifications queue", todos=[("pick", True), ("wire", False)])
+    decision = b.operator("Decision: RabbitMQ 3.13, quorum queues, at most 3 replicas; never "
+                          "enable lazy queues.", anchor=ask, work_item="wi-q")
+    b.pin(f"turn:{decision}", "the queue decision")
+    b.busy(30, anchor=ask, work_item="wi-q", topic="queue")
+    b.noise(12)
+    b.external("ci-bot", "build 77 green")
+    b.external("ci-bot", "build 77 green")
+    for i in range(30):
+        b.chat(f"Chart {i}: amber palette with stacked bars?", f"Chart {i} done. " * 20)
+    b.operator("Back to the queue: wire the consumer as decided.", work_item="wi-q")
+    db = path / "ledger.db"
+    store = SqliteStore(str(db))
+    store.append(b.records)
+    store.close()
+    subprocess.run([sys.executable, "-m", "holon_ctx", "episodes", "archive", "--db", str(db),
+                    "--recent", "16"], cwd=ROOT, capture_output=True, check=True)
+    return db
+
+
+@pytest.mark.parametrize("mode", ["session", "stateless"])
+def test_the_manifest_with_episodes_is_the_same_bytes_under_any_hash_seed(
+        tmp_path: Path, mode: str) -> None:
+    """``project --db --json`` on an archived ledger (episodes recalled, a pin, folds, a work
+    item) in three interpreters: PYTHONHASHSEED 0, 1 and random."""
+    db = _archived_db(tmp_path)
+    outputs = set()
+    for seed in ("0", "1", "random"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-m", "holon_ctx", "project", "--db", str(db),
+                              "--budget", "2048", "--json", "--mode", mode],
+                             env=env, cwd=ROOT, capture_output=True, check=True)
+        outputs.add(out.stdout)
+    assert len(outputs) == 1
+    manifest = json.loads(next(iter(outputs)))
+    assert [e for e in manifest["episodes"] if e["representation"] != "omitted"], \
+        "the episode path is exercised"
+    assert any(s["omitted"] for s in manifest["sections"]), "the budget binds"
+
+
+# -- item 10: the budget used with episodes; nothing twice; every clip noted ---------------------
+def _decision_pinned_and_archived() -> tuple[LedgerStore, StoreEpisodeSource, str]:
+    """A plain conversation whose early decision the operator pinned; archived, so an episode
+    and the pinned turn both hold the decision's record."""
+    b = LedgerBuilder()
+    b.environment(guidance="Never push to main directly; open a pull request. " * 6)
+    b.chat("Which queue for notifications: Kafka or RabbitMQ?",
+           "RabbitMQ is simpler to run. Which do you prefer?")
+    decision = b.operator("Decision: RabbitMQ 3.13 with quorum queues, at most 3 replicas; "
+                          "never enable lazy queues.")
+    b.assistant("Recorded.")
+    b.pin(f"turn:{decision}", "the queue decision")
+    for i in range(40):
+        b.chat(f"Dashboard chart {i}: amber palette, stacked bars, legend on the right?",
+               f"Chart {i} updated: amber palette, stacked bars, right legend. " * 4)
+    b.operator("Which queue settings did we agree for notifications?")
+    store = b.store()
+    episodes = MemoryEpisodeStore()
+    Archiver(store, episodes, policy=ArchivePolicy(recent_turns=16)).archive()
+    return store, StoreEpisodeSource(episodes, store), "never enable lazy queues"
+
+
+_CLIP_NOTE = re.compile(r"\[clipped[^\]]*; full text: (\S+|the ledger)\]\n$")
+
+
+def test_episodes_and_a_pinned_turn_fill_the_budget_and_show_nothing_twice() -> None:
+    """Budget by budget from 300 to 6,000: at least 90% used while the budget binds, the pinned
+    decision's words once (never again in the episode holding them), no fence twice, and every
+    clipped item (turn, episode, environment, fold, pin) ends with the note naming its text."""
+    store, source, words = _decision_pinned_and_archived()
+    projector = Projector(store, episodes=source)
+    whole = projector.project(budget_tokens=400_000).used_tokens
+    clipped_kinds: set[str] = set()
+    for budget in range(300, 6000, 131):
+        p = projector.project(budget_tokens=budget, verify=True)
+        if budget < whole:
+            assert p.used_tokens >= 0.9 * budget, (budget, p.used_tokens)
+        assert p.text.count(words) <= 1, budget
+        if words not in p.text:
+            assert budget < 600, budget  # the pinned decision is shown from small budgets up
+        fences = re.findall(r"^<data (\S+) ", p.text, re.MULTILINE)
+        assert len(fences) == len(set(fences)), budget
+        for d in p.decisions:
+            if d.clipped:
+                clipped_kinds.add(d.kind)
+                text = dict(p.section_items[d.section])[d.key].text
+                assert _CLIP_NOTE.search(text), (budget, d.key, text)
+    assert p.manifest.episodes, "episodes are recalled"
+    assert "episode" in clipped_kinds or "turn" in clipped_kinds
+
+
+# -- item 4: lists are never silently short; the current edit target is never the one dropped ----
+def _files_without_work_item(files: int, target: int) -> LedgerBuilder:
+    """An agent loop with no work item writes ``files`` files, then edits file ``target`` again."""
+    b = LedgerBuilder()
+    ask = b.operator("Rename the settings module everywhere.")
+    for i in range(files):
+        b.turn("x-agent-step", anchor=ask)
+        b.tool("bash", f"sed -i s/old/new/ src/mod_{i:02d}.py", "", files=[f"src/mod_{i:02d}.py"])
+        b.task_record(f"lint-{i}", f"lint of src/mod_{i:02d}.py clean")
+    b.turn("x-agent-step", anchor=ask)
+    b.tool("bash", f"vim src/mod_{target:02d}.py", "", files=[f"src/mod_{target:02d}.py"])
+    return b
+
+
+@pytest.mark.parametrize("target", [0, 13, 29])
+@pytest.mark.parametrize("budget", [400, 8192])
+def test_the_files_touched_list_counts_what_it_leaves_out_and_keeps_the_edit_target(
+        target: int, budget: int) -> None:
+    """Without a work item the work-refs section lists the files touched: the one edited last
+    leads it, and a cut list names the rest's count; named + counted = every file."""
+    p = _files_without_work_item(30, target).project(budget)
+    lines = p.section_text[Section.WORK_REFS].split("\n")
+    start = lines.index("files touched:")
+    body = []
+    for ln in lines[start + 1:]:
+        if not ln.startswith("- "):
+            break
+        body.append(ln)
+    assert body[0].startswith(f"- src/mod_{target:02d}.py ")
+    named = [ln for ln in body if ln.startswith("- src/")]
+    counted = re.search(r"^- … and (\d+) older not listed here", "\n".join(body), re.MULTILINE)
+    assert len(named) + (int(counted.group(1)) if counted else 0) == 30, body
+    tasks = p.section_text[Section.WORK_REFS].split("tasks:\n", 1)
+    if len(tasks) == 2:
+        assert tasks[1].startswith("- task lint-29: ")  # the newest task first

@@ -160,8 +160,13 @@ def work_refs(ctx: Context, r: Renderer) -> list[Item]:
                 if rec.failed:
                     failed[rec.tool_name] += 1
                 for f in rec.files_written:
+                    # Re-inserted on every write: listed newest first (reversed below), the
+                    # file written last (the current edit target) leads the list, and a cut
+                    # or clipped list drops the files written longest ago (issue 12, item 4).
+                    files.pop(f, None)
                     files[f] = stored.ref
             elif isinstance(rec, TaskResult):
+                tasks.pop(rec.task_id, None)
                 tasks[rec.task_id] = f"{rec.status.value} ({stored.ref})"
     scope = f" for {one_line(wid, chars.ident)}" if wid else ""
     frontier = ctx.frontier.item(r, wid, ctx.policy) if wid else None
@@ -170,11 +175,11 @@ def work_refs(ctx: Context, r: Renderer) -> list[Item]:
         files = {}  # the frontier names every file of the work item, not only the window's
     if files:
         lines = [f"- {one_line(f, chars.path_in_list)} (written by {ref})"
-                 for f, ref in files.items()]
-        items.append(_list_item(ctx, r, "files", f"files touched{scope}:", lines))
+                 for f, ref in reversed(files.items())]
+        items.append(_list_item(ctx, r, "files", f"files touched{scope}:", lines, newest=True))
     if tasks:
-        lines = [f"- task {one_line(t, chars.ident)}: {s}" for t, s in tasks.items()]
-        items.append(_list_item(ctx, r, "tasks", f"tasks{scope}:", lines))
+        lines = [f"- task {one_line(t, chars.ident)}: {s}" for t, s in reversed(tasks.items())]
+        items.append(_list_item(ctx, r, "tasks", f"tasks{scope}:", lines, newest=True))
     if tools:
         lines = [f"- {one_line(name, chars.tool_name)} ×{n}"
                  + (f", {failed[name]} failed" if failed[name] else "")
@@ -193,14 +198,19 @@ def work_refs(ctx: Context, r: Renderer) -> list[Item]:
 
 
 def _list_item(ctx: Context, r: Renderer, name: str, title: str, lines: list[str],
-               priority: Priority = Priority.NORMAL) -> Item:
+               priority: Priority = Priority.NORMAL, *, newest: bool = False) -> Item:
+    """A work-refs list; its compact form names the first ``list_compact_lines`` entries and
+    says how many more there are and where. ``newest``: the lines run newest first (the file
+    being edited now, the task that just ended), so what a cut drops is the oldest, and the
+    note says so (issue 12, item 4)."""
     shown = ctx.policy.list_compact_lines
     order = _REF_LISTS.index(name)
     full = r.rendered([r.line(title), *(r.line(ln) for ln in lines)])
     forms = {Form.FULL: full}
     if len(lines) > shown:
+        more = "older" if newest else "more"
         compact = [r.line(title), *(r.line(ln) for ln in lines[:shown]),
-                   r.line(f"- … and {len(lines) - shown} more not listed here (each in the "
+                   r.line(f"- … and {len(lines) - shown} {more} not listed here (each in the "
                           "history under its ref)")]
         forms[Form.COMPACT] = r.rendered(compact)
     return Item(key=f"work_refs:{name}", section=Section.WORK_REFS, priority=priority,
