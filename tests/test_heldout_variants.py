@@ -195,34 +195,58 @@ def test_another_items_evidence_is_shown_once_the_current_chain_needs_it() -> No
 
 
 # -- item 8: an early decision stays reachable in a long plain conversation ----------------------
-def _plain_conversation(session: holon_ctx.Session, turns: int, budget: int) -> None:
+#: ``(question, answer, the operator's return, exact words that must come back)``: a decision
+#: marker; an answer with no marker whose words share nothing with the return ("queues" is not
+#: "queue"); a statement answered after the assistant asks; Chinese.
+_DECISIONS = {
+    "marker": ("Which queue for the notifications service: Kafka or RabbitMQ?",
+               "Decision: notifications use RabbitMQ 3.13 with quorum queues, at most 3 "
+               "replicas; never enable lazy queues.",
+               "Back to the notifications queue: set it up as we decided.",
+               ("RabbitMQ 3.13 with quorum queues, at most 3 replicas", "never enable lazy")),
+    "unmarked": ("Which queue for notifications: Kafka or RabbitMQ?",
+                 "Go with RabbitMQ 3.13 and quorum queues, max 3 replicas. Never enable lazy "
+                 "queues.", "What did we pick for the notifications queue?",
+                 ("RabbitMQ 3.13 and quorum queues, max 3 replicas", "Never enable lazy")),
+    "answered": ("Notifications need a queue.",
+                 "OK: use RabbitMQ 3.13 with quorum queues; keep replicas at 3 and do not "
+                 "enable lazy queues ever.", "Set up the notifications queue now.",
+                 ("keep replicas at 3", "do not enable lazy queues ever")),
+    "zh": ("通知服务用哪个队列：Kafka 还是 RabbitMQ？",
+           "决定：通知服务使用 RabbitMQ 3.13 仲裁队列，最多 3 个副本；绝不启用惰性队列。",
+           "回到通知队列：按我们的决定配置。", ("最多 3 个副本", "绝不启用惰性队列")),
+}
+
+
+@pytest.mark.parametrize("phrasing", sorted(_DECISIONS))
+@pytest.mark.parametrize("budget", [2048, 4096])
+@pytest.mark.parametrize("turns", [30, 64, 65, 200])
+def test_an_early_decision_and_its_exact_constraints_stay_reachable(turns: int, budget: int,
+                                                                    phrasing: str) -> None:
+    """A plain conversation of ``turns`` turns under the default compaction, a request before
+    every reply: the decision of turn 3, with its numbers and its "never", is in the request
+    when the operator returns to it, however the decision and the return are worded."""
+    question, answer, back, exact = _DECISIONS[phrasing]
+    session = holon_ctx.open_session(MemoryStore())
+
     def exchange(operator: str, reply: str) -> None:
         session.operator_message(operator)
         session.next_request(budget)
         session.assistant_message(reply)
 
-    exchange("Which queue for the notifications service: Kafka or RabbitMQ?",
-             "RabbitMQ is simpler to run; Kafka keeps a replayable log. Which do you prefer?")
-    exchange("Decision: notifications use RabbitMQ 3.13 with quorum queues, at most 3 replicas; "
-             "never enable lazy queues.", "Recorded: RabbitMQ 3.13, quorum queues, 3 replicas.")
+    exchange(question, "RabbitMQ is simpler to run; Kafka keeps a replayable log. Which do you "
+                       "prefer?")
+    exchange(answer, "Recorded.")
     palette = ["amber", "indigo", "mint", "sand"]
     for i in range((turns - 5) // 2):
         exchange(f"Dashboard chart {i}: use a {palette[i % 4]} palette, stacked bars and a legend "
                  f"on the right with 12px labels.",
                  f"Chart {i} updated: {palette[i % 4]} palette, stacked bars, right legend, 12px "
                  "labels, tooltips on hover, responsive grid at 3 columns. " * 3)
-    session.operator_message("Back to the notifications queue: set it up as we decided.")
-
-
-@pytest.mark.parametrize("budget", [2048, 4096])
-@pytest.mark.parametrize("turns", [30, 64, 65, 200])
-def test_an_early_decision_and_its_exact_constraints_stay_reachable(turns: int,
-                                                                    budget: int) -> None:
-    session = holon_ctx.open_session(MemoryStore())
-    _plain_conversation(session, turns, budget)
+    session.operator_message(back)
     request = session.next_request(budget)
-    assert "RabbitMQ 3.13 with quorum queues, at most 3 replicas" in request.text
-    assert "never enable lazy queues" in request.text
+    for words in exact:
+        assert words in request.text, (words, turns, budget)
     session.close()
 
 
