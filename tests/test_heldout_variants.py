@@ -66,6 +66,27 @@ def test_duplicate_wakes_of_two_sources_interleaved_fold_into_one_line() -> None
     assert request.text.count("canary 8812: error rate 0.2%") == 1
 
 
+def test_a_live_session_folds_interleaved_duplicate_wakes_as_they_arrive() -> None:
+    """The same through the library API, a request after each wake (the streaming path): two
+    sources repeating among ticks, retries and fallbacks show each event once."""
+    s = holon_ctx.open_session(MemoryStore())
+    s.operator_message("Watch the rollout of build 8812 and the canary.")
+    s.next_request(4096)
+    for i in range(5):
+        s.external_event("deploy-bot", "rollout 8812: 3/10 pods updated")
+        s.next_request(4096)
+        s.wake("scheduler_tick", noop=True)
+        s.external_event("canary-bot", "canary 8812: error rate 0.2%")
+        s.next_request(4096)
+        s.wake("provider_retry" if i % 2 else "provider_fallback")
+    s.external_event("deploy-bot", "rollout 8812 complete: 10/10 pods healthy")
+    text = s.next_request(4096).text
+    assert text.count("rollout 8812: 3/10 pods updated") == 1
+    assert text.count("canary 8812: error rate 0.2%") == 1
+    assert "duplicate_wake×8" in text
+    s.close()
+
+
 @pytest.mark.parametrize("copy", ["rollout 8812:  3/10 pods updated",
                                   "rollout 8812: 3/10 pods updated\n",
                                   "rollout 8812: 4/10 pods updated"])
