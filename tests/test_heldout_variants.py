@@ -406,3 +406,31 @@ def test_the_files_touched_list_counts_what_it_leaves_out_and_keeps_the_edit_tar
     tasks = p.section_text[Section.WORK_REFS].split("tasks:\n", 1)
     if len(tasks) == 2:
         assert tasks[1].startswith("- task lint-29: ")  # the newest task first
+
+
+def test_a_governed_constraint_held_by_a_pinned_turn_is_named_not_repeated(tmp_path: Path) -> None:
+    """The operator pinned their decision, and compaction sealed it as an exact constraint: the
+    stateless prompt (``project --db``) shows its words once, with its turn; the constraint
+    notice names the record instead."""
+    db = tmp_path / "s.db"
+    s = holon_ctx.open_session(db)
+    s.operator_message("Which queue for notifications: Kafka or RabbitMQ?")
+    s.assistant_message("RabbitMQ is simpler to run. Which do you prefer?")
+    decision = s.operator_message("Decision: RabbitMQ 3.13 with quorum queues, at most 3 "
+                                  "replicas; never enable lazy queues.")
+    s.assistant_message("Recorded.")
+    s.pin(decision, "the queue decision")
+    for i in range(40):
+        s.operator_message(f"Dashboard chart {i}: amber palette, stacked bars, legend right?")
+        s.next_request(2048)
+        s.assistant_message(f"Chart {i} updated: amber palette, stacked bars, right legend. " * 4)
+    s.operator_message("Which queue settings did we agree for notifications?")
+    s.next_request(2048)
+    s.close()
+    for budget in ("1200", "8000"):
+        out = subprocess.run([sys.executable, "-m", "holon_ctx", "project", "--db", str(db),
+                              "--budget", budget, "--mode", "stateless"],
+                             cwd=ROOT, capture_output=True, check=True, text=True).stdout
+        assert "exact operator constraints" in out
+        assert out.count("never enable lazy queues") == 1, budget
+        assert f"- {decision}: its words are shown with its turn in this prompt" in out

@@ -83,7 +83,25 @@ def control(ctx: Context, r: Renderer) -> list[Item]:
     keys = {"blocked_on_reconciliation": "control:blocking",
             "pending_obligation": "control:obligations", "exact_constraint": "control:constraints"}
     return [_control_item(r, keys[reason], lines, (reason,))
-            for reason, lines in control_notices(r, state)]
+            for reason, lines in control_notices(r, state, _held_whole(ctx, state))]
+
+
+def _held_whole(ctx: Context, state: ControlState) -> frozenset[str]:
+    """Constraint refs whose words a pinned turn of this prompt quotes whole in every form:
+    an operator message of one line within the compact quote's length. The notice names them
+    instead of repeating the words (no record's text twice, issue 12 item 10); a longer one is
+    repeated, since a compact turn would cut it."""
+    limit = ctx.policy.text.operator_excerpt
+    held: set[str] = set()
+    wanted = {ref for ref, _ in state.constraints}
+    for tid in ctx.pinned:
+        unit = ctx.view.unit(tid)
+        for stored in unit.records if unit is not None else ():
+            rec = stored.record
+            if stored.ref in wanted and isinstance(rec, Message) and rec.by_operator \
+                    and "\n" not in rec.text.strip() and len(rec.text.strip()) <= limit:
+                held.add(stored.ref)
+    return frozenset(held)
 
 
 def control_blocks(r: Renderer, state: ControlState) -> list[list[Block]]:
@@ -92,8 +110,10 @@ def control_blocks(r: Renderer, state: ControlState) -> list[list[Block]]:
     return [lines for _, lines in control_notices(r, state)]
 
 
-def control_notices(r: Renderer, state: ControlState) -> list[tuple[str, list[Block]]]:
-    """``(reason, lines)`` of each notice the governed state calls for, in their fixed order."""
+def control_notices(r: Renderer, state: ControlState, held: frozenset[str] = frozenset(),
+                    ) -> list[tuple[str, list[Block]]]:
+    """``(reason, lines)`` of each notice the governed state calls for, in their fixed order;
+    a constraint whose ref is in ``held`` is named, its words shown with its turn."""
     chars = r.chars
     source = f"governed store, envelope {state.envelope_id}" if state.envelope_id \
         else "governed store"
@@ -111,7 +131,8 @@ def control_notices(r: Renderer, state: ControlState) -> list[tuple[str, list[Bl
         out.append(("pending_obligation", lines))
     if state.constraints:
         lines = [r.line(f"exact operator constraints ({source}; still in force):")]
-        lines += [r.line(f"- {ref}: {one_line(text, chars.constraint)}")
+        lines += [r.line(f"- {ref}: its words are shown with its turn in this prompt"
+                         if ref in held else f"- {ref}: {one_line(text, chars.constraint)}")
                   for ref, text in state.constraints]
         out.append(("exact_constraint", lines))
     return out
