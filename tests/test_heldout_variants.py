@@ -433,4 +433,5 @@ def test_a_governed_constraint_held_by_a_pinned_turn_is_named_not_repeated(tmp_p
                              cwd=ROOT, capture_output=True, check=True, text=True).stdout
         assert "exact operator constraints" in out
         assert out.count("never enable lazy queues") == 1, budget
-        assert f"- {decision}: its words are shown with its turn in this prompt" in out
+        assert f"- {decision}: the queue decision — its words are shown with its turn in this " \
+               "prompt" in out

@@ -14,6 +14,7 @@ fixed items take their order and position from :data:`~holon_ctx.projection.pins
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 import attrs
 
@@ -86,22 +87,35 @@ def control(ctx: Context, r: Renderer) -> list[Item]:
             for reason, lines in control_notices(r, state, _held_whole(ctx, state))]
 
 
-def _held_whole(ctx: Context, state: ControlState) -> frozenset[str]:
-    """Constraint refs whose words a pinned turn of this prompt quotes whole in every form:
-    an operator message of one line within the compact quote's length. The notice names them
-    instead of repeating the words (no record's text twice, issue 12 item 10); a longer one is
-    repeated, since a compact turn would cut it."""
+def _held_whole(ctx: Context, state: ControlState) -> dict[str, str]:
+    """Constraint ref → the operator's words, for each constraint stating words a pinned turn
+    of this prompt quotes whole in every form: an operator message of one line within the
+    compact quote's length. The notice names them instead of repeating the words (no record's
+    text twice, issue 12 item 10); a longer one is repeated, since a compact turn would cut it."""
     limit = ctx.policy.text.operator_excerpt
-    held: set[str] = set()
-    wanted = {ref for ref, _ in state.constraints}
+    held: dict[str, str] = {}
+    wanted = dict(state.constraints)
     for tid in ctx.pinned:
         unit = ctx.view.unit(tid)
         for stored in unit.records if unit is not None else ():
             rec = stored.record
-            if stored.ref in wanted and isinstance(rec, Message) and rec.by_operator \
-                    and "\n" not in rec.text.strip() and len(rec.text.strip()) <= limit:
-                held.add(stored.ref)
-    return frozenset(held)
+            text = wanted.get(stored.ref)
+            if text is not None and isinstance(rec, Message) and rec.by_operator \
+                    and text.endswith(rec.text) and "\n" not in rec.text.strip() \
+                    and len(rec.text.strip()) <= limit:
+                held[stored.ref] = rec.text
+    return held
+
+
+def _constraint_line(ref: str, text: str, held: Mapping[str, str], limit: int) -> str:
+    """One constraint of the notice: its text, or, when a pinned turn shows its words, the pin's
+    note (the text before ``" — "`` and the words, compaction's form) and where the words are."""
+    words = held.get(ref)
+    if words is None:
+        return f"- {ref}: {one_line(text, limit)}"
+    note = text.removesuffix(words).rstrip().removesuffix("—").rstrip()
+    lead = f"{one_line(note, limit)} — " if note else ""
+    return f"- {ref}: {lead}its words are shown with its turn in this prompt"
 
 
 def control_blocks(r: Renderer, state: ControlState) -> list[list[Block]]:
@@ -110,10 +124,10 @@ def control_blocks(r: Renderer, state: ControlState) -> list[list[Block]]:
     return [lines for _, lines in control_notices(r, state)]
 
 
-def control_notices(r: Renderer, state: ControlState, held: frozenset[str] = frozenset(),
+def control_notices(r: Renderer, state: ControlState, held: Mapping[str, str] | None = None,
                     ) -> list[tuple[str, list[Block]]]:
     """``(reason, lines)`` of each notice the governed state calls for, in their fixed order;
-    a constraint whose ref is in ``held`` is named, its words shown with its turn."""
+    a constraint whose ref is in ``held`` names where its words are (:func:`_held_whole`)."""
     chars = r.chars
     source = f"governed store, envelope {state.envelope_id}" if state.envelope_id \
         else "governed store"
@@ -131,8 +145,7 @@ def control_notices(r: Renderer, state: ControlState, held: frozenset[str] = fro
         out.append(("pending_obligation", lines))
     if state.constraints:
         lines = [r.line(f"exact operator constraints ({source}; still in force):")]
-        lines += [r.line(f"- {ref}: its words are shown with its turn in this prompt"
-                         if ref in held else f"- {ref}: {one_line(text, chars.constraint)}")
+        lines += [r.line(_constraint_line(ref, text, held or {}, chars.constraint))
                   for ref, text in state.constraints]
         out.append(("exact_constraint", lines))
     return out
