@@ -65,8 +65,8 @@ def _with_other_sources(unit: TurnUnit, beside: TurnUnit) -> TurnUnit:
     """``unit`` with the events of ``beside`` whose source ``unit`` has no event of (before its
     own records, at most _WAKE_SOURCES sources in all); ``unit`` itself when there are none.
 
-    Its records outnumber ``unit``'s whenever it differs from it, so a facts cache keyed by ref
-    and record count never takes one for the other."""
+    Its first record is then another turn's, which keeps it apart from ``unit`` in a facts
+    cache (:class:`FactsCache`)."""
     mine = {r.record.source for r in unit.records if isinstance(r.record, ExternalEvent)}
     kept: list[str] = []
     for r in reversed(beside.records):
@@ -186,11 +186,15 @@ class FactsCache:
     """
 
     def __init__(self) -> None:
-        self._facts: dict[tuple[str, int, str | None, int], list[str]] = {}
+        self._facts: dict[tuple[str, int, str | None, int, str | None], list[str]] = {}
 
     def facts(self, unit: TurnUnit, previous: TurnUnit | None) -> list[str]:
+        # The neighbour's first record tells a wake holding other sources' events
+        # (judged_beside: they come first, from older turns) from the wake alone, whatever
+        # records either gains later.
         key = (unit.ref, len(unit.records), previous.ref if previous else None,
-               len(previous.records) if previous else 0)
+               len(previous.records) if previous else 0,
+               previous.records[0].ref if previous and previous.records else None)
         found = self._facts.get(key)
         if found is None:
             if len(self._facts) >= _FACTS_CACHE:
