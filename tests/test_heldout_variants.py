@@ -105,7 +105,7 @@ def test_a_wake_that_differs_in_any_character_is_not_a_duplicate(copy: str) -> N
 
 
 # -- item 6: a short reply keeps the question, whatever record asked it --------------------------
-_REPLIES = ["是", "はい", "ok", "👍", "y", "Да", "2", "네"]
+_REPLIES = ["是", "はい", "👍", "Да", "ok"]
 
 
 @pytest.mark.parametrize("reply", _REPLIES)
