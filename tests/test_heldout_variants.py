@@ -435,3 +435,26 @@ def test_a_governed_constraint_held_by_a_pinned_turn_is_named_not_repeated(tmp_p
         assert out.count("never enable lazy queues") == 1, budget
         assert f"- {decision}: the queue decision — its words are shown with its turn in this " \
                "prompt" in out
+
+
+@pytest.mark.parametrize("budget", [900, 4096])
+def test_a_sessions_tail_names_a_constraint_its_history_shows(budget: int) -> None:
+    """The same through the library API: the request's tail states the governed constraint by
+    ref and note, the history shows the operator's words once."""
+    s = holon_ctx.open_session(MemoryStore())
+    s.operator_message("Which queue for notifications: Kafka or RabbitMQ?")
+    s.assistant_message("RabbitMQ is simpler to run. Which do you prefer?")
+    decision = s.operator_message("Decision: RabbitMQ 3.13 with quorum queues, at most 3 "
+                                  "replicas; never enable lazy queues.")
+    s.assistant_message("Recorded.")
+    s.pin(decision, "the queue decision")
+    for i in range(40):
+        s.operator_message(f"Dashboard chart {i}: amber palette, stacked bars, legend right?")
+        s.next_request(budget)
+        s.assistant_message(f"Chart {i} updated: amber palette, stacked bars, right legend. " * 4)
+    s.operator_message("Which queue settings did we agree for notifications?")
+    text = s.next_request(budget).text
+    assert "exact operator constraints" in text
+    assert text.count("never enable lazy queues") == 1
+    assert f"- {decision}: the queue decision — its words are shown with its turn" in text
+    s.close()

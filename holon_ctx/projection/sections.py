@@ -14,7 +14,7 @@ fixed items take their order and position from :data:`~holon_ctx.projection.pins
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -39,7 +39,7 @@ from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.turns import ChainOf, TurnItems
 
 __all__ = ["control", "control_blocks", "control_notices", "current_input", "environment",
-           "episodes", "exchange_item", "work_item", "work_refs"]
+           "episodes", "exchange_item", "held_words", "work_item", "work_refs"]
 
 
 def environment(ctx: Context, r: Renderer) -> list[Item]:
@@ -92,18 +92,24 @@ def _held_whole(ctx: Context, state: ControlState) -> dict[str, str]:
     of this prompt quotes whole in every form: an operator message of one line within the
     compact quote's length. The notice names them instead of repeating the words (no record's
     text twice, issue 12 item 10); a longer one is repeated, since a compact turn would cut it."""
-    limit = ctx.policy.text.operator_excerpt
-    held: dict[str, str] = {}
+    units = (ctx.view.unit(tid) for tid in ctx.pinned)
+    return held_words(state, (s for u in units if u is not None for s in u.records),
+                      ctx.policy.text.operator_excerpt)
+
+
+def held_words(state: ControlState, shown: Iterable[StoredRecord], limit: int) -> dict[str, str]:
+    """Constraint ref → the operator's words, for each record of ``shown`` (records of turns
+    whose operator words the prompt shows) that a constraint states and that any form of its
+    turn quotes whole: one line within ``limit`` characters (the compact quote)."""
     wanted = dict(state.constraints)
-    for tid in ctx.pinned:
-        unit = ctx.view.unit(tid)
-        for stored in unit.records if unit is not None else ():
-            rec = stored.record
-            text = wanted.get(stored.ref)
-            if text is not None and isinstance(rec, Message) and rec.by_operator \
-                    and text.endswith(rec.text) and "\n" not in rec.text.strip() \
-                    and len(rec.text.strip()) <= limit:
-                held[stored.ref] = rec.text
+    held: dict[str, str] = {}
+    for stored in shown:
+        rec = stored.record
+        text = wanted.get(stored.ref)
+        if text is not None and isinstance(rec, Message) and rec.by_operator \
+                and text.endswith(rec.text) and "\n" not in rec.text.strip() \
+                and len(rec.text.strip()) <= limit:
+            held[stored.ref] = rec.text
     return held
 
 
@@ -118,10 +124,11 @@ def _constraint_line(ref: str, text: str, held: Mapping[str, str], limit: int) -
     return f"- {ref}: {lead}its words are shown with its turn in this prompt"
 
 
-def control_blocks(r: Renderer, state: ControlState) -> list[list[Block]]:
+def control_blocks(r: Renderer, state: ControlState, held: Mapping[str, str] | None = None,
+                   ) -> list[list[Block]]:
     """The governed control notices as lines, blocking side effects first (also the session
-    projection's tail)."""
-    return [lines for _, lines in control_notices(r, state)]
+    projection's tail; ``held`` as in :func:`control_notices`)."""
+    return [lines for _, lines in control_notices(r, state, held)]
 
 
 def control_notices(r: Renderer, state: ControlState, held: Mapping[str, str] | None = None,
