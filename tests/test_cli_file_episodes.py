@@ -132,3 +132,44 @@ def test_preview_explain_and_diff_see_the_archived_decision(
     diffed = json.loads(_run(capsys, ["diff", src, "--budget", "2048", "--budget", "4096",
                                       "--json"]))
     assert episode["ref"] in json.dumps(diffed)
+
+
+@pytest.mark.parametrize("budget", [2048, 4096])
+def test_a_replay_of_a_file_grows_episodes_while_the_budget_binds(
+        conversations: dict[int, Path], budget: int) -> None:
+    """``replay conv.jsonl``: the episodes grow along the calls as a session's would, and the
+    last call's request holds the early decision's exact words."""
+    from holon_ctx.cli.file_episodes import ReplayCompaction
+    from holon_ctx.projection.cost import PRICES
+    from holon_ctx.projection.replay import replay
+    from holon_ctx.tokens import default_counter
+
+    store = MemoryStore()
+    import_jsonl(conversations[200], store)
+    grown = ReplayCompaction(store)
+    session = SessionProjector(store, layout=Layout.MESSAGES, episodes=grown.source)
+    replay(store, budget, PRICES["anthropic"], default_counter(), session_projector=session,
+           before_call=grown.before_call)
+    assert grown.episodes.count() > 0
+    text = session.request(budget_tokens=budget).text
+    for words in _EXACT:
+        assert words in text, (words, budget)
+
+
+def test_a_replay_whose_budget_never_binds_is_unchanged(
+        conversations: dict[int, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """At a budget that fits every call, ``replay`` archives nothing: its figures are those of
+    the replay planned without episodes."""
+    from holon_ctx.cli.replay_cmd import _report_json
+    from holon_ctx.projection.cost import PRICES
+    from holon_ctx.projection.replay import replay
+    from holon_ctx.tokens import default_counter
+
+    src = conversations[30]
+    out = json.loads(_run(capsys, ["replay", str(src), "--budget", "60000", "--json",
+                                   "--baseline", "stateless"]))
+    store = MemoryStore()
+    import_jsonl(src, store)
+    plain = replay(store, 60000, PRICES["anthropic"], default_counter(),
+                   approaches=("session", "stateless"))
+    assert out == json.loads(json.dumps(_report_json(plain, 60000, PRICES["anthropic"])))

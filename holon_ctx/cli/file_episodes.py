@@ -28,7 +28,7 @@ from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.projection.model import Manifest
 from holon_ctx.session_upkeep import CompactionPolicy
 
-__all__ = ["EPISODES_FROM", "FileArchive", "binds", "mark"]
+__all__ = ["EPISODES_FROM", "FileArchive", "ReplayCompaction", "binds", "mark"]
 
 #: The manifest's ``window.episodes_from`` when the recalled episodes are an in-memory archive.
 EPISODES_FROM = "in-memory archive"
@@ -83,3 +83,24 @@ class FileArchive:
         result = again(source)
         mark(manifest_of(result))
         return result
+
+
+class ReplayCompaction:
+    """Episodes grown along a ``replay`` of a file's ledger as a library session grows them
+    while its budget binds: before a call that follows a new turn, when the previous call's plan
+    left something out, every turn but the newest ``recent_turns`` is archived (in memory). A
+    replay whose budget never binds archives nothing, so its figures are the ones planned
+    without episodes."""
+
+    def __init__(self, store: LedgerStore) -> None:
+        self.store = store
+        self.episodes = MemoryEpisodeStore()
+        self.source = StoreEpisodeSource(self.episodes, store)
+        self._archiver = Archiver(store, self.episodes, policy=ArchivePolicy(
+            recent_turns=CompactionPolicy().recent_turns))
+        self._last_turn: str | None = None
+
+    def before_call(self, turn: str, binds: bool) -> None:
+        if binds and turn != self._last_turn:
+            self._archiver.archive(at=turn)
+        self._last_turn = turn
