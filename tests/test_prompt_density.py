@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from folded_output import shown_whole
 from projection_builders import LedgerBuilder
 
 from holon_ctx.ledger.memory import MemoryStore
@@ -55,7 +56,8 @@ def test_the_newest_step_is_shown_whole_while_the_budget_has_room() -> None:
     d = density(p, default_counter(), [f"turn:{t}" for t in turns[-2:]])
     assert d.cut == ()
     last_output = b.records[-1]
-    assert getattr(last_output, "output", "") in p.text
+    # Whole: verbatim but for the lines earlier steps printed, shown once (RFC 0016).
+    assert shown_whole(last_output, f"tool:{last_output.id}", p.text)
     assert "tokens omitted" not in p.text
 
 

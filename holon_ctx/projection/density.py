@@ -8,7 +8,8 @@ structured blocks it carries, never by parsing the text back:
   pre-rendered text); everything else — section titles, turn headings, record labels, fence
   lines, one-line stubs, fold lines, clip notes, and the line an excerpt puts between the head
   and the tail of a body it cut (``… [N+ tokens omitted; full text: REF] …``, counted as content
-  before RFC 0015) — is markup. Blocks count additively (:mod:`holon_ctx.tokens`), so a block's
+  before RFC 0015) and the note after a run of identical lines shown once (``[line above ×40]``,
+  RFC 0016) — is markup. Blocks count additively (:mod:`holon_ctx.tokens`), so a block's
   markup is its tokens less its body's, and an excerpt's note is its own line.
 * **cut with room**: a field (message, tool output) of one of the newest steps is shown cut to a
   per-field limit — excerpted at its cap, clipped, or the step shown in less than its full form
@@ -25,7 +26,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from holon_ctx.projection.formats import EXCERPT_MARK
+from holon_ctx.projection.formats import EXCERPT_MARK, REPEAT_MARK
 from holon_ctx.projection.items import Block, BlockKind
 from holon_ctx.projection.manifest import Projection
 from holon_ctx.projection.model import Form
@@ -79,6 +80,11 @@ def content_tokens(blocks: Iterable[Block], counter: TokenCounter) -> int:
                 # its count comes off the body's exactly.
                 total -= sum(counter.count(m.group(0))
                              for m in EXCERPT_MARK.finditer(block.body))
+            if block.kind is BlockKind.FENCED and "above ×" in block.body:
+                # A repeat note (RFC 0016) is the runtime's line too, and quoted text cannot
+                # pose as one (neutralise_repeat_marks).
+                total -= sum(counter.count(m.group(0))
+                             for m in REPEAT_MARK.finditer(block.body))
     return total
 
 

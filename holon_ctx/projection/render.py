@@ -40,7 +40,7 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.digest import turn_digest, work_item_delta
-from holon_ctx.projection.folding import tool_repeats
+from holon_ctx.projection.folding import tool_output_text, tool_repeats
 from holon_ctx.projection.formats import (
     ALERT,
     FENCE_CLOSE,
@@ -48,6 +48,7 @@ from holon_ctx.projection.formats import (
     excerpt_mark,
     fence_open,
     fence_parts,
+    neutralise_repeat_marks,
     one_line,
     operator_label,
     run_status,
@@ -118,9 +119,20 @@ class Renderer:
         """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens."""
         return self.memo(("body", stored.ref, cap), lambda: self._body_uncached(stored, cap))
 
-    def _body_uncached(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
+    def _text(self, stored: StoredRecord) -> tuple[str, int]:
+        """The record's body as the prompt shows it, and its token count: a tool output with
+        its runs of identical lines folded (RFC 0016), any other body as it is."""
         body, stale = record_body_counted(stored.record)
-        tokens = stored.tokens if self.trust_cached and not stale else self.counter.count(body)
+        if isinstance(stored.record, Tool):
+            shown = tool_output_text(body)
+            if shown != body:
+                # Counted once per record (the grow search asks for many caps).
+                return self.memo(("tool_text", stored.ref),
+                                 lambda: (shown, self.counter.count(shown)))
+        return body, stored.tokens if self.trust_cached and not stale else self.counter.count(body)
+
+    def _body_uncached(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
+        body, tokens = self._text(stored)
         if tokens <= cap:
             return body, tokens, False
         # Cut by characters first so a 275 KB output never goes through the tokenizer here;
@@ -332,7 +344,9 @@ class Renderer:
         facts = (f"{call} → {run_status(rec.status.value, rec.exit_code)}"
                  f"{self.files_written(rec)}; next run {nxt.ref} → "
                  f"{run_status(later.status.value, later.exit_code)}")
-        lines, total = changed_lines(record_body(rec), record_body(later),
+        # Quoted repeat notes neutralised as in the run's full form: a note in a fence is the
+        # runtime's (RFC 0016).
+        lines, total = changed_lines(neutralise_repeat_marks(record_body(rec)), record_body(later),
                                      self.policy.changed_lines)
         if not lines:
             # Every line it printed recurs in the next run (which printed more or fewer lines).
