@@ -27,7 +27,7 @@ from typing import Final
 
 import attrs
 
-from holon_ctx.projection.formats import same_lines_mark
+from holon_ctx.projection.formats import REPEAT_MARK, same_lines_mark
 from holon_ctx.projection.items import Block, BlockKind, Item, Rendered
 from holon_ctx.projection.model import SECTION_ORDER, Form, Section
 from holon_ctx.projection.planner import Plan
@@ -84,7 +84,7 @@ def fold_shown_lines(chosen: Plan, items: Sequence[Item], counter: TokenCounter,
             index = len(outputs)
             outputs.append((block.ref or "", kept))
             for i, line in enumerate(kept):
-                if line.strip():
+                if line.strip() and not _note(line):
                     where.setdefault(line, []).append((index, i))
         if changed:
             new = Rendered(blocks=tuple(blocks), tokens=sum(b.tokens for b in blocks),
@@ -108,6 +108,12 @@ def fold_shown_lines(chosen: Plan, items: Sequence[Item], counter: TokenCounter,
     return attrs.evolve(chosen, chosen=picks, used_tokens=used)
 
 
+def _note(line: str) -> bool:
+    """Whether ``line`` of a tool output's shown body is the runtime's note (quoted ones are
+    neutralised before any note is written, so none is the tool's)."""
+    return line.startswith("[") and REPEAT_MARK.match(line + "\n") is not None
+
+
 def _fold(lines: list[str], outputs: list[tuple[str, list[str]]],
           where: dict[str, list[tuple[int, int]]]) -> list[str]:
     """``lines`` with each run of lines an earlier output shows in the same order replaced by a
@@ -119,8 +125,10 @@ def _fold(lines: list[str], outputs: list[tuple[str, list[str]]],
         for index, start in reversed(where.get(lines[j], [])[-_CANDIDATES:]):
             theirs = outputs[index][1]
             n = 0
+            # A run never takes in a note (``[line above ×12]``): "N lines as in REF" counts
+            # lines the run printed, each shown in REF as it is.
             while (j + n < len(lines) and start + n < len(theirs)
-                   and lines[j + n] == theirs[start + n]):
+                   and lines[j + n] == theirs[start + n] and not _note(lines[j + n])):
                 n += 1
             chars = sum(len(line) + 1 for line in lines[j:j + n])
             if chars > best[0]:
