@@ -147,6 +147,25 @@ def test_the_room_a_clipped_trail_leaves_goes_to_the_newest_step() -> None:
     assert cut_at == []
 
 
+@pytest.mark.parametrize(("steps", "lines"), [(30, 150), (4, 120)])
+def test_no_newest_step_is_cut_while_a_token_of_the_budget_is_left(steps: int, lines: int) -> None:
+    """Budget by budget where the budget binds hard (the newest step grown to the room left): the
+    last one or two tokens are used too. A token of cap is some four characters of excerpt and a
+    cut text's count moves in steps of up to three, so a grow by whole tokens of cap left 1-2
+    tokens at 9 and 15 of these budgets (one such prompt of the shared trajectories at 4,096);
+    the grow's last step is by characters (RFC 0016)."""
+    b, turns = _agent_loop(steps, lines)
+    counter = default_counter()
+    newest = [f"turn:{t}" for t in turns[-2:]]
+    projector = Projector(b.store())
+    cut_at = []
+    for budget in range(600, 720):
+        d = density(projector.project(budget_tokens=budget), counter, newest)
+        if d.cut_with_room:
+            cut_at.append((budget, d.unused_tokens))
+    assert cut_at == []
+
+
 def test_an_excerpt_note_is_markup_not_content() -> None:
     """The line an excerpt puts between the head and tail of a body it cut names the full text:
     it is the runtime's, not the record's, so the markup share counts it (RFC 0015)."""

@@ -67,6 +67,9 @@ def fold_repeated_lines(text: str) -> str:
     """
     lines = text.split("\n")
     n = len(lines)
+    if not any(a == b for period in range(1, REPEAT_PERIOD + 1)
+               for a, b in zip(lines, lines[period:], strict=False)):
+        return text  # no line repeats within a group's reach (most outputs): one pass each
     out: list[str] = []
     i = 0
     folded = False

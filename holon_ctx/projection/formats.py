@@ -169,11 +169,12 @@ _QUOTED_BRACKET: Final = "\u2045"
 def _read_as(text: str) -> str:
     """``text`` as a lenient reader takes it: the fence skeleton (confusables mapped, invisible
     characters dropped), then NFKC and case folding for the letters that table leaves alone (it
-    maps only those of the fence tag and the trusted label)."""
+    maps only those of the fence tag and the trusted label). Line breaks stay where they were
+    (the notes are whole lines)."""
     if text.isascii():
         return text.lower()
-    folded = unicodedata.normalize("NFKC", skeleton(text)).casefold()
-    return "".join(c for c in folded if unicodedata.category(c) != "Cf")
+    # The skeleton drops the default-ignorable characters (zero-width, bidi, tags) already.
+    return unicodedata.normalize("NFKC", skeleton(text)).casefold()
 
 
 def neutralise_repeat_marks(text: str) -> str:
