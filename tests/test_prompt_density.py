@@ -110,6 +110,16 @@ def test_markup_share_and_cut_with_room_on_shared_trajectories(name: str) -> Non
     assert shares[len(shares) // 2] < 0.18, shares[len(shares) // 2]
 
 
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+def test_no_step_is_cut_with_room_at_4096_either() -> None:
+    """Every step of the django trajectory at 4,096 tokens: no newest step cut while a token is
+    left. Main left one (2 tokens unused, the smallest raise costing 3: the grow's last step is
+    now by characters), and folding repeated lines frees room a newest step cut to fit must get
+    (RFC 0016): without that, six steps here were cut with 18 tokens unused."""
+    points = _walk(SAMPLES[0], 4096)
+    assert [i for i, (_, cut) in enumerate(points) if cut] == []
+
+
 @pytest.mark.parametrize("mode", ["session", "stateless"])
 def test_the_manifest_is_the_same_bytes_in_any_process_and_hash_seed(mode: str) -> None:
     """``holon-ctx project --json`` on the bundled demo ledger, in two interpreters with

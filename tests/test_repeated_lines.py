@@ -104,7 +104,7 @@ def test_a_fold_never_names_a_run_that_is_not_shown_whole() -> None:
     outputs = [BANNER + "x" * 300 + f"\nresult {i}\n" for i in range(6)]
     b, turns, tools = _steps(outputs, operator_turns=(1,))
     store = b.store()
-    first_not_whole = 0
+    first_not_whole = clipped = 0
     for budget in range(700, 4000, 60):
         p = Projector(store).project(budget_tokens=budget, verify=True)
         decisions = {d.key: d for d in p.decisions}
@@ -113,13 +113,20 @@ def test_a_fold_never_names_a_run_that_is_not_shown_whole() -> None:
         for rec in b.records:
             if isinstance(rec, Tool) and rec.id in shown:
                 assert _faithful(rec, p.text), (budget, rec.id)
+        # A clipped form is cut at its end: it is never named (nor folded).
+        for dec in p.decisions:
+            if dec.clipped:
+                clipped += 1
+                for ref in dec.refs:
+                    assert f"as in {ref}]" not in p.text, (budget, ref)
         first = decisions.get(f"turn:{turns[0]}")
         if first is None or first.form is not Form.FULL:
             first_not_whole += 1
             assert f"as in tool:{tools[0]}]" not in p.text
             if shown:
                 assert "System check identified no issues" in p.text
-    assert first_not_whole > 0  # the case is exercised
+    assert first_not_whole > 0  # the cases are exercised
+    assert clipped > 0
 
 
 def test_an_excerpt_is_never_named_by_a_fold() -> None:
