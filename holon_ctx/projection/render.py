@@ -78,12 +78,15 @@ _CHANGED_LINE_CHARS: Final = 240
 _MEMO_ENTRIES = 16384
 #: A cap floor no body reaches: every body whole.
 _WHOLE = 1 << 62
-#: Characters the grow search's last step adds to an excerpt's head and to its tail at most: about
-#: what a token of cap adds to the two.
+#: Characters the grow search's last step adds to an excerpt's head or to its tail at most: more
+#: than a token of cap adds to either.
 _EXTRA_CHARS: Final = 6
-#: The (head, tail) additions it tries, fewest characters first.
-_EXTRAS: Final = sorted(((h, t) for h in range(_EXTRA_CHARS + 1) for t in range(_EXTRA_CHARS + 1)
-                         if h or t), key=lambda ht: (ht[0] + ht[1], ht))
+#: The (head, tail) additions it tries, fewest characters first: one side at a time (both at once
+#: used no room these do not, on the shared trajectories and the synthetic loops of the tests, and
+#: cost a count of the excerpt each).
+_EXTRAS: Final = sorted([(h, 0) for h in range(1, _EXTRA_CHARS + 1)]
+                        + [(0, t) for t in range(1, _EXTRA_CHARS + 1)],
+                        key=lambda ht: (ht[0] + ht[1], ht))
 
 
 class Renderer:
@@ -498,7 +501,7 @@ class Renderer:
         # A token of cap is some four characters of excerpt, and the token count of a cut text
         # moves in steps of up to three: the room left below the next floor can be one or two
         # tokens no floor uses (a newest step cut with room, RFC 0016). The last step is by
-        # characters: each excerpt's head and tail up to _EXTRA_CHARS longer, the largest form
+        # characters: each excerpt's head or tail up to _EXTRA_CHARS longer, the largest form
         # that fits (the fewest characters added among equals).
         for h, t in _EXTRAS:
             form = self.turn_full(unit, head, elsewhere, floor=lo, extra=(h, t))
