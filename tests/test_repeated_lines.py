@@ -5,6 +5,8 @@ issue 12, item 3), and only ever exactly: every note reads back to the run's own
 from __future__ import annotations
 
 from folded_output import fence_body, reads_back, shown_whole
+from hypothesis import given
+from hypothesis import strategies as st
 from projection_builders import LedgerBuilder
 from session_helpers import check_request, content_stream, walk
 
@@ -12,7 +14,12 @@ from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.records import Tool, ToolStatus
 from holon_ctx.projection.density import content_tokens
 from holon_ctx.projection.folding import fold_repeated_lines, tool_output_text
-from holon_ctx.projection.formats import REPEAT_MARK, repeat_mark
+from holon_ctx.projection.formats import (
+    REPEAT_MARK,
+    neutralise_repeat_marks,
+    repeat_mark,
+    same_lines_mark,
+)
 from holon_ctx.projection.model import Form
 from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.session import SessionProjector
@@ -161,6 +168,30 @@ def test_a_tool_cannot_print_a_repeat_note() -> None:
               if bl.ref == f"tool:{tools[0]}"]
     assert content_tokens(blocks, counter) == sum(
         bl.tokens - counter.count(bl.head) - counter.count(bl.tail) for bl in blocks)
+
+
+#: Pieces of lines that come close to a note, or are one.
+_NOTE_PIECES = st.sampled_from([
+    "[", "]", "(", ")", "［", "］", "line", "lines", "ＬＩＮＥ", "l\u200bine", " above ", " as in ",
+    "×", "x", "*", "40", "3 ", "tool:x1", " ", "ok", "\u2045", "ab\u043eve"])
+
+
+@given(st.lists(st.one_of(
+    st.builds("".join, st.lists(_NOTE_PIECES, max_size=8)),
+    st.sampled_from([repeat_mark(40), repeat_mark(5, 2), same_lines_mark(3, "tool:x1"),
+                     same_lines_mark(1, "tool:x9")]),
+    st.text(max_size=20).map(lambda t: t.replace("\n", " "))), max_size=12))
+def test_no_quoted_line_reads_as_a_note(lines: list[str]) -> None:
+    """Whatever a tool prints, once neutralised no line of it is a note, the line breaks stay, and
+    a line changes in one character at most (its opening bracket)."""
+    text = "\n".join(lines) + "\n"
+    shown = neutralise_repeat_marks(text)
+    assert REPEAT_MARK.search(shown) is None
+    before, after = text.split("\n"), shown.split("\n")
+    assert len(before) == len(after)
+    for old, new in zip(before, after, strict=True):
+        assert len(old) == len(new)
+        assert sum(a != b for a, b in zip(old, new, strict=True)) <= 1
 
 
 def test_a_repeat_note_is_markup() -> None:
