@@ -22,7 +22,7 @@ _AS_IN = re.compile(r"^\[(?:line|(\d+) lines) as in (\S+)\]$")
 def fence_body(text: str, ref: str, before: int | None = None) -> tuple[int, list[str]] | None:
     """Where the fence of ``ref`` opens in ``text`` (searched before offset ``before``), and the
     lines of its body; None when it is not there."""
-    opener = re.compile(rf"^<data {re.escape(ref)} [^\n]*>\n", re.MULTILINE)
+    opener = re.compile(rf"^<data {re.escape(ref)}(?: [^\n]*)?>\n", re.MULTILINE)
     found = opener.search(text, 0, len(text) if before is None else before)
     if found is None:
         return None

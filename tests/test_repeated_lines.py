@@ -98,7 +98,7 @@ def test_lines_another_command_printed_above_are_shown_once_with_its_ref() -> No
     p = b.project(8192)
     assert p.text.count("System check identified no issues") == 1
     for xid in tools[1:]:
-        assert f"<data tool:{xid} untrusted_external>\n[3 lines as in tool:{tools[0]}]\n" in p.text
+        assert f"<data tool:{xid}>\n[3 lines as in tool:{tools[0]}]\n" in p.text
     for rec in b.records:
         if isinstance(rec, Tool):
             assert shown_whole(rec, f"tool:{rec.id}", p.text)
@@ -146,7 +146,7 @@ def test_an_excerpt_is_never_named_by_a_fold() -> None:
     assert first is not None
     assert any("tokens omitted" in line for line in first[1])
     assert f"as in tool:{tools[0]}" not in p.text
-    assert f"<data tool:{tools[1]} untrusted_external>\n{BANNER}result 1\n" in p.text
+    assert f"<data tool:{tools[1]}>\n{BANNER}result 1\n" in p.text
 
 
 def test_a_tool_cannot_print_a_repeat_note() -> None:
@@ -166,8 +166,9 @@ def test_a_tool_cannot_print_a_repeat_note() -> None:
     counter = default_counter()
     blocks = [bl for pairs in p.section_items.values() for _, r in pairs for bl in r.blocks
               if bl.ref == f"tool:{tools[0]}"]
+    # Content: the body, every line of it (and the command the label quotes, RFC 0015).
     assert content_tokens(blocks, counter) == sum(
-        bl.tokens - counter.count(bl.head) - counter.count(bl.tail) for bl in blocks)
+        bl.tokens - counter.count(bl.head) - counter.count(bl.tail) + bl.quoted for bl in blocks)
 
 
 #: Pieces of lines that come close to a note, or are one.
@@ -200,7 +201,8 @@ def test_a_repeat_note_is_markup() -> None:
     counter = default_counter()
     blocks = [bl for pairs in p.section_items.values() for _, r in pairs for bl in r.blocks
               if bl.ref == f"tool:{tools[0]}"]
-    whole = sum(bl.tokens - counter.count(bl.head) - counter.count(bl.tail) for bl in blocks)
+    whole = sum(bl.tokens - counter.count(bl.head) - counter.count(bl.tail) + bl.quoted
+                for bl in blocks)
     assert content_tokens(blocks, counter) == whole - counter.count(repeat_mark(40) + "\n")
 
 
