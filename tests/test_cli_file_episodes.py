@@ -173,3 +173,22 @@ def test_a_replay_whose_budget_never_binds_is_unchanged(
     plain = replay(store, 60000, PRICES["anthropic"], default_counter(),
                    approaches=("session", "stateless"))
     assert out == json.loads(json.dumps(_report_json(plain, 60000, PRICES["anthropic"])))
+
+
+def test_the_archive_is_made_as_of_the_projected_turn(
+        conversations: dict[int, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """``--at``: the in-memory archive is the one a session would hold at that turn, so no
+    recalled episode covers any of the 16 turns before it (nor a later one)."""
+    store = MemoryStore()
+    import_jsonl(conversations[200], store)
+    turns = [s.ref for s in store.records_between(0, store.end_pos()) if s.ref.startswith("turn:")]
+    index = len(turns) // 2
+    at = turns[index]
+    manifest = json.loads(_run(capsys, ["project", str(conversations[200]), "--budget", "2048",
+                                        "--at", at, "--json"]))
+    assert manifest["current_turn"] == at
+    assert manifest["window"]["episodes_from"] == "in-memory archive"
+    assert manifest["episodes"]
+    for episode in manifest["episodes"]:
+        # ``covers`` is the episode's first and last turn.
+        assert turns.index(episode["covers"][-1]) <= index - 16, (episode, at)
