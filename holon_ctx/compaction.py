@@ -18,6 +18,7 @@ obligations, exact constraints and any blocking reconciliation, read from the go
 from __future__ import annotations
 
 import sqlite3
+import unicodedata
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -164,10 +165,13 @@ def compact(
     first, last = archived[0].span.first_turn, archived[-1].span.last_turn
     continuity.record_checkpoint(sid, f"checkpoint:{last}", at=now)
     summary = b"".join(encode_episode(ep) for ep in archived)
-    # The newest operator words that say something: an intent that is only white space (an
-    # operator may send one) is no objective, and the validator refuses an empty one.
+    # The newest operator words that say something, as an objective the envelope accepts: words
+    # that are only white space or control characters (an operator may send them; a terminal
+    # paste may carry ANSI escapes) are no objective, and the validator refuses an empty one or
+    # one with control characters. The exact words stay in the ledger and the episodes.
     objective = next((words for ep in reversed(archived) for c in ep.operator_intents
-                      if (words := (c.quote or c.text).strip())), "continue the archived work")
+                      if (words := _objective_words(c.quote or c.text))),
+                     "continue the archived work")
     request = CompactionRequest(
         session_id=sid,
         envelope_id=f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}",
@@ -181,6 +185,14 @@ def compact(
     envelope = prepare_compaction(continuity, request, clock=clock)
     return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
                             tuple(blocking))
+
+
+def _objective_words(text: str) -> str:
+    """``text`` as an envelope objective: control characters other than newline and tab (which
+    the envelope refuses) become spaces, then surrounding white space goes ("" when nothing is
+    left)."""
+    return "".join(" " if unicodedata.category(ch) == "Cc" and ch not in "\n\t" else ch
+                   for ch in text).strip()
 
 
 def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore, session_id: str) -> list[Episode]:

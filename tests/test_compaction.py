@@ -173,17 +173,20 @@ def test_every_side_effect_of_the_session_is_sealed(compacted) -> None:
         SESSION.session_id)[0].idempotency_key
 
 
-@pytest.mark.parametrize("blank", ["", " ", "\n\t "])
-def test_an_operator_message_of_white_space_never_stops_compaction(blank: str) -> None:
-    """Found by the session property: operator words that are only white space, archived last,
-    became the envelope's objective, which the validator refuses (``$.objective: is empty``), so
-    the runtime's next request raised. The objective is the newest words that say something."""
+@pytest.mark.parametrize("blank", ["", " ", "\n\t ", "\x1b", "\x1b[0m\x07"])
+def test_operator_words_of_white_space_or_control_characters_never_stop_compaction(
+        blank: str) -> None:
+    """Found by the session property: operator words that are only white space (or a terminal
+    escape), archived last, became the envelope's objective, which the validator refuses
+    (``$.objective: is empty``, ``contains control character U+001B``), so the runtime's next
+    request raised. The objective is the newest words that say something, control characters
+    other than newline and tab made spaces."""
     import holon_ctx
     from holon_ctx.ledger.memory import MemoryStore
 
     session = holon_ctx.open_session(MemoryStore(), compaction=holon_ctx.CompactionPolicy(
         recent_turns=4, every_turns=3))
-    for text in (" ", "00:0:1", blank, blank, blank, blank, blank, blank):
+    for text in (" ", "00:0:1", blank, f"\x1b[1mgo\x1b[0m{blank}", blank, blank, blank, blank):
         session.operator_message(text)
     request = session.next_request(budget_tokens=120)  # compacts first (the budget binds)
     assert request.used_tokens <= 120
@@ -194,4 +197,4 @@ def test_an_operator_message_of_white_space_never_stops_compaction(blank: str) -
     assert envelope is not None
     # The newest archived range holds only blank words here: the envelope says so in its own
     # words rather than carrying an empty objective.
-    assert envelope.objective in ("00:0:1", "continue the archived work")
+    assert envelope.objective in ("00:0:1", "[1mgo [0m", "continue the archived work")
