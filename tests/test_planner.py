@@ -546,8 +546,8 @@ def test_a_whole_form_smaller_than_the_capped_one_is_a_gain() -> None:
 
 def test_the_current_input_grows_before_a_normal_turn_s_full_form_other_turns_last() -> None:
     """The current input's grow step comes after the compact lines and before any normal full
-    form; a recent turn's grow step comes after every other step, even a later tier's."""
-    later = item("later", tier=1, compact=3, full=None)
+    form; a recent turn's grow step comes after every other step, even a far later tier's."""
+    later = item("later", tier=100, compact=3, full=None)  # a window has as many pages as it needs
     p = run([newest(full=10, whole=14), item("n", full=8), later], 18)
     assert p.chosen["c"][1].tokens == 14
     assert "n" not in p.chosen
@@ -715,3 +715,34 @@ def test_three_chunks_merge_by_their_steps_keys() -> None:
     everything = [*recent, *(it for src in sources() for _, chunk in src.chunks for it in chunk)]
     assert chosen(lazy) == chosen(run(everything, 40))
     assert set(lazy.chosen) == {"e0", "r0", "c0", "r1"}
+
+
+# -- what the plan reports after it stops -----------------------------------------------------
+@pytest.mark.parametrize("compact", [4, None])
+def test_an_item_after_a_grow_step_that_did_not_run_is_reported_where_it_enters(
+        compact: int | None) -> None:
+    """When the plan stops before a turn's full form, that turn's grow step still comes before
+    later steps in any larger plan: an item after it is reported at the budget at which it truly
+    enters (the capped full form, its growth, then the item), not that budget less the growth."""
+    c = growing(item("c", priority=Priority.HIGH, section=Section.CURRENT_INPUT,
+                     compact=compact, full=20), 40)
+    items = [c, item("r", full=5)]
+    p = run(items, 10)
+    assert "r" not in p.chosen
+    enters = p.omitted["r"]
+    assert "r" in run(items, enters).chosen
+    assert "r" not in run(items, enters - 1).chosen
+
+
+def test_a_whole_form_cheaper_than_the_capped_one_is_taken_after_the_plan_stopped() -> None:
+    """The plan stops on the compact trail with no token left (the clip used all of them): the
+    current input's whole form costs less than its capped one, so it is still shown whole (it
+    would fit any budget), not left cut."""
+    c = newest(full=10, whole=8)
+    assert c.grow is not None
+    whole = c.grow(None)
+    items = [c, item("r", compact=50, full=None, order=1)]
+    p = run(items, 40, clip=clip_to)
+    assert p.chosen["r"][1].clipped
+    assert p.chosen["c"][1] == whole
+    assert p.used_tokens == 40 - (10 - 8)
