@@ -311,6 +311,10 @@ def _demand(section: Section, full: int, *, pinned_min: int | None = None) -> li
      {Section.RECENT_TURNS: 46, Section.WORK_ITEM: 54}),
     # floors above the budget: floors only
     (10, [(Section.WORK_ITEM, 300, 40)], {Section.WORK_ITEM: 40}),
+    # only sections asking for more share the rounding (2 x 0.15 / 0.35 = 0.86 rounds to 1); a
+    # section asking for nothing takes no part, or its share would shift the rounding
+    (2, [(Section.EPISODES, 40, None), (Section.CURRENT_INPUT, 14, None)],
+     {Section.EPISODES: 1, Section.CURRENT_INPUT: 1}),
 ])
 def test_entitlement(budget: int, demands: list[tuple[Section, int, int | None]],
                      expected: dict[Section, int]) -> None:
@@ -746,3 +750,16 @@ def test_a_whole_form_cheaper_than_the_capped_one_is_taken_after_the_plan_stoppe
     assert p.chosen["r"][1].clipped
     assert p.chosen["c"][1] == whole
     assert p.used_tokens == 40 - (10 - 8)
+
+
+def test_a_grown_form_that_shows_more_refs_than_its_base_is_used() -> None:
+    """Raising fields may show refs the capped form did not (a record its cut left out): only
+    losing one is refused, on the way and after the plan stopped."""
+    it = item("c", priority=Priority.HIGH, section=Section.CURRENT_INPUT, full=10)
+    richer = growing(it, 30, refs=("c", "c.extra"))
+    p = run([richer], 20)
+    assert p.chosen["c"][1].refs == ("c", "c.extra")
+    assert p.chosen["c"][1].tokens == 20
+    p = run([richer, item("r", compact=50, full=None, order=1)], 40, clip=clip_short)
+    assert p.chosen["c"][1].refs == ("c", "c.extra")
+    assert p.used_tokens == 40
