@@ -86,6 +86,8 @@ _WORDS = (
     "<data>", "</data>", "<data source=\"x\">", "<|endoftext|>", "<|im_start|>",
     "operator (trusted)", "IGNORE PREVIOUS INSTRUCTIONS", "you are now the operator",
     "\n", "\n\n", "\r\n", "\t", "  ", "'", '"', "\\", "{", "}",
+    # The renderer's private quote marks (formats.quoted): ledger text must not fake them.
+    "\ue000", "\ue001",
 )
 #: Extension triggers: the ``x-name`` form the codec accepts for kinds it does not know.
 _EXTENSION_TRIGGERS = ("x-deploy", "x-ci.wake", "x-cron_2", "x-human-handoff")

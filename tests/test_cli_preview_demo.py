@@ -125,7 +125,8 @@ def test_demo_preview_shows_what_the_engine_did(capsys: pytest.CaptureFixture[st
         assert any(line.startswith(f"{section:<13} │") for line in lines), section
     for title in ("## Environment", "## Current work item", "## Recent turns",
                   "## Continuation anchor and current input"):
-        assert title in lines
+        # Titles of the sections that hold turns go on to say what fenced text is.
+        assert any(line == title or line.startswith(title + " (") for line in lines), title
     assert any(line.startswith("op │") for line in lines)
     assert any(line.startswith("mdl│<data ") for line in lines)
     assert any(line.startswith("ext│<data ") for line in lines)
@@ -162,7 +163,7 @@ def test_explain_injection_event_is_untrusted_external(
     assert wide["record"]["trust"] == "untrusted_external"
     assert wide["summary"] == "in the prompt, fenced as untrusted external text"
     shown = str(wide["shown_as"])
-    assert shown.startswith(f'inside <data {ref} untrusted_external>')
+    assert shown.startswith(f'inside <data {ref}>')
     assert "fence-like tag(s) in the text neutralised" in shown
 
 

@@ -54,10 +54,11 @@ def test_preview_in_a_terminal_is_coloured_and_readable() -> None:
     assert any(line.startswith("recent_turns  │█") for line in lines)
     for title in ("## Environment", "## Current work item", "## Recent turns",
                   "## Continuation anchor and current input"):
-        assert title in lines
+        # Titles of the sections that hold turns go on to say what fenced text is.
+        assert any(line == title or line.startswith(title + " (") for line in lines), title
     # Trust is visible per line: the operator's words, the fenced injection-free tool output.
     assert "op │Good. Merge it once review passes." in lines
-    assert 'ext│<data tool:x1 untrusted_external>' in lines
+    assert 'ext│<data tool:x1>' in lines
     assert max(len(line) for line in lines) <= 100
 
 

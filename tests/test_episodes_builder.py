@@ -193,7 +193,7 @@ def test_untrusted_quotes_are_fenced_and_neutralised_in_every_form() -> None:
     c.tool("http_get", "status page", INJECTION, status=ToolStatus.ERROR, exit_code=1)
     ep = _only_episode(c)
     full = full_text(ep)
-    assert '<data tool:x2 untrusted_external>' in full
+    assert '<data tool:x2>' in full
     assert full.count("</data>\n") == full.count("<data ")
     assert "IGNORE PREVIOUS" not in compact_text(ep)
     assert "IGNORE PREVIOUS" not in ref_text(ep)

@@ -6,7 +6,6 @@ Imported by the other ``test_episodes_*`` modules as ``from test_episodes_kit im
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.boundaries import BoundaryPolicy
 from holon_ctx.memory.store import EpisodeStore
+from holon_ctx.projection.formats import fence_parts
 
 __all__ = ["Conv", "billing_conversation", "fenced_spans", "make_stores", "outside_fences",
            "policy"]
@@ -218,14 +218,14 @@ def archived(records: list[Record], *, recent: int = 16, max_range: int = 16,
     return ledger, episodes, archiver
 
 
-_FENCE_OPEN = re.compile(r'^<data [^\s"<>]+(?: [^\s"<>]+)? [a-z_]+>$')
+
 
 
 def fenced_spans(text: str) -> Iterator[tuple[bool, str]]:
     """``(inside_fence, line)`` for each line; fails on a fence that never closes or nests."""
     inside = False
     for line in text.split("\n"):
-        if _FENCE_OPEN.match(line):
+        if fence_parts(line) is not None:
             assert not inside, "a data fence opened inside another"
             inside = True
             yield True, line

@@ -9,7 +9,6 @@ a ledger written before the rule, still holding hostile ids, cannot forge a fenc
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Message, MessageRole, Turn
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.transcripts import read_transcript
+from holon_ctx.projection.formats import fence_parts
 from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.providers import to_anthropic_messages, to_openai_messages
 from holon_ctx.session_args import check_id
@@ -144,7 +144,10 @@ def test_transcript_call_ids_and_prefixes_are_held_to_the_rule(tmp_path: Path) -
 
 
 # --- rendering --------------------------------------------------------------------------------
-_OPENER = re.compile(r'^<data (?P<ref>[^\s"<>]+)(?: (?P<origin>[a-z_]+))? (?P<trust>[a-z_]+)>$')
+def _opener(line: str) -> dict[str, str] | None:
+    """The fields of a fence's opening line (the one definition: formats.fence_parts)."""
+    parts = fence_parts(line)
+    return None if parts is None else dict(zip(("ref", "origin", "trust"), parts, strict=True))
 
 
 def _fence_lines(text: str) -> list[str]:
@@ -170,7 +173,7 @@ def test_valid_exotic_ids_round_trip_through_every_rendering(tmp_path: Path) -> 
     text, manifest = _projected(store)
     refs = {s.ref for s in [store.get(f"tool:{ids['x1']}"), store.get(f"external_event:{ids['e1']}"),
                             store.get(f"brief:{ids['b1']}")] if s is not None}
-    openers = [m["ref"] for line in _fence_lines(text) if (m := _OPENER.match(line))]
+    openers = [m["ref"] for line in _fence_lines(text) if (m := _opener(line))]
     assert refs <= set(openers)
     assert f"### turn:{ids['t1']} " in text
     assert f"operator (trusted) message:{ids['m1']}:" in text
@@ -196,7 +199,7 @@ def test_a_ledger_written_before_the_rule_cannot_forge_a_fence(
     monkeypatch.undo()
     text, _ = _projected(db)
     fences = _fence_lines(text)
-    opened = [m for line in fences if (m := _OPENER.match(line))]
+    opened = [m for line in fences if (m := _opener(line))]
     assert len(opened) == sum(1 for line in fences if line.startswith("<data"))
     assert len(opened) == sum(1 for line in fences if line == "</data>")
     assert all(m["trust"] != "trusted_operator" for m in opened)

@@ -197,7 +197,7 @@ def test_a_rerun_that_printed_something_else_keeps_the_lines_that_changed() -> N
     assert "identical" not in p.text
     assert "FAILURE: mode is 0o600, want 0o644" in p.text
     assert (f"ALERT bash `python repro.py` → error exit 1; next run tool:{last} → ok; lines only "
-            f"in this run:\n<data tool:{first} untrusted_external>\n" in p.text)
+            f"in this run:\n<data tool:{first}>\n" in p.text)
     # The line both runs printed is shown once, with the later run.
     assert p.text.count("checking permissions") == 1
     assert hidden_differences(p.folds, b.store().get) == []
@@ -224,7 +224,7 @@ def test_a_changed_run_keeps_key_lines_first_when_its_lines_must_be_cut() -> Non
     p = b.project(4096)
     assert "AssertionError: mode is 0o600" in p.text
     assert "Traceback (most recent call last):" in p.text
-    assert (f"lines only in this run (12 of 32):\n<data tool:{first} untrusted_external>\n"
+    assert (f"lines only in this run (12 of 32):\n<data tool:{first}>\n"
             in p.text)
     assert "progress step 29" not in p.text
 

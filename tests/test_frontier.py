@@ -53,7 +53,7 @@ CHECKS = {
 }
 SYSTEMS = ("holon_ctx", "keep-newest")
 _COUNTS = re.compile(r"(\d+) tool runs \((\d+) failed, (\d+) re-runs of an earlier command")
-_FENCE = re.compile(r'<data tool:(\S+) ')
+_FENCE = re.compile(r'<data tool:([^\s>]+)[ >]')
 
 
 def _baseline() -> ModuleType:
@@ -151,10 +151,11 @@ def _result_shown(tool: Tool, text: str) -> bool:
         return label in text
     if body in text:
         return True
-    fence = f'<data tool:{tool.id} '
-    if fence not in text:
+    # Its fence names the ref and, when its kind does not imply them, origin and trust.
+    opened = re.search(rf"<data tool:{re.escape(tool.id)}[ >]", text)
+    if opened is None:
         return False
-    after = text[text.index(fence):]
+    after = text[opened.start():]
     end = after.find("</data>")
     return (f"full text: tool:{tool.id}" in after[:end]
             or after[end:end + 200].startswith("</data>\n[clipped"))

@@ -20,6 +20,7 @@ from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Message, MessageRole, Trust
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.transcripts import import_any
+from holon_ctx.projection.formats import fence_parts
 
 
 def _step(thought: str, command: str) -> dict[str, str]:
@@ -89,7 +90,9 @@ def test_named_the_trajectory_trusts_only_its_task(tmp_path: Path,
     before = capsys.readouterr().out.split("push to main")[0]
     # The command output is quoted inside an untrusted fence, not as the operator's words.
     opener = before[before.rindex("<data"):]
-    assert opener.split(">", 1)[0].endswith(" untrusted_external")
+    parts = fence_parts(opener.split("\n", 1)[0])
+    assert parts is not None
+    assert parts[2] == "untrusted_external"
     assert "</data>" not in opener
 
 

@@ -63,9 +63,10 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.projection.formats import clip_notes
-from holon_ctx.projection.model import Form
-from holon_ctx.projection.projector import Projection, Projector
+from holon_ctx.projection.formats import QUOTE_END, QUOTE_START, clip_notes
+from holon_ctx.projection.items import BlockKind
+from holon_ctx.projection.model import Form, Section
+from holon_ctx.projection.projector import SECTION_TITLES, Projection, Projector
 from holon_ctx.projection.view import WindowLimits
 from holon_ctx.tokens import default_counter
 
@@ -157,6 +158,14 @@ def test_used_tokens_never_exceed_the_budget_and_equal_the_count_of_the_text(
     assert p.used_tokens <= budget == p.manifest.budget_tokens
     assert sum(s.used_tokens for s in p.manifest.sections) == p.used_tokens
     assert p.manifest.text == p.text
+    # The renderer's quote marks (formats.quoted) never reach a label line, whatever the ledger
+    # text holds (a record's own text, fenced, is shown as it is); the quoted ledger text a
+    # label holds is part of the label.
+    blocks = [b for pairs in p.section_items.values() for _, r in pairs for b in r.blocks]
+    for b in blocks:
+        labels = b.head + b.tail if b.body or b.kind is not BlockKind.TEXT else ""
+        assert not {QUOTE_START, QUOTE_END} & set(labels), b
+        assert 0 <= b.quoted <= default_counter().count(b.head)
 
 
 #: Found by the property: at 64 tokens the third turn's line does not fit, and the 7 tokens left
@@ -184,13 +193,18 @@ def test_utilisation_is_at_least_90_percent_when_more_content_than_fits(
         _note(records, p)
     if p.used_tokens < 0.9 * budget:
         # Only at the smallest budgets: a clipped block must end with the note naming its full
-        # text, so the room left may be too small for any left-out item's shortest note and one
-        # token of its own. That is the only excuse for using less.
+        # text, so the room left may be too small for any left-out item's shortest note and its
+        # shortest cut line (one token of its own, then "…" and the line's end), and its
+        # section's title when nothing else of the section is shown. That is the only excuse
+        # for using less.
         room = budget - p.used_tokens
-        left_out = [o["ref"] for s in p.manifest.sections for o in s.omitted if "ref" in o]
+        left_out = [(s, o["ref"]) for s in p.manifest.sections for o in s.omitted if "ref" in o]
         counter = default_counter()
         assert left_out, (p.used_tokens, budget)
-        cheapest = min(counter.count("\n" + clip_notes(ref)[-1]) + 1 for ref in left_out)
+        cheapest = min(counter.count("\n" + clip_notes(ref)[-1]) + 1 + counter.count("…\n")
+                       + (0 if s.used_tokens else
+                          counter.count(SECTION_TITLES[Section(s.name)] + "\n"))
+                       for s, ref in left_out)
         assert room < cheapest, (p.used_tokens, budget, room, cheapest)
 
 

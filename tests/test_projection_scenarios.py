@@ -9,8 +9,6 @@ cannot pass merely because everything fits.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from projection_builders import LedgerBuilder, folded_refs, selected_refs
 
@@ -26,7 +24,7 @@ from holon_ctx.ledger.records import (
 )
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.projection.formats import IMPLIED_ORIGIN
+from holon_ctx.projection.formats import fence_parts
 from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.model import Form, Priority, Section
 from holon_ctx.projection.projector import Projection, Projector
@@ -34,7 +32,6 @@ from holon_ctx.tokens import default_counter
 
 BUDGETS = [512, 1024, 2048, 4096, 8192, 16384]
 #: The fence a renderer opens around untrusted or model-written text.
-_FENCE_OPEN = re.compile(r'^<data ([^\s"<>]+)(?: ([^\s"<>]+))? ([a-z_]+)>$')
 
 
 def _sel(p: Projection) -> set[str]:
@@ -79,13 +76,12 @@ def _fences(text: str) -> list[tuple[str, str, str]]:
     found: list[tuple[str, str, str]] = []
     inside = False
     for line in text.split("\n"):
-        m = _FENCE_OPEN.match(line)
+        # One definition of the fence (formats.fence_parts): a word left out is implied.
+        m = fence_parts(line)
         if m:
             assert not inside, "a data fence opened inside another"
             inside = True
-            # The ref's kind implies the origin a fence leaves out (RFC 0015).
-            found.append((m.group(1), m.group(2) or IMPLIED_ORIGIN[m.group(1).split(":")[0]],
-                          m.group(3)))
+            found.append(m)
         elif line == "</data>":
             assert inside, "a data fence closed that was never opened"
             inside = False
@@ -97,7 +93,7 @@ def _outside_fences(text: str) -> list[str]:
     lines: list[str] = []
     inside = False
     for line in text.split("\n"):
-        if _FENCE_OPEN.match(line):
+        if fence_parts(line):
             inside = True
         elif line == "</data>":
             inside = False
@@ -536,7 +532,8 @@ def test_a_short_reply_keeps_the_question_it_answers(budget: int, reply: str) ->
     assert question < answer
     assert "(2) deploy straight to production behind the feature flag" in current
     assert (ids["question"], "assistant", "model_output") in _fences(current)
-    assert p.text.count('<data ' + ids["question"] + ' ') == 1
+    assert sum(1 for line in p.text.split("\n")
+               if (parts := fence_parts(line)) and parts[0] == ids["question"]) == 1
 
 
 def _abandoned_then_new_topic() -> tuple[LedgerBuilder, dict[str, str]]:
@@ -760,7 +757,7 @@ def test_runtime_wakes_interleaved_with_discussion_never_pose_as_the_operator(bu
     assert "operator (claimed) message:m1:" in p.text
     assert "‹/data>" in p.text
     # A forged heading or relation line inside the text stays inside its fence.
-    assert outside.count("## Continuation anchor and current input") == 1
+    assert sum(line.startswith("## Continuation anchor and current input") for line in outside) == 1
     assert sum(line.startswith("relation: ") for line in outside) == 1
     for ref in ids["forged"].split(","):
         head = next((line for line in p.text.split("\n")

@@ -194,7 +194,7 @@ def test_json_is_an_alias_of_format_json(tmp_path: Path, capsys: pytest.CaptureF
 def test_pairing_check_finds_separated_calls_and_results() -> None:
     """The pairing checker flags a result without its call and a call without result or stub."""
     label = "tool:x1 bash `ls` → ok"
-    fence = '<data tool:x1 untrusted_external>\na\n</data>'
+    fence = '<data tool:x1>\na\n</data>'
     outputs = {"tool:x1": True}
     # The label above a fenced result names no ref (the fence does, RFC 0015) ...
     assert tool_pairing_problems(f"bash `ls` → ok\n{fence}\n", outputs) == []

@@ -273,8 +273,9 @@ def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf
         items = p.section_items.get(section)
         if not items:
             continue
-        title = SECTION_TITLES[section]
-        lines.text(Text(title, style="bold reverse"))
+        # A title says what fenced text is in the sections that hold turns: wrapped like any
+        # other line, so none is wider than the terminal.
+        lines.out.extend(Text(SECTION_TITLES[section], style="bold reverse").wrap(console, width))
         for _key, rendered in items:
             for block in rendered.blocks:
                 for kind, line in tag_block_lines(block, trust_of):

@@ -8,8 +8,11 @@ structured blocks it carries, never by parsing the text back:
   pre-rendered text); everything else — section titles, turn headings, record labels, fence
   lines, one-line stubs, fold lines, clip notes, and the line an excerpt puts between the head
   and the tail of a body it cut (``… [N+ tokens omitted; full text: REF] …``, counted as content
-  before RFC 0015) — is markup. Blocks count additively (:mod:`holon_ctx.tokens`), so a block's
-  markup is its tokens less its body's, and an excerpt's note is its own line.
+  before RFC 0015) — is markup. Ledger text a label line quotes verbatim (a command on a stub or
+  a tool line, an objective, a file path, the workspace) is content: the frame around it is
+  markup (RFC 0015, "quoted content"; :attr:`Density.strict_markup_share` counts label lines
+  whole, and both are reported). Blocks count additively (:mod:`holon_ctx.tokens`), so a block's
+  markup is its tokens less its body's and its quotes', and an excerpt's note is its own line.
 * **cut with room**: a field (message, tool output) of one of the newest steps is shown cut to a
   per-field limit — excerpted at its cap, clipped, or the step shown in less than its full form
   — while the prompt leaves at least one token of its budget unused. A field excerpted to the
@@ -46,6 +49,10 @@ class Density:
     budget_tokens: int
     #: Turn refs among the newest steps asked about whose fields are shown cut.
     cut: tuple[str, ...] = ()
+    #: Of ``content_tokens``, ledger text quoted on label lines (commands on stubs and tool
+    #: lines, objectives, file paths, the workspace): content by the measure's definition,
+    #: markup by the stricter one that counts every label line whole (both reported).
+    quoted_tokens: int = 0
 
     @property
     def markup_tokens(self) -> int:
@@ -54,6 +61,12 @@ class Density:
     @property
     def markup_share(self) -> float:
         return self.markup_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def strict_markup_share(self) -> float:
+        """The markup share counting label lines whole, the ledger text they quote included."""
+        return ((self.markup_tokens + self.quoted_tokens) / self.prompt_tokens
+                if self.prompt_tokens else 0.0)
 
     @property
     def unused_tokens(self) -> int:
@@ -69,6 +82,8 @@ def content_tokens(blocks: Iterable[Block], counter: TokenCounter) -> int:
     """Tokens of record text in ``blocks``: bodies of record blocks, episodes' whole text."""
     total = 0
     for block in blocks:
+        # Ledger text a label line quotes (a command, an objective, a path) is content too.
+        total += block.quoted
         if block.kind is BlockKind.TEXT:
             total += block.tokens
         elif block.kind in _CONTENT_BODY and block.body:
@@ -108,4 +123,5 @@ def density(projection: Projection, counter: TokenCounter, newest: Iterable[str]
     return Density(prompt_tokens=projection.used_tokens,
                    content_tokens=content_tokens(blocks, counter),
                    budget_tokens=projection.budget_tokens,
-                   cut=cut_steps(projection, newest))
+                   cut=cut_steps(projection, newest),
+                   quoted_tokens=sum(b.quoted for b in blocks))

@@ -16,7 +16,7 @@ from holon_ctx.ledger.records import (
     Wait,
     WorkItem,
 )
-from holon_ctx.projection.formats import one_line, run_status
+from holon_ctx.projection.formats import one_line, quoted, run_status
 from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.policy import TextLimits
 
@@ -29,7 +29,7 @@ _TOOLS_NAMED = 2
 def tool_outcome(rec: Tool, chars: TextLimits | None = None) -> str:
     """A tool run on one line: its command (a sanitised preview) and how it ended."""
     c = chars or TextLimits()
-    args = one_line(rec.args_preview, c.args_in_digest)
+    args = quoted(one_line(rec.args_preview, c.args_in_digest))
     return (f"{one_line(rec.tool_name, c.tool_name_in_digest)}{f' `{args}`' if args else ''} "
             f"→ {run_status(rec.status.value, rec.exit_code)}")
 
@@ -41,7 +41,7 @@ def work_item_delta(rec: WorkItem, chars: TextLimits | None = None) -> str:
     if rec.status is not None:
         parts.append(f"status {rec.status.value}")
     if rec.objective is not None:
-        parts.append(f"objective: {one_line(rec.objective, c.objective_in_delta)}")
+        parts.append(f"objective: {quoted(one_line(rec.objective, c.objective_in_delta))}")
     if rec.todos is not None:
         parts.append(f"todos {sum(1 for t in rec.todos if t.done)}/{len(rec.todos)} done")
     if rec.plan is not None:
@@ -65,7 +65,7 @@ def turn_digest(unit: TurnUnit, chars: TextLimits | None = None, *,
         rec = stored.record
         match rec:
             case Message(role=MessageRole.OPERATOR):
-                parts.append(f"operator said: \"{one_line(rec.text, c.operator_excerpt)}\""
+                parts.append(f"operator said: \"{quoted(one_line(rec.text, c.operator_excerpt))}\""
                              if quote_operator else f"operator message {stored.ref} below")
             case Message(role=MessageRole.ASSISTANT):
                 parts.append("assistant replied")

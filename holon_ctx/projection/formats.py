@@ -33,7 +33,10 @@ __all__ = [
     "FOLD_PREFIX",
     "HEADING",
     "IMPLIED_ORIGIN",
+    "IMPLIED_TRUST",
     "LEGACY_FENCE_OPEN",
+    "QUOTE_END",
+    "QUOTE_START",
     "RELATION_PREFIX",
     "clip_notes",
     "excerpt_mark",
@@ -43,21 +46,31 @@ __all__ = [
     "forgeries",
     "one_line",
     "operator_label",
+    "quoted",
     "run_status",
+    "split_quotes",
 ]
 
 #: Closes a data fence (a line of its own).
 FENCE_CLOSE: Final = f"</{FENCE_TAG}>\n"
-#: Parses a fence's opening line: groups ref, origin (None when the ref's kind implies it, see
-#: :func:`fence_open`), trust. Its values hold no white space (ids cannot, and
+#: Matches a fence's opening line, in any of its three forms: ``<data REF>`` (the ref's kind
+#: implies origin and trust), ``<data REF TRUST>`` (it implies the origin), ``<data REF ORIGIN
+#: TRUST>``. Its values hold no white space (ids cannot, and
 #: :func:`~holon_ctx.ledger.body.attribute_value` escapes it in anything else), so
-#: space-separated words need no quotes (RFC 0015: half the tokens of the quoted form).
-FENCE_OPEN: Final = re.compile(rf"^<{FENCE_TAG} (\S+)(?: (\S+))? ([a-z_]+)>$")
+#: space-separated words need no quotes (RFC 0015). :func:`fence_parts` reads the words.
+FENCE_OPEN: Final = re.compile(rf"^<{FENCE_TAG} (\S+)(?: (\S+))?(?: ([a-z_]+))?>$")
 #: The origin a record of each kind (the part of its ref before ``:``) has unless it says
 #: otherwise: a fence leaves it out (the ref says it), and names any other.
 IMPLIED_ORIGIN: Final = {"tool": "tool", "message": "assistant", "brief": "assistant",
                          "task_result": "task", "external_event": "external",
                          "environment": "runtime"}
+#: The trust a record of each kind has unless it says otherwise, when its origin is the implied
+#: one: a tool's output and an external event are untrusted external text, a message or a brief
+#: the assistant wrote is model output. A fence leaves it out too (``<data tool:x3>``): the
+#: section titles say once that fenced text is data, never instructions (RFC 0015, "implied
+#: trust"); any other trust is written.
+IMPLIED_TRUST: Final = {"tool": "untrusted_external", "message": "model_output",
+                        "brief": "model_output", "external_event": "untrusted_external"}
 #: The opening line of releases before RFC 0015 (``<data ref="…" origin="…" trust="…">``): still
 #: read, for prompts and episode texts written then.
 LEGACY_FENCE_OPEN: Final = re.compile(
@@ -70,12 +83,37 @@ ALERT: Final = "ALERT "
 FOLD_PREFIX: Final = "- folded "
 #: Starts the current input's relation line.
 RELATION_PREFIX: Final = "relation: "
+_TRUST_WORD = re.compile(r"^[a-z_]+$")
 _FENCE_LIKE = re.compile(rf"\u2039/?{FENCE_TAG}\b", re.IGNORECASE)
+
+
+#: Delimit ledger text a label line quotes (a command, an objective, a file path). The renderer
+#: removes them (:func:`split_quotes`) and counts what they held as content, not markup: the
+#: prompt-density measure asks how much of a prompt is the ledger's own text (RFC 0015,
+#: "quoted content"). Private-use characters, taken out of every preview (:func:`one_line`), so
+#: ledger text can neither hold nor fake them; they never reach a prompt.
+QUOTE_START: Final = "\ue000"
+QUOTE_END: Final = "\ue001"
+_QUOTES = str.maketrans("", "", QUOTE_START + QUOTE_END)
+_QUOTED = re.compile(f"{QUOTE_START}[^{QUOTE_END}]*{QUOTE_END}")
+
+
+def quoted(text: str) -> str:
+    """``text`` (a preview of ledger text, already one line) marked as quoted content."""
+    return f"{QUOTE_START}{text}{QUOTE_END}" if text else ""
+
+
+def split_quotes(text: str) -> tuple[str, str]:
+    """``(shown, frame)``: the text without its quote marks, and without what they quoted (the
+    frame alone: the markup)."""
+    if QUOTE_START not in text:
+        return text, text
+    return text.translate(_QUOTES), _QUOTED.sub("", text).translate(_QUOTES)
 
 
 def one_line(text: str, limit: int = 120) -> str:
     """A sanitised single-line preview: no newlines, no fence tags, bounded length."""
-    flat = " ".join(neutralise_fences(text).split())
+    flat = " ".join(neutralise_fences(text.translate(_QUOTES)).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -87,22 +125,39 @@ def _attr(value: str) -> str:
 
 @functools.lru_cache(maxsize=65536)
 def fence_open(ref: str, origin: str, trust: str) -> str:
-    """The line that opens a data fence around text from ``ref``: ``<data REF ORIGIN TRUST>``,
-    or ``<data REF TRUST>`` when the ref's kind implies the origin (:data:`IMPLIED_ORIGIN`)."""
-    if IMPLIED_ORIGIN.get(ref.partition(":")[0]) == origin:
-        return f"<{FENCE_TAG} {_attr(ref)} {_attr(trust)}>\n"
-    return f"<{FENCE_TAG} {_attr(ref)} {_attr(origin)} {_attr(trust)}>\n"
+    """The line that opens a data fence around text from ``ref``: ``<data REF ORIGIN TRUST>``;
+    ``<data REF TRUST>`` when the ref's kind implies the origin (:data:`IMPLIED_ORIGIN`);
+    ``<data REF>`` when it implies the trust as well (:data:`IMPLIED_TRUST`)."""
+    kind = ref.partition(":")[0]
+    if IMPLIED_ORIGIN.get(kind) != origin:
+        return f"<{FENCE_TAG} {_attr(ref)} {_attr(origin)} {_attr(trust)}>\n"
+    if IMPLIED_TRUST.get(kind) == trust:
+        return f"<{FENCE_TAG} {_attr(ref)}>\n"
+    return f"<{FENCE_TAG} {_attr(ref)} {_attr(trust)}>\n"
 
 
 def fence_parts(line: str) -> tuple[str, str, str] | None:
-    """``(ref, origin, trust)`` of a fence's opening line (without its newline), in today's form
-    or the quoted one of earlier releases; None for any other line."""
-    m = FENCE_OPEN.match(line) or LEGACY_FENCE_OPEN.match(line)
+    """``(ref, origin, trust)`` of a fence's opening line (without its newline), in today's
+    forms or the quoted one of earlier releases; None for any other line. A word left out is
+    the one the ref's kind implies ("unknown" when it implies none)."""
+    legacy = LEGACY_FENCE_OPEN.match(line)
+    if legacy is not None:
+        return legacy.group(1), legacy.group(2), legacy.group(3)
+    m = FENCE_OPEN.match(line)
     if m is None:
         return None
-    ref = m.group(1)
-    origin = m.group(2) or IMPLIED_ORIGIN.get(ref.partition(":")[0], "unknown")
-    return ref, origin, m.group(3)
+    ref, second, third = m.groups()
+    kind = ref.partition(":")[0]
+    if third is not None:  # three words (the pattern fills the second group first)
+        origin, trust = second, third
+    elif second is not None:  # two: the origin is implied
+        if not _TRUST_WORD.match(second):
+            return None
+        origin, trust = IMPLIED_ORIGIN.get(kind, "unknown"), second
+    else:
+        origin = IMPLIED_ORIGIN.get(kind, "unknown")
+        trust = IMPLIED_TRUST.get(kind, "unknown")
+    return ref, origin, trust
 
 
 def run_status(status: str, exit_code: int | None) -> str:

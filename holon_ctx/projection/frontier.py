@@ -23,6 +23,7 @@ bounded query (:attr:`Policy.frontier_scan_turns`), never a page the planner loa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import pairwise
 
 import attrs
@@ -30,7 +31,7 @@ import attrs
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.folding import result_key, same_result
-from holon_ctx.projection.formats import one_line, run_status
+from holon_ctx.projection.formats import one_line, quoted, run_status
 from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import Form, Priority, Section, TurnUnit
 from holon_ctx.projection.pins import SLOTS, Slot
@@ -142,9 +143,11 @@ class Tally:
         head, named = self._minimal(r, wid, policy, cover)
         lines = [head]
         if self.files:
-            lines.append(r.line("files modified:"))
-            lines.extend(r.line(f"- {one_line(path, policy.text.path_in_list)} (last written by "
-                                f"{refs[-1]}" + (f", {len(refs)} writes)" if len(refs) > 1 else ")"))
+            # The title says once what the ref beside each file is (RFC 0015: a label says a
+            # thing once, not on every line of a list).
+            lines.append(r.line("files modified (each with the run that wrote it last):"))
+            lines.extend(r.line(f"- {quoted(one_line(path, policy.text.path_in_list))} ({refs[-1]}"
+                                + (f", {len(refs)} writes)" if len(refs) > 1 else ")"))
                          for path, refs in self.files.items())
         return r.rendered([head, *named]), r.rendered(lines)
 
@@ -167,7 +170,8 @@ class Tally:
         names = tuple(self.files)
 
         def named_line() -> list[Block]:
-            return [r.line(files_line(self.files, limit, policy.text.path_in_frontier_ref))]
+            return [r.line(files_line(self.files, limit, policy.text.path_in_frontier_ref,
+                                      quoted))]
         named = r.memo(("frontier_files", names, limit), named_line) if names else []
         return head, named
 
@@ -176,12 +180,14 @@ class Tally:
 _OMITTED_REFS = 5
 
 
-def files_line(files: dict[str, list[str]], limit: int, path_chars: int) -> str:
+def files_line(files: dict[str, list[str]], limit: int, path_chars: int,
+               quote: Callable[[str], str] = str) -> str:
     """``files modified: …`` naming the ``limit`` files written last (the file being edited now
     among them); past ``limit`` it says how many earlier files it leaves out and the refs of the
-    runs that wrote them (each run's line names its files)."""
+    runs that wrote them (each run's line names its files). ``quote`` marks each path (a
+    renderer's line passes :func:`~holon_ctx.projection.formats.quoted`: ledger text)."""
     names = list(files)
-    shown = ", ".join(one_line(p, path_chars) for p in names[-limit:])
+    shown = ", ".join(quote(one_line(p, path_chars)) for p in names[-limit:])
     omitted = names[:-limit] if len(names) > limit else []
     if not omitted:
         return f"files modified: {shown}"

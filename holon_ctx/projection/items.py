@@ -54,6 +54,9 @@ class Block:
     trust: str | None = None
     #: The body is a head-and-tail excerpt of a longer text (the excerpt names the full ref).
     excerpt: bool = False
+    #: Tokens of ledger text its label lines quote (a command, an objective, a file path):
+    #: content, not markup, for the prompt-density measure (formats.quoted).
+    quoted: int = 0
 
     @property
     def text(self) -> str:

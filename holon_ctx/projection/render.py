@@ -50,7 +50,9 @@ from holon_ctx.projection.formats import (
     fence_parts,
     one_line,
     operator_label,
+    quoted,
     run_status,
+    split_quotes,
 )
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form, Priority, TurnUnit
@@ -110,9 +112,19 @@ class Renderer:
         hit = self._memo.get(key)
         if hit is not None:
             return hit  # type: ignore[return-value]
-        head = text if text.endswith("\n") else text + "\n"
-        return self.memo(key, lambda: Block(head=head, tokens=self.counter.count(head),
-                                            refs=key[2]))
+        return self.memo(key, lambda: self._line(text, key[2]))
+
+    def _line(self, text: str, refs: tuple[str, ...]) -> Block:
+        shown, frame = split_quotes(text if text.endswith("\n") else text + "\n")
+        tokens = self.counter.count(shown)
+        return Block(head=shown, tokens=tokens, refs=refs,
+                     quoted=tokens - self.counter.count(frame) if frame != shown else 0)
+
+    def label_head(self, label: str, fence: str) -> tuple[str, int, int]:
+        """A label line above a fence's opening line: ``(head, tokens, quoted tokens)``."""
+        shown, frame = split_quotes(f"{label}\n{fence}")
+        tokens = self.counter.count(shown)
+        return shown, tokens, (tokens - self.counter.count(frame) if frame != shown else 0)
 
     def _body(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
         """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens."""
@@ -148,11 +160,12 @@ class Renderer:
         origin = rec.origin.value if rec.origin else "unknown"
         trust = rec.trust.value if rec.trust else "unknown"
         fence = fence_open(stored.ref, origin, trust)
-        head = f"{label}\n{fence}" if label is not None else fence
+        head, head_tokens, quoted_tokens = (self.label_head(label, fence) if label is not None
+                                            else (fence, self.counter.count(fence), 0))
         return Block(head=head, body=body, tail=FENCE_CLOSE,
-                     tokens=self.counter.count(head) + body_tokens + self.counter.count(FENCE_CLOSE),
+                     tokens=head_tokens + body_tokens + self.counter.count(FENCE_CLOSE),
                      refs=(stored.ref,), clippable=clippable, kind=BlockKind.FENCED, trust=trust,
-                     excerpt=excerpt)
+                     excerpt=excerpt, quoted=quoted_tokens)
 
     def trusted(self, stored: StoredRecord, label: str, cap: int) -> Block:
         """Text the operator wrote or the runtime vouches for: labelled, not fenced."""
@@ -341,16 +354,17 @@ class Renderer:
         # The fence below names the run's ref (where its full text is); the count says when
         # lines were left out.
         kept = f" ({len(lines)} of {total})" if len(lines) < total else ""
-        head = (f"{alert}{facts}; lines only in this run{kept}:\n"
-                + fence_open(stored.ref, rec.origin.value if rec.origin else "unknown",
-                             rec.trust.value if rec.trust else "unknown"))
+        head, head_tokens, quoted_tokens = self.label_head(
+            f"{alert}{facts}; lines only in this run{kept}:",
+            fence_open(stored.ref, rec.origin.value if rec.origin else "unknown",
+                       rec.trust.value if rec.trust else "unknown"))
         body = block_safe("\n".join(lines))
         trust = rec.trust.value if rec.trust else "unknown"
         return (Block(head=head, body=body, tail=FENCE_CLOSE,
-                      tokens=(self.counter.count(head) + self.counter.count(body)
+                      tokens=(head_tokens + self.counter.count(body)
                               + self.counter.count(FENCE_CLOSE)),
                       refs=(stored.ref,), clippable=True, kind=BlockKind.FENCED, trust=trust,
-                      excerpt=True),)
+                      excerpt=True, quoted=quoted_tokens),)
 
     def call_shown(self, rec: Tool, above: str) -> str:
         """:meth:`tool_call`, or the bare tool name when ``above`` (the text shown before it in
@@ -376,7 +390,7 @@ class Renderer:
     def tool_call(self, rec: Tool) -> str:
         """``name `args``` on one line."""
         return (f"{one_line(rec.tool_name, self.chars.tool_name)} "
-                f"`{one_line(rec.args_preview, self.chars.args)}`")
+                f"`{quoted(one_line(rec.args_preview, self.chars.args))}`")
 
     def files_written(self, rec: Tool) -> str:
         """``; wrote a, b`` (the first few files, then how many more), or ""."""
@@ -513,7 +527,7 @@ class Renderer:
                 f"{state.status.value} · {ref}")
         ref_form = self.rendered([self.line(head, [ref])])
         compact = [self.line(head, [ref]),
-                   self.line(f"objective: {one_line(state.objective, c.objective_compact)}")]
+                   self.line(f"objective: {quoted(one_line(state.objective, c.objective_compact))}")]
         nxt = next((t.text for t in state.todos if not t.done), None)
         compact.append(self.line(f"todos: {done}/{len(state.todos)} done"
                                  + (f"; next: {one_line(nxt, c.next_todo)}" if nxt else "")))
@@ -523,7 +537,7 @@ class Renderer:
         if state.blocker:
             compact.append(self.line(f"blocker: {one_line(state.blocker, c.blocker_compact)}"))
         full = [self.line(head, [ref]),
-                self.line(f"objective: {one_line(state.objective, c.objective_full)}")]
+                self.line(f"objective: {quoted(one_line(state.objective, c.objective_full))}")]
         if state.plan:
             full.append(self.line("plan:"))
             full.extend(self.line(f"{i}. {one_line(p, c.plan_step)}")

@@ -20,7 +20,7 @@ import attrs
 from holon_ctx.ledger.records import Environment, Message, Pin, TaskResult, Tool, Trust, Turn
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.context import Context
-from holon_ctx.projection.formats import RELATION_PREFIX, one_line
+from holon_ctx.projection.formats import RELATION_PREFIX, one_line, quoted
 from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import (
     ControlState,
@@ -48,8 +48,8 @@ def environment(ctx: Context, r: Renderer) -> list[Item]:
     rec = env.record
     assert isinstance(rec, Environment)
     chars = ctx.policy.text
-    caps = ", ".join(one_line(c, chars.tool_name) for c in rec.capabilities) or "none stated"
-    compact = [r.line(f"workspace: {one_line(rec.workspace, chars.workspace)} ({env.ref})",
+    caps = ", ".join(quoted(one_line(c, chars.tool_name)) for c in rec.capabilities) or "none stated"
+    compact = [r.line(f"workspace: {quoted(one_line(rec.workspace, chars.workspace))} ({env.ref})",
                       [env.ref]),
                r.line(f"capabilities: {caps}")]
     full = list(compact)
@@ -175,7 +175,7 @@ def work_refs(ctx: Context, r: Renderer) -> list[Item]:
     if tasks:
         lines = [f"- task {one_line(t, chars.ident)}: {s}" for t, s in tasks.items()]
         items.append(_list_item(ctx, r, "tasks", f"tasks{scope}:", lines))
-    if tools:
+    if tools and not _frontier_says_it(frontier, ctx, wid, tools, failed):
         lines = [f"- {one_line(name, chars.tool_name)} ×{n}"
                  + (f", {failed[name]} failed" if failed[name] else "")
                  for name, n in sorted(tools.items())]
@@ -190,6 +190,18 @@ def work_refs(ctx: Context, r: Renderer) -> list[Item]:
     for i, (pin, target) in enumerate(ctx.view.pins):
         items.append(_pin_item(ctx, r, pin, target, len(_REF_LISTS) + i))
     return items
+
+
+def _frontier_says_it(frontier: Item | None, ctx: Context, wid: str | None,
+                      tools: Counter[str], failed: Counter[str]) -> bool:
+    """The execution frontier's line already counts what a tools list would say: one tool, its
+    runs and failures the frontier's (each tool line names the tool). A list that repeats it
+    cost ~14 tokens a prompt on every agent loop with one tool (RFC 0015)."""
+    if frontier is None or wid is None or len(tools) != 1:
+        return False
+    tally = ctx.frontier.tally()
+    ((name, runs),) = tools.items()
+    return tally.done + tally.pending == runs and tally.failed == failed[name]
 
 
 def _list_item(ctx: Context, r: Renderer, name: str, title: str, lines: list[str],

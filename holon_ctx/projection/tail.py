@@ -26,7 +26,7 @@ import attrs
 from holon_ctx.ledger.records import Message, MessageRole
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.formats import RELATION_PREFIX, one_line
+from holon_ctx.projection.formats import RELATION_PREFIX, one_line, quoted
 from holon_ctx.projection.frontier import Tally, files_line
 from holon_ctx.projection.items import Block
 from holon_ctx.projection.model import ControlState, Relation, TurnUnit
@@ -167,5 +167,5 @@ def frontier_lines(r: Renderer, tally: Tally, cover: str) -> list[Block]:
     path = r.chars.path_in_frontier_ref
 
     def named() -> Block:
-        return r.line(files_line(tally.files, limit, path))
+        return r.line(files_line(tally.files, limit, path, quoted))
     return [head, r.memo(("tail_files", names, limit), named)]
