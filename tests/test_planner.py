@@ -184,6 +184,10 @@ def test_the_first_misfit_is_clipped_to_the_room_left() -> None:
     assert p.used_tokens == 25
     assert "c" not in p.chosen
     assert p.upgrade_at["b"] == 40
+    # c enters once a and b fit whole, not before: the clipped step is counted once.
+    enters = p.omitted["c"]
+    assert "c" in run(items, enters, clip=clip_to).chosen
+    assert "c" not in run(items, enters - 1, clip=clip_to).chosen
 
 
 def test_a_clip_that_would_lose_a_ref_is_refused() -> None:
@@ -593,20 +597,26 @@ def test_a_grown_form_that_drops_a_ref_of_its_base_is_not_used() -> None:
     assert p.chosen["c"][1].tokens == 10
 
 
-def test_a_grow_that_shows_no_more_than_the_capped_form_is_not_taken() -> None:
+@pytest.mark.parametrize("size", [10, 1000])
+def test_a_grow_that_shows_no_more_than_the_capped_form_is_not_taken(size: int) -> None:
     """A grow function whose raised form is no larger than the capped one leaves the capped
-    form in place (the same size is not more text)."""
-    it = item("c", priority=Priority.HIGH, section=Section.CURRENT_INPUT, full=10)
+    form in place (the same size is not more text), at any size (counts are compared by
+    value: a renderer's counts are fresh ints)."""
+    it = item("c", priority=Priority.HIGH, section=Section.CURRENT_INPUT, full=size)
     capped = it.forms[Form.FULL]
 
     def same_size(limit: int | None) -> Rendered | None:
-        return form(30, "c") if limit is None else form(10, "c")
+        if limit is None:
+            return form(size * 3, "c")
+        half = size // 2  # rendered afresh, in two blocks whose counts add up to the size
+        return Rendered(blocks=(Block(head="x\n", tokens=half), Block(head="y\n",
+                        tokens=size - half)), tokens=half + (size - half), refs=("c",))
     grows = attrs.evolve(it, grow=same_size)
-    p = run([grows], 20)
+    p = run([grows], size * 2)
     assert p.chosen["c"][1] is capped
     # Nor after the plan stopped with tokens left (3, by the clip of the trail).
-    p = run([grows, item("r", compact=50, full=None, order=1)], 27, clip=clip_short)
-    assert p.used_tokens == 24
+    p = run([grows, item("r", compact=50, full=None, order=1)], size + 17, clip=clip_short)
+    assert p.used_tokens == size + 14
     assert p.chosen["c"][1] is capped
 
 
@@ -763,3 +773,12 @@ def test_a_grown_form_that_shows_more_refs_than_its_base_is_used() -> None:
     p = run([richer, item("r", compact=50, full=None, order=1)], 40, clip=clip_short)
     assert p.chosen["c"][1].refs == ("c", "c.extra")
     assert p.used_tokens == 40
+
+
+def test_a_chunk_of_hundreds_of_steps_is_taken_to_its_end() -> None:
+    """A window page can hold hundreds of turns: every step of a chunk that long is taken when
+    the budget holds them all, and the plan uses exactly their tokens."""
+    items = [item(f"t{i}", full=1, order=i) for i in range(300)]
+    p = run(items, 300)
+    assert len(p.chosen) == 300
+    assert p.used_tokens == 300
