@@ -73,12 +73,14 @@ def test_the_current_work_item_joins_by_its_rule() -> None:
     assert got == {"t8": "work_item", "t7": None, "t6": None}
 
 
-def test_a_turn_of_another_work_item_is_never_chain_evidence_and_its_links_are_not_followed() -> None:
-    """Linked by the anchor but acting for another work item: out, and what it links stays out."""
+def test_a_linked_turn_of_another_work_item_is_chain_evidence_but_its_links_are_not_followed(
+        ) -> None:
+    """Linked by the anchor and acting for another work item: the current work needs it, so it
+    is in the chain (RFC 0018); what it links stays out, and an unlinked turn of that item too."""
     cur = unit("t9", 9, anchor="t8", work_item="wi1")
     other = unit("t8", 8, anchor="t5", work_item="wi2")
-    got = feed(ChainTracker(cur, "wi1"), other, unit("t5", 5))
-    assert got == {"t8": None, "t5": None}
+    got = feed(ChainTracker(cur, "wi1"), other, unit("t6", 6, work_item="wi2"), unit("t5", 5))
+    assert got == {"t8": "anchor", "t6": None, "t5": None}
 
 
 def test_membership_does_not_depend_on_how_deep_the_window_is_read() -> None:
@@ -108,4 +110,5 @@ def test_peek_decides_like_feed_without_changing_the_tracker() -> None:
     assert waiting.peek(unit("t5", 5, Wait(id="w", wait_id="ci",
                                            status=WaitStatus.RESOLVED))) is None
     linked_other = ChainTracker(unit("t9", 9, anchor="t4", work_item="wi1"), "wi1")
-    assert linked_other.peek(unit("t4", 4, work_item="wi2")) is None
+    assert linked_other.peek(unit("t4", 4, work_item="wi2")) == "anchor"
+    assert linked_other.peek(unit("t3", 3, work_item="wi2")) is None

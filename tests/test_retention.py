@@ -393,3 +393,46 @@ def test_a_noop_tick_with_a_poll_and_a_progress_note_is_low() -> None:
     tick = unit("timer", tool(args_preview="status"), Brief(id="p", kind=BriefKind.PROGRESS,
                                                             text="3/10"), outcome=Outcome.NOOP)
     assert turn_facts(tick) == ["noop_tick"]
+
+
+def test_a_wake_repeats_the_last_event_of_each_of_its_sources() -> None:
+    """Two sources interleaved: each copy repeats its own source's last event (issue 12, item 5);
+    a source whose last event differs, or a wake adding a new source, is news."""
+    from holon_ctx.projection.retention import FactsCache, Retention
+    from holon_ctx.projection.view import Page
+
+    a, b = ExternalEvent(id="a", source="deploy", text="3/10"), ExternalEvent(
+        id="b", source="canary", text="0.2%")
+
+    def facts(*events: ExternalEvent) -> list[list[str]]:
+        units = [unit("external_event", a, seq=1), unit("external_event", b, seq=2),
+                 unit("timer", seq=3)]
+        units += [unit("external_event", e, seq=4 + i) for i, e in enumerate(events)]
+        retention = Retention({}, FactsCache())
+        retention.read(Page(index=0, units=tuple(units), before=None, last=True,
+                            reached_start=True))
+        return [retention.facts(u) for u in units[3:]]
+
+    assert facts(a, b, a) == [["duplicate_wake"]] * 3
+    assert facts(ExternalEvent(id="a2", source="deploy", text="4/10"), a) == [
+        ["external_event"], ["external_event"]]  # deploy moved on, then back: both news
+    assert facts(ExternalEvent(id="c", source="ci", text="green"), b) == [
+        ["external_event"], ["duplicate_wake"]]
+
+
+def test_the_facts_cache_tells_a_wake_with_other_sources_from_the_wake_alone() -> None:
+    """The same neighbour turn with the same number of records, once holding another source's
+    event first (judged_beside's merged unit), once its own events only: two entries."""
+    from holon_ctx.projection.retention import FactsCache
+
+    mine = ExternalEvent(id="m", source="deploy", text="3/10")
+    theirs = ExternalEvent(id="t", source="canary", text="0.2%")
+    alone = unit("external_event", mine, ExternalEvent(id="n", source="deploy", text="4/10"),
+                 seq=2)
+    merged = TurnUnit(stored=alone.stored,
+                      records=(unit("external_event", theirs, seq=1).records[0],
+                               alone.records[0]))
+    wake = unit("external_event", theirs, seq=3)
+    cache = FactsCache()
+    assert cache.facts(wake, alone) == ["external_event"]
+    assert cache.facts(wake, merged) == ["duplicate_wake"]

@@ -13,7 +13,7 @@ from typing import Final
 
 import msgspec
 
-from holon_ctx.ledger.records import Tool
+from holon_ctx.ledger.records import Brief, Message, MessageRole, Tool
 from holon_ctx.ledger.state import WorkItemState
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.episodes import Episode, Recap
@@ -32,6 +32,7 @@ from holon_ctx.memory.store import EpisodeStore, OpenRow
 from holon_ctx.memory.summarizer import with_recaps
 from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, resolves
 from holon_ctx.projection.model import RecalledEpisode, RecallQuery
+from holon_ctx.projection.questions import asks_question
 
 __all__ = ["TAIL_TURNS", "StoreEpisodeSource"]
 
@@ -75,6 +76,7 @@ class StoreEpisodeSource:
         docs, total = store.corpus()
         text_scores = bm25_scores(qterms, store.df(qterms), docs, total,
                                   lambda t, cap: store.postings(t, max_num, cap), w)
+        self._answers(text_scores, max_num, query.limit_pos)
         owner = f"work_item:{query.work_item_id}" if query.work_item_id else None
         same = set(store.by_owner(owner, max_num, w.owner_candidates)) if owner else set()
         shared: dict[int, list[str]] = {}
@@ -105,6 +107,41 @@ class StoreEpisodeSource:
             out.append(self._recalled(ep, cand, text_rank.get(num), recaps.get(ep.id, []),
                                       query.shown))
         return out
+
+    def _answers(self, text_scores: dict[int, float], max_num: int, limit_pos: int) -> None:
+        """The episode right after a top text match, when it answers it, matches as well as
+        ``_ANSWER_SHARE`` of it: it records decisions, or the match ended on the assistant
+        asking and it opens with the operator's words. An answer is often worded without the
+        words of the question it settles ("OK: RabbitMQ, keep replicas at 3"), and its own
+        episode — closed at the new request's words — does not hold them (issue 12, item 8).
+        Reads: the followers of at most ``high_relevance_ranks`` matches, and the two turns
+        where each match meets its follower."""
+        best = top_text(text_scores, self.weights.high_relevance_ranks)
+        nums = [num + 1 for num in sorted(best) if num + 1 <= max_num]
+        if not nums:
+            return
+        found = self.episodes.episodes([*nums, *(n - 1 for n in nums)])
+        for num in nums:
+            ep, asked = found.get(num), found.get(num - 1)
+            if ep is None or asked is None:
+                continue
+            if ep.decisions or self._answered(asked.span.last_seq, ep.span.first_seq, limit_pos):
+                share = text_scores[num - 1] * _ANSWER_SHARE
+                if share > text_scores.get(num, 0.0):
+                    text_scores[num] = share
+
+    def _answered(self, asked_seq: int, first_seq: int, limit_pos: int) -> bool:
+        """Turn ``asked_seq`` ends with the assistant asking (a message or brief), and the
+        operator speaks first in turn ``first_seq``."""
+        question = reply = False
+        for stored in self.ledger.records_of_turns(asked_seq, first_seq, limit_pos):
+            rec = stored.record
+            if stored.turn_seq == asked_seq and (isinstance(rec, Brief) or (
+                    isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT)):
+                question = asks_question(rec.text)  # the last one the assistant side wrote
+            elif stored.turn_seq == first_seq and isinstance(rec, Message) and rec.by_operator:
+                reply = True
+        return question and reply
 
     def _rank(self, query: RecallQuery, state: WorkItemState | None, base: dict[int, float],
               rows: dict[int, list[OpenRow]], limit: int,
@@ -154,6 +191,9 @@ class StoreEpisodeSource:
             reasons=cand.reasons(), full_text=texts[0], compact_text=texts[1], ref_text=texts[2])
 
 
+#: What a decision episode right after a top text match scores, as a share of that match's
+#: score (below it: the question's own episode ranks first, its answer next).
+_ANSWER_SHARE: Final = 0.9
 #: Rendered episodes a source remembers between calls (cleared when full).
 _TEXT_ENTRIES: Final = 1024
 #: Re-ranking rounds before every open item is checked at once (each round checks <= limit).

@@ -6,8 +6,11 @@ or task result (linked to the newest earlier turn that opened that wait). Links 
 backwards, so :class:`ChainTracker` decides each turn as turns are fed to it newest first: a turn
 is decided by the turns after it only. That makes membership the same however deep the window is
 read (the planner's monotonicity needs that). Turns of the current work item are in the chain by
-the ``work_item`` rule. A turn acting for *another* work item is never current-chain evidence,
-even if linked, so the prompt can label it as belonging elsewhere; its links are not followed.
+the ``work_item`` rule. A turn acting for *another* work item is current-chain evidence only when
+a chain turn links to it (the current work needs it: the operator anchored on it, a wait it opened
+resolved the current step); its own links are not followed, so another item's history does not
+ride along behind it (RFC 0018). An unlinked turn of another item is labelled as belonging
+elsewhere.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class ChainTracker:
             rule = "wait_match"
         wid = unit.turn.work_item_id
         if rule is not None:
-            return None if self.work_item_id and wid and wid != self.work_item_id else rule
+            return rule
         return "work_item" if self.work_item_id and wid == self.work_item_id else None
 
     def feed(self, unit: TurnUnit) -> str | None:
@@ -77,11 +80,10 @@ class ChainTracker:
         if rule is None and opened:
             rule = "wait_match"
         wid = unit.turn.work_item_id
-        if rule is not None and self.work_item_id and wid and wid != self.work_item_id:
-            return None
         if rule is not None:
             self.chain[tid] = rule
-            self._link(unit)
+            if not (self.work_item_id and wid and wid != self.work_item_id):
+                self._link(unit)
             return rule
         if self.work_item_id and wid == self.work_item_id:
             self.chain[tid] = "work_item"

@@ -20,7 +20,7 @@ from holon_ctx.projection.pins import pinned_turns, previous_step, tier0_units
 from holon_ctx.projection.policy import Policy
 from holon_ctx.projection.questions import asks_question
 from holon_ctx.projection.relation import current_relation
-from holon_ctx.projection.view import View
+from holon_ctx.projection.view import View, units_of
 
 __all__ = ["Context", "Exchange", "analyse"]
 
@@ -63,7 +63,7 @@ def analyse(view: View, store: LedgerStore | None, policy: Policy,
     units = tier0_units(view)
     return Context(view=view, relation=current_relation(cur), work_item_id=wid,
                    units=tuple(units), pinned=pinned_turns(view), previous_step=previous_step(view),
-                   exchange=_find_exchange(view),
+                   exchange=_find_exchange(view, store),
                    frontier=frontier(store, view, units, wid, policy), control=control,
                    policy=policy)
 
@@ -73,7 +73,14 @@ def analyse(view: View, store: LedgerStore | None, policy: Policy,
 _STATEMENT_TURNS = 3
 
 
-def _find_exchange(view: View) -> Exchange | None:
+def _other_item(unit: TurnUnit, view: View) -> bool:
+    """``unit`` acts for another work item than the current one (as :meth:`Context.other_work_item`)."""
+    mine = view.work_item.work_item_id if view.work_item else view.current.turn.work_item_id
+    theirs = unit.turn.work_item_id
+    return bool(mine and theirs and mine != theirs)
+
+
+def _find_exchange(view: View, store: LedgerStore | None = None) -> Exchange | None:
     """When the operator speaks, what the assistant side said last before it: the newest record
     that asks a question since the operator last spoke, whichever record holds it — an
     assistant message or a brief (any kind: an agent asks in a result brief too) — else the
@@ -81,7 +88,8 @@ def _find_exchange(view: View) -> Exchange | None:
 
     A short reply ("y", "好", "oui", "2") means nothing without its question, and a question
     may be followed by a progress note or by ticks and retries before the reply comes, so the
-    search runs back through the window (page 0, bounded) to the operator's previous words.
+    search runs back through the window (page 0) to the operator's previous words, and past it
+    (:func:`_question_before`) when a long run of ticks and retries fills the window.
     """
     cur = view.current
     if not any(isinstance(r.record, Message) and r.record.by_operator for r in cur.records):
@@ -102,9 +110,42 @@ def _find_exchange(view: View) -> Exchange | None:
                     isinstance(rec, Brief) or rec.role is MessageRole.ASSISTANT):
                 return Exchange(unit, stored)
             if isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT \
-                    and seen <= _STATEMENT_TURNS:
+                    and seen <= _STATEMENT_TURNS and not _other_item(unit, view):
                 # A statement is the exchange only when nothing since asked, and only from the
                 # newest few turns; a brief that reports (a result, progress) is shown in its
-                # turn, not as the exchange.
+                # turn, not as the exchange. Another work item's statement is that item's
+                # evidence, a one-line reference (RFC 0013): the operator moving to this item
+                # does not answer it (a question it asked still is what a reply answers).
                 newest = newest or Exchange(unit, stored)
+    if newest is None and store is not None and view.window and not view.reached_start:
+        return _question_before(store, view, view.window[0].turn.seq)
     return newest
+
+
+#: Turns read past the window for the question a reply answers (a few hundred ticks and
+#: retries between a question and its reply; a read only when the window held neither the
+#: operator's previous words nor a question).
+_QUESTION_DEPTH = 256
+
+
+def _question_before(store: LedgerStore, view: View, before_seq: int) -> Exchange | None:
+    """The newest record asking a question in the turns before ``before_seq``, back to the
+    operator's previous words (at most _QUESTION_DEPTH turns back), as :func:`_find_exchange`
+    judges them; None when the operator spoke since or nothing asked."""
+    cur = view.current
+    spoke = store.latest_operator_turn(before_seq, view.limit_pos)
+    lo = max(before_seq - _QUESTION_DEPTH, (spoke.turn_seq or 0) if spoke is not None else 0)
+    for stored in reversed(store.records_of_turns(lo, before_seq - 1, view.limit_pos)):
+        rec = stored.record
+        if isinstance(rec, Message) and rec.by_operator:
+            return None
+        turn_id = getattr(rec, "turn_id", None)
+        if turn_id in (view.anchor_id, cur.turn.id):
+            continue
+        if isinstance(rec, Brief | Message) and asks_question(rec.text) and (
+                isinstance(rec, Brief) or rec.role is MessageRole.ASSISTANT):
+            turn = store.turn(turn_id) if turn_id else None
+            if turn is None:
+                return None
+            return Exchange(units_of(store, [turn], view.limit_pos)[0], stored)
+    return None

@@ -37,13 +37,46 @@ _TICK_TRIGGERS: Final = frozenset({Trigger.SCHEDULER_TICK, Trigger.TIMER})
 _NOTHING_HAPPENED: Final = frozenset({"noop_tick", *_DIAGNOSTIC_TRIGGERS.values()})
 
 
+#: Facts of a wake that brought nothing but its events (new or repeated).
+_WAKE_ONLY: Final = frozenset({"external_event", "duplicate_wake"})
+#: Sources a run of wakes remembers (the newest): bounds the merged unit below.
+_WAKE_SOURCES: Final = 8
+
+
 def judged_beside(unit: TurnUnit, facts: list[str], beside: TurnUnit | None) -> TurnUnit | None:
     """The turn the turn after ``unit`` is judged beside (``facts`` are ``unit``'s, ``beside``
     the turn it was judged beside): ``unit`` itself, unless it says only that nothing happened
     (a tick, a retry, a recovery) — then ``beside``. So a wake that repeats the one before a run
     of ticks and retries is a duplicate wake still, and folds with them into one line, instead
-    of splitting the run wherever a tick came between two copies."""
-    return beside if facts and set(facts) <= _NOTHING_HAPPENED else unit
+    of splitting the run wherever a tick came between two copies.
+
+    A wake judged beside a wake is remembered with it: the turn after is judged beside ``unit``
+    holding also the events of ``beside``'s other sources (the newest few), so two sources that
+    each repeat their own event, interleaved, fold too (issue 12, item 5)."""
+    if facts and set(facts) <= _NOTHING_HAPPENED:
+        return beside
+    if (beside is not None and unit.turn.kind is Trigger.EXTERNAL_EVENT
+            and beside.turn.kind is Trigger.EXTERNAL_EVENT and set(facts) <= _WAKE_ONLY):
+        return _with_other_sources(unit, beside)
+    return unit
+
+
+def _with_other_sources(unit: TurnUnit, beside: TurnUnit) -> TurnUnit:
+    """``unit`` with the events of ``beside`` whose source ``unit`` has no event of (before its
+    own records, at most _WAKE_SOURCES sources in all); ``unit`` itself when there are none.
+
+    Its first record is then another turn's, which keeps it apart from ``unit`` in a facts
+    cache (:class:`FactsCache`)."""
+    mine = {r.record.source for r in unit.records if isinstance(r.record, ExternalEvent)}
+    kept: list[str] = []
+    for r in reversed(beside.records):
+        source = r.record.source if isinstance(r.record, ExternalEvent) else None
+        if source is not None and source not in mine and source not in kept:
+            kept.append(source)
+    kept = kept[:max(0, _WAKE_SOURCES - len(mine))]
+    extra = tuple(r for r in beside.records
+                  if isinstance(r.record, ExternalEvent) and r.record.source in kept)
+    return TurnUnit(stored=unit.stored, records=(*extra, *unit.records)) if extra else unit
 
 
 def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
@@ -105,13 +138,21 @@ def _is_repeated_poll(unit: TurnUnit, previous: TurnUnit | None) -> bool:
 
 
 def _is_duplicate_wake(unit: TurnUnit, previous: TurnUnit | None) -> bool:
+    """Each source of the wake's events sent exactly these texts (same order, same bytes) in
+    ``previous`` (a wake, holding also the newest events of other sources: judged_beside).
+
+    Identical means identical: a text differing in whitespace, a digit or the order of JSON
+    keys is another event, shown — a fold never hides text that differs."""
     if previous is None or previous.turn.kind is not Trigger.EXTERNAL_EVENT:
         return False
-    def events(u: TurnUnit) -> list[tuple[str, str]]:
-        return [(r.record.source, r.record.text) for r in u.records
-                if isinstance(r.record, ExternalEvent)]
-    mine = events(unit)
-    return bool(mine) and mine == events(previous)
+    def events(u: TurnUnit) -> dict[str, list[str]]:
+        by_source: dict[str, list[str]] = {}
+        for r in u.records:
+            if isinstance(r.record, ExternalEvent):
+                by_source.setdefault(r.record.source, []).append(r.record.text)
+        return by_source
+    mine, before = events(unit), events(previous)
+    return bool(mine) and all(before.get(source) == texts for source, texts in mine.items())
 
 
 def classify(facts: list[str]) -> Priority:
@@ -145,11 +186,15 @@ class FactsCache:
     """
 
     def __init__(self) -> None:
-        self._facts: dict[tuple[str, int, str | None, int], list[str]] = {}
+        self._facts: dict[tuple[str, int, str | None, int, str | None], list[str]] = {}
 
     def facts(self, unit: TurnUnit, previous: TurnUnit | None) -> list[str]:
+        # The neighbour's first record tells a wake holding other sources' events
+        # (judged_beside: they come first, from older turns) from the wake alone, whatever
+        # records either gains later.
         key = (unit.ref, len(unit.records), previous.ref if previous else None,
-               len(previous.records) if previous else 0)
+               len(previous.records) if previous else 0,
+               previous.records[0].ref if previous and previous.records else None)
         found = self._facts.get(key)
         if found is None:
             if len(self._facts) >= _FACTS_CACHE:

@@ -14,6 +14,7 @@ fixed items take their order and position from :data:`~holon_ctx.projection.pins
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -38,7 +39,7 @@ from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.turns import ChainOf, TurnItems
 
 __all__ = ["control", "control_blocks", "control_notices", "current_input", "environment",
-           "episodes", "exchange_item", "work_item", "work_refs"]
+           "episodes", "exchange_item", "held_words", "work_item", "work_refs"]
 
 
 def environment(ctx: Context, r: Renderer) -> list[Item]:
@@ -83,17 +84,57 @@ def control(ctx: Context, r: Renderer) -> list[Item]:
     keys = {"blocked_on_reconciliation": "control:blocking",
             "pending_obligation": "control:obligations", "exact_constraint": "control:constraints"}
     return [_control_item(r, keys[reason], lines, (reason,))
-            for reason, lines in control_notices(r, state)]
+            for reason, lines in control_notices(r, state, _held_whole(ctx, state))]
 
 
-def control_blocks(r: Renderer, state: ControlState) -> list[list[Block]]:
+def _held_whole(ctx: Context, state: ControlState) -> dict[str, str]:
+    """Constraint ref → the operator's words, for each constraint stating words a pinned turn
+    of this prompt quotes whole in every form: an operator message of one line within the
+    compact quote's length. The notice names them instead of repeating the words (no record's
+    text twice, issue 12 item 10); a longer one is repeated, since a compact turn would cut it."""
+    units = (ctx.view.unit(tid) for tid in ctx.pinned)
+    return held_words(state, (s for u in units if u is not None for s in u.records),
+                      ctx.policy.text.operator_excerpt)
+
+
+def held_words(state: ControlState, shown: Iterable[StoredRecord], limit: int) -> dict[str, str]:
+    """Constraint ref → the operator's words, for each record of ``shown`` (records of turns
+    whose operator words the prompt shows) that a constraint states and that any form of its
+    turn quotes whole: one line within ``limit`` characters (the compact quote)."""
+    wanted = dict(state.constraints)
+    held: dict[str, str] = {}
+    for stored in shown:
+        rec = stored.record
+        text = wanted.get(stored.ref)
+        if text is not None and isinstance(rec, Message) and rec.by_operator \
+                and text.endswith(rec.text) and "\n" not in rec.text.strip() \
+                and len(rec.text.strip()) <= limit:
+            held[stored.ref] = rec.text
+    return held
+
+
+def _constraint_line(ref: str, text: str, held: Mapping[str, str], limit: int) -> str:
+    """One constraint of the notice: its text, or, when a pinned turn shows its words, the pin's
+    note (the text before ``" — "`` and the words, compaction's form) and where the words are."""
+    words = held.get(ref)
+    if words is None:
+        return f"- {ref}: {one_line(text, limit)}"
+    note = text.removesuffix(words).rstrip().removesuffix("—").rstrip()
+    lead = f"{one_line(note, limit)} — " if note else ""
+    return f"- {ref}: {lead}its words are shown with its turn in this prompt"
+
+
+def control_blocks(r: Renderer, state: ControlState, held: Mapping[str, str] | None = None,
+                   ) -> list[list[Block]]:
     """The governed control notices as lines, blocking side effects first (also the session
-    projection's tail)."""
-    return [lines for _, lines in control_notices(r, state)]
+    projection's tail; ``held`` as in :func:`control_notices`)."""
+    return [lines for _, lines in control_notices(r, state, held)]
 
 
-def control_notices(r: Renderer, state: ControlState) -> list[tuple[str, list[Block]]]:
-    """``(reason, lines)`` of each notice the governed state calls for, in their fixed order."""
+def control_notices(r: Renderer, state: ControlState, held: Mapping[str, str] | None = None,
+                    ) -> list[tuple[str, list[Block]]]:
+    """``(reason, lines)`` of each notice the governed state calls for, in their fixed order;
+    a constraint whose ref is in ``held`` names where its words are (:func:`_held_whole`)."""
     chars = r.chars
     source = f"governed store, envelope {state.envelope_id}" if state.envelope_id \
         else "governed store"
@@ -111,7 +152,7 @@ def control_notices(r: Renderer, state: ControlState) -> list[tuple[str, list[Bl
         out.append(("pending_obligation", lines))
     if state.constraints:
         lines = [r.line(f"exact operator constraints ({source}; still in force):")]
-        lines += [r.line(f"- {ref}: {one_line(text, chars.constraint)}")
+        lines += [r.line(_constraint_line(ref, text, held or {}, chars.constraint))
                   for ref, text in state.constraints]
         out.append(("exact_constraint", lines))
     return out
@@ -160,8 +201,13 @@ def work_refs(ctx: Context, r: Renderer) -> list[Item]:
                 if rec.failed:
                     failed[rec.tool_name] += 1
                 for f in rec.files_written:
+                    # Re-inserted on every write: listed newest first (reversed below), the
+                    # file written last (the current edit target) leads the list, and a cut
+                    # or clipped list drops the files written longest ago (issue 12, item 4).
+                    files.pop(f, None)
                     files[f] = stored.ref
             elif isinstance(rec, TaskResult):
+                tasks.pop(rec.task_id, None)
                 tasks[rec.task_id] = f"{rec.status.value} ({stored.ref})"
     scope = f" for {one_line(wid, chars.ident)}" if wid else ""
     frontier = ctx.frontier.item(r, wid, ctx.policy) if wid else None
@@ -170,11 +216,11 @@ def work_refs(ctx: Context, r: Renderer) -> list[Item]:
         files = {}  # the frontier names every file of the work item, not only the window's
     if files:
         lines = [f"- {one_line(f, chars.path_in_list)} (written by {ref})"
-                 for f, ref in files.items()]
-        items.append(_list_item(ctx, r, "files", f"files touched{scope}:", lines))
+                 for f, ref in reversed(files.items())]
+        items.append(_list_item(ctx, r, "files", f"files touched{scope}:", lines, newest=True))
     if tasks:
-        lines = [f"- task {one_line(t, chars.ident)}: {s}" for t, s in tasks.items()]
-        items.append(_list_item(ctx, r, "tasks", f"tasks{scope}:", lines))
+        lines = [f"- task {one_line(t, chars.ident)}: {s}" for t, s in reversed(tasks.items())]
+        items.append(_list_item(ctx, r, "tasks", f"tasks{scope}:", lines, newest=True))
     if tools and not _frontier_says_it(frontier, ctx, wid, tools, failed):
         lines = [f"- {one_line(name, chars.tool_name)} ×{n}"
                  + (f", {failed[name]} failed" if failed[name] else "")
@@ -205,14 +251,19 @@ def _frontier_says_it(frontier: Item | None, ctx: Context, wid: str | None,
 
 
 def _list_item(ctx: Context, r: Renderer, name: str, title: str, lines: list[str],
-               priority: Priority = Priority.NORMAL) -> Item:
+               priority: Priority = Priority.NORMAL, *, newest: bool = False) -> Item:
+    """A work-refs list; its compact form names the first ``list_compact_lines`` entries and
+    says how many more there are and where. ``newest``: the lines run newest first (the file
+    being edited now, the task that just ended), so what a cut drops is the oldest, and the
+    note says so (issue 12, item 4)."""
     shown = ctx.policy.list_compact_lines
     order = _REF_LISTS.index(name)
     full = r.rendered([r.line(title), *(r.line(ln) for ln in lines)])
     forms = {Form.FULL: full}
     if len(lines) > shown:
+        more = "older" if newest else "more"
         compact = [r.line(title), *(r.line(ln) for ln in lines[:shown]),
-                   r.line(f"- … and {len(lines) - shown} more not listed here (each in the "
+                   r.line(f"- … and {len(lines) - shown} {more} not listed here (each in the "
                           "history under its ref)")]
         forms[Form.COMPACT] = r.rendered(compact)
     return Item(key=f"work_refs:{name}", section=Section.WORK_REFS, priority=priority,

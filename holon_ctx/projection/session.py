@@ -59,6 +59,7 @@ from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.manifest import SECTION_TITLES
 from holon_ctx.projection.model import (
     ControlSource,
+    ControlState,
     EpisodeSource,
     Priority,
     RecallQuery,
@@ -80,6 +81,7 @@ from holon_ctx.projection.retention import (
     judged_beside,
     may_join_fold_run,
 )
+from holon_ctx.projection.sections import held_words
 from holon_ctx.projection.session_state import (
     Layout,
     Persisted,
@@ -381,13 +383,22 @@ class SessionProjector:
                 found = self.store.get(ref)
                 if found is not None:
                     state.effect_runs[ref] = found
+        held = None
+        if isinstance(control, ControlState) and control.constraints:
+            # Words of a constraint the history lets the model read (its turn is shown: full,
+            # or pinned compact) are named, not repeated. state.shown only grows with a turn
+            # record walked, which drops this cached tail, so the tail follows it.
+            records = (self.store.get(ref) for ref, _ in control.constraints)
+            held = held_words(control, (s for s in records if s is not None
+                                        and getattr(s.record, "turn_id", None) in state.shown),
+                              self.policy.text.operator_excerpt)
         state.tail = tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
                                  anchor=state.anchor, work_item=work_item, waits=waits,
                                  tally=state.tally, frontier_cover=state.cover,
                                  control=control,  # type: ignore[arg-type]
                                  run=pending_line(self.renderer, state, self._fold_facts(state)),
                                  effects=effect_lines(self.renderer, state.unresolved,
-                                                      state.effect_runs))
+                                                      state.effect_runs), held=held)
         return state.tail
 
     def _tail_cost(self, state: WalkState, tail: Tail) -> int:

@@ -19,7 +19,7 @@ Every line is a label line, so the tail's tokens add exactly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -81,15 +81,17 @@ def anchor_line(r: Renderer, anchor: TurnUnit | None, current: TurnUnit) -> Bloc
 def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: TurnUnit | None,
                 work_item: WorkItemState | None, waits: list[WaitState], tally: Tally | None,
                 frontier_cover: str, control: ControlState | None,
-                run: Block | None = None, effects: Sequence[Block] = ()) -> Tail:
+                run: Block | None = None, effects: Sequence[Block] = (),
+                held: Mapping[str, str] | None = None) -> Tail:
     """The tail for the current position (see the module docstring); ``run`` counts a run of
-    low-value turns still going on."""
+    low-value turns still going on; ``held``: constraints whose words the history shows
+    (:func:`~holon_ctx.projection.sections.held_words`), named instead of repeated."""
     blocks: list[Block] = [r.line(TAIL_TITLE)]
     refs: list[str] = []
     # Governed notices first: a blocked side effect is what the model must read before anything
     # else in the tail (the planner gives them the same precedence, RFC 0004).
     if control is not None:
-        for lines in control_blocks(r, control):
+        for lines in control_blocks(r, control, held):
             blocks.extend(lines)
     # Then what the ledger itself has not resolved (before compaction hands it to the store).
     blocks.extend(effects)

@@ -50,11 +50,14 @@ class TurnItems:
              chain: str | None, tier: int = 0) -> Item:
         ctx, r = self.ctx, self.r
         priority, reasons = self.retention.priority(unit)
-        other = ctx.other_work_item(unit)
+        # Another work item's turn the current chain links to (or the continuation anchor) is
+        # evidence the current work needs: shown and labelled like the chain's own (RFC 0018).
+        other = (ctx.other_work_item(unit) and chain is None
+                 and unit.turn.id != ctx.view.anchor_id)
         # The previous exchange's assistant message is shown once, in the current-input section.
         elsewhere: dict[str, Instead] = (
             {ctx.exchange.message.ref: "shown below as the previous exchange"}
-            if ctx.exchange is not None and ctx.exchange.unit is unit else {})
+            if ctx.exchange is not None and ctx.exchange.unit.turn.id == unit.turn.id else {})
         if unit.turn.id not in ctx.pinned:
             elsewhere.update(ctx.frontier.stubs(unit, r))
         # Forms and refs follow from these inputs alone (records never change; a turn can only
@@ -74,7 +77,7 @@ class TurnItems:
         if other and priority is not Priority.PINNED:
             # Evidence of another work item is a one-line reference however large the budget:
             # its full text would answer a question nobody is asking now, and the current
-            # chain reaches it through a pin or its anchor (which make it pinned) when it
+            # chain reaches it through a link, a pin or its anchor (see above) when it
             # does need it. The manifest says why the rest of the turn is left out.
             forms = {Form.COMPACT: forms[Form.COMPACT]}
             item_reasons = (*reasons, Omission.OTHER_WORK_ITEM.value)
