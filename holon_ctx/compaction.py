@@ -164,8 +164,10 @@ def compact(
     first, last = archived[0].span.first_turn, archived[-1].span.last_turn
     continuity.record_checkpoint(sid, f"checkpoint:{last}", at=now)
     summary = b"".join(encode_episode(ep) for ep in archived)
-    objective = next((c.quote or c.text for ep in reversed(archived) for c in ep.operator_intents),
-                     "continue the archived work")
+    # The newest operator words that say something: an intent that is only white space (an
+    # operator may send one) is no objective, and the validator refuses an empty one.
+    objective = next((words for ep in reversed(archived) for c in ep.operator_intents
+                      if (words := (c.quote or c.text).strip())), "continue the archived work")
     request = CompactionRequest(
         session_id=sid,
         envelope_id=f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}",

@@ -171,3 +171,27 @@ def test_every_side_effect_of_the_session_is_sealed(compacted) -> None:
     assert envelope is not None
     assert envelope.idempotency_key == continuity.unresolved_side_effects(
         SESSION.session_id)[0].idempotency_key
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\n\t "])
+def test_an_operator_message_of_white_space_never_stops_compaction(blank: str) -> None:
+    """Found by the session property: operator words that are only white space, archived last,
+    became the envelope's objective, which the validator refuses (``$.objective: is empty``), so
+    the runtime's next request raised. The objective is the newest words that say something."""
+    import holon_ctx
+    from holon_ctx.ledger.memory import MemoryStore
+
+    session = holon_ctx.open_session(MemoryStore(), compaction=holon_ctx.CompactionPolicy(
+        recent_turns=4, every_turns=3))
+    for text in (" ", "00:0:1", blank, blank, blank, blank, blank, blank):
+        session.operator_message(text)
+    request = session.next_request(budget_tokens=120)  # compacts first (the budget binds)
+    assert request.used_tokens <= 120
+    upkeep = session._upkeep
+    assert upkeep.continuity is not None
+    envelope = upkeep.continuity.latest_envelope(upkeep.identity.session_id)
+    session.close()
+    assert envelope is not None
+    # The newest archived range holds only blank words here: the envelope says so in its own
+    # words rather than carrying an empty objective.
+    assert envelope.objective in ("00:0:1", "continue the archived work")

@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 import pytest
+from folded_output import shown_whole
 
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.memory import MemoryStore
@@ -144,13 +145,14 @@ def _task_present(traj: Trajectory, text: str) -> bool:
 
 
 def _result_shown(tool: Tool, text: str) -> bool:
-    """The tool's output verbatim, or its fence with a ref to the full text."""
+    """The tool's output verbatim (repeated lines shown once, RFC 0016), or its fence with a ref
+    to the full text."""
     body = record_body(tool)
     label = f"tool:{tool.id} "
     if not body:
         return label in text
-    if body in text:
-        return True
+    if shown_whole(tool, f"tool:{tool.id}", text):
+        return True  # verbatim, or with repeated lines shown once (RFC 0016), read back exactly
     # Its fence names the ref and, when its kind does not imply them, origin and trust.
     opened = re.search(rf"<data tool:{re.escape(tool.id)}[ >]", text)
     if opened is None:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from folded_output import shown_whole
 from projection_builders import LedgerBuilder
 
 from holon_ctx.ledger.memory import MemoryStore
@@ -55,7 +56,8 @@ def test_the_newest_step_is_shown_whole_while_the_budget_has_room() -> None:
     d = density(p, default_counter(), [f"turn:{t}" for t in turns[-2:]])
     assert d.cut == ()
     last_output = b.records[-1]
-    assert getattr(last_output, "output", "") in p.text
+    # Whole: verbatim but for the lines earlier steps printed, shown once (RFC 0016).
+    assert shown_whole(last_output, f"tool:{last_output.id}", p.text)
     assert "tokens omitted" not in p.text
 
 
@@ -112,6 +114,16 @@ def test_markup_share_and_cut_with_room_on_shared_trajectories(name: str) -> Non
     assert strict[len(strict) // 2] < 0.18, strict[len(strict) // 2]
 
 
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+def test_no_step_is_cut_with_room_at_4096_either() -> None:
+    """Every step of the django trajectory at 4,096 tokens: no newest step cut while a token is
+    left. Main left one (2 tokens unused, the smallest raise costing 3: the grow's last step is
+    now by characters), and folding repeated lines frees room a newest step cut to fit must get
+    (RFC 0016): without that, six steps here were cut with 18 tokens unused."""
+    points = _walk(SAMPLES[0], 4096)
+    assert [i for i, (_, _, cut) in enumerate(points) if cut] == []
+
+
 @pytest.mark.parametrize("mode", ["session", "stateless"])
 def test_the_manifest_is_the_same_bytes_in_any_process_and_hash_seed(mode: str) -> None:
     """``holon-ctx project --json`` on the bundled demo ledger, in two interpreters with
@@ -144,6 +156,25 @@ def test_the_room_a_clipped_trail_leaves_goes_to_the_newest_step() -> None:
     for budget in range(1150, 1300):
         p = projector.project(budget_tokens=budget)
         d = density(p, counter, newest)
+        if d.cut_with_room:
+            cut_at.append((budget, d.unused_tokens))
+    assert cut_at == []
+
+
+@pytest.mark.parametrize(("steps", "lines"), [(30, 150), (4, 120)])
+def test_no_newest_step_is_cut_while_a_token_of_the_budget_is_left(steps: int, lines: int) -> None:
+    """Budget by budget where the budget binds hard (the newest step grown to the room left): the
+    last one or two tokens are used too. A token of cap is some four characters of excerpt and a
+    cut text's count moves in steps of up to three, so a grow by whole tokens of cap left 1-2
+    tokens at 9 and 15 of these budgets (one such prompt of the shared trajectories at 4,096);
+    the grow's last step is by characters (RFC 0016)."""
+    b, turns = _agent_loop(steps, lines)
+    counter = default_counter()
+    newest = [f"turn:{t}" for t in turns[-2:]]
+    projector = Projector(b.store())
+    cut_at = []
+    for budget in range(600, 720):
+        d = density(projector.project(budget_tokens=budget), counter, newest)
         if d.cut_with_room:
             cut_at.append((budget, d.unused_tokens))
     assert cut_at == []

@@ -40,9 +40,11 @@ from holon_ctx.cli.demo import DEMO_BUDGET, DEMO_DB, build_demo, build_demo_sess
 from holon_ctx.cli.diff import Difference, diff
 from holon_ctx.cli.epochs_view import epoch_view
 from holon_ctx.cli.explain import Explanation, explain
+from holon_ctx.cli.file_episodes import FileArchive
 from holon_ctx.cli.terminal import SafeConsole, write_data_json
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.postgres.connection import is_postgres_url
 from holon_ctx.projection.projector import Projection, Projector
 
@@ -162,6 +164,26 @@ def opened(args: argparse.Namespace) -> Iterator[tuple[LedgerStore, Projector]]:
             store.close()
 
 
+def planned(store: LedgerStore, projector: Projector, budget: int, at: str | None,
+            archive: FileArchive | None = None) -> tuple[Projector, Projection]:
+    """The projection of ``budget`` as of ``at`` and the projector that made it: for a ledger
+    read from a file whose plan binds, one recalling the in-memory archive a library session
+    would hold by then (cli/file_episodes.py); otherwise ``projector``'s own."""
+    projection = projector.project(budget_tokens=budget, at=at)
+    if not FileArchive.applies(store, projector.episodes):
+        return projector, projection
+    archive = archive or FileArchive(store)
+    chosen = [projector]
+
+    def again(source: StoreEpisodeSource) -> Projection:
+        chosen.append(Projector(store, projector.counter, policy=projector.policy,
+                                episodes=source, control=projector.control))
+        return chosen[-1].project(budget_tokens=budget, at=at)
+
+    projection = archive.plan(projection, lambda p: p.manifest, at, again)
+    return chosen[-1], projection
+
+
 def trust_lookup(store: LedgerStore) -> Callable[[str], str | None]:
     def trust_of(ref: str) -> str | None:
         stored = store.get(ref)
@@ -174,7 +196,7 @@ def _preview(args: argparse.Namespace, budget: int, at: str | None) -> int:
     from holon_ctx.cli.preview import print_preview  # noqa: PLC0415 - only the view needs it
 
     with opened(args) as (store, projector):
-        projection = projector.project(budget_tokens=budget, at=at)
+        projector, projection = planned(store, projector, budget, at)
         epoch = epoch_view(store, projector, budget, at).line()
         out = console(plain=args.plain, width=args.width)
         pager = None if getattr(args, "no_pager", False) or not out.is_terminal else pager_command()
@@ -247,7 +269,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     args.source = None if args.db else operands[0]
     args.ref = operands[-1]
     with opened(args) as (store, projector):
-        projection = projector.project(budget_tokens=args.budget, at=args.at)
+        projector, projection = planned(store, projector, args.budget, args.at)
         result = explain(store, projector, projection, args.ref)
         view = epoch_view(store, projector, args.budget, args.at)
         result.session = {"epoch_started_at": view.started_at, "epoch_reason": view.reason,
@@ -267,9 +289,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if len(budgets) > 2 or len(ats) > 2 or (len(budgets) < 2 and len(ats) < 2):
         raise InputError("diff compares two projections: give --budget twice (two budgets), "
                          "--at twice (two turns), or both")
-    with opened(args) as (_, projector):
-        a = projector.project(budget_tokens=budgets[0], at=ats[0] if ats else None)
-        b = projector.project(budget_tokens=budgets[-1], at=ats[-1] if ats else None)
+    with opened(args) as (store, projector):
+        archive = FileArchive(store)  # shared: two budgets as of one turn archive once
+        _, a = planned(store, projector, budgets[0], ats[0] if ats else None, archive)
+        _, b = planned(store, projector, budgets[-1], ats[-1] if ats else None, archive)
     result = diff(a, b, projector.counter)
     if args.json:
         write_data_json(to_json(result) + b"\n")
@@ -298,8 +321,7 @@ def _section_stats(store: LedgerStore, out: Any, budget: int) -> None:
     episodes = None
     try:
         episodes = open_episode_source(store)
-        projection: Projection = Projector(store, episodes=episodes).project(
-            budget_tokens=budget)
+        _, projection = planned(store, Projector(store, episodes=episodes), budget, None)
     except sqlite3.DatabaseError as exc:
         where = getattr(store, "path", "database")
         raise StoreError(f"{where}: not a usable holon-ctx database ({exc})") from None

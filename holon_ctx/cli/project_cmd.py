@@ -9,6 +9,7 @@ from typing import Any
 
 from holon_ctx.cli.common import add_source_args, open_control_source, open_source, positive_int
 from holon_ctx.cli.episodes_cmd import open_episode_source
+from holon_ctx.cli.file_episodes import FileArchive
 from holon_ctx.cli.terminal import write_data_json, write_data_text
 from holon_ctx.errors import InputError
 from holon_ctx.projection.projector import Projection, Projector
@@ -44,9 +45,19 @@ def project_from_args(args: argparse.Namespace, budget: int | None = None,
                       at: str | None = None) -> Projection:
     store = open_source(args)
     episodes = open_episode_source(store)
+    budget = budget or args.budget
+    at = at if at is not None else args.at
     try:
-        return Projector(store, episodes=episodes, control=open_control_source(store)).project(
-            budget_tokens=budget or args.budget, at=at if at is not None else args.at, verify=True)
+        control = open_control_source(store)
+        projection = Projector(store, episodes=episodes, control=control).project(
+            budget_tokens=budget, at=at, verify=True)
+        if not FileArchive.applies(store, episodes):
+            return projection
+        # A file's ledger gets the episodes a library session would hold by now (item 8).
+        return FileArchive(store).plan(
+            projection, lambda p: p.manifest, at,
+            lambda source: Projector(store, episodes=source, control=control).project(
+                budget_tokens=budget, at=at, verify=True))
     finally:
         if episodes is not None:
             episodes.close()
@@ -59,9 +70,17 @@ def session_request_from_args(args: argparse.Namespace, layout: Layout) -> Sessi
     store = open_source(args)
     episodes = open_episode_source(store)
     try:
-        projector = SessionProjector(store, layout=layout, episodes=episodes,
-                                     control=open_control_source(store))
-        return projector.request(budget_tokens=args.budget, at=args.at)
+        control = open_control_source(store)
+        projector = SessionProjector(store, layout=layout, episodes=episodes, control=control)
+        request = projector.request(budget_tokens=args.budget, at=args.at)
+        if not FileArchive.applies(store, episodes):
+            return request
+        # A file's ledger gets the episodes a library session would hold by now (item 8).
+        return FileArchive(store).plan(
+            request, lambda r: r.manifest, args.at,
+            lambda source: SessionProjector(store, layout=layout, episodes=source,
+                                            control=control).request(budget_tokens=args.budget,
+                                                                     at=args.at))
     finally:
         if episodes is not None:
             episodes.close()

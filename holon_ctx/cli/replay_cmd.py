@@ -19,6 +19,7 @@ from typing import Any
 from rich.table import Table
 
 from holon_ctx.cli.common import add_source_args, console, open_source, positive_int
+from holon_ctx.cli.file_episodes import FileArchive, ReplayCompaction
 from holon_ctx.cli.terminal import is_terminal, write_data_json
 from holon_ctx.errors import InputError
 from holon_ctx.projection.cost import PRICES, PriceTable, load_price_table
@@ -105,7 +106,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     counter = default_counter()
     store = open_source(args)
     try:
-        reports = replay(store, args.budget, price, counter, approaches=names)
+        # A file's ledger grows the episodes a library session would while the budget binds.
+        grown = ReplayCompaction(store) if FileArchive.applies(store, None) else None
+        reports = replay(store, args.budget, price, counter, approaches=names,
+                         episodes=grown.source if grown else None,
+                         before_call=grown.before_call if grown else None)
     finally:
         store.close()
     if args.json:

@@ -55,6 +55,7 @@ __all__ = [
     "neutralise_fences",
     "record_body",
     "record_body_counted",
+    "skeleton",
 ]
 
 #: The element name of data fences; see :func:`neutralise_fences`.
@@ -171,6 +172,13 @@ def _skeleton(text: str) -> str:
     if _ASTRAL.search(text):
         text = _ASTRAL.sub(lambda m: table.get(ord(m.group()), m.group()), text)
     return text.lower()
+
+
+def skeleton(text: str) -> str:
+    """``text`` as the matching here reads it: NFKC, case-folded, confusables mapped, invisible
+    characters dropped (for other markup that must not be forged, such as the projection's
+    repeat notes)."""
+    return _skeleton(text)
 
 
 def _suspect(skeleton: str) -> bool:

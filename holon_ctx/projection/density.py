@@ -8,7 +8,8 @@ structured blocks it carries, never by parsing the text back:
   pre-rendered text); everything else — section titles, turn headings, record labels, fence
   lines, one-line stubs, fold lines, clip notes, and the line an excerpt puts between the head
   and the tail of a body it cut (``… [N+ tokens omitted; full text: REF] …``, counted as content
-  before RFC 0015) — is markup. Ledger text a label line quotes verbatim (a command on a stub or
+  before RFC 0015) and the note after a run of identical lines shown once (``[line above ×40]``,
+  RFC 0016) — is markup. Ledger text a label line quotes verbatim (a command on a stub or
   a tool line, an objective, a file path, the workspace) is content: the frame around it is
   markup (RFC 0015, "quoted content"; :attr:`Density.strict_markup_share` counts label lines
   whole, and both are reported). Blocks count additively (:mod:`holon_ctx.tokens`), so a block's
@@ -28,7 +29,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from holon_ctx.projection.formats import EXCERPT_MARK
+from holon_ctx.projection.formats import EXCERPT_MARK, REPEAT_MARK
 from holon_ctx.projection.items import Block, BlockKind
 from holon_ctx.projection.manifest import Projection
 from holon_ctx.projection.model import Form
@@ -94,6 +95,11 @@ def content_tokens(blocks: Iterable[Block], counter: TokenCounter) -> int:
                 # its count comes off the body's exactly.
                 total -= sum(counter.count(m.group(0))
                              for m in EXCERPT_MARK.finditer(block.body))
+            if block.kind is BlockKind.FENCED and "above ×" in block.body:
+                # A repeat note (RFC 0016) is the runtime's line too, and quoted text cannot
+                # pose as one (neutralise_repeat_marks).
+                total -= sum(counter.count(m.group(0))
+                             for m in REPEAT_MARK.finditer(block.body))
     return total
 
 

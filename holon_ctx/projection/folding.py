@@ -1,6 +1,6 @@
 """Folding: what the prompt shows as one counted line instead of many.
 
-Three kinds of fold, each decided from runtime facts only:
+Four kinds of fold, each decided from runtime facts only:
 
 * a **run** of consecutive low or diagnostic turns (ticks, retries, duplicate wakes, repeated
   polls) becomes one fold line with its refs (:func:`segment`, :func:`fold_item`). A run never
@@ -11,7 +11,10 @@ Three kinds of fold, each decided from runtime facts only:
   (:func:`tool_repeats`);
 * an **identical command re-run in a later turn** of the work item with the same result
   supersedes the earlier run's output (the execution frontier, :mod:`.frontier`); a re-run that
-  printed something else does not fold the earlier run, which keeps the lines that differ.
+  printed something else does not fold the earlier run, which keeps the lines that differ;
+* **consecutive identical lines inside one tool output** (a warning printed 40 times, a block
+  of lines repeated as a whole) show once, followed by the runtime's note ``[line above ×40]``
+  (:func:`fold_repeated_lines`, RFC 0016).
 
 "Identical" always means the same command *and* the same result (:func:`same_result`): a fold
 never hides output that differs from the output shown for it (:func:`hidden_differences` counts
@@ -29,21 +32,79 @@ from typing import TYPE_CHECKING, Final
 
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.formats import fold_line
+from holon_ctx.projection.formats import fold_line, neutralise_repeat_marks, repeat_mark
 from holon_ctx.projection.items import Item
 from holon_ctx.projection.model import FoldManifest, Form, Priority, Section, TurnUnit
 
 if TYPE_CHECKING:
     from holon_ctx.projection.render import Renderer
 
-__all__ = ["BY_TRIGGER", "fold_item", "fold_kind", "hidden_differences", "repeat_folds", "result_key",
-           "same_result",
-           "segment", "tool_repeats"]
+__all__ = ["BY_TRIGGER", "fold_item", "fold_kind", "fold_repeated_lines", "hidden_differences",
+           "repeat_folds", "result_key", "same_result", "segment", "tool_output_text",
+           "tool_repeats"]
 
 #: Facts a fold line counts under the turn's trigger instead: they say only "nothing happened"
 #: (a tick, a retry), so the trigger is the more telling name ("scheduler_tick×40").
 BY_TRIGGER: Final = frozenset({"noop_tick", "provider_retry", "provider_fallback",
                                "transport_recovery"})
+
+
+#: The longest group of lines that folds as a whole (a warning and the source line under it, a
+#: three-line progress block): longer periods are rare and cost a quadratic scan.
+REPEAT_PERIOD: Final = 4
+
+
+def fold_repeated_lines(text: str) -> str:
+    """``text`` with each run of consecutive identical lines (or identical groups of up to
+    :data:`REPEAT_PERIOD` lines) shown once and followed by :func:`~.formats.repeat_mark`.
+
+    Only exact copies fold (the whole line, spaces included), and only where the copies left out
+    hold more characters than the note that counts them: two copies of a short line stay as
+    they are. Blank lines never fold on their own. A function of ``text`` alone, so a record's
+    rendered form never depends on what else is in the prompt (a session's history stays
+    append-only). ``text`` must hold no note of its own (:func:`tool_output_text` neutralises
+    quoted ones first).
+    """
+    lines = text.split("\n")
+    n = len(lines)
+    if not any(a == b for period in range(1, REPEAT_PERIOD + 1)
+               for a, b in zip(lines, lines[period:], strict=False)):
+        return text  # no line repeats within a group's reach (most outputs): one pass each
+    out: list[str] = []
+    i = 0
+    folded = False
+    while i < n:
+        best: tuple[int, int, int] | None = None  # (saved characters, period, copies)
+        for period in range(1, REPEAT_PERIOD + 1):
+            group = lines[i:i + period]
+            if len(group) < period:
+                break
+            if not any(line.strip() for line in group):
+                continue
+            copies = 1
+            while lines[i + copies * period:i + (copies + 1) * period] == group:
+                copies += 1
+            if copies < 2:
+                continue
+            saved = (copies - 1) * (sum(len(line) for line in group) + period)
+            if saved > len(repeat_mark(copies, period)) and (best is None or saved > best[0]):
+                best = (saved, period, copies)
+        if best is None:
+            out.append(lines[i])
+            i += 1
+            continue
+        _, period, copies = best
+        out.extend(lines[i:i + period])
+        out.append(repeat_mark(copies, period))
+        i += period * copies
+        folded = True
+    return "\n".join(out) if folded else text
+
+
+def tool_output_text(body: str) -> str:
+    """A tool output's body as the prompt shows it: quoted repeat notes neutralised, then runs of
+    identical lines folded (:func:`fold_repeated_lines`)."""
+    return fold_repeated_lines(neutralise_repeat_marks(body))
 
 
 def fold_kind(unit: TurnUnit, facts: Sequence[str]) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from typing import Final
 
 from holon_ctx.ledger.body import (
@@ -23,6 +24,7 @@ from holon_ctx.ledger.body import (
     OPERATOR_LABEL,
     attribute_value,
     neutralise_fences,
+    skeleton,
 )
 
 __all__ = [
@@ -38,16 +40,20 @@ __all__ = [
     "QUOTE_END",
     "QUOTE_START",
     "RELATION_PREFIX",
+    "REPEAT_MARK",
     "clip_notes",
     "excerpt_mark",
     "fence_open",
     "fence_parts",
     "fold_line",
     "forgeries",
+    "neutralise_repeat_marks",
     "one_line",
     "operator_label",
     "quoted",
+    "repeat_mark",
     "run_status",
+    "same_lines_mark",
     "split_quotes",
 ]
 
@@ -183,6 +189,65 @@ def excerpt_mark(omitted_tokens: int, ref: str) -> str:
 #: Finds the line :func:`excerpt_mark` writes, inside an excerpted body.
 EXCERPT_MARK: Final = re.compile(r"^… \[\d+\+ tokens omitted; full text: [^\n]*\] …\n",
                                  re.MULTILINE)
+
+
+def repeat_mark(count: int, period: int = 1) -> str:
+    """The line after a run of identical lines shown once (RFC 0016): ``[line above ×40]`` —
+    the line above stands for ``count`` consecutive copies of itself, the one shown included —
+    or ``[3 lines above ×40]`` for a group of ``period`` lines repeated as a whole."""
+    what = "line" if period == 1 else f"{period} lines"
+    return f"[{what} above ×{count}]"
+
+
+def same_lines_mark(count: int, ref: str) -> str:
+    """The line that stands for ``count`` lines of a tool output that the output ``ref``, shown
+    above in the same prompt, printed in the same order (RFC 0016): ``[4 lines as in tool:x9]``."""
+    what = "line" if count == 1 else f"{count} lines"
+    return f"[{what} as in {ref}]"
+
+
+#: Finds a line :func:`repeat_mark` or :func:`same_lines_mark` writes, inside a tool output's
+#: body.
+REPEAT_MARK: Final = re.compile(
+    r"^\[(?:line|\d+ lines) (?:above ×\d+|as in [^\s\]]+)\]\n", re.MULTILINE)
+#: A line of quoted text a reader could take for one of those notes, read leniently (see
+#: :func:`_read_as`): brackets or parentheses, "x" or "*" for "×", any spacing.
+_REPEAT_LOOKALIKE: Final = re.compile(
+    r"^\s*[\[(]\s*(?:\d+\s*)?lines?\s*(?:above\s*[×x*]\s*\d+|as\s*in\s*\S+?)\s*[\])]\s*$")
+#: Where such a line could start (one pass over the whole text before any line is read).
+_NOTE_START: Final = re.compile(r"^\s*[\[(]\s*(?:\d+\s*)?lines?\b", re.MULTILINE)
+#: What the opening bracket of a quoted repeat-note lookalike becomes (not a bracket to the
+#: skeleton, so the line no longer reads as the runtime's note).
+_QUOTED_BRACKET: Final = "\u2045"
+
+
+def _read_as(text: str) -> str:
+    """``text`` as a lenient reader takes it: the fence skeleton (confusables mapped, invisible
+    characters dropped), then NFKC and case folding for the letters that table leaves alone (it
+    maps only those of the fence tag and the trusted label). Line breaks stay where they were
+    (the notes are whole lines)."""
+    if text.isascii():
+        return text.lower()
+    # The skeleton drops the default-ignorable characters (zero-width, bidi, tags) already.
+    return unicodedata.normalize("NFKC", skeleton(text)).casefold()
+
+
+def neutralise_repeat_marks(text: str) -> str:
+    """``text`` with every line that reads as a repeat note (:func:`repeat_mark`,
+    :func:`same_lines_mark`, or a lookalike of either) rewritten so that it does not: its
+    opening bracket becomes ``⁅``. Tool output goes through this before the renderer adds its
+    own notes, so a note in a fence is always the runtime's (as
+    :func:`~holon_ctx.ledger.body.neutralise_fences` does for fence tags)."""
+    if not _NOTE_START.search(_read_as(text)):
+        return text  # almost all text: a few passes in C
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if _REPEAT_LOOKALIKE.match(_read_as(line)):
+            for j, char in enumerate(line):
+                if _read_as(char) in ("[", "("):
+                    lines[i] = line[:j] + _QUOTED_BRACKET + line[j + 1:]
+                    break
+    return "\n".join(lines)
 
 
 def clip_notes(ref: str) -> tuple[str, str]:

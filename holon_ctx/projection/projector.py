@@ -41,6 +41,7 @@ from holon_ctx.projection.planner import Plan, plan
 from holon_ctx.projection.policy import Policy, WindowLimits
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.retention import FactsCache, Retention, in_fold_run
+from holon_ctx.projection.shown_lines import fold_shown_lines
 from holon_ctx.projection.turns import TurnItems
 from holon_ctx.projection.view import load_view
 from holon_ctx.tokens import TokenCounter, default_counter
@@ -120,10 +121,12 @@ def plan_and_assemble(ctx: Context, history: History, items: list[Item],
     Shared by the stateless call and a session's re-plan (:mod:`.replan`)."""
     chosen = plan(items, budget_tokens=budget_tokens, header_tokens=headers,
                   clip=Clipper(r).clip, sources=history.sources())
+    deeper = [item for tier in history.tiers[1:] for item in tier.items]
+    # Once every form is chosen: lines an output shown above printed are shown once (RFC 0016).
+    chosen = fold_shown_lines(chosen, [*items, *deeper], r.counter, budget_tokens)
     reading = Reading(view=ctx.view, relation=ctx.relation, pages=tuple(history.pages),
                       units=tuple(history.units),
                       folds=tuple(f for tier in history.tiers for f in tier.folds),
                       reruns=ctx.frontier.reruns(), recalled=tuple(recalled),
                       high_read=history.high_read)
-    deeper = [item for tier in history.tiers[1:] for item in tier.items]
     return assemble(reading, [*items, *deeper], chosen, budget_tokens, r), chosen

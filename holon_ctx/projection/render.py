@@ -16,6 +16,7 @@ is defined in :mod:`holon_ctx.projection.formats`; every limit comes from the
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, TypeAlias, TypeVar
@@ -40,7 +41,7 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.digest import turn_digest, work_item_delta
-from holon_ctx.projection.folding import tool_repeats
+from holon_ctx.projection.folding import tool_output_text, tool_repeats
 from holon_ctx.projection.formats import (
     ALERT,
     FENCE_CLOSE,
@@ -48,6 +49,7 @@ from holon_ctx.projection.formats import (
     excerpt_mark,
     fence_open,
     fence_parts,
+    neutralise_repeat_marks,
     one_line,
     operator_label,
     quoted,
@@ -65,6 +67,8 @@ _T = TypeVar("_T")
 #: What a turn's body shows in place of one of its records: a line (the record is elsewhere, or
 #: folded), or blocks (a compact form of it, such as a changed re-run's differing lines).
 Instead: TypeAlias = "str | tuple[Block, ...]"
+#: Characters added to an excerpt's head and tail past what its cap gives (turn_full_within).
+Extra: TypeAlias = tuple[int, int]
 #: A line of tool output that says what went wrong or right: kept first when a changed run's
 #: differing lines must be cut (the failure a later run fixed is what the model must see).
 _KEY_LINE: Final = re.compile(
@@ -76,6 +80,15 @@ _CHANGED_LINE_CHARS: Final = 240
 _MEMO_ENTRIES = 16384
 #: A cap floor no body reaches: every body whole.
 _WHOLE = 1 << 62
+#: Characters the grow search's last step adds to an excerpt's head or to its tail at most: more
+#: than a token of cap adds to either.
+_EXTRA_CHARS: Final = 6
+#: The (head, tail) additions it tries, fewest characters first: one side at a time (both at once
+#: used no room these do not, on the shared trajectories and the synthetic loops of the tests, and
+#: cost a count of the excerpt each).
+_EXTRAS: Final = sorted([(h, 0) for h in range(1, _EXTRA_CHARS + 1)]
+                        + [(0, t) for t in range(1, _EXTRA_CHARS + 1)],
+                        key=lambda ht: (ht[0] + ht[1], ht))
 
 
 class Renderer:
@@ -126,23 +139,39 @@ class Renderer:
         tokens = self.counter.count(shown)
         return shown, tokens, (tokens - self.counter.count(frame) if frame != shown else 0)
 
-    def _body(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
-        """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens."""
-        return self.memo(("body", stored.ref, cap), lambda: self._body_uncached(stored, cap))
+    def _body(self, stored: StoredRecord, cap: int, extra: Extra = (0, 0)) -> tuple[str, int, bool]:
+        """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens (``extra``:
+        characters added to the excerpt's head and tail, finer than a token of cap; see
+        turn_full_within)."""
+        return self.memo(("body", stored.ref, cap, extra),
+                         lambda: self._body_uncached(stored, cap, extra))
 
-    def _body_uncached(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
+    def _text(self, stored: StoredRecord) -> tuple[str, int]:
+        """The record's body as the prompt shows it, and its token count: a tool output with
+        its runs of identical lines folded (RFC 0016), any other body as it is."""
         body, stale = record_body_counted(stored.record)
-        tokens = stored.tokens if self.trust_cached and not stale else self.counter.count(body)
+        if isinstance(stored.record, Tool):
+            # Folded and counted once per record (the grow search asks for many caps).
+            shown, tokens = self.memo(("tool_text", stored.ref),
+                                      lambda: _folded(body, self.counter))
+            if tokens >= 0:
+                return shown, tokens
+        return body, stored.tokens if self.trust_cached and not stale else self.counter.count(body)
+
+    def _body_uncached(self, stored: StoredRecord, cap: int,
+                       extra: Extra) -> tuple[str, int, bool]:
+        body, tokens = self._text(stored)
         if tokens <= cap:
             return body, tokens, False
         # Cut by characters first so a 275 KB output never goes through the tokenizer here;
         # the excerpt is then counted exactly.
         chars = max(80, int(len(body) * cap / tokens * 0.95))
-        head = body[: int(chars * 0.7)]
-        tail = body[len(body) - int(chars * 0.3):]
+        head = body[: int(chars * 0.7) + extra[0]]
+        tail = body[len(body) - int(chars * 0.3) - extra[1]:]
         ref = getattr(stored.record, "output_ref", None) or stored.ref
-        excerpt = block_safe(
-            f"{head.rstrip()}\n{excerpt_mark(tokens - cap, ref)}\n{tail.lstrip()}")
+        # "N+ omitted": the characters ``extra`` shows are at most as many tokens.
+        excerpt = block_safe(f"{head.rstrip()}\n{excerpt_mark(tokens - cap - sum(extra), ref)}\n"
+                             f"{tail.lstrip()}")
         excerpt_tokens = self.counter.count(excerpt)
         if excerpt_tokens >= tokens:
             # Just over the cap, the note costs what it would save: the body is shown whole.
@@ -150,11 +179,11 @@ class Renderer:
         return excerpt, excerpt_tokens, True
 
     def fenced(self, stored: StoredRecord, label: str | None, cap: int, *,
-               clippable: bool = True) -> Block:
+               clippable: bool = True, extra: Extra = (0, 0)) -> Block:
         """The record's body in a data fence, under ``label`` (None: the fence alone says what
         it is — its ref, origin and trust — and a label would repeat it)."""
         rec = stored.record
-        body, body_tokens, excerpt = self._body(stored, cap)
+        body, body_tokens, excerpt = self._body(stored, cap, extra)
         if not body:
             return self.line(f"{label or stored.ref + ':'} (empty)", [stored.ref])
         origin = rec.origin.value if rec.origin else "unknown"
@@ -167,9 +196,9 @@ class Renderer:
                      refs=(stored.ref,), clippable=clippable, kind=BlockKind.FENCED, trust=trust,
                      excerpt=excerpt, quoted=quoted_tokens)
 
-    def trusted(self, stored: StoredRecord, label: str, cap: int) -> Block:
+    def trusted(self, stored: StoredRecord, label: str, cap: int, extra: Extra = (0, 0)) -> Block:
         """Text the operator wrote or the runtime vouches for: labelled, not fenced."""
-        body, body_tokens, excerpt = self._body(stored, cap)
+        body, body_tokens, excerpt = self._body(stored, cap, extra)
         head = label + "\n"
         trust = stored.record.trust
         return Block(head=head, body=body, tokens=self.counter.count(head) + body_tokens,
@@ -241,29 +270,35 @@ class Renderer:
 
     # -- records -------------------------------------------------------------------------
     def record_blocks(self, stored: StoredRecord, repeats: dict[str, list[str]],
-                      above: str = "", floor: int = 0) -> list[Block]:
+                      above: str = "", floor: int = 0, extra: Extra = (0, 0)) -> list[Block]:
         """``above``: the text shown before this record in its turn (a tool line does not repeat
         a command the model's message already shows); ``floor``: every token cap raised to at
         least this (the larger forms a turn offers when the budget has room, RFC 0012-densea)."""
         rec: Record = stored.record
         ref = stored.ref
         caps, chars = self.raised_caps(floor), self.chars
+        if extra != (0, 0):
+            # The grow search's last step: each excerpt a few characters longer (turn_full_within).
+            fenced: Callable[..., Block] = functools.partial(self.fenced, extra=extra)
+            trusted: Callable[..., Block] = functools.partial(self.trusted, extra=extra)
+        else:
+            fenced, trusted = self.fenced, self.trusted
         match rec:
             case Message(role=MessageRole.OPERATOR):
-                return [self.trusted(stored, operator_label(ref) , caps.operator)]
+                return [trusted(stored, operator_label(ref) , caps.operator)]
             case Message(role=MessageRole.SYSTEM) if rec.trust is Trust.RUNTIME_FACT:
-                return [self.trusted(stored, f"runtime note {ref}:", caps.system)]
+                return [trusted(stored, f"runtime note {ref}:", caps.system)]
             case Message(role=MessageRole.SYSTEM):
                 # Not vouched for by the runtime (an imported or guessed trust): fenced like any
                 # untrusted text, and said to be a system message — a bare message fence reads
                 # as the assistant's words.
-                return [self.fenced(stored, f"system message {ref} (not a runtime fact):",
+                return [fenced(stored, f"system message {ref} (not a runtime fact):",
                                     caps.system)]
             case Message():
                 # The fence names the ref, the origin and the trust: no label line above it.
-                return [self.fenced(stored, None, caps.assistant)]
+                return [fenced(stored, None, caps.assistant)]
             case Brief():
-                return [self.fenced(stored, f"brief {ref} ({rec.kind.value}, model-written):",
+                return [fenced(stored, f"brief {ref} ({rec.kind.value}, model-written):",
                                     caps.brief)]
             case TaskResult():
                 facts = [f"task {one_line(rec.task_id, chars.ident)} {rec.status.value}"]
@@ -278,15 +313,15 @@ class Renderer:
                 label = f"{ref}: " + "; ".join(facts)
                 if not rec.summary.strip():
                     return [self.line(label, [ref])]
-                return [self.fenced(stored, label, caps.task)]
+                return [fenced(stored, label, caps.task)]
             case Tool():
-                return self.tool_blocks(stored, rec, repeats.get(ref, []), above, caps)
+                return self.tool_blocks(stored, rec, repeats.get(ref, []), above, caps, extra)
             case ExternalEvent():
-                extra = (f", matches wait {one_line(rec.wait_id, chars.ident)}" if rec.wait_id
-                         else "")
-                return [self.fenced(
+                wait = (f", matches wait {one_line(rec.wait_id, chars.ident)}" if rec.wait_id
+                        else "")
+                return [fenced(
                     stored, f"{ref} from {one_line(rec.source, chars.source)} (untrusted, not "
-                    f"operator input{extra}):", caps.external)]
+                    f"operator input{wait}):", caps.external)]
             case WorkItem():
                 return [self.line(f"work item {one_line(rec.work_item_id, chars.ident)} changed "
                                   f"({ref}): " + work_item_delta(rec, chars), [ref])]
@@ -303,7 +338,8 @@ class Renderer:
                 return [self.line(f"{ref}", [ref])]
 
     def tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str],
-                    above: str = "", caps: TokenCaps | None = None) -> list[Block]:
+                    above: str = "", caps: TokenCaps | None = None,
+                    extra: Extra = (0, 0)) -> list[Block]:
         caps = caps or self.caps
         side = f"; side effect {rec.side_effect.value}" if rec.side_effect and \
             rec.side_effect.value != "none" else ""
@@ -317,7 +353,8 @@ class Renderer:
         if not rec.output.strip():
             return [self.line(f"{alert}{stored.ref} {facts}", [stored.ref])]
         # The fence right below names the run's ref: the label does not repeat it (RFC 0015).
-        return [self.fenced(stored, alert + facts, caps.tool_failed if rec.failed else caps.tool)]
+        return [self.fenced(stored, alert + facts, caps.tool_failed if rec.failed else caps.tool,
+                            extra=extra)]
 
     def raised_caps(self, floor: int) -> TokenCaps:
         """The policy's token caps, each raised to at least ``floor`` (0: the caps as they are)."""
@@ -345,7 +382,9 @@ class Renderer:
         facts = (f"{call} → {run_status(rec.status.value, rec.exit_code)}"
                  f"{self.files_written(rec)}; next run {nxt.ref} → "
                  f"{run_status(later.status.value, later.exit_code)}")
-        lines, total = changed_lines(record_body(rec), record_body(later),
+        # Quoted repeat notes neutralised as in the run's full form: a note in a fence is the
+        # runtime's (RFC 0016).
+        lines, total = changed_lines(neutralise_repeat_marks(record_body(rec)), record_body(later),
                                      self.policy.changed_lines)
         if not lines:
             # Every line it printed recurs in the next run (which printed more or fewer lines).
@@ -429,16 +468,17 @@ class Renderer:
         return " · ".join(parts)
 
     def turn_full(self, unit: TurnUnit, head: str,
-                  elsewhere: Mapping[str, Instead] | None = None, floor: int = 0) -> Rendered:
+                  elsewhere: Mapping[str, Instead] | None = None, floor: int = 0,
+                  extra: Extra = (0, 0)) -> Rendered:
         """The turn's heading, then its body (:meth:`turn_body`)."""
         key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
-               tuple(sorted(elsewhere.items())) if elsewhere else (), floor)
+               tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra)
         return self.memo(key, lambda: self.rendered(
             [self.line(f"{HEADING}{head}", [unit.ref]),
-             *self.turn_body(unit, elsewhere, floor)]))
+             *self.turn_body(unit, elsewhere, floor, extra)]))
 
     def turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, Instead] | None = None,
-                  floor: int = 0) -> tuple[Block, ...]:
+                  floor: int = 0, extra: Extra = (0, 0)) -> tuple[Block, ...]:
         """The turn's records as blocks; a record in ``elsewhere`` is one line saying where it is
         (or the blocks given for it: a compact form).
 
@@ -447,8 +487,8 @@ class Renderer:
         is in the manifest, never in the body.
         """
         key = ("turn_body", unit.ref, tuple(r.ref for r in unit.records),
-               tuple(sorted(elsewhere.items())) if elsewhere else (), floor)
-        return self.memo(key, lambda: self._turn_body(unit, elsewhere, floor))
+               tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra)
+        return self.memo(key, lambda: self._turn_body(unit, elsewhere, floor, extra))
 
     def turn_full_within(self, unit: TurnUnit, head: str, elsewhere: Mapping[str, Instead] | None,
                          limit: int | None) -> Rendered | None:
@@ -470,10 +510,23 @@ class Renderer:
                 best, lo = form, mid
             else:
                 hi = mid - 1
+        if best is None or best.tokens >= limit or lo <= 0:
+            return best
+        # A token of cap is some four characters of excerpt, and the token count of a cut text
+        # moves in steps of up to three: the room left below the next floor can be one or two
+        # tokens no floor uses (a newest step cut with room, RFC 0016). The last step is by
+        # characters: each excerpt's head or tail up to _EXTRA_CHARS longer, the largest form
+        # that fits (the fewest characters added among equals).
+        for h, t in _EXTRAS:
+            form = self.turn_full(unit, head, elsewhere, floor=lo, extra=(h, t))
+            if best.tokens < form.tokens <= limit:
+                best = form
+                if form.tokens == limit:
+                    break
         return best
 
     def _turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, Instead] | None,
-                   floor: int) -> tuple[Block, ...]:
+                   floor: int, extra: Extra = (0, 0)) -> tuple[Block, ...]:
         repeats = tool_repeats(unit.records)
         hidden = {r for refs in repeats.values() for r in refs}
         blocks: list[Block] = []
@@ -496,7 +549,7 @@ class Renderer:
                 continue
             blocks.extend(self.record_blocks(
                 stored, repeats, "".join(b.body for b in blocks if b.kind is BlockKind.FENCED),
-                floor))
+                floor, extra))
         return tuple(blocks)
 
     def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:
@@ -556,6 +609,13 @@ class Renderer:
                                   f"{one_line(state.completion_report, c.completion_report)}"))
         return {Form.REF: ref_form, Form.COMPACT: self.rendered(compact),
                 Form.FULL: self.rendered(full)}
+
+
+def _folded(body: str, counter: TokenCounter) -> tuple[str, int]:
+    """A tool output's body as the prompt shows it (:func:`~.folding.tool_output_text`) and its
+    count; ``("", -1)`` when that is the body itself (whose count the store cached)."""
+    shown = tool_output_text(body)
+    return ("", -1) if shown == body else (shown, counter.count(shown))
 
 
 def changed_lines(earlier: str, later: str, limit: int) -> tuple[list[str], int]:

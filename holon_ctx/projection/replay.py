@@ -28,6 +28,7 @@ import attrs
 from holon_ctx.ledger.records import Environment, Message, MessageRole, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.cost import CostMeter, PriceTable, RequestCost
+from holon_ctx.projection.model import EpisodeSource
 from holon_ctx.projection.native import Part, openai_messages, parts_of_blocks, system_part
 from holon_ctx.projection.policy import Policy, TokenCaps
 from holon_ctx.projection.projector import Projector
@@ -161,16 +162,26 @@ def _newest(messages: list[Any], budget: int, counter: TokenCounter) -> list[Any
 def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: TokenCounter, *,
            approaches: Sequence[str] = ("session",),
            session_projector: SessionProjector | None = None,
-           on_turn: Callable[[int, int], None] | None = None) -> list[ApproachReport]:
+           on_turn: Callable[[int, int], None] | None = None,
+           episodes: EpisodeSource | None = None,
+           before_call: Callable[[str, bool], None] | None = None) -> list[ApproachReport]:
     """Every model call of the ledger with each approach; a report per approach, in the order
-    given (:func:`call_points` says where the calls are)."""
+    given (:func:`call_points` says where the calls are). ``episodes`` are recalled by the
+    session and stateless projections; ``before_call(turn id, the previous call's plan left
+    something out)`` runs before each call (a runtime compacting along the way grows them)."""
     points = call_points(store)
     meters = {name: CostMeter(price) for name in approaches}
     rows: dict[str, list[TurnRow]] = {name: [] for name in approaches}
-    session = session_projector or SessionProjector(store, counter, layout=Layout.MESSAGES)
-    stateless = Projector(store, counter) if "stateless" in approaches else None
+    session = session_projector or SessionProjector(store, counter, layout=Layout.MESSAGES,
+                                                    episodes=episodes)
+    stateless = (Projector(store, counter, episodes=episodes) if "stateless" in approaches
+                 else None)
     history = _History(store, counter) if {"full", "newest"} & set(approaches) else None
+    binds = False
     for i, (turn, limit) in enumerate(points):
+        if before_call is not None:
+            before_call(turn, binds)
+        binds = False
         if history is not None:
             history.grow(limit)
             whole = history.messages()
@@ -180,6 +191,7 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
                 req = session.request(budget_tokens=budget_tokens, limit_pos=limit)
                 messages: list[Any] = list(req.openai_messages())
                 replanned, sent = req.replanned, req.request_tokens
+                binds = binds or req.binds
                 # The current-state tail comes after the rolling breakpoint: never written.
                 unwritten = counter.count(req.parts[-1].content)
             elif name == "stateless":
@@ -188,6 +200,7 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
                                                limit_pos=limit)
                 messages = list(to_openai_messages(projection))
                 sent = measure(messages, counter)
+                binds = binds or any(sec.omitted for sec in projection.manifest.sections)
                 # Its one breakpoint ends the stable part: the rest is never written.
                 unwritten = counter.count(projection.text[len(projection.stable_prefix):])
             elif name == "full":
