@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -183,6 +184,10 @@ def test_the_first_misfit_is_clipped_to_the_room_left() -> None:
     assert p.used_tokens == 25
     assert "c" not in p.chosen
     assert p.upgrade_at["b"] == 40
+    # c enters once a and b fit whole, not before: the clipped step is counted once.
+    enters = p.omitted["c"]
+    assert "c" in run(items, enters, clip=clip_to).chosen
+    assert "c" not in run(items, enters - 1, clip=clip_to).chosen
 
 
 def test_a_clip_that_would_lose_a_ref_is_refused() -> None:
@@ -310,6 +315,10 @@ def _demand(section: Section, full: int, *, pinned_min: int | None = None) -> li
      {Section.RECENT_TURNS: 46, Section.WORK_ITEM: 54}),
     # floors above the budget: floors only
     (10, [(Section.WORK_ITEM, 300, 40)], {Section.WORK_ITEM: 40}),
+    # only sections asking for more share the rounding (2 x 0.15 / 0.35 = 0.86 rounds to 1); a
+    # section asking for nothing takes no part, or its share would shift the rounding
+    (2, [(Section.EPISODES, 40, None), (Section.CURRENT_INPUT, 14, None)],
+     {Section.EPISODES: 1, Section.CURRENT_INPUT: 1}),
 ])
 def test_entitlement(budget: int, demands: list[tuple[Section, int, int | None]],
                      expected: dict[Section, int]) -> None:
@@ -344,10 +353,10 @@ def test_a_clipped_upgrade_replaces_the_smaller_form_and_pays_only_the_differenc
         asked.append(limit)
         return clip_to(rendered, limit)
     items = [item("a", compact=10, full=100)]
-    p = run(items, 50, headers=headers, clip=spy)
-    assert asked == [47]  # the room left (50 - 3 - 10) plus the compact form's 10 tokens
-    assert p.chosen["a"][1].tokens == 47
-    assert p.used_tokens == 50
+    p = run(items, 51, headers=headers, clip=spy)
+    assert asked == [48]  # the room left (51 - 3 - 10) plus the compact form's 10 tokens
+    assert p.chosen["a"][1].tokens == 48
+    assert p.used_tokens == 51
     # A clipped first step into a new section: the room excludes that section's title.
     items = [item("a", compact=10, full=12),
              item("c", section=Section.CURRENT_INPUT, full=100)]
@@ -501,3 +510,275 @@ def test_a_source_bounded_just_after_the_misfit_is_not_read() -> None:
     assert set(p.chosen) == {"r0", "w0"}
     assert later.loaded == []
     assert "w1" not in p.omitted
+
+
+# -- grow steps (the newest step whole while the budget has room; RFC 0015) --------------------
+def growing(it: Item, whole: int, *, refs: tuple[str, ...] | None = None) -> Item:
+    """``it`` with a grow function: its full form's fields whole cost ``whole`` tokens; raised
+    into a limit they take as much of it as they can, and below the capped form nothing."""
+    capped = it.forms[Form.FULL].tokens
+    shown = it.refs if refs is None else refs
+
+    def grow(limit: int | None) -> Rendered | None:
+        if limit is None:
+            return form(whole, *shown)
+        return None if limit < capped else form(min(limit, whole), *shown)
+    return attrs.evolve(it, grow=grow)
+
+
+def newest(*, full: int, whole: int) -> Item:
+    """A current-input turn ``c`` shown in full at high priority (round 3), whose fields grow."""
+    return growing(item("c", priority=Priority.HIGH, section=Section.CURRENT_INPUT, full=full),
+                   whole)
+
+
+def test_a_grow_step_that_fits_costs_what_the_whole_form_adds_to_the_capped_one() -> None:
+    """The grow step's cost is the difference between the whole and the capped full form, so a
+    later step that fits after it is still taken: 10 + 2 + 4 + 6 tokens fill 22 exactly."""
+    items = [newest(full=10, whole=14), item("r", compact=2, full=8)]
+    p = run(items, 22)
+    assert p.chosen["c"][1].tokens == 14
+    assert chosen(p) == {"c": "full", "r": "full"}
+    assert p.used_tokens == 22
+
+
+def test_a_whole_form_smaller_than_the_capped_one_is_a_gain() -> None:
+    """A whole form can cost less than the capped one (a command the whole message shows is not
+    repeated): its step frees tokens for the steps after it."""
+    items = [newest(full=10, whole=8), item("r", compact=2, full=8)]
+    p = run(items, 16)
+    assert p.chosen["c"][1].tokens == 8
+    assert chosen(p) == {"c": "full", "r": "full"}
+    assert p.used_tokens == 16
+
+
+def test_the_current_input_grows_before_a_normal_turn_s_full_form_other_turns_last() -> None:
+    """The current input's grow step comes after the compact lines and before any normal full
+    form; a recent turn's grow step comes after every other step, even a far later tier's."""
+    later = item("later", tier=100, compact=3, full=None)  # a window has as many pages as it needs
+    p = run([newest(full=10, whole=14), item("n", full=8), later], 18)
+    assert p.chosen["c"][1].tokens == 14
+    assert "n" not in p.chosen
+    recent = growing(item("r", priority=Priority.HIGH, full=10), 14)
+    p = run([recent, item("n", full=8), later], 21)
+    assert chosen(p) == {"r": "full", "n": "full", "later": "compact"}
+    assert p.chosen["r"][1].tokens == 10
+
+
+def test_a_grow_step_that_does_not_fit_whole_takes_exactly_the_room_left() -> None:
+    """When the whole form does not fit, its fields are raised into the tokens left: the grow
+    function is asked for the room plus the capped form's tokens, and the plan fills the budget."""
+    asked: list[int | None] = []
+    base = newest(full=10, whole=30)
+    assert base.grow is not None
+    inner = base.grow
+
+    def spy(limit: int | None) -> Rendered | None:
+        asked.append(limit)
+        return inner(limit)
+    p = run([attrs.evolve(base, grow=spy), item("r", compact=2, full=8)], 20)
+    assert asked == [None, 18]  # the step's whole form, then 20 - 12 + 10
+    assert p.chosen["c"][1].tokens == 18
+    assert p.used_tokens == 20
+    # r's full form enters once every step before it fits: 12, the 20 the whole form adds, 6
+    assert p.upgrade_at["r"] == 12 + 20 + 6
+
+
+def test_a_grown_form_that_drops_a_ref_of_its_base_is_not_used() -> None:
+    """Raising fields never loses a ref the capped form showed (monotonicity): a grown form
+    without it is refused, whether the plan grows it on the way or after it stopped."""
+    it = item("c", priority=Priority.HIGH, section=Section.CURRENT_INPUT, full=10)
+    lossy = growing(it, 30, refs=())
+    p = run([lossy], 20)
+    assert p.chosen["c"][1].tokens == 10
+    assert p.chosen["c"][1].refs == ("c",)
+    p = run([lossy, item("r", compact=50, full=None)], 27, clip=clip_short)
+    assert p.chosen["c"][1].refs == ("c",)
+    assert p.chosen["c"][1].tokens == 10
+
+
+@pytest.mark.parametrize("size", [10, 1000])
+def test_a_grow_that_shows_no_more_than_the_capped_form_is_not_taken(size: int) -> None:
+    """A grow function whose raised form is no larger than the capped one leaves the capped
+    form in place (the same size is not more text), at any size (counts are compared by
+    value: a renderer's counts are fresh ints)."""
+    it = item("c", priority=Priority.HIGH, section=Section.CURRENT_INPUT, full=size)
+    capped = it.forms[Form.FULL]
+
+    def same_size(limit: int | None) -> Rendered | None:
+        if limit is None:
+            return form(size * 3, "c")
+        half = size // 2  # rendered afresh, in two blocks whose counts add up to the size
+        return Rendered(blocks=(Block(head="x\n", tokens=half), Block(head="y\n",
+                        tokens=size - half)), tokens=half + (size - half), refs=("c",))
+    grows = attrs.evolve(it, grow=same_size)
+    p = run([grows], size * 2)
+    assert p.chosen["c"][1] is capped
+    # Nor after the plan stopped with tokens left (3, by the clip of the trail).
+    p = run([grows, item("r", compact=50, full=None, order=1)], size + 17, clip=clip_short)
+    assert p.used_tokens == size + 14
+    assert p.chosen["c"][1] is capped
+
+
+def clip_short(rendered: Rendered, limit: int) -> Rendered | None:
+    """A clip that keeps every ref and leaves 3 of the tokens it is given (a cut at a line end)."""
+    if limit < 5:
+        return None
+    return Rendered(blocks=rendered.blocks, tokens=limit - 3, refs=rendered.refs, clipped=True)
+
+
+def test_room_left_after_the_plan_stops_goes_to_the_current_input_s_step_only() -> None:
+    """The plan stops on a compact trail clipped short (3 tokens left): those tokens go to the
+    current input's grow step, so the newest step is not left cut while a token is free, and
+    the plan uses the budget exactly; a recent turn's grow step gets none of them."""
+    items = [newest(full=10, whole=30), item("r", compact=50, full=None, order=1)]
+    p = run(items, 40, clip=clip_short)
+    assert p.chosen["r"][1].tokens == 27  # clipped to the 30 left, 3 short
+    assert p.chosen["c"][1].tokens == 13
+    assert p.used_tokens == 40
+    recent = growing(item("h", priority=Priority.HIGH, full=10), 30)
+    p = run([recent, item("r", compact=50, full=None, order=1)], 40, clip=clip_short)
+    assert p.chosen["h"][1].tokens == 10
+    assert p.used_tokens == 37
+
+
+def test_no_grow_step_for_a_full_form_that_did_not_enter() -> None:
+    """A grow step raises the full form only: when the plan stopped before the full form, the
+    room left is not spent on it and nothing about it is reported beyond its next form."""
+    it = growing(item("c", priority=Priority.HIGH, section=Section.CURRENT_INPUT,
+                      compact=4, full=20), 40)
+    p = run([it], 10)
+    assert chosen(p) == {"c": "compact"}
+    assert p.used_tokens == 4
+    assert p.upgrade_at == {"c": 20}
+
+
+# -- clipping: the last token, and forms shown whole or not at all ----------------------------
+def test_a_single_token_left_is_still_offered_to_the_clip() -> None:
+    """The clip function is asked whenever any token is left, one included (it decides whether
+    a form that small says anything)."""
+    asked: list[int] = []
+
+    def spy(rendered: Rendered, limit: int) -> Rendered | None:
+        asked.append(limit)
+        return None
+    run([item("a", full=9), item("b", full=10, order=1)], 10, clip=spy)
+    assert asked == [1]
+
+
+def test_a_whole_item_s_larger_form_is_never_cut_but_its_first_form_may_be() -> None:
+    """An item shown whole or not at all (the execution frontier) keeps its smaller form rather
+    than show the larger one cut short; when nothing of it is shown yet, its first form can
+    still be clipped into the room left."""
+    whole = attrs.evolve(item("w", compact=5, full=50), whole=True)
+    p = run([whole], 30, clip=clip_to)
+    assert chosen(p) == {"w": "compact"}
+    assert not p.chosen["w"][1].clipped
+    assert p.used_tokens == 5
+    first = attrs.evolve(item("w", compact=None, full=50), whole=True)
+    p = run([first], 30, clip=clip_to)
+    assert p.chosen["w"][1].clipped
+    assert p.used_tokens == 30
+
+
+# -- merging chunks ---------------------------------------------------------------------------
+def test_a_chunk_s_steps_past_a_pending_source_s_bound_wait_for_it() -> None:
+    """With two chunks merged, the steps of one that sort after a source's bound (but before the
+    other chunk's next step) wait until that source is read: here the tier-1 turn read from the
+    second source enters before the initial items' tier-2 turn, as with every item up front."""
+    initial = [item("x", full=10), item("z", tier=2, full=10, order=1)]
+
+    def sources() -> list[Chunks]:
+        high = [item("h", priority=Priority.HIGH, full=10, order=2),
+                item("deep", tier=3, full=10, order=3)]
+        page1 = [item("y", tier=1, full=10, order=4)]
+        return [Chunks([(Bound(tier_start(0), Section.RECENT_TURNS, 2), high)]),
+                Chunks([(Bound(tier_start(1), Section.RECENT_TURNS, 4), page1)])]
+    lazy = run(initial, 30, sources=sources())
+    everything = [*initial, *(it for src in sources() for _, chunk in src.chunks for it in chunk)]
+    assert chosen(lazy) == chosen(run(everything, 30)) == {"h": "full", "x": "full", "y": "full"}
+
+
+def test_steps_with_equal_keys_go_to_the_older_chunk() -> None:
+    """Ties between chunks go to the chunk read first, as one stable sort of every step would:
+    two turns of the same rank and tier offer grow steps of equal keys, and the budget's last 4
+    tokens go to the one given up front, not the one read later."""
+    first = growing(item("a", priority=Priority.HIGH, full=10, order=5), 14)
+    later = growing(item("b", priority=Priority.HIGH, full=10, order=5), 14)
+    source = Chunks([(Bound(tier_start(0) + 1, Section.RECENT_TURNS, 5), [later])])
+    p = run([first], 24, sources=[source])
+    assert source.loaded == [0]
+    assert (p.chosen["a"][1].tokens, p.chosen["b"][1].tokens) == (14, 10)
+
+
+def test_three_chunks_merge_by_their_steps_keys() -> None:
+    """Turns given up front, episodes and the current input read from two sources: whatever
+    the order the chunks were read in, each step is taken after every smaller key of every
+    other chunk (shares in a round: 0 for each section's first step, then 25 and 50 for recent
+    turns, 50 for the second current step), so the plan equals one with every item up front."""
+    recent = [item(f"r{i}", full=10, order=i) for i in range(3)]
+
+    def sources() -> list[Chunks]:
+        current = [item(f"c{i}", section=Section.CURRENT_INPUT, full=10, order=i)
+                   for i in range(2)]
+        episodes = [item(f"e{i}", section=Section.EPISODES, full=10, order=i) for i in range(2)]
+        normal_full = tier_start(0) + 3
+        return [Chunks([(Bound(normal_full, Section.CURRENT_INPUT, 0), current)]),
+                Chunks([(Bound(normal_full, Section.EPISODES, 0), episodes)])]
+    lazy = run(recent, 40, sources=sources())
+    everything = [*recent, *(it for src in sources() for _, chunk in src.chunks for it in chunk)]
+    assert chosen(lazy) == chosen(run(everything, 40))
+    assert set(lazy.chosen) == {"e0", "r0", "c0", "r1"}
+
+
+# -- what the plan reports after it stops -----------------------------------------------------
+@pytest.mark.parametrize("compact", [4, None])
+def test_an_item_after_a_grow_step_that_did_not_run_is_reported_where_it_enters(
+        compact: int | None) -> None:
+    """When the plan stops before a turn's full form, that turn's grow step still comes before
+    later steps in any larger plan: an item after it is reported at the budget at which it truly
+    enters (the capped full form, its growth, then the item), not that budget less the growth."""
+    c = growing(item("c", priority=Priority.HIGH, section=Section.CURRENT_INPUT,
+                     compact=compact, full=20), 40)
+    items = [c, item("r", full=5)]
+    p = run(items, 10)
+    assert "r" not in p.chosen
+    enters = p.omitted["r"]
+    assert "r" in run(items, enters).chosen
+    assert "r" not in run(items, enters - 1).chosen
+
+
+def test_a_whole_form_cheaper_than_the_capped_one_is_taken_after_the_plan_stopped() -> None:
+    """The plan stops on the compact trail with no token left (the clip used all of them): the
+    current input's whole form costs less than its capped one, so it is still shown whole (it
+    would fit any budget), not left cut."""
+    c = newest(full=10, whole=8)
+    assert c.grow is not None
+    whole = c.grow(None)
+    items = [c, item("r", compact=50, full=None, order=1)]
+    p = run(items, 40, clip=clip_to)
+    assert p.chosen["r"][1].clipped
+    assert p.chosen["c"][1] == whole
+    assert p.used_tokens == 40 - (10 - 8)
+
+
+def test_a_grown_form_that_shows_more_refs_than_its_base_is_used() -> None:
+    """Raising fields may show refs the capped form did not (a record its cut left out): only
+    losing one is refused, on the way and after the plan stopped."""
+    it = item("c", priority=Priority.HIGH, section=Section.CURRENT_INPUT, full=10)
+    richer = growing(it, 30, refs=("c", "c.extra"))
+    p = run([richer], 20)
+    assert p.chosen["c"][1].refs == ("c", "c.extra")
+    assert p.chosen["c"][1].tokens == 20
+    p = run([richer, item("r", compact=50, full=None, order=1)], 40, clip=clip_short)
+    assert p.chosen["c"][1].refs == ("c", "c.extra")
+    assert p.used_tokens == 40
+
+
+def test_a_chunk_of_hundreds_of_steps_is_taken_to_its_end() -> None:
+    """A window page can hold hundreds of turns: every step of a chunk that long is taken when
+    the budget holds them all, and the plan uses exactly their tokens."""
+    items = [item(f"t{i}", full=1, order=i) for i in range(300)]
+    p = run(items, 300)
+    assert len(p.chosen) == 300
+    assert p.used_tokens == 300

@@ -278,7 +278,10 @@ class _Run:
         header = self.header_tokens[item.section] if item.section not in self.opened else 0
         cost = step.delta_tokens + header
         if step.grown is not None and self.chosen.get(item.key, (None,))[0] is not Form.FULL:
-            return  # the full form did not enter (the plan stopped before it): nothing to grow
+            # The full form did not enter (the plan stopped before it): nothing to grow. A
+            # larger plan still takes this step before the later ones: they enter after it.
+            self.need += cost
+            return
         if not self.stopped and self.used + cost <= self.budget_tokens:
             self.opened.add(item.section)
             self.chosen[item.key] = (step.form, step.grown or item.forms[step.form])
@@ -289,8 +292,7 @@ class _Run:
             self.need = self.used
             if self._grow(step) if step.grown is not None else self._clip(step, header, cost):
                 return
-        elif (step.grown is not None and item.section is Section.CURRENT_INPUT
-              and self.used < self.budget_tokens):
+        elif step.grown is not None and item.section is Section.CURRENT_INPUT:
             # The plan stopped before the newest steps grew (on the trail of compact lines, cut
             # to fit): the few tokens that clip left are theirs, so a newest step is never shown
             # cut while the budget has a token it could use (RFC 0015). Refs are only added.
@@ -319,15 +321,23 @@ class _Run:
         return True
 
     def _spend(self, step: Step) -> None:
-        """After the plan stopped: ``step``'s fields raised into the room still left, if any."""
+        """After the plan stopped: ``step``'s fields raised into the room still left, if any; a
+        whole form that costs no more than the capped one needs no room (any budget fits it)."""
         item = step.item
         chosen = self.chosen.get(item.key)
         if chosen is None or chosen[0] is not Form.FULL or item.grow is None:
             return
         base = chosen[1]
-        grown = item.grow(self.budget_tokens - self.used + base.tokens)
-        if (grown is not None and base.tokens < grown.tokens
-                and grown.tokens - base.tokens <= self.budget_tokens - self.used
+        room = self.budget_tokens - self.used
+        if step.delta_tokens <= 0:
+            grown = step.grown  # whole for no more than the capped form: it fits any room
+        elif room > 0:
+            grown = item.grow(room + base.tokens)
+            if grown is None or grown.tokens <= base.tokens:
+                return  # raised no further than the capped form: nothing more to show
+        else:
+            return
+        if (grown is not None and grown.tokens - base.tokens <= room
                 and set(base.refs) <= set(grown.refs)):
             self.chosen[item.key] = (Form.FULL, grown)
             self.used += grown.tokens - base.tokens

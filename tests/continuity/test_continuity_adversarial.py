@@ -124,6 +124,16 @@ def approval(**changes: Any) -> Act:
     return act
 
 
+def loaded(field: str, **changes: Any) -> Act:
+    """The governed ``field`` as a caller loaded it, for another record (``changes``)."""
+    def act(w: World) -> Decision:
+        state = w.governed()
+        altered = msgspec.structs.replace(getattr(state, field), **changes)
+        return w.verify(governed=attrs.evolve(state, **{field: altered}))
+
+    return act
+
+
 def side_effect_record(**changes: Any) -> Act:
     def act(w: World) -> Decision:
         state = w.governed()
@@ -399,6 +409,20 @@ CASES = [
     Case("approval_missing", pure(approval=None), FAILED, R.APPROVAL_RECORD_MISSING),
     # State the caller loaded wrongly makes its check raise: the check fails, nothing escapes.
     Case("governed_obligations_not_a_list", pure(open_obligations=None), FAILED, R.MALFORMED_FIELD),
+    # A record loaded for another approval, session or capability, whichever way its id sorts
+    # against the envelope's (the check is inequality, not an order).
+    Case("registry_record_of_an_earlier_approval", approval(approval_id="apr-016"), FAILED,
+         R.APPROVAL_RECORD_MISMATCH),
+    Case("registry_record_of_a_later_approval", approval(approval_id="apr-018"), FAILED,
+         R.APPROVAL_RECORD_MISMATCH),
+    Case("resources_of_an_earlier_session", loaded("resources", session_id="session-support-000"),
+         FAILED, R.SESSION_MISMATCH),
+    Case("resources_of_a_later_session", loaded("resources", session_id="session-support-002"),
+         FAILED, R.SESSION_MISMATCH),
+    Case("capability_record_of_an_earlier_name", loaded("capability", capability_name="archive_ticket"),
+         FAILED, R.CAPABILITY_CHANGED),
+    Case("capability_record_of_a_later_name", loaded("capability", capability_name="delete_ticket"),
+         FAILED, R.CAPABILITY_CHANGED),
     Case("registry_tenant_differs", approval(tenant_id="tenant-beta"), FAILED, R.APPROVAL_RECORD_MISMATCH),
     Case("registry_principal_differs", approval(principal_id="user-1"), FAILED, R.APPROVAL_RECORD_MISMATCH),
     Case(
