@@ -183,6 +183,25 @@ def latest_after_supersession(w: World) -> Decision:
     return w.rehydrate(envelope_id="ce-2026-07-21-002")
 
 
+def superseded_by_an_id_that_sorts_first(w: World) -> Decision:
+    """Superseded by a later envelope whose id sorts before the one presented (ids are names,
+    not an order: the check is inequality)."""
+    kwargs = {**compaction_kwargs(w.control), "envelope_id": "ce-2026-07-21-000"}
+    w.clock.now = T0 + timedelta(minutes=2)
+    prepare_compaction(w.store, CompactionRequest(summary_bytes=SEED_SUMMARY, **kwargs),
+                       clock=w.clock)
+    w.clock.now = T0 + timedelta(minutes=5)
+    return w.rehydrate()
+
+
+def copied_under_an_id_that_sorts_first(w: World) -> Decision:
+    w.conn.execute(
+        "INSERT INTO continuity_envelopes (envelope_id, session_id, body, recorded_at) "
+        "SELECT 'ce-0000-copy', session_id, body, recorded_at FROM continuity_envelopes"
+    )
+    return w.rehydrate(envelope_id="ce-0000-copy")
+
+
 def copied_under_other_id(w: World) -> Decision:
     w.conn.execute(
         "INSERT INTO continuity_envelopes (envelope_id, session_id, body, recorded_at) "
@@ -602,9 +621,13 @@ CASES = [
     ),
     # --- lineage and supersession -------------------------------------------------------------
     Case("superseded_envelope", superseded, FAILED, R.ENVELOPE_SUPERSEDED),
+    Case("superseded_by_an_id_that_sorts_first", superseded_by_an_id_that_sorts_first, FAILED,
+         R.ENVELOPE_SUPERSEDED),
     Case("latest_envelope_after_supersession", latest_after_supersession, OK, R.CONTINUITY_VALIDATED),
     Case("envelope_not_found", lambda w: w.rehydrate(envelope_id="ce-missing"), FAILED, R.ENVELOPE_NOT_FOUND),
     Case("envelope_copied_under_other_id", copied_under_other_id, FAILED, R.ENVELOPE_ID_MISMATCH),
+    Case("envelope_copied_under_an_id_that_sorts_first", copied_under_an_id_that_sorts_first,
+         FAILED, R.ENVELOPE_ID_MISMATCH),
     Case(
         "pure_range_extended",
         pure(_update(source_event_range={"first": "event-0001", "last": "event-0150"})),
