@@ -52,8 +52,19 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "facts": ("holon_ctx/ledger/facts.py", ("tests/test_retention.py",)),
     # A re-run's compact form (the changed lines) is rendered here and specified end to end in
     # test_folding.py (about 5 s more per mutant).
-    "render": ("holon_ctx/projection/render.py", ("tests/test_render.py", "tests/test_folding.py")),
-    "folding": ("holon_ctx/projection/folding.py", ("tests/test_folding.py",)),
+    # The grow's last characters (RFC 0016), the quoted ledger text of a label and the short
+    # fence and tool label (RFC 0015) are specified in test_prompt_density.py; the in-output
+    # folds of repeated lines in test_repeated_lines.py (each selection about 3 s more).
+    "render": ("holon_ctx/projection/render.py",
+               ("tests/test_render.py", "tests/test_folding.py", "tests/test_repeated_lines.py",
+                "tests/test_prompt_density.py::"
+                "test_no_newest_step_is_cut_while_a_token_of_the_budget_is_left",
+                "tests/test_prompt_density.py::"
+                "test_ledger_text_quoted_on_a_label_is_content_and_its_frame_is_markup",
+                "tests/test_prompt_density.py::"
+                "test_a_tool_label_says_ok_for_exit_0_and_names_the_ref_once")),
+    "folding": ("holon_ctx/projection/folding.py",
+                ("tests/test_folding.py", "tests/test_repeated_lines.py")),
     "chains": ("holon_ctx/projection/chains.py", ("tests/test_chains.py",)),
     "builder": ("holon_ctx/memory/builder.py", ("tests/test_episodes_builder.py",)),
     # The adversarial table is the validator's specification (one attack, one decision and
