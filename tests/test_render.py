@@ -548,3 +548,70 @@ def test_a_command_the_assistant_just_wrote_is_not_repeated(role: MessageRole,
                                                           for i, r in enumerate(recs)))
     [run] = [b for b in renderer().turn_body(unit) if b.refs == ("tool:x1",)]
     assert ("sh `python repro.py --fast`" in run.text) is not bare
+
+
+# -- quoted ledger text, the grow's extra characters, counts of another counter ---------------
+@pytest.mark.parametrize("command", ["ls -la", "./run.sh --fast", "~/bin/check"])
+def test_a_fenced_outputs_label_counts_its_quoted_command_as_content(command: str) -> None:
+    """The label above a fenced output quotes its command (ledger text): the block's ``quoted``
+    is exactly the command's share of the label's tokens, whichever way the command sorts
+    against the label's frame."""
+    [b] = blocks(Tool(id="x1", tool_name="sh", args_preview=command, status=ToolStatus.OK,
+                      exit_code=0, output="done\n"))
+    assert f"`{command}`" in b.head
+    frame = b.head.replace(command, "")
+    assert b.quoted == COUNTER.count(b.head) - COUNTER.count(frame) > 0
+
+
+_LONG = "".join(f"line {i:04d} of a long build log with words to cut\n" for i in range(400))
+
+
+def _long(kind: str) -> StoredRecord:
+    if kind == "tool":
+        return stored(Tool(id="x9", tool_name="sh", args_preview="make", status=ToolStatus.OK,
+                           exit_code=0, output=_LONG))
+    return stored(Message(id="m9", role=MessageRole.ASSISTANT, text=_LONG))
+
+
+@pytest.mark.parametrize("kind", ["tool", "message"])
+@pytest.mark.parametrize("extra", [(1, 0), (3, 0), (0, 1), (0, 4), (2, 2)])
+def test_the_grows_extra_characters_lengthen_the_excerpts_head_and_tail(
+        extra: tuple[int, int], kind: str) -> None:
+    """The grow search's last step (RFC 0016): ``extra`` characters more of the body at the
+    excerpt's head and tail, the same excerpt otherwise — a tool's output and a message's."""
+    r = renderer()
+    rec = _long(kind)
+    [plain] = r.record_blocks(rec, {}, floor=300)
+    [more] = r.record_blocks(rec, {}, floor=300, extra=extra)
+    assert plain.excerpt
+    assert more.excerpt
+    body = record_body(rec.record)
+    head, _, _ = plain.body.partition("\n… [")
+    head_more, _, _ = more.body.partition("\n… [")
+    tail = plain.body.rsplit("] …\n", 1)[1]
+    tail_more = more.body.rsplit("] …\n", 1)[1]
+    # Head and tail are cut at the same places plus ``extra`` characters (the white space an
+    # excerpt trims at the cut aside): the longer ones extend the shorter.
+    assert body.startswith(head_more)
+    assert head_more.startswith(head) if extra[0] else head_more == head
+    assert len(head_more) > len(head) or not extra[0]
+    assert body.rstrip("\n").endswith(tail_more.rstrip("\n"))
+    assert tail_more.endswith(tail) if extra[1] else tail_more == tail
+    assert len(tail_more) > len(tail) or not extra[1]
+
+
+def test_a_count_cached_under_another_counter_is_not_trusted() -> None:
+    """A record counted by another counter (a ledger written with another encoding) is counted
+    again, never taken at its stored count."""
+    rec = Tool(id="x1", tool_name="sh", args_preview="make", status=ToolStatus.OK, exit_code=0,
+               output="a few words of output\n")
+    body = record_body(rec)
+    wrong = StoredRecord(pos=1, ref="tool:x1", record=rec, tokens=COUNTER.count(body) + 50,
+                         turn_seq=1)
+    other = Renderer(COUNTER, "another-counter")
+    [b] = other.record_blocks(wrong, {})
+    assert b.tokens == COUNTER.count(b.text)
+    # The same stored count under this counter's own name is trusted as it is.
+    same = Renderer(COUNTER, COUNTER.identity)
+    [trusted] = same.record_blocks(wrong, {})
+    assert trusted.tokens == b.tokens + 50
