@@ -615,3 +615,15 @@ def test_a_count_cached_under_another_counter_is_not_trusted() -> None:
     same = Renderer(COUNTER, COUNTER.identity)
     [trusted] = same.record_blocks(wrong, {})
     assert trusted.tokens == b.tokens + 50
+
+
+@pytest.mark.parametrize("kind", ["tool", "message"])
+def test_an_excerpt_without_extra_characters_is_the_plain_one(kind: str) -> None:
+    """``extra`` defaults to none: a body, and trusted text, excerpted at a cap without it are
+    the excerpts of ``extra=(0, 0)``."""
+    r = renderer()
+    rec = _long(kind)
+    assert r._body(rec, 200) == r._body(rec, 200, (0, 0))
+    op = stored(Message(id="m8", role=MessageRole.OPERATOR, text=_LONG))
+    assert r.trusted(op, "operator words:", 200) == r.trusted(op, "operator words:", 200, (0, 0))
+    assert r.trusted(op, "operator words:", 200).excerpt
