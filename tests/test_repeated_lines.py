@@ -242,3 +242,23 @@ def test_the_record_body_is_untouched() -> None:
     text = "collecting\n" + WARNING * 40
     assert record_body(Tool(id="x1", tool_name="bash", args_preview="", args_digest="d",
                             status=ToolStatus.OK, output=text)) == text
+
+
+def test_a_group_of_up_to_four_lines_folds_and_a_longer_one_does_not() -> None:
+    """Groups of up to four lines repeated as a whole fold under one note; a group of five
+    (past REPEAT_PERIOD) is left as it is, and so is a text where nothing repeats within reach."""
+    four = [f"step {k}: compiling module number {k} of the package" for k in range(4)]
+    assert fold_repeated_lines("\n".join(four * 3)) == "\n".join([*four, "[4 lines above ×3]"])
+    five = [f"step {k}: compiling module number {k} of the package" for k in range(5)]
+    assert fold_repeated_lines("\n".join(five * 3)) == "\n".join(five * 3)
+
+
+def test_two_copies_fold_only_when_they_hold_more_than_the_note() -> None:
+    """A line shown twice folds when the copy left out (and its line end) holds more characters
+    than the note that counts it; two copies of a short line stay as they are."""
+    note = "[line above ×2]"
+    long_line = "x" * len(note)            # the copy and its newline: one more than the note
+    short_line = "y" * (len(note) - 2)     # the copy and its newline: one less
+    assert fold_repeated_lines(f"{long_line}\n{long_line}\nend") == f"{long_line}\n{note}\nend"
+    assert fold_repeated_lines(f"{short_line}\n{short_line}\nend") == (
+        f"{short_line}\n{short_line}\nend")
