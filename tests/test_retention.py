@@ -436,3 +436,25 @@ def test_the_facts_cache_tells_a_wake_with_other_sources_from_the_wake_alone() -
     cache = FactsCache()
     assert cache.facts(wake, alone) == ["external_event"]
     assert cache.facts(wake, merged) == ["duplicate_wake"]
+
+
+def test_a_run_remembers_the_last_events_of_eight_sources() -> None:
+    """A run of wakes remembers the last event of at most eight sources (its own among them,
+    _WAKE_SOURCES): with nine, the oldest is forgotten and its repeat is news again; with
+    eight, its repeat is still a duplicate wake."""
+    from holon_ctx.projection.retention import FactsCache, Retention
+    from holon_ctx.projection.view import Page
+
+    def last_facts(sources: int) -> list[str]:
+        events = [ExternalEvent(id=f"e{k}", source=f"s{k}", text=f"state {k}")
+                  for k in range(sources)]
+        units = [unit("external_event", e, seq=1 + k) for k, e in enumerate(events)]
+        units.append(unit("external_event", ExternalEvent(id="again", source="s0",
+                                                          text="state 0"), seq=sources + 1))
+        retention = Retention({}, FactsCache())
+        retention.read(Page(index=0, units=tuple(units), before=None, last=True,
+                            reached_start=True))
+        return retention.facts(units[-1])
+
+    assert last_facts(8) == ["duplicate_wake"]
+    assert last_facts(9) == ["external_event"]
