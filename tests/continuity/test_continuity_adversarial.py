@@ -733,3 +733,12 @@ def assert_case(case: Case) -> None:
         assert decision.reconciliation_required is case.reconcile
     assert decision.authorized is False
     assert (decision.view is not None) is (decision.kind is OK)
+
+
+def test_a_summary_that_is_not_bytes_is_reported_once_and_no_digest_is_taken_of_it() -> None:
+    """A summary given as text is malformed, said once: the digest check skips a summary it does
+    not have rather than failing on it (a second finding would name a check, not the input)."""
+    decision = summary(SEED_SUMMARY.decode())(make_world())
+    assert decision.kind is FAILED
+    assert [f.code for f in decision.findings] == [R.MALFORMED_FIELD]
+    assert [f.path for f in decision.findings] == ["summary"]
