@@ -408,12 +408,10 @@ def test_the_files_touched_list_counts_what_it_leaves_out_and_keeps_the_edit_tar
         assert tasks[1].startswith("- task lint-29: ")  # the newest task first
 
 
-def test_a_governed_constraint_held_by_a_pinned_turn_is_named_not_repeated(tmp_path: Path) -> None:
-    """The operator pinned their decision, and compaction sealed it as an exact constraint: the
-    stateless prompt (``project --db``) shows its words once, with its turn; the constraint
-    notice names the record instead."""
-    db = tmp_path / "s.db"
-    s = holon_ctx.open_session(db)
+def _pinned_decision_then_charts(s: holon_ctx.Session, budget: int) -> str:
+    """The operator decides the queue and pins it, then 40 turns about charts (a request at
+    ``budget`` after each, so the session compacts and seals the pin as a constraint), then asks
+    about the queue again. Returns the decision's ref."""
     s.operator_message("Which queue for notifications: Kafka or RabbitMQ?")
     s.assistant_message("RabbitMQ is simpler to run. Which do you prefer?")
     decision = s.operator_message("Decision: RabbitMQ 3.13 with quorum queues, at most 3 "
@@ -422,9 +420,19 @@ def test_a_governed_constraint_held_by_a_pinned_turn_is_named_not_repeated(tmp_p
     s.pin(decision, "the queue decision")
     for i in range(40):
         s.operator_message(f"Dashboard chart {i}: amber palette, stacked bars, legend right?")
-        s.next_request(2048)
+        s.next_request(budget)
         s.assistant_message(f"Chart {i} updated: amber palette, stacked bars, right legend. " * 4)
     s.operator_message("Which queue settings did we agree for notifications?")
+    return decision
+
+
+def test_a_governed_constraint_held_by_a_pinned_turn_is_named_not_repeated(tmp_path: Path) -> None:
+    """The operator pinned their decision, and compaction sealed it as an exact constraint: the
+    stateless prompt (``project --db``) shows its words once, with its turn; the constraint
+    notice names the record instead."""
+    db = tmp_path / "s.db"
+    s = holon_ctx.open_session(db)
+    decision = _pinned_decision_then_charts(s, 2048)
     s.next_request(2048)
     s.close()
     for budget in ("1200", "8000"):
@@ -442,17 +450,7 @@ def test_a_sessions_tail_names_a_constraint_its_history_shows(budget: int) -> No
     """The same through the library API: the request's tail states the governed constraint by
     ref and note, the history shows the operator's words once."""
     s = holon_ctx.open_session(MemoryStore())
-    s.operator_message("Which queue for notifications: Kafka or RabbitMQ?")
-    s.assistant_message("RabbitMQ is simpler to run. Which do you prefer?")
-    decision = s.operator_message("Decision: RabbitMQ 3.13 with quorum queues, at most 3 "
-                                  "replicas; never enable lazy queues.")
-    s.assistant_message("Recorded.")
-    s.pin(decision, "the queue decision")
-    for i in range(40):
-        s.operator_message(f"Dashboard chart {i}: amber palette, stacked bars, legend right?")
-        s.next_request(budget)
-        s.assistant_message(f"Chart {i} updated: amber palette, stacked bars, right legend. " * 4)
-    s.operator_message("Which queue settings did we agree for notifications?")
+    decision = _pinned_decision_then_charts(s, budget)
     text = s.next_request(budget).text
     assert "exact operator constraints" in text
     assert text.count("never enable lazy queues") == 1

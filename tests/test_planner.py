@@ -532,24 +532,22 @@ def newest(*, full: int, whole: int) -> Item:
                    whole)
 
 
-def test_a_grow_step_that_fits_costs_what_the_whole_form_adds_to_the_capped_one() -> None:
-    """The grow step's cost is the difference between the whole and the capped full form, so a
-    later step that fits after it is still taken: 10 + 2 + 4 + 6 tokens fill 22 exactly."""
-    items = [newest(full=10, whole=14), item("r", compact=2, full=8)]
-    p = run(items, 22)
-    assert p.chosen["c"][1].tokens == 14
+@pytest.mark.parametrize(("whole", "budget"), [
+    # The grow step costs the difference between the whole and the capped full form, so a later
+    # step that fits after it is still taken: 10 + 2 + 4 + 6 tokens fill 22 exactly.
+    (14, 22),
+    # A whole form can cost less than the capped one (a command the whole message shows is not
+    # repeated): its step frees tokens for the steps after it (10 + 2 - 2 + 6 = 16).
+    (8, 16),
+])
+def test_a_grow_step_costs_what_the_whole_form_adds_to_the_capped_one(whole: int,
+                                                                       budget: int) -> None:
+    """The newest step is shown whole and the later turn still fits, in exactly the budget."""
+    items = [newest(full=10, whole=whole), item("r", compact=2, full=8)]
+    p = run(items, budget)
+    assert p.chosen["c"][1].tokens == whole
     assert chosen(p) == {"c": "full", "r": "full"}
-    assert p.used_tokens == 22
-
-
-def test_a_whole_form_smaller_than_the_capped_one_is_a_gain() -> None:
-    """A whole form can cost less than the capped one (a command the whole message shows is not
-    repeated): its step frees tokens for the steps after it."""
-    items = [newest(full=10, whole=8), item("r", compact=2, full=8)]
-    p = run(items, 16)
-    assert p.chosen["c"][1].tokens == 8
-    assert chosen(p) == {"c": "full", "r": "full"}
-    assert p.used_tokens == 16
+    assert p.used_tokens == budget
 
 
 def test_the_current_input_grows_before_a_normal_turn_s_full_form_other_turns_last() -> None:

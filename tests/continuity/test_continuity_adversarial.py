@@ -169,13 +169,22 @@ def resources(**changes: Any) -> Act:
     return drift(change)
 
 
-def superseded(w: World) -> Decision:
-    kwargs = {**compaction_kwargs(w.control), "envelope_id": "ce-2026-07-21-002"}
-    w.clock.now = T0 + timedelta(minutes=2)
-    prepare_compaction(w.store, CompactionRequest(summary_bytes=SEED_SUMMARY, **kwargs),
-                       clock=w.clock)
-    w.clock.now = T0 + timedelta(minutes=5)
-    return w.rehydrate()
+def _superseded_by(envelope_id: str) -> Act:
+    """A later compaction seals ``envelope_id``; the seed envelope is presented after it."""
+    def act(w: World) -> Decision:
+        kwargs = {**compaction_kwargs(w.control), "envelope_id": envelope_id}
+        w.clock.now = T0 + timedelta(minutes=2)
+        prepare_compaction(w.store, CompactionRequest(summary_bytes=SEED_SUMMARY, **kwargs),
+                           clock=w.clock)
+        w.clock.now = T0 + timedelta(minutes=5)
+        return w.rehydrate()
+    return act
+
+
+superseded = _superseded_by("ce-2026-07-21-002")
+#: Superseded by a later envelope whose id sorts before the one presented (ids are names, not an
+#: order: the check is inequality).
+superseded_by_an_id_that_sorts_first = _superseded_by("ce-2026-07-21-000")
 
 
 def latest_after_supersession(w: World) -> Decision:
@@ -183,31 +192,19 @@ def latest_after_supersession(w: World) -> Decision:
     return w.rehydrate(envelope_id="ce-2026-07-21-002")
 
 
-def superseded_by_an_id_that_sorts_first(w: World) -> Decision:
-    """Superseded by a later envelope whose id sorts before the one presented (ids are names,
-    not an order: the check is inequality)."""
-    kwargs = {**compaction_kwargs(w.control), "envelope_id": "ce-2026-07-21-000"}
-    w.clock.now = T0 + timedelta(minutes=2)
-    prepare_compaction(w.store, CompactionRequest(summary_bytes=SEED_SUMMARY, **kwargs),
-                       clock=w.clock)
-    w.clock.now = T0 + timedelta(minutes=5)
-    return w.rehydrate()
+def _copied_under(envelope_id: str) -> Act:
+    """The stored envelope's bytes copied under ``envelope_id`` and presented there."""
+    def act(w: World) -> Decision:
+        w.conn.execute(
+            "INSERT INTO continuity_envelopes (envelope_id, session_id, body, recorded_at) "
+            "SELECT ?, session_id, body, recorded_at FROM continuity_envelopes", (envelope_id,))
+        return w.rehydrate(envelope_id=envelope_id)
+    return act
 
 
-def copied_under_an_id_that_sorts_first(w: World) -> Decision:
-    w.conn.execute(
-        "INSERT INTO continuity_envelopes (envelope_id, session_id, body, recorded_at) "
-        "SELECT 'ce-0000-copy', session_id, body, recorded_at FROM continuity_envelopes"
-    )
-    return w.rehydrate(envelope_id="ce-0000-copy")
-
-
-def copied_under_other_id(w: World) -> Decision:
-    w.conn.execute(
-        "INSERT INTO continuity_envelopes (envelope_id, session_id, body, recorded_at) "
-        "SELECT 'ce-copy', session_id, body, recorded_at FROM continuity_envelopes"
-    )
-    return w.rehydrate(envelope_id="ce-copy")
+copied_under_other_id = _copied_under("ce-copy")
+#: Copied under an id that sorts before the stored one's.
+copied_under_an_id_that_sorts_first = _copied_under("ce-0000-copy")
 
 
 def rewritten_digest(w: World) -> Decision:
