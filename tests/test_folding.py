@@ -208,8 +208,8 @@ def test_a_rerun_with_the_same_result_still_folds_the_earlier_output() -> None:
     """The same command printing the same thing folds, and the fold is faithful."""
     b, first, last = _repro_ledger("checking permissions\nSUCCESS: mode is 0o644", first_exit=0)
     p = b.project(4096)
-    assert (f"tool:{first}: bash `python repro.py` → ok; output folded: same command and output "
-            f"re-run as tool:{last}") in p.text
+    assert (f"tool:{first}: bash `python repro.py` → ok; output folded: same as its re-run "
+            f"tool:{last}") in p.text
     assert [f.refs for f in p.folds if "repeated_tool_call" in f.kinds] == [
         [f"tool:{first}", f"tool:{last}"]]
     assert hidden_differences(p.folds, b.store().get) == []

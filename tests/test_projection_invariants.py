@@ -201,7 +201,7 @@ def test_utilisation_is_at_least_90_percent_when_more_content_than_fits(
         left_out = [(s, o["ref"]) for s in p.manifest.sections for o in s.omitted if "ref" in o]
         counter = default_counter()
         assert left_out, (p.used_tokens, budget)
-        cheapest = min(counter.count("\n" + clip_notes(ref)[-1]) + 1 + counter.count("…\n")
+        cheapest = min(min(counter.count("\n" + n) for n in clip_notes(ref)) + 1 + counter.count("…\n")
                        + (0 if s.used_tokens else
                           counter.count(SECTION_TITLES[Section(s.name)] + "\n"))
                        for s, ref in left_out)

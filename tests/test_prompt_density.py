@@ -101,26 +101,31 @@ def _walk(name: str, budget: int) -> list[tuple[float, float, bool]]:
 @pytest.mark.parametrize("name", SAMPLES)
 def test_markup_share_and_cut_with_room_on_shared_trajectories(name: str) -> None:
     """At 8,192 tokens on every step: no newest step cut with room left, and markup (headings,
-    labels, fences, stubs) under 12% of the prompt (median: 27% before issue 12; 19.8% for the
+    labels, fences, stubs) under 11% of the prompt (median: 27% before issue 12; 19.8% for the
     sphinx trajectory and 17.9% for the django one before RFC 0015, 16.6% and 12.9% after it,
-    10.9% and 10.4% after its implied trust and quoted content; counting label lines whole,
-    16.0% and 12.3%, under 18%)."""
+    10.9% and 10.4% after its implied trust and quoted content, 10.1% and 9.7% after RFC 0019;
+    counting label lines whole, 16.0% and 12.3% before RFC 0019, 14.0% and 10.6% after it, under
+    15%)."""
     points = _walk(name, 8192)
     assert points
     assert sum(cut for _, _, cut in points) == 0
     shares = sorted(share for share, _, _ in points)
-    assert shares[len(shares) // 2] < 0.12, shares[len(shares) // 2]
+    assert shares[len(shares) // 2] < 0.11, shares[len(shares) // 2]
     strict = sorted(share for _, share, _ in points)
-    assert strict[len(strict) // 2] < 0.18, strict[len(strict) // 2]
+    assert strict[len(strict) // 2] < 0.15, strict[len(strict) // 2]
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
-def test_no_step_is_cut_with_room_at_4096_either() -> None:
-    """Every step of the django trajectory at 4,096 tokens: no newest step cut while a token is
-    left. Main left one (2 tokens unused, the smallest raise costing 3: the grow's last step is
-    now by characters), and folding repeated lines frees room a newest step cut to fit must get
-    (RFC 0016): without that, six steps here were cut with 18 tokens unused."""
-    points = _walk(SAMPLES[0], 4096)
+@pytest.mark.parametrize("name", SAMPLES)
+def test_no_step_is_cut_with_room_at_4096_either(name: str) -> None:
+    """Every step of both trajectories at 4,096 tokens: no newest step cut while a token is
+    left. Main left one in the django trajectory (2 tokens unused, the smallest raise costing 3:
+    the grow's last step is now by characters), and folding repeated lines frees room a newest
+    step cut to fit must get (RFC 0016): without that, six steps here were cut with 18 tokens
+    unused. In the sphinx one (step 52), no excerpt a few characters longer used the last
+    token — the count skipped from 497 to 499 — until the exact-fill search (a shorter head,
+    a longer tail: RFC 0016, "exact fill")."""
+    points = _walk(name, 4096)
     assert [i for i, (_, _, cut) in enumerate(points) if cut] == []
 
 
@@ -240,19 +245,31 @@ def test_the_fence_is_short_and_the_quoted_form_of_earlier_releases_still_reads(
 
 def test_a_tool_label_says_ok_for_exit_0_and_names_the_ref_once() -> None:
     """Above its fenced output a run's label names no ref (the fence does) and drops "exit 0"
-    after "ok"; a failure keeps its status and exit code (RFC 0015)."""
+    after "ok"; a failure keeps its status and exit code (RFC 0015). The turn's only run, whose
+    command the message just above shows, is named by neither tool nor command ("→ ok", RFC
+    0015 "the sole call"); beside another run of its turn it keeps its tool's name, and a
+    command the message does not show is written out."""
     b = LedgerBuilder()
     ask = b.operator("Run the tests.")
     b.turn("x-agent-step", anchor=ask)
     b.assistant("Running them.\n\n```bash\npytest -q\n```")
     ok = b.tool("bash", "pytest -q", "3 passed\n")
     b.turn("x-agent-step", anchor=ask)
+    b.assistant("Both at once.\n\n```bash\nruff check .\n```\n```bash\nmypy .\n```")
+    lint = b.tool("bash", "ruff check .", "All checks passed!\n")
+    types = b.tool("bash", "mypy .", "Success\n")
+    b.turn("x-agent-step", anchor=ask)
+    b.assistant("Once more.")
+    quiet = b.tool("bash", "pytest -q -x", "1 failed\n", status=ToolStatus.ERROR, exit_code=1)
+    b.turn("x-agent-step", anchor=ask)
     b.assistant("Once more.\n\n```bash\npytest -q -x\n```")
-    bad = b.tool("bash", "pytest -q -x", "1 failed\n", status=ToolStatus.ERROR, exit_code=1)
+    bad = b.tool("bash", "pytest -q -x", "2 failed\n", status=ToolStatus.ERROR, exit_code=1)
     text = b.project(4096).text
-    assert f"bash → ok\n<data tool:{ok}>\n3 passed\n</data>\n" in text
-    assert (f"ALERT bash → error exit 1\n<data tool:{bad}>\n1 failed\n"
-            "</data>\n") in text
+    assert f"</data>\n→ ok\n<data tool:{ok}>\n3 passed\n</data>\n" in text
+    assert f"</data>\nbash → ok\n<data tool:{lint}>\nAll checks passed!\n</data>\n" in text
+    assert f"</data>\nbash → ok\n<data tool:{types}>\nSuccess\n</data>\n" in text
+    assert f"ALERT bash `pytest -q -x` → error exit 1\n<data tool:{quiet}>\n" in text
+    assert f"</data>\nALERT → error exit 1\n<data tool:{bad}>\n2 failed\n</data>\n" in text
     assert "exit 0" not in text
 
 

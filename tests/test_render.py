@@ -26,7 +26,13 @@ from holon_ctx.ledger.records import (
     WaitStatus,
 )
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.formats import FENCE_OPEN, fence_parts, forgeries, one_line
+from holon_ctx.projection.formats import (
+    EXCERPT_MARK,
+    FENCE_OPEN,
+    fence_parts,
+    forgeries,
+    one_line,
+)
 from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.model import Priority, TurnUnit
 from holon_ctx.projection.policy import Policy, TokenCaps
@@ -627,3 +633,41 @@ def test_an_excerpt_without_extra_characters_is_the_plain_one(kind: str) -> None
     op = stored(Message(id="m8", role=MessageRole.OPERATOR, text=_LONG))
     assert r.trusted(op, "operator words:", 200) == r.trusted(op, "operator words:", 200, (0, 0))
     assert r.trusted(op, "operator words:", 200).excerpt
+
+
+@pytest.mark.parametrize("kind", ["tool", "message"])
+@pytest.mark.parametrize("cut", [3, 12, 42])
+def test_the_exact_fill_shortens_the_head_and_lengthens_the_tail(kind: str, cut: int) -> None:
+    """The exact-fill search (RFC 0016) asks for an excerpt whose head is ``cut`` characters
+    shorter and whose tail is longer: the same cut places moved, still an excerpt of the body,
+    its note still a whole number of omitted tokens (never below one)."""
+    r = renderer()
+    rec = _long(kind)
+    [plain] = r.record_blocks(rec, {}, floor=300)
+    [moved] = r.record_blocks(rec, {}, floor=300, extra=(-cut, 40))
+    assert moved.excerpt
+    body = record_body(rec.record)
+    head, _, _ = plain.body.partition("\n… [")
+    head_moved, mark, _ = moved.body.partition("\n… [")
+    assert mark
+    assert head.startswith(head_moved.rstrip())
+    assert len(head_moved) < len(head)
+    tail = plain.body.rsplit("] …\n", 1)[1]
+    tail_moved = moved.body.rsplit("] …\n", 1)[1]
+    assert tail_moved.endswith(tail)
+    assert len(tail_moved) > len(tail)
+    assert body.rstrip("\n").endswith(tail_moved.rstrip("\n"))
+    assert EXCERPT_MARK.search(moved.body)
+
+
+@pytest.mark.parametrize("kind", ["tool", "message"])
+def test_a_tail_that_reaches_the_head_shows_the_whole_text(kind: str) -> None:
+    """A tail so long it reaches the head (an exact-fill probe past the body's middle) is the
+    whole text: shown whole, not as an excerpt whose note would claim tokens it does not omit."""
+    r = renderer()
+    rec = _long(kind)
+    body = record_body(rec.record)
+    [whole] = r.record_blocks(rec, {}, floor=300, extra=(0, len(body)))
+    assert not whole.excerpt
+    assert body.strip() in whole.body
+    assert not EXCERPT_MARK.search(whole.body)

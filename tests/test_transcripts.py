@@ -372,7 +372,8 @@ def test_transcript_sources_work_wherever_a_ledger_does(
     src = write(tmp_path, "run.traj.json", SWE)
     assert main(["project", str(src), "--budget", "600"]) == 0
     text = capsys.readouterr().out
-    assert "### turn:t16 · x-agent-step · continues turn:t1" in text
+    # The relation line right above the current turn's heading names its anchor (RFC 0015).
+    assert ("(continuation anchor: turn:t1)\n### turn:t16 · x-agent-step\n") in text
     assert main(["stats", str(src), "--plain"]) == 0
     capsys.readouterr()
     store = MemoryStore()

@@ -16,7 +16,7 @@ from holon_ctx.ledger.records import (
     Wait,
     WorkItem,
 )
-from holon_ctx.projection.formats import one_line, quoted, run_status
+from holon_ctx.projection.formats import command_line, one_line, quoted, run_status
 from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.policy import TextLimits
 
@@ -29,19 +29,22 @@ _TOOLS_NAMED = 2
 def tool_outcome(rec: Tool, chars: TextLimits | None = None) -> str:
     """A tool run on one line: its command (a sanitised preview) and how it ended."""
     c = chars or TextLimits()
-    args = quoted(one_line(rec.args_preview, c.args_in_digest))
+    args = quoted(command_line(rec.args_preview, c.args_in_digest))
     return (f"{one_line(rec.tool_name, c.tool_name_in_digest)}{f' `{args}`' if args else ''} "
             f"→ {run_status(rec.status.value, rec.exit_code)}")
 
 
-def work_item_delta(rec: WorkItem, chars: TextLimits | None = None) -> str:
-    """A work-item transition on one line: the fields it changed."""
+def work_item_delta(rec: WorkItem, chars: TextLimits | None = None, *,
+                    current_objective: bool = False) -> str:
+    """A work-item transition on one line: the fields it changed (an objective that is still
+    the current work item's, which its section states, named as that: ``current_objective``)."""
     c = chars or TextLimits()
     parts = []
     if rec.status is not None:
         parts.append(f"status {rec.status.value}")
     if rec.objective is not None:
-        parts.append(f"objective: {quoted(one_line(rec.objective, c.objective_in_delta))}")
+        parts.append("objective set (the current one)" if current_objective else
+                     f"objective: {quoted(one_line(rec.objective, c.objective_in_delta))}")
     if rec.todos is not None:
         parts.append(f"todos {sum(1 for t in rec.todos if t.done)}/{len(rec.todos)} done")
     if rec.plan is not None:

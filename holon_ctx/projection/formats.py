@@ -42,6 +42,7 @@ __all__ = [
     "RELATION_PREFIX",
     "REPEAT_MARK",
     "clip_notes",
+    "command_line",
     "excerpt_mark",
     "fence_open",
     "fence_parts",
@@ -121,6 +122,31 @@ def one_line(text: str, limit: int = 120) -> str:
     """A sanitised single-line preview: no newlines, no fence tags, bounded length."""
     flat = " ".join(neutralise_fences(text.translate(_QUOTES)).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+#: Characters a command's first line must have to stand for the whole command (a shorter one,
+#: such as ``python -c "`` or a JSON object's ``{``, says nothing alone).
+_FIRST_LINE_CHARS: Final = 12
+
+
+def command_line(text: str, limit: int) -> str:
+    """A command on one line (:func:`one_line`), named by its first line when it has several:
+    ``cat <<'EOF' > fix.py …`` rather than the heredoc's body run together on one line, which
+    neither reads as the command nor is the ledger's text (RFC 0015, "commands by their first
+    line"). A line ending in a backslash continues onto the next."""
+    lines = text.strip().split("\n")
+    if len(lines) == 1:
+        return one_line(text, limit)
+    end = 0
+    while end < len(lines) - 1 and lines[end].rstrip().endswith("\\"):
+        end += 1
+    first = " ".join(line.rstrip().removesuffix("\\") for line in lines[: end + 1])
+    if end == len(lines) - 1:
+        return one_line(first, limit)  # one line, continued: all of it
+    if len(first.strip()) < _FIRST_LINE_CHARS:
+        return one_line(text, limit)
+    # The ellipsis says lines follow; a first line past the limit is cut there, once.
+    return one_line(first + " …", limit)
 
 
 def _attr(value: str) -> str:
@@ -250,10 +276,12 @@ def neutralise_repeat_marks(text: str) -> str:
     return "\n".join(lines)
 
 
-def clip_notes(ref: str) -> tuple[str, str]:
-    """The notes after a clipped block, longest first (the clipper takes the longest that fits).
-    Each names the ref of the full text: a clipped item always says where the rest is."""
-    return (f"[clipped to fit the budget; full text: {ref}]", f"[clipped; full text: {ref}]")
+def clip_notes(ref: str) -> tuple[str, ...]:
+    """The notes after a clipped block, shortest first (the clipper takes the one that fills the
+    room best, the shorter on a tie: RFC 0015). Each names the ref of the full text: a clipped
+    item always says where the rest is. Two lengths give the clipper two ways to use the last
+    tokens of a binding budget."""
+    return (f"[clipped; full text: {ref}]", f"[clipped to fit the budget; full text: {ref}]")
 
 
 def fold_line(span: str, summary: str, count: int) -> str:

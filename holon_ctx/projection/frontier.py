@@ -76,7 +76,7 @@ class Frontier:
                 out[stored.ref] = (
                     f"{r.call_shown(rec, r.shown_above(unit, stored.ref))} → "
                     f"{run_status(rec.status.value, rec.exit_code)}{r.files_written(rec)}; "
-                    f"output folded: same command and output re-run as {later}")
+                    f"output folded: same as its re-run {later}")
                 continue
             nxt = self.changed.get(stored.ref)
             if nxt is None:

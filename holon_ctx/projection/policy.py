@@ -94,6 +94,9 @@ class TextLimits:
     #: Work item fields, compact and full forms.
     objective_compact: int = 300
     objective_full: int = 1200
+    #: An objective at most this long is stated even when an operator message the prompt shows
+    #: holds it word for word (a longer one names that message instead; RFC 0015, "said once").
+    objective_spoken: int = 40
     next_todo: int = 160
     todo: int = 300
     plan_step: int = 300

@@ -29,7 +29,7 @@ RELATION_TEXT: dict[Relation, str] = {
     Relation.EXTENSION_WAKE: "a runtime extension trigger",
     # An agent loop's step (mini-swe-agent's x-agent-step, …): what the model must know is that
     # it is mid-task, carrying on the request it was given, not starting something new.
-    Relation.EXTENSION_CONTINUATION: "the loop's next step on the request it was given",
+    Relation.EXTENSION_CONTINUATION: "the loop's next step on its request",
 }
 
 _BY_TRIGGER: dict[Trigger, Relation] = {

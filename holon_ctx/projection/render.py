@@ -46,6 +46,7 @@ from holon_ctx.projection.formats import (
     ALERT,
     FENCE_CLOSE,
     HEADING,
+    command_line,
     excerpt_mark,
     fence_open,
     fence_parts,
@@ -86,6 +87,10 @@ _EXTRA_CHARS: Final = 6
 #: The (head, tail) additions it tries, fewest characters first: one side at a time (both at once
 #: used no room these do not, on the shared trajectories and the synthetic loops of the tests, and
 #: cost a count of the excerpt each).
+#: Characters the exact-fill search takes off an excerpt's head, one try each, and adds to its
+#: tail at most (Renderer._fill).
+_FILL_CUTS: Final = (0, 3, 7, 12, 18, 25, 33, 42)
+_FILL_CHARS: Final = 160
 _EXTRAS: Final = sorted([(h, 0) for h in range(1, _EXTRA_CHARS + 1)]
                         + [(0, t) for t in range(1, _EXTRA_CHARS + 1)],
                         key=lambda ht: (ht[0] + ht[1], ht))
@@ -146,6 +151,11 @@ class Renderer:
         return self.memo(("body", stored.ref, cap, extra),
                          lambda: self._body_uncached(stored, cap, extra))
 
+    def body(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
+        """The record's body as a form capped at ``cap`` tokens shows it: ``(text, tokens,
+        excerpt)``."""
+        return self._body(stored, cap)
+
     def _text(self, stored: StoredRecord) -> tuple[str, int]:
         """The record's body as the prompt shows it, and its token count: a tool output with
         its runs of identical lines folded (RFC 0016), any other body as it is."""
@@ -166,12 +176,19 @@ class Renderer:
         # Cut by characters first so a 275 KB output never goes through the tokenizer here;
         # the excerpt is then counted exactly.
         chars = max(80, int(len(body) * cap / tokens * 0.95))
-        head = body[: int(chars * 0.7) + extra[0]]
-        tail = body[len(body) - int(chars * 0.3) - extra[1]:]
+        head_end = max(1, int(chars * 0.7) + extra[0])
+        tail_start = len(body) - int(chars * 0.3) - extra[1]
+        if tail_start <= head_end:
+            # Head and tail meet (a long tail asked for by the exact-fill search): that is
+            # the whole text, not an excerpt of it.
+            return body, tokens, False
+        head, tail = body[:head_end], body[tail_start:]
         ref = getattr(stored.record, "output_ref", None) or stored.ref
-        # "N+ omitted": the characters ``extra`` shows are at most as many tokens.
-        excerpt = block_safe(f"{head.rstrip()}\n{excerpt_mark(tokens - cap - sum(extra), ref)}\n"
-                             f"{tail.lstrip()}")
+        # "N+ omitted": the characters ``extra`` adds are at most as many tokens (characters
+        # it takes off only omit more), and some characters are left out (head and tail do
+        # not meet), so at least one token.
+        omitted = max(1, tokens - cap - max(0, extra[0]) - max(0, extra[1]))
+        excerpt = block_safe(f"{head.rstrip()}\n{excerpt_mark(omitted, ref)}\n{tail.lstrip()}")
         excerpt_tokens = self.counter.count(excerpt)
         if excerpt_tokens >= tokens:
             # Just over the cap, the note costs what it would save: the body is shown whole.
@@ -270,10 +287,12 @@ class Renderer:
 
     # -- records -------------------------------------------------------------------------
     def record_blocks(self, stored: StoredRecord, repeats: dict[str, list[str]],
-                      above: str = "", floor: int = 0, extra: Extra = (0, 0)) -> list[Block]:
+                      above: str = "", floor: int = 0, extra: Extra = (0, 0), *,
+                      sole_call: bool = False) -> list[Block]:
         """``above``: the text shown before this record in its turn (a tool line does not repeat
         a command the model's message already shows); ``floor``: every token cap raised to at
-        least this (the larger forms a turn offers when the budget has room, RFC 0012-densea)."""
+        least this (the larger forms a turn offers when the budget has room, RFC 0012-densea);
+        ``sole_call``: the record is its turn's only tool run (see :meth:`call_shown`)."""
         rec: Record = stored.record
         ref = stored.ref
         caps, chars = self.raised_caps(floor), self.chars
@@ -315,7 +334,8 @@ class Renderer:
                     return [self.line(label, [ref])]
                 return [fenced(stored, label, caps.task)]
             case Tool():
-                return self.tool_blocks(stored, rec, repeats.get(ref, []), above, caps, extra)
+                return self.tool_blocks(stored, rec, repeats.get(ref, []), above, caps, extra,
+                                        sole_call=sole_call)
             case ExternalEvent():
                 wait = (f", matches wait {one_line(rec.wait_id, chars.ident)}" if rec.wait_id
                         else "")
@@ -323,8 +343,7 @@ class Renderer:
                     stored, f"{ref} from {one_line(rec.source, chars.source)} (untrusted, not "
                     f"operator input{wait}):", caps.external)]
             case WorkItem():
-                return [self.line(f"work item {one_line(rec.work_item_id, chars.ident)} changed "
-                                  f"({ref}): " + work_item_delta(rec, chars), [ref])]
+                return [self.work_item_change(stored, rec)]
             case Wait():
                 cond = f": {one_line(rec.condition, chars.wait_condition)}" if rec.condition else ""
                 by = f" by {rec.resolved_by}" if rec.resolved_by else ""
@@ -337,9 +356,25 @@ class Renderer:
             case _:
                 return [self.line(f"{ref}", [ref])]
 
+    def work_item_change(self, stored: StoredRecord, rec: WorkItem, *,
+                         current_objective: bool = False,
+                         current: WorkItemState | None = None) -> Block:
+        """A work-item record's line: the fields it changed (see work_item_delta); one that set
+        the ``current`` state's objective and status and nothing else says so in a few words
+        (the work item section states them)."""
+        if (current is not None and current_objective and rec.status is current.status
+                and all(f is None for f in (rec.todos, rec.plan, rec.waits, rec.blocker,
+                                            rec.completion_report))):
+            return self.line(f"work item {one_line(rec.work_item_id, self.chars.ident)} set as "
+                             f"it stands ({stored.ref})", [stored.ref])
+        return self.line(f"work item {one_line(rec.work_item_id, self.chars.ident)} changed "
+                         f"({stored.ref}): "
+                         + work_item_delta(rec, self.chars, current_objective=current_objective),
+                         [stored.ref])
+
     def tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str],
                     above: str = "", caps: TokenCaps | None = None,
-                    extra: Extra = (0, 0)) -> list[Block]:
+                    extra: Extra = (0, 0), *, sole_call: bool = False) -> list[Block]:
         caps = caps or self.caps
         side = f"; side effect {rec.side_effect.value}" if rec.side_effect and \
             rec.side_effect.value != "none" else ""
@@ -347,8 +382,8 @@ class Renderer:
             if folded else ""
         # Only a failure or an unresolved side effect is an alert; a completed one is a fact.
         alert = ALERT if rec.failed or rec.side_effect_unresolved else ""
-        call = self.call_shown(rec, above)
-        facts = (f"{call} → {run_status(rec.status.value, rec.exit_code)}"
+        call = self.call_shown(rec, above, sole=sole_call)
+        facts = (f"{call + ' ' if call else ''}→ {run_status(rec.status.value, rec.exit_code)}"
                  f"{side}{self.files_written(rec)}{repeat}")
         if not rec.output.strip():
             return [self.line(f"{alert}{stored.ref} {facts}", [stored.ref])]
@@ -405,14 +440,16 @@ class Renderer:
                       refs=(stored.ref,), clippable=True, kind=BlockKind.FENCED, trust=trust,
                       excerpt=True, quoted=quoted_tokens),)
 
-    def call_shown(self, rec: Tool, above: str) -> str:
+    def call_shown(self, rec: Tool, above: str, *, sole: bool = False) -> str:
         """:meth:`tool_call`, or the bare tool name when ``above`` (the text shown before it in
         its turn) holds the exact command: a command is said once (RFC 0012), and the bare name
         says it in one word (RFC 0015; a call with no arguments reads ``name ```` so the two
-        never look alike)."""
+        never look alike) — or nothing at all when the run is its turn's ``sole`` one: the
+        status line then reads ``→ ok``, the one command shown just above (RFC 0015, "the sole
+        call")."""
         command = rec.args_preview.strip()
         if command and command in above:
-            return one_line(rec.tool_name, self.chars.tool_name)
+            return "" if sole else one_line(rec.tool_name, self.chars.tool_name)
         return self.tool_call(rec)
 
     def shown_above(self, unit: TurnUnit, ref: str) -> str:
@@ -429,7 +466,7 @@ class Renderer:
     def tool_call(self, rec: Tool) -> str:
         """``name `args``` on one line."""
         return (f"{one_line(rec.tool_name, self.chars.tool_name)} "
-                f"`{quoted(one_line(rec.args_preview, self.chars.args))}`")
+                f"`{quoted(command_line(rec.args_preview, self.chars.args))}`")
 
     def files_written(self, rec: Tool) -> str:
         """``; wrote a, b`` (the first few files, then how many more), or ""."""
@@ -444,7 +481,8 @@ class Renderer:
 
     # -- turns ---------------------------------------------------------------------------
     def turn_head(self, unit: TurnUnit, *, priority: Priority, reasons: tuple[str, ...],
-                  other_work_item: bool, chain: str | None, loop_step: bool = False) -> str:
+                  other_work_item: bool, chain: str | None, loop_step: bool = False,
+                  anchor_stated: bool = False) -> str:
         """The turn's ref, its trigger and what the model needs to place it (RFC 0012-densea).
 
         Why the turn is kept (its class, reasons and chain rule) is in the manifest, not here:
@@ -452,12 +490,14 @@ class Renderer:
         only what changes how the turn reads: its outcome, that it belongs to another work item
         (not current-chain evidence), and the turn it continues — unless it is a ``loop_step``,
         a step of the loop the current turn is in (same trigger, same anchor), whose trigger and
-        anchor the current turn's heading and the relation line state once for all of them.
+        anchor the current turn's heading and the relation line state once for all of them; the
+        current turn's own anchor is left to the relation line right above it when that line
+        names it (``anchor_stated``).
         """
         del priority, reasons, chain  # the manifest's, per item (see the docstring)
         t = unit.turn
         parts = [f"turn:{t.id}"] if loop_step else [f"turn:{t.id}", t.trigger]
-        if t.anchor_turn_id and not loop_step:
+        if t.anchor_turn_id and not loop_step and not anchor_stated:
             parts.append(f"continues turn:{t.anchor_turn_id}")
         if t.outcome:
             parts.append(f"outcome {t.outcome.value}")
@@ -470,12 +510,23 @@ class Renderer:
     def turn_full(self, unit: TurnUnit, head: str,
                   elsewhere: Mapping[str, Instead] | None = None, floor: int = 0,
                   extra: Extra = (0, 0)) -> Rendered:
-        """The turn's heading, then its body (:meth:`turn_body`)."""
+        """The turn's heading, then its body (:meth:`turn_body`); an empty ``head``: the body
+        alone (a loop step among the recent turns, whose first fence names it; see
+        turns.TurnItems)."""
         key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
                tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra)
-        return self.memo(key, lambda: self.rendered(
-            [self.line(f"{HEADING}{head}", [unit.ref]),
-             *self.turn_body(unit, elsewhere, floor, extra)]))
+        return self.memo(key, lambda: self.rendered(self._headed(unit, head, self.turn_body(
+            unit, elsewhere, floor, extra))))
+
+    def _headed(self, unit: TurnUnit, head: str, body: tuple[Block, ...]) -> list[Block]:
+        if head:
+            return [self.line(f"{HEADING}{head}", [unit.ref]), *body]
+        if not body:
+            return []
+        # No heading: the first block opens the turn and shows its ref too (a clipped form, and
+        # every larger one, still shows the turn its compact line named).
+        first = attrs.evolve(body[0], refs=(*body[0].refs, unit.ref))
+        return [first, *body[1:]]
 
     def turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, Instead] | None = None,
                   floor: int = 0, extra: Extra = (0, 0)) -> tuple[Block, ...]:
@@ -522,13 +573,37 @@ class Renderer:
             if best.tokens < form.tokens <= limit:
                 best = form
                 if form.tokens == limit:
-                    break
+                    return best
+        return self._fill(unit, head, elsewhere, lo, best, limit)
+
+    def _fill(self, unit: TurnUnit, head: str, elsewhere: Mapping[str, Instead] | None,
+              floor: int, best: Rendered, limit: int) -> Rendered:
+        """The form that fills ``limit`` exactly, when a few characters more at ``floor`` do
+        not: an excerpt's count can skip the one value that fits (a multi-character token
+        enters whole). An excerpt's head a few characters shorter moves every token boundary
+        of its tail, so a longer tail lands on other counts: for each of a few head cuts, a
+        binary search over the tail's added characters. Bounded (``_FILL_CUTS`` times a search
+        over ``_FILL_CHARS``), and only for the one step a binding budget cuts."""
+        for cut in _FILL_CUTS:
+            low, high = 0, _FILL_CHARS
+            while low < high:
+                mid = (low + high + 1) // 2
+                form = self.turn_full(unit, head, elsewhere, floor=floor, extra=(-cut, mid))
+                if form.tokens <= limit:
+                    low = mid
+                    if form.tokens > best.tokens:
+                        best = form
+                        if form.tokens == limit:
+                            return best
+                else:
+                    high = mid - 1
         return best
 
     def _turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, Instead] | None,
                    floor: int, extra: Extra = (0, 0)) -> tuple[Block, ...]:
         repeats = tool_repeats(unit.records)
         hidden = {r for refs in repeats.values() for r in refs}
+        sole = sum(1 for r in unit.records if isinstance(r.record, Tool)) == 1
         blocks: list[Block] = []
         if unit.turn.label:
             blocks.append(self.line(f"trigger: {one_line(unit.turn.label, self.chars.trigger_label)}"))
@@ -549,7 +624,7 @@ class Renderer:
                 continue
             blocks.extend(self.record_blocks(
                 stored, repeats, "".join(b.body for b in blocks if b.kind is BlockKind.FENCED),
-                floor, extra))
+                floor, extra, sole_call=sole))
         return tuple(blocks)
 
     def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:
@@ -563,24 +638,37 @@ class Renderer:
         return self.rendered(blocks)
 
     def turn_compact(self, unit: TurnUnit, head: str) -> Rendered:
+        # A bare ref (a loop step's head) needs no separator before the digest: the line reads
+        # ``- turn:t8 bash `ls` → ok`` (RFC 0015).
+        sep = " " if " " not in head else " · "
         key = ("compact", unit.ref, head, tuple(r.ref for r in unit.records))
         return self.memo(key, lambda: self.rendered(
-            [self.line(f"- {head} · {turn_digest(unit, self.chars)}", [unit.ref])]))
+            [self.line(f"- {head}{sep}{turn_digest(unit, self.chars)}", [unit.ref])]))
 
     def turn_ref(self, unit: TurnUnit) -> Rendered:
         t = unit.turn
         return self.rendered([self.line(f"- turn:{t.id} {t.trigger} (ref only)", [unit.ref])])
 
     # -- work item -----------------------------------------------------------------------
-    def work_item(self, state: WorkItemState, waits: list[WaitState]) -> dict[Form, Rendered]:
+    def work_item(self, state: WorkItemState, waits: list[WaitState],
+                  spoken_in: str | None = None) -> dict[Form, Rendered]:
+        """The work item's forms; ``spoken_in``: the ref of an operator message the prompt shows
+        whole that holds the objective word for word (named instead: the text is said once)."""
         ref = state.ref
         c = self.chars
+        if spoken_in is not None:
+            objective = self.line(f"objective: the operator's words in {spoken_in} (below)")
+            compact_objective = full_objective = objective
+        else:
+            compact_objective = self.line(
+                f"objective: {quoted(one_line(state.objective, c.objective_compact))}")
+            full_objective = self.line(
+                f"objective: {quoted(one_line(state.objective, c.objective_full))}")
         done = sum(1 for t in state.todos if t.done)
         head = (f"work item {one_line(state.work_item_id, c.ident)} · status "
                 f"{state.status.value} · {ref}")
         ref_form = self.rendered([self.line(head, [ref])])
-        compact = [self.line(head, [ref]),
-                   self.line(f"objective: {quoted(one_line(state.objective, c.objective_compact))}")]
+        compact = [self.line(head, [ref]), compact_objective]
         nxt = next((t.text for t in state.todos if not t.done), None)
         compact.append(self.line(f"todos: {done}/{len(state.todos)} done"
                                  + (f"; next: {one_line(nxt, c.next_todo)}" if nxt else "")))
@@ -589,8 +677,7 @@ class Renderer:
                                      f"{one_line(w.condition, c.wait_condition_compact)}"))
         if state.blocker:
             compact.append(self.line(f"blocker: {one_line(state.blocker, c.blocker_compact)}"))
-        full = [self.line(head, [ref]),
-                self.line(f"objective: {quoted(one_line(state.objective, c.objective_full))}")]
+        full = [self.line(head, [ref]), full_objective]
         if state.plan:
             full.append(self.line("plan:"))
             full.extend(self.line(f"{i}. {one_line(p, c.plan_step)}")

@@ -172,10 +172,39 @@ def work_item(ctx: Context, r: Renderer) -> list[Item]:
         return []
     waits = [w for w in ctx.view.open_waits if w.work_item_id in (None, state.work_item_id)]
     slot = SLOTS["work_item"]
+    forms = r.work_item(state, waits, spoken_in=objective_spoken_in(ctx, r))
     return [Item(key=f"work_item_state:{state.work_item_id}", section=Section.WORK_ITEM,
                  priority=Priority.PINNED, reasons=("current_work_item",), order=slot.order,
-                 position=slot.position, forms=r.work_item(state, waits), refs=(state.ref,),
-                 kind="work_item")]
+                 position=slot.position, forms=forms, refs=(state.ref,), kind="work_item")]
+
+
+def objective_spoken_in(ctx: Context, r: Renderer) -> str | None:
+    """The ref of an operator message of the continuation anchor (or the current turn) whose
+    text as every form of that pinned turn shows it (whole, or its excerpt past the operator's
+    cap) holds the current work item's objective word for word, if any: the objective is then said once, in
+    the operator's own words (an importer or a runtime that takes a task's opening paragraph as
+    its objective otherwise repeats up to a thousand characters of it)."""
+    state = ctx.view.work_item
+    if state is None:
+        return None
+    objective = " ".join(state.objective.split())
+    if len(objective) <= ctx.policy.text.objective_spoken:
+        return None
+    view = ctx.view
+    units = [view.current] + ([u] if view.anchor_id and (u := view.unit(view.anchor_id))
+                              else [])
+    for unit in units:
+        for stored in unit.records:
+            rec = stored.record
+            if not (isinstance(rec, Message) and rec.by_operator
+                    and objective in " ".join(rec.text.split())):
+                continue
+            # What every form of the turn shows of the message (an excerpt past the operator's
+            # cap): the objective must be in it word for word.
+            shown, _, _ = r.body(stored, ctx.policy.caps.operator)
+            if objective in " ".join(shown.split()):
+                return stored.ref
+    return None
 
 
 #: Work-refs lists in their section order (operator pins follow them).

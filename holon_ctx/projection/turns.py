@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
+from holon_ctx.ledger.records import WorkItem
 from holon_ctx.projection.context import Context
 from holon_ctx.projection.folding import fold_item, segment
-from holon_ctx.projection.formats import HEADING
+from holon_ctx.projection.formats import fence_parts
 from holon_ctx.projection.items import Item, Rendered
 from holon_ctx.projection.model import FoldManifest, Form, Omission, Priority, Section, TurnUnit
 from holon_ctx.projection.render import Instead, Renderer
@@ -60,6 +61,7 @@ class TurnItems:
             if ctx.exchange is not None and ctx.exchange.unit.turn.id == unit.turn.id else {})
         if unit.turn.id not in ctx.pinned:
             elsewhere.update(ctx.frontier.stubs(unit, r))
+        elsewhere.update(self.objectives_set(unit))
         # Forms and refs follow from these inputs alone (records never change; a turn can only
         # gain records), so the renderer's memo keeps them across the projections of a turn's
         # neighbours: most of a window is the same from one turn to the next.
@@ -69,10 +71,19 @@ class TurnItems:
         loop_step = (unit.turn.id != cur.id and unit.turn.anchor_turn_id is not None
                      and unit.turn.trigger == cur.trigger
                      and unit.turn.anchor_turn_id == cur.anchor_turn_id)
+        # A loop step among the recent turns shows no heading: its message's fence opens it
+        # (see _forms), and its turn ref is in the manifest and on its stub (RFC 0015, "loop
+        # steps without headings"). Beside the anchor and the current turn it keeps one, so a
+        # step never reads as part of the turn shown before it.
+        headless = loop_step and section is Section.RECENT_TURNS
+        # The current turn's relation line names its anchor right above its heading.
+        anchor_stated = (unit.turn.id == cur.id and unit.turn.anchor_turn_id is not None
+                         and unit.turn.anchor_turn_id == ctx.view.anchor_id)
         memo_key = ("turn_item", unit.ref, len(unit.records), priority, reasons, other, chain,
-                    loop_step, tuple(elsewhere.items()) if elsewhere else ())
-        forms, refs = r.memo(memo_key, lambda: self._forms(
-            unit, priority, reasons, other, chain, elsewhere, loop_step))
+                    loop_step, headless, anchor_stated,
+                    tuple(elsewhere.items()) if elsewhere else ())
+        forms, refs, full_head = r.memo(memo_key, lambda: self._forms(
+            unit, priority, reasons, other, chain, elsewhere, loop_step, headless, anchor_stated))
         item_reasons = reasons
         if other and priority is not Priority.PINNED:
             # Evidence of another work item is a one-line reference however large the budget:
@@ -83,25 +94,49 @@ class TurnItems:
             item_reasons = (*reasons, Omission.OTHER_WORK_ITEM.value)
         grow = None
         if Form.FULL in forms and any(b.excerpt for b in forms[Form.FULL].blocks):
-            head = forms[Form.FULL].blocks[0].head.removeprefix(HEADING).removesuffix("\n")
-
             def grow(limit: int | None) -> Rendered | None:
-                return r.turn_full_within(unit, head, elsewhere, limit)
+                return r.turn_full_within(unit, full_head, elsewhere, limit)
         return Item(key=unit.ref, section=section, priority=priority, reasons=item_reasons,
                     order=order, position=position, forms=forms, refs=refs,
                     chain=chain, kind="turn", tier=tier, grow=grow)
 
+    def objectives_set(self, unit: TurnUnit) -> dict[str, Instead]:
+        """The line each work-item record of ``unit`` shows when the objective it set is still
+        the current work item's: named, not repeated (the work item section states it, and an
+        objective that is a task's opening paragraph is hundreds of tokens; RFC 0015)."""
+        state = self.ctx.view.work_item
+        out: dict[str, Instead] = {}
+        if state is None:
+            return out
+        for stored in unit.records:
+            rec = stored.record
+            # A short objective is said again (naming it would cost as much).
+            if (isinstance(rec, WorkItem) and rec.work_item_id == state.work_item_id
+                    and rec.objective is not None and rec.objective == state.objective
+                    and len(rec.objective) > self.r.chars.objective_spoken):
+                out[stored.ref] = (self.r.work_item_change(stored, rec, current_objective=True,
+                                                           current=state),)
+        return out
+
     def _forms(self, unit: TurnUnit, priority: Priority, reasons: tuple[str, ...],
                other: bool, chain: str | None, elsewhere: dict[str, Instead], loop_step: bool,
-               ) -> tuple[dict[Form, Rendered], tuple[str, ...]]:
+               headless: bool = False, anchor_stated: bool = False,
+               ) -> tuple[dict[Form, Rendered], tuple[str, ...], str]:
+        """The item's forms, its refs, and the heading of its full form ("" for none)."""
         r = self.r
         head = r.turn_head(unit, priority=priority, reasons=reasons, other_work_item=other,
-                           chain=chain, loop_step=loop_step)
+                           chain=chain, loop_step=loop_step, anchor_stated=anchor_stated)
         forms = {Form.COMPACT: r.turn_compact(unit, head)}
+        full_head = head
         if not other or priority is Priority.PINNED:
             # Another work item's turn offers its compact form alone (see item()): its full
             # form would never be read, and rendering it is most of a cold turn's cost.
-            forms[Form.FULL] = r.turn_full(unit, head, elsewhere=elsewhere)
+            body = r.turn_body(unit, elsewhere)
+            if headless and body and fence_parts(body[0].head.split("\n", 1)[0]) is not None:
+                # Only a fence that names its record opens a step: a step that begins with a
+                # label line (its message shown elsewhere) keeps its heading.
+                full_head = ""
+            forms[Form.FULL] = r.turn_full(unit, full_head, elsewhere=elsewhere)
         if priority is Priority.PINNED:
             forms[Form.REF] = r.turn_ref(unit)
             # A pinned turn's compact form keeps the operator's words verbatim: they are why
@@ -109,7 +144,7 @@ class TurnItems:
             forms[Form.COMPACT] = r.turn_compact_verbatim(unit, head)
         refs = tuple(dict.fromkeys([unit.ref, *(s.ref for s in unit.records
                                                 if not isinstance(elsewhere.get(s.ref), str))]))
-        return forms, refs
+        return forms, refs, full_head
 
     def tier(self, units: Iterable[TurnUnit], tier: int, skip: set[str],
              chain_of: ChainOf) -> Tier:
