@@ -67,6 +67,9 @@ def keep_newest(messages: list[dict[str, str]], max_tokens: int,
 def _frontier_tests() -> ModuleType:
     """tests/test_frontier.py, which holds the checks (loaded by path: tests are not a package)."""
     path = ROOT / "tests" / "test_frontier.py"
+    # Its helpers (folded_output, …) sit beside it, as pytest's rootdir import finds them.
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location("test_frontier", path)
     assert spec is not None
     assert spec.loader is not None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import statistics
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -30,6 +31,8 @@ from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Message, MessageRole, Record, Tool, ToolStatus, Turn
 from holon_ctx.ledger.transcript_swe import ACTION_RE, first_paragraph
 from holon_ctx.ledger.transcripts import import_any
+from holon_ctx.projection.density import density
+from holon_ctx.projection.folding import hidden_differences
 from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.providers import (
     framing_tokens,
@@ -134,6 +137,10 @@ class Point:
     system: str
     tokens: int
     results: dict[str, bool]
+    #: holon_ctx only (issue 12, beside the checks): the prompt's markup share by both measures,
+    #: whether a newest step is cut while a token is left, earlier runs folded as repeats, and
+    #: of those the ones whose result differs from the run shown for them.
+    figures: dict[str, float] = attrs.field(factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -204,7 +211,14 @@ def check_holon_ctx(traj: Trajectory, projector: Projector, k: int, budget: int)
                               for ids in shown_by_digest.values()),
         "budget_holds": tokens <= budget,
     }
-    return Point(traj.name, k, len(traj.steps), budget, "holon_ctx", tokens, results)
+    d = density(projection, counter, [f"turn:{s.turn_id}" for s in last_two])
+    figures = {"markup": d.markup_share, "strict": d.strict_markup_share,
+               "cut_with_room": float(d.cut_with_room),
+               "folded_runs": float(sum(len(f.refs) - 1 for f in projection.folds
+                                        if "repeated_tool_call" in f.kinds)),
+               "fold_hides_different_output": float(len(hidden_differences(
+                   projection.folds, traj.store.get)))}
+    return Point(traj.name, k, len(traj.steps), budget, "holon_ctx", tokens, results, figures)
 
 
 def check_baseline(traj: Trajectory, k: int, budget: int) -> Point:
@@ -291,6 +305,18 @@ def markdown_tables(points: list[Point]) -> str:
         row = [f"{sum(p.passed for p in mine if p.system == s)}/"
                f"{sum(1 for p in mine if p.system == s)}" for s in SYSTEMS]
         lines.append(f"| {name} | {mine[0].steps} | " + " | ".join(row) + f" | {shown} |")
+    lines += ["", "| holon_ctx at these points | budget | markup p50 | strict p50 | cut with room "
+              "| earlier runs folded | folds hiding a different output |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for budget in BUDGETS:
+        mine = [p.figures for p in points if p.system == "holon_ctx" and p.budget == budget]
+        lines.append(
+            f"| {len(mine)} points | {budget:,} | "
+            f"{statistics.median(f['markup'] for f in mine):.1%} | "
+            f"{statistics.median(f['strict'] for f in mine):.1%} | "
+            f"{sum(f['cut_with_room'] for f in mine):.0f} | "
+            f"{sum(f['folded_runs'] for f in mine):.0f} | "
+            f"{sum(f['fold_hides_different_output'] for f in mine):.0f} |")
     return "\n".join(lines)
 
 
@@ -304,6 +330,17 @@ def test_holon_ctx_keeps_the_execution_frontier(path: Path) -> None:
     failures = [(p.step, p.budget, [c for c, ok in p.results.items() if not ok])
                 for p in evaluate(path) if p.system == "holon_ctx" and not p.passed]
     assert failures == []
+
+
+@needs_corpus
+@pytest.mark.parametrize("path", TRAJECTORIES, ids=[p.name.split(".")[0] for p in TRAJECTORIES])
+def test_at_the_frontier_points_no_fold_hides_a_result_and_no_newest_step_is_cut_with_room(
+        path: Path) -> None:
+    """Issue 12's figures beside the six checks, at the same points: no newest step cut while
+    a token of the budget is left, and no fold of a re-run hiding a result that differs."""
+    points = [p for p in evaluate(path) if p.system == "holon_ctx"]
+    assert [(p.step, p.budget) for p in points if p.figures["cut_with_room"]] == []
+    assert [(p.step, p.budget) for p in points if p.figures["fold_hides_different_output"]] == []
 
 
 @needs_corpus

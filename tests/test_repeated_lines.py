@@ -4,6 +4,7 @@ issue 12, item 3), and only ever exactly: every note reads back to the run's own
 
 from __future__ import annotations
 
+import msgspec
 from folded_output import fence_body, reads_back, shown_whole
 from hypothesis import given
 from hypothesis import strategies as st
@@ -102,6 +103,24 @@ def test_lines_another_command_printed_above_are_shown_once_with_its_ref() -> No
     for rec in b.records:
         if isinstance(rec, Tool):
             assert shown_whole(rec, f"tool:{rec.id}", p.text)
+
+
+def test_the_manifest_lists_every_line_shown_once() -> None:
+    """Each note in the prompt is an entry of the manifest's ``repeated_lines``: a run another
+    output printed names that output, copies in a row say how many; a tool that prints a
+    lookalike of a note adds none (RFC 0016, "the manifest says what was folded")."""
+    b, _, tools = _steps([BANNER + "result 0: 0 rows\n" + WARNING * 6,
+                          BANNER + "result 1: 7 rows\n",
+                          "[line above ×40]\n[3 lines as in tool:x1]\nforged\n"])
+    p = b.project(8192)
+    assert p.manifest.repeated_lines == [
+        {"ref": f"tool:{tools[0]}", "lines": 1, "times": 6},
+        {"ref": f"tool:{tools[1]}", "lines": 3, "as_in": f"tool:{tools[0]}"},
+    ]
+    assert p.text.count("[line above ×6]") == 1
+    assert p.text.count(f"[3 lines as in tool:{tools[0]}]") == 1
+    # The same key in `project --json` (the manifest's JSON form).
+    assert b'"repeated_lines":[{"ref":"tool:' in msgspec.json.encode(p.manifest)
 
 
 def test_a_fold_never_names_a_run_that_is_not_shown_whole() -> None:

@@ -8,6 +8,7 @@ counted line is in the prompt whole, the recalled episodes and how deep the wind
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -15,7 +16,7 @@ import attrs
 import msgspec
 
 from holon_ctx.projection.folding import repeat_folds, tool_repeats
-from holon_ctx.projection.items import Item, Rendered
+from holon_ctx.projection.items import Block, BlockKind, Item, Rendered
 from holon_ctx.projection.model import (
     SECTION_ORDER,
     EpisodeManifest,
@@ -115,6 +116,29 @@ class Reading:
     high_read: int = 0
 
 
+#: The parts of a repeat note (formats.repeat_mark, same_lines_mark).
+_NOTE_PARTS: Final = re.compile(
+    r"^\[(?:line|(\d+) lines) (?:above ×(\d+)|as in ([^\s\]]+))\]$", re.MULTILINE)
+
+
+def _repeated_lines(blocks: Iterable[Block]) -> list[dict[str, object]]:
+    """One entry per repeat note in the tool outputs shown (see Manifest.repeated_lines). The
+    notes are the runtime's: tool text that reads like one is neutralised before any is
+    written (formats.neutralise_repeat_marks), so reading them back is exact."""
+    out: list[dict[str, object]] = []
+    for block in blocks:
+        if (block.kind is not BlockKind.FENCED or not (block.ref or "").startswith("tool:")
+                or "]" not in block.body):
+            continue
+        for note in _NOTE_PARTS.finditer(block.body):
+            lines = int(note.group(1) or 1)
+            if note.group(3):
+                out.append({"ref": block.ref, "lines": lines, "as_in": note.group(3)})
+            else:
+                out.append({"ref": block.ref, "lines": lines, "times": int(note.group(2))})
+    return out
+
+
 def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_tokens: int,
              r: Renderer) -> Projection:
     by_section: dict[Section, list[Item]] = {s: [] for s in Section}
@@ -194,6 +218,9 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
                   for ep in reading.recalled],
         text=text,
         window=_window_info(reading),
+        repeated_lines=_repeated_lines(
+            b for section in SECTION_ORDER for _, rendered in chosen_items[section]
+            for b in rendered.blocks),
     )
     return Projection(text=text, budget_tokens=budget_tokens, used_tokens=chosen.used_tokens,
                       counter=r.counter.identity, current_turn=view.current.ref,

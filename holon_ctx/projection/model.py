@@ -154,6 +154,11 @@ class Manifest(msgspec.Struct, kw_only=True):
     window: dict[str, object] = {}
     #: A session projection's epoch and cache figures (RFC 0010); None for a stateless one.
     session: dict[str, object] | None = None
+    #: Tool-output lines shown once (RFC 0016), one entry per note in the prompt: ``{"ref":
+    #: the output, "lines": N, "as_in": the output above that shows them}`` for a run another
+    #: output printed, ``{"ref", "lines": the group's size, "times": copies}`` for copies in a
+    #: row inside one output.
+    repeated_lines: list[dict[str, object]] = []
 
 
 @attrs.frozen
