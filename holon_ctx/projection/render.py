@@ -542,7 +542,7 @@ class Renderer:
         return self.memo(key, lambda: self._turn_body(unit, elsewhere, floor, extra))
 
     def turn_full_within(self, unit: TurnUnit, head: str, elsewhere: Mapping[str, Instead] | None,
-                         limit: int | None) -> Rendered | None:
+                         limit: int | None, *, exact: bool = False) -> Rendered | None:
         """The turn's full form with its token caps raised: every body whole (``limit`` None),
         or the largest uniform raise whose form fits ``limit`` tokens (None when even the
         policy's caps do not fit). Excerpts keep their head and tail, so a field cut to fit
@@ -574,7 +574,10 @@ class Renderer:
                 best = form
                 if form.tokens == limit:
                     return best
-        return self._fill(unit, head, elsewhere, lo, best, limit)
+        # The wider search costs tens of forms: only for a newest step (``exact``), which must
+        # never be left cut while a token is unused (issue 12); an older step's last token or
+        # two stay unused.
+        return self._fill(unit, head, elsewhere, lo, best, limit) if exact else best
 
     def _fill(self, unit: TurnUnit, head: str, elsewhere: Mapping[str, Instead] | None,
               floor: int, best: Rendered, limit: int) -> Rendered:

@@ -95,7 +95,8 @@ class TurnItems:
         grow = None
         if Form.FULL in forms and any(b.excerpt for b in forms[Form.FULL].blocks):
             def grow(limit: int | None) -> Rendered | None:
-                return r.turn_full_within(unit, full_head, elsewhere, limit)
+                return r.turn_full_within(unit, full_head, elsewhere, limit,
+                                          exact=section is Section.CURRENT_INPUT)
         return Item(key=unit.ref, section=section, priority=priority, reasons=item_reasons,
                     order=order, position=position, forms=forms, refs=refs,
                     chain=chain, kind="turn", tier=tier, grow=grow)
