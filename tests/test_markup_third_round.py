@@ -11,6 +11,7 @@ shows, reads ``→ ok``.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.manifest import Projection
 from holon_ctx.projection.model import Form, Section
 from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.tokens import default_counter
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "swe-trajectories"
@@ -60,22 +62,25 @@ def _items(p: Projection, section: Section) -> dict[str, tuple[str, ...]]:
 
 # -- loop steps without headings -------------------------------------------------------------
 def test_a_loop_step_among_the_recent_turns_opens_with_its_message_fence() -> None:
-    """No ``### turn:`` heading above a loop step in the recent turns: the fence of its message
-    is its first line, and that block carries the turn's ref (a clipped form still names the
-    turn its stub named). The previous step beside the anchor, and the current turn, keep
-    theirs: there a step must never read as part of the turn shown before it."""
+    """No ``### turn:`` heading above a loop step in the recent turns whose turn before it is a
+    step of the same loop: the fence of its message is its first line, and that block carries
+    the turn's ref (a clipped form still names the turn its stub named). The first step after
+    the operator's turn, the previous step beside the anchor, and the current turn keep theirs:
+    a step must never read as part of the operator's turn shown before it."""
     b = _loop()
     p = b.project(8192)
     recent = _items(p, Section.RECENT_TURNS)
     steps = [t for t in (r.id for r in b.records if isinstance(r, Turn))
              if f"turn:{t}" in recent]
     assert len(steps) >= 3
-    for t in steps:
+    first_step, *later = steps
+    assert recent[f"turn:{first_step}"][0] == f"### turn:{first_step}\n"
+    for t in later:
         first = recent[f"turn:{t}"][0]
         assert first.startswith("<data message:"), first
         assert f"### turn:{t}" not in p.text
     blocks = {key: r.blocks for key, r in p.section_items[Section.RECENT_TURNS]}
-    assert all(f"turn:{t}" in blocks[f"turn:{t}"][0].refs for t in steps)
+    assert all(f"turn:{t}" in blocks[f"turn:{t}"][0].refs for t in later)
     current = _items(p, Section.CURRENT_INPUT)
     headed = [texts[0] for texts in current.values() if texts[0].startswith("### turn:")]
     # The anchor, the previous step and the current turn (under its relation line).
@@ -97,6 +102,44 @@ def test_a_loop_step_whose_message_is_shown_elsewhere_keeps_its_heading() -> Non
     p = b.project(8192)
     recent = _items(p, Section.RECENT_TURNS)
     assert recent[f"turn:{lone}"][0] == f"### turn:{lone}\n"
+
+
+def test_a_step_after_an_operators_turn_keeps_its_heading() -> None:
+    """An operator's word in the middle of a loop: the step after it keeps its heading (its
+    message would otherwise read as part of the operator's turn), the step after that does not."""
+    b = _loop(4)
+    ask = "t1"
+    b.operator("Also keep the old endpoint working.", anchor=ask)
+    said = b.turn_id
+    steps = []
+    for i in range(4):
+        steps.append(b.turn("x-agent-step", anchor=ask, work_item="w1"))
+        b.assistant(f"More {i}.\n\n```bash\nls more_{i}\n```")
+        b.tool("bash", f"ls more_{i}", "a.py\n")
+    recent = _items(b.project(8192), Section.RECENT_TURNS)
+    assert f"turn:{said}" in recent
+    assert recent[f"turn:{steps[0]}"][0] == f"### turn:{steps[0]}\n"
+    assert recent[f"turn:{steps[1]}"][0].startswith("<data message:")
+
+
+def test_a_sessions_loop_steps_say_trigger_anchor_and_work_item_once() -> None:
+    """In a session's history a turn appended right after a turn with the same trigger, anchor
+    and work item is headed by its ref alone; the first after a re-plan says them all, and what
+    was sent never changes on append (RFC 0019)."""
+    b = _loop(12)
+    session = SessionProjector(b.store(), layout=Layout.TEXT)
+    turns = [r.id for r in b.records if isinstance(r, Turn)]
+    requests = [session.request(budget_tokens=8192, at=t) for t in turns[1:]]
+    last = requests[-1].text
+    headings = [line for line in last.split("\n") if line.startswith("### turn:")]
+    full = [h for h in headings if "x-agent-step · continues turn:t1" in h]
+    bare = [h for h in headings if " " not in h.removeprefix("### ")]
+    assert len(bare) >= 5, headings
+    assert len(full) <= sum(r.replanned for r in requests) + 1, headings
+    # Append-only between re-plans: each request begins with the previous one's history.
+    for before, after in itertools.pairwise(requests):
+        if not after.replanned:
+            assert after.text.startswith(before.text[:before.text.index("## Current state")])
 
 
 def test_the_current_turns_heading_leaves_its_anchor_to_the_relation_line() -> None:

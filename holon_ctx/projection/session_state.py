@@ -329,8 +329,8 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
     state.appended_refs.append(stored.ref)
     if turn_id is not None and isinstance(seg.records[0].record, Turn):
         state.shown.add(turn_id)  # the turn from its heading on (a late record alone is not)
-    seg.blocks.extend(entry_heading(r, rec, stored.ref) if isinstance(rec, Turn)
-                      else r.record_blocks(stored, {}))
+    seg.blocks.extend(entry_heading(r, rec, stored.ref, _turn_above(state, seg))
+                      if isinstance(rec, Turn) else r.record_blocks(stored, {}))
     records = {s.ref: s for s in seg.records}
     previous = _last_part_before(state, seg)
     parts = parts_of_blocks(seg.blocks, records, r.counter, previous=previous)
@@ -338,6 +338,19 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
         parts, parts_cost(parts, previous.role if previous else None, state.layout))
     if turn_id is not None:
         state.open_turn = turn_id
+
+
+def _turn_above(state: WalkState, seg: Segment) -> Turn | None:
+    """The turn of the appended segment right before ``seg`` when that segment opened with its
+    heading (None after a re-plan, or after a late record's segment: the heading says all)."""
+    segments = state.segments
+    i = len(segments) - 1
+    while i >= 0 and segments[i] is not seg:
+        i -= 1
+    if i <= 0:
+        return None
+    first = segments[i - 1].records[0].record if segments[i - 1].records else None
+    return first if isinstance(first, Turn) else None
 
 
 def _last_part_before(state: WalkState, seg: Segment) -> Part | None:
@@ -430,13 +443,19 @@ class Snapshot:
         return self.appended_log[:self.appended_count]
 
 
-def entry_heading(r: Renderer, turn: Turn, ref: str) -> list[Block]:
+def entry_heading(r: Renderer, turn: Turn, ref: str, previous: Turn | None = None) -> list[Block]:
     """A turn's heading as it joins the history: only facts that never change (its ref, trigger,
-    anchor link, work item, outcome) — nothing that changes as the turn ages."""
-    parts = [ref, turn.trigger]
-    if turn.anchor_turn_id:
+    anchor link, work item, outcome) — nothing that changes as the turn ages. When ``previous``
+    (the turn whose heading the history shows right above, appended before it) has the same
+    trigger, anchor and work item, the heading is the ref alone: an agent loop's steps say
+    those once (RFC 0019), and what is above never changes either."""
+    same = (previous is not None and previous.trigger == turn.trigger
+            and previous.anchor_turn_id == turn.anchor_turn_id
+            and previous.work_item_id == turn.work_item_id)
+    parts = [ref] if same else [ref, turn.trigger]
+    if turn.anchor_turn_id and not same:
         parts.append(f"continues turn:{turn.anchor_turn_id}")
-    if turn.work_item_id:
+    if turn.work_item_id and not same:
         parts.append(f"work item {one_line(turn.work_item_id, r.chars.ident)}")
     if turn.outcome:
         parts.append(f"outcome {turn.outcome.value}")

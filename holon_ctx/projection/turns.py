@@ -46,6 +46,16 @@ class TurnItems:
         self.ctx = ctx
         self.r = r
         self.retention = retention
+        view = ctx.view
+        #: Turns in view by sequence number (a loop step's predecessor, see item()).
+        self._by_seq = {u.turn.seq: u for u in (*view.window, *view.extra.values(), view.current)}
+
+    def _in_loop(self, unit: TurnUnit | None) -> bool:
+        """``unit`` is a step of the loop the current turn is in (same trigger, same anchor)."""
+        cur = self.ctx.view.current.turn
+        return (unit is not None and unit.turn.id != cur.id
+                and unit.turn.anchor_turn_id is not None and unit.turn.trigger == cur.trigger
+                and unit.turn.anchor_turn_id == cur.anchor_turn_id)
 
     def item(self, unit: TurnUnit, section: Section, order: int, position: tuple[int, ...],
              chain: str | None, tier: int = 0) -> Item:
@@ -68,16 +78,18 @@ class TurnItems:
         cur = ctx.view.current.turn
         # A step of the loop the current turn is in: the relation line and the current turn's
         # heading state its trigger and anchor once for every step (RFC 0012-densea).
-        loop_step = (unit.turn.id != cur.id and unit.turn.anchor_turn_id is not None
-                     and unit.turn.trigger == cur.trigger
-                     and unit.turn.anchor_turn_id == cur.anchor_turn_id)
-        # A loop step among the recent turns shows no heading: its message's fence opens it
-        # (see _forms), and its turn ref is in the manifest and on its stub (RFC 0015, "loop
-        # steps without headings"). Beside the anchor and the current turn it keeps one, so a
-        # step never reads as part of the turn shown before it.
-        headless = loop_step and section is Section.RECENT_TURNS
-        # The current turn's relation line names its anchor right above its heading.
-        anchor_stated = (unit.turn.id == cur.id and unit.turn.anchor_turn_id is not None
+        loop_step = self._in_loop(unit)
+        # A loop step among the recent turns shows no heading when the turn before it in the
+        # ledger is a step of the same loop: its message's fence opens it (see _forms), and its
+        # turn ref is in the manifest and on its stub (RFC 0019). The first step after the
+        # anchor or after another kind of turn, and every step of the current input, keep one:
+        # a step never reads as part of an operator's turn shown before it.
+        headless = (loop_step and section is Section.RECENT_TURNS
+                    and self._in_loop(self._by_seq.get(unit.turn.seq - 1)))
+        # The current turn's relation line names its anchor right above its heading (the
+        # current-input section; a session's history has no relation line above it).
+        anchor_stated = (unit.turn.id == cur.id and section is Section.CURRENT_INPUT
+                         and unit.turn.anchor_turn_id is not None
                          and unit.turn.anchor_turn_id == ctx.view.anchor_id)
         memo_key = ("turn_item", unit.ref, len(unit.records), priority, reasons, other, chain,
                     loop_step, headless, anchor_stated,
