@@ -142,6 +142,27 @@ def test_a_sessions_loop_steps_say_trigger_anchor_and_work_item_once() -> None:
             assert after.text.startswith(before.text[:before.text.index("## Current state")])
 
 
+def test_a_session_step_after_a_fold_line_says_its_trigger_and_anchor_again() -> None:
+    """A fold line between two steps of the loop (retries in the middle): the step after it
+    says its trigger, anchor and work item again, the step after that is its ref alone."""
+    b = _loop(4)
+    b.retries(3)
+    after = []
+    for i in range(3):
+        after.append(b.turn("x-agent-step", anchor="t1", work_item="w1"))
+        b.assistant(f"After {i}.\n\n```bash\nls after_{i}\n```")
+        b.tool("bash", f"ls after_{i}", "a.py\n")
+    session = SessionProjector(b.store(), layout=Layout.TEXT)
+    turns = [r.id for r in b.records if isinstance(r, Turn)]
+    requests = [session.request(budget_tokens=8192, at=t) for t in turns[1:]]
+    assert not any(r.replanned for r in requests[1:])
+    lines = requests[-1].text.split("\n")
+    fold = next(i for i, line in enumerate(lines) if line.startswith("- folded turn:"))
+    assert lines[fold + 1] == (f"### turn:{after[0]} · x-agent-step · continues turn:t1 · "
+                               "work item w1")
+    assert f"### turn:{after[1]}" in lines
+
+
 def test_the_current_turns_heading_leaves_its_anchor_to_the_relation_line() -> None:
     """The relation line names the anchor; the heading right below it says the trigger."""
     b = _loop(3)
@@ -174,6 +195,25 @@ def test_an_objective_the_operators_message_holds_is_named_not_repeated() -> Non
     assert p.text.count(OBJECTIVE) == 1
     assert f"objective: the operator's words in {said} (below)\n" in p.text
     assert f"work item w1 set as it stands (work_item:{record})\n" in p.text
+
+
+def test_a_record_that_also_set_todos_names_its_objective_and_keeps_the_rest() -> None:
+    """A work-item record that set the current objective and todos says the objective is the
+    current one and states the todos; one that set only the objective and status reads "set as
+    it stands"."""
+    b = LedgerBuilder()
+    ask = b.operator(TASK, work_item="w1")
+    rec = b.work_item("w1", objective=OBJECTIVE, status=WorkItemStatus.ACTIVE,
+                      todos=[("reproduce", False), ("batch the queries", False)])
+    for i in range(2):
+        b.turn("x-agent-step", anchor=ask, work_item="w1")
+        b.assistant(f"Step {i}.\n\n```bash\nls part_{i}\n```")
+        b.tool("bash", f"ls part_{i}", "a.py\n")
+    text = b.project(8192).text
+    assert (f"work item w1 changed (work_item:{rec}): status active; objective set (the current "
+            "one); todos 0/2 done\n") in text
+    assert "set as it stands" not in text
+    assert text.count(OBJECTIVE) == 1
 
 
 @pytest.mark.parametrize("case", ["short", "elsewhere", "later_changed"])
