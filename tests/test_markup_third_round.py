@@ -19,7 +19,7 @@ import pytest
 from projection_builders import LedgerBuilder
 
 from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.ledger.records import Message, Turn, WorkItemStatus
+from holon_ctx.ledger.records import Message, Outcome, Turn, WorkItemStatus
 from holon_ctx.ledger.transcripts import import_any
 from holon_ctx.projection.density import density
 from holon_ctx.projection.formats import command_line
@@ -163,6 +163,46 @@ def test_a_session_step_after_a_fold_line_says_its_trigger_and_anchor_again() ->
     assert f"### turn:{after[1]}" in lines
 
 
+@pytest.mark.parametrize("kind", ["outcome", "other_work_item"])
+def test_a_loop_steps_heading_that_says_more_than_its_ref_stays(kind: str) -> None:
+    """A step whose heading says an outcome, or that it belongs to another work item, keeps
+    it; so does the step right after it (it would read as part of that turn)."""
+    b = _loop(3)
+    odd = b.turn("x-agent-step", anchor="t1", outcome=Outcome.INTERRUPTED,
+                 work_item="w2" if kind == "other_work_item" else "w1")
+    b.assistant("Stopped halfway.\n\n```bash\nls half\n```")
+    b.tool("bash", "ls half", "x\n")
+    after = []
+    for i in range(4):
+        after.append(b.turn("x-agent-step", anchor="t1", work_item="w1"))
+        b.assistant(f"Again {i}.\n\n```bash\nls again_{i}\n```")
+        b.tool("bash", f"ls again_{i}", "y\n")
+    b.pin(f"turn:{odd}", "keep the interrupted step")
+    p = b.project(8192)
+    recent = _items(p, Section.RECENT_TURNS)
+    assert recent[f"turn:{odd}"][0].startswith(f"### turn:{odd} · ")
+    assert "outcome interrupted" in recent[f"turn:{odd}"][0]
+    assert recent[f"turn:{after[0]}"][0] == f"### turn:{after[0]}\n"
+    assert recent[f"turn:{after[1]}"][0].startswith("<data message:")
+
+
+def test_a_bare_tool_name_needs_the_whole_command_above() -> None:
+    """The message shows ``pytest -q tests/test_checkout.py`` but the run was ``pytest -q``:
+    the run's line writes its command out (a bare name, or none, says the command shown is the
+    one that ran)."""
+    b = LedgerBuilder()
+    ask = b.operator("Run the checkout tests.")
+    b.turn("x-agent-step", anchor=ask)
+    b.assistant("Running.\n\n```bash\npytest -q tests/test_checkout.py\n```")
+    run = b.tool("bash", "pytest -q", "40 passed\n")
+    b.turn("x-agent-step", anchor=ask)
+    b.assistant("Now the quick ones: pytest -q -x\n\n```bash\npytest -q -x\n```")
+    quick = b.tool("bash", "pytest -q -x", "3 passed\n")
+    text = b.project(4096).text
+    assert f"bash `pytest -q` → ok\n<data tool:{run}>\n" in text
+    assert f"</data>\n→ ok\n<data tool:{quick}>\n" in text
+
+
 def test_the_current_turns_heading_leaves_its_anchor_to_the_relation_line() -> None:
     """The relation line names the anchor; the heading right below it says the trigger."""
     b = _loop(3)
@@ -257,20 +297,23 @@ def test_an_objective_past_the_excerpt_of_a_long_message_is_stated() -> None:
 
 # -- commands and calls ----------------------------------------------------------------------
 @pytest.mark.parametrize(("command", "shown"), [
-    ("cat <<'EOF' > fix.py\nimport os\nprint(os.getcwd())\nEOF", "cat <<'EOF' > fix.py …"),
-    ("cd /testbed && \\\n  python -m pytest -q tests/ \\\n  -k checkout\necho done",
-     "cd /testbed && python -m pytest -q tests/ -k checkout …"),
+    ("cat <<'EOF' > fix.py\nimport os\nprint(os.getcwd())\nEOF", "cat <<'EOF' > fix.py … EOF"),
+    ("cat <<'EOF' > fix.py\nimport os\nEOF\npython fix.py && rm -rf build",
+     "cat <<'EOF' > fix.py … EOF python fix.py && rm -rf build"),
+    ("cd /testbed\npython - <<-END\nprint(1)\nEND", "cd /testbed python - <<-END … END"),
+    ("cd /testbed/shop\npython -m pytest -q tests/", "cd /testbed/shop python -m pytest -q tests/"),
+    ("cat <<EOF\nnever closed", "cat <<EOF never closed"),
     ("python -c \"\nimport sys\nprint(sys.path)\n\"", "python -c \" import sys print(sys.path) \""),
     ("pytest -q", "pytest -q"),
-    ("ls \\\n  -la", "ls -la"),
 ])
-def test_a_command_of_several_lines_is_named_by_its_first_line(command: str, shown: str) -> None:
-    """Its first line (continued by trailing backslashes) and an ellipsis; a first line too
-    short to say anything (``python -c "``) and a one-line command read as before."""
+def test_a_command_is_named_without_its_heredocs_body(command: str, shown: str) -> None:
+    """A heredoc's body (a file's text) is left out, its opening line, closing word and every
+    command after it shown; any other command of several lines is run together as before (the
+    review of RFC 0019: a first line alone hid the command that ran)."""
     assert command_line(command, 100) == shown
 
 
-def test_a_first_line_past_the_limit_is_cut_once() -> None:
+def test_a_command_past_the_limit_is_cut_once() -> None:
     line = "sed -i 's/" + "x" * 200 + "/y/' f.py\nmore"
     out = command_line(line, 60)
     assert len(out) == 60
@@ -288,7 +331,7 @@ def test_a_stub_names_a_heredoc_by_the_file_it_writes() -> None:
                     f"    return {i}\nEOF\n```")
         b.tool("bash", f"cat <<'EOF' > helper_{i}.py\ndef h():\n    return {i}\nEOF", "")
     text = b.project(1200).text
-    assert "bash `cat <<'EOF' > helper_0.py …` → ok" in text
+    assert "bash `cat <<'EOF' > helper_0.py … EOF` → ok" in text
     assert "def h(): return" not in text
 
 

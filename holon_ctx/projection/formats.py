@@ -124,29 +124,30 @@ def one_line(text: str, limit: int = 120) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-#: Characters a command's first line must have to stand for the whole command (a shorter one,
-#: such as ``python -c "`` or a JSON object's ``{``, says nothing alone).
-_FIRST_LINE_CHARS: Final = 12
+#: A heredoc's opening: ``<<EOF``, ``<<-'EOF'``, ``<< "END"`` (the delimiter is group 1).
+_HEREDOC: Final = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
 
 
 def command_line(text: str, limit: int) -> str:
-    """A command on one line (:func:`one_line`), named by its first line when it has several:
-    ``cat <<'EOF' > fix.py …`` rather than the heredoc's body run together on one line, which
-    neither reads as the command nor is the ledger's text (RFC 0015, "commands by their first
-    line"). A line ending in a backslash continues onto the next."""
+    """A command on one line (:func:`one_line`), a heredoc's body left out: ``cat <<'EOF' >
+    fix.py … EOF && python fix.py`` rather than the file's text run together on one line, which
+    neither reads as the command nor is the ledger's text (RFC 0019, "commands by their first
+    line"). Only a heredoc's body goes: every other line of the command is shown (run
+    together, as before), and so is whatever follows the heredoc's closing line."""
     lines = text.strip().split("\n")
-    if len(lines) == 1:
-        return one_line(text, limit)
-    end = 0
-    while end < len(lines) - 1 and lines[end].rstrip().endswith("\\"):
-        end += 1
-    first = " ".join(line.rstrip().removesuffix("\\") for line in lines[: end + 1])
-    if end == len(lines) - 1:
-        return one_line(first, limit)  # one line, continued: all of it
-    if len(first.strip()) < _FIRST_LINE_CHARS:
-        return one_line(text, limit)
-    # The ellipsis says lines follow; a first line past the limit is cut there, once.
-    return one_line(first + " …", limit)
+    for i, line in enumerate(lines[:-1]):
+        opened = _HEREDOC.search(line)
+        if opened is None:
+            continue
+        delimiter = opened.group(1)
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == delimiter), None)
+        if end is None:
+            break  # not closed: shown as it is
+        after = " ".join(lines[end + 1:]).strip()
+        rest = command_line("\n".join(lines[end + 1:]), limit) if after else ""
+        shown = " ".join([*lines[:i + 1], "…", delimiter] + ([rest] if rest else []))
+        return one_line(shown, limit)
+    return one_line(text, limit)
 
 
 def _attr(value: str) -> str:

@@ -448,7 +448,7 @@ class Renderer:
         status line then reads ``→ ok``, the one command shown just above (RFC 0015, "the sole
         call")."""
         command = rec.args_preview.strip()
-        if command and command in above:
+        if command and _shows_command(above, command):
             return "" if sole else one_line(rec.tool_name, self.chars.tool_name)
         return self.tool_call(rec)
 
@@ -699,6 +699,26 @@ class Renderer:
                                   f"{one_line(state.completion_report, c.completion_report)}"))
         return {Form.REF: ref_form, Form.COMPACT: self.rendered(compact),
                 Form.FULL: self.rendered(full)}
+
+
+def _shows_command(above: str, command: str) -> bool:
+    """``above`` holds ``command`` whole: not as the start of a longer one (``pytest -q`` in
+    ``pytest -q tests/a.py``), nor glued to a word before it. A bare tool name, or none, says
+    the command shown is the one that ran."""
+    start = above.find(command)
+    while start >= 0:
+        end = start + len(command)
+        if ((start == 0 or above[start - 1] in _COMMAND_BEFORE)
+                and (end == len(above) or above[end] in _COMMAND_AFTER)):
+            return True
+        start = above.find(command, start + 1)
+    return False
+
+
+#: What may come right before a command quoted in a message (a line break, a code mark, a
+#: prompt, a space: "run: make") and right after it (the end of its line or of its code span).
+_COMMAND_BEFORE: Final = frozenset("\n`$ \t")
+_COMMAND_AFTER: Final = frozenset("\n`")
 
 
 def _folded(body: str, counter: TokenCounter) -> tuple[str, int]:

@@ -57,6 +57,13 @@ class TurnItems:
                 and unit.turn.anchor_turn_id is not None and unit.turn.trigger == cur.trigger
                 and unit.turn.anchor_turn_id == cur.anchor_turn_id)
 
+    def _plain_step_before(self, unit: TurnUnit) -> bool:
+        """The turn before ``unit`` in the ledger is a plain step of the same loop: same work
+        item, no outcome (its heading, if it has one, is its ref alone), in view."""
+        prev = self._by_seq.get(unit.turn.seq - 1)
+        return (prev is not None and self._in_loop(prev)
+                and prev.turn.work_item_id == unit.turn.work_item_id and prev.turn.outcome is None)
+
     def item(self, unit: TurnUnit, section: Section, order: int, position: tuple[int, ...],
              chain: str | None, tier: int = 0) -> Item:
         ctx, r = self.ctx, self.r
@@ -85,7 +92,7 @@ class TurnItems:
         # anchor or after another kind of turn, and every step of the current input, keep one:
         # a step never reads as part of an operator's turn shown before it.
         headless = (loop_step and section is Section.RECENT_TURNS
-                    and self._in_loop(self._by_seq.get(unit.turn.seq - 1)))
+                    and self._plain_step_before(unit))
         # The current turn's relation line names its anchor right above its heading (the
         # current-input section; a session's history has no relation line above it).
         anchor_stated = (unit.turn.id == cur.id and section is Section.CURRENT_INPUT
@@ -145,9 +152,11 @@ class TurnItems:
             # Another work item's turn offers its compact form alone (see item()): its full
             # form would never be read, and rendering it is most of a cold turn's cost.
             body = r.turn_body(unit, elsewhere)
-            if headless and body and fence_parts(body[0].head.split("\n", 1)[0]) is not None:
-                # Only a fence that names its record opens a step: a step that begins with a
-                # label line (its message shown elsewhere) keeps its heading.
+            if (headless and head == f"turn:{unit.turn.id}" and body
+                    and fence_parts(body[0].head.split("\n", 1)[0]) is not None):
+                # Only a heading that says nothing but the ref goes (an outcome or another
+                # work item stays said), and only a fence that names its record opens a step:
+                # a step that begins with a label line (its message shown elsewhere) keeps it.
                 full_head = ""
             forms[Form.FULL] = r.turn_full(unit, full_head, elsewhere=elsewhere)
         if priority is Priority.PINNED:
