@@ -19,14 +19,15 @@ import pytest
 from projection_builders import LedgerBuilder
 
 from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.ledger.records import Message, Outcome, Turn, WorkItemStatus
+from holon_ctx.ledger.records import Message, Outcome, Tool, Turn, WorkItemStatus
 from holon_ctx.ledger.transcripts import import_any
 from holon_ctx.projection.density import density
-from holon_ctx.projection.formats import command_line
+from holon_ctx.projection.formats import EXCERPT_MARK, command_line
 from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.manifest import Projection
 from holon_ctx.projection.model import Form, Section
 from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.tokens import default_counter
 
@@ -359,6 +360,38 @@ def test_markup_is_under_a_tenth_of_the_prompt_by_both_measures_at_8192() -> Non
     assert statistics.median(d.markup_share for d in points) < 0.10
     assert statistics.median(d.strict_markup_share for d in points) < 0.10
     assert not [d for d in points if d.cut_with_room]
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+def test_an_excerpt_never_claims_more_tokens_omitted_than_it_left_out() -> None:
+    """Every long message and tool output of three shared trajectories, excerpted at two caps:
+    the note's "N+ tokens omitted" is at most the count of the text between the head and the
+    tail shown (the body's count less the cap claimed up to 24 tokens too many in 33 of 156)."""
+    counter = default_counter()
+    checked = 0
+    for path in sorted(CORPUS.glob("*.traj.json"))[:3]:
+        store = MemoryStore()
+        import_any(path, store)
+        r = Renderer(counter, store.counter_identity)
+        for rec in store.iter_records():
+            kind = "tool" if isinstance(rec, Tool) else "message" if isinstance(rec, Message) \
+                else None
+            stored = store.get(f"{kind}:{rec.id}") if kind else None
+            if stored is None:
+                continue
+            text = r.body(stored, 10**9)[0]
+            for cap in (100, 250):
+                shown, _, excerpt = r.body(stored, cap)
+                if not excerpt:
+                    continue
+                mark = EXCERPT_MARK.search(shown)
+                assert mark is not None
+                head, tail = shown[:mark.start()].rstrip("\n"), shown[mark.end():].rstrip("\n")
+                middle = text[len(head):text.rstrip("\n").rindex(tail)]
+                claimed = int(mark.group(0).split("[", 1)[1].split("+", 1)[0])
+                assert claimed <= counter.count(middle), (stored.ref, cap)
+                checked += 1
+    assert checked > 50
 
 
 def test_no_block_loses_its_kind_when_the_heading_goes() -> None:

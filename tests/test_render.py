@@ -376,7 +376,9 @@ def test_the_work_item_full_form_lists_plan_todos_waits_and_blocker() -> None:
 def test_an_excerpt_spends_about_its_cap_and_says_how_much_it_left_out(cap: int,
                                                                       output: str) -> None:
     """An excerpt's head and tail together take most of the cap and not much more, and its
-    mark states the tokens left out (the body's count less the cap)."""
+    mark states the tokens left out: never more than the text between head and tail counts
+    (the body's count less the cap over-claimed by up to 24 tokens on the shared trajectories),
+    and near the body's count less the cap."""
     import re
 
     from holon_ctx.projection.formats import excerpt_mark
@@ -387,8 +389,15 @@ def test_an_excerpt_spends_about_its_cap_and_says_how_much_it_left_out(cap: int,
     assert b.excerpt
     found = re.search(r"\[(\d+)\+ tokens omitted; full text: tool:x1\]", b.body)
     assert found is not None
-    assert int(found[1]) == s.tokens - cap
-    kept = COUNTER.count(b.body) - COUNTER.count(excerpt_mark(s.tokens - cap, "tool:x1"))
+    claimed = int(found[1])
+    body = record_body(s.record)
+    head, _, _ = b.body.partition("\n… [")
+    tail = b.body.rsplit("] …\n", 1)[1].rstrip("\n")
+    assert body.startswith(head)
+    middle = body[len(head):body.rstrip("\n").rindex(tail) if tail else len(body)]
+    assert claimed <= COUNTER.count(middle)
+    assert claimed >= 0.9 * (s.tokens - cap)
+    kept = COUNTER.count(b.body) - COUNTER.count(excerpt_mark(claimed, "tool:x1"))
     assert 0.8 * cap <= kept <= 1.2 * cap
 
 

@@ -182,13 +182,14 @@ class Renderer:
             # Head and tail meet (a long tail asked for by the exact-fill search): that is
             # the whole text, not an excerpt of it.
             return body, tokens, False
-        head, tail = body[:head_end], body[tail_start:]
+        head, tail = body[:head_end].rstrip(), body[tail_start:].lstrip()
         ref = getattr(stored.record, "output_ref", None) or stored.ref
-        # "N+ omitted": the characters ``extra`` adds are at most as many tokens (characters
-        # it takes off only omit more), and some characters are left out (head and tail do
-        # not meet), so at least one token.
-        omitted = max(1, tokens - cap - max(0, extra[0]) - max(0, extra[1]))
-        excerpt = block_safe(f"{head.rstrip()}\n{excerpt_mark(omitted, ref)}\n{tail.lstrip()}")
+        # "N+ omitted", measured: text cut in three never takes fewer tokens than it did whole,
+        # so what is left out is at least the whole less the head and the tail shown (the cap
+        # alone over-claimed by some 0.1% where the shown text is denser than the average). At
+        # least one: head and tail do not meet.
+        omitted = max(1, tokens - self.counter.count(head) - self.counter.count(tail))
+        excerpt = block_safe(f"{head}\n{excerpt_mark(omitted, ref)}\n{tail}")
         excerpt_tokens = self.counter.count(excerpt)
         if excerpt_tokens >= tokens:
             # Just over the cap, the note costs what it would save: the body is shown whole.
