@@ -187,23 +187,6 @@ def test_a_loop_steps_heading_that_says_more_than_its_ref_stays(kind: str) -> No
     assert recent[f"turn:{after[1]}"][0].startswith("<data message:")
 
 
-def test_a_bare_tool_name_needs_the_whole_command_above() -> None:
-    """The message shows ``pytest -q tests/test_checkout.py`` but the run was ``pytest -q``:
-    the run's line writes its command out (a bare name, or none, says the command shown is the
-    one that ran)."""
-    b = LedgerBuilder()
-    ask = b.operator("Run the checkout tests.")
-    b.turn("x-agent-step", anchor=ask)
-    b.assistant("Running.\n\n```bash\npytest -q tests/test_checkout.py\n```")
-    run = b.tool("bash", "pytest -q", "40 passed\n")
-    b.turn("x-agent-step", anchor=ask)
-    b.assistant("Now the quick ones: pytest -q -x\n\n```bash\npytest -q -x\n```")
-    quick = b.tool("bash", "pytest -q -x", "3 passed\n")
-    text = b.project(4096).text
-    assert f"bash `pytest -q` → ok\n<data tool:{run}>\n" in text
-    assert f"</data>\n→ ok\n<data tool:{quick}>\n" in text
-
-
 def test_the_current_turns_heading_leaves_its_anchor_to_the_relation_line() -> None:
     """The relation line names the anchor; the heading right below it says the trigger."""
     b = _loop(3)

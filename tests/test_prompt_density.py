@@ -248,7 +248,8 @@ def test_a_tool_label_says_ok_for_exit_0_and_names_the_ref_once() -> None:
     after "ok"; a failure keeps its status and exit code (RFC 0015). The turn's only run, whose
     command the message just above shows, is named by neither tool nor command ("→ ok", RFC
     0015 "the sole call"); beside another run of its turn it keeps its tool's name, and a
-    command the message does not show is written out."""
+    command the message does not show whole is written out (``pytest -q tests`` inside ``pytest -q
+    tests/test_checkout.py`` is not shown: RFC 0019)."""
     b = LedgerBuilder()
     ask = b.operator("Run the tests.")
     b.turn("x-agent-step", anchor=ask)
@@ -259,12 +260,16 @@ def test_a_tool_label_says_ok_for_exit_0_and_names_the_ref_once() -> None:
     lint = b.tool("bash", "ruff check .", "All checks passed!\n")
     types = b.tool("bash", "mypy .", "Success\n")
     b.turn("x-agent-step", anchor=ask)
+    b.assistant("The checkout ones.\n\n```bash\npytest -q tests/test_checkout.py\n```")
+    partial = b.tool("bash", "pytest -q tests", "40 passed\n")
+    b.turn("x-agent-step", anchor=ask)
     b.assistant("Once more.")
     quiet = b.tool("bash", "pytest -q -x", "1 failed\n", status=ToolStatus.ERROR, exit_code=1)
     b.turn("x-agent-step", anchor=ask)
     b.assistant("Once more.\n\n```bash\npytest -q -x\n```")
     bad = b.tool("bash", "pytest -q -x", "2 failed\n", status=ToolStatus.ERROR, exit_code=1)
     text = b.project(4096).text
+    assert f"bash `pytest -q tests` → ok\n<data tool:{partial}>\n" in text
     assert f"</data>\n→ ok\n<data tool:{ok}>\n3 passed\n</data>\n" in text
     assert f"</data>\nbash → ok\n<data tool:{lint}>\nAll checks passed!\n</data>\n" in text
     assert f"</data>\nbash → ok\n<data tool:{types}>\nSuccess\n</data>\n" in text
