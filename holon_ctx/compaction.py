@@ -53,6 +53,8 @@ __all__ = [
     "has_continuity_state",
 ]
 
+#: The most episodes read per round trip when looking for the ones no envelope covers yet.
+_UNSEALED_PAGE = 256
 _EFFECT_KINDS = {"side_effect_unknown": SideEffectStatus.UNKNOWN,
                  "side_effect_partial": SideEffectStatus.PARTIAL}
 
@@ -200,13 +202,21 @@ def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore, session_id: s
     sealed = continuity.latest_envelope(session_id)
     sealed_last = sealed.source_event_range.last if sealed is not None else None
     found: list[Episode] = []
-    num = episodes.count()
+    num, size = episodes.count(), 2
+    # Pages of episodes newest first, growing: the usual compaction finds the sealed one among
+    # the last two, and after a bulk archive (an imported history) thousands are unsealed,
+    # where one read each would be a round trip each on a server.
     while num >= 1:
-        episode = episodes.episodes([num]).get(num)
-        if episode is None or episode.span.last_turn == sealed_last:
-            break
-        found.append(episode)
-        num -= 1
+        nums = list(range(num, max(num - size, 0), -1))
+        page = episodes.episodes(nums)
+        for n in nums:
+            episode = page.get(n)
+            if episode is None or episode.span.last_turn == sealed_last:
+                found.reverse()
+                return found
+            found.append(episode)
+        num -= size
+        size = min(size * 2, _UNSEALED_PAGE)
     found.reverse()
     return found
 
