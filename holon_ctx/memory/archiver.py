@@ -1,10 +1,11 @@
 """The Archiver: turns that aged out of the recent window become episodes, exactly once.
 
 Theory of operation. ``archive()`` finds the *horizon* H, the oldest of the ``recent_turns``
-newest turns; every turn older than H has aged out. It reads the ledger forward from the archival
-frontier (the last turn already in an episode) to H, a chunk of turns at a time, feeds the turns to
-the :class:`~holon_ctx.memory.boundaries.Segmenter` and builds an episode for every range that
-closes before H. H itself is only look-ahead: it can close the range before it, never join an
+newest turns; every turn older than H has aged out. It reads the ledger forward by position, from
+the archival frontier (the first turn after the last one already in an episode) to H's settled
+records, a page of records at a time, feeds the turns to the
+:class:`~holon_ctx.memory.boundaries.Segmenter` and builds an episode for every range that closes
+before H. H itself is only look-ahead: it can close the range before it, never join an
 episode, so a range is archived only once its end is certain.
 
 *Settled records.* A turn's records are those appended before the next turn began (``pos`` below
@@ -17,8 +18,10 @@ ledger: a later tool run that settles a call is recorded with its exact position
 blocker seen resolved is recorded with the run's position as an upper bound. Recall re-checks
 anything not known resolved before the position it projects at.
 
-Cost: a run reads only the turns it archives (plus the look-ahead turn), so archiving costs O(size
-of the archived range); the open-item check costs O(open items).
+Cost: a run reads only the records from the frontier to the look-ahead turn (what it archives, the
+range still open and the recent window), so archiving costs O(size of the archived range) however
+long the history before it; the open-item check costs O(open items). A long imported history is
+archived in one run, in bulk (``Session.import_history``, RFC 0026).
 """
 
 from __future__ import annotations
