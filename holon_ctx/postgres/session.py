@@ -33,12 +33,14 @@ def _dsn(conn: Any) -> str:
 class SessionHandle:
     """A session's connection and number, with helpers that turn psycopg errors into one line."""
 
-    def __init__(self, source: str | Any, session: str, *, create: bool) -> None:
+    def __init__(self, source: str | Any, session: str, *, create: bool,
+                 durable: bool = True) -> None:
         self._error: type[Exception] = psycopg_module().Error
         self.owned = isinstance(source, str)
         self.where = describe(source if isinstance(source, str) else _dsn(source))
         self.session = session
-        self.conn = connect(source) if isinstance(source, str) else source
+        # A borrowed connection keeps the caller's settings; ``durable`` is for one opened here.
+        self.conn = connect(source, durable=durable) if isinstance(source, str) else source
         self.closed = False
         try:
             if not self.conn.autocommit:
