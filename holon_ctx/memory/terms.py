@@ -51,10 +51,11 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-#: ASCII text has only word runs, and a word is a run of letters and digits: every other byte
-#: becomes a space, and ``split`` finds the words (C speed; the regex loop costs ~4x more).
+#: ASCII text has only word runs, and a word is a run of letters and digits: every other ASCII
+#: character becomes a space, and ``split`` finds the words (C speed; the regex loop costs ~4x).
 _ASCII_SPACES: Final = bytes(c if chr(c).isascii() and chr(c).isalnum() else 0x20
                              for c in range(256))
+_ASCII_SEPARATORS: Final = {c: " " for c in range(128) if not chr(c).isalnum()}
 #: What an ASCII word may not be: a stopword, or one letter (one digit is a term).
 _ASCII_DROPPED: Final = STOPWORDS | frozenset("abcdefghijklmnopqrstuvwxyz")
 
@@ -67,7 +68,17 @@ def terms(text: str) -> list[str]:
         # The same terms as the loop below gives, for ASCII `[^\W_]+` is `[a-z0-9]+`.
         words = lowered.encode("ascii").translate(_ASCII_SPACES).decode("ascii").split()
         return [w for w in words if w not in _ASCII_DROPPED]
-    return terms_by_runs(lowered)
+    # Mostly ASCII with a few other characters (quotes, arrows, a CJK phrase): no run of any kind
+    # spans an ASCII separator or white space, so the pieces between them are taken alone, the
+    # ASCII ones as words and only the others run by run.
+    out: list[str] = []
+    for piece in lowered.translate(_ASCII_SEPARATORS).split():
+        if piece.isascii():
+            if piece not in _ASCII_DROPPED:
+                out.append(piece)
+        else:
+            out.extend(terms_by_runs(piece))
+    return out
 
 
 def terms_by_runs(lowered: str) -> list[str]:
