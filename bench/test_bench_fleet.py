@@ -40,6 +40,10 @@ from targets import target
 import holon_ctx
 from holon_ctx.postgres import PostgresStore
 
+# The round-trip counter the tests use (tests/ is not a package: found by path, as pytest does).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from pg_round_trips import RoundTrips
+
 MESSAGES = 10_000
 BUDGET = 32_768
 WARMUP = 10
@@ -61,20 +65,6 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-class _RoundTrips:
-    """Counts a connection's round trips (each ends in the connection's ``wait``)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.count = 0
-        inner = conn.wait
-
-        def wait(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return inner(*args, **kwargs)
-
-        conn.wait = wait
-
-
 def test_real_turn(benchmark: Any, tmp_path: Path) -> None:
     """SQLite, PostgreSQL and PostgreSQL with durable commits, the same history and turns."""
     url = bench_url()
@@ -90,7 +80,7 @@ def test_real_turn(benchmark: Any, tmp_path: Path) -> None:
     for session in sessions.values():
         session.import_history(history, format="openai")
         session.next_request(BUDGET).openai_messages  # noqa: B018 - the first request
-    trips = {name: _RoundTrips(stores[name].connection) for name in keys}
+    trips = {name: RoundTrips(stores[name].connection) for name in keys}
     laps: dict[str, dict[str, list[float]]] = {
         name: {"turn": [], "append": [], "request": []} for name in sessions}
     counted = dict.fromkeys(keys, 0)

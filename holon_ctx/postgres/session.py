@@ -94,12 +94,15 @@ class SessionHandle:
                 cur.executemany(sql, rows)
         self.call(run)
 
-    def batch(self, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
+    def batch(self, statements: Sequence[tuple[str, tuple[Any, ...] | dict[str, Any]]]
+              ) -> list[list[tuple[Any, ...]]]:
         """Several independent statements in one round trip (pipeline mode); their rows."""
         def run() -> list[list[tuple[Any, ...]]]:
             with self.conn.pipeline():
                 cursors = [self.conn.execute(sql, args) for sql, args in statements]
-                return [list(cur.fetchall()) for cur in cursors]
+            # Read once the block has sent them all with its one sync: fetching inside it syncs
+            # there too, and the exit waits for a second answer (two round trips, not one).
+            return [list(cur.fetchall()) for cur in cursors]
         return self.call(run) if statements else []
 
     def insert(self, inserts: Sequence[tuple[str, str, Sequence[tuple[Any, ...]]]],

@@ -1,5 +1,6 @@
 """PostgreSQL round trips (issue 29 item 4, RFC 0026): a small append is one statement while the
-store's facts hold, and the ledger it writes is the locked append's, byte for byte.
+store's facts hold, and the ledger it writes is the locked append's, byte for byte; the governed
+state a request reads is one round trip, and the same state as read one by one.
 
 The one-statement path decides nothing on its own: any doubt (an unknown turn, wait or work
 item, a broken rule, a duplicate ref, another writer) sends the batch down the locked path. So the
@@ -17,10 +18,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pg_round_trips import RoundTrips
 from strategies import ledgers
 from test_store_conformance import LEDGER, Oracle, _oracle_rows, _reads
 from tiers import sized
 
+import holon_ctx
+from holon_ctx.compaction import GovernedControl
 from holon_ctx.continuity import ContinuityStore
 from holon_ctx.continuity.compaction import CompactionStep
 from holon_ctx.errors import LedgerFormatError, StoreError
@@ -57,20 +61,6 @@ def _tables(store: PostgresStore) -> dict[str, list[tuple[Any, ...]]]:
     return {table: [tuple(r) for r in conn.execute(
         f"SELECT {cols} FROM {table} WHERE sid=%s ORDER BY 1, 2", (store.sid,)).fetchall()]
         for table, cols in _TABLES.items()}
-
-
-class RoundTrips:
-    """Counts the round trips of one connection (each ends in the connection's ``wait``)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.count = 0
-        inner = conn.wait
-
-        def wait(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return inner(*args, **kwargs)
-
-        conn.wait = wait
 
 
 @pytest.fixture
@@ -232,3 +222,61 @@ def test_the_latest_envelope_is_read_newest_first(backend: str, pg_url: str,
         assert reads == ["envelope_ids", *["steps"] * 7, "envelope"]
     finally:
         store.close()
+
+
+def _governed_session(pg_url: str, key: str) -> holon_ctx.Session:
+    """A PostgreSQL session whose sealed envelope carries an obligation (a call left pending),
+    a constraint (a pin) and a side effect to reconcile (an unknown outcome)."""
+    session = holon_ctx.open_session(PostgresStore(pg_url, session=key))
+    session.operator_message("Deploy the billing fix, and never touch the ledger schema.")
+    session.pin(session.current_turn or "", "the operator's rule")
+    session.assistant_message("Deploying.", tool_calls=[holon_ctx.ToolCall("c1", "deploy", {})])
+    session.tool_result("c1", "timed out", status="timeout", side_effect="unknown")
+    session.assistant_message("Checking.", tool_calls=[holon_ctx.ToolCall("c2", "bash", {})])
+    for k in range(40):
+        session.operator_message(f"Next request {k}: look at module_{k} and report.")
+        session.assistant_message(f"Module {k} looks fine.")
+    assert session.compact().envelope_id is not None
+    return session
+
+
+@pytest.mark.parametrize("crashed", [0, 2, 6])
+def test_the_control_state_is_one_round_trip_and_the_same_state(pg_url: str, pg_session_key: str,
+                                                                crashed: int) -> None:
+    """What a request states from the governed store (the newest complete envelope, open
+    obligations, constraints, side effects to reconcile) is read in one round trip, and equals
+    the reads made one by one — also behind compactions that crashed before completing (more
+    of them than are read ahead, too)."""
+    session = _governed_session(pg_url, pg_session_key)
+    store = PostgresStore(pg_url, session=pg_session_key, create=False)
+    backend = PostgresContinuityBackend(store.connection, session=pg_session_key, create=False)
+    governed = ContinuityStore(backend)
+    try:
+        at = "2099-01-01T00:00:00.000000Z"
+        for i in range(crashed):
+            backend.append_envelope(f"crashed-{i}", "session-local", b"{}", at)
+            backend.append_step(f"crashed-{i}", "boundary", b"{}", at)
+        control = GovernedControl(governed, "session-local")
+        trips = RoundTrips(store.connection)
+        state = control.control_state()
+        # One read ahead; behind more crashed compactions than it reads, their steps one by one
+        # and the complete envelope's body.
+        assert trips.count == (1 if crashed < 4 else 1 + (crashed - 4 + 1) + 1)
+        assert state is not None
+        one_by_one = (governed.latest_envelope("session-local"),
+                      governed.open_obligations("session-local"),
+                      governed.constraints("session-local"),
+                      governed.unresolved_side_effects("session-local"))
+        envelope, obligations, constraints, effects = one_by_one
+        assert envelope is not None
+        assert state.envelope_id == envelope.envelope_id
+        assert obligations
+        assert state.obligations == obligations
+        assert constraints
+        assert state.constraints == tuple((c.ref, c.text) for c in constraints)
+        assert effects
+        assert state.blocking == tuple((e.idempotency_key, e.status.value) for e in effects)
+    finally:
+        governed.close()
+        store.close()
+        session.close()
