@@ -96,10 +96,13 @@ class SessionHandle:
 
     def batch(self, statements: Sequence[tuple[str, tuple[Any, ...] | dict[str, Any]]]
               ) -> list[list[tuple[Any, ...]]]:
-        """Several independent statements in one round trip (pipeline mode); their rows."""
+        """Several independent statements in one round trip (pipeline mode); their rows. A
+        dict of arguments gets ``sid`` added, as in ``rows``."""
         def run() -> list[list[tuple[Any, ...]]]:
             with self.conn.pipeline():
-                cursors = [self.conn.execute(sql, args) for sql, args in statements]
+                cursors = [self.conn.execute(sql, {"sid": self.sid, **args}
+                                             if isinstance(args, dict) else args)
+                           for sql, args in statements]
             # Read once the block has sent them all with its one sync: fetching inside it syncs
             # there too, and the exit waits for a second answer (two round trips, not one).
             return [list(cur.fetchall()) for cur in cursors]
