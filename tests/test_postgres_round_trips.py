@@ -280,3 +280,26 @@ def test_the_control_state_is_one_round_trip_and_the_same_state(pg_url: str, pg_
         governed.close()
         store.close()
         session.close()
+
+
+def test_a_governed_write_is_one_round_trip(pg_url: str, pg_session_key: str) -> None:
+    """Each write of the governed store (with the latest-time mark it keeps) is one statement,
+    committed on its own; a duplicate is still refused whole."""
+    from holon_ctx.continuity.exceptions import DuplicateRecordError
+
+    backend = PostgresContinuityBackend(pg_url, session=pg_session_key)
+    at = "2026-12-01T00:00:00.000000Z"
+    try:
+        trips = RoundTrips(backend._h.conn)  # the backend's own connection
+        backend.append_fact("policy", "t1", "t1", b"{}", at)
+        backend.append_envelope("ce-1", "s1", b"{}", at)
+        backend.append_step("ce-1", "boundary", b"{}", at)
+        seq = backend.append_event("context_compaction", "ce-1", "s1", b"{}", at)
+        assert trips.count == 4
+        assert [e.seq for e in backend.events(envelope_id="ce-1", session_id="s1")] == [seq]
+        with pytest.raises(DuplicateRecordError):
+            backend.append_envelope("ce-1", "s1", b"{}", "2026-12-02T00:00:00.000000Z")
+        assert backend.last_recorded_at() == at
+        assert backend.envelope_ids("s1") == ["ce-1"]
+    finally:
+        backend.close()

@@ -76,19 +76,22 @@ class PostgresContinuityBackend:
             self._ahead = {}
 
     def _write(self, sql: str, args: dict[str, Any], at: str) -> list[tuple[Any, ...]]:
-        """One statement and the latest-time mark, in one committed transaction."""
+        """One statement and the latest-time mark, in one committed transaction: ``sql`` is an
+        INSERT (its RETURNING rows are returned)."""
         self._ahead = {}
         conn, args = self._h.conn, {"sid": self._h.sid, "at": at, **args}
+        # One statement (so one transaction, one round trip, where BEGIN, the write, the mark
+        # and COMMIT were four): the write and the mark as data-modifying CTEs.
+        returned = "RETURNING" in sql
+        statement = (f"WITH w AS ({sql}), touched AS ({_TOUCH}) "
+                     + ("SELECT * FROM w" if returned else "SELECT 1"))
 
         def run() -> list[tuple[Any, ...]]:
             try:
-                with conn.transaction():
-                    cur = conn.execute(sql, args)
-                    rows = [] if cur.description is None else list(cur.fetchall())
-                    conn.execute(_TOUCH, args)
-                    return rows
+                rows = list(conn.execute(statement, args).fetchall())
             except self._unique as exc:
                 raise DuplicateRecordError(f"record already exists: {exc}") from None
+            return rows if returned else []
         return self._h.call(run)
 
     def append_fact(self, kind: str, key: str, scope: str, body: bytes, at: str) -> None:
