@@ -8,7 +8,7 @@
     bench   the benchmarks in bench/ (arguments go to pytest)
     goldens regenerate the golden files in tests/golden and show the diff to review (the tests
             only ever compare against them)
-    mutate  mutation-test one core module, e.g. ``python3 dev.py mutate planner`` (docs/testing.md)
+    mutate  mutation-test any module, e.g. ``python3 dev.py mutate planner --sample 40`` (docs/testing.md)
     cli     any holon-ctx command, e.g. ``python3 dev.py cli stats FILE.jsonl``
     shell   the venv's python with the given arguments
 
