@@ -260,7 +260,7 @@ def test_the_caches_remember_and_stay_bounded() -> None:
     retention.read(Page(index=0, units=(second,), before=first, last=True, reached_start=False))
     judged = retention.priority(second)
     # The class read with its page (a tick after a tick), handed back as the same object.
-    assert judged == (P.LOW, ("noop_tick",))
+    assert judged == (Priority.LOW, ("noop_tick",))
     assert retention.priority(second) is judged
     for seq in range(3, _FACTS_CACHE + 10):
         cache.facts(unit("timer", seq=seq), None)
