@@ -18,21 +18,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    convert_to_messages,
-)
-
 from holon_ctx.errors import InputError
+from holon_ctx.extras import missing_extra
 from holon_ctx.request import Request
 from holon_ctx.session import Session, ToolCall
 from holon_ctx.session_args import check_positive
 
+try:
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+        convert_to_messages,
+    )
+except ImportError as _exc:
+    # One line naming the pip command that works for this install (holon_ctx.extras).
+    raise missing_extra(__name__, "langchain", _exc) from None
+
 __all__ = ["LedgerHistory", "append_messages", "to_messages"]
+
 
 def to_messages(request: Request) -> list[BaseMessage]:
     """The request's OpenAI-style messages as LangChain message objects (same roles, same text).

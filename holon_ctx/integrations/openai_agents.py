@@ -37,15 +37,20 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from agents import RunConfig
-from agents.items import TResponseInputItem
-from agents.memory import SessionSettings
-from agents.run_config import CallModelData, ModelInputData
-
 from holon_ctx.errors import InputError
+from holon_ctx.extras import missing_extra
 from holon_ctx.request import Request
 from holon_ctx.session import Session, ToolCall
 from holon_ctx.session_args import check_positive, check_text
+
+try:
+    from agents import RunConfig
+    from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
+    from agents.run_config import CallModelData, ModelInputData
+except ImportError as _exc:
+    # One line naming the pip command that works for this install (holon_ctx.extras).
+    raise missing_extra(__name__, "openai-agents", _exc) from None
 
 __all__ = ["LedgerSession", "append_items", "input_items"]
 
