@@ -65,7 +65,10 @@ def table_lines(console: Console, width: int, columns: Sequence[Column],
     # keeps room for its longest word (it wraps between words, under itself); else the longest
     # prefix that fits (at least the first).
     longest_word = max(cell_len(w) for r in rows for w in r[-1].split() or [""])
-    if indent + sum(widths[:-1]) + gap * (len(widths) - 1) + longest_word <= width:
+    # A right-aligned last column (figures) does not wrap: it needs its whole width; a text one
+    # needs its longest word, and room for its heading.
+    last = widths[-1] if columns[-1].right else max(longest_word, cell_len(columns[-1].name))
+    if indent + sum(widths[:-1]) + gap * (len(widths) - 1) + last <= width:
         inline = len(columns)
     else:
         inline, used = 1, indent + widths[0]
