@@ -5,8 +5,12 @@
   with its ``tool_calls`` (model output); ``ToolMessage`` → the result of its call (untrusted; one
   ledger record with the call); ``SystemMessage`` → environment guidance before the first turn,
   else a runtime note.
-* :func:`to_messages` — a :class:`~holon_ctx.Request` as LangChain messages: a ``SystemMessage``
-  with the stable part (the provider's cache prefix) when there is one, then one ``HumanMessage``.
+* :func:`to_messages` — a :class:`~holon_ctx.Request` as LangChain messages, one for one with
+  ``request.openai_messages``: a ``SystemMessage`` (the environment, the cache prefix), the
+  history in its native roles (``HumanMessage``, ``AIMessage`` with ``tool_calls``,
+  ``ToolMessage``), and the current state as the last ``HumanMessage``. The ``langchain`` extra
+  brings langchain-core only: a chat model that calls a provider needs its own package
+  (langchain-openai, langchain-anthropic).
 * :class:`LedgerHistory` — both at once for a loop that keeps its own message list (a LangGraph
   state, a chain's memory): each call appends only the messages not seen before and returns the
   budgeted request. ``history.pre_model_hook`` has the shape of LangGraph's ``pre_model_hook``
