@@ -186,7 +186,7 @@ def _shell_commands() -> list[tuple[str, str]]:
 
 
 def _argv(line: str) -> list[str]:
-    command = line.split(" #")[0].split(" | ")[0]
+    command = line.split(" #", maxsplit=1)[0].split(" | ", maxsplit=1)[0]
     # "--from auto|ledger|…" and "--format openai|anthropic": the first choice stands for all.
     words = [w.split("|")[0] if "|" in w and not w.startswith(("'", '"')) else w
              for w in shlex.split(command)[1:]]

@@ -73,7 +73,8 @@ def test_the_wheel_holds_the_package_and_its_data_only(dist: Path) -> None:
 
 def test_the_sdist_holds_what_builds_the_package_and_no_tests(dist: Path) -> None:
     (sdist,) = dist.glob("holon_ctx-*.tar.gz")
-    names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
+    with tarfile.open(sdist) as archive:
+        names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
     assert {"pyproject.toml", "README.md", "holon_ctx/py.typed",
             "holon_ctx/data/demo.jsonl"} <= names
     assert {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py")} <= names
