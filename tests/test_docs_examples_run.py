@@ -243,7 +243,8 @@ def _output(command: str, where: Path) -> str:
                          capture_output=True, text=True, check=False)
     out = run.stdout + run.stderr
     if " | python -m json.tool" in command and run.returncode == 0:
-        out = json.dumps(json.loads(run.stdout), indent=4, ensure_ascii=False) + "\n"
+        # What `python -m json.tool` prints: four spaces, non-ASCII escaped.
+        out = json.dumps(json.loads(run.stdout), indent=4) + "\n"
     return out
 
 
