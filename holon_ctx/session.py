@@ -69,13 +69,14 @@ from holon_ctx.ledger.records import (
     WorkItemStatus,
     record_ref,
 )
-from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcript_build import AGENT_STEP, LedgerBuilder, digest
 from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
 from holon_ctx.ledger.transcript_swe import read_swe_traj
-from holon_ctx.ledger.transcripts import import_any
+from holon_ctx.ledger.transcripts import import_any, not_a_database
 from holon_ctx.memory import EpisodeStore
+from holon_ctx.postgres import PostgresStore, is_postgres_url
 from holon_ctx.projection.providers import framing_tokens
 from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.request import Request
@@ -721,28 +722,58 @@ _TURN_HELPERS = {"operator_input": "operator_message", "operator_override": "ope
                  "external_event": "external_event", "approval_decision": "operator_message"}
 
 
+def _check_ledger_path(path: Path) -> None:
+    """A path ``open_session`` can make or open a SQLite ledger at, or an error that says what
+    to do instead (the directory to create, the call that reads a ledger or transcript file)."""
+    if path.is_dir():
+        raise InputError("is a directory, not a ledger file", source=str(path))
+    problem = missing_directory(path)
+    if problem is not None:
+        raise InputError(problem, source=str(path))
+    kind = not_a_database(path)
+    if kind is not None:
+        raise InputError(f"{kind}, not a SQLite ledger: open a ledger (open_session('agent.db')) "
+                         "and bring the file in with session.import_history(path)",
+                         source=str(path))
+
+
 def open_session(where: str | os.PathLike[str] | LedgerStore, *,
                  compaction: CompactionPolicy | None = _DEFAULT_POLICY,
                  episodes: EpisodeStore | None = None,
                  continuity: ContinuityStore | None = None,
                  identity: SessionConfig | None = None,
-                 clock: Callable[[], datetime] | None = None) -> Session:
-    """A session on a SQLite ledger file (created if missing) or on any ``LedgerStore``.
+                 clock: Callable[[], datetime] | None = None,
+                 session_key: str | None = None) -> Session:
+    """A session on a SQLite ledger file (created if missing), on one session of a PostgreSQL
+    database (a ``postgresql://`` URL with ``session_key``: the session is created if missing,
+    its episodes and governed state kept beside it) or on any ``LedgerStore``.
 
     ``compaction=None`` turns automatic compaction off. ``episodes``/``continuity`` override where
     episodes and governed control state are kept; ``identity`` says who the session acts for
     (``holon_ctx.compaction.SessionConfig``); ``clock`` stamps governed records."""
-    if isinstance(where, str | os.PathLike):
+    w = "open_session"
+    if session_key is not None and not (isinstance(where, str) and is_postgres_url(where)):
+        raise InputError("a session key picks a session of a postgresql:// database; this is "
+                         "not one", source=w, path="session_key")
+    if isinstance(where, str) and is_postgres_url(where):
+        if session_key is None:
+            raise InputError("a postgresql:// database holds many sessions: pass session_key=KEY "
+                             "(holon_ctx.postgres.list_sessions(url) lists them)", source=w,
+                             path="session_key")
+        key = check_text(w, "session_key", session_key, required=True)
+        store: LedgerStore = PostgresStore(where, session=key)
+        owns = True
+    elif isinstance(where, str | os.PathLike):
         path = Path(where)
-        if str(where) != ":memory:" and path.is_dir():
-            raise InputError("is a directory, not a ledger file", source=str(where))
-        store: LedgerStore = SqliteStore(path)
+        if str(where) != ":memory:":
+            _check_ledger_path(path)
+        store = SqliteStore(path)
         owns = True
     elif isinstance(where, LedgerStore):
         store, owns = where, False
     else:
-        raise InputError(f"expected a path or a LedgerStore, got {type(where).__name__}",
-                         source="open_session", path="where")
+        raise InputError(f"expected a path, a postgresql:// URL or a LedgerStore, got "
+                         f"{type(where).__name__}", source=w, path="where")
     try:
         return Session(store, compaction=compaction, episodes=episodes, continuity=continuity,
                        identity=identity, clock=clock, owns_store=owns)

@@ -439,7 +439,13 @@ def test_core_imports_without_psycopg() -> None:
         "except StoreError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True, cwd=ROOT)
-    assert out.stdout == ("PostgreSQL support needs psycopg: pip install 'holon-ctx[postgres]'\n")
+    from holon_ctx.extras import install_command
+
+    # Installed from this checkout: the command installs the checkout's extra, never from an
+    # index that does not have holon-ctx.
+    assert install_command("postgres") == f"pip install -e '{ROOT}[postgres]'"
+    assert out.stdout == ("PostgreSQL support needs the 'postgres' extra (psycopg is not "
+                          f"installed): pip install -e '{ROOT}[postgres]'\n")
 
 
 def test_large_import_goes_through_copy_and_matches_memory(pg_url: str,

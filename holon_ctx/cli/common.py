@@ -21,7 +21,7 @@ from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.postgres.connection import describe, is_postgres_url
 from holon_ctx.postgres.ledger import PostgresStore
@@ -30,7 +30,13 @@ if TYPE_CHECKING:
     from holon_ctx.compaction import GovernedControl
     from holon_ctx.continuity import ContinuityStore
     from holon_ctx.memory.store import EpisodeStore
-from holon_ctx.ledger.transcripts import TranscriptFormat, import_any, sniff_ledger
+from holon_ctx.ledger.transcripts import (
+    CLI_OPTION,
+    TranscriptFormat,
+    import_any,
+    not_a_database,
+    sniff_ledger,
+)
 
 __all__ = [
     "add_session_key_options",
@@ -99,9 +105,17 @@ def open_db(path: str, *, must_exist: bool, session: str | None = None) -> Ledge
         raise InputError("--session-key applies to a postgresql:// --db only", source=path)
     p = Path(path)
     if must_exist and not p.exists():
-        raise InputError("no such database file", source=path)
+        problem = missing_directory(p)
+        raise InputError(problem or "no such database file", source=path)
     if p.exists() and not os.access(p, os.R_OK):
         raise InputError("database file is not readable", source=path)
+    kind = not_a_database(p)
+    if kind is not None:
+        # The commonest slip: a ledger or transcript file given as --db. Reading it needs no
+        # database at all.
+        raise InputError(f"{kind}, not a database: pass it as SOURCE, without --db (e.g. "
+                         f"`holon-ctx preview {path} --budget 8192`), or import it into a "
+                         f"database with `holon-ctx import {path} --db NEW.db`", source=path)
     return SqliteStore(p)
 
 
@@ -127,7 +141,7 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
         else:
             # A chat transcript or agent trajectory, detected by name and content unless --from
             # says (docs/import.md).
-            import_any(path, store, fmt)
+            import_any(path, store, fmt, option=CLI_OPTION)
     return store
 
 

@@ -5,8 +5,12 @@
   with its ``tool_calls`` (model output); ``ToolMessage`` → the result of its call (untrusted; one
   ledger record with the call); ``SystemMessage`` → environment guidance before the first turn,
   else a runtime note.
-* :func:`to_messages` — a :class:`~holon_ctx.Request` as LangChain messages: a ``SystemMessage``
-  with the stable part (the provider's cache prefix) when there is one, then one ``HumanMessage``.
+* :func:`to_messages` — a :class:`~holon_ctx.Request` as LangChain messages, one for one with
+  ``request.openai_messages``: a ``SystemMessage`` (the environment, the cache prefix), the
+  history in its native roles (``HumanMessage``, ``AIMessage`` with ``tool_calls``,
+  ``ToolMessage``), and the current state as the last ``HumanMessage``. The ``langchain`` extra
+  brings langchain-core only: a chat model that calls a provider needs its own package
+  (langchain-openai, langchain-anthropic).
 * :class:`LedgerHistory` — both at once for a loop that keeps its own message list (a LangGraph
   state, a chain's memory): each call appends only the messages not seen before and returns the
   budgeted request. ``history.pre_model_hook`` has the shape of LangGraph's ``pre_model_hook``
@@ -18,21 +22,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    convert_to_messages,
-)
-
 from holon_ctx.errors import InputError
+from holon_ctx.extras import missing_extra
 from holon_ctx.request import Request
 from holon_ctx.session import Session, ToolCall
 from holon_ctx.session_args import check_positive
 
+try:
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+        convert_to_messages,
+    )
+except ImportError as _exc:
+    # One line naming the pip command that works for this install (holon_ctx.extras).
+    raise missing_extra(__name__, "langchain", _exc) from None
+
 __all__ = ["LedgerHistory", "append_messages", "to_messages"]
+
 
 def to_messages(request: Request) -> list[BaseMessage]:
     """The request's OpenAI-style messages as LangChain message objects (same roles, same text).

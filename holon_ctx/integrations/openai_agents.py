@@ -18,8 +18,10 @@ other tool items (hosted tools, shell …)  ``tool_run`` named after the item ty
                                           go stale)
 ========================================  =====================================================
 
-``get_items()`` returns the request as input items: the stable part first (a ``system`` message,
-the cache prefix), the rest as one ``user`` message. The SDK appends the new input after it and,
+``get_items()`` returns the request as input items, one for one with
+``request.openai_messages``: a ``system`` message first (the environment, the cache prefix), the
+history in its own items (messages, ``function_call`` and ``function_call_output``), and the
+current state as the last ``user`` message. The SDK appends the new input after it and,
 inside one run, its own items of that run. :meth:`LedgerSession.run_config` adds a
 ``call_model_input_filter`` that replaces the whole model input by a fresh request before *every*
 model call — so a long run with many tool calls stays under the budget too (the SDK saves each
@@ -37,15 +39,20 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from agents import RunConfig
-from agents.items import TResponseInputItem
-from agents.memory import SessionSettings
-from agents.run_config import CallModelData, ModelInputData
-
 from holon_ctx.errors import InputError
+from holon_ctx.extras import missing_extra
 from holon_ctx.request import Request
 from holon_ctx.session import Session, ToolCall
 from holon_ctx.session_args import check_positive, check_text
+
+try:
+    from agents import RunConfig
+    from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
+    from agents.run_config import CallModelData, ModelInputData
+except ImportError as _exc:
+    # One line naming the pip command that works for this install (holon_ctx.extras).
+    raise missing_extra(__name__, "openai-agents", _exc) from None
 
 __all__ = ["LedgerSession", "append_items", "input_items"]
 
