@@ -18,13 +18,17 @@ from typing import Any
 
 from rich.table import Table
 
-from holon_ctx.cli.common import add_source_args, console, open_source, positive_int
+from holon_ctx.cli.common import add_source_args, console, model_of, open_source, positive_int
 from holon_ctx.cli.file_episodes import FileArchive, ReplayCompaction
 from holon_ctx.cli.terminal import is_terminal, write_data_json
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.ledger.usage import Observation
+from holon_ctx.ledger.usage_sqlite import usage_store_for
 from holon_ctx.projection.cost import PRICES, PriceTable, load_price_table
 from holon_ctx.projection.replay import APPROACHES, ApproachReport, replay
-from holon_ctx.tokens import default_counter
+from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.tokens import store_counter
 
 __all__ = ["register"]
 
@@ -71,7 +75,25 @@ def _approaches(text: str) -> list[str]:
     return names
 
 
-def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable) -> dict[str, Any]:
+def _observed(store: LedgerStore, reports: list[ApproachReport]) -> dict[str, Observation]:
+    """The usage a session recorded for each replayed turn (its last observation), by turn."""
+    usage = usage_store_for(store)
+    try:
+        found = usage.of_turns([row.turn for row in reports[0].rows])
+    finally:
+        usage.close()
+    return {o.turn: o for o in found}
+
+
+def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable,
+                 observed: dict[str, Observation]) -> dict[str, Any]:
+    def usage(turn: str) -> dict[str, Any]:
+        o = observed.get(turn)
+        # Beside the replayed count: what a session estimated when it made the call, and what
+        # the provider counted (RFC 0022); null where no usage was recorded.
+        return {"estimated_tokens": o.estimated_tokens if o else None,
+                "observed_tokens": o.observed_tokens if o else None}
+
     return {"budget_tokens": budget,
             "price": {"name": price.name, "cache_read": price.cache_read,
                       "cache_write": price.cache_write},
@@ -84,7 +106,8 @@ def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable) 
                 "calls": [{"turn": row.turn, "sent_tokens": row.cost.sent_tokens,
                            "request_tokens": row.request_tokens,
                            "shared_tokens": row.cost.shared_tokens,
-                           "replanned": row.cost.replanned, "billed": round(row.cost.billed, 2)}
+                           "replanned": row.cost.replanned, "billed": round(row.cost.billed, 2),
+                           **(usage(row.turn) if r.name == "session" else {})}
                           for row in r.rows]}
                 for r in reports}}
 
@@ -103,23 +126,27 @@ def _chart(report: ApproachReport) -> str:
 def cmd_replay(args: argparse.Namespace) -> int:
     price = _price(args.price)
     names = _approaches(args.baseline)
-    counter = default_counter()
+    framing = model_of(args).framing
     store = open_source(args)
+    counter = store_counter(store)
     try:
         # A file's ledger grows the episodes a library session would while the budget binds.
         grown = ReplayCompaction(store) if FileArchive.applies(store, None) else None
+        session = SessionProjector(store, counter, layout=Layout.MESSAGES,
+                                   episodes=grown.source if grown else None, framing=framing)
         reports = replay(store, args.budget, price, counter, approaches=names,
-                         episodes=grown.source if grown else None,
+                         episodes=grown.source if grown else None, session_projector=session,
                          before_call=grown.before_call if grown else None)
+        observed = _observed(store, reports)
     finally:
         store.close()
     if args.json:
-        write_data_json(json.dumps(_report_json(reports, args.budget, price),
+        write_data_json(json.dumps(_report_json(reports, args.budget, price, observed),
                                    ensure_ascii=False) + "\n")
         return 0
     title = (f"requests at {args.budget:,} tokens, priced as {price.name} "
              f"(cache read {price.cache_read}x, write {price.cache_write}x)")
-    header, rows = _turn_table(reports)
+    header, rows = _turn_table(reports, observed)
     totals_header = ["approach", "calls", "sent", "billed", "prefix reuse", "billed share",
                      "re-plans /100 calls", "over budget"]
     totals = [[r.name, str(len(r.rows)), f"{r.sent_tokens:,}", f"{r.billed:,.0f}",
@@ -149,15 +176,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _turn_table(reports: list[ApproachReport]) -> tuple[list[str], list[list[str]]]:
+def _turn_table(reports: list[ApproachReport],
+                observed: dict[str, Observation]) -> tuple[list[str], list[list[str]]]:
     """Per model call: the turn, then per approach tokens sent and cached (the same token stream
-    the totals add up), the session's re-plans, and the bill."""
+    the totals add up), the session's re-plans, and the bill; where a session recorded the
+    provider's usage, its estimate and the provider's count beside them."""
     header = ["call", "turn"]
     for report in reports:
         suffix = "" if report.name == "session" else f" {report.name}"
         header += [f"sent{suffix}", f"cached{suffix}"]
         if report.name == "session":
             header.append("re-plan")
+            if observed:
+                header += ["estimated", "observed"]
         header.append(f"billed{suffix}")
     rows = []
     for i, row in enumerate(reports[0].rows):
@@ -167,6 +198,10 @@ def _turn_table(reports: list[ApproachReport]) -> tuple[list[str], list[list[str
             cells += [f"{cost.sent_tokens:,}", f"{cost.shared_tokens:,}"]
             if report.name == "session":
                 cells.append("yes" if cost.replanned else "-")
+                if observed:
+                    o = observed.get(row.turn)
+                    cells += ([f"{o.estimated_tokens:,}", f"{o.observed_tokens:,}"] if o
+                              else ["-", "-"])
             cells.append(f"{cost.billed:,.0f}")
         rows.append(cells)
     return header, rows
