@@ -359,3 +359,28 @@ def test_o200k_requests_are_counted_exactly(events: list[tuple[str, str]], budge
             continue
         assert measure(request.openai_messages, o200k) == request.request_tokens <= budget
         assert request.used_tokens == o200k.count(request.text)
+
+
+def test_postgres_ledger_is_recounted_once_for_another_model(pg_url: str,
+                                                             pg_session_key: str) -> None:
+    """The same on PostgreSQL: a gpt-4o session on a session counted under cl100k counts under
+    o200k, and writes those counts with its next append (ON CONFLICT: another process may have
+    written them first)."""
+    from holon_ctx.postgres import PostgresStore
+
+    store = PostgresStore(pg_url, session=pg_session_key)
+    with holon_ctx.open_session(store, compaction=None) as first:
+        for _ in agent_loop(first, 6, seed=8):
+            first.next_request(4000)
+    o200k = counter_for_encoding("o200k_base")
+    with holon_ctx.open_session(store, compaction=None, model="gpt-4o") as second:
+        request = second.next_request(4000)
+        assert measure(request.openai_messages, o200k) == request.request_tokens
+        second.operator_message("go on")
+    rows = dict(store._h.rows(
+        "SELECT counter, count(*) FROM holon_token_counts WHERE sid=%(sid)s GROUP BY counter",
+        {}))
+    end = store.end_pos()
+    store.close()
+    assert rows["tiktoken:o200k_base"] >= end - 2
+    assert rows["tiktoken:cl100k_base"] == end - 2

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 from holon_ctx.ledger.transcripts import TranscriptFormat, import_any, sniff_ledger
 
 __all__ = [
+    "add_model_arg",
     "add_session_key_options",
     "add_source_args",
     "console",
@@ -72,6 +73,10 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="source_format", default="auto",
                         choices=["auto", *(f.value for f in TranscriptFormat)],
                         help="the format of a SOURCE file (default: detect it)")
+
+
+def add_model_arg(parser: argparse.ArgumentParser) -> None:
+    """``--model NAME``, for the commands that count a request as a runtime would send it."""
     parser.add_argument("--model", metavar="NAME", default=None,
                         help="count tokens as this model's provider does (e.g. gpt-4o, "
                              "claude-sonnet-4-5): its tokenizer and framing (docs/providers.md)")

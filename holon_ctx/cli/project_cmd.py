@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from holon_ctx.cli.common import (
+    add_model_arg,
     add_source_args,
     model_of,
     open_control_source,
@@ -33,6 +34,7 @@ __all__ = ["project_from_args", "register"]
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("project", help="print the projected prompt (or its manifest)")
     add_source_args(p)
+    add_model_arg(p)
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of the prompt")
     p.add_argument("--at", metavar="TURN_ID", help="project as of an earlier turn")

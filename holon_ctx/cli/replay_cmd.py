@@ -18,7 +18,14 @@ from typing import Any
 
 from rich.table import Table
 
-from holon_ctx.cli.common import add_source_args, console, model_of, open_source, positive_int
+from holon_ctx.cli.common import (
+    add_model_arg,
+    add_source_args,
+    console,
+    model_of,
+    open_source,
+    positive_int,
+)
 from holon_ctx.cli.file_episodes import FileArchive, ReplayCompaction
 from holon_ctx.cli.terminal import is_terminal, write_data_json
 from holon_ctx.errors import InputError
@@ -39,6 +46,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "replay", help="make every model call as a runtime would: tokens sent, cached and billed")
     add_source_args(p)
+    add_model_arg(p)
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of each request (the whole request, framing included)")
     p.add_argument("--price", default="anthropic", metavar="TABLE",
