@@ -92,7 +92,7 @@ def test_bad_usage_is_one_line_naming_the_argument(kwargs: dict[str, Any], messa
 def test_usage_before_any_request_is_refused() -> None:
     s = _session()
     s.operator_message("hi")
-    with pytest.raises(InputError, match="^observe_usage: no request made yet"):
+    with pytest.raises(InputError, match=r"^observe_usage: no request made yet"):
         s.observe_usage(10)
 
 
@@ -246,11 +246,13 @@ def test_replay_and_explain_show_estimate_against_observed(tmp_path: Path,
     calls = json.loads(capsys.readouterr().out)["approaches"]["session"]["calls"]
     shown = {c["turn"]: (c["estimated_tokens"], c["observed_tokens"]) for c in calls
              if c["observed_tokens"] is not None}
-    assert shown == {t: v for t, v in observed.items() if t in shown} and shown
+    assert shown == {t: v for t, v in observed.items() if t in shown}
+    assert shown
     assert all(c["estimated_tokens"] is None for c in calls if c["turn"] not in observed)
     assert main(["replay", "--db", str(db), "--budget", "3000"]) == 0
     table = capsys.readouterr().out
-    assert "estimated" in table and "observed" in table
+    assert "estimated" in table
+    assert "observed" in table
     turn, (estimated, seen) = next(iter(shown.items()))
     assert main(["explain", "--db", str(db), "--budget", "3000", "--at", turn, "--json",
                  turn]) == 0
@@ -275,4 +277,84 @@ def test_cli_model_counts_with_the_model_s_encoding(tmp_path: Path,
     assert main(["project", "--db", str(db), "--budget", "3000", "--format", "openai",
                  "--model", "mystery-9"]) == 0
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("holon-ctx: warning: unknown model 'mystery-9'")
+    assert err.count("\n") == 1
+    assert err.startswith("holon-ctx: warning: unknown model 'mystery-9'")
+
+
+# -- the integrations pass the framework's model and usage --------------------------------------
+def test_langchain_history_names_the_model_and_observes_reported_usage() -> None:
+    """LedgerHistory with a chat model's name counts for it, and a reply's ``usage_metadata``
+    is recorded against the request it answered."""
+    pytest.importorskip("langchain_core")
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from holon_ctx.integrations.langchain import LedgerHistory
+
+    class ChatStub:
+        model_name = "gpt-4o"
+
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    history = LedgerHistory(session, budget_tokens=2000, model=ChatStub())
+    messages: list[Any] = [HumanMessage("list the files", id="h1")]
+    history.messages(messages)
+    request = history.last_request
+    assert request is not None
+    assert request.counter == "tiktoken:o200k_base"
+    messages.append(AIMessage("done", id="a1", usage_metadata={
+        "input_tokens": request.request_tokens + 7, "output_tokens": 2, "total_tokens": 9}))
+    history.sync(messages)
+    seen = session.calibration.observations()
+    assert [(o.estimated_tokens, o.observed_tokens) for o in seen] == [
+        (request.request_tokens, request.request_tokens + 7)]
+
+
+def test_mini_swe_agent_model_names_the_model_and_observes_reported_usage() -> None:
+    """LedgerModel counts for the inner model's ``config.model_name`` and records the prompt
+    tokens its response reports."""
+    pytest.importorskip("minisweagent")
+    from types import SimpleNamespace
+
+    from holon_ctx.integrations.mini_swe_agent import LedgerModel
+
+    class Inner:
+        config = SimpleNamespace(model_name="anthropic/claude-sonnet-4-5")
+
+        def format_message(self, **kwargs: Any) -> dict[str, Any]:
+            return dict(kwargs)
+
+        def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+            return {"role": "assistant", "content": "ok",
+                    "extra": {"response": {"usage": {"prompt_tokens": 321}}}}
+
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    model = LedgerModel(Inner(), session, budget_tokens=3000)
+    model.query([{"role": "system", "content": "You are an agent."},
+                 {"role": "user", "content": "Fix the failing test."}])
+    (seen,) = session.calibration.observations()
+    assert (session.model, seen.model, seen.observed_tokens, seen.estimated_tokens) == (
+        "anthropic/claude-sonnet-4-5", "anthropic/claude-sonnet-4-5", 321,
+        model.requests[-1].request_tokens)
+
+
+def test_openai_agents_hooks_observe_reported_usage() -> None:
+    """The Agents SDK session names the agent's model in its input filter, and its hooks record
+    each call's ``usage.input_tokens`` against the request sent."""
+    pytest.importorskip("agents")
+    import asyncio
+    from types import SimpleNamespace
+
+    from holon_ctx.integrations.openai_agents import LedgerSession
+
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.operator_message("hello")
+    ledger = LedgerSession(session, budget_tokens=2000)
+    data = SimpleNamespace(agent=SimpleNamespace(model="gpt-4.1"),
+                           model_data=SimpleNamespace(instructions="be brief", input=[]))
+    ledger.model_input_filter(data)  # type: ignore[arg-type]
+    request = ledger.last_request
+    assert request is not None
+    assert request.model == "gpt-4.1"
+    response = SimpleNamespace(usage=SimpleNamespace(input_tokens=request.request_tokens + 50))
+    asyncio.run(ledger.hooks().on_llm_end(None, None, response))  # type: ignore[arg-type]
+    (seen,) = session.calibration.observations()
+    assert seen.observed_tokens == request.request_tokens + 50

@@ -68,7 +68,9 @@ def test_an_unknown_model_falls_back_with_a_one_line_warning(model: str) -> None
         profile = model_profile(model)
     assert [w.category for w in caught] == [UnknownModelWarning]
     message = str(caught[0].message)
-    assert "\n" not in message and repr(model) in message and "cl100k_base" in message
+    assert "\n" not in message
+    assert repr(model) in message
+    assert "cl100k_base" in message
     assert (profile.encoding, profile.framing, profile.guarantee) == (
         "cl100k_base", OPENAI, Guarantee.CALIBRATED)
 
@@ -127,7 +129,7 @@ def test_a_vocabulary_that_does_not_match_its_hash_is_refused(
         def read_bytes(self) -> bytes:
             return tampered
 
-    monkeypatch.setattr("holon_ctx.tokens.resources.files", lambda package: Fake())
+    monkeypatch.setattr("holon_ctx.tokens.resources.files", lambda _package: Fake())
     with pytest.raises(InputError, match="does not match its official SHA-256") as info:
         TiktokenCounter("o200k_base")
     assert "\n" not in str(info.value)
@@ -138,7 +140,8 @@ def test_o200k_seam_after_a_fence_line_is_counted() -> None:
     says so, and ``seam`` is the exact correction (0 for cl100k)."""
     o200k, cl100k = counter_for_encoding("o200k_base"), counter_for_encoding("cl100k_base")
     head, body = "<data tool:x4>\n", "/testbed/setup.py\n"
-    assert not o200k.additive and cl100k.additive
+    assert not o200k.additive
+    assert cl100k.additive
     whole = o200k.count(head + body)
     assert whole == o200k.count(head) + o200k.count(body) + o200k.seam(head, body)
     assert o200k.seam(head, body) != 0
@@ -202,8 +205,8 @@ def test_a_store_that_cannot_switch_counters_is_refused_with_one_line() -> None:
     class Fixed(MemoryStore):
         use_counter = None  # type: ignore[assignment]
 
-    with pytest.raises(InputError, match="^Session: model: model 'gpt-4o' counts with "
-                                         "tiktoken:o200k_base, and this store counts with"):
+    with pytest.raises(InputError, match=r"^Session: model: model 'gpt-4o' counts with "
+                                         r"tiktoken:o200k_base, and this store counts with"):
         holon_ctx.Session(Fixed(), model="gpt-4o")
 
 
