@@ -55,5 +55,38 @@ def test_over_budget_share_before_and_after_calibration(benchmark: Any) -> None:
     assert all(r["over_after"] <= r["requests"] // 1000 for r in rows), rows
 
 
+def request_times(model: str | None, steps: int = 200) -> dict[str, float]:
+    """Seconds per ``next_request`` (with its usage observed) over a loop, for one model: what
+    counting with the model's tokenizer, framing and factor costs a turn."""
+    import time
+    import warnings
+
+    from provider_counts import agent_loop
+
+    import holon_ctx
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = holon_ctx.open_session(":memory:", model=model)
+    spent: list[float] = []
+    for _ in agent_loop(session, steps, seed=31):
+        started = time.perf_counter()
+        request = session.next_request(8192)
+        session.observe_usage(request.request_tokens)
+        spent.append(time.perf_counter() - started)
+    spent.sort()
+    return {"p50_ms": round(spent[len(spent) // 2] * 1000, 2),
+            "p95_ms": round(spent[int(len(spent) * 0.95)] * 1000, 2)}
+
+
+def test_request_time_per_model(benchmark: Any) -> None:
+    """Per-request time of a 200-step loop, no model named against gpt-4o and a claude model."""
+    figures = benchmark.pedantic(
+        lambda: {str(m): request_times(m) for m in (None, "gpt-4o", "claude-sonnet-4-5")},
+        rounds=1, iterations=1)
+    benchmark.extra_info.update(figures)
+    sys.stdout.write(f"\nper-request time: {figures}\n")
+
+
 if __name__ == "__main__":
     sys.stdout.write(table(measure_all()) + "\n")

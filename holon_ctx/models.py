@@ -68,7 +68,8 @@ class ModelProfile:
     guarantee: Guarantee
     #: The safety factor planned under before any usage of this model was observed: 1 where the
     #: count is an upper bound already; above 1 where the tokenizer is not public (Anthropic's
-    #: produces more tokens than cl100k for most text; measured in docs/providers.md).
+    #: is reported to produce roughly 1.1-1.35x cl100k's count depending on the text: not
+    #: measurable offline, so the prior takes the top of that range until usage is observed).
     prior_factor: float = 1.0
 
     @property
