@@ -94,9 +94,9 @@ def _observed(store: LedgerStore, reports: list[ApproachReport]) -> dict[str, Ob
 
 
 def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable,
-                 observed: dict[str, Observation]) -> dict[str, Any]:
+                 observed: dict[str, Observation] | None = None) -> dict[str, Any]:
     def usage(turn: str) -> dict[str, Any]:
-        o = observed.get(turn)
+        o = (observed or {}).get(turn)
         # Beside the replayed count: what a session estimated when it made the call, and what
         # the provider counted (RFC 0022); null where no usage was recorded.
         return {"estimated_tokens": o.estimated_tokens if o else None,
