@@ -74,6 +74,9 @@ class Explanation(msgspec.Struct, kw_only=True):
     #: the request a runtime sends (stable_prefix, frozen_history, appended, current_state, or
     #: None: not in it).
     session: dict[str, Any] | None = None
+    #: The provider's count of the call made for the projected turn, beside holon_ctx's
+    #: estimate, when a session recorded it (``Session.observe_usage``, RFC 0022).
+    usage: dict[str, Any] | None = None
 
 
 _SHOWN = ("in_full", "excerpted", "clipped")

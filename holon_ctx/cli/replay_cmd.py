@@ -23,16 +23,27 @@ from typing import Any
 
 from rich.text import Text
 
-from holon_ctx.cli.common import add_source_args, console, open_source, positive_int
+from holon_ctx.cli.common import (
+    add_model_arg,
+    add_source_args,
+    console,
+    model_of,
+    open_source,
+    positive_int,
+)
 from holon_ctx.cli.file_episodes import FileArchive, ReplayCompaction
 from holon_ctx.cli.layout import emit, hang
 from holon_ctx.cli.preview_cmds import _view_args
 from holon_ctx.cli.preview_summary import Column, table_lines
 from holon_ctx.cli.terminal import is_terminal, write_data_json
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.ledger.usage import Observation
+from holon_ctx.ledger.usage_sqlite import usage_store_for
 from holon_ctx.projection.cost import PRICES, PriceTable, load_price_table
 from holon_ctx.projection.replay import BASELINES, ApproachReport, replay
-from holon_ctx.tokens import default_counter
+from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.tokens import store_counter
 
 __all__ = ["register", "verdict"]
 
@@ -58,6 +69,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "replay", help="make every model call as a runtime would: tokens sent, cached and billed")
     add_source_args(p)
+    add_model_arg(p)
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of each request (the whole request, framing included)")
     p.add_argument("--price", default="anthropic", metavar="TABLE",
@@ -140,7 +152,25 @@ def _why(session: ApproachReport) -> str:
             "baseline's requests repeat more of the one before")
 
 
-def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable) -> dict[str, Any]:
+def _observed(store: LedgerStore, reports: list[ApproachReport]) -> dict[str, Observation]:
+    """The usage a session recorded for each replayed turn (its last observation), by turn."""
+    usage = usage_store_for(store)
+    try:
+        found = usage.of_turns([row.turn for row in reports[0].rows])
+    finally:
+        usage.close()
+    return {o.turn: o for o in found}
+
+
+def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable,
+                 observed: dict[str, Observation] | None = None) -> dict[str, Any]:
+    def usage(turn: str) -> dict[str, Any]:
+        o = (observed or {}).get(turn)
+        # Beside the replayed count: what a session estimated when it made the call, and what
+        # the provider counted (RFC 0022); null where no usage was recorded.
+        return {"estimated_tokens": o.estimated_tokens if o else None,
+                "observed_tokens": o.observed_tokens if o else None}
+
     return {"budget_tokens": budget,
             "price": {"name": price.name, "cache_read": price.cache_read,
                       "cache_write": price.cache_write},
@@ -156,7 +186,8 @@ def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable) 
                            "shared_tokens": row.cost.shared_tokens,
                            "replanned": row.cost.replanned,
                            **({"replan_reason": row.replan_reason} if row.replan_reason else {}),
-                           "billed": round(row.cost.billed, 2)}
+                           "billed": round(row.cost.billed, 2),
+                           **(usage(row.turn) if r.name == "session" else {})}
                           for row in r.rows]}
                 for r in reports}}
 
@@ -198,6 +229,9 @@ def _legend(reports: list[ApproachReport], price: PriceTable) -> list[tuple[str,
         ("billed share", "billed over sent: what the calls cost against sending every token "
                          "uncached"),
         ("over budget", "calls whose request exceeds the budget"),
+        ("estimated, observed", "where the session recorded the provider's usage "
+                                "(Session.observe_usage): its own count of the request it sent, "
+                                "and the provider's (RFC 0022)"),
     ]
     rows += [(r.name, _SESSION if r.name == "session" else BASELINES[r.name]) for r in reports]
     return rows
@@ -206,29 +240,33 @@ def _legend(reports: list[ApproachReport], price: PriceTable) -> list[tuple[str,
 def cmd_replay(args: argparse.Namespace) -> int:
     price = _price(args.price)
     names = _approaches(args.baseline)
-    counter = default_counter()
+    framing = model_of(args).framing
     store = open_source(args)
+    counter = store_counter(store)
     try:
         # A file's ledger grows the episodes a library session would while the budget binds.
         grown = ReplayCompaction(store) if FileArchive.applies(store, None) else None
+        session = SessionProjector(store, counter, layout=Layout.MESSAGES,
+                                   episodes=grown.source if grown else None, framing=framing)
         reports = replay(store, args.budget, price, counter, approaches=names,
-                         episodes=grown.source if grown else None,
+                         episodes=grown.source if grown else None, session_projector=session,
                          before_call=grown.before_call if grown else None)
+        observed = _observed(store, reports)
     finally:
         store.close()
     if args.json:
-        write_data_json(json.dumps(_report_json(reports, args.budget, price),
+        write_data_json(json.dumps(_report_json(reports, args.budget, price, observed),
                                    ensure_ascii=False) + "\n")
         return 0
     out = console(plain=args.plain, width=args.width)
     # A pipe without --width keeps each row on one line (grep, awk); else the any-width layout.
     width = args.width or (out.width if is_terminal(sys.stdout) else 10**6)
-    emit(out, _report_lines(out, reports, args.budget, price, width))
+    emit(out, _report_lines(out, reports, args.budget, price, width, observed))
     return 0
 
 
 def _report_lines(out: Any, reports: list[ApproachReport], budget: int, price: PriceTable,
-                  width: int) -> list[Text]:
+                  width: int, observed: dict[str, Observation]) -> list[Text]:
     lines: list[Text] = []
 
     def para(text: str, style: str = "") -> None:
@@ -236,7 +274,7 @@ def _report_lines(out: Any, reports: list[ApproachReport], budget: int, price: P
 
     para(f"replay of {len(reports[0].rows):,} model calls at {budget:,} tokens, priced as "
          f"{price.name} (cache read {price.cache_read}x, write {price.cache_write}x)", "bold")
-    header, rows = _turn_table(reports)
+    header, rows = _turn_table(reports, observed)
     lines.extend(table_lines(out, width, header, rows))
     lines.append(Text())
     para("totals (billed in uncached input tokens)", "bold")
@@ -268,15 +306,19 @@ def _report_lines(out: Any, reports: list[ApproachReport], budget: int, price: P
     return lines
 
 
-def _turn_table(reports: list[ApproachReport]) -> tuple[list[Column], list[list[str]]]:
+def _turn_table(reports: list[ApproachReport],
+                observed: dict[str, Observation]) -> tuple[list[Column], list[list[str]]]:
     """Per model call: the turn, then per approach tokens sent and cached (the same token stream
-    the totals add up), the session's re-plans, and the bill."""
+    the totals add up), the session's re-plans, and the bill; where a session recorded the
+    provider's usage, its estimate and the provider's count beside them."""
     header = [Column("call", right=True), Column("turn")]
     for report in reports:
         suffix = "" if report.name == "session" else f" {report.name}"
         header += [Column(f"sent{suffix}", right=True), Column(f"cached{suffix}", right=True)]
         if report.name == "session":
             header.append(Column("re-plan", right=True))
+            if observed:
+                header += [Column("estimated", right=True), Column("observed", right=True)]
         header.append(Column(f"billed{suffix}", right=True, style="bold"))
     rows = []
     for i, row in enumerate(reports[0].rows):
@@ -286,6 +328,10 @@ def _turn_table(reports: list[ApproachReport]) -> tuple[list[Column], list[list[
             cells += [f"{cost.sent_tokens:,}", f"{cost.shared_tokens:,}"]
             if report.name == "session":
                 cells.append("yes" if cost.replanned else "-")
+                if observed:
+                    o = observed.get(row.turn)
+                    cells += ([f"{o.estimated_tokens:,}", f"{o.observed_tokens:,}"] if o
+                              else ["-", "-"])
             cells.append(f"{cost.billed:,.0f}")
         rows.append(cells)
     return header, rows

@@ -13,8 +13,10 @@
   (langchain-openai, langchain-anthropic).
 * :class:`LedgerHistory` — both at once for a loop that keeps its own message list (a LangGraph
   state, a chain's memory): each call appends only the messages not seen before and returns the
-  budgeted request. ``history.pre_model_hook`` has the shape of LangGraph's ``pre_model_hook``
-  (``state`` in, ``{"llm_input_messages": [...]}`` out).
+  budgeted request. Given the chat model (``model=``), requests are counted for it, and the
+  input tokens a reply reports (``usage_metadata``) calibrate the budget (RFC 0022).
+  ``history.pre_model_hook`` has the shape of LangGraph's ``pre_model_hook`` (``state`` in,
+  ``{"llm_input_messages": [...]}`` out).
 """
 
 from __future__ import annotations
@@ -83,12 +85,18 @@ def append_messages(session: Session, messages: Sequence[BaseMessage]) -> None:
 class LedgerHistory:
     """A message list kept in step with the ledger; hands out budgeted requests (module doc)."""
 
-    def __init__(self, session: Session, *, budget_tokens: int) -> None:
+    def __init__(self, session: Session, *, budget_tokens: int, model: Any = None) -> None:
         if not isinstance(session, Session):
             raise InputError(f"expected a holon_ctx.Session, got {type(session).__name__}",
                              source="LedgerHistory", path="session")
         self.session = session
         self.budget_tokens = check_positive("LedgerHistory", "budget_tokens", budget_tokens)
+        # The chat model (or its name): requests are counted with its provider's tokenizer and
+        # framing (RFC 0022); LangChain's chat models name it in ``model_name`` or ``model``.
+        name = model if isinstance(model, str) else (
+            getattr(model, "model_name", None) or getattr(model, "model", None))
+        if isinstance(name, str) and name:
+            session.use_model(name)
         #: The last request (its manifest says what went in and why).
         self.last_request: Request | None = None
         self._seen_ids: set[str] = set()
@@ -100,9 +108,22 @@ class LedgerHistory:
         new = [m for i, m in enumerate(messages)
                if (m.id not in self._seen_ids if m.id is not None else i >= self._seen_count)]
         append_messages(self.session, new)
+        self._observe(new)
         self._seen_ids.update(m.id for m in new if m.id is not None)
         self._seen_count = max(self._seen_count, len(messages))
         return len(new)
+
+    def _observe(self, new: Sequence[BaseMessage]) -> None:
+        """The provider's input tokens of the reply to the last request, when the model reported
+        them (``usage_metadata``; cache reads included), recorded beside its estimate."""
+        replies = [m for m in new if isinstance(m, AIMessage) and m.usage_metadata]
+        if self.last_request is None or not replies:
+            return
+        used = replies[0].usage_metadata
+        assert used is not None
+        if used.get("input_tokens"):
+            self.session.observe_usage(int(used["input_tokens"]), request=self.last_request)
+        self.last_request = None  # observed once
 
     def messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """Sync, then the next request as LangChain messages: use it where ``trim_messages``

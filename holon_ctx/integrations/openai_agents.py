@@ -46,7 +46,7 @@ from holon_ctx.session import Session, ToolCall
 from holon_ctx.session_args import check_positive, check_text
 
 try:
-    from agents import RunConfig
+    from agents import RunConfig, RunHooks
     from agents.items import TResponseInputItem
     from agents.memory import SessionSettings
     from agents.run_config import CallModelData, ModelInputData
@@ -103,9 +103,35 @@ class LedgerSession:
                          "file to start over)", source="LedgerSession.clear_session")
 
     def model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
-        """A ``call_model_input_filter``: the model input becomes a fresh request."""
+        """A ``call_model_input_filter``: the model input becomes a fresh request, counted for
+        the agent's model when it names one (RFC 0022)."""
+        name = getattr(data.agent, "model", None)
+        if isinstance(name, str) and name:
+            self.session.use_model(name)
         return ModelInputData(input=self._request_items(),
                               instructions=data.model_data.instructions)
+
+    def observe(self, input_tokens: int) -> None:
+        """The provider's input tokens of the call made with the last request (the SDK's
+        ``ModelResponse.usage.input_tokens``), recorded beside its estimate; :meth:`hooks` calls
+        it after every model call. The SDK sends the agent's instructions and tool schemas
+        outside the budget: they are in the provider's count, so the factor learnt makes the
+        whole call fit."""
+        if self.last_request is not None and input_tokens > 0:
+            self.session.observe_usage(input_tokens, request=self.last_request)
+            self.last_request = None
+
+    def hooks(self) -> RunHooks[Any]:
+        """``RunHooks`` (``Runner.run(..., hooks=ledger.hooks())``) that pass each model call's
+        reported usage to :meth:`observe`."""
+        ledger = self
+
+        class _Usage(RunHooks[Any]):
+            async def on_llm_end(self, context: Any, agent: Any,  # noqa: ARG002 - the SDK's
+                                 response: Any) -> None:
+                ledger.observe(int(getattr(response.usage, "input_tokens", 0) or 0))
+
+        return _Usage()
 
     def run_config(self, **kwargs: Any) -> RunConfig:
         """A ``RunConfig`` (with any other settings given) that re-projects before every call."""

@@ -223,6 +223,16 @@ class SqliteStore:
     def counter_identity(self) -> str:
         return self._counter_id
 
+    def use_counter(self, counter: TokenCounter) -> None:
+        """Count with ``counter`` from now on (a session for another model, RFC 0022): appends
+        store its counts, reads take its counts, and a record it has not counted yet is counted
+        when first read and that count written with the next append (once per record per counter)."""
+        if counter.identity == self._counter_id:
+            return
+        self._flush_pending()
+        self._counter, self._counter_id = counter, counter.identity
+        self._decoded = DecodedRecords(counter)
+
     def next_pos(self) -> int:
         self._flush_pending()
         row = self._db.execute("SELECT max(pos) FROM records").fetchone()
@@ -314,6 +324,11 @@ class SqliteStore:
         try:
             yield
             self._flush_pending()
+            # Counts a read made under this counter (DecodedRecords), now that the lock is held;
+            # another process may have written the same ones (deterministic), hence OR IGNORE.
+            db.executemany("INSERT OR IGNORE INTO token_counts VALUES (?,?,?)",
+                           [(self._counter_id, pos, n)
+                            for pos, n in self._decoded.take_recounted()])
             db.execute("COMMIT")
         except BaseException as exc:
             self._drop_pending()

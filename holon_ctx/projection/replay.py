@@ -182,7 +182,7 @@ class _History:
                 blocks.extend(r.record_blocks(stored, {}))
         records = {s.ref: s for s in run}
         previous = self.parts[-1][-1] if self.parts and self.parts[-1] else None
-        parts = parts_of_blocks(blocks, records, self.counter, previous=previous)
+        parts = parts_of_blocks(blocks, records, self.renderer.framing, previous=previous)
         if run and not isinstance(run[0].record, Turn) and self.parts:
             self.parts[-1].extend(parts)  # late records of the turn before
         else:
