@@ -8,9 +8,11 @@
     bench   the benchmarks in bench/ (arguments go to pytest)
     goldens regenerate the golden files in tests/golden and show the diff to review (the tests
             only ever compare against them)
-    mutate  mutation-test one core module, e.g. ``python3 dev.py mutate planner`` (docs/testing.md)
+    mutate  mutation-test any module, e.g. ``python3 dev.py mutate planner --sample 40`` (docs/testing.md)
     cli     any holon-ctx command, e.g. ``python3 dev.py cli stats FILE.jsonl``
     shell   the venv's python with the given arguments
+    build   a wheel and an sdist of holon-ctx into dist/ (``python -m build``; README: "Install it
+            into another project")
 
 ``--verbose`` (or ``-v``), before the job, shows pip's whole output while installing; otherwise
 the install says what it does in two lines and its log goes to ``.venv/pip.log`` (printed in full
@@ -21,8 +23,14 @@ Paths are the caller's: ``demo``, ``cli`` and ``shell`` run in the directory you
 you are passed on as absolute paths.
 
 Why a script rather than make or tox: the README promises commands that work with nothing but
-``python3``. This file creates (or reuses) ``.venv``, installs the project with its dev extras when
-``pyproject.toml`` changed since the last install, then runs the requested job inside the venv.
+``python3``. This file creates (or reuses) ``.venv``, installs what the job needs when
+``pyproject.toml`` changed since the last install (or the job needs more than is installed), then
+runs the requested job inside the venv.
+
+Two install levels (RFC 0021): ``demo`` and ``cli`` need holon-ctx with its runtime dependencies
+only (about 50 MB); every other job also needs the dev tools (pytest, hypothesis, ruff, mypy, the
+integrations' extras: about 1 GB), which are added to the same ``.venv`` the first time such a job
+runs. The stamp records the level and the ``pyproject.toml`` it was made from.
 """
 
 from __future__ import annotations
@@ -40,7 +48,11 @@ VENV = ROOT / ".venv"
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 STAMP = VENV / ".holon-install-stamp"
 LOG = VENV / "pip.log"
-JOBS = ("demo", "test", "lint", "bench", "shell", "cli", "goldens", "mutate")
+JOBS = ("demo", "test", "lint", "bench", "shell", "cli", "goldens", "mutate", "build")
+#: Jobs that need only holon-ctx and its runtime dependencies; the others need the dev tools.
+RUNTIME_JOBS = frozenset({"demo", "cli"})
+#: What each install level puts into the venv: the project alone, or with its dev extras.
+LEVELS = {"runtime": "", "dev": "[dev]"}
 #: Processes for a whole-suite run: the project's machine has two cores (docs/testing.md).
 TEST_WORKERS = "2"
 #: Arguments after which the caller has chosen how pytest runs (or that need one process).
@@ -49,8 +61,18 @@ _SERIAL_CHOICES = ("-n", "--numprocesses", "--dist", "--pdb", "--trace", "no:xdi
 GOLDEN_TESTS = ("tests/test_cli_preview_golden.py", "tests/test_cli_preview_widths.py")
 
 
-def _stamp_value() -> str:
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+def _stamp_value(level: str = "dev") -> str:
+    """What STAMP holds after an install at ``level``: the level and pyproject.toml's digest."""
+    return f"{level} {hashlib.sha256((ROOT / 'pyproject.toml').read_bytes()).hexdigest()}"
+
+
+def _installed() -> tuple[str, str] | None:
+    """``(level, digest)`` of the venv's last install, or None when there is none."""
+    if not PY.exists() or not STAMP.exists():
+        return None
+    level, _, digest = STAMP.read_text().strip().rpartition(" ")
+    # A stamp of the digest alone was written before the levels existed, by a dev install.
+    return level or "dev", digest
 
 
 def _say(text: str) -> None:
@@ -73,15 +95,25 @@ def _pip(args: list[str], *, verbose: bool) -> None:
         raise SystemExit(code)
 
 
-def ensure_env(*, verbose: bool = False) -> None:
-    """Create the venv and install the project unless the install stamp is current."""
-    fresh = not PY.exists()
-    if not fresh and STAMP.exists() and STAMP.read_text() == _stamp_value():
+def ensure_env(*, verbose: bool = False, level: str = "dev") -> None:
+    """Create the venv and install the project at ``level`` (``runtime``: its dependencies only;
+    ``dev``: with the dev tools) unless the install stamp says that much is current."""
+    installed = _installed()
+    if installed is not None and installed[0] == "dev":
+        level = "dev"  # an update keeps the dev tools a venv already has
+    if installed is not None and installed == tuple(_stamp_value(level).split(" ")):
         return
+    fresh = not PY.exists()
     started = time.monotonic()
-    _say(("first run: creating .venv and installing holon-ctx with its dev tools (about a minute)"
-          if fresh else "pyproject.toml changed: updating holon-ctx and its dev tools in .venv")
-         + ("" if verbose else "; pip's log: .venv/pip.log"))
+    what = ("holon-ctx with its runtime dependencies only (`dev.py test` adds the dev tools)"
+            if level == "runtime" else "holon-ctx with its dev tools")
+    if fresh:
+        head = f"first run: creating .venv and installing {what}"
+    elif installed is not None and installed[1] == _stamp_value(level).split(" ")[1]:
+        head = "this job needs the dev tools: adding them to .venv"
+    else:
+        head = f"pyproject.toml changed: updating {what} in .venv"
+    _say(head + ("" if verbose else "; pip's log: .venv/pip.log"))
     if fresh:
         try:
             venv.EnvBuilder(with_pip=True).create(VENV)
@@ -89,9 +121,12 @@ def ensure_env(*, verbose: bool = False) -> None:
             _say(f"could not create .venv ({exc}); on Debian/Ubuntu install python3-venv")
             raise SystemExit(1) from None
     LOG.write_text("", encoding="utf-8")
-    _pip(["install", "--upgrade", "pip"], verbose=verbose)
-    _pip(["install", "-e", f"{ROOT}[dev]"], verbose=verbose)
-    STAMP.write_text(_stamp_value())
+    if level == "dev":
+        # The dev tools' wheels want a recent pip; the runtime install does not, and skipping the
+        # upgrade keeps the demo's first run short (the bundled pip installs it fine).
+        _pip(["install", "--upgrade", "pip"], verbose=verbose)
+    _pip(["install", "-e", f"{ROOT}{LEVELS[level]}"], verbose=verbose)
+    STAMP.write_text(_stamp_value(level))
     _say(f"ready in {time.monotonic() - started:.0f} s")
 
 
@@ -149,7 +184,7 @@ def main(argv: list[str]) -> int:
     if job not in JOBS:
         print(__doc__)
         return 0 if job in {"help", "-h", "--help"} else 2
-    ensure_env(verbose=verbose)
+    ensure_env(verbose=verbose, level="runtime" if job in RUNTIME_JOBS else "dev")
     here = Path.cwd()
     if job == "demo":
         return run(["-m", "holon_ctx", "demo", *rest], here)
@@ -166,6 +201,8 @@ def main(argv: list[str]) -> int:
         return goldens()
     if job == "mutate":
         return run(["tools/mutate.py", *rest])
+    if job == "build":
+        return run(["-m", "build", "--outdir", str(ROOT / "dist"), *rest, str(ROOT)])
     # bench: the whole directory unless the caller names what to run (a file or a node id);
     # naming both would make pytest collect every benchmark anyway.
     chosen = from_caller(rest, here)

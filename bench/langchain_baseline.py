@@ -46,7 +46,8 @@ def keep_newest(messages: list[dict[str, str]], max_tokens: int,
     """``trim_messages(strategy="last", include_system=True, start_on="human")``, by hand."""
 
     def cost(msg: dict[str, str]) -> int:
-        return counter.count(msg["content"]) + TOKENS_PER_MESSAGE
+        # OpenAI's token-counting guide: the fixed framing and every field's text, role included.
+        return counter.count(msg["content"]) + counter.count(msg["role"]) + TOKENS_PER_MESSAGE
 
     system = [m for m in messages[:1] if m["role"] == "system"]
     history = messages[len(system):]

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
         UnknownRefError,
     )
     from holon_ctx.ledger.store import LedgerStore
+    from holon_ctx.ledger.usage import Observation
+    from holon_ctx.models import UnknownModelWarning
     from holon_ctx.request import Request
     from holon_ctx.session import Session, ToolCall, open_session
     from holon_ctx.session_upkeep import CompactionPolicy
@@ -49,11 +51,13 @@ __all__ = [
     "InputError",
     "LedgerFormatError",
     "LedgerStore",
+    "Observation",
     "Request",
     "Session",
     "SessionConfig",
     "StoreError",
     "ToolCall",
+    "UnknownModelWarning",
     "UnknownRefError",
     "__version__",
     "open_session",
@@ -70,6 +74,8 @@ _HOMES = {
     "CompactionResult": "holon_ctx.compaction",
     "SessionConfig": "holon_ctx.compaction",
     "LedgerStore": "holon_ctx.ledger.store",
+    "Observation": "holon_ctx.ledger.usage",
+    "UnknownModelWarning": "holon_ctx.models",
     "Request": "holon_ctx.request",
     "Session": "holon_ctx.session",
     "ToolCall": "holon_ctx.session",

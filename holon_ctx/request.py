@@ -8,8 +8,10 @@ re-planned only when the budget binds, so most of each request is a prefix the p
 and a runtime written against this class does not change when the engine does.
 
 Token accounting: ``budget_tokens`` is the whole request as a provider counts it, message framing
-and tool calls included; ``request_tokens`` is what the messages built here measure
-(:func:`holon_ctx.projection.providers.measure`), never more than the budget. ``text`` is the
+and tool calls included; ``request_tokens`` is what the messages built here measure under the
+model's tokenizer and framing (:func:`holon_ctx.projection.providers.measure`), never more than
+``planned_tokens`` — the budget divided by the safety factor the model's reported usage teaches
+(RFC 0022; ``Session.observe_usage``), the budget itself until usage says otherwise. ``text`` is the
 same history laid out as one prompt (operator words labelled, everything else fenced), made under
 the same budget; ``used_tokens`` is its count.
 """
@@ -35,6 +37,22 @@ class Request:
     budget_tokens: int
     _messages: SessionRequest = attrs.field(alias="messages", repr=False)
     _text: SessionRequest = attrs.field(alias="text", repr=False)
+    #: The budget the request was planned under: ``budget_tokens / safety_factor`` (RFC 0022).
+    planned_tokens: int = attrs.field(kw_only=True, default=0)
+    #: The factor the model's observed usage asks for (1.0 where the count is an upper bound).
+    safety_factor: float = attrs.field(kw_only=True, default=1.0)
+    #: The model the request was counted for ("" when none was named) and the framing rule.
+    model: str = attrs.field(kw_only=True, default="")
+    framing: str = attrs.field(kw_only=True, default="openai")
+    #: The counter identity of :attr:`request_tokens`.
+    counter: str = attrs.field(kw_only=True, default="")
+    #: Which observations this request's usage joins (the model, or its family's default).
+    _calibration_key: str = attrs.field(kw_only=True, default="", repr=False,
+                                        alias="calibration_key")
+
+    def __attrs_post_init__(self) -> None:
+        if not self.planned_tokens:
+            object.__setattr__(self, "planned_tokens", self.budget_tokens)
 
     def _text_request(self) -> SessionRequest:
         return self._text

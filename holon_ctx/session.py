@@ -33,7 +33,9 @@ runtime author reads would be scattered over several.
 from __future__ import annotations
 
 import json
+import math
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
@@ -43,6 +45,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from holon_ctx.calibration import Calibration
 from holon_ctx.compaction import CompactionResult, SessionConfig
 from holon_ctx.continuity import ContinuityStore
 from holon_ctx.errors import BudgetTooSmallError, InputError, LedgerFormatError
@@ -69,14 +72,18 @@ from holon_ctx.ledger.records import (
     WorkItemStatus,
     record_ref,
 )
-from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcript_build import AGENT_STEP, LedgerBuilder, digest
 from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
 from holon_ctx.ledger.transcript_swe import read_swe_traj
-from holon_ctx.ledger.transcripts import import_any
+from holon_ctx.ledger.transcripts import import_any, not_a_database
+from holon_ctx.ledger.usage import Observation
+from holon_ctx.ledger.usage_sqlite import usage_store_for
 from holon_ctx.memory import EpisodeStore
-from holon_ctx.projection.providers import framing_tokens
+from holon_ctx.models import ModelProfile, UnknownModelWarning, model_profile
+from holon_ctx.postgres import PostgresStore, is_postgres_url
+from holon_ctx.projection.providers import MAX_MESSAGES
 from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.request import Request
 from holon_ctx.session_args import (
@@ -92,6 +99,7 @@ from holon_ctx.session_args import (
     check_turn_ref,
 )
 from holon_ctx.session_upkeep import CompactionPolicy, open_upkeep
+from holon_ctx.tokens import counter_for_encoding, store_counter
 
 __all__ = ["Session", "ToolCall", "open_session"]
 
@@ -205,7 +213,7 @@ class Session:
                  continuity: ContinuityStore | None = None,
                  identity: SessionConfig | None = None,
                  clock: Callable[[], datetime] | None = None,
-                 owns_store: bool = False) -> None:
+                 owns_store: bool = False, model: str | None = None) -> None:
         if not isinstance(store, LedgerStore):
             raise InputError(f"expected a LedgerStore, got {type(store).__name__}",
                              source="Session", path="store")
@@ -217,14 +225,12 @@ class Session:
         self._owns_store = owns_store
         self._upkeep = open_upkeep(store, policy=compaction, episodes=episodes,
                                    continuity=continuity, identity=identity, clock=clock)
-        # Long-lived on purpose: a session projection keeps its walk in memory and renders each
-        # record once (RFC 0010); the re-plans it persists let a new process continue. One per
-        # layout: the provider messages, and the one-text prompt made when asked for.
-        self._epochs = epochs = epoch_store_for(store)
-        self._projectors = {layout: SessionProjector(
-            store, layout=layout, episodes=self._upkeep.recall_source(),
-            control=self._upkeep.control_source(), epochs=epochs)
-            for layout in (Layout.MESSAGES, Layout.TEXT)}
+        self._epochs = epoch_store_for(store)
+        self._usage = usage_store_for(store)
+        self._projectors: dict[Layout, SessionProjector] = {}
+        #: The last request handed out (what observe_usage compares with by default).
+        self._last_request: Request | None = None
+        self._use_model("Session", model)
         self._pending: dict[str, _Call] = {}
         self._late: dict[str, _Call] = {}
         self._turns_since_compaction = 0
@@ -236,6 +242,46 @@ class Session:
         #: The ledger's end after this session's last append (or load).
         self._end = 0
         self._load_state()
+
+    def _use_model(self, where: str, model: str | None) -> None:
+        """Count, frame and calibrate requests as ``model``'s provider does (RFC 0022)."""
+        profile = model_profile(model, where=where)
+        # No model named: the store's own counter (its cached counts), OpenAI's framing.
+        counter = (store_counter(self.store) if model is None
+                   else counter_for_encoding(profile.encoding))
+        if counter.identity != self.store.counter_identity:
+            switch = getattr(self.store, "use_counter", None)
+            if not callable(switch):
+                raise InputError(f"model {profile.model!r} counts with {counter.identity}, and "
+                                 f"this store counts with {self.store.counter_identity} and "
+                                 "cannot switch: open the store with that counter",
+                                 source=where, path="model")
+            switch(counter)
+        self.profile: ModelProfile = profile
+        self.calibration = Calibration(self._usage, profile.calibration_key, profile.prior_factor)
+        # Long-lived on purpose: a session projection keeps its walk in memory and renders each
+        # record once (RFC 0010); the re-plans it persists let a new process continue. One per
+        # layout: the provider messages, and the one-text prompt made when asked for.
+        self._projectors = {layout: SessionProjector(
+            self.store, counter, layout=layout, episodes=self._upkeep.recall_source(),
+            control=self._upkeep.control_source(), epochs=self._epochs,
+            framing=profile.framing)
+            for layout in (Layout.MESSAGES, Layout.TEXT)}
+
+    def use_model(self, model: str) -> None:
+        """Count, frame and calibrate the next requests as ``model``'s provider does (the
+        integrations call it with the framework's model setting). A model with another encoding
+        re-counts the ledger's records under it, once each (RFC 0022)."""
+        w = "use_model"
+        self._check_open(w)
+        name = check_text(w, "model", model, required=True)
+        if name != self.profile.model:
+            self._use_model(w, name)
+
+    @property
+    def model(self) -> str | None:
+        """The model requests are counted for (None: none named, the default counting)."""
+        return self.profile.model or None
 
     def _load_state(self) -> None:
         """Current turn, work item and pending calls, as the ledger left them."""
@@ -660,9 +706,14 @@ class Session:
         if self._turn is None:
             raise InputError("the ledger holds no turn yet: append what happened first "
                              "(operator_message, task_result, external_event or wake)", source=w)
-        framing = framing_tokens()
-        if budget <= framing:
-            raise BudgetTooSmallError(framing + 1, budget, "the request's message framing")
+        # Planned under budget / factor: the provider's count of the request, as far as its
+        # reported usage teaches, stays within the budget (holon_ctx.calibration).
+        factor = self.calibration.factor()
+        planned = self.calibration.planned_budget(budget)
+        framing = self._projectors[Layout.MESSAGES].framing.stateless(MAX_MESSAGES)
+        if planned <= framing:
+            raise BudgetTooSmallError(math.ceil((framing + 1) * factor), budget,
+                                      "the request's message framing")
         policy = self.compaction
         # Every `every_turns` turns, and at every new turn while the budget binds: a prompt
         # that leaves turns out has them compete as episodes as soon as they age out, in a
@@ -670,12 +721,61 @@ class Session:
         if policy is not None and (self._turns_since_compaction >= policy.every_turns or (
                 self._binds and self._turns_since_compaction > 0)):
             self.compact()
-        messages = self._projectors[Layout.MESSAGES].request(budget_tokens=budget, at=turn_id)
+        messages = self._projectors[Layout.MESSAGES].request(budget_tokens=planned, at=turn_id)
         # Made now, as of the same position: the request must not change if the ledger grows
         # (or the session closes) before the runtime reads its text.
-        text = self._projectors[Layout.TEXT].request(budget_tokens=budget, at=turn_id)
+        text = self._projectors[Layout.TEXT].request(budget_tokens=planned, at=turn_id)
         self._binds = messages.binds or text.binds
-        return Request(budget_tokens=budget, messages=messages, text=text)
+        request = Request(budget_tokens=budget, messages=messages, text=text,
+                          planned_tokens=planned, safety_factor=factor,
+                          model=self.profile.model, framing=self.profile.framing.name,
+                          counter=self._projectors[Layout.MESSAGES].counter.identity,
+                          calibration_key=self.profile.calibration_key)
+        self._last_request = request
+        return request
+
+    def observe_usage(self, input_tokens: int, *, cache_creation_input_tokens: int = 0,
+                      cache_read_input_tokens: int = 0,
+                      request: Request | None = None) -> Observation:
+        """Record the provider's count of a request's input (default: the last request made)
+        beside holon_ctx's estimate; later requests for the model plan under the safety factor
+        the observations teach (RFC 0022; docs/providers.md). ``input_tokens`` as the provider
+        reports it: OpenAI's ``prompt_tokens`` / ``input_tokens`` (cached tokens included), or
+        Anthropic's ``input_tokens`` with its two cache figures given beside it (Anthropic
+        reports them apart). Returns the observation recorded."""
+        w = "observe_usage"
+        self._check_open(w)
+        counts = [check_int(w, name, value) for name, value in (
+            ("input_tokens", input_tokens),
+            ("cache_creation_input_tokens", cache_creation_input_tokens),
+            ("cache_read_input_tokens", cache_read_input_tokens))]
+        for name, value in zip(("input_tokens", "cache_creation_input_tokens",
+                                "cache_read_input_tokens"), counts, strict=True):
+            if value is None or value < 0:
+                raise InputError(f"expected a count of tokens (an integer, 0 or more), got "
+                                 f"{value!r}", source=w, path=name)
+        observed = sum(c or 0 for c in counts)
+        if request is None:
+            request = self._last_request
+            if request is None:
+                raise InputError("no request made yet: observe the usage of a request from "
+                                 "next_request", source=w)
+        elif not isinstance(request, Request):
+            raise InputError(f"expected a Request, got {type(request).__name__}", source=w,
+                             path="request")
+        if observed <= 0:
+            raise InputError("the provider counted no input tokens: nothing to calibrate with",
+                             source=w, path="input_tokens")
+        observation = Observation(
+            model=request._calibration_key, counter=request.counter, framing=request.framing,
+            turn=request.current_turn, budget_tokens=request.budget_tokens,
+            planned_tokens=request.planned_tokens, estimated_tokens=request.request_tokens,
+            observed_tokens=observed)
+        if observation.model == self.calibration.model:
+            self.calibration.record(observation)
+        else:
+            self._usage.add(observation)  # a request made before use_model switched models
+        return observation
 
     def compact(self, policy: CompactionPolicy | None = None) -> CompactionResult:
         """Archive the turn ranges older than the recent window into episodes and seal a
@@ -710,6 +810,7 @@ class Session:
             self._pending.clear()
         self._closed = True
         self._epochs.close()
+        self._usage.close()
         self._upkeep.close()
         if self._owns_store:
             self.store.close()
@@ -728,31 +829,70 @@ _TURN_HELPERS = {"operator_input": "operator_message", "operator_override": "ope
                  "external_event": "external_event", "approval_decision": "operator_message"}
 
 
+def _check_ledger_path(path: Path) -> None:
+    """A path ``open_session`` can make or open a SQLite ledger at, or an error that says what
+    to do instead (the directory to create, the call that reads a ledger or transcript file)."""
+    if path.is_dir():
+        raise InputError("is a directory, not a ledger file", source=str(path))
+    problem = missing_directory(path)
+    if problem is not None:
+        raise InputError(problem, source=str(path))
+    kind = not_a_database(path)
+    if kind is not None:
+        raise InputError(f"{kind}, not a SQLite ledger: open a ledger (open_session('agent.db')) "
+                         "and bring the file in with session.import_history(path)",
+                         source=str(path))
+
+
 def open_session(where: str | os.PathLike[str] | LedgerStore, *,
                  compaction: CompactionPolicy | None = _DEFAULT_POLICY,
                  episodes: EpisodeStore | None = None,
                  continuity: ContinuityStore | None = None,
                  identity: SessionConfig | None = None,
-                 clock: Callable[[], datetime] | None = None) -> Session:
-    """A session on a SQLite ledger file (created if missing) or on any ``LedgerStore``.
+                 clock: Callable[[], datetime] | None = None,
+                 session_key: str | None = None, model: str | None = None) -> Session:
+    """A session on a SQLite ledger file (created if missing), on one session of a PostgreSQL
+    database (a ``postgresql://`` URL with ``session_key``: the session is created if missing,
+    its episodes and governed state kept beside it) or on any ``LedgerStore``.
 
     ``compaction=None`` turns automatic compaction off. ``episodes``/``continuity`` override where
     episodes and governed control state are kept; ``identity`` says who the session acts for
-    (``holon_ctx.compaction.SessionConfig``); ``clock`` stamps governed records."""
-    if isinstance(where, str | os.PathLike):
+    (``holon_ctx.compaction.SessionConfig``); ``clock`` stamps governed records. ``model`` (such
+    as ``"gpt-4o"`` or ``"claude-sonnet-4-5"``) picks the tokenizer, the framing and the usage
+    calibration its provider's counts need (docs/providers.md); none: cl100k and OpenAI's
+    framing."""
+    w = "open_session"
+    profile = model_profile(model, where=w)
+    counter = counter_for_encoding(profile.encoding)
+    if session_key is not None and not (isinstance(where, str) and is_postgres_url(where)):
+        raise InputError("a session key picks a session of a postgresql:// database; this is "
+                         "not one", source=w, path="session_key")
+    if isinstance(where, str) and is_postgres_url(where):
+        if session_key is None:
+            raise InputError("a postgresql:// database holds many sessions: pass session_key=KEY "
+                             "(holon_ctx.postgres.list_sessions(url) lists them)", source=w,
+                             path="session_key")
+        key = check_text(w, "session_key", session_key, required=True)
+        store: LedgerStore = PostgresStore(where, session=key, counter=counter)
+        owns = True
+    elif isinstance(where, str | os.PathLike):
         path = Path(where)
-        if str(where) != ":memory:" and path.is_dir():
-            raise InputError("is a directory, not a ledger file", source=str(where))
-        store: LedgerStore = SqliteStore(path)
+        if str(where) != ":memory:":
+            _check_ledger_path(path)
+        store = SqliteStore(path, counter)
         owns = True
     elif isinstance(where, LedgerStore):
         store, owns = where, False
     else:
-        raise InputError(f"expected a path or a LedgerStore, got {type(where).__name__}",
-                         source="open_session", path="where")
+        raise InputError(f"expected a path, a postgresql:// URL or a LedgerStore, got "
+                         f"{type(where).__name__}", source=w, path="where")
     try:
-        return Session(store, compaction=compaction, episodes=episodes, continuity=continuity,
-                       identity=identity, clock=clock, owns_store=owns)
+        with warnings.catch_warnings():
+            # An unknown model warned once, above.
+            warnings.simplefilter("ignore", UnknownModelWarning)
+            return Session(store, compaction=compaction, episodes=episodes,
+                           continuity=continuity, identity=identity, clock=clock,
+                           owns_store=owns, model=model)
     except BaseException:
         if owns:
             store.close()

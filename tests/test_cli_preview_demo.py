@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -333,7 +335,7 @@ def test_demo_summary_leads_and_states_the_recall_order(capsys: pytest.CaptureFi
         "then by recall score (highest first)" in head
     omitted = sum(1 for e in eps if e.representation == "omitted")
     assert f"{omitted} left out for budget" in head
-    assert re.search(r"left out \d+ items, \d+ of them high priority; top reasons "
+    assert re.search(r"left out \d+ items, \d+ of them high priority; by reason "
                      r"budget_exhausted \d+", head)
     # The stated order holds: pinned open items first, then score, highest first (ties: as
     # recall breaks them, newer first, which a stable sort keeps).
@@ -343,3 +345,61 @@ def test_demo_summary_leads_and_states_the_recall_order(capsys: pytest.CaptureFi
     table = lines[lines.index(next(x for x in lines if x.startswith("recalled episodes ("))):]
     ranks = [m.group(2) for line in table if (m := re.match(r"^\s+(\d+)  (episode:\S+)", line))]
     assert ranks == [e.ref for e in eps]
+
+
+def _left_out_by_the_manifest(manifest: dict[str, Any]) -> dict[str, str]:
+    """The items of ``project --json`` that are not in the prompt in full, with the reason code
+    the manifest's rule gives them (its ``omitted`` lists apply the same rule to refs)."""
+    expected: dict[str, str] = {}
+    for section in manifest["sections"]:
+        for item in section["items"]:
+            form = item["form"]
+            if form == "omitted":
+                expected[item["key"]] = "budget_exhausted"
+            elif form == "clipped" or (form != "full" and item["tokens"] < item["full_tokens"]):
+                expected[item["key"]] = (
+                    "owned_by_other_work_item" if "owned_by_other_work_item" in item["reasons"]
+                    else "clipped_to_fit" if form == "clipped"
+                    else "compacted_for_budget" if form == "compact" else "ref_only_for_budget")
+    return expected
+
+
+@pytest.mark.parametrize("budget", [2048, 8192])
+def test_one_count_for_the_items_left_out(budget: int, capsys: pytest.CaptureFixture[str],
+                                          demo_db: Path,
+                                          explained: dict[tuple[str, ...], dict[str, object]]
+                                          ) -> None:
+    """The summary, the details and ``explain`` speak of one set, the items left out or shrunk:
+    the same count and the same reasons, each item the reason the manifest gives it."""
+    db = str(demo_db)
+    manifest = json.loads(run(capsys, "project", "--db", db, "--budget", str(budget),
+                              "--json")[0])
+    expected = _left_out_by_the_manifest(manifest)
+    assert expected
+    counts = Counter(expected.values())
+    by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.items(),
+                                                        key=lambda rn: (-rn[1], rn[0])))
+    out, _ = run(capsys, "preview", "--db", db, "--budget", str(budget), "--plain",
+                 "--width", "400")
+    lines = out.splitlines()
+    summary = next(line for line in lines if line.startswith("left out   "))
+    assert f"left out   {len(expected)} items" in summary
+    assert f"; by reason {by_reason}" in summary
+    details = lines.index(f"left out or shrunk: {len(expected)} items, by reason {by_reason}")
+    head = next(i for i in range(details, len(lines)) if lines[i].split()[:2] == ["item", "reason"])
+    rows = [line.split()[:2] for line in lines[head + 1:] if line.startswith("  ")
+            and not line.startswith("  …")]
+    assert len(rows) == min(25, len(expected))
+    assert all(expected[key] == reason for key, reason in rows)
+    # The refs the manifest lists as omitted that are items themselves: the same reason.
+    for section in manifest["sections"]:
+        for omitted in section["omitted"]:
+            if omitted["ref"] in expected:
+                assert omitted["reason"] == expected[omitted["ref"]]
+    # explain gives each left-out episode (and a recent turn, when one is) the same reason.
+    asked = [k for k in expected if k.startswith("episode:")][:6] + \
+        [k for k in expected if k.startswith("turn:")][:1]
+    assert asked
+    for key in asked:
+        answer = explain_json(capsys, explained, "--db", db, "--budget", str(budget), key)
+        assert answer["reason"] == expected[key], key

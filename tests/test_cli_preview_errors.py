@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
+import errno
+import io
 import os
 import shutil
 import subprocess
@@ -68,14 +71,26 @@ def test_unreadable_source(capsys: pytest.CaptureFixture[str], tmp_path: Path, c
     assert_one_line_error(code, err, str(tmp_path), "cannot read")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_unreadable_file_mode(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """A file without read permission names the file."""
+def test_unreadable_file_mode(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file without read permission names the file and says why. Root reads a file whatever
+    its mode, so as root the refusal the kernel would give anyone else is made where files are
+    opened (``open``), and the path is the same one a user meets."""
     src = tmp_path / "locked.jsonl"
     shutil.copy(SMALL, src)
     src.chmod(0)
+    if os.geteuid() == 0:
+        real_open = io.open
+
+        def refuse(file: object, *args: object, **kwargs: object) -> object:
+            if isinstance(file, str | os.PathLike) and os.fspath(file) == str(src):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(src))
+            return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+
+        monkeypatch.setattr(io, "open", refuse)
+        monkeypatch.setattr(builtins, "open", refuse)
     code, _, err = run(capsys, with_source("preview", str(src)))
-    assert_one_line_error(code, err, str(src))
+    assert_one_line_error(code, err, str(src), os.strerror(errno.EACCES))
 
 
 @pytest.mark.parametrize("command", COMMANDS)

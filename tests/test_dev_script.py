@@ -165,3 +165,61 @@ def test_the_whole_suite_runs_on_two_processes(dev: ModuleType, monkeypatch: pyt
         assert argv[2:] == ["-n", "2", "--dist", "loadfile", *args]
     else:
         assert argv[2:] == dev.from_caller(args, ROOT)
+
+
+def _pip_calls(dev: ModuleType) -> list[str]:
+    """The pip command lines the stand-in python was given (dev.py logs each one)."""
+    return [line for line in dev.LOG.read_text().splitlines() if line.startswith("$ ")]
+
+
+def test_the_demo_installs_the_runtime_dependencies_only(dev: ModuleType,
+                                                         capfd: pytest.CaptureFixture[str]) -> None:
+    """The main job installs holon-ctx without its dev extras (and without upgrading pip); the
+    stamp says so, and the demo's next run installs nothing."""
+    dev.ensure_env(level="runtime")
+    (install,) = _pip_calls(dev)
+    assert install.endswith(f"install -e {dev.ROOT}")
+    assert dev.STAMP.read_text() == dev._stamp_value("runtime")
+    err = capfd.readouterr().err
+    assert "runtime dependencies only" in err
+    dev.ensure_env(level="runtime")
+    assert capfd.readouterr() == ("", "")
+
+
+def test_the_tests_add_the_dev_tools_to_a_runtime_install(dev: ModuleType,
+                                                          capfd: pytest.CaptureFixture[str]) -> None:
+    """After the demo, ``dev.py test`` adds the dev tools to the same venv, and says so; a dev
+    install then serves the demo too."""
+    dev.STAMP.write_text(dev._stamp_value("runtime"))
+    dev.ensure_env(level="dev")
+    assert _pip_calls(dev)[-1].endswith(f"install -e {dev.ROOT}[dev]")
+    assert "this job needs the dev tools" in capfd.readouterr().err
+    assert dev.STAMP.read_text() == dev._stamp_value("dev")
+    dev.ensure_env(level="runtime")
+    assert capfd.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("stamp", ["dev OLD", "OLD"])
+def test_an_update_keeps_the_dev_tools(dev: ModuleType, stamp: str) -> None:
+    """When pyproject.toml changed, a venv that had the dev tools gets them again, whichever job
+    runs first (a stamp of the digest alone predates the levels and was a dev install)."""
+    dev.STAMP.write_text(stamp)
+    dev.ensure_env(level="runtime")
+    assert _pip_calls(dev)[-1].endswith(f"install -e {dev.ROOT}[dev]")
+    assert dev.STAMP.read_text() == dev._stamp_value("dev")
+
+
+@pytest.mark.parametrize(("job", "level"), [
+    ("demo", "runtime"), ("cli", "runtime"), ("test", "dev"), ("lint", "dev"), ("bench", "dev"),
+    ("shell", "dev"), ("build", "dev"),
+])
+def test_each_job_asks_for_its_install_level(dev: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                             job: str, level: str) -> None:
+    """Only the demo and the CLI run on the runtime install; tests, lint, benchmarks, scripts
+    and the build need the dev tools."""
+    asked: list[str] = []
+    monkeypatch.setattr(dev, "ensure_env", lambda **kw: asked.append(kw["level"]))
+    monkeypatch.setattr(dev, "run", lambda *_a, **_k: 0)
+    monkeypatch.setattr(dev, "goldens", lambda: 0)
+    dev.main([job])
+    assert asked == [level]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -350,13 +353,34 @@ def test_memory_and_sqlite_stores_recall_identically(tmp_path: Path) -> None:
     assert results[0] == results[1]
 
 
-def test_recall_is_deterministic_across_calls() -> None:
-    """Two recalls of the same query return byte-identical results."""
-    c, _ = billing_conversation()
-    ledger, episodes, _ = archived(c.records, recent=6, max_range=2)
-    source = StoreEpisodeSource(episodes, ledger)
-    q = _query(ledger, "website navigation gradient", 99)
-    assert source.recall(q, 12) == source.recall(q, 12)
+_RECALL_IN_A_PROCESS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from test_episodes_kit import archived, billing_conversation
+from test_episodes_recall import _query
+from holon_ctx.memory.source import StoreEpisodeSource
+c, _ = billing_conversation()
+ledger, episodes, _ = archived(c.records, recent=6, max_range=2)
+source = StoreEpisodeSource(episodes, ledger)
+got = source.recall(_query(ledger, "website navigation gradient billing", 99), 12)
+assert got == source.recall(_query(ledger, "website navigation gradient billing", 99), 12)
+print(repr([(e.ref, e.score, e.full_text, e.compact_text, e.ref_text) for e in got]))
+"""
+
+
+def test_recall_is_deterministic_across_processes() -> None:
+    """The same query on the same ledger recalls byte-identical episodes, scores and texts in
+    processes whose string hashing differs (PYTHONHASHSEED): no order may come from a set or
+    a dict keyed by text, which would differ from one runtime process to the next."""
+    outputs = set()
+    for seed in ("0", "1", "12345"):
+        done = subprocess.run([sys.executable, "-c", _RECALL_IN_A_PROCESS, str(Path(__file__).parent)],
+                              env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True,
+                              text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        outputs.add(done.stdout)
+    assert len(outputs) == 1
+    assert outputs.pop().count("episode:") >= 2
 
 
 def test_a_resolved_wait_is_not_unresolved_in_its_episode() -> None:

@@ -134,7 +134,7 @@ def test_transcript_call_ids_and_prefixes_are_held_to_the_rule(tmp_path: Path) -
     src.write_text(json.dumps(chat), encoding="utf-8")
     with pytest.raises(LedgerFormatError) as info:
         read_transcript(src, "openai")
-    assert info.value.path == "$.messages[1].tool_calls[0]"
+    assert info.value.path == "$[1].tool_calls[0]"  # a bare list: its path starts at $
     assert "tool call id: must not contain markup characters" in str(info.value)
     chat[1]["tool_calls"][0]["id"] = "call_1"
     src.write_text(json.dumps(chat), encoding="utf-8")

@@ -75,7 +75,7 @@ def test_a_disguised_trajectory_is_refused_with_a_pointer(
                    "which would make all 3 user "
                    "messages trusted operator input; if a harness or a tool wrote any of them, it "
                    "would get the operator's authority. Say which format it is with --from "
-                   "(openai: every user message is the operator's; it looks like a mini-swe-agent "
+                   "openai (every user message is the operator's; it looks like a mini-swe-agent "
                    "trajectory (harness replies in the user role): --from swe-traj)\n")
     assert not db.exists()
 

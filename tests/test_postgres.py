@@ -122,7 +122,8 @@ def test_version_1_schema_migrates_and_indexes_its_high_turns(schema_url: str) -
     store.close()
     with psycopg.connect(schema_url, autocommit=True) as conn:
         # What version 1 had: none of the tables later versions add.
-        conn.execute("DROP TABLE holon_high_turns, holon_session_epochs, holon_session_state")
+        conn.execute("DROP TABLE holon_high_turns, holon_session_epochs, holon_session_state, "
+                     "holon_usage")
         conn.execute("DELETE FROM holon_meta WHERE key='high_index'")
         conn.execute("UPDATE holon_meta SET value='1' WHERE key='schema_version'")
     assert migrate(schema_url) == (1, SCHEMA_VERSION)
@@ -439,7 +440,13 @@ def test_core_imports_without_psycopg() -> None:
         "except StoreError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True, cwd=ROOT)
-    assert out.stdout == ("PostgreSQL support needs psycopg: pip install 'holon-ctx[postgres]'\n")
+    from holon_ctx.extras import install_command
+
+    # Installed from this checkout: the command installs the checkout's extra, never from an
+    # index that does not have holon-ctx.
+    assert install_command("postgres") == f"pip install -e '{ROOT}[postgres]'"
+    assert out.stdout == ("PostgreSQL support needs the 'postgres' extra (psycopg is not "
+                          f"installed): pip install -e '{ROOT}[postgres]'\n")
 
 
 def test_large_import_goes_through_copy_and_matches_memory(pg_url: str,

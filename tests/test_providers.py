@@ -139,10 +139,12 @@ def test_an_untrusted_environment_never_reaches_the_system_role() -> None:
 
 
 def test_measure_is_the_content_count_plus_framing() -> None:
-    """Tokens of a request = the prompt's used_tokens + 3 per message + 3 reply priming."""
+    """Tokens of a request = the prompt's used_tokens + per message 3 and its role's tokens
+    (OpenAI's token-counting guide) + 3 reply priming."""
     counter = default_counter()
     p = project(agent_ledger(8), 1500)
-    assert measure(to_openai_messages(p), counter) == p.used_tokens + 3 * 2 + 3
+    roles = counter.count("system") + counter.count("user")
+    assert measure(to_openai_messages(p), counter) == p.used_tokens + 3 * 2 + roles + 3
     assert measure(to_anthropic_messages(p), counter) == p.used_tokens + framing_tokens(2)
     bare = project(agent_ledger(8)[1:], 1500)
     assert measure(to_openai_messages(bare), counter) == bare.used_tokens + framing_tokens(1)
@@ -182,9 +184,11 @@ def test_json_is_an_alias_of_format_json(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["project", str(src), "--budget", "800", "--json", "--format", "openai"]) == 2
     err = capsys.readouterr().err
     assert err == "holon-ctx: error: --json and --format openai disagree; give one of them\n"
-    assert main(["project", str(src), "--budget", "9", "--format", "openai",
+    framing = framing_tokens()
+    assert main(["project", str(src), "--budget", str(framing), "--format", "openai",
                  "--mode", "stateless"]) == 2
-    assert "leaves no room after the 9 tokens of openai message framing" in capsys.readouterr().err
+    assert (f"leaves no room after the {framing} tokens of openai message framing"
+            in capsys.readouterr().err)
     assert main(["project", str(src), "--budget", "9", "--format", "openai"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("holon-ctx: error: budget too small:")

@@ -5,16 +5,31 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 import holon_ctx
 from holon_ctx.cli.main import main
+from holon_ctx.cli.replay_cmd import chart_lines, verdict
 from holon_ctx.ledger.records import Message, MessageRole
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.cost import PRICES, CostMeter, PriceTable, shared_prefix_tokens
-from holon_ctx.projection.replay import ApproachReport, call_points, replay
+from holon_ctx.projection.cost import (
+    PRICES,
+    CostMeter,
+    PriceTable,
+    RequestCost,
+    shared_prefix_tokens,
+)
+from holon_ctx.projection.replay import (
+    APPROACHES,
+    ApproachReport,
+    TurnRow,
+    call_points,
+    replay,
+    request_tokens,
+)
 from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.tokens import default_counter
 
@@ -178,8 +193,8 @@ def _db(tmp_path: Path) -> str:
 
 def test_replay_in_a_pipe_is_whole_plain_columns(tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """Every row has every column, nothing is cut, and the totals' "sent" is the sum of the
-    per-call column (the same token stream)."""
+    """Without --width, in a pipe: every row on one line with every column, nothing cut, and the
+    totals' "sent" is the sum of the per-call column (the same token stream)."""
     db = _db(tmp_path)
     assert main(["replay", "--db", db, "--budget", "4096", "--baseline",
                  "newest,stateless"]) == 0
@@ -189,15 +204,111 @@ def test_replay_in_a_pipe_is_whole_plain_columns(tmp_path: Path,
     lines = out.splitlines()
     header = lines[1].split()
     assert header[:4] == ["call", "turn", "sent", "cached"]
-    totals_at = lines.index("totals (billed in uncached-token equivalents)")
+    totals_at = lines.index("totals (billed in uncached input tokens)")
     rows = [line.split() for line in lines[2:totals_at] if line]
     assert rows
     assert all(len(r) == 12 for r in rows)
     sent = sum(int(r[2].replace(",", "")) for r in rows)
-    totals = {line.split()[0]: line.split() for line in lines[totals_at + 2:]}
+    totals = {line.split()[0]: line.split() for line in lines[totals_at + 2:totals_at + 5]}
     assert set(totals) == {"session", "newest", "stateless"}
     assert int(totals["session"][2].replace(",", "")) == sent
     assert int(totals["session"][1]) == len(rows)
+    assert lines[-1].startswith("verdict: ")
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 120])
+def test_replay_at_any_width_cuts_no_figure(width: int, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """At any width every line fits, no cell is cut (no ellipsis), and every figure of every call
+    and of the totals is printed whole, the session's as much as the baselines' (the JSON report
+    says what they are)."""
+    db = _db(tmp_path)
+    assert main(["replay", "--db", db, "--budget", "4096", "--baseline", "full,newest",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert main(["replay", "--db", db, "--budget", "4096", "--baseline", "full,newest",
+                 "--width", str(width)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert "…" not in out
+    words = Counter(out.split())
+    for name, body in report["approaches"].items():
+        for call in body["calls"]:
+            for figure in (call["sent_tokens"], call["shared_tokens"], round(call["billed"])):
+                assert words[f"{figure:,}"] > 0, (name, figure)
+        totals = body["totals"]
+        for figure in (f"{totals['sent_tokens']:,}", f"{totals['billed']:,.0f}",
+                       f"{totals['reuse']:.3f}"):
+            assert words[figure] > 0, (name, figure)
+    assert words["yes"] == report["approaches"]["session"]["totals"]["replans"]
+
+
+def test_the_legend_names_every_column_and_approach(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Each column heading of the per-call table and the totals, and each approach replayed, has
+    a line in the legend."""
+    db = _db(tmp_path)
+    assert main(["replay", "--db", db, "--budget", "4096", "--baseline", "all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    legend = lines[lines.index("legend") + 2:lines.index("legend") + 30]
+    explained = {line[2:22].strip() for line in legend if line.startswith("  ") and line[2] != " "}
+    columns = {"sent", "cached", "re-plan", "billed", "prefix reuse", "billed share",
+               "over budget"}
+    assert columns | {"session", "stateless", "full", "newest"} <= explained
+    header = lines[1].split()
+    assert {h for h in header if h not in ("call", "turn") and h not in APPROACHES} <= explained
+
+
+def _report(name: str, billed: list[float], *, over: int = 0,
+            replans: dict[int, str] | None = None) -> ApproachReport:
+    rows = tuple(TurnRow(turn=f"turn:t{i}", cost=RequestCost(
+        sent_tokens=1000, shared_tokens=500, billed=b, replanned=i in (replans or {})),
+        request_tokens=1000, replan_reason=(replans or {}).get(i)) for i, b in enumerate(billed))
+    return ApproachReport(name=name, rows=rows, reuse=0.5, billed_share=0.5,
+                          sent_tokens=1000 * len(rows), billed=sum(billed),
+                          replans=len(replans or {}), over_budget=over)
+
+
+def test_the_verdict_names_the_cheapest_within_the_budget_and_why() -> None:
+    """The cheapest approach that stays within the budget, the difference in percent of the
+    dearer one, and — when the session is not the cheapest — what its re-plans cost and what
+    caused them; an approach over the budget is never the answer, only mentioned."""
+    session = _report("session", [900, 100, 100, 900], replans={0: "work_item_changed",
+                                                                3: "work_item_changed"})
+    newest = _report("newest", [400, 400, 400, 400])
+    full = _report("full", [300, 100, 100, 100], over=2)
+    line = verdict([session, newest, full], 4096)
+    assert line.startswith("verdict: newest is the cheapest within the budget: 1,600 billed, "
+                           "20.0% less than the session (2,000)")
+    assert "re-planned on 2 of 4 calls (2 for work-item switches)" in line
+    assert "those calls billed 90% of its total" in line
+    assert "full bills less (600) but exceeds the 4,096-token budget on 2 of 4 calls" in line
+    cheap = _report("session", [300, 300, 300, 300])
+    assert verdict([cheap, newest], 4096).startswith(
+        "verdict: the session is the cheapest within the budget: 1,200 billed, 25.0% less than "
+        "newest (1,600)")
+    assert "nothing to compare" in verdict([session], 4096)
+
+
+def test_the_chart_fits_and_shares_one_scale() -> None:
+    """One cell per call while they fit, else the mean of consecutive calls; the dearest cell of
+    any approach is the full bar, so heights compare across lines."""
+    session = _report("session", [100.0] * 10)
+    newest = _report("newest", [100.0] * 9 + [800.0])
+    head, one, two, axis = chart_lines([session, newest], 20)
+    assert "each cell one call" in head
+    assert "█ = 800" in head
+    bars_one, bars_two = one.split()[1], two.split()[1]
+    assert len(bars_one) == 10
+    assert len(set(bars_one)) == 1
+    assert bars_one[0] != "█"
+    # The same bill draws the same bar on both lines: one scale.
+    assert bars_two == bars_one[:9] + "█"
+    head, one, _, _ = chart_lines([session, newest], 4)
+    assert "each cell the mean of 3 calls" in head
+    assert len(one.split()[1]) == 4
+    assert axis.split()[-1] == "10"
 
 
 def test_replay_json_adds_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -239,3 +350,25 @@ def test_a_bad_price_file_names_its_field(tmp_path: Path,
     assert str(table) in err
     assert "$.cache_write" in err
     assert len(err.splitlines()) == 1
+
+
+def test_the_cached_counts_are_the_budgets_counts() -> None:
+    """A replay counts a request by its messages, each counted once and kept for the next call:
+    at every call point that sum is exactly what :func:`measure` counts for the whole history
+    and for keep-newest's request (the renderer's blocks are additive), and the token stream is
+    the messages' streams end to end."""
+    from holon_ctx.projection.providers import measure
+    from holon_ctx.projection.replay import _Encoded, _History, _newest
+
+    counter = default_counter()
+    store = _agent_run(11, 40)
+    history = _History(store, counter)
+    encoded = _Encoded(counter)
+    for _, limit in call_points(store):
+        history.grow(limit)
+        whole = history.messages()
+        kept = _newest(whole, 2048, encoded)
+        assert encoded.sent(whole) == measure(whole, counter)
+        assert encoded.sent(kept) == measure(kept, counter) <= 2048
+        stream = encoded.tokens(whole)
+        assert stream == [t for m in whole for t in request_tokens([m], counter)]

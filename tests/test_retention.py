@@ -258,7 +258,10 @@ def test_the_caches_remember_and_stay_bounded() -> None:
     assert cache.facts(second, first) is remembered
     retention = Retention({}, cache)
     retention.read(Page(index=0, units=(second,), before=first, last=True, reached_start=False))
-    assert retention.priority(second) is retention.priority(second)
+    judged = retention.priority(second)
+    # The class read with its page (a tick after a tick), handed back as the same object.
+    assert judged == (Priority.LOW, ("noop_tick",))
+    assert retention.priority(second) is judged
     for seq in range(3, _FACTS_CACHE + 10):
         cache.facts(unit("timer", seq=seq), None)
         assert len(cache._facts) <= _FACTS_CACHE

@@ -13,7 +13,7 @@ from holon_ctx import InputError, ToolCall, open_session
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Message, MessageRole, Tool, ToolStatus, Turn
 from holon_ctx.ledger.sqlite import SqliteStore
-from holon_ctx.projection.providers import measure
+from holon_ctx.projection.providers import framing_tokens, measure
 from holon_ctx.tokens import default_counter
 
 
@@ -289,8 +289,10 @@ def test_requests_need_a_turn_and_a_budget_above_the_framing() -> None:
     with pytest.raises(InputError, match="next_request: the ledger holds no turn yet"):
         s.next_request(1000)
     s.operator_message("hi")
-    with pytest.raises(holon_ctx.BudgetTooSmallError, match="message framing need 10 tokens"):
-        s.next_request(9)
+    framing = framing_tokens()
+    with pytest.raises(holon_ctx.BudgetTooSmallError,
+                       match=f"message framing need {framing + 1} tokens, only {framing} "):
+        s.next_request(framing)
 
 
 def test_a_closed_session_refuses_appends(tmp_path: Path) -> None:
@@ -338,7 +340,9 @@ def test_a_request_hides_how_it_was_made() -> None:
     request = s.next_request(4096)
     public = {n for n in dir(request) if not n.startswith("_")}
     assert public == {"budget_tokens", "text", "used_tokens", "request_tokens", "current_turn",
-                      "manifest", "manifest_json", "openai_messages", "anthropic_request"}
+                      "manifest", "manifest_json", "openai_messages", "anthropic_request",
+                      # How it was counted (RFC 0022): for the runtime's logs and observe_usage.
+                      "planned_tokens", "safety_factor", "model", "framing", "counter"}
     before = len(request.openai_messages)
     request.openai_messages.append({"role": "user", "content": "x"})
     assert len(request.openai_messages) == before  # each access is a fresh list

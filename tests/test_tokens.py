@@ -86,7 +86,7 @@ def test_unknown_encoding_is_an_input_error() -> None:
     with pytest.raises(InputError) as info:
         TiktokenCounter("no_such_encoding")
     assert str(info.value) == ("token encoding 'no_such_encoding' is not available offline "
-                               "(ValueError); available without network: cl100k_base")
+                               "(ValueError); available without network: cl100k_base, o200k_base")
 
 
 def test_encoding_needing_a_download_fails_without_network(
@@ -105,7 +105,7 @@ def test_encoding_needing_a_download_fails_without_network(
     with pytest.raises(InputError) as info:
         TiktokenCounter("p50k_base")
     assert str(info.value).startswith("token encoding 'p50k_base' is not available offline (")
-    assert str(info.value).endswith("); available without network: cl100k_base")
+    assert str(info.value).endswith("); available without network: cl100k_base, o200k_base")
     assert list(tmp_path.iterdir()) == []
 
 

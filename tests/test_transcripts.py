@@ -227,38 +227,39 @@ def test_detection_says_which_format_and_why(tmp_path: Path) -> None:
 
 
 Bad = tuple[str, str, Any, str, str]
-#: (name, --from, content, JSON path, message): each a transcript that must import nothing.
+#: (name, --from, content, JSON path, message): each a transcript that must import nothing. A bare
+#: message list's paths start at ``$[i]``: a path names a place the input has (issue 27).
 BAD: list[Bad] = [
     ("result-without-call", "openai",
      [*OPENAI[:5], {"role": "tool", "tool_call_id": "call_9", "content": "?"}],
-     "$.messages[5].tool_call_id", "no tool call 'call_9' before this result"),
+     "$[5].tool_call_id", "no tool call 'call_9' before this result"),
     ("second-result", "openai", [*OPENAI[:5], OPENAI[4]],
-     "$.messages[5].tool_call_id", "a second result for tool call 'call_1' "
-                                   "(first at $.messages[4].tool_call_id)"),
+     "$[5].tool_call_id", "a second result for tool call 'call_1' "
+                                   "(first at $[4].tool_call_id)"),
     ("result-after-turn-closed", "openai",
      [OPENAI[1], OPENAI[2], {"role": "user", "content": "?"}, OPENAI[3]],
-     "$.messages[3].tool_call_id", "tool call 'call_2' ($.messages[1].tool_calls[1]) was left "
+     "$[3].tool_call_id", "tool call 'call_2' ($[1].tool_calls[1]) was left "
      "without a result when its turn ended; a result must come before the next user or "
      "assistant turn"),
     ("duplicate-call-id", "openai",
      [OPENAI[1], {"role": "assistant", "tool_calls": [OPENAI[2]["tool_calls"][0]] * 2}],
-     "$.messages[1].tool_calls[1]", "duplicate tool call id 'call_1'"),
-    ("missing-role", "openai", [{"content": "hi"}], "$.messages[0].role",
+     "$[1].tool_calls[1]", "duplicate tool call id 'call_1'"),
+    ("missing-role", "openai", [{"content": "hi"}], "$[0].role",
      "expected a string, got null"),
-    ("unknown-role", "openai", [{"role": "admin", "content": "hi"}], "$.messages[0].role",
+    ("unknown-role", "openai", [{"role": "admin", "content": "hi"}], "$[0].role",
      "expected one of system, developer, user, assistant, tool, got 'admin'"),
     ("legacy-function", "openai", [OPENAI[1], {"role": "function", "name": "f", "content": "1"}],
-     "$.messages[1].role", "legacy 'function' messages are not supported; use 'tool' "
+     "$[1].role", "legacy 'function' messages are not supported; use 'tool' "
                            "messages with tool_call_id"),
-    ("content-wrong-type", "openai", [{"role": "user", "content": 7}], "$.messages[0].content",
+    ("content-wrong-type", "openai", [{"role": "user", "content": 7}], "$[0].content",
      "expected a string or an array, got integer"),
     ("part-without-text", "openai", [{"role": "user", "content": [{"type": "text"}]}],
-     "$.messages[0].content[0].text", "expected a string, got null"),
+     "$[0].content[0].text", "expected a string, got null"),
     ("tool-calls-not-list", "openai", [OPENAI[1], {"role": "assistant", "tool_calls": {}}],
-     "$.messages[1].tool_calls", "expected an array, got object"),
+     "$[1].tool_calls", "expected an array, got object"),
     ("arguments-wrong-type", "openai", [OPENAI[1], {"role": "assistant", "tool_calls": [
         {"id": "c", "function": {"name": "f", "arguments": 3}}]}],
-     "$.messages[1].tool_calls[0].function.arguments", "expected an object, got integer"),
+     "$[1].tool_calls[0].function.arguments", "expected an object, got integer"),
     ("no-conversation", "openai", [], "$",
      "no conversation: the transcript holds no user or assistant message"),
     ("not-a-transcript", "openai", 42, "$", "expected an object or an array, got integer"),

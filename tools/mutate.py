@@ -1,17 +1,32 @@
-"""Mutation-test one core module: ``python3 dev.py mutate MODULE`` (see docs/testing.md).
+"""Mutation-test any module of holon_ctx: ``python3 dev.py mutate MODULE`` (see docs/testing.md).
 
 Each mutant is one small change to the module (an operator swapped, a constant changed, a branch
-inverted, …) made by cosmic-ray; the module's focused tests run against it, and a mutant the tests
-do not fail on *survived*. The run happens in a copy of the repository, so the working tree is
-never touched, with one worker: the machine is shared. At the end it prints the kill rate and every
-survivor (file, line, operator), and writes them to ``mutation/MODULE.txt``.
+inverted, …) made by cosmic-ray; the tests that run the mutated line are run against it, and a
+mutant none of them fails on *survived*.
 
-    python3 dev.py mutate planner             # every mutant of the module
-    python3 dev.py mutate planner --sample 120 # a seeded random sample of 120 (the rate then
-                                               # estimates the module's; the report says so)
-    python3 dev.py mutate planner --limit 40   # the first 40 mutants only (a quick look)
-    python3 dev.py mutate planner --recheck    # only the survivors of mutation/planner.txt,
-                                               # against today's tests (after adding some)
+How the tests of a mutant are chosen (no hand-kept table): the default test tier runs once under
+coverage with one context per test (pytest-cov ``--cov-context=test``), restricted to the module.
+That gives, for each line of the module, the tests that execute it, and for each test its time.
+A mutant runs exactly the tests that execute the lines it changes, fastest first, stopping at the
+first failure; a mutant on a line no test executes survives without a run (listed as "not
+run by any test"). The map is cached under ``.mutate-cache/`` by the content of the repository's
+code and tests, so a second run on the same tree (or ``--recheck``) does not pay for it again.
+
+Samples. ``--sample N`` draws N of the module's mutants with a seed that is fresh on every run
+(from the operating system) and printed; ``--seed S`` draws the same sample again. A rate a
+document reports is measured on a sample whose seed was drawn *after* the tests it credits were
+written: the seed is in the report's first line, and docs/testing.md records it.
+
+    python3 dev.py mutate holon_ctx/projection/session.py --sample 40
+    python3 dev.py mutate session_state --sample 40    # a unique suffix of a module's path
+    python3 dev.py mutate planner --limit 20           # the first 20 mutants only (a quick look)
+    python3 dev.py mutate planner --recheck            # only the survivors of the last report
+    python3 dev.py mutate planner --sample 40 --jobs 2 # two mutants at a time (two copies)
+
+The run happens in copies of the repository, so the working tree is never touched. The report
+(kill rate, seed, commit, each survivor with file, line, operator and the line's text) is printed
+and written to ``mutation/NAME.txt``, NAME being the module's path under ``holon_ctx`` with dots
+(``projection.session``; the seven modules measured before this tool keep their short names).
 
 Mutants inside type annotations are not run: with ``from __future__ import annotations`` an
 annotation is never evaluated, so they are equivalent by construction (counted in the report).
@@ -21,230 +36,195 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
-import random
-import re
+import os
+import secrets
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-#: Module → (source file, its focused tests). Each test selection runs in a few seconds: it is run
-#: once per mutant.
-MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
-    # The grow steps (issue 12: the newest step whole while the budget has room) are tested on
-    # real projections in the prompt-density module; its three planner tests take ~3 s.
-    "planner": ("holon_ctx/projection/planner.py",
-                ("tests/test_planner.py",
-                 "tests/test_prompt_density.py::"
-                 "test_the_newest_step_is_shown_whole_while_the_budget_has_room",
-                 "tests/test_prompt_density.py::"
-                 "test_when_the_budget_binds_older_steps_lose_text_first",
-                 "tests/test_prompt_density.py::"
-                 "test_the_room_a_clipped_trail_leaves_goes_to_the_newest_step")),
-    "retention": ("holon_ctx/projection/retention.py",
-                  ("tests/test_retention.py", "tests/test_relation_retention.py")),
-    "facts": ("holon_ctx/ledger/facts.py", ("tests/test_retention.py",)),
-    # A re-run's compact form (the changed lines) is rendered here and specified end to end in
-    # test_folding.py (about 5 s more per mutant).
-    # The grow's last characters (RFC 0016), the quoted ledger text of a label and the short
-    # fence and tool label (RFC 0015) are specified in test_prompt_density.py; the in-output
-    # folds of repeated lines in test_repeated_lines.py (each selection about 3 s more).
-    "render": ("holon_ctx/projection/render.py",
-               ("tests/test_render.py", "tests/test_folding.py", "tests/test_repeated_lines.py",
-                "tests/test_prompt_density.py::"
-                "test_no_newest_step_is_cut_while_a_token_of_the_budget_is_left",
-                "tests/test_prompt_density.py::"
-                "test_ledger_text_quoted_on_a_label_is_content_and_its_frame_is_markup",
-                "tests/test_prompt_density.py::"
-                "test_a_tool_label_says_ok_for_exit_0_and_names_the_ref_once")),
-    "folding": ("holon_ctx/projection/folding.py",
-                ("tests/test_folding.py", "tests/test_repeated_lines.py")),
-    "chains": ("holon_ctx/projection/chains.py", ("tests/test_chains.py",)),
-    "builder": ("holon_ctx/memory/builder.py", ("tests/test_episodes_builder.py",)),
-    # The adversarial table is the validator's specification (one attack, one decision and
-    # primary reason per case): without it most of the checks are run by no focused test.
-    "validator": ("holon_ctx/continuity/validator.py",
-                  ("tests/continuity/test_continuity_adversarial.py",
-                   "tests/continuity/test_continuity_codes.py",
-                   "tests/continuity/test_continuity_protocol.py")),
+CACHE = ROOT / ".mutate-cache"
+#: Report names kept from the hand-kept table this tool replaced (mutation/*.txt, docs/testing.md).
+LEGACY_NAMES = {
+    "holon_ctx/projection/planner.py": "planner",
+    "holon_ctx/projection/retention.py": "retention",
+    "holon_ctx/ledger/facts.py": "facts",
+    "holon_ctx/projection/render.py": "render",
+    "holon_ctx/projection/folding.py": "folding",
+    "holon_ctx/projection/chains.py": "chains",
+    "holon_ctx/memory/builder.py": "builder",
+    "holon_ctx/continuity/validator.py": "validator",
 }
+#: A mutant's tests get this many times their unmutated time, plus the interpreter's start, and
+#: at least the floor: on the loaded shared machine a tight timeout kills sound mutants.
+TIMEOUT_FACTOR = 4.0
+TIMEOUT_FLOOR_S = 60.0
+TIMEOUT_START_S = 20.0
+
+#: A pytest plugin loaded in the coverage run: each test's outcome and time, by node id.
+_TIMES_PLUGIN = '''
+import json, os
+_times = {}
+def pytest_runtest_logreport(report):
+    entry = _times.setdefault(report.nodeid, [0.0, True])
+    entry[0] += report.duration
+    entry[1] = entry[1] and not report.failed and not report.skipped
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):
+        with open(os.environ["HOLON_MUTATE_TIMES"], "w", encoding="utf-8") as out:
+            json.dump(_times, out)
+'''
+#: Runs the node ids listed in a file (one per line): a command line of thousands of ids, some
+#: with brackets and spaces, would not survive cosmic-ray's split of its test command.
+_RUNNER = '''
+import sys
+import pytest
+ids = [line for line in open(sys.argv[1], encoding="utf-8").read().split("\\n") if line]
+sys.exit(pytest.main(["-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                      "-p", "no:xdist", *ids]))
+'''
+
+
+def resolve(name: str) -> str:
+    """The module's path from the repository root: a path, a dotted name or a unique suffix."""
+    candidates = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "holon_ctx").rglob("*.py"))
+    wanted = name.removesuffix(".py").replace(".", "/").strip("/")
+    if f"{wanted}.py" in candidates:
+        return f"{wanted}.py"
+    found = [c for c in candidates if c.removesuffix(".py") == wanted
+             or c.removesuffix(".py").endswith(f"/{wanted}")]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise SystemExit(f"mutate: no module of holon_ctx matches {name!r}")
+    raise SystemExit(f"mutate: {name!r} names several modules: {', '.join(found)}; give more "
+                     "of the path")
+
+
+def report_name(source: str) -> str:
+    return LEGACY_NAMES.get(source) or source.removeprefix("holon_ctx/").removesuffix(".py") \
+        .replace("/", ".")
+
+
+def _tree_files() -> list[str]:
+    """The tracked and untracked (not ignored) files of the repository."""
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    return [n for n in out.split("\n") if n and (ROOT / n).is_file()]
 
 
 def _copy_repo(dest: Path) -> None:
-    """The tracked and untracked (not ignored) files of the repository, copied to ``dest``."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                           check=True, capture_output=True, text=True).stdout.split("\n")
-    for name in filter(None, files):
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
+    for name in _tree_files():
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, dest / name)
+    (dest / "_mutate_times.py").write_text(_TIMES_PLUGIN, encoding="utf-8")
+    (dest / "_mutate_run.py").write_text(_RUNNER, encoding="utf-8")
 
 
-def _test_command(tests: tuple[str, ...]) -> str:
-    return " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly",
-                     "-p", "no:cacheprovider", *tests])
+def _env(work: Path) -> dict[str, str]:
+    # The work copy's holon_ctx, not the editable install's (which points at ROOT).
+    return {**os.environ, "PYTHONPATH": str(work), "HYPOTHESIS_PROFILE": "ci"}
 
 
-def _baseline(work: Path, tests: tuple[str, ...]) -> float | None:
-    """A timeout for one mutant's tests (four times their time unmutated, at least 40 s), or
-    None when they fail unmutated."""
-    start = time.monotonic()
-    run = subprocess.run(_test_command(tests).split(" "), cwd=work, check=False,
-                         capture_output=True)
-    return None if run.returncode else max(40.0, 4 * (time.monotonic() - start))
+def _commit() -> str:
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "holon_ctx", "tests"], cwd=ROOT,
+                           check=True, capture_output=True, text=True).stdout.strip()
+    return head + ("+changes" if dirty else "")
 
 
-def _config(module: str, tests: tuple[str, ...], timeout: float) -> str:
-    return (f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = {timeout:.1f}\n'
-            f'excluded-modules = []\n'
-            f'test-command = "{_test_command(tests)}"\n\n[cosmic-ray.distributor]\n'
-            f'name = "local"\n')
+class TestMap:
+    """For each line of the module, the tests that execute it; for each test, its time (s)."""
 
+    def __init__(self, lines: dict[int, list[str]], seconds: dict[str, float]) -> None:
+        self.lines = lines
+        self.seconds = seconds
 
-def _recheck(module: str, source: str, tests: tuple[str, ...]) -> int:
-    """Run again the survivors of the last report against today's tests; rewrite the report.
+    def tests_for(self, first: int, last: int) -> list[str]:
+        chosen = {t for line in range(first, last + 1) for t in self.lines.get(line, ())}
+        return sorted(chosen, key=lambda t: (self.seconds.get(t, 0.0), t))
 
-    Tests only ever get added between the two runs, so a mutant killed before is still killed:
-    the new rate over the same mutants is exact, for a fraction of a full run's time. A survivor
-    is named by operator and occurrence, which only hold for the same source: a survivor whose
-    line no longer reads as it did is refused, and the module must be measured afresh.
-    """
-    path = ROOT / "mutation" / f"{module}.txt"
-    head, *rows = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
-    lines = (ROOT / source).read_text(encoding="utf-8").split("\n")
-    survivors = []
-    for row in rows:
-        if not row.startswith("  survived: "):
-            continue  # a line a previous recheck added
-        where, op, rest = row.removeprefix("  survived: ").split(" ", 2)
-        nth, text = rest.split(": ", 1)
-        line = int(where.rstrip(":").rsplit(":", 1)[1])
-        if lines[line - 1].strip() != text:
-            print(f"mutate: {source}:{line} changed since the report; measure afresh",
+    @classmethod
+    def load_or_measure(cls, work: Path, source: str) -> TestMap:
+        digest = hashlib.sha256()
+        for name in _tree_files():
+            if name.startswith(("holon_ctx/", "tests/")) or name in ("pyproject.toml",):
+                digest.update(name.encode() + b"\0" + (ROOT / name).read_bytes())
+        digest.update(source.encode())
+        cached = CACHE / f"{digest.hexdigest()[:24]}.json"
+        if cached.exists():
+            data = json.loads(cached.read_text(encoding="utf-8"))
+            print(f"mutate: the tests of each line, from {cached.relative_to(ROOT)}",
                   file=sys.stderr)
-            return 1
-        survivors.append((row, op, int(nth.lstrip("#"))))
-    killed_now: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="holon-mutate-") as tmp:
-        work = Path(tmp)
-        _copy_repo(work)
-        timeout = _baseline(work, tests)
-        if timeout is None:
-            print(f"mutate: the tests of {module} fail without any mutant", file=sys.stderr)
-            return 1
-        for row, op, occurrence in survivors:
-            try:
-                out = subprocess.run(
-                    [sys.executable, "-m", "cosmic_ray.cli", "mutate-and-test", source,
-                     f"core/{op}", str(occurrence), _test_command(tests)],
-                    cwd=work, check=True, capture_output=True, text=True, timeout=timeout).stdout
-            except subprocess.TimeoutExpired:
-                # Counted killed, as cosmic-ray counts a timeout; the worker died before it could
-                # undo its change.
-                shutil.copy2(ROOT / source, work / source)
-                killed_now.append(row)
-                continue
-            result = json.loads(out)
-            removed = [ln[1:].strip() for ln in str(result.get("diff") or "").split("\n")
-                       if ln.startswith("-") and not ln.startswith("---")]
-            if row.split(": ", 3)[-1] not in removed:
-                print(f"mutate: {op} #{occurrence} no longer mutates the reported line; "
-                      "measure afresh", file=sys.stderr)
-                return 1
-            if result.get("test_outcome") == "killed":
-                killed_now.append(row)
-    left = [row for row, _, _ in survivors if row not in killed_now]
-    # Every mutant of the run not listed as a survivor was killed (or is an annotation
-    # survivor, which the tool never runs).
-    tested = int(re.search(r"(\d+) mutants tested", head)[1])  # type: ignore[index]
-    note = (f"after a recheck against the current tests: {tested - len(left)} of the {tested} "
-            f"killed, {(tested - len(left)) / tested:.1%} ({len(killed_now)} of the "
-            f"{len(survivors)} survivors the report listed are now killed)\n")
-    report = head + "\n" + note + "".join(f"{row}\n" for row in left)
-    path.write_text(report, encoding="utf-8")
-    print(report, end="")
-    return 0
+            return cls({int(k): v for k, v in data["lines"].items()}, data["seconds"])
+        found = cls.measure(work, source)
+        CACHE.mkdir(exist_ok=True)
+        cached.write_text(json.dumps({"lines": found.lines, "seconds": found.seconds}),
+                          encoding="utf-8")
+        return found
+
+    @classmethod
+    def measure(cls, work: Path, source: str) -> TestMap:
+        """Run the default tier once under coverage, one context per test (a few minutes)."""
+        import coverage  # noqa: PLC0415 - a dev dependency, only this tool needs it
+
+        print("mutate: running the default test tier under coverage to find which tests run "
+              "each line (cached for this tree)", file=sys.stderr, flush=True)
+        module = source.removesuffix(".py").replace("/", ".")
+        env = {**_env(work), "COVERAGE_FILE": str(work / ".coverage"),
+               "HOLON_MUTATE_TIMES": str(work / "times.json")}
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile",
+                        "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "_mutate_times",
+                        f"--cov={module}", "--cov-context=test", "--cov-report=", "-q"],
+                       cwd=work, env=env, check=False, stdout=subprocess.DEVNULL)
+        times = json.loads((work / "times.json").read_text(encoding="utf-8"))
+        passed = {t for t, (_, ok) in times.items() if ok}
+        data = coverage.CoverageData(basename=str(work / ".coverage"))
+        data.read()
+        target = next((f for f in data.measured_files() if f.endswith(source)), None)
+        lines: dict[int, list[str]] = {}
+        if target is not None:
+            for line, contexts in data.contexts_by_lineno(target).items():
+                tests = sorted({c.rsplit("|", 1)[0] for c in contexts if c} & passed)
+                if tests:
+                    lines[line] = tests
+        print(f"mutate: coverage run took {time.monotonic() - started:.0f} s; "
+              f"{len(passed)} tests passed, {len({t for v in lines.values() for t in v})} of "
+              f"them run {source}", file=sys.stderr)
+        return cls(lines, {t: s for t, (s, _) in times.items()})
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="dev.py mutate", description=__doc__.split("\n")[0])
-    parser.add_argument("module", choices=sorted(MODULES))
-    parser.add_argument("--limit", type=int, default=0, help="test only the first N mutants")
-    parser.add_argument("--sample", type=int, default=0,
-                        help="test a seeded random sample of N mutants")
-    parser.add_argument("--recheck", action="store_true",
-                        help="run again only the survivors listed in mutation/MODULE.txt")
-    args = parser.parse_args(argv)
-    source, tests = MODULES[args.module]
-    if args.recheck:
-        return _recheck(args.module, source, tests)
-    with tempfile.TemporaryDirectory(prefix="holon-mutate-") as tmp:
-        work = Path(tmp)
-        _copy_repo(work)
-        # The tests must pass on the unmutated copy, or every mutant would count as killed. Their
-        # time there sets the timeout: on a loaded machine a fixed one kills sound mutants.
-        timeout = _baseline(work, tests)
-        if timeout is None:
-            print(f"mutate: the tests of {args.module} fail without any mutant", file=sys.stderr)
-            return 1
-        (work / "cr.toml").write_text(_config(source, tests, timeout), encoding="utf-8")
-        cosmic = [sys.executable, "-m", "cosmic_ray.cli"]
-        subprocess.run([*cosmic, "init", "cr.toml", "cr.sqlite"], cwd=work, check=True)
-        skipped = _drop_annotation_mutants(work / "cr.sqlite", (ROOT / source).read_text())
-        if args.limit:
-            _keep_first(work / "cr.sqlite", args.limit)
-        elif args.sample:
-            _keep_sample(work / "cr.sqlite", args.sample)
-        subprocess.run([*cosmic, "exec", "cr.toml", "cr.sqlite"], cwd=work, check=True)
-        dump = subprocess.run([*cosmic, "dump", "cr.sqlite"], cwd=work, check=True,
-                              capture_output=True, text=True).stdout
-    report = _report(args.module, source, dump, skipped=skipped,
-                     sample=args.sample or args.limit)
-    out = ROOT / "mutation" / f"{args.module}.txt"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(report, encoding="utf-8")
-    print(report, end="")
-    return 0
+class Mutant:
+    """One cosmic-ray work item: operator, occurrence and where it changes the source."""
+
+    def __init__(self, job: str, operator: str, occurrence: int, first: int, col: int,
+                 last: int) -> None:
+        self.job, self.operator, self.occurrence = job, operator, occurrence
+        self.first, self.col, self.last = first, col, last
 
 
-def _jobs(db: sqlite3.Connection) -> list[tuple[str, int, int]]:
-    return [(job, row, col) for job, row, col in db.execute(
-        "SELECT w.job_id, m.start_pos_row, m.start_pos_col FROM work_items w "
-        "JOIN mutation_specs m ON m.job_id=w.job_id ORDER BY w.rowid")]
-
-
-def _drop(db: sqlite3.Connection, jobs: list[str]) -> None:
-    for job in jobs:
-        db.execute("DELETE FROM mutation_specs WHERE job_id=?", (job,))
-        db.execute("DELETE FROM work_items WHERE job_id=?", (job,))
-
-
-def _drop_annotation_mutants(session: Path, source: str) -> int:
-    spans = _annotation_spans(source)
-    with sqlite3.connect(session) as db:
-        inside = [job for job, row, col in _jobs(db)
-                  if any(lo <= (row, col) < hi for lo, hi in spans)]
-        _drop(db, inside)
-    return len(inside)
-
-
-def _keep_sample(session: Path, n: int) -> None:
-    with sqlite3.connect(session) as db:
-        jobs = [job for job, _, _ in _jobs(db)]
-        keep = set(random.Random(11).sample(jobs, min(n, len(jobs))))
-        _drop(db, [job for job in jobs if job not in keep])
-
-
-def _keep_first(session: Path, limit: int) -> None:
-    with sqlite3.connect(session) as db:
-        _drop(db, [job for job, _, _ in _jobs(db)][limit:])
+def _mutants(work: Path, source: str) -> list[Mutant]:
+    config = (f'[cosmic-ray]\nmodule-path = "{source}"\ntimeout = 60.0\nexcluded-modules = []\n'
+              f'test-command = "true"\n\n[cosmic-ray.distributor]\nname = "local"\n')
+    (work / "cr.toml").write_text(config, encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "cosmic_ray.cli", "init", "cr.toml", "cr.sqlite"],
+                   cwd=work, check=True, env=_env(work))
+    with sqlite3.connect(work / "cr.sqlite") as db:
+        rows = db.execute("SELECT job_id, operator_name, occurrence, start_pos_row, "
+                          "start_pos_col, end_pos_row FROM mutation_specs ORDER BY rowid")
+        return [Mutant(job, op.split("/")[-1], occ, r0, c0, r1)
+                for job, op, occ, r0, c0, r1 in rows]
 
 
 def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -265,43 +245,196 @@ def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int
     return spans
 
 
-def _report(name: str, source: str, dump: str, *, skipped: int = 0, sample: int = 0) -> str:
-    """Kill rate and survivors from ``cosmic-ray dump`` (one JSON ``[work_item, result]`` a line).
+def _in_annotation(mutant: Mutant, spans: Iterable[tuple[tuple[int, int], tuple[int, int]]]) -> bool:
+    return any(lo <= (mutant.first, mutant.col) < hi for lo, hi in spans)
 
-    Survivors inside type annotations are listed apart as equivalent (see _annotation_spans);
-    the kill rate is given with and without them.
-    """
+
+class Runner:
+    """Runs mutants, each in one of ``jobs`` copies of the repository (one mutant per copy at a
+    time: cosmic-ray changes the file in place and puts it back)."""
+
+    def __init__(self, base: Path, source: str, tests: TestMap, jobs: int) -> None:
+        self.source, self.tests = source, tests
+        self.copies = [base]
+        for n in range(1, jobs):
+            extra = base.parent / f"copy{n}"
+            shutil.copytree(base, extra, symlinks=True)
+            self.copies.append(extra)
+        self._free = list(self.copies)
+        self._lock = threading.Lock()
+        self._serial = 0
+
+    def run(self, mutant: Mutant) -> tuple[str, str]:
+        """(outcome, removed line text); outcome is killed, survived or uncovered."""
+        tests = self.tests.tests_for(mutant.first, mutant.last)
+        if not tests:
+            return "uncovered", ""
+        with self._lock:
+            work = self._free.pop()
+            self._serial += 1
+            listing = work / f"sel-{self._serial}.txt"
+        try:
+            listing.write_text("\n".join(tests), encoding="utf-8")
+            budget = sum(self.tests.seconds.get(t, 1.0) for t in tests)
+            timeout = max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * budget + TIMEOUT_START_S)
+            command = f"{sys.executable} _mutate_run.py {listing.name}"
+            try:
+                out = subprocess.run(
+                    [sys.executable, "-m", "cosmic_ray.cli", "mutate-and-test", self.source,
+                     f"core/{mutant.operator}", str(mutant.occurrence), command],
+                    cwd=work, env=_env(work), check=True, capture_output=True, text=True,
+                    timeout=timeout).stdout
+            except subprocess.TimeoutExpired:
+                # Counted killed, as cosmic-ray counts a timeout; the worker died before it could
+                # undo its change.
+                shutil.copy2(ROOT / self.source, work / self.source)
+                return "killed", ""
+            result = json.loads(out)
+            removed = next((ln[1:].strip() for ln in str(result.get("diff") or "").split("\n")
+                            if ln.startswith("-") and not ln.startswith("---")), "")
+            outcome = str(result.get("test_outcome") or "").lower()
+            return ("killed" if outcome == "killed" else "survived"), removed
+        finally:
+            listing.unlink(missing_ok=True)
+            with self._lock:
+                self._free.append(work)
+
+
+def _survivor_row(source: str, lines: list[str], mutant: Mutant, uncovered: bool) -> str:
+    tag = " (not run by any test)" if uncovered else ""
+    return (f"  survived: {source}:{mutant.first}: {mutant.operator} #{mutant.occurrence}{tag}: "
+            f"{lines[mutant.first - 1].strip()}")
+
+
+def measure(source: str, *, sample: int, seed: int | None, limit: int, jobs: int) -> int:
+    name = report_name(source)
     text = (ROOT / source).read_text(encoding="utf-8")
     lines = text.split("\n")
-    spans = _annotation_spans(text)
-    outcomes: dict[str, int] = {}
-    survivors: list[str] = []
-    in_annotations = 0
-    for row in filter(None, dump.split("\n")):
-        item, result = json.loads(row)
-        outcome = str((result or {}).get("test_outcome") or "not run").lower()
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        if outcome != "survived":
-            continue
-        spec = item["mutations"][0]
-        pos = (spec["start_pos"][0], spec["start_pos"][1])
-        if any(lo <= pos < hi for lo, hi in spans):
-            in_annotations += 1
-            continue
-        survivors.append(f"{source}:{pos[0]}: {spec['operator_name'].split('/')[-1]} "
-                         f"#{spec['occurrence']}: {lines[pos[0] - 1].strip()}")
-    killed, survived = outcomes.get("killed", 0), outcomes.get("survived", 0)
-    tested = killed + survived
-    real = tested - in_annotations
-    others = {k: v for k, v in outcomes.items() if k not in ("killed", "survived")}
-    scope = f"a sample of {tested}" if sample else f"{tested}"
-    head = (f"{name} ({source}): {scope} mutants tested ({skipped} inside type annotations not "
-            f"run: equivalent), {killed} killed, {survived} survived: "
-            f"{killed / tested if tested else 0:.1%} killed"
-            + (f"; {in_annotations} further survivors inside annotations, "
-               f"{killed / real if real else 0:.1%} of the other {real}" if in_annotations else "")
-            + f"; other outcomes: {others or 'none'}\n")
-    return head + "".join(f"  survived: {s}\n" for s in sorted(survivors))
+    with tempfile.TemporaryDirectory(prefix="holon-mutate-") as tmp:
+        work = Path(tmp) / "copy0"
+        work.mkdir()
+        _copy_repo(work)
+        tests = TestMap.load_or_measure(work, source)
+        everything = _mutants(work, source)
+        spans = _annotation_spans(text)
+        chosen = [m for m in everything if not _in_annotation(m, spans)]
+        annotations = len(everything) - len(chosen)
+        scope = f"all {len(chosen)}"
+        if limit:
+            chosen, scope = chosen[:limit], f"the first {min(limit, len(chosen))}"
+        elif sample:
+            seed = secrets.randbelow(2**31) if seed is None else seed
+            import random  # noqa: PLC0415
+
+            picked = set(random.Random(seed).sample(range(len(chosen)), min(sample, len(chosen))))
+            chosen = [m for i, m in enumerate(chosen) if i in picked]
+            scope = f"a sample of {len(chosen)} (seed {seed})"
+            print(f"mutate: seed {seed} (give --seed {seed} to draw this sample again)",
+                  file=sys.stderr)
+        runner = Runner(work, source, tests, jobs)
+        outcomes: list[tuple[Mutant, str]] = []
+        started = time.monotonic()
+
+        def one(mutant: Mutant) -> tuple[Mutant, str]:
+            outcome, _ = runner.run(mutant)
+            done = len(outcomes) + 1
+            print(f"mutate: {done}/{len(chosen)} {source}:{mutant.first} {mutant.operator} "
+                  f"#{mutant.occurrence}: {outcome} ({time.monotonic() - started:.0f} s)",
+                  file=sys.stderr, flush=True)
+            outcomes.append((mutant, outcome))
+            return mutant, outcome
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(one, chosen))
+    killed = sum(1 for _, o in results if o == "killed")
+    uncovered = [m for m, o in results if o == "uncovered"]
+    survivors = [m for m, o in results if o != "killed"]
+    tested = len(results)
+    head = (f"{name} ({source}): {scope} of {len(everything) - annotations} mutants outside "
+            f"type annotations ({annotations} inside not run: equivalent), on {_commit()}: "
+            f"{killed} killed, {len(survivors)} survived ({len(uncovered)} on lines no test runs): "
+            f"{killed / tested if tested else 0:.1%} killed; tests: those that run the mutated "
+            f"lines (coverage of the default tier)\n")
+    report = head + "".join(
+        _survivor_row(source, lines, m, m in uncovered) + "\n"
+        for m in sorted(survivors, key=lambda m: (m.first, m.operator, m.occurrence)))
+    out = ROOT / "mutation" / f"{name}.txt"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(report, encoding="utf-8")
+    print(report, end="")
+    return 0
+
+
+def recheck(source: str, jobs: int) -> int:
+    """Run again the survivors of the last report against today's tests; rewrite the report.
+
+    Tests only ever get added between the two runs, so a mutant killed before is still killed:
+    the new rate over the same mutants is exact. A survivor is named by operator and occurrence,
+    which only hold for the same source: a survivor whose line no longer reads as it did is
+    refused, and the module must be measured afresh."""
+    name = report_name(source)
+    path = ROOT / "mutation" / f"{name}.txt"
+    head, *rows = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    lines = (ROOT / source).read_text(encoding="utf-8").split("\n")
+    wanted: list[tuple[str, Mutant]] = []
+    for row in rows:
+        if not row.startswith("  survived: "):
+            continue  # a line a previous recheck added
+        where, op, rest = row.removeprefix("  survived: ").split(" ", 2)
+        nth, text = rest.split(": ", 1)
+        line = int(where.rstrip(":").rsplit(":", 1)[1])
+        if lines[line - 1].strip() != text:
+            print(f"mutate: {source}:{line} changed since the report; measure afresh",
+                  file=sys.stderr)
+            return 1
+        wanted.append((row, Mutant("", op, int(nth.split()[0].lstrip("#")), line, 0, line)))
+    with tempfile.TemporaryDirectory(prefix="holon-mutate-") as tmp:
+        work = Path(tmp) / "copy0"
+        work.mkdir()
+        _copy_repo(work)
+        by_key = {(m.operator, m.occurrence): m for m in _mutants(work, source)}
+        runner = Runner(work, source, TestMap.load_or_measure(work, source), jobs)
+        left: list[str] = []
+        for _row, mutant in wanted:
+            real = by_key.get((mutant.operator, mutant.occurrence))
+            if real is None or real.first != mutant.first:
+                print(f"mutate: {mutant.operator} #{mutant.occurrence} no longer mutates line "
+                      f"{mutant.first}; measure afresh", file=sys.stderr)
+                return 1
+            outcome, _ = runner.run(real)
+            if outcome != "killed":
+                left.append(_survivor_row(source, lines, real, outcome == "uncovered"))
+    import re  # noqa: PLC0415
+
+    total = re.search(r"(?:a sample of |all |the first )(\d+)", head)
+    tested = int(total[1]) if total else len(wanted)
+    note = (f"after a recheck against the tests of {_commit()}: {tested - len(left)} of the "
+            f"{tested} killed, {(tested - len(left)) / tested:.1%} "
+            f"({len(wanted) - len(left)} of the {len(wanted)} survivors the report listed are "
+            "now killed)\n")
+    report = head + "\n" + note + "".join(f"{row}\n" for row in left)
+    path.write_text(report, encoding="utf-8")
+    print(report, end="")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="dev.py mutate", description=__doc__.split("\n")[0])
+    parser.add_argument("module", help="a module of holon_ctx: path, dotted name or unique "
+                        "suffix (planner, projection/session, holon_ctx.session)")
+    parser.add_argument("--limit", type=int, default=0, help="test only the first N mutants")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="test a random sample of N mutants (fresh seed, printed)")
+    parser.add_argument("--seed", type=int, default=None, help="the sample's seed (reproduce)")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run at a time (copies)")
+    parser.add_argument("--recheck", action="store_true",
+                        help="run again only the survivors listed in the module's report")
+    args = parser.parse_args(argv)
+    source = resolve(args.module)
+    if args.recheck:
+        return recheck(source, max(1, args.jobs))
+    return measure(source, sample=args.sample, seed=args.seed, limit=args.limit,
+                   jobs=max(1, args.jobs))
 
 
 if __name__ == "__main__":

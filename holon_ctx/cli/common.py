@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,22 +22,33 @@ from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.models import ModelProfile, UnknownModelWarning, model_profile
 from holon_ctx.postgres.connection import describe, is_postgres_url
 from holon_ctx.postgres.ledger import PostgresStore
+from holon_ctx.tokens import TokenCounter, counter_for_encoding
 
 if TYPE_CHECKING:
     from holon_ctx.compaction import GovernedControl
     from holon_ctx.continuity import ContinuityStore
     from holon_ctx.memory.store import EpisodeStore
-from holon_ctx.ledger.transcripts import TranscriptFormat, import_any, sniff_ledger
+from holon_ctx.ledger.transcripts import (
+    CLI_OPTION,
+    TranscriptFormat,
+    import_any,
+    not_a_database,
+    sniff_ledger,
+)
 
 __all__ = [
+    "add_model_arg",
     "add_session_key_options",
     "add_source_args",
     "console",
+    "counter_of",
     "db_name",
+    "model_of",
     "open_continuity",
     "open_control_source",
     "open_db",
@@ -69,6 +81,35 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
                         help="the format of a SOURCE file (default: detect it)")
 
 
+def add_model_arg(parser: argparse.ArgumentParser) -> None:
+    """``--model NAME``, for the commands that count a request as a runtime would send it."""
+    parser.add_argument("--model", metavar="NAME", default=None,
+                        help="count tokens as this model's provider does (e.g. gpt-4o, "
+                             "claude-sonnet-4-5): its tokenizer and framing (docs/providers.md)")
+
+
+def model_of(args: argparse.Namespace) -> ModelProfile:
+    """The ``--model`` profile (the default without one). An unknown name is said in one line
+    on stderr, as the CLI says everything, and counted with the stated default."""
+    known = getattr(args, "_model_profile", None)
+    if isinstance(known, ModelProfile):
+        return known  # said once per command
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnknownModelWarning)
+        profile = model_profile(getattr(args, "model", None), where="--model")
+    for warning in caught:
+        sys.stderr.write(f"holon-ctx: warning: {warning.message}\n")
+    args._model_profile = profile
+    return profile
+
+
+def counter_of(args: argparse.Namespace) -> TokenCounter | None:
+    """The counter ``--model`` asks for (None without one: each store's own)."""
+    if getattr(args, "model", None) is None:
+        return None
+    return counter_for_encoding(model_of(args).encoding)
+
+
 def add_session_key_options(parser: argparse.ArgumentParser) -> None:
     """Give every (sub)command that takes ``--db`` a ``--session-key`` too (called once, by the
     parser builder, so commands need not declare it)."""
@@ -87,22 +128,31 @@ def db_name(db: str, session: str | None) -> str:
     return f"{describe(db)} session {session!r}" if is_postgres_url(db) else db
 
 
-def open_db(path: str, *, must_exist: bool, session: str | None = None) -> LedgerStore:
+def open_db(path: str, *, must_exist: bool, session: str | None = None,
+            counter: TokenCounter | None = None) -> LedgerStore:
     """The ledger at ``path`` (a SQLite file, or a session of a PostgreSQL database: made when
-    ``must_exist`` is False)."""
+    ``must_exist`` is False), counting with ``counter`` (default: cl100k)."""
     if is_postgres_url(path):
         if not session:
             raise InputError("a postgresql:// --db needs --session-key KEY (`holon-ctx db "
                              "sessions --db URL` lists the sessions)", source=describe(path))
-        return PostgresStore(path, session=session, create=not must_exist)
+        return PostgresStore(path, session=session, create=not must_exist, counter=counter)
     if session:
         raise InputError("--session-key applies to a postgresql:// --db only", source=path)
     p = Path(path)
     if must_exist and not p.exists():
-        raise InputError("no such database file", source=path)
+        problem = missing_directory(p)
+        raise InputError(problem or "no such database file", source=path)
     if p.exists() and not os.access(p, os.R_OK):
         raise InputError("database file is not readable", source=path)
-    return SqliteStore(p)
+    kind = not_a_database(p)
+    if kind is not None:
+        # The commonest slip: a ledger or transcript file given as --db. Reading it needs no
+        # database at all.
+        raise InputError(f"{kind}, not a database: pass it as SOURCE, without --db (e.g. "
+                         f"`holon-ctx preview {path} --budget 8192`), or import it into a "
+                         f"database with `holon-ctx import {path} --db NEW.db`", source=path)
+    return SqliteStore(p, counter)
 
 
 def open_source(args: argparse.Namespace) -> LedgerStore:
@@ -111,14 +161,16 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
     db: str | None = getattr(args, "db", None)
     if (source is None) == (db is None):
         raise InputError("give exactly one SOURCE: a ledger JSONL file or --db PATH")
+    counter = counter_of(args)
     if db is not None:
-        return open_db(db, must_exist=True, session=getattr(args, "session_key", None))
+        return open_db(db, must_exist=True, session=getattr(args, "session_key", None),
+                       counter=counter)
     assert source is not None
     if not Path(source).exists():
         raise InputError("no such file", source=source)
     if _looks_like_sqlite(source):
-        return open_db(source, must_exist=True)
-    store = MemoryStore()
+        return open_db(source, must_exist=True, counter=counter)
+    store = MemoryStore(counter)
     # A pipe or device is copied first (capped): detection and parsing each read it.
     fmt = getattr(args, "source_format", "auto")
     with regular_input(source) as path:
@@ -127,7 +179,7 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
         else:
             # A chat transcript or agent trajectory, detected by name and content unless --from
             # says (docs/import.md).
-            import_any(path, store, fmt)
+            import_any(path, store, fmt, option=CLI_OPTION)
     return store
 
 

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from holon_ctx.cli.common import open_db
 from holon_ctx.errors import InputError, StoreError
-from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
 
 __all__ = ["write_db"]
 
@@ -41,6 +41,9 @@ def write_db(path: str, work: Callable[[SqliteStore], T]) -> T:
     ``work`` may run twice, so its input must be readable twice (``regular_input`` sees to that).
     """
     dest = Path(path)
+    problem = missing_directory(dest)
+    if problem is not None:
+        raise InputError(problem, source=path)
     if not dest.exists():
         result = _build_new(dest, work)
         if not isinstance(result, _Taken):

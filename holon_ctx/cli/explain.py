@@ -24,11 +24,11 @@ from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.folding import BY_TRIGGER
 from holon_ctx.projection.formats import fence_parts, forgeries
 from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.model import Form, Section, TurnUnit
+from holon_ctx.projection.model import Form, Omission, Section, TurnUnit
 from holon_ctx.projection.projector import ItemDecision, Projection, Projector
 from holon_ctx.projection.retention import classify, turn_facts
 
-__all__ = ["Explanation", "episode_lookup", "explain"]
+__all__ = ["Explanation", "episode_lookup", "explain", "omission_reason"]
 
 
 def episode_lookup(projector: Projector) -> Callable[[int], dict[str, Any] | None]:
@@ -74,6 +74,9 @@ class Explanation(msgspec.Struct, kw_only=True):
     #: the request a runtime sends (stable_prefix, frozen_history, appended, current_state, or
     #: None: not in it).
     session: dict[str, Any] | None = None
+    #: The provider's count of the call made for the projected turn, beside holon_ctx's
+    #: estimate, when a session recorded it (``Session.observe_usage``, RFC 0022).
+    usage: dict[str, Any] | None = None
 
 
 _SHOWN = ("in_full", "excerpted", "clipped")
@@ -172,6 +175,9 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
     status, d, extra = _status(p, ref, owner, owner_seq, archived_in)
     reason = next((o["reason"] for s in p.manifest.sections for o in s.omitted
                    if o["ref"] == ref), None)
+    if reason is None and d is not None and status in _LEFT_OUT_OR_SHRUNK:
+        # The item's reason, as the preview's table gives it (its refs may all be shown).
+        reason = omission_reason(d)
     item = None if d is None else _item_dict(d)
     result = Explanation(**base, status=status, record=record, item=item, reason=reason,
                          summary=_summary(status, ref, record, item))
@@ -236,7 +242,25 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
     return result
 
 
+def omission_reason(d: ItemDecision) -> str | None:
+    """The reason code of an item left out or shrunk, None for one in full: the manifest's own
+    rule for the refs an item leaves out (projection/manifest.py), so the preview, ``explain``
+    and ``project --json`` give one item one reason (issue 27)."""
+    if d.form is None:
+        return Omission.BUDGET.value
+    if not d.clipped and (d.form is Form.FULL or d.tokens >= d.full_tokens):
+        return None
+    if Omission.OTHER_WORK_ITEM.value in d.reasons:
+        return Omission.OTHER_WORK_ITEM.value
+    if d.clipped:
+        return Omission.CLIPPED.value
+    return (Omission.COMPACTED if d.form is Form.COMPACT else Omission.REF_ONLY).value
+
+
+
 _DOUBLINGS = 5
+#: Statuses of a ref whose item is left out or shrunk: they carry the item's reason code.
+_LEFT_OUT_OR_SHRUNK = frozenset({"omitted", "clipped", "clipped_out", "compacted", "ref_only"})
 
 
 def _item_dict(d: ItemDecision) -> dict[str, Any]:
@@ -373,7 +397,8 @@ def _explain_episode(projector: Projector, p: Projection, ref: str,
     shown = ep.representation != "omitted"
     d = next((x for x in p.decisions if x.key == ref), None)
     return Explanation(
-        **base, status="in_full" if ep.representation == "full" else (
+        **base, reason=None if d is None else omission_reason(d),
+        status="in_full" if ep.representation == "full" else (
             "omitted" if not shown else "clipped" if ep.representation == "clipped"
             else "compacted" if ep.representation == "compact" else "ref_only"),
         summary=f"recalled episode covering {ep.covers[0]}–{ep.covers[-1]}, score {ep.score}, "

@@ -94,6 +94,12 @@ def print_explanation(console: Console, e: Explanation) -> None:
         rows.append(("session", f"epoch since {e.session['epoch_started_at']} "
                                 f"({str(e.session['epoch_reason']).replace('_', ' ')}); in the "
                                 f"request a runtime sends now: {where}"))
+    if e.usage is not None:
+        u = e.usage
+        rows.append(("usage", f"the call for {e.current_turn} ({u['model'] or 'no model named'})"
+                              f": estimated {u['estimated_tokens']:,} tokens, the provider "
+                              f"counted {u['observed_tokens']:,} (×{u['ratio']:.3f}; planned "
+                              f"under {u['planned_tokens']:,} of {u['budget_tokens']:,})"))
     rows.append(("to get in", e.to_get_in))
     emit(console, [*hang(console, title, console.width), *kv(console, rows)])
 

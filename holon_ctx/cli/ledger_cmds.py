@@ -28,7 +28,13 @@ from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.store import LedgerStats, LedgerStore
-from holon_ctx.ledger.transcripts import Detection, TranscriptFormat, import_any, sniff_ledger
+from holon_ctx.ledger.transcripts import (
+    CLI_OPTION,
+    Detection,
+    TranscriptFormat,
+    import_any,
+    sniff_ledger,
+)
 from holon_ctx.postgres.connection import is_postgres_url
 
 __all__ = ["register"]
@@ -75,11 +81,12 @@ def _import(args: argparse.Namespace, src: Path) -> int:
     session = args.session_key
 
     def work(store: LedgerStore) -> tuple[Detection, int, LedgerStats]:
-        detection = Detection(TranscriptFormat.LEDGER, "given with --from" if fmt != "auto"
-                              else "ledger JSONL by its name or first line")
+        detection = Detection(TranscriptFormat.LEDGER, f"given with {CLI_OPTION.format(fmt)}"
+                              if fmt != "auto" else "ledger JSONL by its name or first line")
         if fmt != TranscriptFormat.LEDGER and not (fmt == "auto" and sniff_ledger(src)):
             # A transcript: parsed whole first, then appended in one transaction.
-            detection, n = import_any(src, store, fmt, id_prefix=args.id_prefix)
+            detection, n = import_any(src, store, fmt, id_prefix=args.id_prefix,
+                                      option=CLI_OPTION)
         elif args.id_prefix:
             raise InputError("--id-prefix applies to transcripts; ledger JSONL keeps its own ids",
                              source=args.file)

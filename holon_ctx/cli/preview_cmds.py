@@ -44,6 +44,7 @@ from holon_ctx.cli.file_episodes import FileArchive
 from holon_ctx.cli.terminal import SafeConsole, write_data_json
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.ledger.usage_sqlite import usage_store_for
 from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.postgres.connection import is_postgres_url
 from holon_ctx.projection.projector import Projection, Projector
@@ -274,11 +275,28 @@ def cmd_explain(args: argparse.Namespace) -> int:
         view = epoch_view(store, projector, args.budget, args.at)
         result.session = {"epoch_started_at": view.started_at, "epoch_reason": view.reason,
                           "in_request": view.request.where(result.ref)}
+        result.usage = usage_of(store, result.current_turn)
     if args.json:
         write_data_json(to_json(result) + b"\n")
     else:
         print_explanation(console(plain=args.plain, width=args.width), result)
     return 0
+
+
+def usage_of(store: LedgerStore, turn: str) -> dict[str, Any] | None:
+    """The last usage a session recorded for the call made at ``turn`` (None: none recorded)."""
+    usage = usage_store_for(store)
+    try:
+        found = usage.of_turns([turn])
+    finally:
+        usage.close()
+    if not found:
+        return None
+    o = found[-1]
+    return {"model": o.model if not o.model.startswith("default:") else "",
+            "estimated_tokens": o.estimated_tokens, "observed_tokens": o.observed_tokens,
+            "ratio": round(o.ratio, 4), "budget_tokens": o.budget_tokens,
+            "planned_tokens": o.planned_tokens, "counter": o.counter, "framing": o.framing}
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
+from holon_ctx.cli.explain import omission_reason
 from holon_ctx.cli.layout import hang, kv
 from holon_ctx.cli.wording import plural
 from holon_ctx.projection.model import SECTION_ORDER, Form, Priority, Section
@@ -34,8 +35,6 @@ RECALL_ORDER = "episodes holding a pinned open item first, then by recall score 
 #: A one-line gloss of the recall score.
 RECALL_SCORE = ("how well an archived episode matches the current turn: BM25 over its text, plus "
                 "boosts for the same work item, shared refs and open items")
-_OMISSION = {None: "budget_exhausted", Form.COMPACT: "compacted_for_budget",
-             Form.REF: "ref_only_for_budget"}
 #: What each governed-state item holds, by its key (the projector's control items).
 _CONTROL = {"control:blocking": ("side effect to reconcile", "side effects to reconcile"),
             "control:obligations": ("pending obligation", "pending obligations"),
@@ -65,7 +64,10 @@ def table_lines(console: Console, width: int, columns: Sequence[Column],
     # keeps room for its longest word (it wraps between words, under itself); else the longest
     # prefix that fits (at least the first).
     longest_word = max(cell_len(w) for r in rows for w in r[-1].split() or [""])
-    if indent + sum(widths[:-1]) + gap * (len(widths) - 1) + longest_word <= width:
+    # A right-aligned last column (figures) does not wrap: it needs its whole width; a text one
+    # needs its longest word, and room for its heading.
+    last = widths[-1] if columns[-1].right else max(longest_word, cell_len(columns[-1].name))
+    if indent + sum(widths[:-1]) + gap * (len(widths) - 1) + last <= width:
         inline = len(columns)
     else:
         inline, used = 1, indent + widths[0]
@@ -106,13 +108,18 @@ def left_out_rows(p: Projection) -> list[tuple[ItemDecision, str]]:
     """Items left out or shrunk, most important first: ``(decision, reason code)``."""
     rows: list[tuple[ItemDecision, str]] = []
     for d in p.decisions:
-        if d.clipped:
-            rows.append((d, "clipped_to_fit"))
-        elif d.form is None or (d.tokens < d.full_tokens and d.form is not Form.FULL):
-            rows.append((d, _OMISSION[d.form]))
+        reason = omission_reason(d)
+        if reason is not None:
+            rows.append((d, reason))
     order = {s: i for i, s in enumerate(SECTION_ORDER)}
     rows.sort(key=lambda r: (r[0].priority, order[r[0].section]))
     return rows
+
+
+def _by_reason(rows: list[tuple[ItemDecision, str]]) -> str:
+    """Every reason with its count, commonest first: the counts add up to the items."""
+    reasons = Counter(reason for _, reason in rows)
+    return ", ".join(f"{r} {n}" for r, n in sorted(reasons.items(), key=lambda rn: (-rn[1], rn[0])))
 
 
 def _kinds(kinds: dict[str, int], limit: int | None = None) -> str:
@@ -162,10 +169,9 @@ def _left_out(p: Projection) -> str:
     if not rows:
         text = "nothing: every candidate is in the prompt in full"
     else:
-        reasons = Counter(reason for _, reason in rows)
         high = sum(1 for d, _ in rows if d.priority <= Priority.HIGH)
         text = (f"{plural(len(rows), 'item')}" + (f", {high} of them high priority" if high else "")
-                + "; top reasons " + ", ".join(f"{r} {n}" for r, n in reasons.most_common(3)))
+                + f"; by reason {_by_reason(rows)}")
     window = p.manifest.window
     if not window.get("reached_start"):
         text += f"; turns before {window.get('first')} are outside the window"
@@ -222,12 +228,9 @@ def _episode_table(p: Projection, console: Console, width: int) -> list[Text]:
 
 def _left_out_table(p: Projection, console: Console, width: int, limit: int) -> list[Text]:
     rows = left_out_rows(p)
-    reasons: Counter[str] = Counter()
-    for s in p.manifest.sections:
-        reasons.update(o["reason"] for o in s.omitted)
-    summary = ", ".join(f"{k} {n}" for k, n in reasons.most_common()) or "none"
-    out = [Text(f"left out or shrunk: {plural(len(rows), 'item')}", style="bold"),
-           Text(f"  manifest reason codes (refs): {summary}", style="dim")]
+    # The same items and counts as the summary: one count for one set (issue 27).
+    out = [Text(f"left out or shrunk: {plural(len(rows), 'item')}"
+                + (f", by reason {_by_reason(rows)}" if rows else ""), style="bold")]
     window = p.manifest.window
     if not window.get("reached_start"):
         out.append(Text(f"  turns before {window.get('first')} are outside the recent window "

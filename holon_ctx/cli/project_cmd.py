@@ -7,14 +7,23 @@ import json
 import sys
 from typing import Any
 
-from holon_ctx.cli.common import add_source_args, open_control_source, open_source, positive_int
+from holon_ctx.cli.common import (
+    add_model_arg,
+    add_source_args,
+    model_of,
+    open_control_source,
+    open_source,
+    positive_int,
+)
 from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.cli.file_episodes import FileArchive
 from holon_ctx.cli.terminal import write_data_json, write_data_text
 from holon_ctx.errors import InputError
+from holon_ctx.projection.framing import Framing
 from holon_ctx.projection.projector import Projection, Projector
 from holon_ctx.projection.providers import framing_tokens, to_anthropic_messages, to_openai_messages
 from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
+from holon_ctx.tokens import counter_for_encoding
 
 #: Output formats of ``project --format``.
 FORMATS = ("text", "json", "openai", "anthropic")
@@ -25,6 +34,7 @@ __all__ = ["project_from_args", "register"]
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("project", help="print the projected prompt (or its manifest)")
     add_source_args(p)
+    add_model_arg(p)
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of the prompt")
     p.add_argument("--at", metavar="TURN_ID", help="project as of an earlier turn")
@@ -71,7 +81,9 @@ def session_request_from_args(args: argparse.Namespace, layout: Layout) -> Sessi
     episodes = open_episode_source(store)
     try:
         control = open_control_source(store)
-        projector = SessionProjector(store, layout=layout, episodes=episodes, control=control)
+        framing = model_of(args).framing
+        projector = SessionProjector(store, layout=layout, episodes=episodes, control=control,
+                                     framing=framing)
         request = projector.request(budget_tokens=args.budget, at=args.at)
         if not FileArchive.applies(store, episodes):
             return request
@@ -79,8 +91,8 @@ def session_request_from_args(args: argparse.Namespace, layout: Layout) -> Sessi
         return FileArchive(store).plan(
             request, lambda r: r.manifest, args.at,
             lambda source: SessionProjector(store, layout=layout, episodes=source,
-                                            control=control).request(budget_tokens=args.budget,
-                                                                     at=args.at))
+                                            control=control, framing=framing).request(
+                                                budget_tokens=args.budget, at=args.at))
     finally:
         if episodes is not None:
             episodes.close()
@@ -109,10 +121,13 @@ def cmd_project(args: argparse.Namespace) -> int:
         return 0
     if fmt in ("openai", "anthropic"):
         # The provider's framing comes out of the same budget, so the request holds it.
-        budget = args.budget - framing_tokens()
+        profile = model_of(args)
+        framing = framing_tokens(framing=Framing(profile.framing, counter_for_encoding(
+            profile.encoding)))
+        budget = args.budget - framing
         if budget <= 0:
             raise InputError(f"--budget {args.budget} leaves no room after the "
-                             f"{framing_tokens()} tokens of {fmt} message framing")
+                             f"{framing} tokens of {fmt} message framing")
         projection = project_from_args(args, budget=budget)
         payload: object = ({"messages": to_openai_messages(projection)} if fmt == "openai"
                            else to_anthropic_messages(projection))

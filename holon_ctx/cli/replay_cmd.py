@@ -1,50 +1,85 @@
-"""``holon-ctx replay SOURCE --budget N [--price …] [--baseline …] [--json]``: the bill, per call.
+"""``holon-ctx replay SOURCE --budget N [--price …] [--baseline …] [--width W] [--json]``: the bill.
 
 Makes every model call of the ledger as a runtime would (:mod:`holon_ctx.projection.replay`:
-right before each reply the ledger holds, and at the end) and prints, per call, the tokens sent,
-the tokens shared with the previous request (a provider's cache hit), whether the session
-re-planned, and the billed-equivalent cost under a price table; totals at the end. On a terminal,
-rich tables and a one-line chart per approach; in a pipe, aligned plain text with every column
-whole; ``--json`` for programs.
+right before each reply the ledger holds, and at the end) with the session projection and each
+baseline, and prices every request against the one before it under a price table. What a person
+reads, top to bottom (RFC 0021): every call (tokens sent, cached, billed; the session's
+re-plans), the totals per approach, a chart of billed tokens per call, a legend of the columns,
+and last a one-line verdict that names the cheapest approach within the budget, by how much, and
+why when it is not the session. Tables are laid out as the preview's are (any width from 40
+columns: columns that do not fit stack under their row, named; no figure is ever cut). In a pipe
+without ``--width`` each row stays on one line; ``--json`` is for programs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
+from rich.text import Text
 
-from holon_ctx.cli.common import add_source_args, console, open_source, positive_int
+from holon_ctx.cli.common import (
+    add_model_arg,
+    add_source_args,
+    console,
+    model_of,
+    open_source,
+    positive_int,
+)
 from holon_ctx.cli.file_episodes import FileArchive, ReplayCompaction
+from holon_ctx.cli.layout import emit, hang
+from holon_ctx.cli.preview_cmds import _view_args
+from holon_ctx.cli.preview_summary import Column, table_lines
 from holon_ctx.cli.terminal import is_terminal, write_data_json
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.ledger.usage import Observation
+from holon_ctx.ledger.usage_sqlite import usage_store_for
 from holon_ctx.projection.cost import PRICES, PriceTable, load_price_table
-from holon_ctx.projection.replay import APPROACHES, ApproachReport, replay
-from holon_ctx.tokens import default_counter
+from holon_ctx.projection.replay import BASELINES, ApproachReport, replay
+from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.tokens import store_counter
 
-__all__ = ["register"]
+__all__ = ["register", "verdict"]
 
 _BARS = "▁▂▃▄▅▆▇█"
+#: Baselines replayed when ``--baseline`` is not given: the usual alternative to a projection.
+DEFAULT_BASELINES = "newest"
+#: Why the session re-planned, in words (``SessionRequest.replan_reason`` codes).
+_REPLAN_WHY = {
+    "work_item_changed": "work-item switches",
+    "over_budget": "the history outgrowing the budget",
+    "checkpoint": "checkpoints",
+    "anchor_not_in_history": "continuations of a turn outside the history",
+    "episode_recalled": "newly relevant episodes",
+    "environment_changed": "environment changes",
+    "pinned_turn_not_in_history": "pins of a turn outside the history",
+}
+#: What the session is, for the legend (the baselines' lines come from BASELINES).
+_SESSION = ("holon-ctx's session projection: a cached prefix, appended to between re-plans, and "
+            "a short current-state tail (docs/session.md)")
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "replay", help="make every model call as a runtime would: tokens sent, cached and billed")
     add_source_args(p)
+    add_model_arg(p)
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of each request (the whole request, framing included)")
     p.add_argument("--price", default="anthropic", metavar="TABLE",
                    help="anthropic, openai, gemini, or a JSON file {\"cache_read\": …, "
                         "\"cache_write\": …} (default anthropic)")
-    p.add_argument("--baseline", default="", metavar="LIST",
+    p.add_argument("--baseline", default=DEFAULT_BASELINES, metavar="LIST",
                    help="approaches to replay beside the session projection, comma-separated: "
-                        + ", ".join(a for a in APPROACHES if a != "session"))
+                        + ", ".join(BASELINES) + f"; all; or none (default {DEFAULT_BASELINES})")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--plain", action="store_true", help="no colour")
+    _view_args(p)
     p.set_defaults(func=cmd_replay)
 
 
@@ -59,22 +94,87 @@ def _price(name: str) -> PriceTable:
 
 def _approaches(text: str) -> list[str]:
     names = ["session"]
-    for raw in (t.strip() for t in text.split(",")):
+    wanted = {"all": ",".join(BASELINES), "none": ""}.get(text.strip(), text)
+    for raw in (t.strip() for t in wanted.split(",")):
         if not raw:
             continue
-        if raw not in APPROACHES or raw == "session":
-            raise InputError(f"unknown baseline {raw!r}; choose from "
-                             + ", ".join(a for a in APPROACHES if a != "session"),
-                             path="--baseline")
+        if raw not in BASELINES:
+            raise InputError(f"unknown baseline {raw!r}; choose from {', '.join(BASELINES)}, "
+                             "all or none", path="--baseline")
         if raw not in names:
             names.append(raw)
     return names
 
 
-def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable) -> dict[str, Any]:
+def verdict(reports: list[ApproachReport], budget: int) -> str:
+    """One line: the cheapest approach that stays within the budget, by how much, and why when
+    it is not the session (its re-plans, or its tail sent anew on every call)."""
+    session = reports[0]
+    within = [r for r in reports if r.over_budget == 0]
+    cheapest = min(within, key=lambda r: r.billed)
+    others = sorted((r for r in within if r is not cheapest), key=lambda r: r.billed)
+    over = [r for r in reports if r.over_budget and r.billed < cheapest.billed]
+    tail = "".join(f"; {r.name} bills less ({r.billed:,.0f}) but exceeds the {budget:,}-token "
+                   f"budget on {r.over_budget} of {len(r.rows)} calls" for r in over)
+    if not others:
+        return (f"verdict: nothing to compare the session with (--baseline {', '.join(BASELINES)}"
+                f" or all){tail}")
+    if cheapest is session:
+        runner = others[0]
+        return (f"verdict: the session is the cheapest within the budget: {session.billed:,.0f} "
+                f"billed, {_less(session, runner)} than {runner.name} "
+                f"({runner.billed:,.0f}){tail}")
+    return (f"verdict: {cheapest.name} is the cheapest within the budget: {cheapest.billed:,.0f} "
+            f"billed, {_less(cheapest, session)} than the session ({session.billed:,.0f}); "
+            f"why: {_why(session)}{tail}")
+
+
+def _less(a: ApproachReport, b: ApproachReport) -> str:
+    return f"{100 * (b.billed - a.billed) / b.billed:.1f}% less" if b.billed else "no less"
+
+
+def _why(session: ApproachReport) -> str:
+    """What made the session dear: its re-plans (and their causes) or its per-call tail."""
+    replanned = [row for row in session.rows if row.cost.replanned]
+    billed = session.billed or 1.0
+    replan_share = sum(row.cost.billed for row in replanned) / billed
+    if replanned and replan_share >= 0.25:
+        causes = Counter(row.replan_reason or "?" for row in replanned)
+        named = ", ".join(f"{n} for {_REPLAN_WHY.get(code, code)}"
+                          for code, n in causes.most_common())
+        return (f"the session re-planned on {len(replanned)} of {len(session.rows)} calls "
+                f"({named}); a "
+                f"re-plan writes its whole prefix to the cache again, and those calls billed "
+                f"{100 * replan_share:.0f}% of its total")
+    unshared = sum(row.cost.billed for row in session.rows if not row.cost.replanned) / billed
+    return (f"the session's calls between re-plans billed {100 * unshared:.0f}% of its total: "
+            "each sends its new records and its current-state tail uncached, while the "
+            "baseline's requests repeat more of the one before")
+
+
+def _observed(store: LedgerStore, reports: list[ApproachReport]) -> dict[str, Observation]:
+    """The usage a session recorded for each replayed turn (its last observation), by turn."""
+    usage = usage_store_for(store)
+    try:
+        found = usage.of_turns([row.turn for row in reports[0].rows])
+    finally:
+        usage.close()
+    return {o.turn: o for o in found}
+
+
+def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable,
+                 observed: dict[str, Observation] | None = None) -> dict[str, Any]:
+    def usage(turn: str) -> dict[str, Any]:
+        o = (observed or {}).get(turn)
+        # Beside the replayed count: what a session estimated when it made the call, and what
+        # the provider counted (RFC 0022); null where no usage was recorded.
+        return {"estimated_tokens": o.estimated_tokens if o else None,
+                "observed_tokens": o.observed_tokens if o else None}
+
     return {"budget_tokens": budget,
             "price": {"name": price.name, "cache_read": price.cache_read,
                       "cache_write": price.cache_write},
+            "verdict": verdict(reports, budget).removeprefix("verdict: "),
             "approaches": {r.name: {
                 "totals": {"calls": len(r.rows), "sent_tokens": r.sent_tokens,
                            "billed": round(r.billed, 2), "reuse": round(r.reuse, 4),
@@ -84,81 +184,142 @@ def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable) 
                 "calls": [{"turn": row.turn, "sent_tokens": row.cost.sent_tokens,
                            "request_tokens": row.request_tokens,
                            "shared_tokens": row.cost.shared_tokens,
-                           "replanned": row.cost.replanned, "billed": round(row.cost.billed, 2)}
+                           "replanned": row.cost.replanned,
+                           **({"replan_reason": row.replan_reason} if row.replan_reason else {}),
+                           "billed": round(row.cost.billed, 2),
+                           **(usage(row.turn) if r.name == "session" else {})}
                           for row in r.rows]}
                 for r in reports}}
 
 
-def _chart(report: ApproachReport) -> str:
-    """Each turn's billed share as one bar (low is cheap), at most 100 bars."""
-    shares = [row.cost.billed / row.cost.sent_tokens if row.cost.sent_tokens else 0.0
-              for row in report.rows]
-    if len(shares) > 100:
-        step = len(shares) / 100
-        shares = [max(shares[int(i * step):int((i + 1) * step)] or [0.0]) for i in range(100)]
-    top = max(shares, default=1.0) or 1.0
-    return "".join(_BARS[min(len(_BARS) - 1, int(s / top * (len(_BARS) - 1)))] for s in shares)
+def chart_lines(reports: list[ApproachReport], cells: int) -> list[str]:
+    """Billed tokens per call, one line per approach, the calls in order left to right: each
+    cell the mean of ``ceil(calls / cells)`` consecutive calls, on one scale for every approach
+    (the top bar is the dearest cell of any), so heights compare across lines."""
+    calls = len(reports[0].rows)
+    per = max(1, math.ceil(calls / max(1, cells)))
+    means = {r.name: [sum(row.cost.billed for row in r.rows[i:i + per]) / len(r.rows[i:i + per])
+                      for i in range(0, calls, per)] for r in reports}
+    top = max((m for values in means.values() for m in values), default=0.0) or 1.0
+    label = max(len(r.name) for r in reports)
+    out = [f"{name:<{label}}  " + "".join(
+        _BARS[min(len(_BARS) - 1, round(v / top * (len(_BARS) - 1)))] for v in values)
+        for name, values in means.items()]
+    first = f"{'':<{label}}  call 1"
+    last = f"call {calls}"
+    span = label + 2 + len(means[reports[0].name])
+    out.append(first + last.rjust(max(1, span - len(first))))
+    cell = "each cell one call" if per == 1 else f"each cell the mean of {per} calls"
+    return [f"billed tokens per call ({cell}; █ = {top:,.0f} billed tokens, the same scale on "
+            "every line)", *out]
+
+
+def _legend(reports: list[ApproachReport], price: PriceTable) -> list[tuple[str, str]]:
+    rows = [
+        ("sent", "tokens the request sends: each message's role, content and tool calls, "
+                 "as a prompt cache compares them"),
+        ("cached", "tokens the request shares, from its start, with the request before it: a "
+                   f"provider's prompt-cache hit, billed at {price.cache_read}x"),
+        ("re-plan", "yes: the session planned its prefix afresh at this call (the cache holds "
+                    "none of it yet); its causes are in the verdict"),
+        ("billed", f"the call's price in uncached input tokens: cached tokens at "
+                   f"{price.cache_read}x, new tokens written to the cache at "
+                   f"{price.cache_write}x, tokens after the last cache breakpoint at 1x"),
+        ("prefix reuse", "cached tokens over sent tokens, over all calls"),
+        ("billed share", "billed over sent: what the calls cost against sending every token "
+                         "uncached"),
+        ("over budget", "calls whose request exceeds the budget"),
+        ("estimated, observed", "where the session recorded the provider's usage "
+                                "(Session.observe_usage): its own count of the request it sent, "
+                                "and the provider's (RFC 0022)"),
+    ]
+    rows += [(r.name, _SESSION if r.name == "session" else BASELINES[r.name]) for r in reports]
+    return rows
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     price = _price(args.price)
     names = _approaches(args.baseline)
-    counter = default_counter()
+    framing = model_of(args).framing
     store = open_source(args)
+    counter = store_counter(store)
     try:
         # A file's ledger grows the episodes a library session would while the budget binds.
         grown = ReplayCompaction(store) if FileArchive.applies(store, None) else None
+        session = SessionProjector(store, counter, layout=Layout.MESSAGES,
+                                   episodes=grown.source if grown else None, framing=framing)
         reports = replay(store, args.budget, price, counter, approaches=names,
-                         episodes=grown.source if grown else None,
+                         episodes=grown.source if grown else None, session_projector=session,
                          before_call=grown.before_call if grown else None)
+        observed = _observed(store, reports)
     finally:
         store.close()
     if args.json:
-        write_data_json(json.dumps(_report_json(reports, args.budget, price),
+        write_data_json(json.dumps(_report_json(reports, args.budget, price, observed),
                                    ensure_ascii=False) + "\n")
         return 0
-    title = (f"requests at {args.budget:,} tokens, priced as {price.name} "
-             f"(cache read {price.cache_read}x, write {price.cache_write}x)")
-    header, rows = _turn_table(reports)
-    totals_header = ["approach", "calls", "sent", "billed", "prefix reuse", "billed share",
-                     "re-plans /100 calls", "over budget"]
-    totals = [[r.name, str(len(r.rows)), f"{r.sent_tokens:,}", f"{r.billed:,.0f}",
-               f"{r.reuse:.3f}", f"{r.billed_share:.3f}",
-               f"{r.replans_per_100:.1f}" if r.name == "session" else "", str(r.over_budget)]
-              for r in reports]
-    totals_title = "totals (billed in uncached-token equivalents)"
-    if not is_terminal(sys.stdout):
-        # In a pipe or a file: aligned plain text, every column whole (a rich table would be
-        # squeezed to 80 columns and cut its cells).
-        sys.stdout.write(f"{title}\n{_plain(header, rows)}\n{totals_title}\n"
-                         f"{_plain(totals_header, totals)}")
-        return 0
-    out = console(plain=args.plain)
-    with out.capture() as captured:
-        for t_title, t_header, t_rows in ((title, header, rows),
-                                          (totals_title, totals_header, totals)):
-            table = Table(title=t_title)
-            for i, name in enumerate(t_header):
-                table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
-            for cells in t_rows:
-                table.add_row(*cells)
-            out.print(table)
-        for report in reports:
-            out.print(f"{report.name:>9} billed share per call: {_chart(report)}")
-    sys.stdout.write(captured.get())
+    out = console(plain=args.plain, width=args.width)
+    # A pipe without --width keeps each row on one line (grep, awk); else the any-width layout.
+    width = args.width or (out.width if is_terminal(sys.stdout) else 10**6)
+    emit(out, _report_lines(out, reports, args.budget, price, width, observed))
     return 0
 
 
-def _turn_table(reports: list[ApproachReport]) -> tuple[list[str], list[list[str]]]:
+def _report_lines(out: Any, reports: list[ApproachReport], budget: int, price: PriceTable,
+                  width: int, observed: dict[str, Observation]) -> list[Text]:
+    lines: list[Text] = []
+
+    def para(text: str, style: str = "") -> None:
+        lines.extend(hang(out, Text(text, style=style), width, 2))
+
+    para(f"replay of {len(reports[0].rows):,} model calls at {budget:,} tokens, priced as "
+         f"{price.name} (cache read {price.cache_read}x, write {price.cache_write}x)", "bold")
+    header, rows = _turn_table(reports, observed)
+    lines.extend(table_lines(out, width, header, rows))
+    lines.append(Text())
+    para("totals (billed in uncached input tokens)", "bold")
+    session = reports[0]
+    totals = [[r.name, f"{len(r.rows):,}", f"{r.sent_tokens:,}", f"{r.billed:,.0f}",
+               "-" if r is session else
+               f"{100 * (r.billed - session.billed) / session.billed:+.1f}%"
+               if session.billed else "-",
+               f"{r.reuse:.3f}", f"{r.billed_share:.3f}",
+               f"{r.replans_per_100:.1f}" if r is session else "-", f"{r.over_budget:,}"]
+              for r in reports]
+    lines.extend(table_lines(out, width, [
+        Column("approach", style="bold"), Column("calls", right=True),
+        Column("sent", right=True), Column("billed", right=True),
+        Column("vs session", right=True), Column("prefix reuse", right=True),
+        Column("billed share", right=True), Column("re-plans /100 calls", right=True),
+        Column("over budget", right=True)], totals))
+    lines.append(Text())
+    chart = chart_lines(reports, min(100, max(10, width - 2 - max(len(r.name) for r in reports)
+                                              - 2)))
+    para(chart[0], "bold")
+    lines.extend(Text("  " + line) for line in chart[1:])
+    lines.append(Text())
+    para("legend", "bold")
+    lines.extend(table_lines(out, width, [Column("column or approach", style="bold"),
+                                          Column("what it is")], _legend(reports, price)))
+    lines.append(Text())
+    para(verdict(reports, budget), "bold")
+    return lines
+
+
+def _turn_table(reports: list[ApproachReport],
+                observed: dict[str, Observation]) -> tuple[list[Column], list[list[str]]]:
     """Per model call: the turn, then per approach tokens sent and cached (the same token stream
-    the totals add up), the session's re-plans, and the bill."""
-    header = ["call", "turn"]
+    the totals add up), the session's re-plans, and the bill; where a session recorded the
+    provider's usage, its estimate and the provider's count beside them."""
+    header = [Column("call", right=True), Column("turn")]
     for report in reports:
         suffix = "" if report.name == "session" else f" {report.name}"
-        header += [f"sent{suffix}", f"cached{suffix}"]
+        header += [Column(f"sent{suffix}", right=True), Column(f"cached{suffix}", right=True)]
         if report.name == "session":
-            header.append("re-plan")
-        header.append(f"billed{suffix}")
+            header.append(Column("re-plan", right=True))
+            if observed:
+                header += [Column("estimated", right=True), Column("observed", right=True)]
+        header.append(Column(f"billed{suffix}", right=True, style="bold"))
     rows = []
     for i, row in enumerate(reports[0].rows):
         cells = [str(i + 1), row.turn]
@@ -167,16 +328,10 @@ def _turn_table(reports: list[ApproachReport]) -> tuple[list[str], list[list[str
             cells += [f"{cost.sent_tokens:,}", f"{cost.shared_tokens:,}"]
             if report.name == "session":
                 cells.append("yes" if cost.replanned else "-")
+                if observed:
+                    o = observed.get(row.turn)
+                    cells += ([f"{o.estimated_tokens:,}", f"{o.observed_tokens:,}"] if o
+                              else ["-", "-"])
             cells.append(f"{cost.billed:,.0f}")
         rows.append(cells)
     return header, rows
-
-
-def _plain(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
-
-    return "".join(line(cells) + "\n" for cells in [header, *rows])

@@ -5,12 +5,18 @@
   with its ``tool_calls`` (model output); ``ToolMessage`` → the result of its call (untrusted; one
   ledger record with the call); ``SystemMessage`` → environment guidance before the first turn,
   else a runtime note.
-* :func:`to_messages` — a :class:`~holon_ctx.Request` as LangChain messages: a ``SystemMessage``
-  with the stable part (the provider's cache prefix) when there is one, then one ``HumanMessage``.
+* :func:`to_messages` — a :class:`~holon_ctx.Request` as LangChain messages, one for one with
+  ``request.openai_messages``: a ``SystemMessage`` (the environment, the cache prefix), the
+  history in its native roles (``HumanMessage``, ``AIMessage`` with ``tool_calls``,
+  ``ToolMessage``), and the current state as the last ``HumanMessage``. The ``langchain`` extra
+  brings langchain-core only: a chat model that calls a provider needs its own package
+  (langchain-openai, langchain-anthropic).
 * :class:`LedgerHistory` — both at once for a loop that keeps its own message list (a LangGraph
   state, a chain's memory): each call appends only the messages not seen before and returns the
-  budgeted request. ``history.pre_model_hook`` has the shape of LangGraph's ``pre_model_hook``
-  (``state`` in, ``{"llm_input_messages": [...]}`` out).
+  budgeted request. Given the chat model (``model=``), requests are counted for it, and the
+  input tokens a reply reports (``usage_metadata``) calibrate the budget (RFC 0022).
+  ``history.pre_model_hook`` has the shape of LangGraph's ``pre_model_hook`` (``state`` in,
+  ``{"llm_input_messages": [...]}`` out).
 """
 
 from __future__ import annotations
@@ -18,21 +24,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    convert_to_messages,
-)
-
 from holon_ctx.errors import InputError
+from holon_ctx.extras import missing_extra
 from holon_ctx.request import Request
 from holon_ctx.session import Session, ToolCall
 from holon_ctx.session_args import check_positive
 
+try:
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+        convert_to_messages,
+    )
+except ImportError as _exc:
+    # One line naming the pip command that works for this install (holon_ctx.extras).
+    raise missing_extra(__name__, "langchain", _exc) from None
+
 __all__ = ["LedgerHistory", "append_messages", "to_messages"]
+
 
 def to_messages(request: Request) -> list[BaseMessage]:
     """The request's OpenAI-style messages as LangChain message objects (same roles, same text).
@@ -73,12 +85,18 @@ def append_messages(session: Session, messages: Sequence[BaseMessage]) -> None:
 class LedgerHistory:
     """A message list kept in step with the ledger; hands out budgeted requests (module doc)."""
 
-    def __init__(self, session: Session, *, budget_tokens: int) -> None:
+    def __init__(self, session: Session, *, budget_tokens: int, model: Any = None) -> None:
         if not isinstance(session, Session):
             raise InputError(f"expected a holon_ctx.Session, got {type(session).__name__}",
                              source="LedgerHistory", path="session")
         self.session = session
         self.budget_tokens = check_positive("LedgerHistory", "budget_tokens", budget_tokens)
+        # The chat model (or its name): requests are counted with its provider's tokenizer and
+        # framing (RFC 0022); LangChain's chat models name it in ``model_name`` or ``model``.
+        name = model if isinstance(model, str) else (
+            getattr(model, "model_name", None) or getattr(model, "model", None))
+        if isinstance(name, str) and name:
+            session.use_model(name)
         #: The last request (its manifest says what went in and why).
         self.last_request: Request | None = None
         self._seen_ids: set[str] = set()
@@ -90,9 +108,22 @@ class LedgerHistory:
         new = [m for i, m in enumerate(messages)
                if (m.id not in self._seen_ids if m.id is not None else i >= self._seen_count)]
         append_messages(self.session, new)
+        self._observe(new)
         self._seen_ids.update(m.id for m in new if m.id is not None)
         self._seen_count = max(self._seen_count, len(messages))
         return len(new)
+
+    def _observe(self, new: Sequence[BaseMessage]) -> None:
+        """The provider's input tokens of the reply to the last request, when the model reported
+        them (``usage_metadata``; cache reads included), recorded beside its estimate."""
+        replies = [m for m in new if isinstance(m, AIMessage) and m.usage_metadata]
+        if self.last_request is None or not replies:
+            return
+        used = replies[0].usage_metadata
+        assert used is not None
+        if used.get("input_tokens"):
+            self.session.observe_usage(int(used["input_tokens"]), request=self.last_request)
+        self.last_request = None  # observed once
 
     def messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """Sync, then the next request as LangChain messages: use it where ``trim_messages``

@@ -24,8 +24,9 @@ any other user message                operator message (a person typed it: inter
 ====================================  ===========================================================
 
 The wrapper sees messages only when the agent queries it, so the final step's observation (the
-submission) is not appended. A new ``agent.run`` (a shorter message list) starts a new task turn
-on the same ledger.
+submission) is not appended. Requests are counted for the inner model (``config.model_name``), and
+the input tokens its responses report calibrate the budget (RFC 0022). A new ``agent.run`` (a
+shorter message list) starts a new task turn on the same ledger.
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ class LedgerModel:
         self.model = model
         self.config = model.config
         self.session = session
+        # The inner model's name (LiteLLM's, e.g. "anthropic/claude-sonnet-4-5"): requests are
+        # counted with its provider's tokenizer and framing (RFC 0022).
+        name = getattr(model.config, "model_name", None)
+        if isinstance(name, str) and name:
+            session.use_model(name)
         self.budget_tokens = check_positive("LedgerModel", "budget_tokens", budget_tokens)
         self.task = None if task is None else check_text("LedgerModel", "task", task,
                                                          required=True)
@@ -78,6 +84,9 @@ class LedgerModel:
         # ids too when a request carries them), in the inner model's own format.
         prompt = [self.model.format_message(**m) for m in request.openai_messages]
         reply: dict[str, Any] = self.model.query(prompt, **kwargs)
+        used = _input_tokens(reply)
+        if used:
+            self.session.observe_usage(used, request=request)
         return reply
 
     def format_message(self, **kwargs: Any) -> dict[str, Any]:
@@ -164,6 +173,21 @@ class LedgerModel:
         s.set_work_item(WORK_ITEM_ID, objective=first_paragraph(task), status="active")
         self._task_turn = s.current_turn
         self._system.clear()
+
+
+def _input_tokens(reply: dict[str, Any]) -> int | None:
+    """The input tokens the provider reported for a reply (LiteLLM's response, in
+    ``extra.response.usage``: ``prompt_tokens``, or ``input_tokens``), when it did."""
+    extra = reply.get("extra")
+    response = extra.get("response") if isinstance(extra, dict) else None
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    for key in ("prompt_tokens", "input_tokens"):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def _text(content: Any) -> str:

@@ -18,8 +18,10 @@ other tool items (hosted tools, shell …)  ``tool_run`` named after the item ty
                                           go stale)
 ========================================  =====================================================
 
-``get_items()`` returns the request as input items: the stable part first (a ``system`` message,
-the cache prefix), the rest as one ``user`` message. The SDK appends the new input after it and,
+``get_items()`` returns the request as input items, one for one with
+``request.openai_messages``: a ``system`` message first (the environment, the cache prefix), the
+history in its own items (messages, ``function_call`` and ``function_call_output``), and the
+current state as the last ``user`` message. The SDK appends the new input after it and,
 inside one run, its own items of that run. :meth:`LedgerSession.run_config` adds a
 ``call_model_input_filter`` that replaces the whole model input by a fresh request before *every*
 model call — so a long run with many tool calls stays under the budget too (the SDK saves each
@@ -37,15 +39,20 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from agents import RunConfig
-from agents.items import TResponseInputItem
-from agents.memory import SessionSettings
-from agents.run_config import CallModelData, ModelInputData
-
 from holon_ctx.errors import InputError
+from holon_ctx.extras import missing_extra
 from holon_ctx.request import Request
 from holon_ctx.session import Session, ToolCall
 from holon_ctx.session_args import check_positive, check_text
+
+try:
+    from agents import RunConfig, RunHooks
+    from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
+    from agents.run_config import CallModelData, ModelInputData
+except ImportError as _exc:
+    # One line naming the pip command that works for this install (holon_ctx.extras).
+    raise missing_extra(__name__, "openai-agents", _exc) from None
 
 __all__ = ["LedgerSession", "append_items", "input_items"]
 
@@ -96,9 +103,35 @@ class LedgerSession:
                          "file to start over)", source="LedgerSession.clear_session")
 
     def model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
-        """A ``call_model_input_filter``: the model input becomes a fresh request."""
+        """A ``call_model_input_filter``: the model input becomes a fresh request, counted for
+        the agent's model when it names one (RFC 0022)."""
+        name = getattr(data.agent, "model", None)
+        if isinstance(name, str) and name:
+            self.session.use_model(name)
         return ModelInputData(input=self._request_items(),
                               instructions=data.model_data.instructions)
+
+    def observe(self, input_tokens: int) -> None:
+        """The provider's input tokens of the call made with the last request (the SDK's
+        ``ModelResponse.usage.input_tokens``), recorded beside its estimate; :meth:`hooks` calls
+        it after every model call. The SDK sends the agent's instructions and tool schemas
+        outside the budget: they are in the provider's count, so the factor learnt makes the
+        whole call fit."""
+        if self.last_request is not None and input_tokens > 0:
+            self.session.observe_usage(input_tokens, request=self.last_request)
+            self.last_request = None
+
+    def hooks(self) -> RunHooks[Any]:
+        """``RunHooks`` (``Runner.run(..., hooks=ledger.hooks())``) that pass each model call's
+        reported usage to :meth:`observe`."""
+        ledger = self
+
+        class _Usage(RunHooks[Any]):
+            async def on_llm_end(self, context: Any, agent: Any,  # noqa: ARG002 - the SDK's
+                                 response: Any) -> None:
+                ledger.observe(int(getattr(response.usage, "input_tokens", 0) or 0))
+
+        return _Usage()
 
     def run_config(self, **kwargs: Any) -> RunConfig:
         """A ``RunConfig`` (with any other settings given) that re-projects before every call."""

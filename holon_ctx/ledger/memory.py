@@ -10,6 +10,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
+import attrs
+
+from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.facts import marks_high
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Environment, Pin, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
@@ -55,6 +58,15 @@ class MemoryStore:
     @property
     def counter_identity(self) -> str:
         return self._counter.identity
+
+    def use_counter(self, counter: TokenCounter) -> None:
+        """Count with ``counter`` from now on: every record is recounted once, now (the rows
+        carry one counter's counts)."""
+        if counter.identity == self._counter.identity:
+            return
+        counts = counter.count_many([record_body(r.record) for r in self._rows])
+        self._rows = [attrs.evolve(r, tokens=n) for r, n in zip(self._rows, counts, strict=True)]
+        self._counter = counter
 
     def next_pos(self) -> int:
         return len(self._rows) + len(self._staged)

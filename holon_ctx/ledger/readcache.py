@@ -38,6 +38,24 @@ class DecodedRecords:
         self._limit = limit
         self._by_pos: dict[int, StoredRecord] = {}
         self._by_ref: dict[str, StoredRecord] = {}
+        #: ``(pos, tokens)`` of records counted here because the store held no count under this
+        #: counter: a store writes them with its next append (:meth:`take_recounted`), so each
+        #: record is counted once per counter, not once per process.
+        self._recounted: list[tuple[int, int]] = []
+
+    @property
+    def counter(self) -> TokenCounter:
+        return self._counter
+
+    @property
+    def recounted(self) -> bool:
+        """Whether counts made here wait to be written (see ``take_recounted``)."""
+        return bool(self._recounted)
+
+    def take_recounted(self) -> list[tuple[int, int]]:
+        """The counts made since the last call (see ``_recounted``), handed over once."""
+        found, self._recounted = self._recounted, []
+        return found
 
     def __contains__(self, pos: int) -> bool:
         return pos in self._by_pos
@@ -64,8 +82,10 @@ class DecodedRecords:
         record = _record_decoder.decode(line)
         if tokens is None:
             # Counted under another counter: recount rather than trust a foreign count. Reads never
-            # write, so the count is not persisted here; rebuilding the derived tables does that.
+            # write: the store persists the count with its next append (take_recounted).
             tokens = self._counter.count(record_body(record))
+            if len(self._recounted) < self._limit:
+                self._recounted.append((pos, tokens))
         found = StoredRecord(pos=pos, ref=ref, record=record, tokens=tokens, turn_seq=turn_seq)
         self._by_pos[pos] = found
         self._by_ref[ref] = found

@@ -38,7 +38,7 @@ from holon_ctx.ledger.store import LedgerStats, StoredRecord
 from holon_ctx.ledger.writer import Row, append_records
 from holon_ctx.tokens import TokenCounter, default_counter
 
-__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+__all__ = ["SCHEMA_VERSION", "SqliteStore", "missing_directory"]
 
 SCHEMA_VERSION: Final = 2
 _INTENT_TRIGGERS = tuple(sorted(OPERATOR_TRIGGERS - {"approval_decision"}))
@@ -101,6 +101,18 @@ _wait_decoder = msgspec.json.Decoder(WaitState)
 _encode = msgspec.json.encode
 
 
+def missing_directory(path: str | Path) -> str | None:
+    """Why a database cannot be made at ``path`` because of its directory, or None: SQLite's
+    own error ("unable to open database file") names neither the directory nor what to do."""
+    if str(path) == ":memory:":
+        return None
+    parent = Path(path).parent
+    if parent.is_dir():
+        return None
+    what = "is not a directory" if parent.exists() else "does not exist"
+    return f"the directory {str(parent)!r} {what}: create it first (the database file is made in it)"
+
+
 class SqliteStore:
     """A ledger in one SQLite file (or ``":memory:"``)."""
 
@@ -115,6 +127,9 @@ class SqliteStore:
         self.path = str(path)
         self._counter = counter or default_counter()
         self.lock_timeout = locking.lock_timeout(lock_timeout)
+        problem = missing_directory(path)
+        if problem is not None:
+            raise StoreError(f"{self.path}: {problem}")
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                        timeout=self.lock_timeout)
@@ -208,6 +223,16 @@ class SqliteStore:
     def counter_identity(self) -> str:
         return self._counter_id
 
+    def use_counter(self, counter: TokenCounter) -> None:
+        """Count with ``counter`` from now on (a session for another model, RFC 0022): appends
+        store its counts, reads take its counts, and a record it has not counted yet is counted
+        when first read and that count written with the next append (once per record per counter)."""
+        if counter.identity == self._counter_id:
+            return
+        self._flush_pending()
+        self._counter, self._counter_id = counter, counter.identity
+        self._decoded = DecodedRecords(counter)
+
     def next_pos(self) -> int:
         self._flush_pending()
         row = self._db.execute("SELECT max(pos) FROM records").fetchone()
@@ -299,6 +324,11 @@ class SqliteStore:
         try:
             yield
             self._flush_pending()
+            # Counts a read made under this counter (DecodedRecords), now that the lock is held;
+            # another process may have written the same ones (deterministic), hence OR IGNORE.
+            db.executemany("INSERT OR IGNORE INTO token_counts VALUES (?,?,?)",
+                           [(self._counter_id, pos, n)
+                            for pos, n in self._decoded.take_recounted()])
             db.execute("COMMIT")
         except BaseException as exc:
             self._drop_pending()

@@ -29,15 +29,18 @@ _PLACEHOLDER: Final = {"image_url": "[image]", "input_image": "[image]", "image"
 _TEXT_PARTS: Final = ("text", "input_text", "output_text")
 
 
-def _messages(data: Any, source: str, *, allow_system: bool) -> tuple[list[Any], Any]:
-    """The message list of a transcript given as a list or as an object with ``messages``."""
+def _messages(data: Any, source: str, *,
+              allow_system: bool) -> tuple[list[Any], Any, str]:
+    """The message list of a transcript given as a list or as an object with ``messages``, its
+    system field, and the list's JSON path (``$`` for a bare list: an error's path must exist in
+    the input it names)."""
     if isinstance(data, list):
-        return data, None
+        return data, None, "$"
     obj = expect(data, (dict, list), "$", source)
     if "messages" not in obj:
         raise LedgerFormatError("missing required field", source=source, path="$.messages")
     system = obj.get("system") if allow_system else None
-    return expect(obj["messages"], list, "$.messages", source), system
+    return expect(obj["messages"], list, "$.messages", source), system, "$.messages"
 
 
 def _text_of(content: Any, path: str, b: LedgerBuilder) -> str:
@@ -66,10 +69,10 @@ def _text_of(content: Any, path: str, b: LedgerBuilder) -> str:
 
 def read_openai(data: Any, b: LedgerBuilder) -> list[Record]:
     """Records of an OpenAI chat-completions message list (see the module docstring)."""
-    messages, _ = _messages(data, b.source, allow_system=False)
+    messages, _, at = _messages(data, b.source, allow_system=False)
     env: list[str] = []
     for i, msg in enumerate(messages):
-        path = f"$.messages[{i}]"
+        path = f"{at}[{i}]"
         msg = expect(msg, dict, path, b.source)
         role = expect(msg.get("role"), str, f"{path}.role", b.source)
         key = str(i)
@@ -161,12 +164,12 @@ def _system_text(system: Any, b: LedgerBuilder) -> str:
 
 def read_anthropic(data: Any, b: LedgerBuilder) -> list[Record]:
     """Records of an Anthropic Messages transcript (see the module docstring)."""
-    messages, system = _messages(data, b.source, allow_system=True)
+    messages, system, at = _messages(data, b.source, allow_system=True)
     guidance = _system_text(system, b)
     if guidance:
         b.environment("0", guidance=guidance)
     for i, msg in enumerate(messages):
-        path = f"$.messages[{i}]"
+        path = f"{at}[{i}]"
         msg = expect(msg, dict, path, b.source)
         role = expect(msg.get("role"), str, f"{path}.role", b.source)
         blocks = _blocks(msg.get("content"), f"{path}.content", b)

@@ -10,7 +10,8 @@ Three source formats besides ledger JSONL v1 (see ``docs/import.md`` for the ful
 
 :func:`detect_format` decides from the file name and content and says why. A guess is never
 allowed to raise trust: a guessed chat format that would make more than one user message trusted
-operator input is refused until the caller names the format (``--from``, ``fmt=``). Reading is
+operator input is refused until the caller names the format. Errors say how in the caller's
+terms (``option``: the library's ``format="…"`` by default, the CLI's ``--from …``). Reading is
 all-or-nothing: the whole transcript is parsed into records first (any problem raises a
 :class:`~holon_ctx.errors.LedgerFormatError` naming the file and the JSON path, e.g.
 ``x.json: $.messages[12].tool_call_id: no tool call 'call_9' before this result``), and only then
@@ -37,18 +38,26 @@ from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
 from holon_ctx.ledger.transcript_swe import read_swe_traj
 
 __all__ = [
+    "CLI_OPTION",
+    "LIBRARY_OPTION",
     "MAX_TRANSCRIPT_BYTES",
     "Detection",
     "TranscriptFormat",
     "detect_format",
     "import_any",
     "load_json",
+    "not_a_database",
     "read_transcript",
     "sniff_ledger",
 ]
 
 #: Largest transcript read (a JSON document is parsed whole; ledger JSONL streams instead).
 MAX_TRANSCRIPT_BYTES: Final = 256 * 1024 * 1024
+#: How errors tell a caller to name the format (``{}`` is the format): the library's argument,
+#: and the CLI's flag. A library call must never be told about a flag it cannot pass.
+LIBRARY_OPTION: Final = 'format="{}"'
+CLI_OPTION: Final = "--from {}"
+_FORMAT_NAMES: Final = "ledger|openai|anthropic|swe-traj"
 _LEDGER_TYPES: Final = frozenset({"turn", "message", "brief", "task_result", "tool",
                                   "external_event", "work_item", "wait", "environment", "pin"})
 
@@ -62,7 +71,7 @@ class TranscriptFormat(StrEnum):
 
 @attrs.frozen
 class Detection:
-    """The format a file was read as, and why (``"given with --from"`` when not detected)."""
+    """The format a file was read as, and why (``"given with --from openai"`` when named)."""
 
     format: TranscriptFormat
     reason: str
@@ -140,7 +149,8 @@ def _message_markers(messages: list[Any]) -> tuple[str | None, str | None]:
     return openai, anthropic
 
 
-def detect_format(path: Path, data: Any | None = None, raw: bytes | None = None) -> Detection:
+def detect_format(path: Path, data: Any | None = None, raw: bytes | None = None, *,
+                  option: str = LIBRARY_OPTION) -> Detection:
     """Which format ``path`` is in, from its name and content (see the module docstring)."""
     name = path.name.lower()
     if data is None:
@@ -163,7 +173,8 @@ def detect_format(path: Path, data: Any | None = None, raw: bytes | None = None)
     if not isinstance(messages, list):
         raise LedgerFormatError(
             "cannot tell the format: expected ledger JSONL, a list of chat messages, or an "
-            "object with 'messages'; choose one with --from", source=str(path), path="$")
+            f"object with 'messages'; choose one with {option.format(_FORMAT_NAMES)}",
+            source=str(path), path="$")
     openai, anthropic = _message_markers(messages)
     if anthropic and not openai:
         return Detection(TranscriptFormat.ANTHROPIC, anthropic)
@@ -174,7 +185,8 @@ def detect_format(path: Path, data: Any | None = None, raw: bytes | None = None)
 
 
 def read_transcript(path: str | Path, fmt: TranscriptFormat | str = "auto", *,
-                    first_seq: int = 0, id_prefix: str = "") -> tuple[Detection, list[Record]]:
+                    first_seq: int = 0, id_prefix: str = "",
+                    option: str = LIBRARY_OPTION) -> tuple[Detection, list[Record]]:
     """Parse a transcript (not ledger JSONL) into records, without touching any store."""
     path = Path(path)
     raw = _read_bytes(path)
@@ -182,9 +194,9 @@ def read_transcript(path: str | Path, fmt: TranscriptFormat | str = "auto", *,
     if fmt == "auto":
         if not path.name.lower().endswith(".jsonl") and not _looks_like_ledger(raw):
             data = load_json(path, raw)
-        detection = detect_format(path, data=data, raw=raw)
+        detection = detect_format(path, data=data, raw=raw, option=option)
     else:
-        detection = Detection(TranscriptFormat(fmt), "given with --from")
+        detection = Detection(TranscriptFormat(fmt), f"given with {option.format(fmt)}")
     if detection.format is TranscriptFormat.LEDGER:
         raise InputError("ledger JSONL is imported with import_jsonl, not read as a transcript",
                          source=str(path))
@@ -193,18 +205,19 @@ def read_transcript(path: str | Path, fmt: TranscriptFormat | str = "auto", *,
     builder = LedgerBuilder(source=str(path), first_seq=first_seq, prefix=id_prefix)
     records = _READERS[detection.format](data, builder)
     if fmt == "auto":
-        _refuse_guessed_trust(path, detection, records, data)
+        _refuse_guessed_trust(path, detection, records, data, option)
     return detection, records
 
 
 def _refuse_guessed_trust(path: Path, detection: Detection, records: list[Record],
-                          data: Any) -> None:
+                          data: Any, option: str) -> None:
     """A guess may not hand operator trust to more than the first user message.
 
     In a chat transcript every user message becomes the operator's (trusted) words. That is right
     for a chat, and wrong for a harness that writes tool output into the user role (mini-swe-agent
     does): guessed wrong, a detection would make tool output operator instructions. So a guessed
-    format that trusts more than one user message is refused; ``--from`` says it knowingly.
+    format that trusts more than one user message is refused; naming the format says it
+    knowingly.
     """
     operator = [r for r in records if isinstance(r, Message) and r.role is MessageRole.OPERATOR]
     if len(operator) <= 1:
@@ -212,13 +225,13 @@ def _refuse_guessed_trust(path: Path, detection: Detection, records: list[Record
     fmt = detection.format.value
     hint = ""
     if _looks_like_swe_agent(data):
-        hint = "; it looks like a mini-swe-agent trajectory (harness replies in the user role): " \
-               "--from swe-traj"
+        hint = ("; it looks like a mini-swe-agent trajectory (harness replies in the user role): "
+                + option.format("swe-traj"))
     raise InputError(
         f"read as {fmt} by a guess ({detection.reason}), which would make all {len(operator)} "
         f"user messages trusted operator input; if a harness or a tool wrote any of them, it "
-        f"would get the operator's authority. Say which format it is with --from ({fmt}: every "
-        f"user message is the operator's{hint})", source=str(path))
+        f"would get the operator's authority. Say which format it is with {option.format(fmt)} "
+        f"(every user message is the operator's{hint})", source=str(path))
 
 
 def _looks_like_swe_agent(data: Any) -> bool:
@@ -242,16 +255,41 @@ def sniff_ledger(path: str | Path) -> bool:
     return _looks_like_ledger(head)
 
 
+_SQLITE_HEADER: Final = b"SQLite format 3\x00"
+
+
+def not_a_database(path: str | Path) -> str | None:
+    """What a file given where a database belongs holds instead, when it is a ledger or a
+    transcript (``"ledger JSONL"``, ``"a JSON transcript"``); None for an SQLite file, an empty or
+    missing one, and anything else (the store's own error says it is not a database). Reads the
+    file's head only."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            return None
+        with path.open("rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return None
+    if not head.strip() or head.startswith(_SQLITE_HEADER):
+        return None
+    if path.name.lower().endswith(".jsonl") or _looks_like_ledger(head):
+        return "ledger JSONL"
+    if head.lstrip()[:1] in (b"{", b"["):
+        return "a JSON transcript"
+    return None
+
+
 def import_any(path: str | Path, store: LedgerStore, fmt: TranscriptFormat | str = "auto", *,
-               id_prefix: str = "") -> tuple[Detection, int]:
+               id_prefix: str = "", option: str = LIBRARY_OPTION) -> tuple[Detection, int]:
     """Import ledger JSONL or a transcript into ``store``, all-or-nothing; ``(how, stored)``."""
     path = Path(path)
     if fmt == TranscriptFormat.LEDGER or (fmt == "auto" and sniff_ledger(path)):
-        why = "given with --from" if fmt != "auto" else (
+        why = f"given with {option.format(fmt)}" if fmt != "auto" else (
             "the .jsonl extension" if path.name.lower().endswith(".jsonl")
             else "ledger records per line")
         return Detection(TranscriptFormat.LEDGER, why), import_jsonl(path, store)
-    detection, records = read_transcript(path, fmt, id_prefix=id_prefix)
+    detection, records = read_transcript(path, fmt, id_prefix=id_prefix, option=option)
     # The turns are numbered by the store, inside its write transaction, after whatever is in the
     # ledger by then: numbers read before it would race with other writers (RFC 0006).
     return detection, store.append(records, source=str(path), renumber_turns=True)

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
 from holon_ctx.errors import StoreError
+from holon_ctx.extras import install_command
 
 if TYPE_CHECKING:
     import psycopg
@@ -36,8 +37,8 @@ def psycopg_module() -> ModuleType:
     try:
         import psycopg  # noqa: PLC0415 - optional dependency, imported only when used
     except ImportError:
-        raise StoreError("PostgreSQL support needs psycopg: pip install 'holon-ctx[postgres]'"
-                         ) from None
+        raise StoreError("PostgreSQL support needs the 'postgres' extra (psycopg is not "
+                         f"installed): {install_command('postgres')}") from None
     return psycopg
 
 

@@ -50,6 +50,7 @@ from holon_ctx.postgres.connection import psycopg_module
 from holon_ctx.postgres.epochs import PostgresEpochStore
 from holon_ctx.postgres.schema import SESSION_TABLES
 from holon_ctx.postgres.session import SessionHandle
+from holon_ctx.postgres.usage import PostgresUsageStore
 from holon_ctx.tokens import TokenCounter, default_counter
 
 __all__ = ["PostgresStore"]
@@ -136,16 +137,30 @@ class PostgresStore:
         connection (``epoch_store_for`` asks for it; closing it leaves the connection open)."""
         return PostgresEpochStore(self._h.conn, session=self.session, create=False)
 
+    def usage_store(self) -> PostgresUsageStore:
+        """Usage observations (RFC 0022), in this session's rows, on this store's connection
+        (``usage_store_for`` asks for it; closing it leaves the connection open)."""
+        return PostgresUsageStore(self._h.conn, session=self.session, create=False)
+
     # -- append backend -------------------------------------------------------------------
     @property
     def counter_identity(self) -> str:
         return self._counter_id
 
+    def use_counter(self, counter: TokenCounter) -> None:
+        """Count with ``counter`` from now on (as ``SqliteStore.use_counter``; counts a read
+        made are written with the next append)."""
+        if counter.identity == self._counter_id:
+            return
+        self._counter, self._counter_id = counter, counter.identity
+        self._decoded = DecodedRecords(counter)
+
     def _reset_batch(self) -> None:
         self._batch_next: int | None = None
         self._appended = 0
         self._buf: dict[str, list[tuple[Any, ...]]] = {
-            "records": [], "counts": [], "turns": [], "wis": [], "waits": [], "high": []}
+            "records": [], "counts": [], "turns": [], "wis": [], "waits": [], "high": [],
+            "recounts": []}
         self._pending_refs: set[str] = set()
         self._pending_turns: dict[str, TurnInfo] = {}
         self._pending_last: TurnInfo | None = None
@@ -274,6 +289,11 @@ class PostgresStore:
         # Never through COPY (it has no ON CONFLICT): session.insert sends it as INSERTs.
         "high": ("holon_high_turns",
                  "INSERT INTO holon_high_turns VALUES (%s,%s,%s) ON CONFLICT (sid, seq) DO NOTHING"),
+        # Counts a read made under this counter (use_counter); another process may have written
+        # the same ones, so conflicts are skipped (never through COPY either).
+        "recounts": ("holon_token_counts",
+                     "INSERT INTO holon_token_counts VALUES (%s,%s,%s,%s) "
+                     "ON CONFLICT (sid, counter, pos) DO NOTHING"),
     }
 
     def _flush(self, end_pos: int | None = None) -> None:
@@ -317,6 +337,8 @@ class PostgresStore:
             n = append_records(self, self._counter, items, source=source,
                                renumber_turns=renumber_turns)
             learned.append(self._facts_of_batch())
+            self._buf["recounts"].extend((self.sid, self._counter_id, pos, tokens)
+                                         for pos, tokens in self._decoded.take_recounted())
             self._flush(end_pos=self._batch_next + self._appended)
             return n
         self._known = None
@@ -346,7 +368,8 @@ class PostgresStore:
         """A small batch in one statement, when the known facts answer its checks and nobody
         appended since (postgres/appends.py); None: take the locked path."""
         known = self._known
-        if known is None or not items:
+        if known is None or not items or self._decoded.recounted:
+            # Counts a read made under a new counter go in with the locked path's rows.
             return None
         spec = Speculative(known)
         try:

@@ -20,7 +20,9 @@ Version 3 drops the statistics on ``sid`` (see ``_V3_STATISTICS``). Version 4 ad
 projection's re-plan state (RFC 0010; :mod:`holon_ctx.postgres.epochs`): ``holon_session_epochs``
 and ``holon_session_state``, the SQLite store's ``session_epochs`` and ``session_state`` with
 ``sid`` in front. Derived data: a migration that had to drop them would lose nothing the ledger
-cannot rebuild.
+cannot rebuild. Version 5 adds ``holon_usage``, the usage observations a session records
+(RFC 0022; :mod:`holon_ctx.postgres.usage`): the provider's reported input tokens beside the
+estimate, which calibration reads by model and ``replay`` / ``explain`` by turn.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ __all__ = ["SCHEMA_VERSION", "SESSION_TABLES", "SessionInfo", "check_session_key
            "create_session", "delete_session", "ensure_schema", "find_session", "list_sessions",
            "schema_version"]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 #: Key of the transaction-level advisory lock that serialises migrations (arbitrary, fixed).
 _MIGRATION_LOCK: Final = 0x686F6C6F6E  # "holon"
 
@@ -196,8 +198,20 @@ _V4_SESSION_PROJECTION = [
     *(f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _V4_SESSION_TABLES),
 ]
 
+_V5_SESSION_TABLES: Final = ("holon_usage",)
+_V5_USAGE = [
+    # Usage observations (RFC 0022): the provider's reported input tokens beside the estimate,
+    # appended by observe_usage (Observation, msgspec JSON); read by model and by turn.
+    """CREATE TABLE holon_usage (
+        sid bigint NOT NULL, seq bigint GENERATED ALWAYS AS IDENTITY, model text NOT NULL,
+        turn text NOT NULL, observation bytea NOT NULL, PRIMARY KEY (sid, seq))""",
+    "CREATE INDEX holon_usage_by_model ON holon_usage (sid, model, seq)",
+    "CREATE INDEX holon_usage_by_turn ON holon_usage (sid, turn, seq)",
+    *(f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _V5_SESSION_TABLES),
+]
+
 #: Every table keyed by session: what deleting a session empties (a test checks the catalogue).
-SESSION_TABLES: Final = (*_V2_SESSION_TABLES, *_V4_SESSION_TABLES)
+SESSION_TABLES: Final = (*_V2_SESSION_TABLES, *_V4_SESSION_TABLES, *_V5_SESSION_TABLES)
 
 #: Migrations from version N to N+1, each a list of statements run in one transaction.
 MIGRATIONS: Final[dict[int, list[str]]] = {
@@ -205,6 +219,7 @@ MIGRATIONS: Final[dict[int, list[str]]] = {
     1: _V2_HIGH_TURNS,
     2: _V3_STATISTICS,
     3: _V4_SESSION_PROJECTION,
+    4: _V5_USAGE,
 }
 
 

@@ -53,7 +53,8 @@ class SessionHandle:
                 found = self.call(lambda: find_session(self.conn, session))
                 if found is None:
                     raise StoreError(f"{self.where}: no session {session!r} "
-                                     "(`holon-ctx db sessions --db URL` lists them)")
+                                     "(holon_ctx.postgres.list_sessions lists them, and so does "
+                                     "`holon-ctx db sessions`)")
                 self.sid, self.created = found, False
         except BaseException:
             if self.owned:

@@ -24,7 +24,7 @@ from holon_ctx.ledger.body import block_safe, neutralise_fences
 from holon_ctx.projection.formats import clip_notes
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.render import Renderer
-from holon_ctx.tokens import TokenCounter
+from holon_ctx.tokens import TokenCounter, seam_tokens
 
 __all__ = ["Clipper", "clip_line", "clip_text"]
 
@@ -77,9 +77,13 @@ class Clipper:
         parts: list[Block] = []
         if block.clippable and block.body:
             fixed = counter.count(block.head) + counter.count(block.tail)
-            body = clip_text(counter, block.body, room - fixed)
+            # A seam (o200k: a body starting with "/" under the fence line) may cost one more.
+            slack = 0 if getattr(counter, "additive", True) else 1
+            body = clip_text(counter, block.body, room - fixed - slack)
             if body:
-                parts.append(attrs.evolve(block, body=body, tokens=fixed + counter.count(body)))
+                tokens = fixed + counter.count(body) + seam_tokens(counter, block.head, body)
+                if tokens <= room:
+                    parts.append(attrs.evolve(block, body=body, tokens=tokens))
         label = block.head.split("\n", 1)[0]
         if label.startswith("<"):
             # A block with no label opens with its fence: a fence line is never cut short

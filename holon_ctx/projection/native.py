@@ -19,10 +19,11 @@ name are valid for both APIs. Anything else — a tool the runtime ran itself, a
 was compacted away — stays a labelled user-role part, so no request built here can hold a call
 without its result or a result without its call.
 
-Token accounting (:func:`message_tokens`) is :func:`~holon_ctx.projection.providers.measure`'s:
-content tokens, each call's name and arguments plus a few tokens, three per message, three for
-the reply. It is computed per part as the parts are laid out, so a session knows a request's size
-without measuring it; tests re-measure every request.
+Token accounting (:func:`message_tokens`) is :func:`~holon_ctx.projection.framing.measure_request`'s
+under the session's framing rule (RFC 0022): content tokens, each message's role and markers, each
+call's id, type, name and arguments, each result's call id, and the reply priming. It is computed
+per part as the parts are laid out, so a session knows a request's size without measuring it;
+tests re-measure every request.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from enum import StrEnum
 from typing import Any, Final
 
 import msgspec
@@ -38,6 +38,7 @@ import msgspec
 from holon_ctx.ledger.records import Message, MessageRole, Tool
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.formats import HEADING
+from holon_ctx.projection.framing import Framing, Role, arguments_json
 from holon_ctx.projection.items import Block, Rendered
 from holon_ctx.projection.provider_types import (
     AnthropicAssistantBlock,
@@ -48,14 +49,8 @@ from holon_ctx.projection.provider_types import (
     OpenAIMessage,
     OpenAIToolCall,
 )
-from holon_ctx.projection.providers import (
-    CACHE_CONTROL,
-    REPLY_PRIMING_TOKENS,
-    TOKENS_PER_MESSAGE,
-    TOKENS_PER_TOOL_CALL,
-    arguments_json,
-)
-from holon_ctx.tokens import TokenCounter
+from holon_ctx.projection.providers import CACHE_CONTROL
+from holon_ctx.tokens import seam_tokens
 
 __all__ = ["Call", "Part", "Role", "anthropic_request", "framing_between", "openai_messages",
            "parts_of_blocks", "system_part", "text_part"]
@@ -63,13 +58,6 @@ __all__ = ["Call", "Part", "Role", "anthropic_request", "framing_between", "open
 #: Ids and names both APIs accept (Anthropic's tool_use id pattern; OpenAI's function name).
 _CALL_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _TOOL_NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-class Role(StrEnum):
-    SYSTEM = "system"
-    USER = "user"
-    ASSISTANT = "assistant"
-    TOOL = "tool"
 
 
 class Call(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,7 +104,7 @@ def system_part(text: str, tokens: int, refs: Iterable[str] = ()) -> Part:
                 content_tokens=tokens, refs=tuple(refs), stable_end=True)
 
 
-def _call(tool: Tool, counter: TokenCounter) -> Call | None:
+def _call(tool: Tool, framing: Framing) -> Call | None:
     """The native call of a tool record, or None when it cannot be one (see the module doc)."""
     if (tool.call_id is None or tool.pending or not _CALL_ID.match(tool.call_id)
             or not _TOOL_NAME.match(tool.tool_name)):
@@ -128,7 +116,7 @@ def _call(tool: Tool, counter: TokenCounter) -> Call | None:
     arguments: dict[str, Any] = (parsed if isinstance(parsed, dict)
                                     else {"input": tool.args_preview})
     encoded = arguments_json(arguments)
-    tokens = counter.count(tool.tool_name) + counter.count(encoded) + TOKENS_PER_TOOL_CALL
+    tokens = framing.call(tool.call_id, tool.tool_name, encoded)
     return Call(call_id=tool.call_id, name=tool.tool_name, arguments=arguments,
                 arguments_json=encoded, tokens=tokens)
 
@@ -139,7 +127,7 @@ def _is_assistant(stored: StoredRecord | None) -> bool:
 
 
 def parts_of_blocks(blocks: Iterable[Block], records: Mapping[str, StoredRecord],
-                    counter: TokenCounter, *, previous: Part | None = None) -> list[Part]:
+                    framing: Framing, *, previous: Part | None = None) -> list[Part]:
     """The parts of a run of rendered blocks, in order.
 
     ``records`` maps refs to the records the blocks show (a block shows the record of its first
@@ -148,6 +136,7 @@ def parts_of_blocks(blocks: Iterable[Block], records: Mapping[str, StoredRecord]
     in messages the roles and the records' own labels say what it would, and a part's place in
     messages never depends on what comes after it (a request must stay a prefix of the next).
     """
+    counter = framing.counter
     parts: list[Part] = []
     last = previous
     for block in blocks:
@@ -157,12 +146,12 @@ def parts_of_blocks(blocks: Iterable[Block], records: Mapping[str, StoredRecord]
         if _is_assistant(stored):
             # The body's tokens are the block's less its label lines (blocks are additive).
             body_tokens = (block.tokens - counter.count(block.head) - counter.count(block.tail)
-                           if block.body else 0)
+                           - seam_tokens(counter, block.head, block.body) if block.body else 0)
             part = Part(role=Role.ASSISTANT, text=text, text_tokens=block.tokens,
                         content=block.body, content_tokens=body_tokens, refs=block.refs)
         elif stored is not None and isinstance(stored.record, Tool) and last is not None and (
                 last.role is Role.ASSISTANT or last.role is Role.TOOL) and (
-                call := _call(stored.record, counter)) is not None and _same_turn(
+                call := _call(stored.record, framing)) is not None and _same_turn(
                     stored, last, records):
             part = Part(role=Role.TOOL, text=text, text_tokens=block.tokens, content=text,
                         content_tokens=block.tokens, call_id=call.call_id, refs=block.refs)
@@ -199,22 +188,21 @@ def _attach(parts: list[Part], call: Call) -> Part | None:
     return None  # the assistant part is in an earlier run: frozen, so the call stays text
 
 
-def framing_between(previous: Role | None, part: Part) -> int:
+def framing_between(framing: Framing, previous: Role | None, part: Part) -> int:
     """Framing tokens ``part`` adds after a part of role ``previous`` (None: the first part):
-    a user part continues a user message; every other part starts a message of its own."""
+    nothing for an empty part, else what ``framing`` says (a new message, or a block of the
+    current one; a result's call id)."""
     if not part.content and not part.calls:
         return 0
-    if part.role is Role.USER and previous is Role.USER:
-        return 0
-    return TOKENS_PER_MESSAGE
+    return framing.between(previous, part.role, call_id=part.call_id)
 
 
-def message_tokens(parts: Sequence[Part]) -> int:
+def message_tokens(parts: Sequence[Part], framing: Framing) -> int:
     """Tokens of the messages these parts make (see the module docstring), reply priming included."""
-    total = REPLY_PRIMING_TOKENS
+    total = framing.reply
     role: Role | None = None
     for part in parts:
-        total += framing_between(role, part) + part.content_tokens + part.call_tokens
+        total += framing_between(framing, role, part) + part.content_tokens + part.call_tokens
         if part.content or part.calls:
             role = part.role
     return total
@@ -301,7 +289,7 @@ def anthropic_request(parts: Sequence[Part], *, rolling_after: int | None) -> An
     return {"system": system, "messages": messages}
 
 
-def render_parts(form: Rendered, records: Mapping[str, StoredRecord], counter: TokenCounter,
+def render_parts(form: Rendered, records: Mapping[str, StoredRecord], framing: Framing,
                  *, previous: Part | None = None) -> list[Part]:
     """:func:`parts_of_blocks` over a rendered form."""
-    return parts_of_blocks(form.blocks, records, counter, previous=previous)
+    return parts_of_blocks(form.blocks, records, framing, previous=previous)

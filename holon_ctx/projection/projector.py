@@ -44,7 +44,7 @@ from holon_ctx.projection.retention import FactsCache, Retention, in_fold_run
 from holon_ctx.projection.shown_lines import fold_shown_lines
 from holon_ctx.projection.turns import TurnItems
 from holon_ctx.projection.view import load_view
-from holon_ctx.tokens import TokenCounter, default_counter
+from holon_ctx.tokens import TokenCounter, store_counter
 
 __all__ = ["SECTION_TITLES", "ItemDecision", "Projection", "Projector", "plan_and_assemble"]
 
@@ -65,7 +65,7 @@ class Projector:
         self.store = store
         self.episodes = episodes
         self.control = control
-        self.counter = counter or default_counter()
+        self.counter = counter or store_counter(store)
         policy = policy or Policy()
         self.policy = policy if limits is None else attrs.evolve(policy, window=limits)
         self.limits = self.policy.window

@@ -26,23 +26,23 @@ or an explicit stub naming a ref (``output folded …``, ``[clipped …; full te
 request built here can carry an orphaned tool result or an unanswered call — the HTTP 400 that
 trimming libraries cause — and :func:`tool_pairing_problems` checks the rendered pairing.
 
-Token accounting. :func:`measure` counts the concatenated text contents with the counter and adds
-the framing a chat format puts around each message: :data:`TOKENS_PER_MESSAGE` per message plus
-:data:`REPLY_PRIMING_TOKENS` (OpenAI's published accounting for its chat models; used for
-Anthropic too, whose exact framing is not public). Splitting the prompt at a section boundary
-keeps the content count exact (sections are additive blocks), so ``measure`` equals the
-projection's ``used_tokens`` plus framing; :func:`framing_tokens` is what a caller subtracts from
-its budget before projecting (``holon-ctx project --format openai|anthropic`` does).
+Token accounting. :func:`measure` counts a request as its provider frames it
+(:mod:`holon_ctx.projection.framing`, RFC 0022): the text contents, each message's role and markers,
+each tool call's and result's fields, and the reply priming — by default under OpenAI's published
+accounting (the token-counting guide in OpenAI's cookbook), or under the rule a model's provider
+uses. Splitting the prompt at a section boundary keeps the content count exact (sections are
+additive blocks), so ``measure`` equals the projection's ``used_tokens`` plus framing;
+:func:`framing_tokens` is what a caller subtracts from its budget before projecting (``holon-ctx
+project --format openai|anthropic`` does).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from holon_ctx.projection.formats import fence_parts
+from holon_ctx.projection.framing import Framing, Payload, arguments_json, default_framing, measure_request
 from holon_ctx.projection.model import Section
 from holon_ctx.projection.projector import Projection
 from holon_ctx.projection.provider_types import (
@@ -52,7 +52,7 @@ from holon_ctx.projection.provider_types import (
     CacheControl,
     OpenAIMessage,
 )
-from holon_ctx.tokens import TokenCounter
+from holon_ctx.tokens import TokenCounter, default_counter
 
 __all__ = [
     "CACHE_CONTROL",
@@ -70,9 +70,10 @@ __all__ = [
     "tool_pairing_problems",
 ]
 
-#: Framing tokens per chat message (role and separators), per OpenAI's token-counting guide.
+#: Fixed framing tokens per chat message (start, end and separator markers), per OpenAI's
+#: token-counting guide; the role's own tokens come on top (:mod:`.framing`).
 TOKENS_PER_MESSAGE: Final = 3
-#: Framing tokens per tool call (its id and type), on top of its name and arguments.
+#: Fixed framing tokens per tool call (separators), on top of its id, type, name and arguments.
 TOKENS_PER_TOOL_CALL: Final = 3
 #: Tokens that prime the assistant's reply, counted once per request.
 REPLY_PRIMING_TOKENS: Final = 3
@@ -129,61 +130,16 @@ def shares_stable_prefix(a: Projection, b: Projection) -> bool:
     return bool(sa) and sa == sb and oka == okb
 
 
-#: What ``measure`` reads: a request built here, or one shaped like it (chat messages, or a body
-#: with ``system`` and ``messages``), e.g. a baseline's trimmed history.
-Payload = Sequence[Mapping[str, Any]] | Mapping[str, Any]
+def measure(payload: Payload, counter: TokenCounter, framing: Framing | None = None) -> int:
+    """Tokens of a request (chat messages, Responses input items or an Anthropic body) as
+    ``framing`` counts it (default: OpenAI's rule on ``counter``; :mod:`.framing`)."""
+    return measure_request(payload, framing or default_framing(counter))
 
 
-def _contents(payload: Payload) -> tuple[list[str], list[tuple[str, str]], int]:
-    """Every text content of a request in order, its tool calls as ``(name, arguments)``, and
-    the number of messages it frames."""
-    texts: list[str] = []
-    calls: list[tuple[str, str]] = []
-    messages = payload.get("messages", []) if isinstance(payload, Mapping) else payload
-    n = len(messages)
-    if isinstance(payload, Mapping):
-        system = payload.get("system") or []
-        if isinstance(system, str):
-            system = [{"type": "text", "text": system}]
-        texts.extend(block["text"] for block in system)
-        n += 1 if system else 0
-    for msg in messages:
-        content = msg.get("content")
-        if isinstance(content, str):
-            texts.append(content)
-        elif content is not None:
-            for block in content:
-                kind = block.get("type")
-                if kind == "text":
-                    texts.append(block["text"])
-                elif kind == "tool_result":
-                    texts.append(block["content"])
-                elif kind == "tool_use":
-                    calls.append((block["name"], arguments_json(block["input"])))
-        for call in msg.get("tool_calls") or ():
-            calls.append((call["function"]["name"], call["function"]["arguments"]))
-    return texts, calls, n
-
-
-def arguments_json(value: object) -> str:
-    """A tool call's arguments as the one JSON text both providers' shapes agree on (compact,
-    keys in their given order), so a call costs the same tokens in either format."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def measure(payload: Payload, counter: TokenCounter) -> int:
-    """Tokens of a request built here: its text contents (block-safe, so concatenated they count
-    as the sum of their parts), each tool call's name and arguments plus
-    :data:`TOKENS_PER_TOOL_CALL`, and the message framing."""
-    texts, calls, n = _contents(payload)
-    call_tokens = sum(counter.count(name) + counter.count(args) + TOKENS_PER_TOOL_CALL
-                      for name, args in calls)
-    return counter.count("".join(texts)) + call_tokens + framing_tokens(n)
-
-
-def framing_tokens(messages: int = MAX_MESSAGES) -> int:
-    """Framing the chat format adds around ``messages`` messages (see the module docstring)."""
-    return TOKENS_PER_MESSAGE * messages + REPLY_PRIMING_TOKENS
+def framing_tokens(messages: int = MAX_MESSAGES, framing: Framing | None = None) -> int:
+    """Framing of a stateless request of ``messages`` messages (system, then user), reply priming
+    included, under ``framing`` (default: OpenAI's rule on the default counter)."""
+    return (framing or default_framing(default_counter())).stateless(messages)
 
 
 _CALL_LABEL: Final = re.compile(r"^(?:ALERT )?(?P<ref>tool:\S+)(?: .*?)? → (?P<rest>.*)$")

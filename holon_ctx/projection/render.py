@@ -57,10 +57,11 @@ from holon_ctx.projection.formats import (
     run_status,
     split_quotes,
 )
+from holon_ctx.projection.framing import Framing, default_framing
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form, Priority, TurnUnit
 from holon_ctx.projection.policy import Policy, TokenCaps
-from holon_ctx.tokens import TokenCounter
+from holon_ctx.tokens import TokenCounter, seam_tokens
 
 __all__ = ["Instead", "Renderer", "changed_lines", "one_line"]
 
@@ -98,8 +99,10 @@ _EXTRAS: Final = sorted([(h, 0) for h in range(1, _EXTRA_CHARS + 1)]
 
 class Renderer:
     def __init__(self, counter: TokenCounter, store_counter: str,
-                 policy: Policy | None = None) -> None:
+                 policy: Policy | None = None, framing: Framing | None = None) -> None:
         self.counter = counter
+        #: How the provider frames a request of these blocks (RFC 0022; default OpenAI's).
+        self.framing = framing if framing is not None else default_framing(counter)
         self.policy = policy or Policy()
         self.caps = self.policy.caps
         self.chars = self.policy.text
@@ -209,8 +212,11 @@ class Renderer:
         fence = fence_open(stored.ref, origin, trust)
         head, head_tokens, quoted_tokens = (self.label_head(label, fence) if label is not None
                                             else (fence, self.counter.count(fence), 0))
+        # The body's cached count is its own; where the encoding joins the fence line to a body
+        # starting with "/" (o200k), the seam corrects the sum to the block's exact count.
         return Block(head=head, body=body, tail=FENCE_CLOSE,
-                     tokens=head_tokens + body_tokens + self.counter.count(FENCE_CLOSE),
+                     tokens=(head_tokens + body_tokens + self.counter.count(FENCE_CLOSE)
+                             + seam_tokens(self.counter, head, body)),
                      refs=(stored.ref,), clippable=clippable, kind=BlockKind.FENCED, trust=trust,
                      excerpt=excerpt, quoted=quoted_tokens)
 
@@ -219,7 +225,8 @@ class Renderer:
         body, body_tokens, excerpt = self._body(stored, cap, extra)
         head = label + "\n"
         trust = stored.record.trust
-        return Block(head=head, body=body, tokens=self.counter.count(head) + body_tokens,
+        return Block(head=head, body=body, tokens=(self.counter.count(head) + body_tokens
+                                                   + seam_tokens(self.counter, head, body)),
                      refs=(stored.ref,), clippable=True,
                      kind=BlockKind.OPERATOR if trust is Trust.TRUSTED_OPERATOR else BlockKind.TRUSTED,
                      trust=trust.value if trust else None, excerpt=excerpt)

@@ -192,4 +192,4 @@ def _parts(projection: Projection, items: Sequence[Item], records: dict[str, Sto
 def parts_of_form(form: Rendered, records: dict[str, StoredRecord], r: Renderer, *,
                   previous: Part | None) -> list[Part]:
     """A rendered form as parts (:func:`~holon_ctx.projection.native.parts_of_blocks`)."""
-    return parts_of_blocks(form.blocks, records, r.counter, previous=previous)
+    return parts_of_blocks(form.blocks, records, r.framing, previous=previous)

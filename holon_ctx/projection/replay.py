@@ -15,7 +15,14 @@ end of each turn without one, and at the end), each
                include_system=True, start_on="human")``).
 
 Every request is serialised the same way before its tokens are compared (:func:`request_tokens`:
-each message's role, then its content and its calls), so the approaches are priced alike.
+each message's role, then its content and its calls, each message encoded on its own as a
+provider's chat format does), so the approaches are priced alike.
+
+Cost (RFC 0021). A replay makes one request per call point for each approach, and a request
+mostly repeats the one before it: the same messages, a few new ones. So each approach keeps its
+previous request's messages encoded (:class:`_Encoded`), and a call encodes only the messages
+that are new. Budget counts add per message (the renderer's blocks are additive, RFC 0002), so the
+whole history is never counted again either: a replay costs O(new text) per call, not O(history).
 """
 
 from __future__ import annotations
@@ -42,9 +49,20 @@ from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.projection.session_state import entry_heading
 from holon_ctx.tokens import TokenCounter
 
-__all__ = ["APPROACHES", "ApproachReport", "TurnRow", "call_points", "replay", "request_tokens"]
+__all__ = ["APPROACHES", "BASELINES", "ApproachReport", "TurnRow", "call_points", "replay",
+           "request_tokens"]
 
-APPROACHES: Final = ("session", "stateless", "full", "newest")
+#: The approaches a replay compares with the session, each with what it is in one line (the
+#: CLI's ``--baseline`` choices and its legend read this table; a new baseline is a new row here
+#: and a branch in :func:`replay`).
+BASELINES: Final[dict[str, str]] = {
+    "stateless": "holon-ctx's stateless projection, planned afresh each call (one request a turn)",
+    "full": "the whole history, untrimmed (over the budget once it outgrows it: the cache's "
+            "ceiling, not an option)",
+    "newest": "keep the newest messages that fit the budget (LangChain's trim_messages, "
+              "strategy \"last\")",
+}
+APPROACHES: Final = ("session", *BASELINES)
 #: Caps of the untrimmed history: every body whole.
 _UNCAPPED: Final = TokenCaps(**dict.fromkeys(attrs.asdict(TokenCaps()), 10**9))
 
@@ -57,6 +75,8 @@ class TurnRow:
     cost: RequestCost
     #: Tokens as the budget counts them (may exceed the budget for ``full``).
     request_tokens: int
+    #: Why the session re-planned at this call (``work_item_changed``, ``over_budget``, …).
+    replan_reason: str | None = None
 
 
 @attrs.frozen
@@ -75,18 +95,54 @@ class ApproachReport:
         return 100 * self.replans / len(self.rows) if self.rows else 0.0
 
 
+def _piece(msg: Any) -> str:
+    """One message as the cache compares it: its role, its content, then its calls."""
+    content = msg.get("content")
+    calls = "".join(f"<|call {call['id']}|>{call['function']['name']}"
+                    f"{call['function']['arguments']}" for call in msg.get("tool_calls") or ())
+    return f"<|{msg['role']}|>{content if isinstance(content, str) else ''}{calls}"
+
+
 def request_tokens(messages: Sequence[Any], counter: TokenCounter) -> list[int]:
-    """The token stream a prefix cache compares: per message its role, content and calls."""
-    pieces: list[str] = []
-    for msg in messages:
-        pieces.append(f"<|{msg['role']}|>")
-        content = msg.get("content")
-        if isinstance(content, str):
-            pieces.append(content)
-        for call in msg.get("tool_calls") or ():
-            pieces.append(f"<|call {call['id']}|>{call['function']['name']}"
-                          f"{call['function']['arguments']}")
-    return counter.encode("".join(pieces))
+    """The token stream a prefix cache compares: each message's role, content and calls, each
+    message encoded on its own (so a message costs the same wherever it sits)."""
+    return _Encoded(counter).tokens(messages)
+
+
+class _Encoded:
+    """The messages of an approach's previous request, encoded: a request that repeats most of
+    the one before it encodes only its new messages (module docstring)."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        #: piece -> (its tokens, its budget cost); the previous request's, and this one's.
+        self._previous: dict[str, tuple[list[int], int]] = {}
+        self._current: dict[str, tuple[list[int], int]] = {}
+
+    def _get(self, msg: Any) -> tuple[list[int], int]:
+        key = _piece(msg)
+        found = self._current.get(key) or self._previous.get(key)
+        if found is None:
+            # The budget's count of one message without the request's priming (measure's rule).
+            found = (self.counter.encode(key), measure([msg], self.counter) - framing_tokens(0))
+        self._current[key] = found
+        return found
+
+    def cost(self, msg: Any) -> int:
+        """Tokens the message adds to a request as the budget counts them (framing included)."""
+        return self._get(msg)[1]
+
+    def tokens(self, messages: Sequence[Any]) -> list[int]:
+        """The request's token stream; ends the request (what it held is kept for the next)."""
+        out: list[int] = []
+        for msg in messages:
+            out.extend(self._get(msg)[0])
+        self._previous, self._current = self._current, {}
+        return out
+
+    def sent(self, messages: Sequence[Any]) -> int:
+        """The request's tokens as the budget counts them: :func:`measure`, by its parts."""
+        return sum(self.cost(m) for m in messages) + framing_tokens(0)
 
 
 class _History:
@@ -126,7 +182,7 @@ class _History:
                 blocks.extend(r.record_blocks(stored, {}))
         records = {s.ref: s for s in run}
         previous = self.parts[-1][-1] if self.parts and self.parts[-1] else None
-        parts = parts_of_blocks(blocks, records, self.counter, previous=previous)
+        parts = parts_of_blocks(blocks, records, self.renderer.framing, previous=previous)
         if run and not isinstance(run[0].record, Turn) and self.parts:
             self.parts[-1].extend(parts)  # late records of the turn before
         else:
@@ -141,14 +197,14 @@ class _History:
         return out
 
 
-def _newest(messages: list[Any], budget: int, counter: TokenCounter) -> list[Any]:
+def _newest(messages: list[Any], budget: int, encoded: _Encoded) -> list[Any]:
     """trim_messages(strategy="last", include_system=True, start_on="human"), by hand."""
     system = [m for m in messages[:1] if m["role"] == "system"]
     history = messages[len(system):]
-    room = budget - measure(system, counter) if system else budget - framing_tokens(0)
+    room = budget - encoded.sent(system)
     kept: list[Any] = []
     for msg in reversed(history):
-        cost = measure([msg], counter) - framing_tokens(0)
+        cost = encoded.cost(msg)
         if cost > room:
             break
         kept.append(msg)
@@ -171,6 +227,7 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
     something out)`` runs before each call (a runtime compacting along the way grows them)."""
     points = call_points(store)
     meters = {name: CostMeter(price) for name in approaches}
+    encoded = {name: _Encoded(counter) for name in approaches}
     rows: dict[str, list[TurnRow]] = {name: [] for name in approaches}
     session = session_projector or SessionProjector(store, counter, layout=Layout.MESSAGES,
                                                     episodes=episodes)
@@ -186,11 +243,11 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
             history.grow(limit)
             whole = history.messages()
         for name in approaches:
-            replanned, unwritten = False, 0
+            replanned, unwritten, why = False, 0, None
             if name == "session":
                 req = session.request(budget_tokens=budget_tokens, limit_pos=limit)
                 messages: list[Any] = list(req.openai_messages())
-                replanned, sent = req.replanned, req.request_tokens
+                replanned, sent, why = req.replanned, req.request_tokens, req.replan_reason
                 binds = binds or req.binds
                 # The current-state tail comes after the rolling breakpoint: never written.
                 unwritten = counter.count(req.parts[-1].content)
@@ -199,18 +256,23 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
                 projection = stateless.project(budget_tokens=budget_tokens - framing_tokens(),
                                                limit_pos=limit)
                 messages = list(to_openai_messages(projection))
-                sent = measure(messages, counter)
+                # Split at a section boundary, the messages count as the text does (providers).
+                sent = projection.used_tokens + framing_tokens(len(messages))
                 binds = binds or any(sec.omitted for sec in projection.manifest.sections)
                 # Its one breakpoint ends the stable part: the rest is never written.
-                unwritten = counter.count(projection.text[len(projection.stable_prefix):])
+                stable = projection.stable_prefix
+                unwritten = (projection.used_tokens - counter.count(stable)
+                             if stable and projection.text.startswith(stable)
+                             else projection.used_tokens)
             elif name == "full":
-                messages, sent = whole, measure(whole, counter)
+                messages, sent = whole, encoded[name].sent(whole)
             else:
-                messages = _newest(whole, budget_tokens, counter)
-                sent = measure(messages, counter)
-            cost = meters[name].add(request_tokens(messages, counter), replanned=replanned,
+                messages = _newest(whole, budget_tokens, encoded[name])
+                sent = encoded[name].sent(messages)
+            cost = meters[name].add(encoded[name].tokens(messages), replanned=replanned,
                                     unwritten_tokens=unwritten)
-            rows[name].append(TurnRow(turn=f"turn:{turn}", cost=cost, request_tokens=sent))
+            rows[name].append(TurnRow(turn=f"turn:{turn}", cost=cost, request_tokens=sent,
+                                      replan_reason=why if replanned else None))
         if on_turn is not None:
             on_turn(i + 1, len(points))
     reports = []

@@ -55,6 +55,7 @@ from holon_ctx.ledger.records import (
 )
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.effects import effect_lines, track_effects
+from holon_ctx.projection.framing import OPENAI, Framing, FramingRule
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.manifest import SECTION_TITLES
 from holon_ctx.projection.model import (
@@ -71,7 +72,6 @@ from holon_ctx.projection.native import (
     text_part,
 )
 from holon_ctx.projection.policy import Policy, TokenCaps
-from holon_ctx.projection.providers import REPLY_PRIMING_TOKENS
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.replan import Frozen, replan
@@ -100,7 +100,7 @@ from holon_ctx.projection.session_state import (
 )
 from holon_ctx.projection.tail import Tail, tail_blocks
 from holon_ctx.projection.view import continuation_anchor
-from holon_ctx.tokens import TokenCounter, default_counter
+from holon_ctx.tokens import TokenCounter, store_counter
 
 __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "SessionRequest"]
 
@@ -120,16 +120,20 @@ class SessionProjector:
     def __init__(self, store: LedgerStore, counter: TokenCounter | None = None, *,
                  layout: Layout = Layout.TEXT, episodes: EpisodeSource | None = None,
                  control: ControlSource | None = None, policy: Policy | None = None,
-                 session: SessionPolicy | None = None, epochs: EpochStore | None = None) -> None:
+                 session: SessionPolicy | None = None, epochs: EpochStore | None = None,
+                 framing: FramingRule | None = None) -> None:
         self.store = store
-        self.counter = counter or default_counter()
+        # The store's own counter by default: its cached counts are then the ones used.
+        self.counter = counter or store_counter(store)
         self.layout = Layout(layout)
         self.episodes = episodes
         self.control = control
         self.policy = policy or Policy()
         self.session = session or SessionPolicy()
         self.epochs: EpochStore = epochs if epochs is not None else MemoryEpochStore()
-        self.renderer = Renderer(self.counter, store.counter_identity, self.policy)
+        #: How the provider frames a request (RFC 0022): the messages layout is budgeted with it.
+        self.framing = Framing(framing or OPENAI, self.counter)
+        self.renderer = Renderer(self.counter, store.counter_identity, self.policy, self.framing)
         self._entry_renderers: dict[int, Renderer] = {}
         self._facts = FactsCache()
         self._headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
@@ -140,6 +144,7 @@ class SessionProjector:
         """What a walk depends on besides the ledger, digested (see :mod:`holon_ctx.ledger.epochs`)."""
         spec = msgspec.json.encode([ENGINE_VERSION, EPOCH_FORMAT, budget_tokens, self.layout.value,
                                     self.counter.identity, attrs.asdict(self.session),
+                                    attrs.asdict(self.framing.rule),
                                     attrs.asdict(self.policy)])
         return hashlib.sha256(spec).hexdigest()[:32]
 
@@ -153,7 +158,7 @@ class SessionProjector:
             scaled = TokenCaps(**{name: max(value, room) for name, value in
                                   attrs.asdict(caps).items()})
             found = Renderer(self.counter, self.store.counter_identity,
-                             attrs.evolve(self.policy, caps=scaled))
+                             attrs.evolve(self.policy, caps=scaled), self.framing)
             self._entry_renderers[budget] = found
         return found
 
@@ -409,8 +414,9 @@ class SessionProjector:
     def _tail_cost(self, state: WalkState, tail: Tail) -> int:
         if self.layout is Layout.TEXT:
             return tail.tokens
-        framing = framing_between(state.last_role(), text_part(tail.text, tail.tokens))
-        return framing + tail.tokens + REPLY_PRIMING_TOKENS
+        rule = self.renderer.framing
+        framing = framing_between(rule, state.last_role(), text_part(tail.text, tail.tokens))
+        return framing + tail.tokens + rule.reply
 
     # -- re-plans and persistence -------------------------------------------------------------------
     def _replan(self, budget: int, limit: int, control: object, *, reason: str) -> WalkState:
@@ -474,7 +480,7 @@ class SessionProjector:
             key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
             frozen=parts, prefix_count=frozen.prefix_count,
             frozen_tokens=(frozen.projection.used_tokens if self.layout is Layout.TEXT
-                           else parts_cost(parts, None, self.layout)),
+                           else parts_cost(parts, None, self.layout, self.renderer.framing)),
             # Without its text: a request's manifest states the request's own text, so the
             # plan's (as long as the frozen part) would only be persisted at every re-plan.
             manifest=msgspec.structs.replace(frozen.projection.manifest, text=""),

@@ -25,6 +25,7 @@ from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.folding import fold_item
 from holon_ctx.projection.formats import HEADING, one_line
+from holon_ctx.projection.framing import Framing
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.items import Block
 from holon_ctx.projection.model import (
@@ -333,9 +334,9 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
                       if isinstance(rec, Turn) else r.record_blocks(stored, {}))
     records = {s.ref: s for s in seg.records}
     previous = _last_part_before(state, seg)
-    parts = parts_of_blocks(seg.blocks, records, r.counter, previous=previous)
+    parts = parts_of_blocks(seg.blocks, records, r.framing, previous=previous)
     state.appended_total += seg.set_parts(
-        parts, parts_cost(parts, previous.role if previous else None, state.layout))
+        parts, parts_cost(parts, previous.role if previous else None, state.layout, r.framing))
     if turn_id is not None:
         state.open_turn = turn_id
 
@@ -366,14 +367,15 @@ def _last_part_before(state: WalkState, seg: Segment) -> Part | None:
     return None
 
 
-def parts_cost(parts: list[Part], previous: Role | None, layout: Layout) -> int:
-    """Tokens ``parts`` add as ``layout`` counts them, after a part of role ``previous``."""
+def parts_cost(parts: list[Part], previous: Role | None, layout: Layout, framing: Framing) -> int:
+    """Tokens ``parts`` add as ``layout`` counts them (messages: under ``framing``), after a part
+    of role ``previous``."""
     if layout is Layout.TEXT:
         return sum(p.text_tokens for p in parts)
     total = 0
     role = previous
     for part in parts:
-        total += framing_between(role, part) + part.content_tokens + part.call_tokens
+        total += framing_between(framing, role, part) + part.content_tokens + part.call_tokens
         if part.content or part.calls:
             role = part.role
     return total
@@ -518,7 +520,7 @@ def append_fold(state: WalkState, r: Renderer, facts: Callable[[TurnUnit], list[
     seg = Segment(turn_id=None, records=[], parts=[])
     state.add_segment(seg)
     state.appended_total += seg.set_parts(
-        parts, parts_cost(parts, previous.role if previous else None, state.layout))
+        parts, parts_cost(parts, previous.role if previous else None, state.layout, r.framing))
     state.folds.append(fold)
     state.pending.clear()
     state.open_turn = None
