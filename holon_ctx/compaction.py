@@ -17,6 +17,7 @@ obligations, exact constraints and any blocking reconciliation, read from the go
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import unicodedata
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from holon_ctx.continuity.records import (
     SessionResources,
     SideEffectRecord,
 )
+from holon_ctx.continuity.store import FactKind
 from holon_ctx.ledger.records import Message, Pin
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import Archiver, ArchiveReport
@@ -53,6 +55,10 @@ __all__ = [
     "has_continuity_state",
 ]
 
+#: The most episodes read per round trip when looking for the ones no envelope covers yet.
+_UNSEALED_PAGE = 256
+#: The governed facts a request's control state reads (the continuity store's fact kinds).
+_CONTROL_FACTS = (FactKind.OBLIGATION.value, FactKind.CONSTRAINT.value, FactKind.SIDE_EFFECT.value)
 _EFFECT_KINDS = {"side_effect_unknown": SideEffectStatus.UNKNOWN,
                  "side_effect_partial": SideEffectStatus.PARTIAL}
 
@@ -200,13 +206,21 @@ def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore, session_id: s
     sealed = continuity.latest_envelope(session_id)
     sealed_last = sealed.source_event_range.last if sealed is not None else None
     found: list[Episode] = []
-    num = episodes.count()
+    num, size = episodes.count(), 2
+    # Pages of episodes newest first, growing: the usual compaction finds the sealed one among
+    # the last two, and after a bulk archive (an imported history) thousands are unsealed,
+    # where one read each would be a round trip each on a server.
     while num >= 1:
-        episode = episodes.episodes([num]).get(num)
-        if episode is None or episode.span.last_turn == sealed_last:
-            break
-        found.append(episode)
-        num -= 1
+        nums = list(range(num, max(num - size, 0), -1))
+        page = episodes.episodes(nums)
+        for n in nums:
+            episode = page.get(n)
+            if episode is None or episode.span.last_turn == sealed_last:
+                found.reverse()
+                return found
+            found.append(episode)
+        num -= size
+        size = min(size * 2, _UNSEALED_PAGE)
     found.reverse()
     return found
 
@@ -220,11 +234,15 @@ class GovernedControl:
 
     def control_state(self) -> ControlState | None:
         sid = self.session_id
-        envelope = self.store.latest_envelope(sid)
-        obligations = self.store.open_obligations(sid)
-        constraints = tuple((c.ref, c.text) for c in self.store.constraints(sid) if c.active)
-        blocking = tuple((r.idempotency_key, r.status.value)
-                         for r in self.store.unresolved_side_effects(sid))
+        # Read before every request: a backend on a server answers these reads in one round
+        # trip (PostgreSQL's reading_ahead); others read them one by one.
+        ahead = getattr(self.store.backend, "reading_ahead", None)
+        with ahead(sid, _CONTROL_FACTS) if ahead is not None else contextlib.nullcontext():
+            envelope = self.store.latest_envelope(sid)
+            obligations = self.store.open_obligations(sid)
+            constraints = tuple((c.ref, c.text) for c in self.store.constraints(sid) if c.active)
+            blocking = tuple((r.idempotency_key, r.status.value)
+                             for r in self.store.unresolved_side_effects(sid))
         if envelope is None and not (obligations or constraints or blocking):
             return None
         return ControlState(envelope_id=envelope.envelope_id if envelope else None,

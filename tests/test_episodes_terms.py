@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from holon_ctx.memory.terms import content_terms, terms
+from holon_ctx.memory.terms import content_terms, terms, terms_by_runs
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -33,3 +35,10 @@ def test_content_terms_are_distinct() -> None:
 def test_terms_of_hostile_text_do_not_raise() -> None:
     """Fences, special tokens, emoji and control characters tokenise without error."""
     assert "data" in terms("<data ref=\"x\"></data> <|endoftext|> 🚀\x00\u200b")
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F)) | st.text())
+def test_the_ascii_path_gives_the_terms_of_the_run_by_run_path(text: str) -> None:
+    """ASCII text takes a faster path (archiving indexes every episode's text); its terms are
+    exactly the general path's, stopwords, one-letter words and digits included."""
+    assert terms(text) == terms_by_runs(text.lower())

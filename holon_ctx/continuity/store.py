@@ -346,12 +346,12 @@ class ContinuityStore:
 
     def latest_envelope(self, session_id: str) -> Envelope | None:
         """The newest *complete* envelope of the session (a crashed compaction never counts)."""
-        complete = self.complete_envelope_ids(session_id)
-        if not complete:
+        ids = reversed(self.envelope_ids(session_id))  # newest first: not a read per envelope
+        if (latest := next((e for e in ids if self.is_compaction_complete(e)), None)) is None:
             return None
-        decoded = decode_envelope(self._backend.envelope(complete[-1]))
+        decoded = decode_envelope(self._backend.envelope(latest))
         if decoded.envelope is None:
-            raise StoreError(f"stored envelope {complete[-1]!r} does not validate")
+            raise StoreError(f"stored envelope {latest!r} does not validate")
         return decoded.envelope
 
     # --- trace events -----------------------------------------------------------------------

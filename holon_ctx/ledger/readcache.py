@@ -47,6 +47,11 @@ class DecodedRecords:
     def counter(self) -> TokenCounter:
         return self._counter
 
+    @property
+    def recounted(self) -> bool:
+        """Whether counts made here wait to be written (see ``take_recounted``)."""
+        return bool(self._recounted)
+
     def take_recounted(self) -> list[tuple[int, int]]:
         """The counts made since the last call (see ``_recounted``), handed over once."""
         found, self._recounted = self._recounted, []

@@ -1,10 +1,11 @@
 """The Archiver: turns that aged out of the recent window become episodes, exactly once.
 
 Theory of operation. ``archive()`` finds the *horizon* H, the oldest of the ``recent_turns``
-newest turns; every turn older than H has aged out. It reads the ledger forward from the archival
-frontier (the last turn already in an episode) to H, a chunk of turns at a time, feeds the turns to
-the :class:`~holon_ctx.memory.boundaries.Segmenter` and builds an episode for every range that
-closes before H. H itself is only look-ahead: it can close the range before it, never join an
+newest turns; every turn older than H has aged out. It reads the ledger forward by position, from
+the archival frontier (the first turn after the last one already in an episode) to H's settled
+records, a page of records at a time, feeds the turns to the
+:class:`~holon_ctx.memory.boundaries.Segmenter` and builds an episode for every range that closes
+before H. H itself is only look-ahead: it can close the range before it, never join an
 episode, so a range is archived only once its end is certain.
 
 *Settled records.* A turn's records are those appended before the next turn began (``pos`` below
@@ -17,8 +18,10 @@ ledger: a later tool run that settles a call is recorded with its exact position
 blocker seen resolved is recorded with the run's position as an upper bound. Recall re-checks
 anything not known resolved before the position it projects at.
 
-Cost: a run reads only the turns it archives (plus the look-ahead turn), so archiving costs O(size
-of the archived range); the open-item check costs O(open items).
+Cost: a run reads only the records from the frontier to the look-ahead turn (what it archives, the
+range still open and the recent window), so archiving costs O(size of the archived range) however
+long the history before it; the open-item check costs O(open items). A long imported history is
+archived in one run, in bulk (``Session.import_history``, RFC 0026).
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ __all__ = ["ArchivePolicy", "ArchiveReport", "Archiver", "RebuildReport", "Verif
 
 #: Open items checked against the ledger per run (the rest wait for the next run).
 _OPEN_CHECK: Final = 4096
-_PAGE: Final = 512
+#: Records read per round trip when archiving (a forward read by position).
+_PAGE: Final = 2048
 
 
 @attrs.frozen
@@ -57,6 +61,8 @@ class ArchivePolicy:
     recent_turns: int = 48
     boundaries: BoundaryPolicy = attrs.field(factory=BoundaryPolicy)
     budget: FieldBudget = attrs.field(factory=FieldBudget)
+    #: Turns read before the episodes they close are built and stored (bounds the memory a
+    #: run over a long imported history holds).
     chunk_turns: int = 1024
 
     def __attrs_post_init__(self) -> None:
@@ -184,13 +190,15 @@ class Archiver:
         look_settle = self.ledger.next_turn_pos(look_turn.seq)
         if look_settle is None or look_settle > limit_pos:
             look_settle = limit_pos
-        seqs = self._turn_positions(after_seq, look_turn.seq, limit_pos)
+        start = 0 if after_seq is None else self.ledger.next_turn_pos(after_seq)
+        if start is None or start > look.pos:
+            start = look.pos
         segmenter = Segmenter(self.policy.boundaries)
         archived: list[str] = []
         covered = 0
         accepted = rejected = 0
         tools: list[tuple[str, int, int]] = []
-        for chunk, settle in self._chunks(seqs, look, look_settle, limit_pos):
+        for chunk in self._chunks(start, look_settle):
             closed: list[ClosedRange] = []
             for unit in chunk:
                 for stored in unit.records:
@@ -198,7 +206,6 @@ class Archiver:
                         tools.extend((k, stored.pos, unit.turn.seq)
                                      for k in resolves(stored.record, stored.ref))
                 closed.extend(r for r in segmenter.push(unit) if r.last_seq < look_turn.seq)
-            del settle
             episodes = [build_episode(r.units, closed_by=r.closed_by, budget=self.policy.budget)
                         for r in closed]
             if episodes:
@@ -214,36 +221,38 @@ class Archiver:
         resolved = self._resolve(tools, limit_pos)
         return ArchiveReport(tuple(archived), covered, None, resolved, accepted, rejected)
 
-    def _turn_positions(self, after_seq: int | None, upto_seq: int,
-                        limit_pos: int) -> list[tuple[int, int]]:
-        """``(seq, pos)`` of the turns with ``after_seq < seq < upto_seq``, oldest first."""
-        out: list[tuple[int, int]] = []
-        bound = upto_seq
-        while True:
-            page = self.ledger.turns_before(bound, _PAGE, limit_pos)
-            done = False
-            for stored in page:
-                seq = stored.turn_seq if stored.turn_seq is not None else _seq(stored)
-                if after_seq is not None and seq <= after_seq:
-                    done = True
-                    break
-                out.append((seq, stored.pos))
-            if done or len(page) < _PAGE:
-                break
-            bound = out[-1][0]
-        out.reverse()
-        return out
+    def _chunks(self, start: int, settle: int) -> Iterator[list[TurnUnit]]:
+        """Turn units of the records in ``[start, settle)``, oldest first, a chunk at a time:
+        one forward read, in pages of positions (the last unit is the look-ahead turn).
 
-    def _chunks(self, seqs: list[tuple[int, int]], look: StoredRecord, look_settle: int,
-                limit_pos: int) -> Iterator[tuple[list[TurnUnit], int]]:
-        """Turn units oldest first, a chunk at a time, the look-ahead turn last."""
-        size = self.policy.chunk_turns
-        for i in range(0, len(seqs), size):
-            part = seqs[i : i + size]
-            nxt = seqs[i + size][1] if i + size < len(seqs) else look.pos
-            turns = self.ledger.turns_before(part[-1][0] + 1, len(part), limit_pos)[::-1]
-            yield self._units(turns, nxt), nxt
-        yield self._units([look], look_settle), look_settle
+        A turn's settled records are those it owns that were appended before the next turn
+        began, so reading forward by position, a turn's unit is the records between its turn
+        record and the next one that name it as their turn; a record of an older turn appended
+        meanwhile (a late result) is not settled for that turn and is skipped, as ``_units``
+        skips it."""
+        turn: StoredRecord | None = None
+        owned: list[StoredRecord] = []
+        chunk: list[TurnUnit] = []
+        pos = start
+        while pos < settle:
+            page = self.ledger.records_between(pos, min(settle, pos + _PAGE))
+            if not page:
+                break
+            for stored in page:
+                if isinstance(stored.record, Turn):
+                    if turn is not None:
+                        chunk.append(TurnUnit(stored=turn, records=tuple(owned)))
+                    turn, owned = stored, []
+                elif turn is not None and stored.turn_seq == _seq(turn):
+                    owned.append(stored)
+            pos = page[-1].pos + 1
+            if len(chunk) >= self.policy.chunk_turns:
+                yield chunk
+                chunk = []
+        if turn is not None:
+            chunk.append(TurnUnit(stored=turn, records=tuple(owned)))
+        if chunk:
+            yield chunk
 
     def _units(self, turns: list[StoredRecord], settle_last: int) -> list[TurnUnit]:
         """Turns with their settled records (each record before its owner's next turn)."""

@@ -72,15 +72,23 @@ def store_error(where: str, exc: BaseException, what: str = "") -> StoreError:
     return StoreError(f"{where}: {what + ': ' if what else ''}{_reason(exc)}")
 
 
-def connect(url: str) -> psycopg.Connection[Any]:
+def connect(url: str, *, durable: bool = True) -> psycopg.Connection[Any]:
     """An autocommit connection (writes open explicit transactions); StoreError when the server
-    cannot be reached or refuses (bad database, bad credentials)."""
+    cannot be reached or refuses (bad database, bad credentials).
+
+    ``durable=False``: this connection's commits are acknowledged before the server flushes them
+    to disk (``synchronous_commit = off``), as the SQLite ledger's are (``synchronous=NORMAL``):
+    a crash of the runtime loses nothing; a crash of the server or the machine may lose the last
+    fraction of a second of commits — always the newest ones, in commit order, never a
+    corruption (RFC 0026). A flush costs a few milliseconds per commit on ordinary disks."""
     pg = psycopg_module()
     where = describe(url)
     try:
         conn: psycopg.Connection[Any] = pg.connect(
             url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
             application_name="holon-ctx")
+        if not durable:
+            conn.execute("SET synchronous_commit TO off")
     except pg.Error as exc:
         raise store_error(where, exc, "cannot connect") from None
     except ValueError as exc:  # a malformed URL (libpq's parser)

@@ -10,6 +10,8 @@ are taken, which for one writer is the order of its writes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from holon_ctx.continuity.backend import StoredEvent
@@ -24,26 +26,72 @@ _TOUCH = ("INSERT INTO holon_continuity_meta VALUES (%(sid)s, 'last_recorded_at'
           "greatest(holon_continuity_meta.value, excluded.value)")
 
 
+#: Envelopes whose journal a read-ahead brings (newest first): more crashed compactions in a row
+#: than this are read as usual.
+_AHEAD_ENVELOPES = 4
+
+
 class PostgresContinuityBackend:
     """``ContinuityBackend`` for a session: ``PostgresContinuityBackend(url_or_conn, session=KEY)``."""
 
     def __init__(self, source: str | Any, *, session: str, create: bool = True) -> None:
         self._h = SessionHandle(source, session, create=create)
         self._unique = psycopg_module().errors.UniqueViolation
+        #: Answers read ahead (``reading_ahead``), by the read and its arguments.
+        self._ahead: dict[tuple[str, ...], Any] = {}
+
+    @contextmanager
+    def reading_ahead(self, session_id: str, kinds: Sequence[str]) -> Iterator[None]:
+        """Inside the block, the reads of a session's governed state (its envelope ids, the
+        journal and body of its newest envelopes, the current facts of ``kinds``) are answered
+        from one round trip made on entry: what is read before every request (the projection's
+        control state, ``compaction.GovernedControl``) costs one wait on the server, not six.
+        Answers are as of entry, kept only inside the block, and dropped by any write."""
+        args: dict[str, Any] = {"sid": self._h.sid, "session": session_id}
+        ids, journal, bodies, facts = self._h.batch([
+            ("SELECT envelope_id FROM holon_continuity_envelopes WHERE sid=%(sid)s AND "
+             "session_id=%(session)s ORDER BY seq", args),
+            ("SELECT j.envelope_id, j.step, j.body FROM holon_continuity_journal j WHERE "
+             "j.sid=%(sid)s AND j.envelope_id IN (SELECT envelope_id FROM "
+             "holon_continuity_envelopes WHERE sid=%(sid)s AND session_id=%(session)s "
+             f"ORDER BY seq DESC LIMIT {_AHEAD_ENVELOPES})", args),
+            ("SELECT envelope_id, body FROM holon_continuity_envelopes WHERE sid=%(sid)s AND "
+             f"session_id=%(session)s ORDER BY seq DESC LIMIT {_AHEAD_ENVELOPES}", args),
+            ("SELECT kind, body FROM (SELECT DISTINCT ON (kind, key) seq, kind, scope, body FROM "
+             "holon_continuity_facts WHERE sid=%(sid)s AND kind = ANY(%(kinds)s) ORDER BY kind, "
+             "key, seq DESC) latest WHERE scope=%(session)s ORDER BY seq",
+             {**args, "kinds": list(kinds)})])
+        ahead: dict[tuple[str, ...], Any] = {("ids", session_id): [str(r[0]) for r in ids]}
+        for envelope_id, body in bodies:
+            ahead[("steps", str(envelope_id))] = {}
+            ahead[("envelope", str(envelope_id))] = bytes(body)
+        for envelope_id, step, body in journal:
+            ahead[("steps", str(envelope_id))][str(step)] = bytes(body)
+        for kind in kinds:
+            ahead[("facts", kind, session_id)] = [bytes(b) for k, b in facts if k == kind]
+        self._ahead = ahead
+        try:
+            yield
+        finally:
+            self._ahead = {}
 
     def _write(self, sql: str, args: dict[str, Any], at: str) -> list[tuple[Any, ...]]:
-        """One statement and the latest-time mark, in one committed transaction."""
+        """One statement and the latest-time mark, in one committed transaction: ``sql`` is an
+        INSERT (its RETURNING rows are returned)."""
+        self._ahead = {}
         conn, args = self._h.conn, {"sid": self._h.sid, "at": at, **args}
+        # One statement (so one transaction, one round trip, where BEGIN, the write, the mark
+        # and COMMIT were four): the write and the mark as data-modifying CTEs.
+        returned = "RETURNING" in sql
+        statement = (f"WITH w AS ({sql}), touched AS ({_TOUCH}) "
+                     + ("SELECT * FROM w" if returned else "SELECT 1"))
 
         def run() -> list[tuple[Any, ...]]:
             try:
-                with conn.transaction():
-                    cur = conn.execute(sql, args)
-                    rows = [] if cur.description is None else list(cur.fetchall())
-                    conn.execute(_TOUCH, args)
-                    return rows
+                rows = list(conn.execute(statement, args).fetchall())
             except self._unique as exc:
                 raise DuplicateRecordError(f"record already exists: {exc}") from None
+            return rows if returned else []
         return self._h.call(run)
 
     def append_fact(self, kind: str, key: str, scope: str, body: bytes, at: str) -> None:
@@ -58,6 +106,9 @@ class PostgresContinuityBackend:
         return None if row is None else bytes(row[0])
 
     def latest_facts_in_scope(self, kind: str, scope: str) -> list[bytes]:
+        if ("facts", kind, scope) in self._ahead:
+            found: list[bytes] = self._ahead[("facts", kind, scope)]
+            return found
         rows = self._h.rows(
             "SELECT body FROM (SELECT DISTINCT ON (key) seq, scope, body FROM "
             "holon_continuity_facts WHERE sid=%(sid)s AND kind=%(kind)s ORDER BY key, seq DESC) "
@@ -70,11 +121,16 @@ class PostgresContinuityBackend:
                     {"id": envelope_id, "session": session_id, "body": bytes(body), "at": at}, at)
 
     def envelope(self, envelope_id: str) -> bytes | None:
+        if ("envelope", envelope_id) in self._ahead:
+            body: bytes = self._ahead[("envelope", envelope_id)]
+            return body
         row = self._h.one("SELECT body FROM holon_continuity_envelopes WHERE sid=%(sid)s AND "
                           "envelope_id=%(id)s", {"id": envelope_id})
         return None if row is None else bytes(row[0])
 
     def envelope_ids(self, session_id: str) -> list[str]:
+        if ("ids", session_id) in self._ahead:
+            return list(self._ahead[("ids", session_id)])
         return [str(r[0]) for r in self._h.rows(
             "SELECT envelope_id FROM holon_continuity_envelopes WHERE sid=%(sid)s AND "
             "session_id=%(session)s ORDER BY seq", {"session": session_id})]
@@ -85,6 +141,8 @@ class PostgresContinuityBackend:
                     {"id": envelope_id, "step": step, "body": bytes(body), "at": at}, at)
 
     def steps(self, envelope_id: str) -> dict[str, bytes]:
+        if ("steps", envelope_id) in self._ahead:
+            return dict(self._ahead[("steps", envelope_id)])
         return {str(step): bytes(body) for step, body in self._h.rows(
             "SELECT step, body FROM holon_continuity_journal WHERE sid=%(sid)s AND "
             "envelope_id=%(id)s", {"id": envelope_id})}

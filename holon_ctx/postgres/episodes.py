@@ -252,8 +252,10 @@ class PostgresEpisodeStore:
                 "holon_episodes_open WHERE sid=%(sid)s AND num <= %(max)s AND ")
         order = " ORDER BY pinned DESC, num DESC LIMIT %(n)s"
         args = {"max": max_num, "pos": limit_pos, "n": limit}
-        found = [*self._h.rows(cols + "resolved_pos IS NULL" + order, args),
-                 *self._h.rows(cols + "resolved_pos > %(pos)s" + order, args)]
+        # The open ones and those resolved after limit_pos: two index searches, one round trip.
+        live, later = self._h.batch([(cols + "resolved_pos IS NULL" + order, args),
+                                     (cols + "resolved_pos > %(pos)s" + order, args)])
+        found = [*live, *later]
         rows = [OpenRow(num=int(r[0]), episode_id=r[1], last_seq=int(r[2]), key=r[3], kind=r[4],
                         pinned=bool(r[5]), resolved_pos=None if r[6] is None else int(r[6]),
                         exact=bool(r[7])) for r in found]

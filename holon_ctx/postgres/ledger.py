@@ -23,18 +23,30 @@ and caches; splitting them would put one object's invariants in two files.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 import msgspec
 
-from holon_ctx.errors import StoreError
+from holon_ctx.errors import LedgerFormatError, StoreError
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
-from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
+from holon_ctx.ledger.records import Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
 from holon_ctx.ledger.writer import Lookups, Row, append_records
+from holon_ctx.postgres.appends import (
+    APPEND_IF_END,
+    FAST_BATCH,
+    Known,
+    Speculative,
+    Unknown,
+    append_params,
+    derived_values,
+    record_values,
+)
+from holon_ctx.postgres.connection import psycopg_module
 from holon_ctx.postgres.epochs import PostgresEpochStore
 from holon_ctx.postgres.schema import SESSION_TABLES
 from holon_ctx.postgres.session import SessionHandle
@@ -43,7 +55,6 @@ from holon_ctx.tokens import TokenCounter, default_counter
 
 __all__ = ["PostgresStore"]
 
-_INTENT_TRIGGERS = frozenset(OPERATOR_TRIGGERS - {"approval_decision"})
 _DERIVED_TABLES: Final = ("holon_turns", "holon_token_counts", "holon_work_item_states",
                           "holon_wait_states", "holon_high_turns")
 #: Buffered rows that force an insert mid-chunk (a chunk of 512 records makes at most ~1k rows;
@@ -54,7 +65,6 @@ _PAGE: Final = 2048
 _record_decoder = msgspec.json.Decoder(Record)
 _wi_decoder = msgspec.json.Decoder(WorkItemState)
 _wait_decoder = msgspec.json.Decoder(WaitState)
-_encode = msgspec.json.encode
 
 #: A record row with its count. The count is a scalar subquery, not a join: a join lets the planner
 #: hash the session's whole token_counts (O(history)) when it guesses the window is large.
@@ -81,11 +91,15 @@ class PostgresStore:
     ``create``: make the session when it does not exist (else StoreError). A connection passed in
     must be in autocommit mode; it stays the caller's (``close`` does not close it). The schema is
     created or migrated on first use (``holon-ctx db migrate`` does it ahead of time).
+    ``durable``: on a connection opened from a URL, wait for every commit to reach the server's
+    disk; by default a commit is acknowledged before, as the SQLite ledger's is (see
+    ``connection.connect``; docs/postgres.md). The session's episode and continuity stores share
+    the connection, so its commits stay in one order either way.
     """
 
     def __init__(self, source: str | Any, *, session: str, counter: TokenCounter | None = None,
-                 create: bool = True) -> None:
-        self._h = SessionHandle(source, session, create=create)
+                 create: bool = True, durable: bool = False) -> None:
+        self._h = SessionHandle(source, session, create=create, durable=durable)
         self.where, self.session, self.sid = self._h.where, session, self._h.sid
         #: Whether opening made the session (a failed first import deletes it again).
         self.created = self._h.created
@@ -96,6 +110,10 @@ class PostgresStore:
         self._rows = self._h.rows
         #: ``((lo_seq, hi_seq, limit_pos), records)`` read ahead by turns_before.
         self._owned: tuple[tuple[int, int, int], list[StoredRecord]] | None = None
+        #: What this store knows of its ledger as of its last append (postgres/appends.py):
+        #: while nobody else appends, a small batch is one statement.
+        self._known: Known | None = None
+        self._unique_violation = psycopg_module().errors.UniqueViolation
         self._reset_batch()
 
     def _one(self, sql: str, args: dict[str, Any] | tuple[Any, ...]) -> Any:
@@ -148,6 +166,8 @@ class PostgresStore:
         self._pending_last: TurnInfo | None = None
         self._pending_wis: dict[str, WorkItemState] = {}
         self._pending_waits: dict[str, WaitState] = {}
+        #: The newest turn as of this batch's rows (kept across flushes, for what it learns).
+        self._batch_last: TurnInfo | None = None
         self._clear_prefetched()
 
     def _clear_prefetched(self) -> None:
@@ -223,7 +243,8 @@ class PostgresStore:
             return self._pending_last
         row = self._one("SELECT id, seq, pos, work_item_id FROM holon_turns WHERE sid=%s "
                         "ORDER BY seq DESC LIMIT 1", (self.sid,))
-        return None if row is None else TurnInfo(*row)
+        self._batch_last = None if row is None else TurnInfo(*row)
+        return self._batch_last
 
     def wait_state(self, wait_id: str) -> WaitState | None:
         hit = self._pending_waits.get(wait_id)
@@ -236,9 +257,7 @@ class PostgresStore:
         return None if row is None else _wait_decoder.decode(row[0])
 
     def insert(self, row: Row, counter_identity: str) -> None:
-        trust = row.record.trust.value if row.record.trust else ""
-        self._buf["records"].append((self.sid, row.pos, row.ref, row.kind, trust, row.turn_seq,
-                                     row.line))
+        self._buf["records"].append((self.sid, *record_values(row)))
         self._pending_refs.add(row.ref)
         self._buffer_derived(row, counter_identity)
         self._appended += 1
@@ -248,24 +267,15 @@ class PostgresStore:
     def _buffer_derived(self, row: Row, counter_identity: str) -> None:
         """The rows derived from ``row`` (count, turn, work-item and wait state), buffered."""
         sid, buf = self.sid, self._buf
-        buf["counts"].append((sid, counter_identity, row.pos, row.tokens))
-        rec = row.record
-        if row.turn is not None and isinstance(rec, Turn):
-            buf["turns"].append((sid, rec.seq, rec.id, row.pos, rec.trigger in _INTENT_TRIGGERS,
-                                 rec.work_item_id))
+        for table, values in derived_values(row, counter_identity):
+            buf[table].append((sid, *values))
+        if row.turn is not None and isinstance(row.record, Turn):
             self._pending_turns[row.turn.id] = row.turn
-            self._pending_last = row.turn
+            self._pending_last = self._batch_last = row.turn
         if row.work_item_state is not None:
-            state = row.work_item_state
-            buf["wis"].append((sid, row.pos, state.work_item_id, _encode(state)))
-            self._pending_wis[state.work_item_id] = state
+            self._pending_wis[row.work_item_state.work_item_id] = row.work_item_state
         if row.wait_state is not None:
-            wait = row.wait_state
-            buf["waits"].append((sid, row.pos, wait.wait_id, wait.status.value, _encode(wait)))
-            self._pending_waits[wait.wait_id] = wait
-        if row.marks_high and row.turn_seq is not None:
-            # In position order, ON CONFLICT DO NOTHING: the first record that marks it wins.
-            buf["high"].append((sid, row.turn_seq, row.pos))
+            self._pending_waits[row.wait_state.wait_id] = row.wait_state
         if len(buf["counts"]) >= _PENDING_ROWS:
             self._flush()
 
@@ -304,6 +314,17 @@ class PostgresStore:
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
                      renumber_turns: bool = False) -> int:
+        it = iter(items)
+        head = list(itertools.islice(it, FAST_BATCH + 1))
+        if len(head) <= FAST_BATCH:
+            done = self._append_if_end(head, source, renumber_turns)
+            if done is not None:
+                return done
+            items = head
+        else:
+            items = itertools.chain(head, it)
+        learned: list[Known] = []
+
         def batch() -> int:
             # The lock first, alone: the newest turn must be read by a later statement. One
             # statement that also read it (a lateral join) saw the turns as of before it waited
@@ -315,14 +336,62 @@ class PostgresStore:
             self._batch_next = int(row[0])
             n = append_records(self, self._counter, items, source=source,
                                renumber_turns=renumber_turns)
+            learned.append(self._facts_of_batch())
             self._buf["recounts"].extend((self.sid, self._counter_id, pos, tokens)
                                          for pos, tokens in self._decoded.take_recounted())
             self._flush(end_pos=self._batch_next + self._appended)
             return n
+        self._known = None
         try:
-            return self._h.transaction(batch)
+            n = self._h.transaction(batch)
         finally:
             self._reset_batch()
+        # Committed: what the batch saw under the lock is what the ledger holds at its end.
+        self._known = learned[0]
+        return n
+
+    def _facts_of_batch(self) -> Known:
+        """What a locked batch knows at its end: its turns, refs, waits and work items, and those
+        its last chunk looked up (the ledger's newest state, read under the lock)."""
+        assert self._batch_next is not None
+        known = Known(self._batch_next + self._appended, self._batch_last)
+        known.learn(turns=[*(t for t in self._known_turns.values() if t is not None),
+                           *self._pending_turns.values()],
+                    refs={*(r for r, present in self._known_refs.items() if present),
+                          *self._pending_refs},
+                    waits={**self._known_waits, **self._pending_waits},
+                    work_items={**self._known_wis, **self._pending_wis})
+        return known
+
+    def _append_if_end(self, items: list[tuple[int | None, Record]], source: str,
+                       renumber_turns: bool) -> int | None:
+        """A small batch in one statement, when the known facts answer its checks and nobody
+        appended since (postgres/appends.py); None: take the locked path."""
+        known = self._known
+        if known is None or not items or self._decoded.recounted:
+            # Counts a read made under a new counter go in with the locked path's rows.
+            return None
+        spec = Speculative(known)
+        try:
+            n = append_records(spec, self._counter, items, source=source,
+                               renumber_turns=renumber_turns)
+        except (Unknown, LedgerFormatError):
+            # Not decided here: the locked path asks the database and reports any error.
+            return None
+        params = append_params(self.sid, known.end, spec.rows, self._counter_id)
+
+        def run() -> int:
+            try:
+                (count,), = self._h.conn.execute(APPEND_IF_END, params).fetchall()
+                return int(count)
+            except self._unique_violation:
+                return -1  # a ref already in the ledger: the locked path reports it
+        matched = self._h.call(run)
+        if matched != 1:
+            self._known = None
+            return None
+        known.advanced(spec.rows, spec.last_turn())
+        return n
 
     def append(self, records: Iterable[Record], *, source: str = "<append>",
                renumber_turns: bool = False) -> int:
@@ -361,7 +430,11 @@ class PostgresStore:
         row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s", (self.sid,))
         if row is None:
             raise StoreError(f"{self.where}: session {self.session!r} was deleted")
-        return int(row[0])
+        end = int(row[0])
+        if self._known is not None and self._known.end != end:
+            # Another writer appended: what this store knew may no longer hold.
+            self._known = None
+        return end
 
     def get(self, ref: str) -> StoredRecord | None:
         # Records never change, and tokens come from this store's counter: a hit is the answer.

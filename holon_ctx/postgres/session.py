@@ -33,12 +33,14 @@ def _dsn(conn: Any) -> str:
 class SessionHandle:
     """A session's connection and number, with helpers that turn psycopg errors into one line."""
 
-    def __init__(self, source: str | Any, session: str, *, create: bool) -> None:
+    def __init__(self, source: str | Any, session: str, *, create: bool,
+                 durable: bool = True) -> None:
         self._error: type[Exception] = psycopg_module().Error
         self.owned = isinstance(source, str)
         self.where = describe(source if isinstance(source, str) else _dsn(source))
         self.session = session
-        self.conn = connect(source) if isinstance(source, str) else source
+        # A borrowed connection keeps the caller's settings; ``durable`` is for one opened here.
+        self.conn = connect(source, durable=durable) if isinstance(source, str) else source
         self.closed = False
         try:
             if not self.conn.autocommit:
@@ -93,12 +95,18 @@ class SessionHandle:
                 cur.executemany(sql, rows)
         self.call(run)
 
-    def batch(self, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
-        """Several independent statements in one round trip (pipeline mode); their rows."""
+    def batch(self, statements: Sequence[tuple[str, tuple[Any, ...] | dict[str, Any]]]
+              ) -> list[list[tuple[Any, ...]]]:
+        """Several independent statements in one round trip (pipeline mode); their rows. A
+        dict of arguments gets ``sid`` added, as in ``rows``."""
         def run() -> list[list[tuple[Any, ...]]]:
             with self.conn.pipeline():
-                cursors = [self.conn.execute(sql, args) for sql, args in statements]
-                return [list(cur.fetchall()) for cur in cursors]
+                cursors = [self.conn.execute(sql, {"sid": self.sid, **args}
+                                             if isinstance(args, dict) else args)
+                           for sql, args in statements]
+            # Read once the block has sent them all with its one sync: fetching inside it syncs
+            # there too, and the exit waits for a second answer (two round trips, not one).
+            return [list(cur.fetchall()) for cur in cursors]
         return self.call(run) if statements else []
 
     def insert(self, inserts: Sequence[tuple[str, str, Sequence[tuple[Any, ...]]]],

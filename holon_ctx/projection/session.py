@@ -188,6 +188,11 @@ class SessionProjector:
     def _end(self, at: str | None, limit_pos: int | None) -> int:
         from holon_ctx.projection.view import resolve_limit  # noqa: PLC0415 - one use
 
+        if at is None:
+            # The end is all a walk needs (a ledger with no turn fails where the walk starts):
+            # the newest turn as well would be a round trip more on a server, every request.
+            end = self.store.end_pos()
+            return end if limit_pos is None else min(limit_pos, end)
         return resolve_limit(self.store, at, limit_pos)[1]
 
     # -- the walk -----------------------------------------------------------------------------------
