@@ -164,16 +164,16 @@ def test_small_batches_write_what_one_locked_batch_writes(
 
 def test_durable_commits_are_a_choice_on_a_connection_the_store_opens(pg_url: str,
                                                                       pg_session_key: str) -> None:
-    """By default the store's own connection commits without waiting for the disk (as the SQLite
-    ledger does); durable=True keeps the server's setting; a borrowed connection is the
-    caller's, untouched."""
+    """By default the store's own connection keeps the server's setting (a commit waits for the
+    disk: an acknowledged append survives a server crash); durable=False turns that off on the
+    store's own connection only; a borrowed connection is the caller's, untouched."""
     import psycopg
 
     def setting(store: PostgresStore) -> str:
         return str(store.connection.execute("SHOW synchronous_commit").fetchone()[0])
 
-    fast = PostgresStore(pg_url, session=pg_session_key)
-    durable = PostgresStore(pg_url, session=pg_session_key, durable=True)
+    fast = PostgresStore(pg_url, session=pg_session_key, durable=False)
+    durable = PostgresStore(pg_url, session=pg_session_key)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         server = str(conn.execute("SHOW synchronous_commit").fetchone()[0])
         borrowed = PostgresStore(conn, session=pg_session_key)

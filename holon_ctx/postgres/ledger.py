@@ -91,14 +91,16 @@ class PostgresStore:
     ``create``: make the session when it does not exist (else StoreError). A connection passed in
     must be in autocommit mode; it stays the caller's (``close`` does not close it). The schema is
     created or migrated on first use (``holon-ctx db migrate`` does it ahead of time).
-    ``durable``: on a connection opened from a URL, wait for every commit to reach the server's
-    disk; by default a commit is acknowledged before, as the SQLite ledger's is (see
-    ``connection.connect``; docs/postgres.md). The session's episode and continuity stores share
-    the connection, so its commits stay in one order either way.
+    ``durable``: on a connection opened from a URL, every commit waits for the server's disk as
+    the server is configured to (the default: an acknowledged append survives a crash of the
+    server, RFC 0026 §4); ``durable=False`` lets the server acknowledge a commit before it is
+    flushed (``synchronous_commit = off``: a server crash may lose the newest fraction of a
+    second of commits). The session's episode and continuity stores share the connection, so its
+    commits stay in one order either way.
     """
 
     def __init__(self, source: str | Any, *, session: str, counter: TokenCounter | None = None,
-                 create: bool = True, durable: bool = False) -> None:
+                 create: bool = True, durable: bool = True) -> None:
         self._h = SessionHandle(source, session, create=create, durable=durable)
         self.where, self.session, self.sid = self._h.where, session, self._h.sid
         #: Whether opening made the session (a failed first import deletes it again).
