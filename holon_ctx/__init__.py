@@ -24,10 +24,10 @@ Public modules (their ``__all__`` is the API; RFC 0028):
 
 Everything else is internal: its names may change in any release, whatever their spelling. The
 internal modules are ``holon_ctx.calibration``, ``holon_ctx.cli`` (the command line is the
-interface, not its modules), ``holon_ctx.compaction``, ``holon_ctx.demo_ledger``,
-``holon_ctx.extras``, ``holon_ctx.ledger``, ``holon_ctx.memory``, ``holon_ctx.models``,
-``holon_ctx.projection``, ``holon_ctx.request``, ``holon_ctx.session``,
-``holon_ctx.session_args``, ``holon_ctx.session_upkeep``, ``holon_ctx.tokens``, and every
+interface, not its modules), ``holon_ctx.compaction``, ``holon_ctx.extras``,
+``holon_ctx.ledger``, ``holon_ctx.memory``, ``holon_ctx.models``, ``holon_ctx.projection``,
+``holon_ctx.request``, ``holon_ctx.session``, ``holon_ctx.session_args``,
+``holon_ctx.session_upkeep``, ``holon_ctx.tokens``, and every
 module inside ``holon_ctx.continuity`` and ``holon_ctx.postgres`` (use the package, not the
 module). They were not renamed with underscores (RFC 0028 says why); this list and
 ``tests/test_public_surface.py`` are the line.

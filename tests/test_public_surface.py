@@ -21,7 +21,7 @@ PUBLIC = ("holon_ctx", "holon_ctx.lowlevel", "holon_ctx.errors", "holon_ctx.cont
 #: Internal modules and packages, as holon_ctx's docstring and docs/api.md list them (a package
 #: covers its modules); the modules inside the public packages continuity and postgres too.
 INTERNAL = ("holon_ctx.calibration", "holon_ctx.cli", "holon_ctx.compaction",
-            "holon_ctx.demo_ledger", "holon_ctx.extras", "holon_ctx.ledger", "holon_ctx.memory",
+            "holon_ctx.extras", "holon_ctx.ledger", "holon_ctx.memory",
             "holon_ctx.models", "holon_ctx.projection", "holon_ctx.request", "holon_ctx.session",
             "holon_ctx.session_args", "holon_ctx.session_upkeep", "holon_ctx.tokens")
 #: An import statement in a doc's code: ``import holon_ctx.x`` or ``from holon_ctx.x import``.
