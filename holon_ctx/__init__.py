@@ -27,10 +27,10 @@ internal modules are ``holon_ctx.calibration``, ``holon_ctx.cli`` (the command l
 interface, not its modules), ``holon_ctx.compaction``, ``holon_ctx.extras``,
 ``holon_ctx.ledger``, ``holon_ctx.memory``, ``holon_ctx.models``, ``holon_ctx.projection``,
 ``holon_ctx.request``, ``holon_ctx.session``, ``holon_ctx.session_args``,
-``holon_ctx.session_upkeep``, ``holon_ctx.tokens``, and every
-module inside ``holon_ctx.continuity`` and ``holon_ctx.postgres`` (use the package, not the
-module). They were not renamed with underscores (RFC 0028 says why); this list and
-``tests/test_public_surface.py`` are the line.
+``holon_ctx.session_upkeep``, ``holon_ctx.tokens``, every module inside ``holon_ctx.continuity``
+and ``holon_ctx.postgres`` (use the package, not the module), and any module of
+``holon_ctx.integrations`` other than the three adapters. They were not renamed with underscores
+(RFC 0028 says why); this list and ``tests/test_public_surface.py`` are the line.
 
 The names below are loaded on first use (PEP 562): ``import holon_ctx.errors`` or the continuity
 package alone must not pay for the projector, SQLite stores and episode memory (~0.2 s).
