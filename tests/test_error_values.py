@@ -42,9 +42,8 @@ def test_a_value_of_the_wrong_json_type_in_format_detection_is_one_line(
 def test_an_unusable_file_name_is_the_projects_error(history: str, said: str) -> None:
     """A name no file can have is an InputError of one line (not ValueError or
     UnicodeEncodeError), the name quoted and clipped."""
-    with holon_ctx.open_session(":memory:") as session:
-        with pytest.raises(InputError) as err:
-            session.import_history(history)
+    with holon_ctx.open_session(":memory:") as session, pytest.raises(InputError) as err:
+        session.import_history(history)
     message = str(err.value)
     assert said in message
     assert "\n" not in message
