@@ -24,8 +24,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from holon_ctx.errors import quote_value
-
 if TYPE_CHECKING:
     from holon_ctx.compaction import CompactionResult, SessionConfig
     from holon_ctx.errors import (
@@ -88,7 +86,7 @@ _HOMES = {
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
-        raise AttributeError(f"module 'holon_ctx' has no attribute {quote_value(name)}")
+        raise AttributeError(f"module 'holon_ctx' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
     globals()[name] = value
     return value
