@@ -337,8 +337,9 @@ class PostgresStore:
         0027): a record already in the ledger as it is given again (its commit landed but the
         caller saw an error) is not appended twice, and the call succeeds; another record under
         a taken id is refused as a duplicate. A batch whose connection dies is retried once on a
-        new connection (a batch of up to ``_RETRIED`` records: a bulk import is not held in
-        memory to be retried, and running it again skips what it committed)."""
+        new connection. Both hold for a batch of up to ``_RETRIED`` records: a bulk import is not
+        held in memory to be read twice (it is all or nothing: its caller sees whether it
+        landed)."""
         it = iter(items)
         head = list(itertools.islice(it, _RETRIED + 1))
         if len(head) > _RETRIED:
