@@ -34,7 +34,7 @@ from typing import Final
 import attrs
 import msgspec
 
-from holon_ctx.errors import BudgetTooSmallError, InputError
+from holon_ctx.errors import BudgetTooSmallError, InputError, quote_value
 from holon_ctx.ledger.epochs import (
     EPOCH_FORMAT,
     EpochStart,
@@ -170,7 +170,7 @@ class SessionProjector:
         (neither) as of the end of the ledger."""
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
                 or budget_tokens <= 0:
-            raise InputError(f"budget must be a positive number of tokens, got {budget_tokens!r}",
+            raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
         end = self._end(at, limit_pos)
         control = self.control.control_state() if self.control else None
