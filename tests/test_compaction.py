@@ -198,3 +198,44 @@ def test_operator_words_of_white_space_or_control_characters_never_stop_compacti
     # The newest archived range holds only blank words here: the envelope says so in its own
     # words rather than carrying an empty objective.
     assert envelope.objective in ("00:0:1", "[1mgo [0m", "continue the archived work")
+
+
+def test_a_crashed_compaction_with_other_inputs_is_resealed_under_the_next_id(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction that crashed after journaling its governed snapshot, then finds the ledger
+    moved on (other inputs for the same range), seals under ``<id>-r2`` instead of raising
+    ``CompactionConflictError`` at every compaction until a new range is archived; the crashed
+    id stays incomplete and is never used."""
+    import attrs
+
+    import holon_ctx.compaction as compaction_module
+
+    real = compaction_module.prepare_compaction
+    crashed: list[str] = []
+
+    def crash_once(store: ContinuityStore, request: object, **kwargs: object) -> object:
+        if not crashed:
+            crashed.append(request.envelope_id)  # type: ignore[attr-defined]
+
+            def hook(step: CompactionStep) -> None:
+                if step is CompactionStep.GOVERNED_SNAPSHOT:
+                    raise RuntimeError("killed")
+            real(store, attrs.evolve(request, objective="words since superseded"),  # type: ignore[misc]
+                 clock=kwargs["clock"], fault_hook=hook)  # type: ignore[arg-type]
+        return real(store, request, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compaction_module, "prepare_compaction", crash_once)
+    db = tmp_path / "demo.db"
+    ledger = SqliteStore(db)
+    demo = resources.files("holon_ctx") / "data" / "demo.jsonl"
+    with resources.as_file(demo) as path:
+        import_jsonl(path, ledger)
+    episodes, continuity = SqliteEpisodeStore(db), ContinuityStore(db)
+    with pytest.raises(RuntimeError, match="killed"):
+        compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
+    result = compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
+    assert result.envelope_id == f"{crashed[0]}-r2"
+    assert not continuity.is_compaction_complete(crashed[0])
+    latest = continuity.latest_envelope(SESSION.session_id)
+    assert latest is not None
+    assert latest.envelope_id == result.envelope_id
