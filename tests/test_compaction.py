@@ -239,3 +239,38 @@ def test_a_crashed_compaction_with_other_inputs_is_resealed_under_the_next_id(
     latest = continuity.latest_envelope(SESSION.session_id)
     assert latest is not None
     assert latest.envelope_id == result.envelope_id
+
+
+def test_the_session_compaction_never_writes_its_configured_budget_back() -> None:
+    """Defect 7 on the session path: ``SessionConfig.budget_remaining`` is the first budget only.
+    Every compaction wrote it back, so a budget the runtime had spent to 0 was 100 again at the
+    next compaction; now later envelopes seal the governed 0."""
+    import holon_ctx
+    from holon_ctx.continuity import SessionResources
+    from holon_ctx.ledger.memory import MemoryStore
+
+    session = holon_ctx.open_session(
+        MemoryStore(), compaction=holon_ctx.CompactionPolicy(recent_turns=2, every_turns=1),
+        identity=SessionConfig(budget_remaining=100))
+    for n in range(10):
+        session.operator_message(f"step {n}")
+        session.tool_run("shell", f"make {n}", "ok")
+        session.open_wait(f"w{n}", f"CI run {n}")
+        session.next_request(budget_tokens=4000)
+    continuity, sid = session._upkeep.continuity, SESSION.session_id
+    assert continuity is not None
+    first = continuity.latest_envelope(sid)
+    assert first is not None
+    assert first.budget_remaining == 100
+    continuity.set_session_resources(SessionResources(session_id=sid, budget_remaining=0),
+                                     at=datetime.now(UTC))
+    for n in range(10, 20):
+        session.operator_message(f"step {n}")
+        session.tool_run("shell", f"make {n}", "ok")
+        session.open_wait(f"w{n}", f"CI run {n}")
+        session.next_request(budget_tokens=4000)
+    later = continuity.latest_envelope(sid)
+    session.close()
+    assert later is not None
+    assert later.envelope_id != first.envelope_id
+    assert later.budget_remaining == 0
