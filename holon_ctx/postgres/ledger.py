@@ -23,6 +23,7 @@ and caches; splitting them would put one object's invariants in two files.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -626,7 +627,10 @@ class PostgresStore:
         try:
             yield
         finally:
-            self._one("SELECT pg_advisory_unlock(%(cls)s, %(obj)s)", key)
+            # A connection that died mid-compaction released the lock with it: the error that
+            # ended the compaction is the one to report, not the unlock's.
+            with contextlib.suppress(StoreError):
+                self._one("SELECT pg_advisory_unlock(%(cls)s, %(obj)s)", key)
 
     def close(self) -> None:
         self._h.close()
