@@ -23,14 +23,18 @@ and caches; splitting them would put one object's invariants in two files.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 import msgspec
 
 from holon_ctx.errors import LedgerFormatError, StoreError, quote_value
 from holon_ctx.ledger.body import record_body
+from holon_ctx.ledger.compaction_lock import wait_for
+from holon_ctx.ledger.locking import lock_timeout
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import Record, Turn, record_ref
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
@@ -79,6 +83,9 @@ _TURNS_AND_RECORDS = (
     f"SELECT {_COLS}, r.kind = 'turn' FROM holon_records r WHERE r.sid=%(sid)s AND "
     "(r.pos = ANY(ARRAY(SELECT pos FROM t)) OR (r.turn_seq BETWEEN (SELECT min(seq) FROM t) "
     "AND (SELECT max(seq) FROM t) AND r.pos + 0 < %(lim)s AND r.kind <> 'turn'))")
+#: The advisory lock space of compactions (``pg_advisory_lock(class, session)``): "HOLC".
+_COMPACTION_LOCK_CLASS: Final = 0x484F4C43
+_INT4: Final = 2**31
 _TURNS_BEFORE = ("SELECT pos, seq FROM holon_turns WHERE sid=%(sid)s AND seq<%(seq)s "
                  "AND pos + 0 < %(lim)s ORDER BY seq DESC LIMIT %(n)s")
 _LATEST_TURN = ("SELECT pos, seq FROM holon_turns WHERE sid=%(sid)s AND pos<%(lim)s "
@@ -663,6 +670,22 @@ class PostgresStore:
         turns = int(self._one("SELECT count(*) FROM holon_turns WHERE sid=%s", (sid,))[0])
         return LedgerStats(turns=turns, records=sum(kinds.values()), records_by_kind=kinds,
                            tokens_by_kind=tokens, tokens_by_trust=trust, counter=counter)
+
+    @contextmanager
+    def compaction_lock(self) -> Iterator[None]:
+        """Held by a compaction from its first read to its last write: a session-level advisory
+        lock keyed by the session, so one compaction at a time across processes and hosts;
+        appends and reads never wait for it (holon_ctx.ledger.compaction_lock)."""
+        key = {"cls": _COMPACTION_LOCK_CLASS, "obj": self.sid % _INT4}
+        wait_for(lambda: bool(self._one("SELECT pg_try_advisory_lock(%(cls)s, %(obj)s)", key)[0]),
+                 lock_timeout(), self.where)
+        try:
+            yield
+        finally:
+            # A connection that died mid-compaction released the lock with it: the error that
+            # ended the compaction is the one to report, not the unlock's.
+            with contextlib.suppress(StoreError):
+                self._one("SELECT pg_advisory_unlock(%(cls)s, %(obj)s)", key)
 
     def close(self) -> None:
         self._h.close()
