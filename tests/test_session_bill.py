@@ -136,3 +136,55 @@ def test_a_new_process_continues_the_whole_epoch(tmp_path: Path) -> None:
         budget_tokens=32768)
     assert planned.has_tail
     assert TAIL_TITLE in planned.text
+
+
+def _tool_loop(output_lines: int, steps: int) -> LedgerStore:
+    """An agent loop whose every step prints ``output_lines`` lines (distinct, so no markup
+    folds them)."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.operator_message("Find why the parser fails on nested brackets, then fix it.")
+    for i in range(steps):
+        call = holon_ctx.ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"pytest -x -k case{i}"}))
+        session.assistant_message(f"Step {i}: the next case.", tool_calls=[call])
+        session.tool_result(call.call_id, "".join(f"case {i}.{k}: token {k * 7919 % 10007} ok\n"
+                                                  for k in range(output_lines)))
+    return session.store
+
+
+def _marks(store: LedgerStore, budget: int) -> list[int]:
+    """The low-water mark of every planned re-plan (the whole epoch is not planned)."""
+    out = []
+    for request in _requests(store, budget):
+        if request.replanned and request.replan_reason == "over_budget":
+            out.append(request.manifest.session["low_water_tokens"])  # type: ignore[index]
+    return out
+
+
+def test_the_low_water_mark_falls_as_the_history_grows_faster() -> None:
+    """A re-plan's write pays off over the calls until the next one: where each step adds a few
+    lines the mark is the policy's ceiling (half the budget); where each adds a large output, a
+    re-plan keeps less so that more calls follow it — never below a tenth of the budget."""
+    budget = 4096
+    ceiling = int(budget * SessionPolicy().low_water)
+    slow = _marks(_tool_loop(3, 220), budget)
+    fast = _marks(_tool_loop(60, 60), budget)
+    assert slow
+    assert fast
+    assert set(slow) == {ceiling}
+    assert all(budget // 10 <= mark < ceiling for mark in fast), fast
+
+
+def test_the_derived_mark_bills_less_than_the_fixed_half_on_large_outputs() -> None:
+    """On a loop of large outputs, billed at Anthropic's prices, the derived mark re-plans into
+    a smaller prefix, which the calls until the next re-plan read more cheaply than the fixed
+    half's, and the re-plans come no more often."""
+    store = _tool_loop(60, 60)
+    counter = default_counter()
+    derived = SessionProjector(store, counter, layout=Layout.MESSAGES)
+    # Cache prices with no write premium make the derived mark the ceiling: the fixed half.
+    fixed = SessionProjector(store, counter, layout=Layout.MESSAGES,
+                             session=SessionPolicy(cache_read=0.999, cache_write=1.0))
+    [a] = replay(store, 4096, PRICES["anthropic"], counter, session_projector=derived)
+    [b] = replay(store, 4096, PRICES["anthropic"], counter, session_projector=fixed)
+    assert a.replans <= b.replans
+    assert a.billed < b.billed
