@@ -188,3 +188,37 @@ def test_the_derived_mark_bills_less_than_the_fixed_half_on_large_outputs() -> N
     [b] = replay(store, 4096, PRICES["anthropic"], counter, session_projector=fixed)
     assert a.replans <= b.replans
     assert a.billed < b.billed
+
+
+def _switches(store: LedgerStore, budget: int) -> list[SessionRequest]:
+    projector = SessionProjector(store, layout=Layout.MESSAGES,
+                                 session=SessionPolicy(whole_history=False))
+    return _requests(store, budget, projector)
+
+
+def test_a_switch_that_would_not_pay_keeps_the_epoch_and_states_the_new_item() -> None:
+    """In a planned epoch whose history is below the low-water mark, a re-plan at a work-item
+    switch would write as much as it saves: none happens, and the tail states the new item."""
+    store = _two_work_items(6, 16)
+    requests = _switches(store, 32768)
+    assert not any(r.replan_reason == "work_item_changed" for r in requests)
+    last = requests[-1]
+    assert last.has_tail
+    tail = last.parts[-1].text
+    assert "work item fix-docs" in tail  # the last four steps' item
+    assert "port-importer" not in tail
+
+
+def test_a_switch_re_plans_when_the_saving_exceeds_the_write() -> None:
+    """A long history of short turns for one item, near the budget, then a switch: the calls
+    until the next forced re-plan would read far more than the mark, so the re-plan pays."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    for i in range(150):
+        session.operator_message(f"Note {i} on the importer: keep the old flags.", work_item="a")
+    session.operator_message("Now the docs index, please.", work_item="b")
+    session.assistant_message("On it.")
+    requests = _switches(session.store, 4096)
+    # The call made as the switch's turn asks for a reply re-plans, and it is the only one since
+    # the first request (the short notes never outgrow the budget).
+    assert [r.replan_reason for r in requests[1:] if r.replanned] == ["work_item_changed"]
+    assert requests[-2].replan_reason == "work_item_changed"

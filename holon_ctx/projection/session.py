@@ -368,7 +368,13 @@ class SessionProjector:
         # A whole epoch's history holds both work items' records: a re-plan would write the
         # same turns to the cache again for nothing (RFC 0025).
         if wid != state.work_item_id and wid is not None and not state.whole:
-            return "work_item_changed"
+            if self._switch_pays(state, limit):
+                return "work_item_changed"
+            # Kept: the history holds the new work item's records as they come; the tail states
+            # the new work item, and its frontier counts from this turn on.
+            state.work_item_id = wid
+            state.tally, state.cover = Tally(), f"; counts cover {unit.ref} onward"
+            state.tail, state.tail_reads = None, None
         if anchor_id is not None and anchor_id not in state.shown \
                 and anchor_id != unit.turn.id:
             return "anchor_not_in_history"
@@ -511,19 +517,39 @@ class SessionProjector:
         process derives the same mark."""
         policy = self.session
         ceiling = max(1, int(budget * policy.low_water))
-        latest = self.store.latest_turn(limit)
-        if latest is None:
-            return ceiling
-        seq = latest.record.seq  # type: ignore[union-attr]
-        older = self.store.turns_before(seq, GROWTH_TURNS - 1, limit)
-        first = older[-1].record.seq if older else seq  # type: ignore[union-attr]
-        cap = int(budget * policy.entry_share)
-        grown = sum(min(s.tokens, cap) + RECORD_OVERHEAD
-                    for s in self.store.records_of_turns(first, seq, limit))
-        gamma = grown / (1 + len(older)) / budget
+        gamma = self._growth(budget, limit) / budget
         rho_gamma = 2 * (policy.cache_write - policy.cache_read) / policy.cache_read * gamma
         share = (math.sqrt(rho_gamma * rho_gamma + 4) - rho_gamma) / 2
         return min(ceiling, max(1, int(budget * max(MIN_LOW_WATER, share))))
+
+    def _growth(self, budget: int, limit: int) -> float:
+        """Tokens the history grows by per turn, as of ``limit``: the records of the last
+        ``GROWTH_TURNS`` turns, each body capped as the history caps it, plus a label's worth
+        (read from the ledger, so any process gets the same figure)."""
+        latest = self.store.latest_turn(limit)
+        if latest is None:
+            return 0.0
+        seq = latest.record.seq  # type: ignore[union-attr]
+        older = self.store.turns_before(seq, GROWTH_TURNS - 1, limit)
+        first = older[-1].record.seq if older else seq  # type: ignore[union-attr]
+        cap = int(budget * self.session.entry_share)
+        grown = sum(min(s.tokens, cap) + RECORD_OVERHEAD
+                    for s in self.store.records_of_turns(first, seq, limit))
+        return grown / (1 + len(older))
+
+    def _switch_pays(self, state: WalkState, limit: int) -> bool:
+        """A re-plan at a work-item switch pays for itself (RFC 0025, decision 2): re-planned,
+        the calls until the next forced re-plan read the mark ``L`` instead of the history's
+        ``S`` tokens, after one call that writes ``L``. Over ``n = (B - S) / g`` calls it saves
+        ``cache_read·(S - L)·n`` and costs ``(cache_write - cache_read)·L``."""
+        budget, policy = state.budget, self.session
+        size = state.frozen_tokens + state.appended_tokens()
+        mark = self._low_water(budget, limit)
+        if size <= mark:
+            return False
+        calls = max(1.0, (budget - size) / max(1.0, self._growth(budget, limit)))
+        return (policy.cache_read * (size - mark) * calls
+                > (policy.cache_write - policy.cache_read) * mark)
 
     def _opens_ledger(self, limit: int) -> bool:
         """The epoch starting at ``limit`` is *whole* (RFC 0025): ``limit`` is right after the
