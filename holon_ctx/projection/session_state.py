@@ -135,6 +135,9 @@ class SessionRequest:
     #: The last re-plan left something out: the budget binds (a session then compacts before
     #: its next request, so aged-out turns compete as episodes).
     binds: bool = False
+    #: The ledger position the request is as of (every record before it walked): another layout
+    #: asked with ``limit_pos`` set to it shows the same records.
+    limit_pos: int = 0
     _made: list[Manifest] = attrs.field(factory=list, init=False, repr=False, eq=False)
 
     @property
