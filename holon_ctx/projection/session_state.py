@@ -24,7 +24,7 @@ from holon_ctx.ledger.records import Message, MessageRole, Turn
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.folding import fold_item
-from holon_ctx.projection.formats import HEADING, one_line
+from holon_ctx.projection.formats import HEADING, label_value
 from holon_ctx.projection.framing import Framing
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.items import Block
@@ -461,12 +461,12 @@ def entry_heading(r: Renderer, turn: Turn, ref: str, previous: Turn | None = Non
     if turn.anchor_turn_id and not same:
         parts.append(f"continues turn:{turn.anchor_turn_id}")
     if turn.work_item_id and not same:
-        parts.append(f"work item {one_line(turn.work_item_id, r.chars.ident)}")
+        parts.append(f"work item {label_value(turn.work_item_id, r.chars.ident)}")
     if turn.outcome:
         parts.append(f"outcome {turn.outcome.value}")
     blocks = [r.line(HEADING + " · ".join(parts), [ref])]
     if turn.label:
-        blocks.append(r.line(f"trigger: {one_line(turn.label, r.chars.trigger_label)}"))
+        blocks.append(r.line(f"trigger: {label_value(turn.label, r.chars.trigger_label)}"))
     return blocks
 
 

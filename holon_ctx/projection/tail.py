@@ -26,7 +26,7 @@ import attrs
 from holon_ctx.ledger.records import Message, MessageRole
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.formats import RELATION_PREFIX, one_line, quoted
+from holon_ctx.projection.formats import RELATION_PREFIX, label_value, speech
 from holon_ctx.projection.frontier import Tally, files_line
 from holon_ctx.projection.items import Block
 from holon_ctx.projection.model import ControlState, Relation, TurnUnit
@@ -73,8 +73,8 @@ def anchor_line(r: Renderer, anchor: TurnUnit | None, current: TurnUnit) -> Bloc
     if said is not None:
         assert isinstance(said.record, Message)
         return r.line(f"continuing {anchor.ref} (operator {said.ref}): "
-                      f"“{one_line(said.record.text, limit)}”", [anchor.ref])
-    label = f": {one_line(anchor.turn.label, limit)}" if anchor.turn.label else ""
+                      f"{speech(said.record.text, limit)}", [anchor.ref])
+    label = f": {label_value(anchor.turn.label, limit)}" if anchor.turn.label else ""
     return r.line(f"continuing {anchor.ref} ({anchor.turn.trigger}){label}", [anchor.ref])
 
 
@@ -135,23 +135,23 @@ def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState]) -
     c = r.chars
     done = sum(1 for t in state.todos if t.done)
     nxt = next((t.text for t in state.todos if not t.done), None)
-    todos = (f"; todos {done}/{len(state.todos)} done" + (f", next: {one_line(nxt, c.next_todo)}"
+    todos = (f"; todos {done}/{len(state.todos)} done" + (f", next: {label_value(nxt, c.next_todo)}"
                                                             if nxt else "")) if state.todos else ""
-    lines = [r.line(f"work item {one_line(state.work_item_id, c.ident)} ({state.status.value}, "
-                    f"{state.ref}): {one_line(state.objective, TAIL_OBJECTIVE)}{todos}",
+    lines = [r.line(f"work item {label_value(state.work_item_id, c.ident)} ({state.status.value}, "
+                    f"{state.ref}): {label_value(state.objective, TAIL_OBJECTIVE)}{todos}",
                     [state.ref])]
-    lines += [r.line(f"waiting on {one_line(w.wait_id, c.ident)}: "
-                     f"{one_line(w.condition, c.wait_condition_compact)}")
+    lines += [r.line(f"waiting on {label_value(w.wait_id, c.ident)}: "
+                     f"{label_value(w.condition, c.wait_condition_compact)}")
               for w in waits[-MAX_WAIT_LINES:]]
     older = waits[:-MAX_WAIT_LINES]
     if older:
         # Re-sent every request: the newest waits in full, the others by id (each wait's
         # opening is in the history).
-        ids = ", ".join(one_line(w.wait_id, c.ident) for w in older[-MAX_WAIT_LINES:])
+        ids = ", ".join(label_value(w.wait_id, c.ident) for w in older[-MAX_WAIT_LINES:])
         more = ", …" if len(older) > MAX_WAIT_LINES else ""
         lines.append(r.line(f"… {len(older)} more open waits: {ids}{more}"))
     if state.blocker:
-        lines.append(r.line(f"blocker: {one_line(state.blocker, c.blocker_compact)}"))
+        lines.append(r.line(f"blocker: {label_value(state.blocker, c.blocker_compact)}"))
     return lines
 
 
@@ -169,5 +169,5 @@ def frontier_lines(r: Renderer, tally: Tally, cover: str) -> list[Block]:
     path = r.chars.path_in_frontier_ref
 
     def named() -> Block:
-        return r.line(files_line(tally.files, limit, path, quoted))
+        return r.line(files_line(tally.files, limit, path, marked=True))
     return [head, r.memo(("tail_files", names, limit), named)]
