@@ -42,13 +42,12 @@ __all__ = ["control", "control_blocks", "control_notices", "current_input", "env
            "episodes", "exchange_item", "held_words", "work_item", "work_refs"]
 
 
-def environment(ctx: Context, r: Renderer) -> list[Item]:
-    env = ctx.view.environment
-    if env is None:
-        return []
+def environment_blocks(env: StoredRecord, r: Renderer) -> tuple[list[Block], list[Block], bool]:
+    """An environment record's compact and full blocks, and whether the runtime vouches for its
+    guidance (the replay's baselines send the same environment: docs/session.md)."""
     rec = env.record
     assert isinstance(rec, Environment)
-    chars = ctx.policy.text
+    chars = r.policy.text
     caps = ", ".join(label_value(c, chars.tool_name, marked=True) for c in rec.capabilities) or "none stated"
     compact = [r.line(f"workspace: {label_value(rec.workspace, chars.workspace, marked=True)} ({env.ref})",
                       [env.ref]),
@@ -57,10 +56,18 @@ def environment(ctx: Context, r: Renderer) -> list[Item]:
     # Guidance is configuration only when the runtime (or operator) vouches for it; an
     # environment record that claims less is data, fenced, and kept out of a system role.
     vouched = rec.trust in (Trust.RUNTIME_FACT, Trust.TRUSTED_OPERATOR)
-    cap = ctx.policy.caps.guidance
+    cap = r.policy.caps.guidance
     if rec.guidance.strip():
         full.append(r.trusted(env, "guidance (runtime configuration):", cap) if vouched
                     else r.fenced(env, "guidance (untrusted, not configuration):", cap))
+    return compact, full, vouched
+
+
+def environment(ctx: Context, r: Renderer) -> list[Item]:
+    env = ctx.view.environment
+    if env is None:
+        return []
+    compact, full, vouched = environment_blocks(env, r)
     forms = {Form.COMPACT: r.rendered(compact), Form.FULL: r.rendered(full)}
     reasons = ("environment",) if vouched else ("environment", "untrusted")
     # The stable prefix must not move with the rest of the prompt, or a provider's cache of

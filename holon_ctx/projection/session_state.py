@@ -90,6 +90,10 @@ class SessionPolicy:
     #: before it, so a process with no saved state walks at most one block, never the whole
     #: ledger. One extra re-plan per block costs a fraction of a percent of the cache.
     checkpoint_turns: int = 512
+    #: While the whole history fits, the request is the history: an epoch begun at the ledger's
+    #: first turn keeps every record and states only what no record says (RFC 0025). False:
+    #: every epoch is planned and ends with the full current-state tail (RFC 0010's layout).
+    whole_history: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.checkpoint_turns < 1:
@@ -138,6 +142,9 @@ class SessionRequest:
     #: The ledger position the request is as of (every record before it walked): another layout
     #: asked with ``limit_pos`` set to it shows the same records.
     limit_pos: int = 0
+    #: The request ends with a current-state tail (``parts[-1]``). A *whole* epoch's request
+    #: (the history holds every record: RFC 0025) usually has none: the history says it all.
+    has_tail: bool = True
     _made: list[Manifest] = attrs.field(factory=list, init=False, repr=False, eq=False)
 
     @property
@@ -163,7 +170,8 @@ class SessionRequest:
             if ref in part.refs:
                 return ("stable_prefix" if i < self.prefix_count else
                         "frozen_history" if i < self.frozen_count else
-                        "current_state" if i == len(self.parts) - 1 else "appended")
+                        "current_state" if self.has_tail and i == len(self.parts) - 1
+                        else "appended")
         return None
 
 
@@ -223,8 +231,16 @@ class WalkState:
     #: The tail as of ``pos`` (None: to be made again), and the governed state it was made with.
     tail: Tail | None = None
     tail_control: object = None
+    #: Whether ``tail`` states the relation, anchor, work item and frontier (see ``whole``).
+    tail_stated: bool = True
     #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
     plan_budget: int = 0
+    #: A *whole* epoch (RFC 0025): it began at the ledger's first turn and every record since
+    #: joined its history, so the history says what a tail would (the work item's transitions,
+    #: the anchor's words, every tool run). Its tail holds only what no record says; it does not
+    #: re-plan for a work-item switch or a recalled episode; it ends when the history outgrows
+    #: the budget (or at a checkpoint or an environment change).
+    whole: bool = False
 
     #: Sum of the segments' layout tokens (kept as segments change).
     appended_total: int = 0
@@ -311,6 +327,7 @@ class Persisted(msgspec.Struct, frozen=True):
     plan_budget: int
     #: Unresolved side effects: key → the run's ref.
     unresolved: dict[str, str] = {}
+    whole: bool = False
 
 
 def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_turn: bool) -> None:

@@ -82,10 +82,16 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
                 work_item: WorkItemState | None, waits: list[WaitState], tally: Tally | None,
                 frontier_cover: str, control: ControlState | None,
                 run: Block | None = None, effects: Sequence[Block] = (),
-                held: Mapping[str, str] | None = None) -> Tail:
+                held: Mapping[str, str] | None = None, stated: bool = True) -> Tail:
     """The tail for the current position (see the module docstring); ``run`` counts a run of
     low-value turns still going on; ``held``: constraints whose words the history shows
-    (:func:`~holon_ctx.projection.sections.held_words`), named instead of repeated."""
+    (:func:`~holon_ctx.projection.sections.held_words`), named instead of repeated.
+
+    ``stated=False`` (a *whole* epoch, RFC 0025: the history holds every record) leaves out what
+    the history's records already say — the relation, the anchor, the work item, the frontier —
+    and keeps only what no record in the request says: the governed notices, side effects not
+    resolved, a run of low-value turns not in the history yet. With none of those the tail is
+    empty (no blocks, no title)."""
     blocks: list[Block] = [r.line(TAIL_TITLE)]
     refs: list[str] = []
     # Governed notices first: a blocked side effect is what the model must read before anything
@@ -95,6 +101,12 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
             blocks.extend(lines)
     # Then what the ledger itself has not resolved (before compaction hands it to the store).
     blocks.extend(effects)
+    if not stated:
+        if run is not None:
+            blocks.append(run)
+        if len(blocks) == 1:
+            return Tail(blocks=(), tokens=0, refs=())
+        return Tail(blocks=tuple(blocks), tokens=sum(b.tokens for b in blocks), refs=())
     blocks.append(r.line(f"{RELATION_PREFIX}{relation.value} — {RELATION_TEXT[relation]} "
                          f"({current.ref})", [current.ref]))
     if run is not None:
