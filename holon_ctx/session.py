@@ -715,11 +715,12 @@ class Session:
             raise BudgetTooSmallError(math.ceil((framing + 1) * factor), budget,
                                       "the request's message framing")
         policy = self.compaction
-        # Every `every_turns` turns, and at every new turn while the budget binds: a prompt
-        # that leaves turns out has them compete as episodes as soon as they age out, in a
-        # conversation of a few dozen turns too (RFC 0013).
+        # Every `every_turns` turns, and every `binding_turns` while the budget binds: a prompt
+        # that leaves turns out has them compete as episodes soon after they age out, in a
+        # conversation of a few dozen turns too (RFC 0013), and each compaction archives a
+        # batch of them, not one turn per request (RFC 0024).
         if policy is not None and (self._turns_since_compaction >= policy.every_turns or (
-                self._binds and self._turns_since_compaction > 0)):
+                self._binds and self._turns_since_compaction >= policy.binding_turns)):
             self.compact()
         messages = self._projectors[Layout.MESSAGES].request(budget_tokens=planned, at=turn_id)
         self._binds = messages.binds
