@@ -697,6 +697,7 @@ class SessionProjector:
                               tail_tokens=request_tokens - body, epoch=state.start.epoch,
                               replanned=replanned, replan_reason=reason, text=text,
                               binds=any(sec.omitted for sec in state.manifest.sections),
+                              limit_pos=end,
                               has_tail=bool(tail_parts),
                               make_manifest=lambda: session_manifest(
                                   snapshot, tail, text, used, request_tokens, cached,
