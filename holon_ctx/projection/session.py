@@ -106,7 +106,7 @@ __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "Ses
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/5"
+ENGINE_VERSION: Final = "session/6"
 
 
 class SessionProjector:
