@@ -58,7 +58,12 @@ TEST_WORKERS = "2"
 #: Arguments after which the caller has chosen how pytest runs (or that need one process).
 _SERIAL_CHOICES = ("-n", "--numprocesses", "--dist", "--pdb", "--trace", "no:xdist", "-pno:xdist")
 #: Test modules that write golden files when HOLON_CTX_WRITE_GOLDEN=1 (see goldens()).
-GOLDEN_TESTS = ("tests/test_cli_preview_golden.py", "tests/test_cli_preview_widths.py")
+GOLDEN_TESTS = ("tests/test_cli_preview_golden.py", "tests/test_cli_preview_widths.py",
+                "tests/test_golden_requests.py")
+#: Of those, the ones with golden cases in the slow tier too (written by a second, --slow run).
+GOLDEN_SLOW_TESTS = ("tests/test_golden_requests.py",)
+#: The request digests (tests/test_golden_requests.py): one line per request, ``TURN TOKENS ...``.
+GOLDEN_REQUESTS = "tests/golden/requests"
 
 
 def _stamp_value(level: str = "dev") -> str:
@@ -162,18 +167,57 @@ def run(args: list[str], cwd: Path = ROOT) -> int:
 
 
 def goldens() -> int:
-    """Rewrite every golden file from the current code, then show what changed (git diff)."""
+    """Rewrite every golden file from the current code (both tiers' cases), then show what
+    changed: the text goldens as a diff, the request digests as a list of changed requests."""
     env = {**os.environ, "HOLON_CTX_WRITE_GOLDEN": "1"}
-    code = subprocess.run([str(PY), "-m", "pytest", "-q", "-p", "no:randomly", *GOLDEN_TESTS],
-                          cwd=ROOT, env=env, check=False).returncode
-    if code:
-        _say("writing the golden files failed; nothing to review")
-        return code
+    (ROOT / GOLDEN_REQUESTS).mkdir(parents=True, exist_ok=True)
+    base = [str(PY), "-m", "pytest", "-q", "-p", "no:randomly"]
+    for args in ([*GOLDEN_TESTS], ["--slow", *GOLDEN_SLOW_TESTS]):
+        code = subprocess.run([*base, *args], cwd=ROOT, env=env, check=False).returncode
+        if code:
+            _say("writing the golden files failed; nothing to review")
+            return code
     subprocess.run(["git", "status", "--short", "--", "tests/golden"], cwd=ROOT, check=False)
-    subprocess.run(["git", "--no-pager", "diff", "--", "tests/golden"], cwd=ROOT, check=False)
+    subprocess.run(["git", "--no-pager", "diff", "--", "tests/golden", f":!{GOLDEN_REQUESTS}/*.txt"],
+                   cwd=ROOT, check=False)
+    for line in changed_requests():
+        print(line)
     _say("golden files rewritten: review the diff above, then commit it or `git checkout "
          "tests/golden` to undo")
     return 0
+
+
+def _digests(text: str) -> dict[str, tuple[str, str]]:
+    """A request digest file as turn → (request tokens, digests)."""
+    rows = (line.split(" ", 2) for line in text.splitlines() if line and not line.startswith("#"))
+    return {row[0]: (row[1], row[2]) for row in rows if len(row) == 3}
+
+
+def changed_requests() -> list[str]:
+    """One line per request digest file that differs from the last commit: how many of its
+    requests changed, the first few turns, and how their tokens moved (a digest alone says
+    nothing a reviewer can read; ``git diff`` of the JSON files kept whole says the rest)."""
+    listed = subprocess.run(["git", "ls-files", "--modified", "--others", "--exclude-standard",
+                             "--", f"{GOLDEN_REQUESTS}/*.txt"], cwd=ROOT, capture_output=True,
+                            text=True, check=False).stdout.split()
+    out = []
+    for rel in sorted(listed):
+        shown = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=ROOT, capture_output=True,
+                               text=True, check=False)
+        if shown.returncode:
+            out.append(f"{Path(rel).stem}: new, {len(_digests((ROOT / rel).read_text()))} requests")
+            continue
+        old_text = shown.stdout
+        old, new = _digests(old_text), _digests((ROOT / rel).read_text(encoding="utf-8"))
+        changed = [t for t in new if old.get(t) != new[t]]
+        gone = [t for t in old if t not in new]
+        moved = ", ".join(f"{t} {old[t][0]}→{new[t][0]}" for t in changed[:5]
+                          if t in old and old[t][0] != new[t][0])
+        out.append(f"{Path(rel).stem}: {len(changed)} of {len(new)} requests changed"
+                   + (f" (first: {', '.join(changed[:5])})" if changed else "")
+                   + (f"; tokens {moved}" if moved else "")
+                   + (f"; {len(gone)} no longer made" if gone else ""))
+    return out
 
 
 def main(argv: list[str]) -> int:

@@ -18,7 +18,7 @@ from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.session import Layout, SessionProjector
 
 #: The operator's early decision and the exact words of it that must reach the prompt (the
-#: "marker" phrasing of tests/test_heldout_variants.py's item 8).
+#: "marker" phrasing of tests/test_what_the_prompt_keeps.py's item 8).
 _QUESTION = "Which queue for the notifications service: Kafka or RabbitMQ?"
 _DECISION = ("Decision: notifications use RabbitMQ 3.13 with quorum queues, at most 3 replicas; "
              "never enable lazy queues.")

@@ -223,3 +223,31 @@ def test_each_job_asks_for_its_install_level(dev: ModuleType, monkeypatch: pytes
     monkeypatch.setattr(dev, "goldens", lambda: 0)
     dev.main([job])
     assert asked == [level]
+
+
+def test_goldens_lists_the_requests_that_changed(dev: ModuleType, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a rewrite, each request digest file that moved is named with how many of its
+    requests changed, which turns first and how their tokens moved; unchanged files are not."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    folder = repo / "tests" / "golden" / "requests"
+    folder.mkdir(parents=True)
+    header = "# turn request_tokens sha256(openai_messages) sha256(anthropic_request)\n"
+    (folder / "demo_8192.txt").write_text(header + "t1 100 aa bb\nt2 200 cc dd\nt3 300 ee ff\n")
+    (folder / "same_8192.txt").write_text(header + "t1 100 aa bb\n")
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "goldens")
+    (folder / "demo_8192.txt").write_text(header + "t1 100 aa bb\nt2 210 c2 d2\nt3 300 ee f2\n")
+    (folder / "added_4096.txt").write_text(header + "t1 100 aa bb\n")
+    monkeypatch.setattr(dev, "ROOT", repo)
+    assert dev.changed_requests() == [
+        "added_4096: new, 1 requests",
+        "demo_8192: 2 of 3 requests changed (first: t2, t3); tokens t2 200→210"]

@@ -318,8 +318,8 @@ def test_to_messages_is_the_native_sequence_the_docs_describe() -> None:
 
 def test_get_items_is_the_native_sequence_the_docs_describe() -> None:
     """``LedgerSession.get_items`` is the request as Responses input items, one for one: a
-    system message, the history's own items (function calls and outputs too), the current state
-    as the last user message."""
+    system message, the history's own items (function calls and outputs too), and the current
+    state as the last user message once the history outgrows the budget."""
     pytest.importorskip("agents")
     import asyncio
 
@@ -335,7 +335,8 @@ def test_get_items_is_the_native_sequence_the_docs_describe() -> None:
     assert items == input_items(ledger.last_request.openai_messages)
     kinds = [i.get("type") or i["role"] for i in items]  # type: ignore[union-attr]
     assert kinds[0] == "system"
-    assert kinds[-1] == "user"
+    # The whole history fits: it ends with the history's last item (RFC 0025), not a tail.
+    assert kinds[-1] == "function_call_output"
     assert {"function_call", "function_call_output"} <= set(kinds)
 
 

@@ -391,7 +391,7 @@ def test_pins_and_environment_changes_are_recorded() -> None:
     c.records.append(Environment(id="v2", turn_id="t0"))
     ep = _build(c)
     assert [(d.text, d.refs) for d in ep.decisions] == [
-        ("the operator pinned message:m9: keep this", ["pin:p1", "message:m9"]),
+        ('the operator pinned message:m9: "keep this"', ["pin:p1", "message:m9"]),
         ("the operator pinned message:m8", ["pin:p2", "message:m8"])]
     assert _texts(ep.artifact_trail) == [
         "environment: workspace /srv/app; capabilities shell, net",
@@ -450,9 +450,9 @@ def test_waits_open_resolve_and_close_as_decisions() -> None:
     c.open_wait("w-old", "old build")
     ep = _build(c)
     assert [(u.kind, u.text) for u in ep.unresolved] == [
-        ("wait_open", "waiting: wait w-ci: CI green"),
-        ("approval_pending", "approval pending: wait approve-deploy: ops signs off"),
-        ("wait_open", "waiting: wait w-old: old build")]
+        ("wait_open", 'waiting: wait w-ci: "CI green"'),
+        ("approval_pending", 'approval pending: wait approve-deploy: "ops signs off"'),
+        ("wait_open", 'waiting: wait w-old: "old build"')]
     c.records.append(Wait(id="wr", wait_id="w-ci", status=WaitStatus.RESOLVED, turn_id="t0",
                           resolved_by="task_result:r1"))
     c.close_wait("w-old", WaitStatus.EXPIRED)
@@ -474,7 +474,7 @@ def test_a_closed_work_item_leaves_no_open_todo_or_blocker() -> None:
     ep = _build(c)
     assert [(u.kind, u.text) for u in ep.unresolved] == [
         ("todo_open", "open todo of work item wi1: ship"),
-        ("work_item_blocked", "work item wi1 blocked: waiting on ops")]
+        ("work_item_blocked", 'work item wi1 blocked: "waiting on ops"')]
     assert all((u.origin, u.trust) == ("runtime", "runtime_fact") for u in ep.unresolved)
     c.work("wi1", status=WorkItemStatus.DONE)
     ep = _build(c)

@@ -8,7 +8,7 @@ from projection_builders import LedgerBuilder
 from holon_ctx.projection.frontier import Tally, files_line
 from holon_ctx.projection.policy import Policy
 from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.session import SessionProjector
+from holon_ctx.projection.session import SessionPolicy, SessionProjector
 
 
 def _edits(files: int) -> tuple[LedgerBuilder, str]:
@@ -30,7 +30,9 @@ def test_the_frontier_names_the_current_edit_target_and_counts_the_files_it_leav
     b, _last = _edits(30)
     store = b.store()
     planned = Projector(store).project(budget_tokens=400, verify=True)
-    session = SessionProjector(store).request(budget_tokens=8192)
+    # The planned layout's tail (a whole epoch names files only through the records' own lines).
+    session = SessionProjector(store, session=SessionPolicy(whole_history=False)).request(
+        budget_tokens=8192)
     for text in (planned.text, session.text):
         line = next(ln for ln in text.split("\n") if ln.startswith("files modified: "))
         assert "src/mod_00.py" in line  # the current edit target, first written long ago

@@ -290,7 +290,7 @@ def test_work_item_state_outranks_model_written_summaries(budget: int) -> None:
     _must(p, ids["waiting"], f"turn:{ids['current']}")
     work_item = _section(p, Section.WORK_ITEM)
     assert "work item wi-cents · status waiting · " + ids["waiting"] in work_item
-    assert "objective: Store invoice amounts as integer cents" in work_item
+    assert 'objective: "Store invoice amounts as integer cents"' in work_item
     assert "waiting on w-finance" in work_item
     assert p.text.index("## Current work item") < p.text.index("## Recent turns")
     briefs = ids["briefs"].split(",")
@@ -305,9 +305,9 @@ def test_work_item_state_outranks_model_written_summaries(budget: int) -> None:
         assert set(briefs) - _sel(p)
     if budget >= 4096:
         assert "todos:" in work_item
-        assert "- [x] add the cents column" in work_item
+        assert '- [x] "add the cents column"' in work_item
         assert "- [ ] backfill" in work_item
-        assert "2. backfill after finance sign-off" in work_item
+        assert '2. "backfill after finance sign-off"' in work_item
 
 
 def test_a_completed_work_item_stays_higher_authority_than_a_later_brief() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -53,8 +54,9 @@ def test_the_layout_example_starts_and_ends_as_the_request(
     """The shortened request in the doc keeps the real first lines, stub line and measure."""
     doc = DOC.read_text(encoding="utf-8")
     system, user = text_blocks(request_at_t60)
-    assert "\\n".join(system.split("\n")[:3]) in doc
-    assert "\\n".join(user.split("\n")[:3]) in doc
+    # As the doc's JSON block writes them (line breaks and quotes escaped).
+    assert json.dumps("\n".join(system.split("\n")[:3]), ensure_ascii=False)[1:-1] in doc
+    assert json.dumps("\n".join(user.split("\n")[:3]), ensure_ascii=False)[1:-1] in doc
     stub = re.search(r"^tool:x38: .*$", doc, re.MULTILINE)
     assert stub is not None
     assert stub.group(0) + "\n" in user

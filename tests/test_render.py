@@ -157,7 +157,7 @@ def test_a_turn_shows_the_operator_words_first_then_what_happened() -> None:
     full = r.turn_full(turn_unit(), "turn:t1 · operator_input · high: operator_input")
     kinds = [b.kind for b in full.blocks]
     assert full.blocks[0].text.startswith("### turn:t1 ")
-    assert full.blocks[1].text == "trigger: the operator wrote\n"
+    assert full.blocks[1].text == 'trigger: "the operator wrote"\n'
     assert kinds[2] is BlockKind.OPERATOR
     assert full.tokens == COUNTER.count(full.text)
 
@@ -242,7 +242,7 @@ def test_record_lines_for_waits_work_items_and_runtime_notes() -> None:
     r = renderer()
     [w] = r.record_blocks(stored(Wait(id="w1", wait_id="ci", status=WaitStatus.OPEN,
                                       condition="CI green")), {})
-    assert w.text == "wait ci open: CI green (wait:w1)\n"
+    assert w.text == 'wait ci open: "CI green" (wait:w1)\n'
     [w] = r.record_blocks(stored(Wait(id="w2", wait_id="ci", status=WaitStatus.RESOLVED,
                                       resolved_by="external_event:e1")), {})
     assert w.text == "wait ci resolved by external_event:e1 (wait:w2)\n"

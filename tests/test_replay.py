@@ -30,7 +30,7 @@ from holon_ctx.projection.replay import (
     replay,
     request_tokens,
 )
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.session import Layout, SessionPolicy, SessionProjector
 from holon_ctx.tokens import default_counter
 
 ANTHROPIC = PRICES["anthropic"]
@@ -176,8 +176,13 @@ def test_the_session_tail_is_never_written_to_the_cache() -> None:
     store = _agent_run(5, 20)
     flat = PriceTable("flat", cache_read=0.1, cache_write=1.0, input=1.0)
     dear = PriceTable("dear", cache_read=0.1, cache_write=2.0, input=1.0)
-    [a] = replay(store, 4096, flat, default_counter())
-    [b] = replay(store, 4096, dear, default_counter())
+
+    def planned() -> SessionProjector:
+        # Every request with its tail (a whole epoch sends none while the history fits).
+        return SessionProjector(store, default_counter(), layout=Layout.MESSAGES,
+                                session=SessionPolicy(whole_history=False))
+    [a] = replay(store, 4096, flat, default_counter(), session_projector=planned())
+    [b] = replay(store, 4096, dear, default_counter(), session_projector=planned())
     for x, y in zip(a.rows, b.rows, strict=True):
         written_all = 0.1 * y.cost.shared_tokens + 2.0 * (y.cost.sent_tokens - y.cost.shared_tokens)
         assert y.cost.billed < written_all

@@ -14,7 +14,11 @@ from holon_ctx.ledger.epochs import MemoryEpochStore
 from holon_ctx.ledger.records import SideEffect, Tool, ToolStatus, Turn
 from holon_ctx.projection.effects import EFFECTS_HEADING
 from holon_ctx.projection.model import ControlState
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.session import Layout, SessionPolicy, SessionProjector
+
+#: The planned epochs' layout (RFC 0010): every request ends with the full current-state tail.
+#: A small ledger otherwise fits whole, and a whole epoch states only what no record says.
+PLANNED = SessionPolicy(whole_history=False)
 
 
 class _Governed:
@@ -198,7 +202,7 @@ def test_a_late_result_counts_for_the_work_item_of_its_own_turn() -> None:
     b.add(Tool(id="xlate2", turn_id=w1, tool_name="edit", args_preview="src/login.py",
                status=ToolStatus.OK, exit_code=0, output="ok", call_id="c9",
                files_written=["src/login.py"]))
-    request = SessionProjector(memory_store(b.records)).request(budget_tokens=4000)
+    request = SessionProjector(memory_store(b.records), session=PLANNED).request(budget_tokens=4000)
     tail = request.parts[-1].text
     assert "docs/index.md" in tail
     assert "src/login.py" not in tail
@@ -244,7 +248,7 @@ def test_the_tail_stays_small_however_much_is_unresolved() -> None:
         b.add(Tool(id=f"xr{i}", turn_id=b.turn_id or "", tool_name="restart",
                    args_preview=f"host{i}", status=ToolStatus.TIMEOUT, call_id=f"cr{i}",
                    side_effect=SideEffect.UNKNOWN))
-    request = SessionProjector(memory_store(b.records)).request(budget_tokens=4000)
+    request = SessionProjector(memory_store(b.records), session=PLANNED).request(budget_tokens=4000)
     check_request(request)
     tail = request.parts[-1].text
     lines = tail.splitlines()

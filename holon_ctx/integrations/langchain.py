@@ -8,7 +8,8 @@
 * :func:`to_messages` — a :class:`~holon_ctx.Request` as LangChain messages, one for one with
   ``request.openai_messages``: a ``SystemMessage`` (the environment, the cache prefix), the
   history in its native roles (``HumanMessage``, ``AIMessage`` with ``tool_calls``,
-  ``ToolMessage``), and the current state as the last ``HumanMessage``. The ``langchain`` extra
+  ``ToolMessage``), and the current state as the last ``HumanMessage`` (once the history outgrows
+  the budget: before that the request is the whole history, RFC 0025). The ``langchain`` extra
   brings langchain-core only: a chat model that calls a provider needs its own package
   (langchain-openai, langchain-anthropic).
 * :class:`LedgerHistory` — both at once for a loop that keeps its own message list (a LangGraph

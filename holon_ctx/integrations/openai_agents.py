@@ -21,7 +21,8 @@ other tool items (hosted tools, shell …)  ``tool_run`` named after the item ty
 ``get_items()`` returns the request as input items, one for one with
 ``request.openai_messages``: a ``system`` message first (the environment, the cache prefix), the
 history in its own items (messages, ``function_call`` and ``function_call_output``), and the
-current state as the last ``user`` message. The SDK appends the new input after it and,
+current state as the last ``user`` message (once the history outgrows the budget: before that
+the request is the whole history, RFC 0025). The SDK appends the new input after it and,
 inside one run, its own items of that run. :meth:`LedgerSession.run_config` adds a
 ``call_model_input_filter`` that replaces the whole model input by a fresh request before *every*
 model call — so a long run with many tool calls stays under the budget too (the SDK saves each

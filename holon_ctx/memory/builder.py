@@ -49,7 +49,7 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.memory.episodes import Claim, Episode, Field, Span, episode_id, source_digest
 from holon_ctx.memory.unresolved import OpenKind, call_key, is_approval, resolves, todo_key
-from holon_ctx.projection.formats import one_line
+from holon_ctx.projection.formats import code_span, label_value, one_line, speech
 from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.questions import ends_with_question
 
@@ -185,9 +185,9 @@ class _Walk:
             case TaskResult():
                 self.task(stored, rec)
             case ExternalEvent():
-                extra = f", matches wait {one_line(rec.wait_id, 60)}" if rec.wait_id else ""
+                extra = f", matches wait {label_value(rec.wait_id, 60)}" if rec.wait_id else ""
                 self.quoted(Field.RESULTS, "external_event",
-                            f"external event from {one_line(rec.source, 40)} "
+                            f"external event from {label_value(rec.source, 40)} "
                             f"(untrusted, not operator input{extra})", stored, rec.text)
             case Tool():
                 self.tool(stored, rec)
@@ -196,15 +196,15 @@ class _Walk:
             case Wait():
                 self.wait(stored, rec)
             case Pin():
-                note = f": {one_line(rec.note, 160)}" if rec.note.strip() else ""
+                note = f": {label_value(rec.note, 160)}" if rec.note.strip() else ""
                 self.add(Field.DECISIONS, _claim("operator_pin",
                                                  f"the operator pinned {rec.target}{note}",
                                                  [ref, rec.target], stored))
             case Environment():
-                caps = ", ".join(one_line(c, 30) for c in rec.capabilities) or "none"
+                caps = ", ".join(label_value(c, 30) for c in rec.capabilities) or "none"
                 self.add(Field.ARTIFACT_TRAIL, _claim(
                     "environment",
-                    f"environment: workspace {one_line(rec.workspace, 120) or '-'}; "
+                    f"environment: workspace {label_value(rec.workspace, 120) or '-'}; "
                     f"capabilities {caps}", [ref], stored))
 
     def operator(self, stored: StoredRecord, rec: Message) -> None:
@@ -222,30 +222,30 @@ class _Walk:
                         limit=limit)
         self.intent_chars += len(intent.quote)
         self.add(Field.OPERATOR_INTENTS, intent)
-        preview = one_line(rec.text, 200)
+        preview = speech(rec.text, 200)
         if kind in ("override", "approval_decision"):
-            self.add(Field.DECISIONS, _claim(f"operator_{kind}", f"operator {label}: “{preview}”",
+            self.add(Field.DECISIONS, _claim(f"operator_{kind}", f"operator {label}: {preview}",
                                              refs, stored))
         elif self.last_question is not None and SHORT_REPLY.match(rec.text):
             asked = self.last_question.ref
             self.add(Field.DECISIONS, _claim(
-                "operator_reply", f"operator answered the question in {asked}: “{preview}”",
+                "operator_reply", f"operator answered the question in {asked}: {preview}",
                 [*refs, asked], stored))
         elif DECISION_MARKERS.search(rec.text) and not ends_with_question(rec.text):
-            self.add(Field.DECISIONS, _claim("operator_decision", f"operator decided: “{preview}”",
+            self.add(Field.DECISIONS, _claim("operator_decision", f"operator decided: {preview}",
                                              refs, stored))
         self.last_question = None
 
     def task(self, stored: StoredRecord, rec: TaskResult) -> None:
-        facts = [f"task {one_line(rec.task_id, 60)} {rec.status.value}"]
+        facts = [f"task {label_value(rec.task_id, 60)} {rec.status.value}"]
         if rec.verification:
             facts.append("verification")
         if rec.spawned_by_turn_id:
             facts.append(f"spawned by turn:{rec.spawned_by_turn_id}")
         if rec.wait_id:
-            facts.append(f"answers wait {one_line(rec.wait_id, 60)}")
+            facts.append(f"answers wait {label_value(rec.wait_id, 60)}")
         if rec.output_ref:
-            facts.append(f"output {one_line(rec.output_ref, 80)}")
+            facts.append(f"output {label_value(rec.output_ref, 80)}")
         self.quoted(Field.RESULTS, "verification" if rec.verification else "task_outcome",
                     "; ".join(facts), stored, rec.summary)
 
@@ -253,8 +253,8 @@ class _Walk:
         key = call_key(rec, stored.ref)
         for resolved in resolves(rec, stored.ref):
             self.open.pop(resolved, None)
-        preview = f"{one_line(rec.tool_name, 40)} `{one_line(rec.args_preview, 100)}`"
-        call = one_line(key, 80)
+        preview = f"{label_value(rec.tool_name, 40)} {code_span(rec.args_preview, 100)}"
+        call = label_value(key, 80)
         if rec.pending:
             self.open[f"call:{key}"] = _claim(
                 OpenKind.TOOL_CALL_PENDING.value, f"tool call pending: {preview} (call {call})",
@@ -278,11 +278,11 @@ class _Walk:
             exit_part = f" exit {rec.exit_code}" if rec.exit_code is not None else ""
             side = (f"; side effect {rec.side_effect.value}"
                     if rec.side_effect and rec.side_effect is not SideEffect.NONE else "")
-            files = (f"; wrote {', '.join(one_line(f, 80) for f in rec.files_written[:6])}"
+            files = (f"; wrote {', '.join(label_value(f, 80) for f in rec.files_written[:6])}"
                      if rec.files_written else "")
             repeat = f"; ×{len(runs)} identical calls" if len(runs) > 1 else ""
             failed = rec.failed
-            text = (f"{one_line(rec.tool_name, 40)} `{one_line(rec.args_preview, 100)}` → "
+            text = (f"{label_value(rec.tool_name, 40)} {code_span(rec.args_preview, 100)} → "
                     f"{rec.status.value}{exit_part}{side}{files}{repeat}")
             refs = [r.ref for r in reversed(runs)]
             quote = rec.output if rec.output.strip() else None
@@ -291,19 +291,19 @@ class _Walk:
                                                   refs, stored, quote=quote, limit=limit))
         for path, refs in self.files.items():
             self.add(Field.ARTIFACT_TRAIL, _claim("file_written",
-                                                  f"file written: {one_line(path, 200)}",
+                                                  f"file written: {label_value(path, 200)}",
                                                   list(dict.fromkeys(refs))))
 
     def work_item(self, stored: StoredRecord, rec: WorkItem) -> None:
         wid = rec.work_item_id
         ref = stored.ref
-        name = one_line(wid, 60)
+        name = label_value(wid, 60)
         if rec.objective is not None:
             self.add(Field.DECISIONS, _claim(
-                "objective", f"work item {name} objective: {one_line(rec.objective, 300)}",
+                "objective", f"work item {name} objective: {label_value(rec.objective, 300)}",
                 [ref], stored))
         if rec.plan is not None:
-            steps = "; ".join(f"{i}. {one_line(p, 120)}" for i, p in enumerate(rec.plan, 1))
+            steps = "; ".join(f"{i}. {label_value(p, 120)}" for i, p in enumerate(rec.plan, 1))
             self.add(Field.DECISIONS, _claim(
                 "plan", f"work item {name} plan: {one_line(steps, 600) or 'cleared'}", [ref],
                 stored))
@@ -329,13 +329,13 @@ class _Walk:
 
     def wait(self, stored: StoredRecord, rec: Wait) -> None:
         key = f"wait_id:{rec.wait_id}"
-        name = one_line(rec.wait_id, 60)
+        name = label_value(rec.wait_id, 60)
         if rec.status is WaitStatus.OPEN:
             approval = is_approval(rec.wait_id, rec.condition)
             kind = OpenKind.APPROVAL_PENDING if approval else OpenKind.WAIT_OPEN
             label = "approval pending" if approval else "waiting"
             self.open[key] = _claim(kind.value,
-                                    f"{label}: wait {name}: {one_line(rec.condition, 200)}",
+                                    f"{label}: wait {name}: {label_value(rec.condition, 200)}",
                                     [stored.ref], stored, key=key)
             return
         self.open.pop(key, None)
@@ -356,7 +356,7 @@ class _Walk:
                     key = todo_key(wid, todo.text)
                     self.open.setdefault(key, _claim(
                         OpenKind.TODO_OPEN.value,
-                        f"open todo of work item {one_line(wid, 60)}: {one_line(todo.text, 200)}",
+                        f"open todo of work item {label_value(wid, 60)}: {label_value(todo.text, 200)}",
                         [ref], key=key))
         for wid, (ref, blocker) in self.blockers.items():
             if _closed(self.wi_status.get(wid)):
@@ -364,7 +364,7 @@ class _Walk:
             key = f"blocked:{wid}"
             self.open[key] = _claim(
                 OpenKind.WORK_ITEM_BLOCKED.value,
-                f"work item {one_line(wid, 60)} blocked: {one_line(blocker, 200)}", [ref], key=key)
+                f"work item {label_value(wid, 60)} blocked: {label_value(blocker, 200)}", [ref], key=key)
         self.fields[Field.UNRESOLVED] = list(self.open.values())
 
     def bounded(self, field: Field) -> list[Claim]:

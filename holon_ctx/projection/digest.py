@@ -16,7 +16,7 @@ from holon_ctx.ledger.records import (
     Wait,
     WorkItem,
 )
-from holon_ctx.projection.formats import command_line, one_line, quoted, run_status
+from holon_ctx.projection.formats import code_span, label_value, quote_text, run_status
 from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.policy import TextLimits
 
@@ -29,8 +29,9 @@ _TOOLS_NAMED = 2
 def tool_outcome(rec: Tool, chars: TextLimits | None = None) -> str:
     """A tool run on one line: its command (a sanitised preview) and how it ended."""
     c = chars or TextLimits()
-    args = quoted(command_line(rec.args_preview, c.args_in_digest))
-    return (f"{one_line(rec.tool_name, c.tool_name_in_digest)}{f' `{args}`' if args else ''} "
+    args = code_span(rec.args_preview, c.args_in_digest, marked=True)
+    return (f"{label_value(rec.tool_name, c.tool_name_in_digest)}"
+            f"{f' {args}' if rec.args_preview.strip() else ''} "
             f"→ {run_status(rec.status.value, rec.exit_code)}")
 
 
@@ -44,15 +45,15 @@ def work_item_delta(rec: WorkItem, chars: TextLimits | None = None, *,
         parts.append(f"status {rec.status.value}")
     if rec.objective is not None:
         parts.append("objective set (the current one)" if current_objective else
-                     f"objective: {quoted(one_line(rec.objective, c.objective_in_delta))}")
+                     f"objective: {label_value(rec.objective, c.objective_in_delta, marked=True)}")
     if rec.todos is not None:
         parts.append(f"todos {sum(1 for t in rec.todos if t.done)}/{len(rec.todos)} done")
     if rec.plan is not None:
         parts.append(f"plan of {len(rec.plan)} steps")
     if rec.waits is not None:
-        parts.append(f"waits {', '.join(one_line(w, c.ident) for w in rec.waits) or 'none'}")
+        parts.append(f"waits {', '.join(label_value(w, c.ident) for w in rec.waits) or 'none'}")
     if rec.blocker is not None:
-        parts.append(f"blocker: {one_line(rec.blocker, c.blocker_in_delta) or 'cleared'}")
+        parts.append(f"blocker: {label_value(rec.blocker, c.blocker_in_delta) or 'cleared'}")
     if rec.completion_report:
         parts.append("completion report filed")
     return "; ".join(parts) or "touched"
@@ -68,22 +69,22 @@ def turn_digest(unit: TurnUnit, chars: TextLimits | None = None, *,
         rec = stored.record
         match rec:
             case Message(role=MessageRole.OPERATOR):
-                parts.append(f"operator said: \"{quoted(one_line(rec.text, c.operator_excerpt))}\""
+                parts.append(f"operator said: {quote_text(rec.text, c.operator_excerpt, marked=True)}"
                              if quote_operator else f"operator message {stored.ref} below")
             case Message(role=MessageRole.ASSISTANT):
                 parts.append("assistant replied")
             case TaskResult():
-                parts.append(f"task {one_line(rec.task_id, c.ident)} {rec.status.value}"
+                parts.append(f"task {label_value(rec.task_id, c.ident)} {rec.status.value}"
                              + (" (verification)" if rec.verification else ""))
             case Brief():
                 parts.append(f"brief {rec.kind.value}")
             case ExternalEvent():
-                parts.append(f"external event from {one_line(rec.source, c.source_in_digest)}")
+                parts.append(f"external event from {label_value(rec.source, c.source_in_digest)}")
             case WorkItem():
-                parts.append(f"work item {one_line(rec.work_item_id, c.ident)}: "
+                parts.append(f"work item {label_value(rec.work_item_id, c.ident)}: "
                              f"{work_item_delta(rec, c)}")
             case Wait():
-                parts.append(f"wait {one_line(rec.wait_id, c.ident)} {rec.status.value}")
+                parts.append(f"wait {label_value(rec.wait_id, c.ident)} {rec.status.value}")
             case _:
                 pass
     if tools:
@@ -95,7 +96,7 @@ def turn_digest(unit: TurnUnit, chars: TextLimits | None = None, *,
             failed = sum(1 for t in tools if t.failed)
             names = sorted({t.tool_name for t in tools})
             parts.append(f"{len(tools)} tool calls "
-                         f"[{', '.join(one_line(n, c.tool_name_in_digest) for n in names)}]"
+                         f"[{', '.join(label_value(n, c.tool_name_in_digest) for n in names)}]"
                          + (f", {failed} failed" if failed else "")
                          + f"; last {tool_outcome(tools[-1], c)}")
     return "; ".join(parts) or "no records"

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.memory.unresolved import call_key, resolves
-from holon_ctx.projection.formats import one_line
+from holon_ctx.projection.formats import code_span, label_value
 from holon_ctx.projection.items import Block
 from holon_ctx.projection.render import Renderer
 
@@ -51,8 +51,8 @@ def effect_lines(r: Renderer, unresolved: dict[str, str],
     for ref in refs[-MAX_EFFECT_LINES:]:
         stored = describe.get(ref)
         rec = stored.record if stored is not None else None
-        what = (f"{one_line(rec.tool_name, r.chars.tool_name)} "
-                f"`{one_line(rec.args_preview, r.chars.args)}` → {rec.side_effect.value}"
+        what = (f"{label_value(rec.tool_name, r.chars.tool_name)} "
+                f"{code_span(rec.args_preview, r.chars.args)} → {rec.side_effect.value}"
                 if isinstance(rec, Tool) and rec.side_effect else "unresolved")
         lines.append(r.line(f"- {ref}: {what}", [ref]))
     older = refs[:-MAX_EFFECT_LINES]

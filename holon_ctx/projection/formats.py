@@ -42,19 +42,23 @@ __all__ = [
     "RELATION_PREFIX",
     "REPEAT_MARK",
     "clip_notes",
+    "code_span",
     "command_line",
     "excerpt_mark",
     "fence_open",
     "fence_parts",
     "fold_line",
     "forgeries",
+    "label_value",
     "neutralise_repeat_marks",
     "one_line",
     "operator_label",
+    "quote_text",
     "quoted",
     "repeat_mark",
     "run_status",
     "same_lines_mark",
+    "speech",
     "split_quotes",
 ]
 
@@ -122,6 +126,69 @@ def one_line(text: str, limit: int = 120) -> str:
     """A sanitised single-line preview: no newlines, no fence tags, bounded length."""
     flat = " ".join(neutralise_fences(text.translate(_QUOTES)).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+#: A runtime-supplied value a label line shows bare (RFC 0027): one word of letters, digits
+#: and a few joiners (``bash``, ``src/app.py``, ``ci-1``, ``github:issue-comment``), none of the
+#: characters the prompt's structure is made of (``#`` headings, ``·`` and ``→`` in headings and
+#: tool lines, backticks, brackets, quotes, ``<`` ``>``, list and table marks, white space), a
+#: colon only inside it (``note:`` reads as a label). Anything else — every value of more than
+#: one word — is quoted: words in a label line are the runtime's, words in quotes are data.
+_PLAIN_VALUE: Final = re.compile(
+    r"(?=[^\W_]|[./~][\w./~])[\w.,/+@=~'()?!%&$…-]+(?::[\w.,/+@=~'()?!%&$…-]+)*")
+#: The first words of the label lines the renderer writes (case-folded). A value that starts a
+#: line is quoted when it is one of them (a tool named ``ALERT`` or ``operator``) or when it
+#: holds a colon (``turn:t9``, a ref's shape): what starts a line bare is the runtime's.
+_LINE_WORDS: Final = frozenset({
+    "alert", "blocked", "blocker", "brief", "capabilities", "completion", "continuing",
+    "environment", "exact", "execution", "external", "files", "folded", "message", "objective",
+    "operator", "pending", "plan", "previous", "relation", "runtime", "system", "task", "tasks",
+    "todos", "tool", "tools", "trigger", "turn", "wait", "waiting", "work", "workspace"})
+
+
+def quote_text(text: str, limit: int, *, marked: bool = False) -> str:
+    """``text`` on one line (:func:`one_line`) between straight double quotes, its own quotes and
+    backslashes escaped, so nothing in it can end the quote. ``marked``: the text marked as
+    quoted content (:func:`quoted`; only for text that goes through :func:`split_quotes`)."""
+    flat = one_line(text, limit).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{quoted(flat) if marked else flat}"'
+
+
+def label_value(text: str, limit: int, *, line_start: bool = False, marked: bool = False) -> str:
+    """A runtime-supplied value (a tool name, a file path, a work-item or wait id, a wait
+    condition, an objective, an event source, a task name …) as a label line shows it: on one
+    line, no longer than ``limit`` (:func:`one_line`), and quoted (:func:`quote_text`) unless
+    it is one plain word that cannot read as the prompt's structure (:data:`_PLAIN_VALUE`).
+    ``line_start``: the value starts its line, where a plain word is quoted too when it holds
+    a colon or is one of the renderer's own first words (:data:`_LINE_WORDS`; RFC 0027).
+    ``marked``: as in :func:`quote_text`. Every runtime value in a label line goes through
+    here, or through :func:`code_span` (commands) or :func:`speech` (words someone said)."""
+    flat = one_line(text, limit)
+    if not flat:
+        return flat
+    if _PLAIN_VALUE.fullmatch(flat) and not (line_start and (
+            ":" in flat or flat.casefold() in _LINE_WORDS)):
+        return quoted(flat) if marked else flat
+    return quote_text(flat, limit + 2, marked=marked)
+
+
+def code_span(text: str, limit: int, *, marked: bool = False) -> str:
+    """A command as a code span on one line (:func:`command_line`), between backticks that
+    outnumber every run of backticks inside it (Markdown's rule), so the command cannot end its
+    span and go on as label text. ``marked``: the command marked as quoted content
+    (:func:`quoted`; only for text that goes through :func:`split_quotes`)."""
+    flat = command_line(text, limit)
+    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{quoted(flat) if marked else flat}{pad}{fence}"
+
+
+def speech(text: str, limit: int) -> str:
+    """Words someone said, quoted ``“…”`` on one line (:func:`one_line`): quotation marks inside
+    become straight ones, so the words cannot end the quote."""
+    flat = one_line(text, limit).replace("\u201c", '"').replace("\u201d", '"')
+    return f"\u201c{flat}\u201d"
 
 
 #: A heredoc's opening: ``<<EOF``, ``<<-'EOF'``, ``<< "END"`` (the delimiter is group 1).

@@ -23,7 +23,6 @@ bounded query (:attr:`Policy.frontier_scan_turns`), never a page the planner loa
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from itertools import pairwise
 
 import attrs
@@ -31,7 +30,7 @@ import attrs
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.folding import result_key, same_result
-from holon_ctx.projection.formats import one_line, quoted, run_status
+from holon_ctx.projection.formats import label_value, run_status
 from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import Form, Priority, Section, TurnUnit
 from holon_ctx.projection.pins import SLOTS, Slot
@@ -146,7 +145,7 @@ class Tally:
             # The title says once what the ref beside each file is (RFC 0015: a label says a
             # thing once, not on every line of a list).
             lines.append(r.line("files modified (each with the run that wrote it last):"))
-            lines.extend(r.line(f"- {quoted(one_line(path, policy.text.path_in_list))} ({refs[-1]}"
+            lines.extend(r.line(f"- {label_value(path, policy.text.path_in_list, marked=True)} ({refs[-1]}"
                                 + (f", {len(refs)} writes)" if len(refs) > 1 else ")"))
                          for path, refs in self.files.items())
         return r.rendered([head, *named]), r.rendered(lines)
@@ -159,7 +158,7 @@ class Tally:
     def _minimal(self, r: Renderer, wid: str, policy: Policy,
                  cover: str) -> tuple[Block, list[Block]]:
         repeated = self.done - len(self.run_keys)
-        head = r.line(f"execution frontier for {one_line(wid, policy.text.ident)}: {self.done} "
+        head = r.line(f"execution frontier for {label_value(wid, policy.text.ident)}: {self.done} "
                       f"tool runs ({self.failed} failed, {repeated} re-runs of an earlier "
                       "command" + (f", {self.pending} pending" if self.pending else "")
                       + f"); {len(self.files)} files modified{cover}")
@@ -171,7 +170,7 @@ class Tally:
 
         def named_line() -> list[Block]:
             return [r.line(files_line(self.files, limit, policy.text.path_in_frontier_ref,
-                                      quoted))]
+                                      marked=True))]
         named = r.memo(("frontier_files", names, limit), named_line) if names else []
         return head, named
 
@@ -181,13 +180,14 @@ _OMITTED_REFS = 5
 
 
 def files_line(files: dict[str, list[str]], limit: int, path_chars: int,
-               quote: Callable[[str], str] = str) -> str:
+               *, marked: bool = False) -> str:
     """``files modified: …`` naming the ``limit`` files written last (the file being edited now
     among them); past ``limit`` it says how many earlier files it leaves out and the refs of the
-    runs that wrote them (each run's line names its files). ``quote`` marks each path (a
-    renderer's line passes :func:`~holon_ctx.projection.formats.quoted`: ledger text)."""
+    runs that wrote them (each run's line names its files). Each path is a label value
+    (:func:`~holon_ctx.projection.formats.label_value`; ``marked``: as there, for a renderer's
+    line)."""
     names = list(files)
-    shown = ", ".join(quote(one_line(p, path_chars)) for p in names[-limit:])
+    shown = ", ".join(label_value(p, path_chars, marked=marked) for p in names[-limit:])
     omitted = names[:-limit] if len(names) > limit else []
     if not omitted:
         return f"files modified: {shown}"

@@ -8,8 +8,10 @@ Trust is visible in the text itself. Operator words are labelled ``operator (tru
 unfenced; runtime facts are plain label lines; everything written by tools, external parties,
 tasks or models is fenced as ``<data ref=… origin=… trust=…>`` … ``</data>``, and
 :func:`~holon_ctx.ledger.body.neutralise_fences` guarantees the text cannot close its fence.
-Untrusted text never appears in a label line except sanitised single-line previews
-(:func:`~holon_ctx.projection.formats.one_line`), and neither do runtime ids. The markup itself
+Untrusted text never appears in a label line except sanitised single-line previews, and neither
+do runtime ids; every runtime-supplied value in a label line (tool names, ids, paths, conditions,
+objectives) goes through :func:`~holon_ctx.projection.formats.label_value`, which quotes it unless
+it is plain words, so it cannot read as the prompt's structure (RFC 0027). The markup itself
 is defined in :mod:`holon_ctx.projection.formats`; every limit comes from the
 :class:`~holon_ctx.projection.policy.Policy`.
 """
@@ -46,14 +48,14 @@ from holon_ctx.projection.formats import (
     ALERT,
     FENCE_CLOSE,
     HEADING,
-    command_line,
+    code_span,
     excerpt_mark,
     fence_open,
     fence_parts,
+    label_value,
     neutralise_repeat_marks,
     one_line,
     operator_label,
-    quoted,
     run_status,
     split_quotes,
 )
@@ -335,15 +337,15 @@ class Renderer:
                 return [fenced(stored, f"brief {ref} ({rec.kind.value}, model-written):",
                                     caps.brief)]
             case TaskResult():
-                facts = [f"task {one_line(rec.task_id, chars.ident)} {rec.status.value}"]
+                facts = [f"task {label_value(rec.task_id, chars.ident)} {rec.status.value}"]
                 if rec.verification:
                     facts.append("verification")
                 if rec.spawned_by_turn_id:
                     facts.append(f"spawned by turn:{rec.spawned_by_turn_id}")
                 if rec.wait_id:
-                    facts.append(f"resolves wait {one_line(rec.wait_id, chars.ident)}")
+                    facts.append(f"resolves wait {label_value(rec.wait_id, chars.ident)}")
                 if rec.output_ref:
-                    facts.append(f"output {one_line(rec.output_ref, chars.output_ref)}")
+                    facts.append(f"output {label_value(rec.output_ref, chars.output_ref)}")
                 label = f"{ref}: " + "; ".join(facts)
                 if not rec.summary.strip():
                     return [self.line(label, [ref])]
@@ -352,17 +354,17 @@ class Renderer:
                 return self.tool_blocks(stored, rec, repeats.get(ref, []), above, caps, extra,
                                         sole_call=sole_call, verbatim=verbatim)
             case ExternalEvent():
-                wait = (f", matches wait {one_line(rec.wait_id, chars.ident)}" if rec.wait_id
+                wait = (f", matches wait {label_value(rec.wait_id, chars.ident)}" if rec.wait_id
                         else "")
                 return [fenced(
-                    stored, f"{ref} from {one_line(rec.source, chars.source)} (untrusted, not "
+                    stored, f"{ref} from {label_value(rec.source, chars.source)} (untrusted, not "
                     f"operator input{wait}):", caps.external)]
             case WorkItem():
                 return [self.work_item_change(stored, rec)]
             case Wait():
-                cond = f": {one_line(rec.condition, chars.wait_condition)}" if rec.condition else ""
+                cond = f": {label_value(rec.condition, chars.wait_condition)}" if rec.condition else ""
                 by = f" by {rec.resolved_by}" if rec.resolved_by else ""
-                return [self.line(f"wait {one_line(rec.wait_id, chars.ident)} {rec.status.value}"
+                return [self.line(f"wait {label_value(rec.wait_id, chars.ident)} {rec.status.value}"
                                   f"{by}{cond} ({ref})", [ref])]
             case Pin():
                 return [self.line(f"operator pinned {rec.target} ({ref})", [ref])]
@@ -380,9 +382,9 @@ class Renderer:
         if (current is not None and current_objective and rec.status is current.status
                 and all(f is None for f in (rec.todos, rec.plan, rec.waits, rec.blocker,
                                             rec.completion_report))):
-            return self.line(f"work item {one_line(rec.work_item_id, self.chars.ident)} set as "
+            return self.line(f"work item {label_value(rec.work_item_id, self.chars.ident)} set as "
                              f"it stands ({stored.ref})", [stored.ref])
-        return self.line(f"work item {one_line(rec.work_item_id, self.chars.ident)} changed "
+        return self.line(f"work item {label_value(rec.work_item_id, self.chars.ident)} changed "
                          f"({stored.ref}): "
                          + work_item_delta(rec, self.chars, current_objective=current_objective),
                          [stored.ref])
@@ -465,7 +467,7 @@ class Renderer:
         call")."""
         command = rec.args_preview.strip()
         if command and _shows_command(above, command):
-            return "" if sole else one_line(rec.tool_name, self.chars.tool_name)
+            return "" if sole else label_value(rec.tool_name, self.chars.tool_name, line_start=True)
         return self.tool_call(rec)
 
     def shown_above(self, unit: TurnUnit, ref: str) -> str:
@@ -481,15 +483,16 @@ class Renderer:
 
     def tool_call(self, rec: Tool) -> str:
         """``name `args``` on one line."""
-        return (f"{one_line(rec.tool_name, self.chars.tool_name)} "
-                f"`{quoted(command_line(rec.args_preview, self.chars.args))}`")
+        # The name may start its line (a tool line opens with its call): RFC 0027.
+        return (f"{label_value(rec.tool_name, self.chars.tool_name, line_start=True)} "
+                f"{code_span(rec.args_preview, self.chars.args, marked=True)}")
 
     def files_written(self, rec: Tool) -> str:
         """``; wrote a, b`` (the first few files, then how many more), or ""."""
         if not rec.files_written:
             return ""
         limit = self.chars.files_on_line
-        names = ", ".join(one_line(f, self.chars.path) for f in rec.files_written[:limit])
+        names = ", ".join(label_value(f, self.chars.path) for f in rec.files_written[:limit])
         more = len(rec.files_written) - limit
         # Never silently short: the count, and the work-refs list names every file written.
         return f"; wrote {names}" + (f" and {more} more (all in the files list of the work "
@@ -519,7 +522,7 @@ class Renderer:
             parts.append(f"outcome {t.outcome.value}")
         if other_work_item:
             if t.work_item_id:
-                parts.append(f"work item {one_line(t.work_item_id, self.chars.ident)}")
+                parts.append(f"work item {label_value(t.work_item_id, self.chars.ident)}")
             parts.append("other work item, not current-chain evidence")
         return " · ".join(parts)
 
@@ -632,7 +635,7 @@ class Renderer:
         sole = sum(1 for r in unit.records if isinstance(r.record, Tool)) == 1
         blocks: list[Block] = []
         if unit.turn.label:
-            blocks.append(self.line(f"trigger: {one_line(unit.turn.label, self.chars.trigger_label)}"))
+            blocks.append(self.line(f"trigger: {label_value(unit.turn.label, self.chars.trigger_label)}"))
         # The operator's words come first, then what happened: a clipped full form then always
         # keeps them (and so every ref its pinned compact form showed, which the planner needs
         # to accept the clip without losing a ref).
@@ -687,39 +690,39 @@ class Renderer:
             compact_objective = full_objective = objective
         else:
             compact_objective = self.line(
-                f"objective: {quoted(one_line(state.objective, c.objective_compact))}")
+                f"objective: {label_value(state.objective, c.objective_compact, marked=True)}")
             full_objective = self.line(
-                f"objective: {quoted(one_line(state.objective, c.objective_full))}")
+                f"objective: {label_value(state.objective, c.objective_full, marked=True)}")
         done = sum(1 for t in state.todos if t.done)
-        head = (f"work item {one_line(state.work_item_id, c.ident)} · status "
+        head = (f"work item {label_value(state.work_item_id, c.ident)} · status "
                 f"{state.status.value} · {ref}")
         ref_form = self.rendered([self.line(head, [ref])])
         compact = [self.line(head, [ref]), compact_objective]
         nxt = next((t.text for t in state.todos if not t.done), None)
         compact.append(self.line(f"todos: {done}/{len(state.todos)} done"
-                                 + (f"; next: {one_line(nxt, c.next_todo)}" if nxt else "")))
+                                 + (f"; next: {label_value(nxt, c.next_todo)}" if nxt else "")))
         for w in waits:
-            compact.append(self.line(f"waiting on {one_line(w.wait_id, c.ident)}: "
-                                     f"{one_line(w.condition, c.wait_condition_compact)}"))
+            compact.append(self.line(f"waiting on {label_value(w.wait_id, c.ident)}: "
+                                     f"{label_value(w.condition, c.wait_condition_compact)}"))
         if state.blocker:
-            compact.append(self.line(f"blocker: {one_line(state.blocker, c.blocker_compact)}"))
+            compact.append(self.line(f"blocker: {label_value(state.blocker, c.blocker_compact)}"))
         full = [self.line(head, [ref]), full_objective]
         if state.plan:
             full.append(self.line("plan:"))
-            full.extend(self.line(f"{i}. {one_line(p, c.plan_step)}")
+            full.extend(self.line(f"{i}. {label_value(p, c.plan_step)}")
                         for i, p in enumerate(state.plan, 1))
         if state.todos:
             full.append(self.line("todos:"))
-            full.extend(self.line(f"- [{'x' if t.done else ' '}] {one_line(t.text, c.todo)}")
+            full.extend(self.line(f"- [{'x' if t.done else ' '}] {label_value(t.text, c.todo)}")
                         for t in state.todos)
         for w in waits:
-            full.append(self.line(f"waiting on {one_line(w.wait_id, c.ident)} ({w.opened_ref}): "
-                                  f"{one_line(w.condition, c.wait_condition_full)}"))
+            full.append(self.line(f"waiting on {label_value(w.wait_id, c.ident)} ({w.opened_ref}): "
+                                  f"{label_value(w.condition, c.wait_condition_full)}"))
         if state.blocker:
-            full.append(self.line(f"blocker: {one_line(state.blocker, c.blocker_full)}"))
+            full.append(self.line(f"blocker: {label_value(state.blocker, c.blocker_full)}"))
         if state.completion_report:
             full.append(self.line("completion report: "
-                                  f"{one_line(state.completion_report, c.completion_report)}"))
+                                  f"{label_value(state.completion_report, c.completion_report)}"))
         return {Form.REF: ref_form, Form.COMPACT: self.rendered(compact),
                 Form.FULL: self.rendered(full)}
 

@@ -35,8 +35,15 @@ import attrs
 from holon_ctx.ledger.records import Environment, Message, MessageRole, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.cost import CostMeter, PriceTable, RequestCost
-from holon_ctx.projection.model import EpisodeSource
-from holon_ctx.projection.native import Part, openai_messages, parts_of_blocks, system_part
+from holon_ctx.projection.manifest import SECTION_TITLES
+from holon_ctx.projection.model import EpisodeSource, Section
+from holon_ctx.projection.native import (
+    Part,
+    openai_messages,
+    parts_of_blocks,
+    system_part,
+    text_part,
+)
 from holon_ctx.projection.policy import Policy, TokenCaps
 from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.providers import (
@@ -45,6 +52,7 @@ from holon_ctx.projection.providers import (
     to_openai_messages,
 )
 from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.sections import environment_blocks
 from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.projection.session_state import entry_heading
 from holon_ctx.tokens import TokenCounter
@@ -161,8 +169,7 @@ class _History:
         for stored in self.store.records_between(self.pos, limit):
             rec = stored.record
             if isinstance(rec, Environment):
-                text = f"{rec.workspace}\n{rec.guidance}".strip() + "\n"
-                self.system = system_part(text, self.counter.count(text))
+                self.system = self._environment(stored)
                 continue
             if isinstance(rec, Turn) and run:
                 self._add(run)
@@ -171,6 +178,17 @@ class _History:
         if run:
             self._add(run)
         self.pos = limit
+
+    def _environment(self, env: StoredRecord) -> Part:
+        """The environment as the session's stable prefix states it (RFC 0025: every approach
+        sends the same environment, so the bills compare how each keeps the history)."""
+        _, full, vouched = environment_blocks(env, self.renderer)
+        title = SECTION_TITLES[Section.ENVIRONMENT] + "\n"
+        text = title + "".join(b.text for b in full)
+        tokens = self.counter.count(title) + sum(b.tokens for b in full)
+        if vouched and "<data" not in text:
+            return system_part(text, tokens, (env.ref,))
+        return text_part(text, tokens, (env.ref,), stable_end=True)
 
     def _add(self, run: list[StoredRecord]) -> None:
         r = self.renderer
@@ -182,6 +200,9 @@ class _History:
                 blocks.extend(r.record_blocks(stored, {}))
         records = {s.ref: s for s in run}
         previous = self.parts[-1][-1] if self.parts and self.parts[-1] else None
+        if not self.parts:
+            # The history's title and its trust note, as the session's history opens.
+            blocks.insert(0, r.line(SECTION_TITLES[Section.RECENT_TURNS]))
         parts = parts_of_blocks(blocks, records, self.renderer.framing, previous=previous)
         if run and not isinstance(run[0].record, Turn) and self.parts:
             self.parts[-1].extend(parts)  # late records of the turn before
@@ -250,7 +271,7 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
                 replanned, sent, why = req.replanned, req.request_tokens, req.replan_reason
                 binds = binds or req.binds
                 # The current-state tail comes after the rolling breakpoint: never written.
-                unwritten = counter.count(req.parts[-1].content)
+                unwritten = counter.count(req.parts[-1].content) if req.has_tail else 0
             elif name == "stateless":
                 assert stateless is not None
                 projection = stateless.project(budget_tokens=budget_tokens - framing_tokens(),

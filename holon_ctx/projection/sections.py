@@ -21,7 +21,7 @@ import attrs
 from holon_ctx.ledger.records import Environment, Message, Pin, TaskResult, Tool, Trust, Turn
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.context import Context
-from holon_ctx.projection.formats import RELATION_PREFIX, one_line, quoted
+from holon_ctx.projection.formats import RELATION_PREFIX, label_value
 from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import (
     ControlState,
@@ -42,25 +42,32 @@ __all__ = ["control", "control_blocks", "control_notices", "current_input", "env
            "episodes", "exchange_item", "held_words", "work_item", "work_refs"]
 
 
-def environment(ctx: Context, r: Renderer) -> list[Item]:
-    env = ctx.view.environment
-    if env is None:
-        return []
+def environment_blocks(env: StoredRecord, r: Renderer) -> tuple[list[Block], list[Block], bool]:
+    """An environment record's compact and full blocks, and whether the runtime vouches for its
+    guidance (the replay's baselines send the same environment: docs/session.md)."""
     rec = env.record
     assert isinstance(rec, Environment)
-    chars = ctx.policy.text
-    caps = ", ".join(quoted(one_line(c, chars.tool_name)) for c in rec.capabilities) or "none stated"
-    compact = [r.line(f"workspace: {quoted(one_line(rec.workspace, chars.workspace))} ({env.ref})",
+    chars = r.policy.text
+    caps = ", ".join(label_value(c, chars.tool_name, marked=True) for c in rec.capabilities) or "none stated"
+    compact = [r.line(f"workspace: {label_value(rec.workspace, chars.workspace, marked=True)} ({env.ref})",
                       [env.ref]),
                r.line(f"capabilities: {caps}")]
     full = list(compact)
     # Guidance is configuration only when the runtime (or operator) vouches for it; an
     # environment record that claims less is data, fenced, and kept out of a system role.
     vouched = rec.trust in (Trust.RUNTIME_FACT, Trust.TRUSTED_OPERATOR)
-    cap = ctx.policy.caps.guidance
+    cap = r.policy.caps.guidance
     if rec.guidance.strip():
         full.append(r.trusted(env, "guidance (runtime configuration):", cap) if vouched
                     else r.fenced(env, "guidance (untrusted, not configuration):", cap))
+    return compact, full, vouched
+
+
+def environment(ctx: Context, r: Renderer) -> list[Item]:
+    env = ctx.view.environment
+    if env is None:
+        return []
+    compact, full, vouched = environment_blocks(env, r)
     forms = {Form.COMPACT: r.rendered(compact), Form.FULL: r.rendered(full)}
     reasons = ("environment",) if vouched else ("environment", "untrusted")
     # The stable prefix must not move with the rest of the prompt, or a provider's cache of
@@ -118,9 +125,9 @@ def _constraint_line(ref: str, text: str, held: Mapping[str, str], limit: int) -
     note (the text before ``" — "`` and the words, compaction's form) and where the words are."""
     words = held.get(ref)
     if words is None:
-        return f"- {ref}: {one_line(text, limit)}"
+        return f"- {ref}: {label_value(text, limit)}"
     note = text.removesuffix(words).rstrip().removesuffix("—").rstrip()
-    lead = f"{one_line(note, limit)} — " if note else ""
+    lead = f"{label_value(note, limit)} — " if note else ""
     return f"- {ref}: {lead}its words are shown with its turn in this prompt"
 
 
@@ -143,12 +150,12 @@ def control_notices(r: Renderer, state: ControlState, held: Mapping[str, str] | 
         lines = [r.line(f"BLOCKED ON RECONCILIATION ({source}): an external side effect "
                         "may already have happened. Reconcile it before any further "
                         "action; never retry the call.")]
-        lines += [r.line(f"- idempotency key {one_line(key, chars.idempotency_key)}: {status}")
+        lines += [r.line(f"- idempotency key {label_value(key, chars.idempotency_key)}: {status}")
                   for key, status in state.blocking]
         out.append(("blocked_on_reconciliation", lines))
     if state.obligations:
         lines = [r.line(f"pending obligations ({source}):")]
-        lines += [r.line(f"- {one_line(o, chars.obligation)}") for o in state.obligations]
+        lines += [r.line(f"- {label_value(o, chars.obligation)}") for o in state.obligations]
         out.append(("pending_obligation", lines))
     if state.constraints:
         lines = [r.line(f"exact operator constraints ({source}; still in force):")]
@@ -238,29 +245,29 @@ def work_refs(ctx: Context, r: Renderer) -> list[Item]:
             elif isinstance(rec, TaskResult):
                 tasks.pop(rec.task_id, None)
                 tasks[rec.task_id] = f"{rec.status.value} ({stored.ref})"
-    scope = f" for {one_line(wid, chars.ident)}" if wid else ""
+    scope = f" for {label_value(wid, chars.ident)}" if wid else ""
     frontier = ctx.frontier.item(r, wid, ctx.policy) if wid else None
     if frontier is not None:
         items.append(frontier)
         files = {}  # the frontier names every file of the work item, not only the window's
     if files:
-        lines = [f"- {one_line(f, chars.path_in_list)} (written by {ref})"
+        lines = [f"- {label_value(f, chars.path_in_list)} (written by {ref})"
                  for f, ref in reversed(files.items())]
         items.append(_list_item(ctx, r, "files", f"files touched{scope}:", lines, newest=True))
     if tasks:
-        lines = [f"- task {one_line(t, chars.ident)}: {s}" for t, s in reversed(tasks.items())]
+        lines = [f"- task {label_value(t, chars.ident)}: {s}" for t, s in reversed(tasks.items())]
         items.append(_list_item(ctx, r, "tasks", f"tasks{scope}:", lines, newest=True))
     if tools and not _frontier_says_it(frontier, ctx, wid, tools, failed):
-        lines = [f"- {one_line(name, chars.tool_name)} ×{n}"
+        lines = [f"- {label_value(name, chars.tool_name)} ×{n}"
                  + (f", {failed[name]} failed" if failed[name] else "")
                  for name, n in sorted(tools.items())]
         items.append(_list_item(ctx, r, "tools", f"tools used{scope}:", lines))
     waits = list(ctx.view.open_waits)
     if waits:
-        lines = [f"- {one_line(w.wait_id, chars.ident)} ({w.opened_ref}"
-                 + (f", work item {one_line(w.work_item_id, chars.ident)}" if w.work_item_id
+        lines = [f"- {label_value(w.wait_id, chars.ident)} ({w.opened_ref}"
+                 + (f", work item {label_value(w.work_item_id, chars.ident)}" if w.work_item_id
                     else "")
-                 + f"): {one_line(w.condition, chars.wait_condition_in_refs)}" for w in waits]
+                 + f"): {label_value(w.condition, chars.wait_condition_in_refs)}" for w in waits]
         items.append(_list_item(ctx, r, "waits", "open waits:", lines, priority=Priority.HIGH))
     for i, (pin, target) in enumerate(ctx.view.pins):
         items.append(_pin_item(ctx, r, pin, target, len(_REF_LISTS) + i))
@@ -304,7 +311,7 @@ def _pin_item(ctx: Context, r: Renderer, pin: StoredRecord, target: StoredRecord
               order: int) -> Item:
     rec = pin.record
     assert isinstance(rec, Pin)
-    note = f" — {one_line(rec.note, ctx.policy.text.pin_note)}" if rec.note else ""
+    note = f" — {label_value(rec.note, ctx.policy.text.pin_note)}" if rec.note else ""
     head = r.line(f"operator pin ({pin.ref}) on {target.ref}{note}", [pin.ref])
     trec = target.record
     view = ctx.view

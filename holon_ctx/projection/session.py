@@ -68,6 +68,7 @@ from holon_ctx.projection.model import (
     TurnUnit,
 )
 from holon_ctx.projection.native import (
+    Role,
     framing_between,
     text_part,
 )
@@ -106,7 +107,7 @@ __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "Ses
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/6"
+ENGINE_VERSION: Final = "session/7"
 
 
 class SessionProjector:
@@ -263,7 +264,8 @@ class SessionProjector:
             cur = state.current
             if cur is not None and stored.turn_seq == cur.turn.seq:
                 state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
-                if isinstance(rec, Message) and rec.by_operator:
+                if isinstance(rec, Message) and rec.by_operator and not state.whole:
+                    # A whole epoch shows every turn an episode was made of: nothing to recall.
                     why = self._recall_gap(state, limit)
                     if why is not None:
                         return why
@@ -355,7 +357,9 @@ class SessionProjector:
             anchor = self._unit(anchor_id, limit) if anchor_id else None
         state.anchor = anchor
         wid = unit.turn.work_item_id or (anchor.turn.work_item_id if anchor else None)
-        if wid != state.work_item_id and wid is not None:
+        # A whole epoch's history holds both work items' records: a re-plan would write the
+        # same turns to the cache again for nothing (RFC 0025).
+        if wid != state.work_item_id and wid is not None and not state.whole:
             return "work_item_changed"
         if anchor_id is not None and anchor_id not in state.shown \
                 and anchor_id != unit.turn.id:
@@ -374,9 +378,15 @@ class SessionProjector:
         """The tail as of ``limit``; kept until a record that may change it is walked."""
         # Kept while nothing it states has changed: no record that could change it was walked,
         # and the governed state reads the same (it changes outside the ledger).
-        if state.tail is not None and state.tail_control == control:
+        # A whole epoch states only what no record says — unless its history ends with the
+        # model's own reply: a provider request must end on a user turn (Anthropic reads a
+        # trailing assistant message as a prefill), so the tail is the full one there.
+        stated = not state.whole or (self.layout is Layout.MESSAGES
+                                     and state.last_role() is Role.ASSISTANT)
+        if state.tail is not None and state.tail_control == control \
+                and state.tail_stated == stated:
             return state.tail
-        state.tail_control = control
+        state.tail_control, state.tail_stated = control, stated
         cur = state.current
         assert cur is not None
         wid = state.work_item_id
@@ -403,6 +413,7 @@ class SessionProjector:
                                         and getattr(s.record, "turn_id", None) in state.shown),
                               self.policy.text.operator_excerpt)
         state.tail = tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
+                                 stated=stated,
                                  anchor=state.anchor, work_item=work_item, waits=waits,
                                  tally=state.tally, frontier_cover=state.cover,
                                  control=control,  # type: ignore[arg-type]
@@ -415,6 +426,8 @@ class SessionProjector:
         if self.layout is Layout.TEXT:
             return tail.tokens
         rule = self.renderer.framing
+        if not tail.blocks:
+            return rule.reply  # no tail part: the reply's priming only
         framing = framing_between(rule, state.last_role(), text_part(tail.text, tail.tokens))
         return framing + tail.tokens + rule.reply
 
@@ -424,6 +437,7 @@ class SessionProjector:
         pinned turns (the current input, its anchor, the previous step) are in their full forms,
         lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
         plan_budget = max(1, int(budget * self.session.low_water))
+        whole = self._opens_ledger(limit)
         tried_full = shrinking = False
         over = step = 0
         for _ in range(16):
@@ -444,6 +458,7 @@ class SessionProjector:
                 tried_full, plan_budget = True, budget
                 continue
             state = self._state_from(frozen, budget, limit, reason)
+            state.whole = whole
             tail_cost = self._tail_cost(state, self._tail(state, limit, control))
             over = state.frozen_tokens + tail_cost - budget
             if over > 0:
@@ -468,6 +483,21 @@ class SessionProjector:
             return state
         raise BudgetTooSmallError(budget + max(over, 1), budget,
                                   "the pinned references and the current state")
+
+    def _opens_ledger(self, limit: int) -> bool:
+        """The epoch starting at ``limit`` is *whole* (RFC 0025): ``limit`` is right after the
+        ledger's first turn record, with nothing but environments before it — so the plan holds
+        every record there is, and every later one joins the history as it is walked."""
+        if not self.session.whole_history:
+            return False
+        latest = self.store.latest_turn(limit)
+        if latest is None or latest.pos + 1 != limit:
+            return False
+        assert isinstance(latest.record, Turn)
+        if self.store.turns_before(latest.record.seq, 1, limit):
+            return False
+        return all(isinstance(s.record, Environment)
+                   for s in self.store.records_between(0, latest.pos))
 
     def _state_from(self, frozen: Frozen, budget: int, limit: int, reason: str) -> WalkState:
         view, ctx = frozen.view, frozen.ctx
@@ -504,7 +534,8 @@ class SessionProjector:
             open_turn=state.open_turn,
             tally=None if tally is None else PersistedTally(
                 tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files),
-            cover=state.cover, plan_budget=state.plan_budget, unresolved=dict(state.unresolved))
+            cover=state.cover, plan_budget=state.plan_budget, unresolved=dict(state.unresolved),
+            whole=state.whole)
         self.epochs.save(EpochState(key=state.key, start=state.start,
                                     frozen=msgspec.json.encode(frozen)))
 
@@ -553,16 +584,18 @@ class SessionProjector:
                                                {k: list(v) for k, v in t.files.items()}),
             cover=frozen.cover, pos=limit, current=current,
             anchor=self._unit(anchor_id, limit) if anchor_id else None,
-            plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved))
+            plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved),
+            whole=frozen.whole)
 
     # -- the request --------------------------------------------------------------------------------
     def _request(self, state: WalkState, end: int, control: object, replanned: bool,
                  reason: str | None) -> SessionRequest:
         tail = self._tail(state, end, control)
-        tail_part = text_part(tail.text, tail.tokens, tail.refs)
+        # A whole epoch with nothing to state beyond its history sends no tail part at all.
+        tail_parts = (text_part(tail.text, tail.tokens, tail.refs),) if tail.blocks else ()
         last = state.segments[-1] if state.segments else None
-        parts = (*state.frozen, *state.closed_parts, *(last.parts if last else ()), tail_part)
-        history_end = len(parts) - 2
+        parts = (*state.frozen, *state.closed_parts, *(last.parts if last else ()), *tail_parts)
+        history_end = len(parts) - 1 - len(tail_parts)
         while history_end >= 0 and not (parts[history_end].content or parts[history_end].calls):
             history_end -= 1
         body = state.frozen_tokens + state.appended_tokens()
@@ -596,6 +629,7 @@ class SessionProjector:
                               tail_tokens=request_tokens - body, epoch=state.start.epoch,
                               replanned=replanned, replan_reason=reason, text=text,
                               binds=any(sec.omitted for sec in state.manifest.sections),
+                              has_tail=bool(tail_parts),
                               make_manifest=lambda: session_manifest(
                                   snapshot, tail, text, used, request_tokens, cached,
                                   replanned, reason, layout=self.layout,

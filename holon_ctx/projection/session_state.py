@@ -24,7 +24,7 @@ from holon_ctx.ledger.records import Message, MessageRole, Turn
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.folding import fold_item
-from holon_ctx.projection.formats import HEADING, one_line
+from holon_ctx.projection.formats import HEADING, label_value
 from holon_ctx.projection.framing import Framing
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.items import Block
@@ -90,6 +90,10 @@ class SessionPolicy:
     #: before it, so a process with no saved state walks at most one block, never the whole
     #: ledger. One extra re-plan per block costs a fraction of a percent of the cache.
     checkpoint_turns: int = 512
+    #: While the whole history fits, the request is the history: an epoch begun at the ledger's
+    #: first turn keeps every record and states only what no record says (RFC 0025). False:
+    #: every epoch is planned and ends with the full current-state tail (RFC 0010's layout).
+    whole_history: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.checkpoint_turns < 1:
@@ -135,6 +139,9 @@ class SessionRequest:
     #: The last re-plan left something out: the budget binds (a session then compacts before
     #: its next request, so aged-out turns compete as episodes).
     binds: bool = False
+    #: The request ends with a current-state tail (``parts[-1]``). A *whole* epoch's request
+    #: (the history holds every record: RFC 0025) usually has none: the history says it all.
+    has_tail: bool = True
     _made: list[Manifest] = attrs.field(factory=list, init=False, repr=False, eq=False)
 
     @property
@@ -160,7 +167,8 @@ class SessionRequest:
             if ref in part.refs:
                 return ("stable_prefix" if i < self.prefix_count else
                         "frozen_history" if i < self.frozen_count else
-                        "current_state" if i == len(self.parts) - 1 else "appended")
+                        "current_state" if self.has_tail and i == len(self.parts) - 1
+                        else "appended")
         return None
 
 
@@ -220,8 +228,16 @@ class WalkState:
     #: The tail as of ``pos`` (None: to be made again), and the governed state it was made with.
     tail: Tail | None = None
     tail_control: object = None
+    #: Whether ``tail`` states the relation, anchor, work item and frontier (see ``whole``).
+    tail_stated: bool = True
     #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
     plan_budget: int = 0
+    #: A *whole* epoch (RFC 0025): it began at the ledger's first turn and every record since
+    #: joined its history, so the history says what a tail would (the work item's transitions,
+    #: the anchor's words, every tool run). Its tail holds only what no record says; it does not
+    #: re-plan for a work-item switch or a recalled episode; it ends when the history outgrows
+    #: the budget (or at a checkpoint or an environment change).
+    whole: bool = False
 
     #: Sum of the segments' layout tokens (kept as segments change).
     appended_total: int = 0
@@ -308,6 +324,7 @@ class Persisted(msgspec.Struct, frozen=True):
     plan_budget: int
     #: Unresolved side effects: key → the run's ref.
     unresolved: dict[str, str] = {}
+    whole: bool = False
 
 
 def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_turn: bool) -> None:
@@ -461,12 +478,12 @@ def entry_heading(r: Renderer, turn: Turn, ref: str, previous: Turn | None = Non
     if turn.anchor_turn_id and not same:
         parts.append(f"continues turn:{turn.anchor_turn_id}")
     if turn.work_item_id and not same:
-        parts.append(f"work item {one_line(turn.work_item_id, r.chars.ident)}")
+        parts.append(f"work item {label_value(turn.work_item_id, r.chars.ident)}")
     if turn.outcome:
         parts.append(f"outcome {turn.outcome.value}")
     blocks = [r.line(HEADING + " · ".join(parts), [ref])]
     if turn.label:
-        blocks.append(r.line(f"trigger: {one_line(turn.label, r.chars.trigger_label)}"))
+        blocks.append(r.line(f"trigger: {label_value(turn.label, r.chars.trigger_label)}"))
     return blocks
 
 

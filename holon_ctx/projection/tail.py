@@ -26,7 +26,7 @@ import attrs
 from holon_ctx.ledger.records import Message, MessageRole
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.formats import RELATION_PREFIX, one_line, quoted
+from holon_ctx.projection.formats import RELATION_PREFIX, label_value, speech
 from holon_ctx.projection.frontier import Tally, files_line
 from holon_ctx.projection.items import Block
 from holon_ctx.projection.model import ControlState, Relation, TurnUnit
@@ -73,8 +73,8 @@ def anchor_line(r: Renderer, anchor: TurnUnit | None, current: TurnUnit) -> Bloc
     if said is not None:
         assert isinstance(said.record, Message)
         return r.line(f"continuing {anchor.ref} (operator {said.ref}): "
-                      f"“{one_line(said.record.text, limit)}”", [anchor.ref])
-    label = f": {one_line(anchor.turn.label, limit)}" if anchor.turn.label else ""
+                      f"{speech(said.record.text, limit)}", [anchor.ref])
+    label = f": {label_value(anchor.turn.label, limit)}" if anchor.turn.label else ""
     return r.line(f"continuing {anchor.ref} ({anchor.turn.trigger}){label}", [anchor.ref])
 
 
@@ -82,10 +82,16 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
                 work_item: WorkItemState | None, waits: list[WaitState], tally: Tally | None,
                 frontier_cover: str, control: ControlState | None,
                 run: Block | None = None, effects: Sequence[Block] = (),
-                held: Mapping[str, str] | None = None) -> Tail:
+                held: Mapping[str, str] | None = None, stated: bool = True) -> Tail:
     """The tail for the current position (see the module docstring); ``run`` counts a run of
     low-value turns still going on; ``held``: constraints whose words the history shows
-    (:func:`~holon_ctx.projection.sections.held_words`), named instead of repeated."""
+    (:func:`~holon_ctx.projection.sections.held_words`), named instead of repeated.
+
+    ``stated=False`` (a *whole* epoch, RFC 0025: the history holds every record) leaves out what
+    the history's records already say — the relation, the anchor, the work item, the frontier —
+    and keeps only what no record in the request says: the governed notices, side effects not
+    resolved, a run of low-value turns not in the history yet. With none of those the tail is
+    empty (no blocks, no title)."""
     blocks: list[Block] = [r.line(TAIL_TITLE)]
     refs: list[str] = []
     # Governed notices first: a blocked side effect is what the model must read before anything
@@ -95,6 +101,12 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
             blocks.extend(lines)
     # Then what the ledger itself has not resolved (before compaction hands it to the store).
     blocks.extend(effects)
+    if not stated:
+        if run is not None:
+            blocks.append(run)
+        if len(blocks) == 1:
+            return Tail(blocks=(), tokens=0, refs=())
+        return Tail(blocks=tuple(blocks), tokens=sum(b.tokens for b in blocks), refs=())
     blocks.append(r.line(f"{RELATION_PREFIX}{relation.value} — {RELATION_TEXT[relation]} "
                          f"({current.ref})", [current.ref]))
     if run is not None:
@@ -135,23 +147,23 @@ def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState]) -
     c = r.chars
     done = sum(1 for t in state.todos if t.done)
     nxt = next((t.text for t in state.todos if not t.done), None)
-    todos = (f"; todos {done}/{len(state.todos)} done" + (f", next: {one_line(nxt, c.next_todo)}"
+    todos = (f"; todos {done}/{len(state.todos)} done" + (f", next: {label_value(nxt, c.next_todo)}"
                                                             if nxt else "")) if state.todos else ""
-    lines = [r.line(f"work item {one_line(state.work_item_id, c.ident)} ({state.status.value}, "
-                    f"{state.ref}): {one_line(state.objective, TAIL_OBJECTIVE)}{todos}",
+    lines = [r.line(f"work item {label_value(state.work_item_id, c.ident)} ({state.status.value}, "
+                    f"{state.ref}): {label_value(state.objective, TAIL_OBJECTIVE)}{todos}",
                     [state.ref])]
-    lines += [r.line(f"waiting on {one_line(w.wait_id, c.ident)}: "
-                     f"{one_line(w.condition, c.wait_condition_compact)}")
+    lines += [r.line(f"waiting on {label_value(w.wait_id, c.ident)}: "
+                     f"{label_value(w.condition, c.wait_condition_compact)}")
               for w in waits[-MAX_WAIT_LINES:]]
     older = waits[:-MAX_WAIT_LINES]
     if older:
         # Re-sent every request: the newest waits in full, the others by id (each wait's
         # opening is in the history).
-        ids = ", ".join(one_line(w.wait_id, c.ident) for w in older[-MAX_WAIT_LINES:])
+        ids = ", ".join(label_value(w.wait_id, c.ident) for w in older[-MAX_WAIT_LINES:])
         more = ", …" if len(older) > MAX_WAIT_LINES else ""
         lines.append(r.line(f"… {len(older)} more open waits: {ids}{more}"))
     if state.blocker:
-        lines.append(r.line(f"blocker: {one_line(state.blocker, c.blocker_compact)}"))
+        lines.append(r.line(f"blocker: {label_value(state.blocker, c.blocker_compact)}"))
     return lines
 
 
@@ -169,5 +181,5 @@ def frontier_lines(r: Renderer, tally: Tally, cover: str) -> list[Block]:
     path = r.chars.path_in_frontier_ref
 
     def named() -> Block:
-        return r.line(files_line(tally.files, limit, path, quoted))
+        return r.line(files_line(tally.files, limit, path, marked=True))
     return [head, r.memo(("tail_files", names, limit), named)]

@@ -441,8 +441,8 @@ def test_a_governed_constraint_held_by_a_pinned_turn_is_named_not_repeated(tmp_p
                              cwd=ROOT, capture_output=True, check=True, text=True).stdout
         assert "exact operator constraints" in out
         assert out.count("never enable lazy queues") == 1, budget
-        assert f"- {decision}: the queue decision — its words are shown with its turn in this " \
-               "prompt" in out
+        assert f"- {decision}: \"the queue decision\" — its words are shown with its turn in " \
+               "this prompt" in out
 
 
 @pytest.mark.parametrize("budget", [900, 4096])
@@ -454,5 +454,5 @@ def test_a_sessions_tail_names_a_constraint_its_history_shows(budget: int) -> No
     text = s.next_request(budget).text
     assert "exact operator constraints" in text
     assert text.count("never enable lazy queues") == 1
-    assert f"- {decision}: the queue decision — its words are shown with its turn" in text
+    assert f"- {decision}: \"the queue decision\" — its words are shown with its turn" in text
     s.close()
