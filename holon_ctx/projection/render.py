@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, TypeAlias, TypeVar
 
 import attrs
@@ -62,7 +62,8 @@ from holon_ctx.projection.formats import (
 from holon_ctx.projection.framing import Framing, default_framing
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form, Priority, TurnUnit
-from holon_ctx.projection.policy import Policy, TokenCaps
+from holon_ctx.projection.policy import Policy, TextLimits, TokenCaps
+from holon_ctx.projection.waits import Settled
 from holon_ctx.tokens import TokenCounter, seam_tokens
 
 __all__ = ["Instead", "Renderer", "changed_lines", "one_line"]
@@ -680,9 +681,13 @@ class Renderer:
 
     # -- work item -----------------------------------------------------------------------
     def work_item(self, state: WorkItemState, waits: list[WaitState],
-                  spoken_in: str | None = None) -> dict[Form, Rendered]:
+                  spoken_in: str | None = None,
+                  settled: Sequence[Settled] = ()) -> dict[Form, Rendered]:
         """The work item's forms; ``spoken_in``: the ref of an operator message the prompt shows
-        whole that holds the objective word for word (named instead: the text is said once)."""
+        whole that holds the objective word for word (named instead: the text is said once);
+        ``settled``: waits a task result or an event answered though no wait record closed them,
+        each stated resolved with the record's ref in every form (the record itself may be left
+        out for room, and an older turn's ``wait … open`` line must not read as current)."""
         ref = state.ref
         c = self.chars
         if spoken_in is not None:
@@ -704,6 +709,8 @@ class Renderer:
         for w in waits:
             compact.append(self.line(f"waiting on {label_value(w.wait_id, c.ident)}: "
                                      f"{label_value(w.condition, c.wait_condition_compact)}"))
+        answered = [self.line(settled_line(s, c)) for s in settled]
+        compact.extend(answered)
         if state.blocker:
             compact.append(self.line(f"blocker: {label_value(state.blocker, c.blocker_compact)}"))
         full = [self.line(head, [ref]), full_objective]
@@ -718,6 +725,7 @@ class Renderer:
         for w in waits:
             full.append(self.line(f"waiting on {label_value(w.wait_id, c.ident)} ({w.opened_ref}): "
                                   f"{label_value(w.condition, c.wait_condition_full)}"))
+        full.extend(answered)
         if state.blocker:
             full.append(self.line(f"blocker: {label_value(state.blocker, c.blocker_full)}"))
         if state.completion_report:
@@ -725,6 +733,14 @@ class Renderer:
                                   f"{label_value(state.completion_report, c.completion_report)}"))
         return {Form.REF: ref_form, Form.COMPACT: self.rendered(compact),
                 Form.FULL: self.rendered(full)}
+
+
+def settled_line(settled: Settled, chars: TextLimits) -> str:
+    """``wait task-1 resolved by task_result:r9 (opened wait:w3)``: a wait answered by a record
+    though no wait record closed it (RFC 0023)."""
+    w = settled.wait
+    return (f"wait {label_value(w.wait_id, chars.ident)} resolved by {settled.by} "
+            f"(opened {w.opened_ref})")
 
 
 def _shows_command(above: str, command: str) -> bool:

@@ -49,6 +49,7 @@ from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.tail import Tail
+from holon_ctx.projection.waits import Settled
 
 __all__ = [
     "Layout",
@@ -265,7 +266,8 @@ class WalkState:
     appended_refs: list[str] = attrs.Factory(list)
     #: ``(work item id, its state, its open waits)`` as the tail last read them: they change only
     #: at a work-item or a wait record, which clears this (``None``: to be read again).
-    tail_reads: tuple[str | None, WorkItemState | None, list[WaitState]] | None = None
+    tail_reads: tuple[str | None, WorkItemState | None, list[WaitState],
+                      list[Settled]] | None = None
 
     def appended_tokens(self) -> int:
         return self.appended_total
