@@ -25,8 +25,11 @@ __all__ = ["SETTLE_SCAN", "Settled", "settle_waits"]
 
 #: Records read back from the position asked for, at most, to find what answered the open waits:
 #: a wait opened longer ago than this is judged on the newest records only (its answer, if any,
-#: came within them or the wait is stated open, as the store has it).
-SETTLE_SCAN: Final = 20_000
+#: came within them or the wait is stated open, as the store has it). The read is the price of
+#: every projection while a wait stays open: measured on a 6,000-record SQLite ledger with one
+#: wait never closed, 8,192 tokens, 2026-12-03 (load 15), a projection took 8.8 ms without the
+#: read, 11.2 ms reading 4,096 records and 13.0 ms reading all 6,000.
+SETTLE_SCAN: Final = 4096
 
 
 @attrs.frozen
