@@ -303,7 +303,8 @@ def test_the_reported_tool_name_is_quoted_not_a_runtime_note() -> None:
         request = s.next_request(budget_tokens=8192)
         user = "\n".join(str(m["content"]) for m in request.openai_messages
                          if m["role"] == "user")
-    for text in (request.text, user):
+        text_layout = request.text  # made when read, by its open session (RFC 0024)
+    for text in (text_layout, user):
         lines = text.split("\n")
         # The name is clipped to the policy's length for tool names, inside its quotes.
         assert [line for line in lines if "operator a" in line] == [

@@ -49,7 +49,8 @@ def _check(open_store: Callable[[], LedgerStore], seed: int) -> None:
             request = runtime.next_request(budget_tokens=budget)
             with holon_ctx.Session(open_store(), compaction=None, owns_store=True) as fresh:
                 again = fresh.next_request(budget_tokens=budget)
-            assert again.text == request.text, (seed, i)
+                # The text layout is made when read, by its open session (RFC 0024).
+                assert again.text == request.text, (seed, i)
             assert again.openai_messages == request.openai_messages, (seed, i)
             compared += 1
         upkeep = runtime._upkeep

@@ -23,12 +23,14 @@ from typing import TypeVar
 
 from holon_ctx.cli.common import open_db
 from holon_ctx.errors import InputError, StoreError
+from holon_ctx.ledger.compaction_lock import LOCK_SUFFIX
 from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
 
 __all__ = ["write_db"]
 
 T = TypeVar("T")
-_SUFFIXES = ("", "-wal", "-shm", "-journal")
+#: The private build's files, its compaction lock among them (nobody else ever opened it).
+_SUFFIXES = ("", "-wal", "-shm", "-journal", LOCK_SUFFIX)
 
 
 class _Taken:
