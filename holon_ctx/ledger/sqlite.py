@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import msgspec
 
-from holon_ctx.errors import StoreError
+from holon_ctx.errors import StoreError, quote_value
 from holon_ctx.ledger import compaction_lock, locking
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
@@ -110,7 +110,8 @@ def missing_directory(path: str | Path) -> str | None:
     if parent.is_dir():
         return None
     what = "is not a directory" if parent.exists() else "does not exist"
-    return f"the directory {str(parent)!r} {what}: create it first (the database file is made in it)"
+    return (f"the directory {quote_value(str(parent))} {what}: create it first (the database "
+            "file is made in it)")
 
 
 class SqliteStore:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from holon_ctx.errors import EngineError, InputError
+from holon_ctx.errors import EngineError, InputError, quote_value
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection import sections
 from holon_ctx.projection.clipping import Clipper
@@ -87,7 +87,7 @@ class Projector:
         """
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
                 or budget_tokens <= 0:
-            raise InputError(f"budget must be a positive number of tokens, got {budget_tokens!r}",
+            raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
         r = self.renderer
         view = load_view(self.store, at=at, extend=in_fold_run, policy=self.policy,
@@ -123,7 +123,8 @@ def plan_and_assemble(ctx: Context, history: History, items: list[Item],
                   clip=Clipper(r).clip, sources=history.sources())
     deeper = [item for tier in history.tiers[1:] for item in tier.items]
     # Once every form is chosen: lines an output shown above printed are shown once (RFC 0016).
-    chosen = fold_shown_lines(chosen, [*items, *deeper], r.counter, budget_tokens)
+    chosen = fold_shown_lines(chosen, [*items, *deeper], r.counter, budget_tokens,
+                              frozenset(f"turn:{t}" for t in ctx.verbatim))
     reading = Reading(view=ctx.view, relation=ctx.relation, pages=tuple(history.pages),
                       units=tuple(history.units),
                       folds=tuple(f for tier in history.tiers for f in tier.folds),

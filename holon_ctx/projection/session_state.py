@@ -49,6 +49,7 @@ from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.tail import Tail
+from holon_ctx.projection.waits import Settled
 
 __all__ = [
     "Layout",
@@ -78,13 +79,19 @@ class Layout(StrEnum):
 
 @attrs.frozen
 class SessionPolicy:
-    """How a session re-plans. ``low_water``: the share of the budget a re-plan fills (the rest
-    is room for turns to append before the next one; RFC 0010, decision 5). ``entry_share``: the
-    most of the budget one record may take when it joins the history (a longer body is shown as
-    head and tail with its ref, like any capped body)."""
+    """How a session re-plans. ``low_water``: the most of the budget a re-plan fills (the rest is
+    room for turns to append before the next one; RFC 0010, decision 5): the mark itself is
+    derived per re-plan from what a re-plan costs and how fast the history grows (RFC 0025), and
+    is this share only where the history grows slowly. ``entry_share``: the most of the budget
+    one record may take when it joins the history (a longer body is shown as head and tail with
+    its ref, like any capped body). ``cache_read`` and ``cache_write``: the provider's cache
+    prices relative to uncached input that the mark is derived for (default Anthropic's, the
+    dearest write premium of the published tables)."""
 
     low_water: float = 0.5
     entry_share: float = 0.25
+    cache_read: float = 0.1
+    cache_write: float = 1.25
     #: Every turn that opens a new block of this many turn numbers (``seq // checkpoint_turns``
     #: changes) re-plans, whatever the budget: the walk from such a *checkpoint* needs nothing
     #: before it, so a process with no saved state walks at most one block, never the whole
@@ -102,6 +109,9 @@ class SessionPolicy:
         if not 0.05 <= self.low_water <= 0.95:
             raise InputError(f"low_water must be between 0.05 and 0.95, got {self.low_water}",
                              path="low_water")
+        if not 0 < self.cache_read < self.cache_write:
+            raise InputError("cache prices must satisfy 0 < cache_read < cache_write, got "
+                             f"{self.cache_read} and {self.cache_write}", path="cache_read")
         if not 0.01 <= self.entry_share <= 1.0:
             raise InputError(f"entry_share must be between 0.01 and 1, got {self.entry_share}",
                              path="entry_share")
@@ -139,6 +149,9 @@ class SessionRequest:
     #: The last re-plan left something out: the budget binds (a session then compacts before
     #: its next request, so aged-out turns compete as episodes).
     binds: bool = False
+    #: The ledger position the request is as of (every record before it walked): another layout
+    #: asked with ``limit_pos`` set to it shows the same records.
+    limit_pos: int = 0
     #: The request ends with a current-state tail (``parts[-1]``). A *whole* epoch's request
     #: (the history holds every record: RFC 0025) usually has none: the history says it all.
     has_tail: bool = True
@@ -232,6 +245,8 @@ class WalkState:
     tail_stated: bool = True
     #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
     plan_budget: int = 0
+    #: The low-water mark the re-plan derived (RFC 0025, decision 2).
+    low_water_tokens: int = 0
     #: A *whole* epoch (RFC 0025): it began at the ledger's first turn and every record since
     #: joined its history, so the history says what a tail would (the work item's transitions,
     #: the anchor's words, every tool run). Its tail holds only what no record says; it does not
@@ -265,7 +280,8 @@ class WalkState:
     appended_refs: list[str] = attrs.Factory(list)
     #: ``(work item id, its state, its open waits)`` as the tail last read them: they change only
     #: at a work-item or a wait record, which clears this (``None``: to be read again).
-    tail_reads: tuple[str | None, WorkItemState | None, list[WaitState]] | None = None
+    tail_reads: tuple[str | None, WorkItemState | None, list[WaitState],
+                      list[Settled]] | None = None
 
     def appended_tokens(self) -> int:
         return self.appended_total
@@ -325,6 +341,7 @@ class Persisted(msgspec.Struct, frozen=True):
     #: Unresolved side effects: key → the run's ref.
     unresolved: dict[str, str] = {}
     whole: bool = False
+    low_water_tokens: int = 0
 
 
 def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_turn: bool) -> None:
@@ -347,8 +364,11 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
     state.appended_refs.append(stored.ref)
     if turn_id is not None and isinstance(seg.records[0].record, Turn):
         state.shown.add(turn_id)  # the turn from its heading on (a late record alone is not)
+    # A record appended is the newest evidence when it is sent, and what was sent never changes
+    # until the next re-plan: its tool output keeps every line (RFC 0023); the re-plan that
+    # lays it out again among older turns folds its repeated lines then.
     seg.blocks.extend(entry_heading(r, rec, stored.ref, _turn_above(state, seg))
-                      if isinstance(rec, Turn) else r.record_blocks(stored, {}))
+                      if isinstance(rec, Turn) else r.record_blocks(stored, {}, verbatim=True))
     records = {s.ref: s for s in seg.records}
     previous = _last_part_before(state, seg)
     parts = parts_of_blocks(seg.blocks, records, r.framing, previous=previous)
@@ -399,8 +419,8 @@ def parts_cost(parts: list[Part], previous: Role | None, layout: Layout, framing
 
 
 def session_manifest(snap: Snapshot, tail: Tail, text: str, used: int, request_tokens: int,
-                     cached: int, replanned: bool, reason: str | None, *, layout: Layout,
-                     low_water: float) -> Manifest:
+                     cached: int, replanned: bool, reason: str | None, *,
+                     layout: Layout) -> Manifest:
     """The manifest of one request: the frozen part's, the appended refs added to the recent
     turns, the tail as ``current_state``, and the session's figures under ``session``."""
     sections: list[SectionManifest] = []
@@ -430,7 +450,7 @@ def session_manifest(snap: Snapshot, tail: Tail, text: str, used: int, request_t
                  "epoch_started_at": f"turn:{snap.start.turn_id}",
                  "epoch_reason": snap.start.reason,
                  "replanned": replanned, "replan_reason": reason,
-                 "low_water_tokens": int(snap.budget * low_water),
+                 "low_water_tokens": snap.low_water_tokens,
                  "plan_budget_tokens": snap.plan_budget,
                  "stable_prefix_tokens": snap.prefix_tokens,
                  "frozen_tokens": snap.frozen_tokens,
@@ -446,6 +466,7 @@ class Snapshot:
     budget: int
     start: EpochStart
     plan_budget: int
+    low_water_tokens: int
     frozen_tokens: int
     prefix_tokens: int
     appended_tokens: int

@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from holon_ctx.errors import InputError, UnknownRefError
+from holon_ctx.ledger.limits import resolve_limit
 from holon_ctx.ledger.records import Pin, TaskResult, Trigger, Turn
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.policy import Policy, WindowLimits
+from holon_ctx.projection.waits import Settled, settle_waits
 
 __all__ = ["Page", "View", "WindowLimits", "continuation_anchor", "load_page", "load_view",
            "resolve_limit", "units_of"]
@@ -54,6 +55,8 @@ class View:
     anchor_id: str | None
     latest_intent_id: str | None
     work_item: WorkItemState | None
+    #: Waits open as of the position: by their records, and answered by no task result or
+    #: external event since (:func:`~.waits.settle_waits`).
     open_waits: tuple[WaitState, ...]
     environment: StoredRecord | None
     pins: tuple[tuple[StoredRecord, StoredRecord], ...]
@@ -61,6 +64,9 @@ class View:
     reached_start: bool
     #: Page 0 of the window (``window`` is its units).
     first_page: Page
+    #: Waits open by their records that a later task result or external event answered: stated
+    #: as resolved, with that record's ref (RFC 0023).
+    settled_waits: tuple[Settled, ...] = ()
 
     def unit(self, turn_id: str) -> TurnUnit | None:
         if self.current.turn.id == turn_id:
@@ -139,26 +145,6 @@ def load_page(store: LedgerStore, *, before_seq: int, index: int, limit_pos: int
                 reached_start=before is None)
 
 
-def resolve_limit(store: LedgerStore, at: str | None,
-                  limit_pos: int | None = None) -> tuple[StoredRecord, int]:
-    """The current turn and the exclusive position limit for projecting as of ``at`` (a turn:
-    everything up to the next turn), or as of position ``limit_pos`` (the latest turn before it,
-    with the records before it: a session projection walks the ledger record by record)."""
-    end = store.end_pos() if limit_pos is None else min(limit_pos, store.end_pos())
-    if at is None:
-        current = store.latest_turn(end)
-        if current is None:
-            raise InputError("the ledger has no turns to project (it holds no turn record yet)")
-        return current, end
-    turn_id = at.removeprefix("turn:")
-    current = store.turn(turn_id)
-    if current is None:
-        raise UnknownRefError(f"turn:{turn_id}", hint="no such turn in the ledger")
-    assert isinstance(current.record, Turn)
-    nxt = store.next_turn_pos(current.record.seq)
-    return current, end if nxt is None else nxt
-
-
 def load_view(
     store: LedgerStore, *, at: str | None = None, limits: WindowLimits | None = None,
     extend: RunTest | None = None, policy: Policy | None = None, limit_pos: int | None = None,
@@ -216,6 +202,7 @@ def load_view(
                 owner = getattr(target.record, "turn_id", None)
                 fetch(owner)
 
+    still, settled = settle_waits(store, store.open_waits(limit_pos), limit_pos)
     return View(
         current=current,
         window=tuple(window),
@@ -223,7 +210,8 @@ def load_view(
         anchor_id=anchor_id,
         latest_intent_id=latest_intent_id,
         work_item=work_item,
-        open_waits=tuple(store.open_waits(limit_pos)),
+        open_waits=tuple(still),
+        settled_waits=tuple(settled),
         environment=store.latest_environment(limit_pos),
         pins=tuple(pins),
         limit_pos=limit_pos,
