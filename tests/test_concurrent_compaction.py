@@ -171,3 +171,21 @@ def test_stress_eight_runtimes_on_one_postgres_ledger(pg_where: str) -> None:
     reports, codes = run_together(pg_where, agents=8, turns=sized(4, 40), compact_share=0.3,
                                   cli_rounds=sized(1, 8))
     _pg_check(pg_where, reports, codes)
+
+
+def test_a_read_ahead_that_sees_a_newer_journal_than_bodies_answers(
+        pg_url: str, pg_session_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the slow tier's stress test: the read-ahead's statements each see their own
+    moment, so another runtime's envelope sealed between them was in the journal's answer and not
+    the bodies', and the request raised ``KeyError``. Its steps are answered; its body is read."""
+    from holon_ctx.postgres.continuity import PostgresContinuityBackend
+
+    backend = PostgresContinuityBackend(pg_url, session=pg_session_key)
+    try:
+        monkeypatch.setattr(backend._h, "batch", lambda _statements: (
+            [("ce-new",)], [("ce-new", "boundary", b"{}")], [], []))
+        with backend.reading_ahead(SESSION_ID, ["obligation"]):
+            assert backend.steps("ce-new") == {"boundary": b"{}"}
+            assert backend.envelope("ce-new") is None  # not stored here: read from the server
+    finally:
+        backend.close()

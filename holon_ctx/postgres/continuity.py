@@ -67,7 +67,10 @@ class PostgresContinuityBackend:
             ahead[("steps", str(envelope_id))] = {}
             ahead[("envelope", str(envelope_id))] = bytes(body)
         for envelope_id, step, body in journal:
-            ahead[("steps", str(envelope_id))][str(step)] = bytes(body)
+            # The statements of a batch each see their own moment: another runtime's envelope
+            # sealed between them is in the journal's answer and not the bodies' (the body is
+            # then read when asked for). It used to raise KeyError in a runtime's request.
+            ahead.setdefault(("steps", str(envelope_id)), {})[str(step)] = bytes(body)
         for kind in kinds:
             ahead[("facts", kind, session_id)] = [bytes(b) for k, b in facts if k == kind]
         self._ahead = ahead
