@@ -64,7 +64,7 @@ TARGETS = {8192: (0.88, 0.25), 32768: (0.94, 0.16)}
 FIGURES: dict[str, dict[str, Any]] = {}
 
 
-def large_output_loop(steps: int, seed: int = 7) -> MemoryStore:
+def large_output_loop(steps: int, seed: int = 7) -> LedgerStore:
     """An agent loop as a new user writes one: a task, then ``steps`` steps each running one
     command whose output is 1-20 KB of distinct lines."""
     rng = random.Random(seed)
@@ -84,9 +84,7 @@ def large_output_loop(steps: int, seed: int = 7) -> MemoryStore:
             lines.append(line)
             chars += len(line) + 1
         session.tool_result(call.call_id, "\n".join(lines) + "\n", exit_code=rng.choice([0, 1]))
-    store = session.store
-    assert isinstance(store, MemoryStore)
-    return store
+    return session.store
 
 
 def _ledger_row(name: str, reports: dict[str, ApproachReport], budget: int) -> dict[str, Any]:
