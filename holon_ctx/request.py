@@ -11,13 +11,18 @@ Token accounting: ``budget_tokens`` is the whole request as a provider counts it
 and tool calls included; ``request_tokens`` is what the messages built here measure under the
 model's tokenizer and framing (:func:`holon_ctx.projection.providers.measure`), never more than
 ``planned_tokens`` — the budget divided by the safety factor the model's reported usage teaches
-(RFC 0022; ``Session.observe_usage``), the budget itself until usage says otherwise. ``text`` is the
-same history laid out as one prompt (operator words labelled, everything else fenced), made under
-the same budget; ``used_tokens`` is its count.
+(RFC 0022; ``Session.observe_usage``), the budget itself until usage says otherwise. The manifest
+and the cache figures describe the messages: they are the request a runtime sends.
+
+``text`` is a view for text-only models: the ledger as of the same position laid out as one prompt
+(operator words labelled, everything else fenced) under the same budget, ``used_tokens`` its count.
+It is made the first time it is read, not before (RFC 0024): a runtime that sends the messages pays
+for one projection walk, not two. Read it before the session closes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -36,7 +41,8 @@ class Request:
     #: The whole request's budget (content plus message framing), as asked for.
     budget_tokens: int
     _messages: SessionRequest = attrs.field(alias="messages", repr=False)
-    _text: SessionRequest = attrs.field(alias="text", repr=False)
+    #: Makes the text layout as of the messages' ledger position, on first use (see above).
+    _make_text: Callable[[], SessionRequest] = attrs.field(alias="make_text", repr=False)
     #: The budget the request was planned under: ``budget_tokens / safety_factor`` (RFC 0022).
     planned_tokens: int = attrs.field(kw_only=True, default=0)
     #: The factor the model's observed usage asks for (1.0 where the count is an upper bound).
@@ -49,17 +55,21 @@ class Request:
     #: Which observations this request's usage joins (the model, or its family's default).
     _calibration_key: str = attrs.field(kw_only=True, default="", repr=False,
                                         alias="calibration_key")
+    _text_made: list[SessionRequest] = attrs.field(factory=list, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if not self.planned_tokens:
             object.__setattr__(self, "planned_tokens", self.budget_tokens)
 
     def _text_request(self) -> SessionRequest:
-        return self._text
+        if not self._text_made:
+            self._text_made.append(self._make_text())
+        return self._text_made[0]
 
     @property
     def text(self) -> str:
-        """The prompt as one text, exactly as a model reads it."""
+        """The prompt as one text, exactly as a text-only model reads it (made on first read, as of
+        the same ledger position as the messages)."""
         return self._text_request().text
 
     @property

@@ -84,7 +84,7 @@ from holon_ctx.memory import EpisodeStore
 from holon_ctx.models import ModelProfile, UnknownModelWarning, model_profile
 from holon_ctx.postgres import PostgresStore, is_postgres_url
 from holon_ctx.projection.providers import MAX_MESSAGES
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
 from holon_ctx.request import Request
 from holon_ctx.session_args import (
     check_flag,
@@ -715,24 +715,36 @@ class Session:
             raise BudgetTooSmallError(math.ceil((framing + 1) * factor), budget,
                                       "the request's message framing")
         policy = self.compaction
-        # Every `every_turns` turns, and at every new turn while the budget binds: a prompt
-        # that leaves turns out has them compete as episodes as soon as they age out, in a
-        # conversation of a few dozen turns too (RFC 0013).
+        # Every `every_turns` turns, and every `binding_turns` while the budget binds: a prompt
+        # that leaves turns out has them compete as episodes soon after they age out, in a
+        # conversation of a few dozen turns too (RFC 0013), and each compaction archives a
+        # batch of them, not one turn per request (RFC 0024).
         if policy is not None and (self._turns_since_compaction >= policy.every_turns or (
-                self._binds and self._turns_since_compaction > 0)):
+                self._binds and self._turns_since_compaction >= policy.binding_turns)):
             self.compact()
         messages = self._projectors[Layout.MESSAGES].request(budget_tokens=planned, at=turn_id)
-        # Made now, as of the same position: the request must not change if the ledger grows
-        # (or the session closes) before the runtime reads its text.
-        text = self._projectors[Layout.TEXT].request(budget_tokens=planned, at=turn_id)
-        self._binds = messages.binds or text.binds
-        request = Request(budget_tokens=budget, messages=messages, text=text,
+        self._binds = messages.binds
+        request = Request(budget_tokens=budget, messages=messages,
+                          make_text=self._text_view(planned, messages.limit_pos),
                           planned_tokens=planned, safety_factor=factor,
                           model=self.profile.model, framing=self.profile.framing.name,
                           counter=self._projectors[Layout.MESSAGES].counter.identity,
                           calibration_key=self.profile.calibration_key)
         self._last_request = request
         return request
+
+    def _text_view(self, planned: int, limit_pos: int) -> Callable[[], SessionRequest]:
+        """The text layout of a request, made when it is first read (one walk per request for a
+        runtime that sends messages; RFC 0024), as of the messages' ledger position: the same
+        records whatever was appended since."""
+        projector = self._projectors[Layout.TEXT]
+
+        def make() -> SessionRequest:
+            if self._closed:
+                raise InputError("the session that made this request is closed: read "
+                                 "request.text before closing it", source="Request.text")
+            return projector.request(budget_tokens=planned, limit_pos=limit_pos)
+        return make
 
     def observe_usage(self, input_tokens: int, *, cache_creation_input_tokens: int = 0,
                       cache_read_input_tokens: int = 0,

@@ -1,11 +1,11 @@
 """What a session keeps beside its ledger: episodes, governed control state, and when to compact.
 
 A :class:`~holon_ctx.Session` compacts by itself under a :class:`CompactionPolicy`: every
-``every_turns`` new turns, before the next request, it archives the turn ranges older than the
-recent window into episodes (RFC 0003) and, unless told not to, seals a continuity envelope for
-them (RFC 0005), so obligations, exact constraints and unreconciled side effects stay pinned in
-every later prompt. ``Session(..., compaction=None)`` never compacts by itself; ``session.compact()``
-still does on request.
+``every_turns`` new turns (``binding_turns`` while the budget binds), before the next request, it
+archives the turn ranges older than the recent window into episodes (RFC 0003) and, unless told
+not to, seals a continuity envelope for them (RFC 0005), so obligations, exact constraints and
+unreconciled side effects stay pinned in every later prompt. ``Session(..., compaction=None)``
+never compacts by itself; ``session.compact()`` still does on request.
 
 Where the derived stores live (:func:`open_upkeep`): beside a SQLite ledger, in its own file (the
 tables the CLI uses, so ``holon-ctx episodes list --db`` shows them); beside a PostgreSQL ledger,
@@ -46,14 +46,20 @@ class CompactionPolicy:
     #: The newest turns that are never archived (at least 2). Older turns are archived into
     #: episodes; a recalled episode stands for the turns it covers, the rest stay turns (RFC 0013).
     recent_turns: int = 16
-    #: Compact before the next request once this many turns were appended since the last time
-    #: (and before every request after a new turn while the budget binds).
+    #: Compact before the next request once this many turns were appended since the last time.
     every_turns: int = 16
+    #: While the budget binds (the last request left something out), compact as soon as this
+    #: many turns were appended since the last time: aged-out turns then compete as episodes
+    #: within a few turns (RFC 0013), and each compaction archives a range of them rather than
+    #: running before every request for the one turn that aged out (RFC 0024: one compaction
+    #: costs about half a turn at 10k messages; four turns per compaction is a quarter of the
+    #: default recent window).
+    binding_turns: int = 4
     #: Also seal a continuity envelope (governed control state, RFC 0005); False archives only.
     seal_envelope: bool = True
 
     def __attrs_post_init__(self) -> None:
-        for name in ("recent_turns", "every_turns"):
+        for name in ("recent_turns", "every_turns", "binding_turns"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"expected a positive integer, got {value!r}",

@@ -381,6 +381,7 @@ def test_open_session_on_postgres_continues_the_same_epoch(pg_url: str,
             s.tool_run("shell", f"migrate --shard {i}", f"shard {i}: {1000 + i} rows migrated")
             s.assistant_message(f"Shard {i} migrated; lag is under a second.")
         before = s.next_request(budget)
+        before_text = before.text  # the text view is made when read: before the session closes
     ledger.close()
     session = before.manifest["session"]
     assert session["epoch_reason"] == "over_budget", "the budget binds before the last turn"
@@ -392,7 +393,7 @@ def test_open_session_on_postgres_continues_the_same_epoch(pg_url: str,
     ledger = PostgresStore(pg_url, session=pg_session_key, create=False)
     with open_session(ledger, compaction=None) as again:
         same = again.next_request(budget)
-        assert (same.text, same.openai_messages) == (before.text, before.openai_messages)
+        assert (same.text, same.openai_messages) == (before_text, before.openai_messages)
         assert same.manifest["session"]["epoch"] == session["epoch"]
         assert same.manifest["session"]["replanned"] is False
         again.assistant_message("Shard 23 verified.")

@@ -35,7 +35,7 @@ from typing import Final
 import attrs
 import msgspec
 
-from holon_ctx.errors import BudgetTooSmallError, InputError
+from holon_ctx.errors import BudgetTooSmallError, InputError, quote_value
 from holon_ctx.ledger.epochs import (
     EPOCH_FORMAT,
     EpochStart,
@@ -178,7 +178,7 @@ class SessionProjector:
         (neither) as of the end of the ledger."""
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
                 or budget_tokens <= 0:
-            raise InputError(f"budget must be a positive number of tokens, got {budget_tokens!r}",
+            raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
         end = self._end(at, limit_pos)
         control = self.control.control_state() if self.control else None
@@ -704,6 +704,7 @@ class SessionProjector:
                               tail_tokens=request_tokens - body, epoch=state.start.epoch,
                               replanned=replanned, replan_reason=reason, text=text,
                               binds=any(sec.omitted for sec in state.manifest.sections),
+                              limit_pos=end,
                               has_tail=bool(tail_parts),
                               make_manifest=lambda: session_manifest(
                                   snapshot, tail, text, used, request_tokens, cached,

@@ -148,6 +148,9 @@ class SessionRequest:
     #: The last re-plan left something out: the budget binds (a session then compacts before
     #: its next request, so aged-out turns compete as episodes).
     binds: bool = False
+    #: The ledger position the request is as of (every record before it walked): another layout
+    #: asked with ``limit_pos`` set to it shows the same records.
+    limit_pos: int = 0
     #: The request ends with a current-state tail (``parts[-1]``). A *whole* epoch's request
     #: (the history holds every record: RFC 0025) usually has none: the history says it all.
     has_tail: bool = True

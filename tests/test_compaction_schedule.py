@@ -1,0 +1,58 @@
+"""When a session compacts by itself (issue 29 item 2, RFC 0024): every ``every_turns`` turns, and
+while the budget binds every ``binding_turns`` — a batch of aged-out turns per compaction, not
+a compaction before every request for the one turn that aged out; aged-out turns still become
+episodes within that many turns (RFC 0013)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from provider_counts import agent_loop
+
+import holon_ctx
+from holon_ctx.compaction import CompactionResult
+from holon_ctx.errors import InputError
+from holon_ctx.session_upkeep import Upkeep
+
+
+@pytest.mark.parametrize("binding_turns", [1, 4, 6])
+def test_compaction_runs_once_per_batch_while_the_budget_binds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, binding_turns: int) -> None:
+    runs: list[CompactionResult] = []
+    real = Upkeep.compact
+
+    def counted(self: Upkeep, policy: holon_ctx.CompactionPolicy) -> CompactionResult:
+        runs.append(real(self, policy))
+        return runs[-1]
+
+    monkeypatch.setattr(Upkeep, "compact", counted)
+    policy = holon_ctx.CompactionPolicy(recent_turns=4, every_turns=16,
+                                        binding_turns=binding_turns)
+    with holon_ctx.open_session(tmp_path / "a.db", compaction=policy) as session:
+        binding = 0
+        for step in agent_loop(session, 48, seed=11):
+            request = session.next_request(1500)
+            if step < 8:
+                continue  # the window fills first
+            binding += request.manifest["sections"] and any(
+                s["omitted"] for s in request.manifest["sections"])
+        turns = session._turn.seq if session._turn is not None else 0
+        episodes = session._upkeep.episodes.count()
+        # The horizon of the last compaction: the oldest turn of the recent window it kept.
+        horizon = session.store.get(runs[-1].archive.horizon or "")
+        assert horizon is not None
+        last_horizon = horizon.turn_seq or 0
+    assert binding >= 30, "the budget binds for most of the loop"
+    # One compaction per batch of new turns while it binds (at most one more for the remainder).
+    assert len(runs) <= turns // binding_turns + 1
+    assert len(runs) >= (binding - 1) // binding_turns
+    # ... and the aged-out turns still become episodes: the last compaction archived up to a
+    # window that is a batch behind the newest turn at most.
+    assert episodes > 0
+    assert last_horizon >= turns - policy.recent_turns - binding_turns
+
+
+def test_binding_turns_is_checked() -> None:
+    with pytest.raises(InputError, match="binding_turns"):
+        holon_ctx.CompactionPolicy(binding_turns=0)

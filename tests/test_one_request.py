@@ -1,0 +1,85 @@
+"""One projection per request (issue 24 item 1, RFC 0024): ``Session.next_request`` walks the
+ledger once, for the messages a runtime sends; the text layout is made only when it is read, as
+of the same ledger position; ``request_tokens``, the manifest and the cache figures describe the
+messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from provider_counts import agent_loop
+
+import holon_ctx
+from holon_ctx.errors import InputError
+from holon_ctx.projection.providers import measure
+from holon_ctx.projection.session import Layout, SessionProjector
+
+
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[Layout]:
+    """The layout of every session walk made (each request's call into the walk)."""
+    made: list[Layout] = []
+    real = SessionProjector._walk_to
+
+    def counted(self: SessionProjector, *args: object, **kwargs: object) -> object:
+        made.append(self.layout)
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SessionProjector, "_walk_to", counted)
+    return made
+
+
+def test_a_request_is_one_walk_and_the_text_only_when_read(tmp_path: Path,
+                                                           walks: list[Layout]) -> None:
+    with holon_ctx.open_session(tmp_path / "a.db") as session:
+        for step in agent_loop(session, 30, seed=5):
+            walks.clear()
+            request = session.next_request(3000)
+            request.openai_messages  # noqa: B018 - what a runtime reads
+            request.anthropic_request  # noqa: B018
+            assert request.manifest["session"]["request_tokens"] == request.request_tokens
+            assert walks == [Layout.MESSAGES], step
+        walks.clear()
+        request.text  # noqa: B018 - read once: one more walk, of the text layout
+        request.used_tokens  # noqa: B018
+        request.text  # noqa: B018
+        assert walks == [Layout.TEXT]
+
+
+def test_the_text_is_as_of_the_messages_position(tmp_path: Path) -> None:
+    """Read after the ledger grew, the text shows what it would have shown when the request was
+    made: the same turn, the same records as a text projection asked at that position."""
+    with holon_ctx.open_session(tmp_path / "a.db") as session:
+        loop = agent_loop(session, 25, seed=7)
+        for _ in range(20):
+            next(loop)
+        request = session.next_request(2500)
+        position = session.store.end_pos()
+        for _ in loop:  # more steps before the runtime reads the text
+            pass
+        text = request.text
+        fresh = SessionProjector(session.store, layout=Layout.TEXT,
+                                 episodes=session._upkeep.recall_source(),
+                                 control=session._upkeep.control_source()).request(
+            budget_tokens=2500, limit_pos=position)
+        assert text == fresh.text
+        assert request.used_tokens == fresh.used_tokens <= 2500
+        assert fresh.manifest.current_turn == request.current_turn
+        counter = session._projectors[Layout.MESSAGES].counter
+        assert measure(request.openai_messages, counter) == request.request_tokens <= 2500
+        # The newest turn's records appended since are in neither view.
+        newest = session.current_turn
+        assert newest is not None
+        assert newest != request.current_turn
+        assert newest not in text
+
+
+def test_the_text_of_a_closed_session_says_what_to_do(tmp_path: Path) -> None:
+    with holon_ctx.open_session(tmp_path / "a.db") as session:
+        session.operator_message("hello")
+        request = session.next_request(1000)
+        request.openai_messages  # noqa: B018
+    with pytest.raises(InputError, match=r"read request\.text before closing"):
+        request.text  # noqa: B018
+    assert request.request_tokens <= 1000
