@@ -8,6 +8,7 @@ import json
 import random
 from pathlib import Path
 
+from projection_builders import LedgerBuilder, memory_store
 from session_helpers import check_request
 
 import holon_ctx
@@ -222,3 +223,25 @@ def test_a_switch_re_plans_when_the_saving_exceeds_the_write() -> None:
     # the first request (the short notes never outgrow the budget).
     assert [r.replan_reason for r in requests[1:] if r.replanned] == ["work_item_changed"]
     assert requests[-2].replan_reason == "work_item_changed"
+
+
+def test_a_turn_continuing_a_folded_tick_keeps_the_whole_epoch() -> None:
+    """A whole epoch folds a run of ticks into one line; a turn continuing one of them does not
+    re-plan (the history holds every other turn): the tail states what it continues."""
+    b = LedgerBuilder()
+    b.operator("Watch the nightly build and report when it is green.")
+    b.assistant("Watching it.")
+    ticks = b.ticks(4)
+    b.turn("timer", anchor=ticks[-1], label="the nightly build finished")
+    b.say("The nightly build is green.")
+    store = memory_store(b.records)
+    projector = SessionProjector(store, layout=Layout.MESSAGES)
+    requests = _requests(store, 32768, projector)
+    assert [r.replanned for r in requests[1:]] == [False] * (len(requests) - 1)
+    last = projector.request(budget_tokens=32768)
+    assert last.has_tail
+    assert f"continuing turn:{ticks[-1]}" in last.parts[-1].text
+    planned = SessionProjector(store, layout=Layout.MESSAGES,
+                               session=SessionPolicy(whole_history=False))
+    assert any(r.replan_reason == "anchor_not_in_history"
+               for r in _requests(store, 32768, planned))

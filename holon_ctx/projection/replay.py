@@ -230,7 +230,9 @@ class _History:
             if isinstance(stored.record, Turn):
                 blocks.extend(entry_heading(r, stored.record, stored.ref))
             else:
-                blocks.extend(r.record_blocks(stored, {}))
+                # As a record joins the session's history: the newest evidence verbatim (RFC
+                # 0023), and so it stays (RFC 0025: the approaches differ in what they keep).
+                blocks.extend(r.record_blocks(stored, {}, verbatim=True))
         records = {s.ref: s for s in run}
         if first:
             # The history's title and its trust note, as the session's history opens.

@@ -378,7 +378,9 @@ class SessionProjector:
             state.tally, state.cover = Tally(), f"; counts cover {unit.ref} onward"
             state.tail, state.tail_reads = None, None
         if anchor_id is not None and anchor_id not in state.shown \
-                and anchor_id != unit.turn.id:
+                and anchor_id != unit.turn.id and not state.whole:
+            # (A whole epoch shows every turn but the low-value ones it folded: its tail states
+            # an anchor among those instead, _tail.)
             return "anchor_not_in_history"
         return None
 
@@ -397,8 +399,13 @@ class SessionProjector:
         # A whole epoch states only what no record says — unless its history ends with the
         # model's own reply: a provider request must end on a user turn (Anthropic reads a
         # trailing assistant message as a prefill), so the tail is the full one there.
+        # So is it when the turn continues one the whole history folded (a tick a task result
+        # answers): the tail's anchor line says what it continues.
+        anchor = state.anchor
         stated = not state.whole or (self.layout is Layout.MESSAGES
-                                     and state.last_role() is Role.ASSISTANT)
+                                     and state.last_role() is Role.ASSISTANT) or (
+            anchor is not None and anchor.turn.id != cur_id(state)
+            and anchor.turn.id not in state.shown)
         if state.tail is not None and state.tail_control == control \
                 and state.tail_stated == stated:
             return state.tail
@@ -708,5 +715,10 @@ class SessionProjector:
                                   replanned, reason, layout=self.layout))
 
 _persisted_decoder = msgspec.json.Decoder(Persisted)
+
+
+def cur_id(state: WalkState) -> str | None:
+    """The id of the walk's current turn (None before the first)."""
+    return state.current.turn.id if state.current is not None else None
 
 
