@@ -1,7 +1,7 @@
 """holon_ctx: turn-based context projection for long-running LLM agents.
 
 The ledger is the truth; a prompt is a projection of it. The library API is what this package
-exports (``docs/library.md``)::
+exports (``docs/library.md``; ``docs/api.md`` lists the whole public surface)::
 
     import holon_ctx
 
@@ -12,8 +12,25 @@ exports (``docs/library.md``)::
         session.assistant_message("On it.", tool_calls=[holon_ctx.ToolCall("c1", "bash", "ls")])
         session.tool_result("c1", "Dockerfile\\nsrc\\n")
 
-Everything else stays importable from its own module (``holon_ctx.projection.projector``,
-``holon_ctx.ledger.sqlite``, ``holon_ctx.memory``, …) for power users.
+Public modules (their ``__all__`` is the API; RFC 0028):
+
+- ``holon_ctx``: the session API and the errors (RFC 0008: one object, one page);
+- ``holon_ctx.lowlevel``: the pieces a session composes, for power users (stores, the stateless
+  projector, provider layouts, episode archiving, transcript import, compaction);
+- ``holon_ctx.errors``: every exception holon_ctx raises;
+- ``holon_ctx.continuity``: the continuity envelope and its governed store;
+- ``holon_ctx.postgres``: the PostgreSQL stores;
+- ``holon_ctx.integrations.openai_agents``, ``.mini_swe_agent``, ``.langchain``: the adapters.
+
+Everything else is internal: its names may change in any release, whatever their spelling. The
+internal modules are ``holon_ctx.calibration``, ``holon_ctx.cli`` (the command line is the
+interface, not its modules), ``holon_ctx.compaction``, ``holon_ctx.extras``,
+``holon_ctx.ledger``, ``holon_ctx.memory``, ``holon_ctx.models``, ``holon_ctx.projection``,
+``holon_ctx.request``, ``holon_ctx.session``, ``holon_ctx.session_args``,
+``holon_ctx.session_upkeep``, ``holon_ctx.tokens``, every module inside ``holon_ctx.continuity``
+and ``holon_ctx.postgres`` (use the package, not the module), and any module of
+``holon_ctx.integrations`` other than the three adapters. They were not renamed with underscores
+(RFC 0028 says why); this list and ``tests/test_public_surface.py`` are the line.
 
 The names below are loaded on first use (PEP 562): ``import holon_ctx.errors`` or the continuity
 package alone must not pay for the projector, SQLite stores and episode memory (~0.2 s).
@@ -22,6 +39,8 @@ package alone must not pay for the projector, SQLite stores and episode memory (
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -83,14 +102,23 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'holon_ctx' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+def _lazy_names(module: str, homes: dict[str, str],
+               names: list[str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A module's PEP 562 ``__getattr__`` and ``__dir__``: each name in ``homes`` is imported from
+    its home on first use and kept in the module (``holon_ctx`` and ``holon_ctx.lowlevel``)."""
+
+    def getattr_(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(home), name)
+        setattr(sys.modules[module], name, value)
+        return value
+
+    def dir_() -> list[str]:
+        return sorted(names)
+
+    return getattr_, dir_
 
 
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = _lazy_names(__name__, _HOMES, __all__)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import unicodedata
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -28,11 +27,14 @@ import attrs
 
 from holon_ctx.continuity import (
     AuthorizationMode,
+    CompactionConflictError,
     CompactionRequest,
     ContinuityStore,
+    Envelope,
     SideEffectStatus,
     prepare_compaction,
 )
+from holon_ctx.continuity.fitting import fit_id, fit_text
 from holon_ctx.continuity.records import (
     ConstraintRecord,
     SessionIdentity,
@@ -40,6 +42,7 @@ from holon_ctx.continuity.records import (
     SideEffectRecord,
 )
 from holon_ctx.continuity.store import FactKind
+from holon_ctx.ledger.compaction_lock import process_lock
 from holon_ctx.ledger.records import Message, Pin
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import Archiver, ArchiveReport
@@ -59,6 +62,11 @@ __all__ = [
 _UNSEALED_PAGE = 256
 #: The governed facts a request's control state reads (the continuity store's fact kinds).
 _CONTROL_FACTS = (FactKind.OBLIGATION.value, FactKind.CONSTRAINT.value, FactKind.SIDE_EFFECT.value)
+#: The longest objective an envelope takes from the operator's words (the envelope allows more;
+#: a prompt's governed notice and a trace event carry it, so a line or two is what is useful).
+_OBJECTIVE_CHARS = 500
+#: Ids a range is sealed under before a conflict is reported (a crash per try would be needed).
+_RESEAL_IDS = 8
 _EFFECT_KINDS = {"side_effect_unknown": SideEffectStatus.UNKNOWN,
                  "side_effect_partial": SideEffectStatus.PARTIAL}
 
@@ -87,11 +95,13 @@ class CompactionResult:
 
 
 def _obligation(episodes: EpisodeStore, kind: str, key: str, episode_id: str) -> str:
-    """The obligation as a person reads it: the episode's own claim (naming its ref) and key."""
+    """The obligation as a person reads it: the episode's own claim (naming its ref) and key,
+    fitted to the envelope's rules (a long or invisible-character wait condition, RFC 0020)."""
     episode = episodes.get(episode_id)
     claim = next((c for c in episode.unresolved if c.key == key), None) if episode else None
     what = f"{claim.text} ({', '.join(claim.refs)})" if claim is not None else kind
-    return f"{what} [{key}; archived in episode:{episode_id}]"
+    return fit_id(what, suffix=f" [{fit_id(key)}; archived in episode:{episode_id}]",
+                  where=f"episode:{episode_id}")
 
 
 def compact(
@@ -103,7 +113,41 @@ def compact(
     clock: Callable[[], datetime],
     archiver: Archiver | None = None,
 ) -> CompactionResult:
-    """Archive, sync governed state from the ledger, seal an envelope (see the module docstring)."""
+    """Archive, sync governed state from the ledger, seal an envelope (see the module docstring).
+
+    Under the ledger's compaction lock (RFC 0020): another runtime, or ``holon-ctx compact``,
+    compacting the same ledger waits, then finds this one's episodes and envelope and seals only
+    what is still unsealed, if anything. Times are read inside the lock and never below the
+    newest one the governed store holds, so a compaction never fails for another's clock."""
+    lock = getattr(ledger, "compaction_lock", None)
+    with lock() if callable(lock) else process_lock(ledger):
+        return _compact_locked(ledger, episodes, continuity, session=session,
+                               clock=_store_clock(continuity, clock), archiver=archiver)
+
+
+def _store_clock(continuity: ContinuityStore,
+                 clock: Callable[[], datetime]) -> Callable[[], datetime]:
+    """``clock``, never earlier than the newest time the governed store recorded: another
+    process (another host's clock) may have written a moment "later" than this clock reads.
+    A clock that is not aware is passed through, for the store to refuse."""
+    def now() -> datetime:
+        read = clock()
+        last = continuity.last_recorded_at()
+        if last is None or not isinstance(read, datetime) or read.utcoffset() is None:
+            return read
+        return max(read, last)
+    return now
+
+
+def _compact_locked(
+    ledger: LedgerStore,
+    episodes: EpisodeStore,
+    continuity: ContinuityStore,
+    *,
+    session: SessionConfig,
+    clock: Callable[[], datetime],
+    archiver: Archiver | None,
+) -> CompactionResult:
     archiver = archiver or Archiver(ledger, episodes)
     report = archiver.archive()
     # The envelope covers every episode archived since the last sealed one, not only this run's:
@@ -120,8 +164,12 @@ def compact(
             authorization_mode=session.authorization_mode), at=now)
     if continuity.policy_version(session.tenant_id) is None:
         continuity.set_policy_version(session.tenant_id, session.policy_version, at=now)
-    continuity.set_session_resources(
-        SessionResources(session_id=sid, budget_remaining=session.budget_remaining), at=now)
+    # The configured budget is the session's first one only: once governed, the budget moves
+    # by the runtime's records (spent, or raised by an explicit grant), never by a compaction.
+    resources = continuity.session_resources(sid)
+    if resources is None:
+        resources = SessionResources(session_id=sid, budget_remaining=session.budget_remaining)
+        continuity.set_session_resources(resources, at=now)
 
     end = ledger.end_pos()
     # Every open item of the archive (resolved ones are reported too, to close obligations).
@@ -133,14 +181,15 @@ def compact(
         effect = _EFFECT_KINDS.get(row.kind)
         resolved = row.resolved_pos is not None and row.resolved_pos <= end
         if effect is not None:
+            effect_key = fit_id(row.key, where=f"episode:{row.episode_id}")
             status = SideEffectStatus.COMMITTED if resolved else effect
-            known = continuity.side_effect(row.key)
+            known = continuity.side_effect(effect_key)
             if known is None or known.status is not status:
                 continuity.record_side_effect(SideEffectRecord(
-                    idempotency_key=row.key, tenant_id=session.tenant_id, session_id=sid,
+                    idempotency_key=effect_key, tenant_id=session.tenant_id, session_id=sid,
                     status=status), at=now)
             if not resolved:
-                blocking.append(row.key)
+                blocking.append(effect_key)
         if resolved:
             if text in continuity.open_obligations(sid):
                 continuity.close_obligation(sid, text, at=now)
@@ -157,11 +206,11 @@ def compact(
         text = rec.note
         if target is not None and isinstance(target.record, Message):
             text = target.record.text if not text else f"{text} — {target.record.text}"
-        constraint_refs.append(rec.target)
+        ref = fit_id(rec.target)
+        constraint_refs.append(ref)
         current = {c.ref: c for c in continuity.constraints(sid)}
-        if rec.target not in current or current[rec.target].text != text:
-            continuity.add_constraint(ConstraintRecord(session_id=sid, ref=rec.target, text=text),
-                                      at=now)
+        if ref not in current or current[ref].text != text:
+            continuity.add_constraint(ConstraintRecord(session_id=sid, ref=ref, text=text), at=now)
 
     # The envelope names the write in flight: the first unreconciled one, else the newest side
     # effect (naming none while the session has some would claim it never wrote anything; the
@@ -169,36 +218,49 @@ def compact(
     effects = continuity.side_effects(sid)
     key = blocking[0] if blocking else (effects[-1].idempotency_key if effects else None)
     first, last = archived[0].span.first_turn, archived[-1].span.last_turn
-    continuity.record_checkpoint(sid, f"checkpoint:{last}", at=now)
+    checkpoint = fit_id(f"checkpoint:{last}")
+    continuity.record_checkpoint(sid, checkpoint, at=now)
     summary = b"".join(encode_episode(ep) for ep in archived)
-    # The newest operator words that say something, as an objective the envelope accepts: words
-    # that are only white space or control characters (an operator may send them; a terminal
-    # paste may carry ANSI escapes) are no objective, and the validator refuses an empty one or
-    # one with control characters. The exact words stay in the ledger and the episodes.
+    # The newest operator words that say something, as an objective the envelope accepts
+    # (fit_text: control and invisible characters become spaces, a long text is cut with the
+    # ref of its full text); words with nothing visible are no objective. The exact words stay
+    # in the ledger and the episodes.
     objective = next((words for ep in reversed(archived) for c in ep.operator_intents
-                      if (words := _objective_words(c.quote or c.text))),
+                      if (words := fit_text(c.quote or c.text, limit=_OBJECTIVE_CHARS,
+                                            where=", ".join(c.refs) or f"episode:{ep.id}"))),
                      "continue the archived work")
     request = CompactionRequest(
         session_id=sid,
-        envelope_id=f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}",
-        source_trace_id=f"ledger-{sid}", source_event_range=(first, last),
-        summary_bytes=summary, objective=objective[:500],
+        envelope_id=fit_id(f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}"),
+        source_trace_id=fit_id(f"ledger-{sid}"),
+        source_event_range=(fit_id(first), fit_id(last)),
+        summary_bytes=summary, objective=objective,
         exact_constraint_refs=sorted(set(constraint_refs)),
         pending_obligations=sorted(open_now), tenant_id=session.tenant_id,
         principal_id=session.principal_id, authorization_mode=session.authorization_mode,
-        checkpoint_ref=f"checkpoint:{last}", budget_remaining=session.budget_remaining,
-        idempotency_key=key)
-    envelope = prepare_compaction(continuity, request, clock=clock)
+        checkpoint_ref=checkpoint, budget_remaining=resources.budget_remaining,
+        sandbox_snapshot_ref=resources.sandbox_snapshot_ref, idempotency_key=key)
+    envelope = _seal(continuity, request, clock)
     return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
                             tuple(blocking))
 
 
-def _objective_words(text: str) -> str:
-    """``text`` as an envelope objective: control characters other than newline and tab (which
-    the envelope refuses) become spaces, then surrounding white space goes ("" when nothing is
-    left)."""
-    return "".join(" " if unicodedata.category(ch) == "Cc" and ch not in "\n\t" else ch
-                   for ch in text).strip()
+def _seal(continuity: ContinuityStore, request: CompactionRequest,
+          clock: Callable[[], datetime]) -> Envelope:
+    """``prepare_compaction``, resumed under the same id when a crashed run journaled the same
+    inputs; when it journaled others (the ledger moved on since: a wait resolved, a pin added),
+    sealed under the next free id of the same range (``ce-t3-t9-r2``) instead of failing every
+    compaction until a new range is archived."""
+    base = request.envelope_id
+    for attempt in range(1, _RESEAL_IDS + 1):
+        envelope_id = base if attempt == 1 else fit_id(f"{base}-r{attempt}")
+        try:
+            return prepare_compaction(continuity, attrs.evolve(request, envelope_id=envelope_id),
+                                      clock=clock)
+        except CompactionConflictError:
+            if continuity.is_compaction_complete(envelope_id):
+                raise  # a complete envelope under this id with other inputs: never overwritten
+    raise CompactionConflictError(base, "envelope", f"{_RESEAL_IDS} ids of this range conflict")
 
 
 def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore, session_id: str) -> list[Episode]:
@@ -215,7 +277,7 @@ def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore, session_id: s
         page = episodes.episodes(nums)
         for n in nums:
             episode = page.get(n)
-            if episode is None or episode.span.last_turn == sealed_last:
+            if episode is None or fit_id(episode.span.last_turn) == sealed_last:
                 found.reverse()
                 return found
             found.append(episode)

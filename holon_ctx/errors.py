@@ -13,6 +13,9 @@
                                            caller's fault, so deliberately outside HolonCtxError
 
 Every HolonCtxError renders as one line; the CLI prints ``str(error)`` and exits with status 2.
+A value an error quotes goes through :func:`quote_value` (one line, escaped, clipped); a message
+that still holds a line break (a server's ``DETAIL:`` line, a value quoted some other way) has it
+folded to a space, so no error is two lines (RFC 0027).
 An EngineError is reported as an internal error (exit status 70) and asks for a bug report.
 Errors carry the objects involved as attributes so a library caller can act on them without
 parsing text.
@@ -28,11 +31,38 @@ __all__ = [
     "LedgerFormatError",
     "StoreError",
     "UnknownRefError",
+    "first_line",
+    "quote_value",
 ]
+
+#: Characters of a value an error quotes whole; a longer one is clipped and its length given.
+QUOTED_CHARS = 80
+
+
+def quote_value(value: object, limit: int = QUOTED_CHARS) -> str:
+    """``value`` as an error quotes it: ``repr`` (quoted, newlines, controls and lone surrogates
+    escaped, so it is one line and prints on any terminal), clipped past ``limit`` characters of
+    the value with its length said (``'aaaa…' (10,240 characters)``): a 10 KB session key is not
+    echoed whole."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}… ({len(value):,} characters)"
+    return repr(value)
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of another library's error (a server's ``DETAIL:`` and ``HINT:`` lines
+    dropped), spaces collapsed."""
+    text = str(error).split("\n", 1)[0]
+    return " ".join(text.split()) or type(error).__name__
 
 
 class HolonCtxError(Exception):
     """Base of every error holon_ctx raises on purpose."""
+
+    def __str__(self) -> str:
+        # One line, whatever went into the message (see the module docstring).
+        text = super().__str__()
+        return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
 
 
 class InputError(HolonCtxError, ValueError):

@@ -20,6 +20,8 @@ import shlex
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from holon_ctx.errors import quote_value
+
 __all__ = ["install_command", "missing_extra"]
 
 _DIST = "holon-ctx"
@@ -83,5 +85,5 @@ def missing_extra(module: str, extra: str, error: ImportError) -> ModuleNotFound
     the pip command that adds it (raise it ``from None``: the chained traceback says no more)."""
     # The distribution's top-level package, not the submodule the import happened to reach.
     missing = (error.name or "a dependency").split(".")[0]
-    return ModuleNotFoundError(f"{module} needs the {extra!r} extra ({missing} is not installed): "
+    return ModuleNotFoundError(f"{module} needs the {quote_value(extra)} extra ({missing} is not installed): "
                                f"{install_command(extra)}", name=error.name)

@@ -35,7 +35,7 @@ from typing import Final
 
 import attrs
 
-from holon_ctx.errors import InputError
+from holon_ctx.errors import InputError, quote_value
 from holon_ctx.projection.framing import ANTHROPIC, OPENAI, FramingRule
 from holon_ctx.tokens import DEFAULT_ENCODING
 
@@ -123,7 +123,7 @@ def model_profile(model: str | None, *, where: str = "model") -> ModelProfile:
                                 framing=family.framing, guarantee=family.guarantee,
                                 prior_factor=family.prior_factor)
     warnings.warn(UnknownModelWarning(
-        f"unknown model {name!r}: counting with {DEFAULT_ENCODING} and OpenAI's framing, "
+        f"unknown model {quote_value(name)}: counting with {DEFAULT_ENCODING} and OpenAI's framing, "
         "calibrated from reported usage (observe_usage)"), stacklevel=3)
     return ModelProfile(model=name, family="default", encoding=DEFAULT_ENCODING, framing=OPENAI,
                         guarantee=Guarantee.CALIBRATED)

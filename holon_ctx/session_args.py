@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from holon_ctx.errors import InputError
+from holon_ctx.errors import InputError, quote_value
 from holon_ctx.ledger.codec import id_error
 from holon_ctx.ledger.records import EXTENSION_TRIGGER, KNOWN_TRIGGERS, Todo
 
@@ -69,7 +69,7 @@ def check_turn_ref(where: str, name: str, value: Any) -> str:
     if not sep:
         return text
     if kind != "turn" or not ident:
-        raise InputError(f"expected a turn ('turn:t5' or 't5'), got {text!r}", source=where,
+        raise InputError(f"expected a turn ('turn:t5' or 't5'), got {quote_value(text)}", source=where,
                          path=name)
     return ident
 
@@ -83,7 +83,7 @@ def check_status(where: str, name: str, value: Any, enum: type[_E]) -> _E:
     try:
         return enum(value)
     except ValueError:
-        raise InputError(f"expected one of {allowed}, got {value!r}", source=where,
+        raise InputError(f"expected one of {allowed}, got {quote_value(value)}", source=where,
                          path=name) from None
 
 
@@ -92,7 +92,7 @@ def check_trigger(where: str, name: str, value: Any) -> str:
     text = check_text(where, name, value, required=True)
     if text not in KNOWN_TRIGGERS and not EXTENSION_TRIGGER.match(text):
         known = ", ".join(sorted(KNOWN_TRIGGERS))
-        raise InputError(f"expected one of {known} or an extension 'x-name', got {text!r}",
+        raise InputError(f"expected one of {known} or an extension 'x-name', got {quote_value(text)}",
                          source=where, path=name)
     return text
 
@@ -140,6 +140,6 @@ def check_todos(where: str, name: str, value: Any) -> list[Todo]:
         todos = []
         for key, done in value.items():
             text = check_text(where, f"{name} key", key, required=True)
-            todos.append(Todo(text=text, done=check_flag(where, f"{name}[{text!r}]", done)))
+            todos.append(Todo(text=text, done=check_flag(where, f"{name}[{quote_value(text)}]", done)))
         return todos
     return [Todo(text=t) for t in check_strings(where, name, value)]

@@ -37,7 +37,7 @@ import hashlib
 from importlib import resources
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
-from holon_ctx.errors import InputError
+from holon_ctx.errors import InputError, quote_value
 
 if TYPE_CHECKING:
     import tiktoken
@@ -105,13 +105,13 @@ def _packaged_ranks(encoding: str) -> dict[bytes, int]:
     try:
         packed = resources.files(package).joinpath(name).read_bytes()
     except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
-        raise InputError(f"token encoding {encoding!r} needs its vocabulary from the "
-                         f"{package!r} package ({type(exc).__name__}); reinstall holon-ctx",
+        raise InputError(f"token encoding {quote_value(encoding)} needs its vocabulary from the "
+                         f"{quote_value(package)} package ({type(exc).__name__}); reinstall holon-ctx",
                          source=where) from None
     raw = gzip.decompress(packed)
     digest = hashlib.sha256(raw).hexdigest()
     if digest != expected:
-        raise InputError(f"vocabulary of {encoding!r} does not match its official SHA-256 "
+        raise InputError(f"vocabulary of {quote_value(encoding)} does not match its official SHA-256 "
                          f"(got {digest[:16]}…, expected {expected[:16]}…): refused",
                          source=where)
     # "TOKEN RANK" lines: one split, then pairs (about twice as fast as a loop over lines).
@@ -142,7 +142,7 @@ class TiktokenCounter:
             # tiktoken raises ValueError for unknown names and requests/OSError when it would need
             # to download: both mean "this encoding is not available here".
             raise InputError(
-                f"token encoding {encoding!r} is not available offline ({type(exc).__name__}); "
+                f"token encoding {quote_value(encoding)} is not available offline ({type(exc).__name__}); "
                 f"available without network: {', '.join(OFFLINE_ENCODINGS)}"
             ) from None
         #: False when concatenating two block-safe texts can merge tokens across the boundary
@@ -210,7 +210,7 @@ def counter_for_identity(identity: str) -> TiktokenCounter:
     """The counter a store's ``counter_identity`` names (``tiktoken:o200k_base``)."""
     kind, _, encoding = identity.partition(":")
     if kind != "tiktoken" or not encoding:
-        raise InputError(f"unknown token counter {identity!r} (expected 'tiktoken:ENCODING')",
+        raise InputError(f"unknown token counter {quote_value(identity)} (expected 'tiktoken:ENCODING')",
                          path="counter")
     return counter_for_encoding(encoding)
 

@@ -1,6 +1,6 @@
 """The bundled demo through demo, preview, explain, diff and stats, with asserted content.
 
-The landmarks come from holon_ctx.demo_ledger (KEY_TURNS, KEY_REFS): the last turn t276 is a task
+The landmarks come from tools/make_demo_ledger.py (KEY_TURNS, KEY_REFS): the last turn t276 is a task
 result anchored to the operator's request t214; t215–t275 are 61 low-value turns (ticks, retries,
 fallbacks, a restart); external_event:e007 (turn t164) is an injection attempt in a PR comment.
 What the engine decides (window start, fold runs, entry budgets) is read from a projection made
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from demo_story import KEY_REFS, KEY_TURNS
 
 from holon_ctx.cli.common import open_control_source
 from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.cli.main import main
-from holon_ctx.demo_ledger import KEY_REFS, KEY_TURNS
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.projection.projector import Projection, Projector

@@ -198,3 +198,79 @@ def test_operator_words_of_white_space_or_control_characters_never_stop_compacti
     # The newest archived range holds only blank words here: the envelope says so in its own
     # words rather than carrying an empty objective.
     assert envelope.objective in ("00:0:1", "[1mgo [0m", "continue the archived work")
+
+
+def test_a_crashed_compaction_with_other_inputs_is_resealed_under_the_next_id(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction that crashed after journaling its governed snapshot, then finds the ledger
+    moved on (other inputs for the same range), seals under ``<id>-r2`` instead of raising
+    ``CompactionConflictError`` at every compaction until a new range is archived; the crashed
+    id stays incomplete and is never used."""
+    import attrs
+
+    import holon_ctx.compaction as compaction_module
+
+    real = compaction_module.prepare_compaction
+    crashed: list[str] = []
+
+    def crash_once(store: ContinuityStore, request: object, **kwargs: object) -> object:
+        if not crashed:
+            crashed.append(request.envelope_id)  # type: ignore[attr-defined]
+
+            def hook(step: CompactionStep) -> None:
+                if step is CompactionStep.GOVERNED_SNAPSHOT:
+                    raise RuntimeError("killed")
+            real(store, attrs.evolve(request, objective="words since superseded"),  # type: ignore[misc]
+                 clock=kwargs["clock"], fault_hook=hook)  # type: ignore[arg-type]
+        return real(store, request, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compaction_module, "prepare_compaction", crash_once)
+    db = tmp_path / "demo.db"
+    ledger = SqliteStore(db)
+    demo = resources.files("holon_ctx") / "data" / "demo.jsonl"
+    with resources.as_file(demo) as path:
+        import_jsonl(path, ledger)
+    episodes, continuity = SqliteEpisodeStore(db), ContinuityStore(db)
+    with pytest.raises(RuntimeError, match="killed"):
+        compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
+    result = compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
+    assert result.envelope_id == f"{crashed[0]}-r2"
+    assert not continuity.is_compaction_complete(crashed[0])
+    latest = continuity.latest_envelope(SESSION.session_id)
+    assert latest is not None
+    assert latest.envelope_id == result.envelope_id
+
+
+def test_the_session_compaction_never_writes_its_configured_budget_back() -> None:
+    """Defect 7 on the session path: ``SessionConfig.budget_remaining`` is the first budget only.
+    Every compaction wrote it back, so a budget the runtime had spent to 0 was 100 again at the
+    next compaction; now later envelopes seal the governed 0."""
+    import holon_ctx
+    from holon_ctx.continuity import SessionResources
+    from holon_ctx.ledger.memory import MemoryStore
+
+    session = holon_ctx.open_session(
+        MemoryStore(), compaction=holon_ctx.CompactionPolicy(recent_turns=2, every_turns=1),
+        identity=SessionConfig(budget_remaining=100))
+    for n in range(10):
+        session.operator_message(f"step {n}")
+        session.tool_run("shell", f"make {n}", "ok")
+        session.open_wait(f"w{n}", f"CI run {n}")
+        session.next_request(budget_tokens=4000)
+    continuity, sid = session._upkeep.continuity, SESSION.session_id
+    assert continuity is not None
+    first = continuity.latest_envelope(sid)
+    assert first is not None
+    assert first.budget_remaining == 100
+    continuity.set_session_resources(SessionResources(session_id=sid, budget_remaining=0),
+                                     at=datetime.now(UTC))
+    for n in range(10, 20):
+        session.operator_message(f"step {n}")
+        session.tool_run("shell", f"make {n}", "ok")
+        session.open_wait(f"w{n}", f"CI run {n}")
+        session.next_request(budget_tokens=4000)
+    later = continuity.latest_envelope(sid)
+    session.close()
+    assert later is not None
+    assert later.envelope_id != first.envelope_id
+    assert later.budget_remaining == 0

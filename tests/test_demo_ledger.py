@@ -1,5 +1,5 @@
 """The bundled demo ledger: generated deterministically, importable, and holding every ingredient
-the README preview and the projection scenarios rely on (see holon_ctx/demo_ledger.py's story)."""
+the README preview and the projection scenarios rely on (see tools/make_demo_ledger.py's story)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from demo_story import KEY_REFS, KEY_TURNS, build_demo_records, bundled_demo_path, demo_jsonl_bytes
 
 import holon_ctx
-from holon_ctx.demo_ledger import (
-    KEY_REFS,
-    KEY_TURNS,
-    build_demo_records,
-    bundled_demo_path,
-    demo_jsonl_bytes,
-)
 from holon_ctx.ledger.codec import iter_jsonl
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.records import (
@@ -83,7 +77,7 @@ def work_item_state(work_item_id: str) -> WorkItemState:
 # -- the file ---------------------------------------------------------------------------------
 def test_bundled_file_is_the_generators_canonical_output() -> None:
     """demo.jsonl equals write_jsonl(build_demo_records()) byte for byte (regenerate with
-    ``python -m holon_ctx.demo_ledger``)."""
+    ``python3 dev.py shell tools/make_demo_ledger.py``)."""
     expected = demo_jsonl_bytes()
     assert SOURCE_FILE.read_bytes() == expected
     assert bundled_demo_path().read_bytes() == expected

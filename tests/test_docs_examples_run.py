@@ -49,12 +49,13 @@ ELSEWHERE = {
 #: Python blocks run here, by page: each page's blocks in order, in one namespace, after SETUP.
 HERE = {
     "continuity.md": ("from datetime import UTC, datetime, timedelta",
-                      "from holon_ctx.compaction import GovernedControl, SessionConfig, compact"),
-    "episodes.md": ("from holon_ctx.ledger.episode_store import SqliteEpisodeStore",),
-    "projection.md": ("from holon_ctx.ledger.sqlite import SqliteStore",),
-    "providers.md": ("from holon_ctx.projection.projector import Projector",),
+                      "from holon_ctx import SessionConfig"),
+    "episodes.md": ("from holon_ctx.lowlevel import (",),
+    "projection.md": ("from holon_ctx.lowlevel import Projector, SqliteStore",),
+    "providers.md": ("from holon_ctx.lowlevel import (",),
     "typing.md": ("for message in to_openai_messages(projection):",),
-    "import.md": ("from holon_ctx.ledger.memory import MemoryStore",),
+    "import.md": ("from holon_ctx.lowlevel import MemoryStore, detect_format, import_any, "
+                  "read_transcript",),
     "postgres.md": ("from holon_ctx.continuity import ContinuityStore",),
 }
 #: What a page's fragments assume is already there (run before its blocks, in the same namespace).

@@ -204,11 +204,11 @@ def _strings(tree: ast.AST) -> list[tuple[int, str]]:
 def test_library_code_names_no_cli_flag() -> None:
     """No text outside holon_ctx/cli/ (messages, hints, reasons) names one of holon-ctx's flags:
     the library's errors reach callers who cannot pass them (the CLI gives its own wording, e.g.
-    ``CLI_OPTION``). The shell-command reader and the demo story quote other programs' flags."""
+    ``CLI_OPTION``). The shell-command reader and the transcript reader quote other programs' flags."""
     flags = _cli_flags()
     pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(f) for f in sorted(flags)) +
                          r")(?![\w-])")
-    allowed = {"transcript_shell.py", "demo_ledger.py", "transcripts.py"}
+    allowed = {"transcript_shell.py", "transcripts.py"}
     found = []
     for path in sorted((ROOT / "holon_ctx").rglob("*.py")):
         if "cli" in path.relative_to(ROOT).parts or path.name in allowed:

@@ -3,6 +3,9 @@ pre_model_hook-style loop with LangChain's own fake chat model and tools, offlin
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 pytest.importorskip("langchain_core")
@@ -127,3 +130,72 @@ def test_a_pre_model_hook_loop_sends_budgeted_requests() -> None:
     assert history.last_request is not None
     tools = [r for r in history.session.store.iter_records() if isinstance(r, Tool)]
     assert [t.call_id for t in tools] == [f"call-{n}" for n in orders]  # each appended once
+
+
+def _conversation(n: int) -> list[Any]:
+    """A persisted message list as a checkpointer keeps it: a system prompt, then ``n`` rounds
+    of a question, a reply with three tool calls, their results and an answer."""
+    messages: list[Any] = [SystemMessage("You answer questions about invoices.")]
+    for i in range(n):
+        ids = [f"call-{i}-{k}" for k in range(3)]
+        messages += [
+            HumanMessage(f"What is the total of invoice {i}?", id=f"h{i}"),
+            AIMessage("Looking it up.", id=f"a{i}",
+                      tool_calls=[{"name": "invoice_total", "args": {"id": i}, "id": c}
+                                  for c in ids]),
+            *(ToolMessage(f"{i}99 cents", tool_call_id=c, id=f"t{c}") for c in ids),
+            AIMessage(f"It is {i}.99.", id=f"b{i}")]
+    return messages
+
+
+def _tool_ids(s: holon_ctx.Session) -> list[str]:
+    return [r.call_id or "" for r in s.store.iter_records() if isinstance(r, Tool)]
+
+
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_a_reload_appends_only_what_the_ledger_does_not_hold(tmp_path: Path,
+                                                             with_ids: bool) -> None:
+    """Issue 23: a process restarted with its persisted message list (a new LedgerHistory on the
+    same ledger) appends nothing twice — by id or, without ids, by position — and the re-sent
+    SystemMessage is not a runtime note; the messages after the reload are appended once."""
+    db = tmp_path / "agent.db"
+    history = _conversation(3)
+    if not with_ids:
+        for m in history:
+            m.id = None
+    with holon_ctx.open_session(db, compaction=None) as s:
+        LedgerHistory(s, budget_tokens=4096).messages(history)
+        before = list(s.store.iter_records())
+    more = [*history, HumanMessage("And invoice 9?", id="h9"),
+            AIMessage("Looking.", id="a9", tool_calls=[{"name": "invoice_total",
+                                                        "args": {"id": 9}, "id": "call-9"}]),
+            ToolMessage("999 cents", tool_call_id="call-9", id="tcall-9")]
+    with holon_ctx.open_session(db, compaction=None) as s:
+        reloaded = LedgerHistory(s, budget_tokens=4096)
+        assert reloaded.sync(history) == 0
+        assert list(s.store.iter_records()) == before
+        assert reloaded.sync(more) == 3
+        assert reloaded.sync(more) == 0
+        ids = _tool_ids(s)
+        notes = [r for r in s.store.iter_records()
+                 if isinstance(r, Message) and r.role is MessageRole.SYSTEM]
+    assert len(ids) == len(set(ids)) == 10
+    assert notes == []
+    # A list trimmed at its start (the system prompt kept) still aligns with the ledger's end.
+    with holon_ctx.open_session(db, compaction=None) as s:
+        trimmed = [more[0], *more[-8:]]
+        assert LedgerHistory(s, budget_tokens=4096).sync(trimmed) == 0
+        assert _tool_ids(s) == ids
+
+
+def test_a_resent_system_message_is_not_a_new_runtime_note() -> None:
+    """Within one process too: the same system prompt sent again under a new id appends nothing;
+    a new system text is a runtime note."""
+    s = session()
+    history = LedgerHistory(s, budget_tokens=4096)
+    history.sync([SystemMessage("Be brief.", id="s1"), HumanMessage("Hi", id="h1")])
+    assert history.sync([SystemMessage("Be brief.", id="s2"), HumanMessage("Hi", id="h1")]) == 0
+    history.sync([SystemMessage("Now be verbose.", id="s3")])
+    notes = [r.text for r in s.store.iter_records()
+             if isinstance(r, Message) and r.role is MessageRole.SYSTEM]
+    assert notes == ["Now be verbose."]

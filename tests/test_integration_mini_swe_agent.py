@@ -141,3 +141,38 @@ def test_without_the_task_the_whole_first_message_is_the_operators(tmp_path: Pat
                 if isinstance(r, Message) and r.role is MessageRole.OPERATOR]
     assert [m.text for m in operator] == [f"Task: {TASK}"]
     assert "You are an agent." in model.requests[0].openai_messages[0]["content"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_reload_appends_only_what_the_ledger_does_not_hold(case: str, tmp_path: Path) -> None:
+    """Issue 23: a restarted process resumes the agent's message list with a new wrapper on the
+    same ledger: what the ledger holds is not appended again (no task twice, no call id twice),
+    and the steps after the reload are appended once, each in its own step turn."""
+    model_cls, outputs, config_name = CASES[case]
+    db = tmp_path / "agent.db"
+    config = yaml.safe_load((Path(package_dir) / "config" / config_name).read_text())
+    steps = outputs()
+    with holon_ctx.open_session(db) as session:
+        model = LedgerModel(model_cls(outputs=steps[:6]), session, budget_tokens=BUDGET,
+                            task=TASK, workspace=str(tmp_path))
+        agent = DefaultAgent(model, LocalEnvironment(cwd=str(tmp_path)),
+                             **{**config["agent"], "step_limit": 6, "cost_limit": 0})
+        agent.run(TASK)  # stops at the step limit
+        seen = list(model._seen)
+        before = list(session.store.iter_records())
+    with holon_ctx.open_session(db) as session:
+        resumed = LedgerModel(model_cls(outputs=steps[6:8]), session, budget_tokens=BUDGET,
+                              task=TASK, workspace=str(tmp_path))
+        resumed.query(seen)
+        assert list(session.store.iter_records()) == before
+        # The agent goes on: its next assistant message and observation, then a query.
+        more = agent.messages[len(seen):]
+        resumed.query([*seen, *more])
+        records = list(session.store.iter_records())
+    operator = [r for r in records if isinstance(r, Message) and r.role is MessageRole.OPERATOR]
+    assert [m.text for m in operator] == [TASK]
+    calls = [r.call_id for r in records if isinstance(r, Tool)]
+    assert len(calls) == len(set(calls)) == 6
+    turns = [r for r in records if isinstance(r, Turn)]
+    assert [t.trigger for t in turns] == ["operator_input"] + ["x-agent-step"] * 6
+    assert {t.anchor_turn_id for t in turns[1:]} == {turns[0].id}

@@ -208,3 +208,45 @@ def test_chat_messages_become_responses_input_items() -> None:
         {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
     ]
+
+
+def _history(n: int) -> list[dict[str, Any]]:
+    """Items as another session store keeps them: a developer message, then ``n`` rounds of a
+    request, a reply with two calls, their outputs and an answer."""
+    items: list[dict[str, Any]] = [{"role": "developer", "content": "Run the tests."}]
+    for r in range(n):
+        items += [{"role": "user", "content": f"Please test module {r}."},
+                  {"type": "function_call", "call_id": f"h{r}a", "name": "run_tests",
+                   "arguments": '{"path": "a"}'},
+                  {"type": "function_call", "call_id": f"h{r}b", "name": "run_tests",
+                   "arguments": '{"path": "b"}'},
+                  {"type": "function_call_output", "call_id": f"h{r}a", "output": "60 passed"},
+                  {"type": "function_call_output", "call_id": f"h{r}b", "output": "60 passed"},
+                  {"type": "message", "role": "assistant",
+                   "content": [{"type": "output_text", "text": f"Module {r} passes."}]}]
+    return items
+
+
+def test_a_reload_appends_only_what_the_ledger_does_not_hold(tmp_path: Path) -> None:
+    """Issue 23: a new LedgerSession given items the ledger holds already (a restart that hands
+    the history back, or the same history added twice) appends nothing twice; the developer
+    message is not a new runtime note; what follows is appended once."""
+    db = tmp_path / "agent.db"
+    with holon_ctx.open_session(db, compaction=None) as session:
+        asyncio.run(LedgerSession(session, budget_tokens=BUDGET).add_items(_history(3)))
+        before = list(session.store.iter_records())
+    more = [*_history(4)[-6:]]
+    with holon_ctx.open_session(db, compaction=None) as session:
+        ledger = LedgerSession(session, budget_tokens=BUDGET)
+        asyncio.run(ledger.add_items(_history(3)))
+        assert list(session.store.iter_records()) == before
+        asyncio.run(ledger.add_items(more))
+        asyncio.run(ledger.add_items([{"role": "developer", "content": "Run the tests."}]))
+        records = list(session.store.iter_records())
+    calls = [r.call_id for r in records if isinstance(r, Tool)]
+    assert calls == [f"h{r}{x}" for r in range(4) for x in "ab"]
+    assert [r for r in records if isinstance(r, Message) and r.role is MessageRole.SYSTEM] == []
+    # A new process given the whole history again, trimmed at its start, adds nothing either.
+    with holon_ctx.open_session(db, compaction=None) as session:
+        asyncio.run(LedgerSession(session, budget_tokens=BUDGET).add_items(_history(4)[7:]))
+        assert list(session.store.iter_records()) == records

@@ -110,3 +110,87 @@ def test_the_library_api_loads_no_optional_extra() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == ""
+
+
+# -- the full order (issue 24 item 4, RFC 0028) -----------------------------------------------
+#: Each top-level module or package of holon_ctx and its layer: a module may import its own layer
+#: and the ones below it, never one above. errors/tokens ← continuity ← ledger ← memory ←
+#: projection ← session ← integrations/CLI. The PostgreSQL stores sit beside memory: they
+#: implement the ledger's, memory's and continuity's stores, and the session opens them.
+LAYERS: dict[str, int] = {
+    "errors": 0, "tokens": 0, "extras": 0, "models": 0,
+    "continuity": 1,
+    "ledger": 2,
+    "memory": 3, "postgres": 3,
+    "projection": 4,
+    "calibration": 5, "compaction": 5, "request": 5, "session": 5, "session_args": 5,
+    "session_upkeep": 5, "lowlevel": 5, "": 5,  # "" is holon_ctx/__init__.py
+    "integrations": 6, "cli": 6, "__main__": 6,
+}
+#: Imports that go up the order today, each with why it is still there. This list may only
+#: shrink: the test fails on a new upward import and on one that is gone but still listed.
+KNOWN_UPWARD: dict[tuple[str, str], str] = {
+    # The SQLite episode store is memory's store (it stores memory's episodes and postings);
+    # it lives in ledger/ beside the SQLite ledger it shares a file with. Moving it into memory/
+    # would put sqlite3 into the pure core (test above); its place is a store layer (RFC 0028).
+    ("holon_ctx.ledger.episode_store", "holon_ctx.memory.episodes"): "store of memory's episodes",
+    ("holon_ctx.ledger.episode_store", "holon_ctx.memory.index"): "store of memory's index",
+    ("holon_ctx.ledger.episode_store", "holon_ctx.memory.store"): "store of memory's rows",
+    # An episode's text is rendered by memory with the prompt's markup (fences, one_line,
+    # label values) from projection/formats.py; issue 24 item 3 makes episodes cross as data and
+    # the renderer the only writer of markup, which removes both (formats.py was being changed).
+    ("holon_ctx.memory.builder", "holon_ctx.projection.formats"): "episode text uses prompt markup",
+    ("holon_ctx.memory.render", "holon_ctx.projection.formats"): "episode text uses prompt markup",
+    # The recall interface (RecallQuery in, RecalledEpisode out) is declared in projection/model;
+    # it belongs to memory, the lower side, and moves with item 3's episode-as-data change.
+    ("holon_ctx.memory.recall", "holon_ctx.projection.model"): "recall interface types",
+    ("holon_ctx.memory.source", "holon_ctx.projection.model"): "recall interface types",
+    # A model profile names its provider's framing rule, which projection/framing.py defines
+    # (being changed); the rule table belongs with the token counting, in layer 0.
+    ("holon_ctx.models", "holon_ctx.projection.framing"): "framing rules live in projection",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> int:
+    top = module.removeprefix("holon_ctx").removeprefix(".").split(".")[0]
+    assert top in LAYERS, f"{module}: not in the layer table (add its package to LAYERS)"
+    return LAYERS[top]
+
+
+def _holon_imports() -> list[tuple[str, str]]:
+    """(importer, imported) for every import of a holon_ctx module in holon_ctx, type-only and
+    function-level imports included: a dependency is one whenever it is written."""
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        importer = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{importer}: relative import"
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            found.extend((importer, n) for n in names if n.split(".")[0] == "holon_ctx")
+    return found
+
+
+def test_every_import_follows_the_layer_order() -> None:
+    """No module imports one of a higher layer, except the known list; a fixed exception must
+    leave the list (it may only shrink)."""
+    upward = {(a, b) for a, b in _holon_imports() if _layer(b) > _layer(a)}
+    new = sorted(upward - set(KNOWN_UPWARD))
+    gone = sorted(set(KNOWN_UPWARD) - upward)
+    assert new == [], f"imports against the layer order (errors ← … ← CLI): {new}"
+    assert gone == [], f"no longer imported: remove from KNOWN_UPWARD: {gone}"
+
+
+def test_the_layer_table_names_every_package() -> None:
+    """Every top-level module and package of holon_ctx has a layer."""
+    tops = {p.relative_to(PKG).parts[0].removesuffix(".py") for p in PKG.rglob("*.py")}
+    assert tops - {"__init__"} <= set(LAYERS)

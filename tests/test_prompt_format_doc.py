@@ -22,8 +22,10 @@ from holon_ctx.cli.main import main
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "prompt-format.md"
 CORPUS = ROOT.parent / "shared" / "corpora" / "swe-trajectories"
-EXAMPLE = re.compile(r"<!-- example: (\S+) (\d+) (session|stateless) -->\n```text\n(.*?)```",
-                     re.DOTALL)
+#: An example: its source comment, then a text block whose closing fence starts a line (a
+#: command's code span inside the block may hold backticks of its own).
+EXAMPLE = re.compile(r"<!-- example: (\S+) (\d+) (session|stateless) -->\n```text\n(.*?)^```$",
+                     re.DOTALL | re.MULTILINE)
 GAP = "…"
 
 

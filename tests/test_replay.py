@@ -24,8 +24,10 @@ from holon_ctx.projection.cost import (
 )
 from holon_ctx.projection.replay import (
     APPROACHES,
+    MASKED_KEEP,
     ApproachReport,
     TurnRow,
+    _History,
     call_points,
     replay,
     request_tokens,
@@ -377,3 +379,42 @@ def test_the_cached_counts_are_the_budgets_counts() -> None:
         assert encoded.sent(kept) == measure(kept, counter) <= 2048
         stream = encoded.tokens(whole)
         assert stream == [t for m in whole for t in request_tokens([m], counter)]
+
+
+def test_masking_keeps_the_last_ten_tool_outputs_and_names_the_rest() -> None:
+    """Observation masking: in every request the newest ten tool outputs are whole and every
+    older one is a placeholder saying how many lines it had; each run's line stays."""
+    store = _agent_run(6, 30)
+    history = _History(store, default_counter())
+    for _, limit in call_points(store):
+        history.grow(limit)
+        messages = history.masked_messages(MASKED_KEEP)
+        outputs = [m["content"] for m in messages if m["role"] == "tool"]
+        whole = history.messages()
+        originals = [m["content"] for m in whole if m["role"] == "tool"]
+        assert len(outputs) == len(originals)
+        cut = max(0, len(originals) - MASKED_KEEP)
+        assert outputs[cut:] == originals[cut:]
+        for masked, original in zip(outputs[:cut], originals[:cut], strict=True):
+            ref = original.split("<data ", 1)[1].split(">", 1)[0]
+            found = store.get(ref)
+            assert found is not None
+            lines = found.record.output.count("\n")  # type: ignore[union-attr]
+            assert f"[older output omitted: {lines} lines]" in masked
+            assert masked.split("\n", 1)[0] == original.split("\n", 1)[0]  # the run's line
+
+
+def test_replay_masking_is_a_baseline_and_the_verdict_names_the_cheapest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--baseline masking replays observation masking within the budget beside the session, and
+    the verdict names whichever approach billed least."""
+    db = _db(tmp_path)
+    assert main(["replay", "--db", db, "--budget", "4096", "--baseline", "masking,newest",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    totals = {name: body["totals"] for name, body in report["approaches"].items()}
+    assert set(totals) == {"session", "masking", "newest"}
+    assert totals["masking"]["over_budget"] == 0
+    cheapest = min(totals, key=lambda name: totals[name]["billed"])
+    named = "the session" if cheapest == "session" else cheapest
+    assert report["verdict"].startswith(f"{named} is the cheapest within the budget")

@@ -6,8 +6,9 @@ import re
 from pathlib import Path
 
 RFCS = Path(__file__).resolve().parents[1] / "rfcs"
-#: An RFC's first line: ``# RFC 0012 (densea) — Title`` or ``# RFC 0001: Title``.
-HEADING = re.compile(r"^# RFC (\d{4})(?: \([^)]*\))?(?::| —) (.+)$")
+#: An RFC's first line: ``# RFC 0012 (densea) — Title`` or ``# RFC 0001: Title`` (an en dash or
+#: a hyphen is read as the dash too).
+HEADING = re.compile(r"^# RFC (\d{4})(?: \([^)]*\))?(?::| —| –| -) (.+)$")
 #: A row of the index: the number (linked once the file exists), the title, the status.
 ROW = re.compile(r"^\| (?:\[(\d{4})\]\(([^)]+)\)|(\d{4})) \| ([^|]+) \| ([^|]+) \|")
 STATUSES = {"implemented", "accepted", "in progress", "never used"}

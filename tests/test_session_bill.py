@@ -136,3 +136,89 @@ def test_a_new_process_continues_the_whole_epoch(tmp_path: Path) -> None:
         budget_tokens=32768)
     assert planned.has_tail
     assert TAIL_TITLE in planned.text
+
+
+def _tool_loop(output_lines: int, steps: int) -> LedgerStore:
+    """An agent loop whose every step prints ``output_lines`` lines (distinct, so no markup
+    folds them)."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.operator_message("Find why the parser fails on nested brackets, then fix it.")
+    for i in range(steps):
+        call = holon_ctx.ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"pytest -x -k case{i}"}))
+        session.assistant_message(f"Step {i}: the next case.", tool_calls=[call])
+        session.tool_result(call.call_id, "".join(f"case {i}.{k}: token {k * 7919 % 10007} ok\n"
+                                                  for k in range(output_lines)))
+    return session.store
+
+
+def _marks(store: LedgerStore, budget: int) -> list[int]:
+    """The low-water mark of every planned re-plan (the whole epoch is not planned)."""
+    out = []
+    for request in _requests(store, budget):
+        if request.replanned and request.replan_reason == "over_budget":
+            out.append(request.manifest.session["low_water_tokens"])  # type: ignore[index]
+    return out
+
+
+def test_the_low_water_mark_falls_as_the_history_grows_faster() -> None:
+    """A re-plan's write pays off over the calls until the next one: where each step adds a few
+    lines the mark is the policy's ceiling (half the budget); where each adds a large output, a
+    re-plan keeps less so that more calls follow it — never below a tenth of the budget."""
+    budget = 4096
+    ceiling = int(budget * SessionPolicy().low_water)
+    slow = _marks(_tool_loop(3, 220), budget)
+    fast = _marks(_tool_loop(60, 60), budget)
+    assert slow
+    assert fast
+    assert set(slow) == {ceiling}
+    assert all(budget // 10 <= mark < ceiling for mark in fast), fast
+
+
+def test_the_derived_mark_bills_less_than_the_fixed_half_on_large_outputs() -> None:
+    """On a loop of large outputs, billed at Anthropic's prices, the derived mark re-plans into
+    a smaller prefix, which the calls until the next re-plan read more cheaply than the fixed
+    half's, and the re-plans come no more often."""
+    store = _tool_loop(60, 60)
+    counter = default_counter()
+    derived = SessionProjector(store, counter, layout=Layout.MESSAGES)
+    # Cache prices with no write premium make the derived mark the ceiling: the fixed half.
+    fixed = SessionProjector(store, counter, layout=Layout.MESSAGES,
+                             session=SessionPolicy(cache_read=0.999, cache_write=1.0))
+    [a] = replay(store, 4096, PRICES["anthropic"], counter, session_projector=derived)
+    [b] = replay(store, 4096, PRICES["anthropic"], counter, session_projector=fixed)
+    assert a.replans <= b.replans
+    assert a.billed < b.billed
+
+
+def _switches(store: LedgerStore, budget: int) -> list[SessionRequest]:
+    projector = SessionProjector(store, layout=Layout.MESSAGES,
+                                 session=SessionPolicy(whole_history=False))
+    return _requests(store, budget, projector)
+
+
+def test_a_switch_that_would_not_pay_keeps_the_epoch_and_states_the_new_item() -> None:
+    """In a planned epoch whose history is below the low-water mark, a re-plan at a work-item
+    switch would write as much as it saves: none happens, and the tail states the new item."""
+    store = _two_work_items(6, 16)
+    requests = _switches(store, 32768)
+    assert not any(r.replan_reason == "work_item_changed" for r in requests)
+    last = requests[-1]
+    assert last.has_tail
+    tail = last.parts[-1].text
+    assert "work item fix-docs" in tail  # the last four steps' item
+    assert "port-importer" not in tail
+
+
+def test_a_switch_re_plans_when_the_saving_exceeds_the_write() -> None:
+    """A long history of short turns for one item, near the budget, then a switch: the calls
+    until the next forced re-plan would read far more than the mark, so the re-plan pays."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    for i in range(150):
+        session.operator_message(f"Note {i} on the importer: keep the old flags.", work_item="a")
+    session.operator_message("Now the docs index, please.", work_item="b")
+    session.assistant_message("On it.")
+    requests = _switches(session.store, 4096)
+    # The call made as the switch's turn asks for a reply re-plans, and it is the only one since
+    # the first request (the short notes never outgrow the budget).
+    assert [r.replan_reason for r in requests[1:] if r.replanned] == ["work_item_changed"]
+    assert requests[-2].replan_reason == "work_item_changed"

@@ -63,6 +63,8 @@ def test_the_wheel_holds_the_package_and_its_data_only(dist: Path) -> None:
     modules = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py")}
     assert modules <= names
     assert {"holon_ctx/py.typed", "holon_ctx/data/demo.jsonl"} <= names
+    # The demo story is a dev tool (tools/make_demo_ledger.py): the wheel ships its data only.
+    assert not any("demo_ledger" in n for n in names)
     top = {n.split("/")[0] for n in names}
     assert top == {"holon_ctx", next(t for t in top if t.endswith(".dist-info"))}
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from holon_ctx.compaction import GovernedControl
     from holon_ctx.continuity import ContinuityStore
     from holon_ctx.memory.store import EpisodeStore
+from holon_ctx.errors import quote_value
 from holon_ctx.ledger.transcripts import (
     CLI_OPTION,
     TranscriptFormat,
@@ -64,9 +65,9 @@ def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {quote_value(text)}") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {quote_value(text)}")
     return value
 
 
@@ -125,7 +126,7 @@ def add_session_key_options(parser: argparse.ArgumentParser) -> None:
 
 def db_name(db: str, session: str | None) -> str:
     """How messages name a database: the path, or the server, database and session (no password)."""
-    return f"{describe(db)} session {session!r}" if is_postgres_url(db) else db
+    return f"{describe(db)} session {quote_value(session)}" if is_postgres_url(db) else db
 
 
 def open_db(path: str, *, must_exist: bool, session: str | None = None,

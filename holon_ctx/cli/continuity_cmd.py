@@ -32,7 +32,7 @@ from holon_ctx.continuity.envelope import SideEffectStatus, id_problem
 from holon_ctx.continuity.evaluation import ScenarioResult, run_evaluation
 from holon_ctx.continuity.experiment import ExperimentResult, run_experiment
 from holon_ctx.continuity.scenario import SEED
-from holon_ctx.errors import InputError
+from holon_ctx.errors import InputError, quote_value
 
 __all__ = ["EVAL_FAILED_STATUS", "EXIT_STATUS", "cmd_eval", "cmd_inspect", "register"]
 
@@ -115,7 +115,7 @@ def _side_effect_status(text: str | None) -> SideEffectStatus:
     except ValueError:
         choices = ", ".join(status.value for status in SideEffectStatus)
         raise InputError(
-            f"unknown side-effect status {text!r}; expected one of {choices}",
+            f"unknown side-effect status {quote_value(text)}; expected one of {choices}",
             path="--side-effect-status",
         ) from None
 

@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from holon_ctx.cli.common import console
-from holon_ctx.errors import InputError
+from holon_ctx.errors import InputError, quote_value
 from holon_ctx.postgres.connection import describe, is_postgres_url
 
 __all__ = ["register"]
@@ -78,7 +78,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     if not args.session_key:
         raise InputError("delete-session needs --session-key KEY", source=describe(url))
     if not delete_session(url, args.session_key):
-        raise InputError(f"no session {args.session_key!r} (`holon-ctx db sessions` lists them)",
+        raise InputError(f"no session {quote_value(args.session_key)} (`holon-ctx db sessions` lists them)",
                          source=describe(url))
-    print(f"deleted session {args.session_key!r} from {describe(url)}")
+    print(f"deleted session {quote_value(args.session_key)} from {describe(url)}")
     return 0

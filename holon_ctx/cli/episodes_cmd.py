@@ -16,7 +16,7 @@ from rich.table import Table
 from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
 from holon_ctx.cli.terminal import terminal_safe, write_data_json
 from holon_ctx.cli.wording import plural
-from holon_ctx.errors import InputError, StoreError, UnknownRefError
+from holon_ctx.errors import InputError, StoreError, UnknownRefError, quote_value
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.boundaries import BoundaryPolicy
@@ -149,7 +149,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _find(store: EpisodeStore, text: str) -> Episode:
     ident = parse_episode_id(text)
     if not ident:
-        raise InputError(f"expected an episode id like e3-9 or episode:e3-9, got {text!r}")
+        raise InputError(f"expected an episode id like e3-9 or episode:e3-9, got {quote_value(text)}")
     ep = store.get(ident)
     if ep is None:
         raise UnknownRefError(f"episode:{ident}", hint="no such episode (see `holon-ctx episodes "
@@ -163,7 +163,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         ident = parse_episode_id(args.episode)
         if not ident:
             raise InputError("expected an episode id like e3-9 or episode:e3-9, got "
-                             f"{args.episode!r}")
+                             f"{quote_value(args.episode)}")
         if store is None:
             raise UnknownRefError(f"episode:{ident}", hint="no episodes archived in this database")
         ep = _find(store, args.episode)

@@ -42,7 +42,7 @@ from holon_ctx.cli.epochs_view import epoch_view
 from holon_ctx.cli.explain import Explanation, explain
 from holon_ctx.cli.file_episodes import FileArchive
 from holon_ctx.cli.terminal import SafeConsole, write_data_json
-from holon_ctx.errors import InputError, StoreError
+from holon_ctx.errors import InputError, StoreError, quote_value
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.usage_sqlite import usage_store_for
 from holon_ctx.memory.source import StoreEpisodeSource
@@ -131,7 +131,7 @@ def _columns(text: str) -> int:
     """argparse type for --width: below 40 columns the header and bars cannot be laid out."""
     value = positive_int(text)
     if value < 40:
-        raise argparse.ArgumentTypeError(f"expected a width of at least 40 columns, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a width of at least 40 columns, got {quote_value(text)}")
     return value
 
 

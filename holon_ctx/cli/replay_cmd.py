@@ -36,7 +36,7 @@ from holon_ctx.cli.layout import emit, hang
 from holon_ctx.cli.preview_cmds import _view_args
 from holon_ctx.cli.preview_summary import Column, table_lines
 from holon_ctx.cli.terminal import is_terminal, write_data_json
-from holon_ctx.errors import InputError
+from holon_ctx.errors import InputError, quote_value
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.usage import Observation
 from holon_ctx.ledger.usage_sqlite import usage_store_for
@@ -99,7 +99,7 @@ def _approaches(text: str) -> list[str]:
         if not raw:
             continue
         if raw not in BASELINES:
-            raise InputError(f"unknown baseline {raw!r}; choose from {', '.join(BASELINES)}, "
+            raise InputError(f"unknown baseline {quote_value(raw)}; choose from {', '.join(BASELINES)}, "
                              "all or none", path="--baseline")
         if raw not in names:
             names.append(raw)

@@ -75,6 +75,7 @@ from holon_ctx.continuity.exceptions import (
 from holon_ctx.continuity.records import (
     ApprovalRecord,
     ApprovalStatus,
+    BudgetGrant,
     CompactionStep,
     ConstraintRecord,
     SessionIdentity,
@@ -98,6 +99,7 @@ __all__ = [
     "ApprovalRecord",
     "ApprovalStatus",
     "AuthorizationMode",
+    "BudgetGrant",
     "Clock",
     "CompactionConflictError",
     "CompactionRequest",

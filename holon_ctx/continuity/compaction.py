@@ -153,12 +153,17 @@ def _snapshot(
             "identity differs from the session's governed identity; record the change first",
             path="tenant_id",
         )
+    # A governed budget never rises through compaction (RFC 0020): a request stating more than
+    # the store holds seals the store's budget; only ``grant_budget`` raises it.
+    governed = store.session_resources(identity.session_id)
+    if governed is not None:
+        budget_remaining = min(budget_remaining, governed.budget_remaining)
     resources = SessionResources(
         session_id=identity.session_id,
         budget_remaining=budget_remaining,
         sandbox_snapshot_ref=sandbox_snapshot_ref,
     )
-    if store.session_resources(identity.session_id) != resources:
+    if governed != resources:
         store.set_session_resources(resources, at=now)
     return GovernedSnapshot(
         objective=req.objective,
@@ -318,6 +323,9 @@ def prepare_compaction(store: ContinuityStore, request: CompactionRequest, *, cl
     snapshot = journaled[CompactionStep.GOVERNED_SNAPSHOT]
     caller_parts = {name: values[name] for name in _SNAPSHOT_FIELDS}
     for name, value in caller_parts.items():
+        if name == "budget_remaining" and isinstance(value, int) \
+                and snapshot.budget_remaining <= value:
+            continue  # sealed at the governed budget, which a request may not raise
         if getattr(snapshot, name) != value:
             # Resuming after a crash reuses the journaled snapshot; it must be the same compaction.
             raise CompactionConflictError(envelope_id, "governed_snapshot", f"{name} differs")

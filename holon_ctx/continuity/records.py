@@ -29,6 +29,7 @@ __all__ = [
     "ApprovalRecord",
     "ApprovalStatus",
     "BoundaryStep",
+    "BudgetGrant",
     "CapabilityRecord",
     "CheckpointRecord",
     "CheckpointStep",
@@ -111,6 +112,15 @@ class SessionResources(_Record, frozen=True):
     session_id: str
     budget_remaining: NonNegativeInt
     sandbox_snapshot_ref: str | None = None
+
+
+class BudgetGrant(_Record, frozen=True):
+    """An explicit raise of a session's governed budget: the only way it ever rises (RFC 0020).
+    ``granted_by`` names who raised it (a principal or an operator id)."""
+
+    session_id: str
+    budget_remaining: NonNegativeInt
+    granted_by: str
 
 
 class ConstraintRecord(_Record, frozen=True):

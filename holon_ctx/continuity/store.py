@@ -37,6 +37,7 @@ from holon_ctx.continuity.records import (
     UNRESOLVED,
     ApprovalRecord,
     ApprovalStatus,
+    BudgetGrant,
     CapabilityRecord,
     CheckpointRecord,
     CompactionStep,
@@ -71,6 +72,7 @@ class FactKind(StrEnum):
     RESOURCES = "resources"
     CONSTRAINT = "constraint"
     OBLIGATION = "obligation"
+    BUDGET_GRANT = "budget_grant"
 
 
 # Ids never contain control characters, so U+001F cannot occur inside either half of a pair key.
@@ -131,12 +133,8 @@ class ContinuityStore:
     def __enter__(self) -> ContinuityStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
     # --- time -------------------------------------------------------------------------------
@@ -190,9 +188,8 @@ class ContinuityStore:
         record = PolicyRecord(tenant_id=tenant_id, policy_version=policy_version)
         self._put(FactKind.POLICY, tenant_id, tenant_id, record, at)
 
-    def set_capability_version(
-        self, capability_name: str, capability_version: str | None, *, at: datetime
-    ) -> None:
+    def set_capability_version(self, capability_name: str, capability_version: str | None, *,
+                               at: datetime) -> None:
         """Record the current version of a capability (``None``: withdrawn)."""
         record = CapabilityRecord(capability_name=capability_name, capability_version=capability_version)
         self._put(FactKind.CAPABILITY, capability_name, "", record, at)
@@ -219,9 +216,7 @@ class ContinuityStore:
         """Record what is known about the write behind an idempotency key (latest wins)."""
         existing = self._get(FactKind.SIDE_EFFECT, record.idempotency_key, SideEffectRecord)
         if existing is not None and (existing.tenant_id, existing.session_id) != (
-            record.tenant_id,
-            record.session_id,
-        ):
+                record.tenant_id, record.session_id):
             raise ContinuityInputError(
                 f"idempotency key {record.idempotency_key!r} belongs to another session"
             )
@@ -235,7 +230,25 @@ class ContinuityStore:
         self._put(FactKind.IDENTITY, identity.session_id, identity.session_id, identity, at)
 
     def set_session_resources(self, resources: SessionResources, *, at: datetime) -> None:
+        """Budget and sandbox. A budget falls here, never rises: only :meth:`grant_budget`."""
+        current = self.session_resources(resources.session_id)
+        if current is not None and resources.budget_remaining > current.budget_remaining:
+            raise ContinuityInputError(
+                f"would rise from {current.budget_remaining} to {resources.budget_remaining}: "
+                "only grant_budget raises a governed budget", source="SessionResources",
+                path="budget_remaining")
         self._put(FactKind.RESOURCES, resources.session_id, resources.session_id, resources, at)
+
+    def grant_budget(self, session_id: str, budget: int, *, granted_by: str, at: datetime) -> None:
+        """Set the budget by an explicit grant, recorded (with who) first; sandbox kept."""
+        grant = BudgetGrant(session_id=session_id, budget_remaining=budget, granted_by=granted_by)
+        self._put(FactKind.BUDGET_GRANT, session_id, session_id, grant, at)
+        sandbox = getattr(self.session_resources(session_id), "sandbox_snapshot_ref", None)
+        self._put(FactKind.RESOURCES, session_id, session_id, SessionResources(
+            session_id=session_id, budget_remaining=budget, sandbox_snapshot_ref=sandbox), at)
+
+    def budget_grant(self, session_id: str) -> BudgetGrant | None:
+        return self._get(FactKind.BUDGET_GRANT, session_id, BudgetGrant)
 
     def add_constraint(self, record: ConstraintRecord, *, at: datetime) -> None:
         key = record.session_id + _SEP + record.ref
@@ -319,9 +332,8 @@ class ContinuityStore:
         """Every envelope id of the session in append order, complete or not."""
         return tuple(self._backend.envelope_ids(session_id))
 
-    def record_step(
-        self, envelope_id: str, step: CompactionStep, body: msgspec.Struct, *, at: datetime
-    ) -> None:
+    def record_step(self, envelope_id: str, step: CompactionStep, body: msgspec.Struct, *,
+                    at: datetime) -> None:
         if not isinstance(body, STEP_BODY[step]):
             raise ContinuityInputError(f"step {step} takes a {STEP_BODY[step].__name__}")
         self._backend.append_step(envelope_id, step.value, msgspec.json.encode(body), self.stamp(at))
@@ -356,31 +368,16 @@ class ContinuityStore:
 
     # --- trace events -----------------------------------------------------------------------
 
-    def append_event(
-        self,
-        event_type: TraceEventType,
-        *,
-        envelope_id: str,
-        session_id: str,
-        payload: dict[str, Any],
-        at: datetime,
-    ) -> TraceEvent:
+    def append_event(self, event_type: TraceEventType, *, envelope_id: str, session_id: str,
+                     payload: dict[str, Any], at: datetime) -> TraceEvent:
         stamp = self.stamp(at)
-        seq = self._backend.append_event(
-            event_type.value, envelope_id, session_id, msgspec.json.encode(payload), stamp
-        )
-        return TraceEvent(
-            seq=seq,
-            event_type=event_type,
-            envelope_id=envelope_id,
-            session_id=session_id,
-            recorded_at=parse_time(stamp),
-            payload=payload,
-        )
+        seq = self._backend.append_event(event_type.value, envelope_id, session_id,
+                                         msgspec.json.encode(payload), stamp)
+        return TraceEvent(seq=seq, event_type=event_type, envelope_id=envelope_id,
+                          session_id=session_id, recorded_at=parse_time(stamp), payload=payload)
 
-    def events(
-        self, *, envelope_id: str | None = None, session_id: str | None = None
-    ) -> tuple[TraceEvent, ...]:
+    def events(self, *, envelope_id: str | None = None,
+               session_id: str | None = None) -> tuple[TraceEvent, ...]:
         """Trace events in sequence order, optionally filtered by envelope and/or session."""
         out = []
         for row in self._backend.events(envelope_id=envelope_id, session_id=session_id):

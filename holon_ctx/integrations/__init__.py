@@ -11,3 +11,6 @@ module                                      what                                
 Each adapter only uses the public library API (:class:`holon_ctx.Session` helpers in,
 :class:`holon_ctx.Request` out), so it does not change when the engine behind a request does.
 """
+
+#: The package itself exports nothing: import the adapter you need (each needs its extra).
+__all__: list[str] = []

@@ -14,8 +14,12 @@
   (langchain-openai, langchain-anthropic).
 * :class:`LedgerHistory` — both at once for a loop that keeps its own message list (a LangGraph
   state, a chain's memory): each call appends only the messages not seen before and returns the
-  budgeted request. Given the chat model (``model=``), requests are counted for it, and the
-  input tokens a reply reports (``usage_metadata``) calibrate the budget (RFC 0022).
+  budgeted request. A new ``LedgerHistory`` on a ledger that holds a history already (a
+  restart with a persisted message list, the usual checkpointer set-up) appends only what the
+  ledger does not hold yet (:mod:`holon_ctx.integrations.held`), and a re-sent
+  ``SystemMessage`` whose text the ledger holds is never a new runtime note. Given the chat
+  model (``model=``), requests are counted for it, and the input tokens a reply reports
+  (``usage_metadata``) calibrate the budget (RFC 0022).
   ``history.pre_model_hook`` has the shape of LangGraph's ``pre_model_hook`` (``state`` in,
   ``{"llm_input_messages": [...]}`` out).
 """
@@ -27,6 +31,7 @@ from typing import Any
 
 from holon_ctx.errors import InputError
 from holon_ctx.extras import missing_extra
+from holon_ctx.integrations.held import Key, ledger_keys, new_positions
 from holon_ctx.request import Request
 from holon_ctx.session import Session, ToolCall
 from holon_ctx.session_args import check_positive
@@ -83,6 +88,17 @@ def append_messages(session: Session, messages: Sequence[BaseMessage]) -> None:
                              path=f"messages[{i}]")
 
 
+def _key(message: BaseMessage) -> Key | None:
+    """The key of the record ``message`` appends (:mod:`holon_ctx.integrations.held`)."""
+    if isinstance(message, HumanMessage):
+        return ("user", message.text)
+    if isinstance(message, AIMessage):
+        return ("assistant", message.text)
+    if isinstance(message, ToolMessage):
+        return ("tool", message.tool_call_id)
+    return ("note", message.text) if isinstance(message, SystemMessage) else None
+
+
 class LedgerHistory:
     """A message list kept in step with the ledger; hands out budgeted requests (module doc)."""
 
@@ -102,15 +118,31 @@ class LedgerHistory:
         self.last_request: Request | None = None
         self._seen_ids: set[str] = set()
         self._seen_count = 0
+        #: Whether the ledger was read for what it holds (the first sync does it).
+        self._aligned = False
+        #: System texts the ledger holds (guidance, runtime notes): not appended again.
+        self._system: set[str] = set()
 
     def sync(self, messages: Sequence[BaseMessage]) -> int:
-        """Append the messages not appended before (by ``id``; without one, by position).
-        Returns how many were new."""
-        new = [m for i, m in enumerate(messages)
-               if (m.id not in self._seen_ids if m.id is not None else i >= self._seen_count)]
+        """Append the messages not appended before (by ``id``; without one, by position; on the
+        first call, those the ledger does not hold yet). Returns how many were new."""
+        if not self._aligned:
+            self._aligned = True
+            held = ledger_keys(self.session)
+            self._system = held.system
+            fresh = set(new_positions(held, [_key(m) for m in messages],
+                                      [m.text if isinstance(m, SystemMessage) else None
+                                       for m in messages]))
+            new = [m for i, m in enumerate(messages) if i in fresh]
+        else:
+            new = [m for i, m in enumerate(messages)
+                   if (m.id not in self._seen_ids if m.id is not None else i >= self._seen_count)
+                   and not (isinstance(m, SystemMessage) and m.text in self._system)]
         append_messages(self.session, new)
+        self._system.update(m.text for m in new if isinstance(m, SystemMessage))
         self._observe(new)
-        self._seen_ids.update(m.id for m in new if m.id is not None)
+        # Every message given is in the ledger now: appended, or held already.
+        self._seen_ids.update(m.id for m in messages if m.id is not None)
         self._seen_count = max(self._seen_count, len(messages))
         return len(new)
 

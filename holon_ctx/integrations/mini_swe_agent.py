@@ -24,9 +24,12 @@ any other user message                operator message (a person typed it: inter
 ====================================  ===========================================================
 
 The wrapper sees messages only when the agent queries it, so the final step's observation (the
-submission) is not appended. Requests are counted for the inner model (``config.model_name``), and
-the input tokens its responses report calibrate the budget (RFC 0022). A new ``agent.run`` (a
-shorter message list) starts a new task turn on the same ledger.
+submission) is not appended. A new wrapper on a ledger that holds the run already (a restarted
+process resuming the agent's message list) appends only what the ledger does not hold yet
+(:mod:`holon_ctx.integrations.held`) and takes up the run where the ledger left it. Requests are
+counted for the inner model (``config.model_name``), and the input tokens its responses report
+calibrate the budget (RFC 0022). A new ``agent.run`` (a shorter message list) starts a new task
+turn on the same ledger.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from __future__ import annotations
 from typing import Any
 
 from holon_ctx.errors import InputError
+from holon_ctx.integrations.held import Key, ledger_keys, new_positions
+from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.transcript_build import AGENT_STEP
 from holon_ctx.ledger.transcript_shell import ShellTracker
 from holon_ctx.ledger.transcript_swe import WORK_ITEM_ID, first_paragraph, split_task
@@ -115,11 +120,36 @@ class LedgerModel:
             # A new run of the agent: its messages start over.
             seen, self._task_turn, self._waiting = 0, None, []
             self._system.clear()
+        if not self._seen and self.session.current_turn is not None:
+            # A new wrapper on a ledger that holds a run: what it holds of these messages is
+            # taken up (the state they left), not appended again.
+            seen = self._take_up(messages)
         for message in messages[seen:]:
             self._append(message)
         self._seen = list(messages)
 
-    def _append(self, message: dict[str, Any]) -> None:
+    def _take_up(self, messages: list[dict[str, Any]]) -> int:
+        """How many of ``messages`` (from the first) the ledger holds; the wrapper's state set
+        as appending them would have left it."""
+        keys = [self._append(m, write=False) for m in messages]
+        new = new_positions(ledger_keys(self.session), keys)
+        held = min(new, default=len(messages))
+        self._task_turn, self._waiting = None, []
+        self._system.clear()
+        self._steps = 0
+        for message in messages[:held]:
+            self._append(message, write=False)
+        if self._task_turn is not None:
+            # The task's turn in the ledger: the newest operator turn (a run starts with one).
+            turns = [r for r in self.session.store.iter_records()
+                     if isinstance(r, Turn) and r.trigger == "operator_input"]
+            self._task_turn = turns[-1].id if turns else None
+        return held
+
+    def _append(self, message: dict[str, Any], *, write: bool = True) -> Key | None:
+        """Append ``message`` (the mapping in the module docstring); ``write=False``: only the
+        wrapper's state moves on, as appending would move it. Returns the key of the record it
+        appends (:mod:`holon_ctx.integrations.held`; None: it appends none)."""
         role = message.get("role")
         text = _text(message.get("content"))
         extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
@@ -128,20 +158,23 @@ class LedgerModel:
         if self._task_turn is None:
             if role == "system":
                 self._system.append(text)
-                return
-            self._start_task(text)
-        elif role == "assistant":
-            s.wake(AGENT_STEP, continues=self._task_turn)
+                return None
+            return self._start_task(text, write=write)
+        if role == "assistant":
+            if write:
+                s.wake(AGENT_STEP, continues=self._task_turn)
             calls = []
             for j, action in enumerate(extra.get("actions") or []):
                 self._steps += 1
                 call_id = str(action.get("tool_call_id") or f"step{self._steps}.{j}")
                 command = str(action.get("command", ""))
                 calls.append(ToolCall(call_id, "bash", command))
-            s.assistant_message(text, tool_calls=calls)
+            if write:
+                s.assistant_message(text, tool_calls=calls)
             self._waiting = [c.call_id for c in calls]
             self._commands = {c.call_id: c.arguments for c in calls}
-        elif self._waiting and ("raw_output" in extra or "returncode" in extra):
+            return ("assistant", text)
+        if self._waiting and ("raw_output" in extra or "returncode" in extra):
             call_id = str(message.get("tool_call_id") or self._waiting[0])
             if call_id in self._waiting:
                 self._waiting.remove(call_id)
@@ -149,15 +182,21 @@ class LedgerModel:
             code = code if isinstance(code, int) and not isinstance(code, bool) else None
             failed = code != 0 or bool(extra.get("exception_info"))
             command = self._commands.get(call_id, "")
-            s.tool_result(call_id, str(extra.get("raw_output", text)), exit_code=code,
-                          status="error" if failed else "ok",
-                          files_written=self._shell.files_written(command))
-        elif extra.get("interrupt_type") or role != "user":
-            s.runtime_note(text or f"({extra.get('interrupt_type', role)})")
-        else:
+            if write:
+                s.tool_result(call_id, str(extra.get("raw_output", text)), exit_code=code,
+                              status="error" if failed else "ok",
+                              files_written=self._shell.files_written(command))
+            return ("tool", call_id)
+        if extra.get("interrupt_type") or role != "user":
+            note = text or f"({extra.get('interrupt_type', role)})"
+            if write:
+                s.runtime_note(note)
+            return ("note", note)
+        if write:
             s.operator_message(text)
+        return ("user", text)
 
-    def _start_task(self, text: str) -> None:
+    def _start_task(self, text: str, *, write: bool = True) -> Key:
         """The first user message: the task (trusted), the template around it (guidance)."""
         system = "\n\n".join(self._system)
         if self.task is not None and self.task in text:
@@ -165,6 +204,11 @@ class LedgerModel:
             instructions = text.replace(self.task, "[the task: see the operator's message]", 1)
         else:
             task, instructions = split_task(text)
+        if not write:
+            # Taking up a run the ledger holds: a stand-in until the ledger names its turn.
+            self._task_turn = ""
+            self._system.clear()
+            return ("user", task)
         guidance = "\n\n".join(t for t in (system, instructions) if t.strip())
         s = self.session
         s.set_environment(guidance=guidance, workspace=self.workspace,
@@ -173,6 +217,7 @@ class LedgerModel:
         s.set_work_item(WORK_ITEM_ID, objective=first_paragraph(task), status="active")
         self._task_turn = s.current_turn
         self._system.clear()
+        return ("user", task)
 
 
 def _input_tokens(reply: dict[str, Any]) -> int | None:

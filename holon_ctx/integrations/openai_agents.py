@@ -37,11 +37,12 @@ start over).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias, cast
 
 from holon_ctx.errors import InputError
 from holon_ctx.extras import missing_extra
+from holon_ctx.integrations.held import Key, LedgerKeys, ledger_keys, new_positions
 from holon_ctx.request import Request
 from holon_ctx.session import Session, ToolCall
 from holon_ctx.session_args import check_positive, check_text
@@ -62,6 +63,8 @@ _TEXT_PARTS = ("input_text", "output_text", "text")
 _PLACEHOLDERS = {"input_image": "[image]", "input_file": "[file]", "input_audio": "[audio]"}
 _CALL_TYPES = ("function_call", "custom_tool_call")
 _OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
+#: The keys these items append (held.py): hosted tools' runs included.
+_ROLES = frozenset({"user", "assistant", "tool", "note", "run"})
 
 
 class LedgerSession:
@@ -79,6 +82,8 @@ class LedgerSession:
         self.session_id = check_text("LedgerSession", "session_id", session_id, required=True)
         #: The last request handed to the SDK (for logging: its manifest says what went in).
         self.last_request: Request | None = None
+        #: What the ledger held when the first items came (read then, once).
+        self._held: LedgerKeys | None = None
 
     def _request_items(self) -> list[TResponseInputItem]:
         if self.session.current_turn is None:
@@ -92,8 +97,25 @@ class LedgerSession:
         return items[-limit:] if limit else items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append the run's new items to the ledger (see the module docstring for the mapping)."""
-        append_items(self.session, items)
+        """Append the run's new items to the ledger (see the module docstring for the mapping).
+
+        The first call on a ledger that holds a history already (a restart, or a history moved
+        over from another session store) appends only what the ledger does not hold yet
+        (:mod:`holon_ctx.integrations.held`); a system message whose text the ledger holds is
+        never appended again."""
+        units = _units(items)
+        if self._held is None:
+            self._held = ledger_keys(self.session)
+            fresh = set(new_positions(self._held, [key for key, _, _ in units],
+                                      [text for _, text, _ in units], roles=_ROLES))
+        else:
+            fresh = {i for i, (_, text, _) in enumerate(units)
+                     if text is None or text not in self._held.system}
+        for i, (_, text, apply) in enumerate(units):
+            if i in fresh:
+                apply(self.session)
+                if text is not None:
+                    self._held.system.add(text)
 
     async def pop_item(self) -> TResponseInputItem | None:
         raise InputError("the ledger is append-only: an item cannot be popped (append a "
@@ -159,8 +181,21 @@ def input_items(messages: Sequence[Mapping[str, Any]]) -> list[TResponseInputIte
     return [cast(TResponseInputItem, item) for item in items]
 
 
+#: One record an item (or an assistant reply with its calls) appends: its key
+#: (:mod:`holon_ctx.integrations.held`), its system text (system messages, matched by content),
+#: and the helper call that appends it.
+_Unit: TypeAlias = tuple[Key, str | None, Callable[[Session], Any]]
+
+
 def append_items(session: Session, items: list[Any]) -> None:
     """Append Agents SDK input items (dicts or SDK models) to the ledger, in order."""
+    for _, _, apply in _units(items):
+        apply(session)
+
+
+def _units(items: list[Any]) -> list[_Unit]:
+    """What ``items`` append, record by record (the mapping of the module docstring)."""
+    units: list[_Unit] = []
     reply: list[str] = []
     calls: list[ToolCall] = []
     replying = False
@@ -168,7 +203,9 @@ def append_items(session: Session, items: list[Any]) -> None:
     def flush() -> None:
         nonlocal replying
         if replying:
-            session.assistant_message("\n".join(t for t in reply if t), tool_calls=list(calls))
+            text, made = "\n".join(t for t in reply if t), list(calls)
+            units.append((("assistant", text), None,
+                          _call("assistant_message", text, tool_calls=made)))
         reply.clear()
         calls.clear()
         replying = False
@@ -185,27 +222,41 @@ def append_items(session: Session, items: list[Any]) -> None:
                 continue
             flush()
             if role == "user":
-                session.operator_message(text)
-            elif session.current_turn is None:
-                session.set_environment(guidance=text)
+                units.append((("user", text), None, _call("operator_message", text)))
             else:
-                session.runtime_note(text or "(empty system message)")
+                units.append((("note", text), text, _call("", text)))
         elif kind in _CALL_TYPES:
             replying = True
             calls.append(ToolCall(str(item["call_id"]), str(item["name"]),
                                   str(item.get("arguments", item.get("input", "")))))
         elif kind in _OUTPUT_TYPES:
             flush()
-            session.tool_result(str(item["call_id"]), _content_text(item.get("output")))
+            call_id, output = str(item["call_id"]), _content_text(item.get("output"))
+            units.append((("tool", call_id), None, _call("tool_result", call_id, output)))
         elif kind == "reasoning":
             continue
         else:
             flush()
             failed = item.get("status") in ("failed", "incomplete")
-            details = {k: v for k, v in item.items() if k not in ("id", "type", "status")}
-            session.tool_run(str(kind), json.dumps(details, sort_keys=True, default=str),
-                             status="error" if failed else "ok")
+            details = json.dumps({k: v for k, v in item.items()
+                                  if k not in ("id", "type", "status")},
+                                 sort_keys=True, default=str)
+            units.append((("run", str(kind)), None, _call(
+                "tool_run", str(kind), details, status="error" if failed else "ok")))
     flush()
+    return units
+
+
+def _call(helper: str, *args: Any, **kwargs: Any) -> Callable[[Session], Any]:
+    """The session helper ``helper`` called with these arguments; "" for a system or developer
+    message: guidance before the first turn, else a runtime note."""
+    def apply(session: Session) -> Any:
+        if helper:
+            return getattr(session, helper)(*args, **kwargs)
+        if session.current_turn is None:
+            return session.set_environment(guidance=args[0])
+        return session.runtime_note(args[0] or "(empty system message)")
+    return apply
 
 
 def _as_dict(item: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import IO, Final
 
 import msgspec
 
-from holon_ctx.errors import LedgerFormatError
+from holon_ctx.errors import LedgerFormatError, quote_value
 from holon_ctx.ledger.body import id_problem
 from holon_ctx.ledger.jsoninput import MAX_JSON_DEPTH, decode_problem, nesting_offset
 from holon_ctx.ledger.records import (
@@ -179,10 +179,10 @@ def id_error(value: str) -> str | None:
     if len(value) > MAX_ID_CHARS:
         return f"longer than {MAX_ID_CHARS} characters"
     if _BAD_ID.search(value):
-        return f"must not contain whitespace or control characters, got {value!r}"
+        return f"must not contain whitespace or control characters, got {quote_value(value)}"
     # Ids are rendered unescaped in labels and fences: no markup, invisibles or lookalike tags.
     problem = id_problem(value)
-    return f"{problem}, got {value!r}" if problem else None
+    return f"{problem}, got {quote_value(value)}" if problem else None
 
 
 def _check_id(value: str | None, path: str) -> str | None:
@@ -223,7 +223,8 @@ def check_record(record: Record) -> str | None:
     origin, trust = provenance_defaults(record)
     if trust not in _ALLOWED_TRUST[origin]:
         allowed = ", ".join(sorted(_ALLOWED_TRUST[origin]))
-        return f"$.trust: origin {origin.value!r} may claim only {allowed}, got {trust.value!r}"
+        return (f"$.trust: origin {quote_value(origin.value)} may claim only {allowed}, "
+                f"got {quote_value(trust.value)}")
     match record:
         case Turn():
             if record.seq < 0:
@@ -233,15 +234,15 @@ def check_record(record: Record) -> str | None:
             if record.trigger not in KNOWN_TRIGGERS and not EXTENSION_TRIGGER.match(record.trigger):
                 known = ", ".join(sorted(KNOWN_TRIGGERS))
                 return (f"$.trigger: expected one of {known} or an extension 'x-name', "
-                        f"got {record.trigger!r}")
+                        f"got {quote_value(record.trigger)}")
             if record.trigger in OPERATOR_TRIGGERS and origin is not Origin.OPERATOR:
-                return f"$.origin: trigger {record.trigger!r} requires origin 'operator'"
+                return f"$.origin: trigger {quote_value(record.trigger)} requires origin 'operator'"
         case Message():
             if record.role is MessageRole.OPERATOR and origin is not Origin.OPERATOR:
                 return "$.origin: an operator message must have origin 'operator'"
             if record.role is not MessageRole.OPERATOR and origin is Origin.OPERATOR:
                 return ("$.role: a message from the operator must have role 'operator', "
-                        f"got {record.role.value!r}")
+                        f"got {quote_value(record.role.value)}")
         case Tool():
             if record.exit_code is not None and not (
                     MIN_EXIT_CODE <= record.exit_code <= MAX_EXIT_CODE):
@@ -277,13 +278,14 @@ def _check_at(at: str) -> str | None:
         except ValueError:
             pass
     return (f"$.at: expected an RFC 3339 date-time with an offset, such as "
-            f"2026-11-30T08:02:32Z or 2026-11-30T16:02:32.5+08:00, got {at!r}")
+            f"2026-11-30T08:02:32Z or 2026-11-30T16:02:32.5+08:00, got {quote_value(at)}")
 
 
 def _check_ref_syntax(ref: str, path: str) -> str | None:
     kind, sep, ident = ref.partition(":")
     if not sep or kind not in _TYPES or not ident:
-        return f"{path}: expected a ref 'kind:id' with kind one of {', '.join(_TYPES)}, got {ref!r}"
+        return (f"{path}: expected a ref 'kind:id' with kind one of {', '.join(_TYPES)}, "
+                f"got {quote_value(ref)}")
     return _check_id(ident, path)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from holon_ctx.errors import quote_value
 from holon_ctx.ledger.records import Record
 
 __all__ = ["check_types"]
@@ -94,7 +95,7 @@ def _checker(tp: Any) -> _Check:
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         allowed = ", ".join(str(m.value) for m in tp)
         # A plain string equal to a value is still refused: code compares members by identity.
-        hint = (f" (use {tp.__name__}({'value'!r}))" if issubclass(tp, str) else "")
+        hint = (f" (use {tp.__name__}({quote_value('value')}))" if issubclass(tp, str) else "")
 
         def member(value: Any, path: str) -> tuple[str, str] | None:
             if isinstance(value, tp):
@@ -124,8 +125,8 @@ def _scalar_checker(tp: Any) -> _Check:
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as exc:
-                return path, (f"a lone UTF-16 surrogate {value[exc.start]!r} at character "
+                return path, (f"a lone UTF-16 surrogate {quote_value(value[exc.start])} at character "
                               f"{exc.start}: text must be valid Unicode")
             return None
         return string
-    raise TypeError(f"no field check for {tp!r}")  # a new field type: teach this module
+    raise TypeError(f"no field check for {quote_value(tp)}")  # a new field type: teach this module

@@ -15,13 +15,14 @@ one-line answer everywhere instead of a ``RecursionError`` or a misleading messa
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Final
 
-from holon_ctx.errors import InputError
+from holon_ctx.errors import InputError, quote_value
 
-__all__ = ["MAX_JSON_DEPTH", "decode_problem", "nesting_offset", "read_capped"]
+__all__ = ["MAX_JSON_DEPTH", "checked_path", "decode_problem", "nesting_offset", "read_capped"]
 
 #: Deepest nesting of arrays and objects accepted in any JSON input.
 MAX_JSON_DEPTH: Final = 128
@@ -91,8 +92,34 @@ def _inside_string(raw: bytes, offset: int) -> bool:
     return False
 
 
+def checked_path(path: str | os.PathLike[str], where: str = "path") -> Path:
+    """``path`` as a Path, or one line saying why no file can have that name: a NUL character,
+    or a character the file system's encoding cannot hold (a lone surrogate such as ``\\ud800``);
+    the name quoted, clipped (:func:`~holon_ctx.errors.quote_value`)."""
+    text = os.fspath(path)
+    if "\x00" in text:
+        raise InputError(f"{quote_value(text)} is not a usable file name: it holds a NUL "
+                         "character", source=where)
+    try:
+        os.fsencode(text)
+    except UnicodeError:
+        bad = next(c for c in text if not _encodable(c))
+        raise InputError(f"{quote_value(text)} is not a usable file name: it holds "
+                         f"U+{ord(bad):04X}, which no file name can", source=where) from None
+    return Path(text)
+
+
+def _encodable(char: str) -> bool:
+    try:
+        os.fsencode(char)
+    except UnicodeError:
+        return False
+    return True
+
+
 def read_capped(path: Path, limit: int, what: str) -> bytes:
     """The whole of ``path``, refusing more than ``limit`` bytes (however large ``stat`` says)."""
+    path = checked_path(path, what)
     source = str(path)
     try:
         size = path.stat().st_size

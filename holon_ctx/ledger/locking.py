@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from holon_ctx.errors import StoreError
+from holon_ctx.errors import StoreError, quote_value
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
@@ -54,7 +54,7 @@ def lock_timeout(given: float | None = None) -> float:
     except ValueError:
         value = -1.0
     if not value >= 0 or value == float("inf"):
-        raise StoreError(f"{LOCK_TIMEOUT_ENV}: expected a number of seconds >= 0, got {text!r}")
+        raise StoreError(f"{LOCK_TIMEOUT_ENV}: expected a number of seconds >= 0, got {quote_value(text)}")
     return value
 
 

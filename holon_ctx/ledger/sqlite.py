@@ -27,8 +27,8 @@ from typing import Any, Final
 
 import msgspec
 
-from holon_ctx.errors import StoreError
-from holon_ctx.ledger import locking
+from holon_ctx.errors import StoreError, quote_value
+from holon_ctx.ledger import compaction_lock, locking
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
@@ -110,7 +110,8 @@ def missing_directory(path: str | Path) -> str | None:
     if parent.is_dir():
         return None
     what = "is not a directory" if parent.exists() else "does not exist"
-    return f"the directory {str(parent)!r} {what}: create it first (the database file is made in it)"
+    return (f"the directory {quote_value(str(parent))} {what}: create it first (the database "
+            "file is made in it)")
 
 
 class SqliteStore:
@@ -536,6 +537,17 @@ class SqliteStore:
         return LedgerStats(turns=turns, records=sum(kinds.values()), records_by_kind=kinds,
                            tokens_by_kind=tokens, tokens_by_trust=trust,
                            counter=self._counter_id)
+
+    @contextmanager
+    def compaction_lock(self) -> Iterator[None]:
+        """Held by a compaction from its first read to its last write: one at a time across
+        processes; appends and reads never wait for it (holon_ctx.ledger.compaction_lock)."""
+        if self.path == ":memory:":
+            with compaction_lock.process_lock(self):
+                yield
+            return
+        with compaction_lock.file_lock(self.path, self.lock_timeout):
+            yield
 
     def close(self) -> None:
         self._db.close()

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import attrs
 
-from holon_ctx.errors import LedgerFormatError
+from holon_ctx.errors import LedgerFormatError, quote_value
 from holon_ctx.ledger.codec import id_error
 from holon_ctx.ledger.records import (
     Environment,
@@ -112,7 +112,7 @@ class LedgerBuilder:
         # Every id built here starts with the prefix: refuse a bad one before reading anything.
         problem = id_error(f"{self.prefix}t0") if self.prefix else None
         if problem:
-            raise LedgerFormatError(f"id prefix {self.prefix!r}: {problem}", source=self.source)
+            raise LedgerFormatError(f"id prefix {quote_value(self.prefix)}: {problem}", source=self.source)
 
     def fail(self, path: str, message: str) -> LedgerFormatError:
         return LedgerFormatError(message, source=self.source, path=path)
@@ -193,7 +193,7 @@ class LedgerBuilder:
             # The provider's id goes into the ledger as is (call_id), under the ledger's id rule.
             raise self.fail(path, f"tool call id: {problem}")
         if call_id in self.pending or call_id in self.answered or call_id in self.unanswered:
-            raise self.fail(path, f"duplicate tool call id {call_id!r}")
+            raise self.fail(path, f"duplicate tool call id {quote_value(call_id)}")
         self.pending[call_id] = PendingCall(call_id=call_id, record_id=self.rid("x", key),
                                             turn_id=self.turn_id, name=name,
                                             arguments=arguments, path=path)
@@ -205,13 +205,13 @@ class LedgerBuilder:
         call = self.pending.pop(call_id, None)
         if call is None:
             if call_id in self.answered:
-                raise self.fail(path, f"a second result for tool call {call_id!r} "
+                raise self.fail(path, f"a second result for tool call {quote_value(call_id)} "
                                       f"(first at {self.answered[call_id]})")
             if call_id in self.unanswered:
-                raise self.fail(path, f"tool call {call_id!r} ({self.unanswered[call_id]}) was "
+                raise self.fail(path, f"tool call {quote_value(call_id)} ({self.unanswered[call_id]}) was "
                                       "left without a result when its turn ended; a result "
                                       "must come before the next user or assistant turn")
-            raise self.fail(path, f"no tool call {call_id!r} before this result")
+            raise self.fail(path, f"no tool call {quote_value(call_id)} before this result")
         self.answered[call_id] = path
         self.records.append(Tool(
             id=call.record_id, turn_id=call.turn_id, tool_name=call.name,

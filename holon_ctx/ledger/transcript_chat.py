@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from holon_ctx.errors import LedgerFormatError
+from holon_ctx.errors import LedgerFormatError, quote_value
 from holon_ctx.ledger.records import Origin, Record, ToolStatus, Trust
 from holon_ctx.ledger.transcript_build import LedgerBuilder, expect
 
@@ -122,7 +122,7 @@ def read_openai(data: Any, b: LedgerBuilder) -> list[Record]:
                                          "use 'tool' messages with tool_call_id")
         else:
             raise b.fail(f"{path}.role", "expected one of system, developer, user, assistant, "
-                                         f"tool, got {role!r}")
+                                         f"tool, got {quote_value(role)}")
     _flush_env(b, env)
     return b.finish()
 
@@ -211,7 +211,7 @@ def read_anthropic(data: Any, b: LedgerBuilder) -> list[Record]:
             raise b.fail(f"{path}.role", "Anthropic messages have no 'system' role; give the "
                                          "system prompt as the top-level 'system' field")
         else:
-            raise b.fail(f"{path}.role", f"expected one of user, assistant, got {role!r}")
+            raise b.fail(f"{path}.role", f"expected one of user, assistant, got {quote_value(role)}")
     return b.finish()
 
 

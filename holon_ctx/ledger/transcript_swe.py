@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from holon_ctx.errors import quote_value
 from holon_ctx.ledger.records import (
     Origin,
     Record,
@@ -121,7 +122,7 @@ def read_swe_traj(data: Any, b: LedgerBuilder) -> list[Record]:
     task_msg = expect(messages[i], dict, f"$.messages[{i}]", b.source)
     if task_msg.get("role") != "user":
         raise b.fail(f"$.messages[{i}].role",
-                     f"expected 'user' (the task message), got {task_msg.get('role')!r}")
+                     f"expected 'user' (the task message), got {quote_value(task_msg.get('role'))}")
     task, instructions = split_task(_content(task_msg, i, b))
     guidance = "\n\n".join(t for t in (*system, instructions) if t.strip())
     instance = obj.get("instance_id") if isinstance(obj.get("instance_id"), str) else ""
@@ -144,7 +145,7 @@ def read_swe_traj(data: Any, b: LedgerBuilder) -> list[Record]:
         if role != "assistant":
             if role not in ("user", "system"):
                 raise b.fail(f"{path}.role", f"expected one of system, user, assistant, got "
-                                             f"{role!r}")
+                                             f"{quote_value(role)}")
             # Harness text that answers no step (or a system message mid-run).
             b.runtime_note(key, content)
             i += 1

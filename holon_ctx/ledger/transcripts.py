@@ -28,9 +28,15 @@ from typing import Any, Final
 import attrs
 import msgspec
 
-from holon_ctx.errors import InputError, LedgerFormatError
+from holon_ctx.errors import InputError, LedgerFormatError, quote_value
 from holon_ctx.ledger.importer import import_jsonl
-from holon_ctx.ledger.jsoninput import MAX_JSON_DEPTH, decode_problem, nesting_offset, read_capped
+from holon_ctx.ledger.jsoninput import (
+    MAX_JSON_DEPTH,
+    checked_path,
+    decode_problem,
+    nesting_offset,
+    read_capped,
+)
 from holon_ctx.ledger.records import Message, MessageRole, Record
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcript_build import LedgerBuilder
@@ -123,7 +129,9 @@ def _looks_like_ledger(raw: bytes) -> bool:
         obj = msgspec.json.decode(first)
     except msgspec.DecodeError:
         return False
-    return isinstance(obj, dict) and obj.get("type") in _LEDGER_TYPES and "messages" not in obj
+    # A JSON value may be a list or an object (unhashable): only a string names a record type.
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    return isinstance(kind, str) and kind in _LEDGER_TYPES and "messages" not in obj
 
 
 def _message_markers(messages: list[Any]) -> tuple[str | None, str | None]:
@@ -134,7 +142,7 @@ def _message_markers(messages: list[Any]) -> tuple[str | None, str | None]:
             continue
         role = msg.get("role")
         if openai is None and role in ("system", "developer", "tool"):
-            openai = f"a {role!r} role"
+            openai = f"a {quote_value(role)} role"
         if openai is None and ("tool_calls" in msg or "tool_call_id" in msg):
             openai = "tool_calls / tool_call_id fields"
         content = msg.get("content")
@@ -143,9 +151,9 @@ def _message_markers(messages: list[Any]) -> tuple[str | None, str | None]:
                 kind = part.get("type") if isinstance(part, dict) else None
                 if anthropic is None and kind in ("tool_use", "tool_result", "thinking",
                                                   "redacted_thinking"):
-                    anthropic = f"{kind!r} content blocks"
+                    anthropic = f"{quote_value(kind)} content blocks"
                 if openai is None and kind in ("image_url", "input_text", "refusal"):
-                    openai = f"{kind!r} content parts"
+                    openai = f"{quote_value(kind)} content parts"
     return openai, anthropic
 
 
@@ -162,7 +170,7 @@ def detect_format(path: Path, data: Any | None = None, raw: bytes | None = None,
     if isinstance(data, dict):
         fmt = data.get("trajectory_format")
         if isinstance(fmt, str) and fmt.startswith("mini-swe-agent"):
-            return Detection(TranscriptFormat.SWE_TRAJ, f"trajectory_format {fmt!r}")
+            return Detection(TranscriptFormat.SWE_TRAJ, f"trajectory_format {quote_value(fmt)}")
         if name.endswith(".traj.json") and "messages" in data:
             return Detection(TranscriptFormat.SWE_TRAJ, "the .traj.json extension")
         if "system" in data and "messages" in data:
@@ -283,7 +291,7 @@ def not_a_database(path: str | Path) -> str | None:
 def import_any(path: str | Path, store: LedgerStore, fmt: TranscriptFormat | str = "auto", *,
                id_prefix: str = "", option: str = LIBRARY_OPTION) -> tuple[Detection, int]:
     """Import ledger JSONL or a transcript into ``store``, all-or-nothing; ``(how, stored)``."""
-    path = Path(path)
+    path = checked_path(path, "import")
     if fmt == TranscriptFormat.LEDGER or (fmt == "auto" and sniff_ledger(path)):
         why = f"given with {option.format(fmt)}" if fmt != "auto" else (
             "the .jsonl extension" if path.name.lower().endswith(".jsonl")

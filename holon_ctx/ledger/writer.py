@@ -38,7 +38,7 @@ from typing import Final, Protocol
 import attrs
 import msgspec
 
-from holon_ctx.errors import LedgerFormatError
+from holon_ctx.errors import LedgerFormatError, quote_value
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.codec import MAX_SEQ, check_record, encode_record, provenance_defaults
 from holon_ctx.ledger.facts import marks_high
@@ -162,7 +162,7 @@ class _Appender:
                 path, _, msg = problem.partition(": ")
                 if line is None:
                     # No source line to name: say which record of the batch it is.
-                    what = (f"a {type(record).__name__} with id {getattr(record, 'id', None)!r}"
+                    what = (f"a {type(record).__name__} with id {quote_value(getattr(record, 'id', None))}"
                             if isinstance(record, msgspec.Struct) else f"a {type(record).__name__}")
                     msg = f"{msg}; record {index} of the batch, {what}"
                 raise self.fail(line, path, msg)
@@ -217,7 +217,7 @@ class _Appender:
             opener = self.derived_from.get(ref)
             if opener is None or self.backend.has_ref(opener):
                 raise self.fail(line, "$.id", f"duplicate id: {opener or ref} is already in the ledger")
-            raise self.fail(line, "$.id", f"{opener} would open turn {ref.partition(':')[2]!r}, "
+            raise self.fail(line, "$.id", f"{opener} would open turn {quote_value(ref.partition(':')[2])}, "
                                           "which is already in the ledger (a derived turn is "
                                           "named t.<id>)")
         if isinstance(record, Turn):
@@ -228,7 +228,7 @@ class _Appender:
                                 f"(turn {last.id})")
             if record.anchor_turn_id is not None and self.find_turn(record.anchor_turn_id) is None:
                 raise self.fail(line, "$.anchor_turn_id",
-                                f"no earlier turn {record.anchor_turn_id!r} to continue")
+                                f"no earlier turn {quote_value(record.anchor_turn_id)} to continue")
             info = TurnInfo(id=record.id, seq=record.seq, pos=self.pos,
                             work_item_id=record.work_item_id)
             return record.seq, info
@@ -238,32 +238,33 @@ class _Appender:
             owner = self.find_turn(turn_id)
             if owner is None:
                 raise self.fail(line, "$.turn_id",
-                                f"no turn {turn_id!r} before this record "
+                                f"no turn {quote_value(turn_id)} before this record "
                                 "(a record belongs only to a turn appended before it)")
             owner_seq = owner.seq
             wid = getattr(record, "work_item_id", None)
             if (isinstance(record, Brief | TaskResult | ExternalEvent) and wid
                     and owner.work_item_id and wid != owner.work_item_id):
                 raise self.fail(line, "$.work_item_id",
-                                f"owner mismatch: record acts for {wid!r} but its turn "
-                                f"{owner.id!r} acts for {owner.work_item_id!r}")
+                                f"owner mismatch: record acts for {quote_value(wid)} but its turn "
+                                f"{quote_value(owner.id)} acts for {quote_value(owner.work_item_id)}")
         if isinstance(record, TaskResult) and record.spawned_by_turn_id is not None \
                 and self.find_turn(record.spawned_by_turn_id) is None:
             raise self.fail(line, "$.spawned_by_turn_id",
-                            f"no turn {record.spawned_by_turn_id!r} spawned this task")
+                            f"no turn {quote_value(record.spawned_by_turn_id)} spawned this task")
         wait_id = getattr(record, "wait_id", None)
         if isinstance(record, ExternalEvent | TaskResult) and wait_id is not None \
                 and self.backend.wait_state(wait_id) is None:
-            raise self.fail(line, "$.wait_id", f"no wait {wait_id!r} was opened")
+            raise self.fail(line, "$.wait_id", f"no wait {quote_value(wait_id)} was opened")
         if isinstance(record, Wait):
             known = self.backend.wait_state(record.wait_id)
             if known is None and record.status is not WaitStatus.OPEN:
                 raise self.fail(line, "$.status",
-                                f"wait {record.wait_id!r} is {record.status.value} but was never opened")
+                                f"wait {quote_value(record.wait_id)} is {record.status.value} "
+                                "but was never opened")
             if record.resolved_by is not None and not self.backend.has_ref(record.resolved_by):
-                raise self.fail(line, "$.resolved_by", f"no record {record.resolved_by!r}")
+                raise self.fail(line, "$.resolved_by", f"no record {quote_value(record.resolved_by)}")
         if isinstance(record, Pin) and not self.backend.has_ref(record.target):
-            raise self.fail(line, "$.target", f"pin target {record.target!r} is not in the ledger")
+            raise self.fail(line, "$.target", f"pin target {quote_value(record.target)} is not in the ledger")
         return owner_seq, None
 
     def run(self, items: Iterable[tuple[int | None, Record]]) -> int:

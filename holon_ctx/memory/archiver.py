@@ -33,9 +33,11 @@ import attrs
 import msgspec
 
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.limits import resolve_limit
 from holon_ctx.ledger.records import Tool, Turn
 from holon_ctx.ledger.state import WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.memory.boundaries import BoundaryPolicy, ClosedRange, Segmenter
 from holon_ctx.memory.builder import FieldBudget, build_episode, source_records
 from holon_ctx.memory.episodes import Episode, RecapStatus, encode_episode, source_digest
@@ -43,8 +45,6 @@ from holon_ctx.memory.index import index_episode
 from holon_ctx.memory.store import EpisodeStore, OpenRow, Resolution
 from holon_ctx.memory.summarizer import Summarizer, summarize
 from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, resolves
-from holon_ctx.projection.model import TurnUnit
-from holon_ctx.projection.view import resolve_limit
 
 __all__ = ["ArchivePolicy", "ArchiveReport", "Archiver", "RebuildReport", "VerifyReport"]
 

@@ -37,8 +37,8 @@ from holon_ctx.ledger.records import (
     WorkItem,
     WorkItemStatus,
 )
+from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.memory.terms import content_terms
-from holon_ctx.projection.model import TurnUnit
 
 __all__ = ["CUT_AFTER", "CUT_BEFORE", "BoundaryPolicy", "ClosedRange", "Segmenter", "TurnFacts"]
 

@@ -13,6 +13,7 @@ from typing import Final
 
 import msgspec
 
+from holon_ctx.ledger.questions import asks_question
 from holon_ctx.ledger.records import Brief, Message, MessageRole, Tool
 from holon_ctx.ledger.state import WorkItemState
 from holon_ctx.ledger.store import LedgerStore
@@ -32,7 +33,6 @@ from holon_ctx.memory.store import EpisodeStore, OpenRow
 from holon_ctx.memory.summarizer import with_recaps
 from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, resolves
 from holon_ctx.projection.model import RecalledEpisode, RecallQuery
-from holon_ctx.projection.questions import asks_question
 
 __all__ = ["TAIL_TURNS", "StoreEpisodeSource"]
 

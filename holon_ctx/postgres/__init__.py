@@ -14,8 +14,12 @@ from __future__ import annotations
 
 from holon_ctx.postgres.admin import delete_session, list_sessions, migrate
 from holon_ctx.postgres.connection import is_postgres_url
+from holon_ctx.postgres.continuity import PostgresContinuityBackend
+from holon_ctx.postgres.episodes import PostgresEpisodeStore
 from holon_ctx.postgres.ledger import PostgresStore
 from holon_ctx.postgres.schema import SCHEMA_VERSION, SessionInfo
 
-__all__ = ["SCHEMA_VERSION", "PostgresStore", "SessionInfo", "delete_session", "is_postgres_url",
-           "list_sessions", "migrate"]
+# The package is the public surface (RFC 0028): its modules are internal, so every store a
+# session needs is named here.
+__all__ = ["SCHEMA_VERSION", "PostgresContinuityBackend", "PostgresEpisodeStore", "PostgresStore",
+           "SessionInfo", "delete_session", "is_postgres_url", "list_sessions", "migrate"]

@@ -16,6 +16,7 @@ from typing import Any
 
 from holon_ctx.continuity.backend import StoredEvent
 from holon_ctx.continuity.exceptions import DuplicateRecordError
+from holon_ctx.errors import first_line
 from holon_ctx.postgres.connection import psycopg_module
 from holon_ctx.postgres.session import SessionHandle
 
@@ -79,7 +80,7 @@ class PostgresContinuityBackend:
         """One statement and the latest-time mark, in one committed transaction: ``sql`` is an
         INSERT (its RETURNING rows are returned)."""
         self._ahead = {}
-        conn, args = self._h.conn, {"sid": self._h.sid, "at": at, **args}
+        args = {"sid": self._h.sid, "at": at, **args}
         # One statement (so one transaction, one round trip, where BEGIN, the write, the mark
         # and COMMIT were four): the write and the mark as data-modifying CTEs.
         returned = "RETURNING" in sql
@@ -88,9 +89,11 @@ class PostgresContinuityBackend:
 
         def run() -> list[tuple[Any, ...]]:
             try:
-                rows = list(conn.execute(statement, args).fetchall())
+                # The live connection, read here: a dead one is replaced before run() runs.
+                rows = list(self._h.conn.execute(statement, args).fetchall())
             except self._unique as exc:
-                raise DuplicateRecordError(f"record already exists: {exc}") from None
+                # The server's first line: its DETAIL line would make the message two.
+                raise DuplicateRecordError(f"record already exists: {first_line(exc)}") from None
             return rows if returned else []
         return self._h.call(run)
 

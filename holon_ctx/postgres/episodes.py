@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from holon_ctx.errors import StoreError
+from holon_ctx.errors import StoreError, quote_value
 from holon_ctx.ledger.episode_store import (
     BLOCK,
     PostingsHead,
@@ -50,7 +50,7 @@ class PostgresEpisodeStore:
                 "SELECT EXISTS (SELECT 1 FROM holon_episodes_meta WHERE sid=%(sid)s) "
                 "OR EXISTS (SELECT 1 FROM holon_episodes WHERE sid=%(sid)s)", {})[0]:
             self._h.close()
-            raise StoreError(f"{self._h.where} session {session!r}: no episodes archived yet "
+            raise StoreError(f"{self._h.where} session {quote_value(session)}: no episodes archived yet "
                              "(run `holon-ctx episodes archive`)")
 
     def _write(self, fn: Callable[[], _T]) -> _T:

@@ -23,16 +23,20 @@ and caches; splitting them would put one object's invariants in two files.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 import msgspec
 
-from holon_ctx.errors import LedgerFormatError, StoreError
+from holon_ctx.errors import LedgerFormatError, StoreError, quote_value
 from holon_ctx.ledger.body import record_body
+from holon_ctx.ledger.compaction_lock import wait_for
+from holon_ctx.ledger.locking import lock_timeout
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
-from holon_ctx.ledger.records import Record, Turn
+from holon_ctx.ledger.records import Record, Turn, record_ref
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
 from holon_ctx.ledger.writer import Lookups, Row, append_records
@@ -49,7 +53,7 @@ from holon_ctx.postgres.appends import (
 from holon_ctx.postgres.connection import psycopg_module
 from holon_ctx.postgres.epochs import PostgresEpochStore
 from holon_ctx.postgres.schema import SESSION_TABLES
-from holon_ctx.postgres.session import SessionHandle
+from holon_ctx.postgres.session import ConnectionLost, SessionHandle
 from holon_ctx.postgres.usage import PostgresUsageStore
 from holon_ctx.tokens import TokenCounter, default_counter
 
@@ -79,10 +83,30 @@ _TURNS_AND_RECORDS = (
     f"SELECT {_COLS}, r.kind = 'turn' FROM holon_records r WHERE r.sid=%(sid)s AND "
     "(r.pos = ANY(ARRAY(SELECT pos FROM t)) OR (r.turn_seq BETWEEN (SELECT min(seq) FROM t) "
     "AND (SELECT max(seq) FROM t) AND r.pos + 0 < %(lim)s AND r.kind <> 'turn'))")
+#: The advisory lock space of compactions (``pg_advisory_lock(class, session)``): "HOLC".
+_COMPACTION_LOCK_CLASS: Final = 0x484F4C43
+_INT4: Final = 2**31
 _TURNS_BEFORE = ("SELECT pos, seq FROM holon_turns WHERE sid=%(sid)s AND seq<%(seq)s "
                  "AND pos + 0 < %(lim)s ORDER BY seq DESC LIMIT %(n)s")
 _LATEST_TURN = ("SELECT pos, seq FROM holon_turns WHERE sid=%(sid)s AND pos<%(lim)s "
                 "ORDER BY pos DESC LIMIT 1")
+
+
+#: Records of an append retried as a whole when its connection dies (a runtime's appends are a
+#: turn's few records; an import's batches are larger and are run again by the caller).
+_RETRIED: Final = 4096
+
+
+def _same_record(given: Record, held: Record, renumber_turns: bool) -> bool:
+    """Whether ``held`` (a record in the ledger) is ``given`` as the writer stored it: the
+    fields the writer fills in when a record leaves them out (owning turn, origin, trust, and a
+    renumbered turn's sequence number) are taken from ``held``; every other field must match."""
+    filled: dict[str, Any] = {name: getattr(held, name) for name in ("turn_id", "origin", "trust")
+                              if hasattr(given, name) and getattr(given, name) is None}
+    if renumber_turns and isinstance(given, Turn) and isinstance(held, Turn):
+        filled["seq"] = held.seq
+    return type(given) is type(held) and (
+        msgspec.structs.replace(given, **filled) if filled else given) == held
 
 
 class PostgresStore:
@@ -316,6 +340,44 @@ class PostgresStore:
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
                      renumber_turns: bool = False) -> int:
+        """Append ``(line, record)`` pairs in one transaction. Idempotent by record id (RFC
+        0027): a record already in the ledger as it is given again (its commit landed but the
+        caller saw an error) is not appended twice, and the call succeeds; another record under
+        a taken id is refused as a duplicate. A batch whose connection dies is retried once on a
+        new connection. Both hold for a batch of up to ``_RETRIED`` records: a bulk import is not
+        held in memory to be read twice (it is all or nothing: its caller sees whether it
+        landed)."""
+        it = iter(items)
+        head = list(itertools.islice(it, _RETRIED + 1))
+        if len(head) > _RETRIED:
+            return self._append_once(itertools.chain(head, it), source, renumber_turns)
+        try:
+            return self._append_once(head, source, renumber_turns)
+        except ConnectionLost:
+            # The commit may have landed: the retry skips what is already in the ledger.
+            return self._append_given_again(head, source, renumber_turns, None)
+        except LedgerFormatError as exc:
+            return self._append_given_again(head, source, renumber_turns, exc)
+
+    def _append_given_again(self, items: list[tuple[int | None, Record]], source: str,
+                            renumber_turns: bool, refused: LedgerFormatError | None) -> int:
+        """``items`` without those the ledger already holds as given, appended; ``refused``:
+        the error the whole batch met (raised again when the ledger holds none of them as
+        given, so the error stands for what it says)."""
+        self._known = None
+        refs = [record_ref(r) for _, r in items]
+        held = {ref: _record_decoder.decode(line) for ref, line in self._rows(
+            "SELECT ref, line FROM holon_records WHERE sid=%s AND ref = ANY(%s)",
+            (self.sid, refs), binary=True)}
+        rest = [(line, r) for (line, r), ref in zip(items, refs, strict=True)
+                if ref not in held or not _same_record(r, held[ref], renumber_turns)]
+        if refused is not None and len(rest) == len(items):
+            raise refused
+        return len(items) - len(rest) + (self._append_once(rest, source, renumber_turns)
+                                          if rest else 0)
+
+    def _append_once(self, items: Iterable[tuple[int | None, Record]], source: str,
+                     renumber_turns: bool) -> int:
         it = iter(items)
         head = list(itertools.islice(it, FAST_BATCH + 1))
         if len(head) <= FAST_BATCH:
@@ -334,7 +396,7 @@ class PostgresStore:
             row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE",
                             (self.sid,))
             if row is None:
-                raise StoreError(f"{self.where}: session {self.session!r} was deleted")
+                raise StoreError(f"{self.where}: session {quote_value(self.session)} was deleted")
             self._batch_next = int(row[0])
             n = append_records(self, self._counter, items, source=source,
                                renumber_turns=renumber_turns)
@@ -431,7 +493,7 @@ class PostgresStore:
     def end_pos(self) -> int:
         row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s", (self.sid,))
         if row is None:
-            raise StoreError(f"{self.where}: session {self.session!r} was deleted")
+            raise StoreError(f"{self.where}: session {quote_value(self.session)} was deleted")
         end = int(row[0])
         if self._known is not None and self._known.end != end:
             # Another writer appended: what this store knew may no longer hold.
@@ -608,6 +670,22 @@ class PostgresStore:
         turns = int(self._one("SELECT count(*) FROM holon_turns WHERE sid=%s", (sid,))[0])
         return LedgerStats(turns=turns, records=sum(kinds.values()), records_by_kind=kinds,
                            tokens_by_kind=tokens, tokens_by_trust=trust, counter=counter)
+
+    @contextmanager
+    def compaction_lock(self) -> Iterator[None]:
+        """Held by a compaction from its first read to its last write: a session-level advisory
+        lock keyed by the session, so one compaction at a time across processes and hosts;
+        appends and reads never wait for it (holon_ctx.ledger.compaction_lock)."""
+        key = {"cls": _COMPACTION_LOCK_CLASS, "obj": self.sid % _INT4}
+        wait_for(lambda: bool(self._one("SELECT pg_try_advisory_lock(%(cls)s, %(obj)s)", key)[0]),
+                 lock_timeout(), self.where)
+        try:
+            yield
+        finally:
+            # A connection that died mid-compaction released the lock with it: the error that
+            # ended the compaction is the one to report, not the unlock's.
+            with contextlib.suppress(StoreError):
+                self._one("SELECT pg_advisory_unlock(%(cls)s, %(obj)s)", key)
 
     def close(self) -> None:
         self._h.close()

@@ -33,7 +33,7 @@ from typing import Any, Final
 import attrs
 import msgspec
 
-from holon_ctx.errors import StoreError
+from holon_ctx.errors import StoreError, quote_value
 from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
 from holon_ctx.ledger.records import Record
 
@@ -288,7 +288,7 @@ def rebuild_high_turns(conn: Any, sid: int | None = None) -> None:
 
 def check_session_key(key: str) -> str:
     if not key or len(key) > 256 or any(ord(c) < 32 or ord(c) == 127 for c in key):
-        raise StoreError(f"bad session key {key!r}: 1 to 256 characters, no control characters")
+        raise StoreError(f"bad session key {quote_value(key)}: 1 to 256 characters, no control characters")
     return key
 
 

@@ -4,23 +4,84 @@ A store is opened from a URL (it connects, and closes the connection when closed
 psycopg connection in autocommit mode (borrowed: several stores of a session, or sessions served
 from a caller's pool, share it; closing the store leaves it open). Opening checks the schema
 version (creating or migrating it on first use) and finds, or creates, the session.
+
+Reconnecting (RFC 0027). A connection opened from a URL is held in a :class:`Link` with the URL,
+and every store given that connection (a ledger's episode, continuity, epoch and usage stores)
+finds the same link. When the server restarts or the connection dies, the call that meets the
+dead connection reconnects and runs again once if it only reads; a write is not run again here
+(its commit may have landed): the error says the connection was lost, and the next call
+reconnects. The ledger's appends are idempotent by record id, so the ledger retries its own
+append (:meth:`~holon_ctx.postgres.ledger.PostgresStore.append_lines`). A connection passed in
+by the caller is the caller's: it is never replaced.
 """
 
 from __future__ import annotations
 
+import re
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from holon_ctx.errors import StoreError
+from holon_ctx.errors import StoreError, quote_value
 from holon_ctx.postgres.connection import connect, describe, psycopg_module, store_error
 from holon_ctx.postgres.schema import create_session, ensure_schema, find_session
 
-__all__ = ["SessionHandle"]
+__all__ = ["ConnectionLost", "Link", "SessionHandle"]
 
 _T = TypeVar("_T")
 #: Up to this many rows an append's inserts are pipelined INSERTs (one round trip for all tables);
 #: more go through COPY, a round trip or two per table but far less work per row.
 _PIPELINED_ROWS = 64
+
+
+class ConnectionLost(StoreError):
+    """The connection died during a call (a server restart, an administrator's termination, a
+    network fault); the next call reconnects. A write's commit may or may not have landed."""
+
+
+class Link:
+    """A connection, and, when it was opened from a URL, how to open it again: what every store
+    sharing the connection holds, so one reconnection serves them all."""
+
+    def __init__(self, conn: Any, url: str | None = None, *, durable: bool = True) -> None:
+        self.conn = conn
+        self.url = url
+        self.durable = durable
+        _LINKS[conn] = self
+
+    @classmethod
+    def of(cls, source: str | Any, *, durable: bool = True) -> Link:
+        """The link of a URL (a new connection) or of a connection (the link it was opened
+        with, when a store opened it from a URL; else a link that never reconnects)."""
+        if isinstance(source, str):
+            return cls(connect(source, durable=durable), source, durable=durable)
+        found = _LINKS.get(source)
+        return found if found is not None else cls(source)
+
+    @property
+    def dead(self) -> bool:
+        return bool(self.conn.closed)
+
+    def revive(self, where: str) -> None:
+        """A new connection in place of a dead one; one line saying what to do when the server
+        cannot be reached (or when the connection was the caller's, which is never replaced)."""
+        if self.url is None:
+            raise StoreError(f"{where}: the connection passed in is closed (the server restarted "
+                             "or dropped it): open a new connection and a new store on it")
+        try:
+            conn = connect(self.url, durable=self.durable)
+        except StoreError as exc:
+            raise StoreError(f"{exc}; the connection was lost and reconnecting failed: check "
+                             "that the server is up and reachable (the next call tries again)"
+                             ) from None
+        self.conn = conn
+        _LINKS[conn] = self
+
+
+#: What makes a statement more than a read.
+_WRITES = re.compile(r"\b(?:INSERT|UPDATE|DELETE|pg_advisory)", re.IGNORECASE)
+#: Connections opened from a URL, to their links (weak: a link lives as long as its stores).
+_LINKS: weakref.WeakKeyDictionary[Any, Link] = weakref.WeakKeyDictionary()
 
 
 def _dsn(conn: Any) -> str:
@@ -40,7 +101,7 @@ class SessionHandle:
         self.where = describe(source if isinstance(source, str) else _dsn(source))
         self.session = session
         # A borrowed connection keeps the caller's settings; ``durable`` is for one opened here.
-        self.conn = connect(source, durable=durable) if isinstance(source, str) else source
+        self.link = Link.of(source, durable=durable)
         self.closed = False
         try:
             if not self.conn.autocommit:
@@ -52,7 +113,7 @@ class SessionHandle:
             else:
                 found = self.call(lambda: find_session(self.conn, session))
                 if found is None:
-                    raise StoreError(f"{self.where}: no session {session!r} "
+                    raise StoreError(f"{self.where}: no session {quote_value(session)} "
                                      "(holon_ctx.postgres.list_sessions lists them, and so does "
                                      "`holon-ctx db sessions`)")
                 self.sid, self.created = found, False
@@ -61,26 +122,53 @@ class SessionHandle:
                 self.conn.close()
             raise
 
-    def call(self, fn: Callable[[], _T]) -> _T:
+    @property
+    def conn(self) -> Any:
+        """The live connection (a new one after the server dropped the last: see the module
+        docstring)."""
+        return self.link.conn
+
+    def call(self, fn: Callable[[], _T], *, reads: bool = False) -> _T:
+        """``fn()`` on a live connection; a psycopg error as one line. ``reads``: ``fn`` only
+        reads, so it runs again once on a new connection when the one it met was dead."""
         if self.closed:
             raise StoreError(f"{self.where}: the store is closed")
+        if self.link.dead:
+            self.link.revive(self.where)
+        # Outside a transaction (a statement of a write runs inside one: never run again here).
+        idle = self.conn.info.transaction_status == 0
         try:
             return fn()
         except self._error as exc:
-            raise store_error(self.where, exc) from None
+            if not self.link.dead:
+                raise store_error(self.where, exc) from None
+            if reads and idle:
+                self.link.revive(self.where)
+                try:
+                    return fn()
+                except self._error as again:
+                    raise store_error(self.where, again) from None
+            raise ConnectionLost(f"{store_error(self.where, exc)} (the connection was lost; "
+                                 "the next call reconnects)") from None
 
     def rows(self, sql: str, args: dict[str, Any] | tuple[Any, ...], *,
              binary: bool = False) -> list[tuple[Any, ...]]:
         """Run one statement; a dict of arguments gets ``sid`` added. Rows, or [] for none."""
         if isinstance(args, dict):
             args = {"sid": self.sid, **args}
-        if self.closed:
-            raise StoreError(f"{self.where}: the store is closed")
-        try:
+
+        def run() -> list[tuple[Any, ...]]:
             cur = self.conn.execute(sql, args, binary=binary)
             return [] if cur.description is None else list(cur.fetchall())
-        except self._error as exc:
-            raise store_error(self.where, exc) from None
+        # A statement inside a transaction is part of a write; alone, a SELECT only reads.
+        return self.call(run, reads=self._reads(sql))
+
+    @staticmethod
+    def _reads(sql: str) -> bool:
+        """Whether ``sql`` only reads (a query that neither writes nor locks), so running it
+        again on a new connection is safe."""
+        return (sql.lstrip()[:6].upper().startswith(("SELECT", "WITH"))
+                and _WRITES.search(sql) is None)
 
     def one(self, sql: str, args: dict[str, Any] | tuple[Any, ...]) -> Any:
         found = self.rows(sql, args)
@@ -107,7 +195,8 @@ class SessionHandle:
             # Read once the block has sent them all with its one sync: fetching inside it syncs
             # there too, and the exit waits for a second answer (two round trips, not one).
             return [list(cur.fetchall()) for cur in cursors]
-        return self.call(run) if statements else []
+        reads = all(self._reads(sql) for sql, _ in statements)
+        return self.call(run, reads=reads) if statements else []
 
     def insert(self, inserts: Sequence[tuple[str, str, Sequence[tuple[Any, ...]]]],
                after: Sequence[tuple[str, tuple[Any, ...]]] = ()) -> None:

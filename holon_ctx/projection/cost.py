@@ -29,7 +29,7 @@ from pathlib import Path
 
 import attrs
 
-from holon_ctx.errors import InputError
+from holon_ctx.errors import InputError, quote_value
 
 __all__ = ["PRICES", "CostMeter", "PriceTable", "RequestCost", "load_price_table",
            "shared_prefix_tokens"]
@@ -80,14 +80,14 @@ def load_price_table(path: str | Path) -> PriceTable:
     for key in _PRICE_FIELDS:
         value = raw.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InputError(f"expected a number, got {value!r}", source=source, path=f"$.{key}")
+            raise InputError(f"expected a number, got {quote_value(value)}", source=source, path=f"$.{key}")
         if not math.isfinite(value) or value < 0:
-            raise InputError(f"expected a finite price >= 0, got {value!r}", source=source,
+            raise InputError(f"expected a finite price >= 0, got {quote_value(value)}", source=source,
                              path=f"$.{key}")
         values[key] = float(value)
     name = raw.get("name", Path(path).stem)
     if not isinstance(name, str):
-        raise InputError(f"expected a string, got {name!r}", source=source, path="$.name")
+        raise InputError(f"expected a string, got {quote_value(name)}", source=source, path="$.name")
     return PriceTable(name, cache_read=values["cache_read"], cache_write=values["cache_write"])
 
 

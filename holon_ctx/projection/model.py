@@ -12,8 +12,9 @@ import attrs
 import msgspec
 
 from holon_ctx.ledger.facts import Priority
-from holon_ctx.ledger.records import Turn
-from holon_ctx.ledger.store import StoredRecord
+
+# Moved to the ledger (memory uses it too, RFC 0028); still importable from here.
+from holon_ctx.ledger.units import TurnUnit
 
 __all__ = [
     "SECTION_ORDER",
@@ -91,26 +92,6 @@ class Omission(StrEnum):
     SUPERSEDED = "superseded_by_later_state"
     OTHER_WORK_ITEM = "owned_by_other_work_item"
     OUTSIDE_WINDOW = "outside_recent_window"
-
-
-@attrs.frozen
-class TurnUnit:
-    """A turn with the records it owns (exact ``turn_id`` match), in append order."""
-
-    stored: StoredRecord
-    records: tuple[StoredRecord, ...]
-    #: The turn record itself (``stored.record``), kept typed: read thousands of times a call.
-    turn: Turn = attrs.field(init=False, eq=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        rec = self.stored.record
-        if not isinstance(rec, Turn):
-            raise TypeError(f"a TurnUnit holds a turn record, got {self.stored.ref}")
-        object.__setattr__(self, "turn", rec)
-
-    @property
-    def ref(self) -> str:
-        return self.stored.ref
 
 
 class SectionManifest(msgspec.Struct, kw_only=True):

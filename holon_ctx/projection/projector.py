@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from holon_ctx.errors import EngineError, InputError
+from holon_ctx.errors import EngineError, InputError, quote_value
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection import sections
 from holon_ctx.projection.clipping import Clipper
@@ -87,7 +87,7 @@ class Projector:
         """
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
                 or budget_tokens <= 0:
-            raise InputError(f"budget must be a positive number of tokens, got {budget_tokens!r}",
+            raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
         r = self.renderer
         view = load_view(self.store, at=at, extend=in_fold_run, policy=self.policy,

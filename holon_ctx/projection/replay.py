@@ -13,6 +13,13 @@ end of each turn without one, and at the end), each
 ``newest``     keep the newest messages of that history that fit the budget, system message
                kept, starting on a user message (LangChain's ``trim_messages(strategy="last",
                include_system=True, start_on="human")``).
+``masking``    observation masking (Lindenbauer et al., "The Complexity Trap", 2025): that
+               history with every tool output but the newest M = 10 replaced by a placeholder
+               (the run's line stays), then trimmed as ``newest`` trims, to hold the budget.
+
+Every approach sends the same environment and history title, rendered as the session renders
+them (RFC 0025): the bills compare how each keeps the history, not how it words the system
+prompt.
 
 Every request is serialised the same way before its tokens are compared (:func:`request_tokens`:
 each message's role, then its content and its calls, each message encoded on its own as a
@@ -31,8 +38,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import attrs
+import msgspec
 
-from holon_ctx.ledger.records import Environment, Message, MessageRole, Turn
+from holon_ctx.ledger.records import Environment, Message, MessageRole, Tool, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.cost import CostMeter, PriceTable, RequestCost
 from holon_ctx.projection.manifest import SECTION_TITLES
@@ -57,9 +65,11 @@ from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.projection.session_state import entry_heading
 from holon_ctx.tokens import TokenCounter
 
-__all__ = ["APPROACHES", "BASELINES", "ApproachReport", "TurnRow", "call_points", "replay",
-           "request_tokens"]
+__all__ = ["APPROACHES", "BASELINES", "MASKED_KEEP", "ApproachReport", "TurnRow", "call_points",
+           "replay", "request_tokens"]
 
+#: Tool outputs observation masking keeps whole (M = 10, as "The Complexity Trap" measured it).
+MASKED_KEEP: Final = 10
 #: The approaches a replay compares with the session, each with what it is in one line (the
 #: CLI's ``--baseline`` choices and its legend read this table; a new baseline is a new row here
 #: and a branch in :func:`replay`).
@@ -69,6 +79,9 @@ BASELINES: Final[dict[str, str]] = {
             "ceiling, not an option)",
     "newest": "keep the newest messages that fit the budget (LangChain's trim_messages, "
               "strategy \"last\")",
+    "masking": f"observation masking: the last {MASKED_KEEP} tool outputs whole, older ones "
+               "replaced by a placeholder (\"The Complexity Trap\", 2025), then the newest "
+               "messages that fit the budget",
 }
 APPROACHES: Final = ("session", *BASELINES)
 #: Caps of the untrimmed history: every body whole.
@@ -154,7 +167,8 @@ class _Encoded:
 
 
 class _History:
-    """The whole history as native messages, grown turn by turn (for ``full`` and ``newest``)."""
+    """The whole history as native messages, grown turn by turn (for ``full``, ``newest`` and
+    ``masking``)."""
 
     def __init__(self, store: LedgerStore, counter: TokenCounter) -> None:
         self.store = store
@@ -162,6 +176,13 @@ class _History:
         self.renderer = Renderer(counter, store.counter_identity, Policy(caps=_UNCAPPED))
         self.system: Part | None = None
         self.parts: list[list[Part]] = []  # per turn
+        #: Each turn's records (``parts`` rendered them), and every tool run with its turn.
+        self.runs: list[list[StoredRecord]] = []
+        self.tools: list[tuple[int, str]] = []
+        #: Masked turns' parts, by turn and the refs masked in it (a set that only grows).
+        self._masked: dict[tuple[int, frozenset[str]], list[Part]] = {}
+        # Its own renderer: a masked run has the ref of the whole one, and renderers memoise.
+        self._masker = Renderer(counter, store.counter_identity, Policy(caps=_UNCAPPED))
         self.pos = 0
 
     def grow(self, limit: int) -> None:
@@ -191,7 +212,19 @@ class _History:
         return text_part(text, tokens, (env.ref,), stable_end=True)
 
     def _add(self, run: list[StoredRecord]) -> None:
-        r = self.renderer
+        previous = self.parts[-1][-1] if self.parts and self.parts[-1] else None
+        parts = self._render(run, self.renderer, first=not self.parts, previous=previous)
+        if run and not isinstance(run[0].record, Turn) and self.parts:
+            self.parts[-1].extend(parts)  # late records of the turn before
+            self.runs[-1].extend(run)
+        else:
+            self.parts.append(parts)
+            self.runs.append(list(run))
+        turn = len(self.parts) - 1
+        self.tools.extend((turn, s.ref) for s in run if isinstance(s.record, Tool))
+
+    def _render(self, run: Sequence[StoredRecord], r: Renderer, *, first: bool,
+                previous: Part | None) -> list[Part]:
         blocks = []
         for stored in run:
             if isinstance(stored.record, Turn):
@@ -199,23 +232,53 @@ class _History:
             else:
                 blocks.extend(r.record_blocks(stored, {}))
         records = {s.ref: s for s in run}
-        previous = self.parts[-1][-1] if self.parts and self.parts[-1] else None
-        if not self.parts:
+        if first:
             # The history's title and its trust note, as the session's history opens.
             blocks.insert(0, r.line(SECTION_TITLES[Section.RECENT_TURNS]))
-        parts = parts_of_blocks(blocks, records, self.renderer.framing, previous=previous)
-        if run and not isinstance(run[0].record, Turn) and self.parts:
-            self.parts[-1].extend(parts)  # late records of the turn before
-        else:
-            self.parts.append(parts)
+        return parts_of_blocks(blocks, records, r.framing, previous=previous)
+
+    def masked_messages(self, keep: int) -> list[Any]:
+        """The history with every tool output but the newest ``keep`` replaced by a placeholder
+        (observation masking: the run's line stays, its output goes)."""
+        masked: dict[int, set[str]] = {}
+        for turn, ref in self.tools[:max(0, len(self.tools) - keep)]:
+            masked.setdefault(turn, set()).add(ref)
+        flat: list[Part] = []
+        for i, parts in enumerate(self.parts):
+            refs = masked.get(i)
+            flat.extend(parts if not refs else self._masked_parts(i, frozenset(refs)))
+        return self._messages(flat)
+
+    def _masked_parts(self, turn: int, refs: frozenset[str]) -> list[Part]:
+        found = self._masked.get((turn, refs))
+        if found is None:
+            run = [_masked(s, self.counter) if s.ref in refs else s for s in self.runs[turn]]
+            before = self.parts[turn - 1] if turn else []
+            found = self._render(run, self._masker, first=turn == 0,
+                                 previous=before[-1] if before else None)
+            self._masked[(turn, refs)] = found
+        return found
 
     def messages(self) -> list[Any]:
-        flat = [p for turn in self.parts for p in turn]
+        return self._messages([p for turn in self.parts for p in turn])
+
+    def _messages(self, flat: list[Part]) -> list[Any]:
         out: list[Any] = []
         if self.system is not None:
             out.append({"role": "system", "content": self.system.content})
         out.extend(openai_messages(flat))
         return out
+
+
+def _masked(stored: StoredRecord, counter: TokenCounter) -> StoredRecord:
+    """A tool run with its output replaced by the placeholder masking leaves in its place."""
+    rec = stored.record
+    assert isinstance(rec, Tool)
+    lines = rec.output.count("\n") + (1 if rec.output and not rec.output.endswith("\n") else 0)
+    placeholder = f"[older output omitted: {lines} lines]"
+    return attrs.evolve(stored, record=msgspec.structs.replace(rec, output=placeholder,
+                                                               output_ref=None),
+                        tokens=counter.count(placeholder))
 
 
 def _newest(messages: list[Any], budget: int, encoded: _Encoded) -> list[Any]:
@@ -254,7 +317,8 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
                                                     episodes=episodes)
     stateless = (Projector(store, counter, episodes=episodes) if "stateless" in approaches
                  else None)
-    history = _History(store, counter) if {"full", "newest"} & set(approaches) else None
+    history = (_History(store, counter) if {"full", "newest", "masking"} & set(approaches)
+               else None)
     binds = False
     for i, (turn, limit) in enumerate(points):
         if before_call is not None:
@@ -287,6 +351,11 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
                              else projection.used_tokens)
             elif name == "full":
                 messages, sent = whole, encoded[name].sent(whole)
+            elif name == "masking":
+                assert history is not None
+                messages = _newest(history.masked_messages(MASKED_KEEP), budget_tokens,
+                                   encoded[name])
+                sent = encoded[name].sent(messages)
             else:
                 messages = _newest(whole, budget_tokens, encoded[name])
                 sent = encoded[name].sent(messages)

@@ -28,13 +28,14 @@ one state object and one order of operations, and splitting them apart would hid
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from typing import Final
 
 import attrs
 import msgspec
 
-from holon_ctx.errors import BudgetTooSmallError, InputError
+from holon_ctx.errors import BudgetTooSmallError, InputError, quote_value
 from holon_ctx.ledger.epochs import (
     EPOCH_FORMAT,
     EpochStart,
@@ -108,6 +109,13 @@ __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "Ses
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
 ENGINE_VERSION: Final = "session/6"
+#: Turns whose records measure how fast the history grows, for the low-water mark.
+GROWTH_TURNS: Final = 16
+#: Tokens a record's label line and framing add to its body in the history (about).
+RECORD_OVERHEAD: Final = 12
+#: The lowest share of the budget a re-plan fills, however fast the history grows: below it a
+#: re-plan keeps little beyond the pinned turns (which raise the plan's budget anyway).
+MIN_LOW_WATER: Final = 0.1
 
 
 class SessionProjector:
@@ -170,7 +178,7 @@ class SessionProjector:
         (neither) as of the end of the ledger."""
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
                 or budget_tokens <= 0:
-            raise InputError(f"budget must be a positive number of tokens, got {budget_tokens!r}",
+            raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
         end = self._end(at, limit_pos)
         control = self.control.control_state() if self.control else None
@@ -360,7 +368,13 @@ class SessionProjector:
         # A whole epoch's history holds both work items' records: a re-plan would write the
         # same turns to the cache again for nothing (RFC 0025).
         if wid != state.work_item_id and wid is not None and not state.whole:
-            return "work_item_changed"
+            if self._switch_pays(state, limit):
+                return "work_item_changed"
+            # Kept: the history holds the new work item's records as they come; the tail states
+            # the new work item, and its frontier counts from this turn on.
+            state.work_item_id = wid
+            state.tally, state.cover = Tally(), f"; counts cover {unit.ref} onward"
+            state.tail, state.tail_reads = None, None
         if anchor_id is not None and anchor_id not in state.shown \
                 and anchor_id != unit.turn.id:
             return "anchor_not_in_history"
@@ -436,7 +450,7 @@ class SessionProjector:
         """A new epoch at position ``limit``, planned at the low-water budget — raised until the
         pinned turns (the current input, its anchor, the previous step) are in their full forms,
         lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
-        plan_budget = max(1, int(budget * self.session.low_water))
+        low_water = plan_budget = self._low_water(budget, limit)
         whole = self._opens_ledger(limit)
         tried_full = shrinking = False
         over = step = 0
@@ -478,11 +492,64 @@ class SessionProjector:
                 # line.
                 plan_budget = min(need, room)
                 continue
-            state.plan_budget = plan_budget
+            state.plan_budget, state.low_water_tokens = plan_budget, low_water
             self._persist(state)
             return state
         raise BudgetTooSmallError(budget + max(over, 1), budget,
                                   "the pinned references and the current state")
+
+    def _low_water(self, budget: int, limit: int) -> int:
+        """The low-water mark of a re-plan at ``limit`` (RFC 0025, decision 2): the largest share
+        of the budget at which the re-plan's cache write, spread over the calls until the next
+        re-plan, costs no more than reading the cached prefix does on those calls.
+
+        With the history growing by ``g`` tokens a call and a mark of ``L`` of a budget ``B``,
+        the next re-plan comes after ``(B - L) / g`` calls; the re-plan writes ``L`` tokens
+        where reading them costs ``cache_read``, a premium of ``(cache_write - cache_read) * L``;
+        the calls read ``(L + B) / 2`` tokens each on average. The premium per call is at most
+        the read per call when ``x² + ρ·γ·x ≤ 1`` (``x = L / B``, ``γ = g / B``,
+        ``ρ = 2 (cache_write - cache_read) / cache_read``), so the mark is that equation's root,
+        never above ``low_water`` (context the planner keeps) nor below ``MIN_LOW_WATER``. ``L``
+        counts the whole frozen part, the environment too, although a re-plan leaves that
+        cached: measured on the twelve trajectories, the lower mark this gives bills less than
+        leaving the environment out (RFC 0025). The growth is read from the ledger — the
+        records of the last ``GROWTH_TURNS`` turns, each body as the history caps it — so any
+        process derives the same mark."""
+        policy = self.session
+        ceiling = max(1, int(budget * policy.low_water))
+        gamma = self._growth(budget, limit) / budget
+        rho_gamma = 2 * (policy.cache_write - policy.cache_read) / policy.cache_read * gamma
+        share = (math.sqrt(rho_gamma * rho_gamma + 4) - rho_gamma) / 2
+        return min(ceiling, max(1, int(budget * max(MIN_LOW_WATER, share))))
+
+    def _growth(self, budget: int, limit: int) -> float:
+        """Tokens the history grows by per turn, as of ``limit``: the records of the last
+        ``GROWTH_TURNS`` turns, each body capped as the history caps it, plus a label's worth
+        (read from the ledger, so any process gets the same figure)."""
+        latest = self.store.latest_turn(limit)
+        if latest is None:
+            return 0.0
+        seq = latest.record.seq  # type: ignore[union-attr]
+        older = self.store.turns_before(seq, GROWTH_TURNS - 1, limit)
+        first = older[-1].record.seq if older else seq  # type: ignore[union-attr]
+        cap = int(budget * self.session.entry_share)
+        grown = sum(min(s.tokens, cap) + RECORD_OVERHEAD
+                    for s in self.store.records_of_turns(first, seq, limit))
+        return grown / (1 + len(older))
+
+    def _switch_pays(self, state: WalkState, limit: int) -> bool:
+        """A re-plan at a work-item switch pays for itself (RFC 0025, decision 2): re-planned,
+        the calls until the next forced re-plan read the mark ``L`` instead of the history's
+        ``S`` tokens, after one call that writes ``L``. Over ``n = (B - S) / g`` calls it saves
+        ``cache_read·(S - L)·n`` and costs ``(cache_write - cache_read)·L``."""
+        budget, policy = state.budget, self.session
+        size = state.frozen_tokens + state.appended_tokens()
+        mark = self._low_water(budget, limit)
+        if size <= mark:
+            return False
+        calls = max(1.0, (budget - size) / max(1.0, self._growth(budget, limit)))
+        return (policy.cache_read * (size - mark) * calls
+                > (policy.cache_write - policy.cache_read) * mark)
 
     def _opens_ledger(self, limit: int) -> bool:
         """The epoch starting at ``limit`` is *whole* (RFC 0025): ``limit`` is right after the
@@ -535,7 +602,7 @@ class SessionProjector:
             tally=None if tally is None else PersistedTally(
                 tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files),
             cover=state.cover, plan_budget=state.plan_budget, unresolved=dict(state.unresolved),
-            whole=state.whole)
+            whole=state.whole, low_water_tokens=state.low_water_tokens)
         self.epochs.save(EpochState(key=state.key, start=state.start,
                                     frozen=msgspec.json.encode(frozen)))
 
@@ -585,7 +652,7 @@ class SessionProjector:
             cover=frozen.cover, pos=limit, current=current,
             anchor=self._unit(anchor_id, limit) if anchor_id else None,
             plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved),
-            whole=frozen.whole)
+            whole=frozen.whole, low_water_tokens=frozen.low_water_tokens)
 
     # -- the request --------------------------------------------------------------------------------
     def _request(self, state: WalkState, end: int, control: object, replanned: bool,
@@ -617,7 +684,8 @@ class SessionProjector:
         # What the manifest needs, captured now (the state moves on with the next request).
         snapshot = Snapshot(
             frozen=state.manifest, budget=state.budget, start=state.start,
-            plan_budget=state.plan_budget, frozen_tokens=state.frozen_tokens,
+            plan_budget=state.plan_budget, low_water_tokens=state.low_water_tokens,
+            frozen_tokens=state.frozen_tokens,
             prefix_tokens=state.frozen_sums()[3], appended_tokens=state.appended_tokens(),
             appended_log=state.appended_refs, appended_count=len(state.appended_refs),
             current=state.current, anchor=state.anchor, folds=list(state.folds))
@@ -633,8 +701,7 @@ class SessionProjector:
                               has_tail=bool(tail_parts),
                               make_manifest=lambda: session_manifest(
                                   snapshot, tail, text, used, request_tokens, cached,
-                                  replanned, reason, layout=self.layout,
-                                  low_water=self.session.low_water))
+                                  replanned, reason, layout=self.layout))
 
 _persisted_decoder = msgspec.json.Decoder(Persisted)
 

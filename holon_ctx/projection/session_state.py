@@ -78,13 +78,19 @@ class Layout(StrEnum):
 
 @attrs.frozen
 class SessionPolicy:
-    """How a session re-plans. ``low_water``: the share of the budget a re-plan fills (the rest
-    is room for turns to append before the next one; RFC 0010, decision 5). ``entry_share``: the
-    most of the budget one record may take when it joins the history (a longer body is shown as
-    head and tail with its ref, like any capped body)."""
+    """How a session re-plans. ``low_water``: the most of the budget a re-plan fills (the rest is
+    room for turns to append before the next one; RFC 0010, decision 5): the mark itself is
+    derived per re-plan from what a re-plan costs and how fast the history grows (RFC 0025), and
+    is this share only where the history grows slowly. ``entry_share``: the most of the budget
+    one record may take when it joins the history (a longer body is shown as head and tail with
+    its ref, like any capped body). ``cache_read`` and ``cache_write``: the provider's cache
+    prices relative to uncached input that the mark is derived for (default Anthropic's, the
+    dearest write premium of the published tables)."""
 
     low_water: float = 0.5
     entry_share: float = 0.25
+    cache_read: float = 0.1
+    cache_write: float = 1.25
     #: Every turn that opens a new block of this many turn numbers (``seq // checkpoint_turns``
     #: changes) re-plans, whatever the budget: the walk from such a *checkpoint* needs nothing
     #: before it, so a process with no saved state walks at most one block, never the whole
@@ -102,6 +108,9 @@ class SessionPolicy:
         if not 0.05 <= self.low_water <= 0.95:
             raise InputError(f"low_water must be between 0.05 and 0.95, got {self.low_water}",
                              path="low_water")
+        if not 0 < self.cache_read < self.cache_write:
+            raise InputError("cache prices must satisfy 0 < cache_read < cache_write, got "
+                             f"{self.cache_read} and {self.cache_write}", path="cache_read")
         if not 0.01 <= self.entry_share <= 1.0:
             raise InputError(f"entry_share must be between 0.01 and 1, got {self.entry_share}",
                              path="entry_share")
@@ -235,6 +244,8 @@ class WalkState:
     tail_stated: bool = True
     #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
     plan_budget: int = 0
+    #: The low-water mark the re-plan derived (RFC 0025, decision 2).
+    low_water_tokens: int = 0
     #: A *whole* epoch (RFC 0025): it began at the ledger's first turn and every record since
     #: joined its history, so the history says what a tail would (the work item's transitions,
     #: the anchor's words, every tool run). Its tail holds only what no record says; it does not
@@ -328,6 +339,7 @@ class Persisted(msgspec.Struct, frozen=True):
     #: Unresolved side effects: key → the run's ref.
     unresolved: dict[str, str] = {}
     whole: bool = False
+    low_water_tokens: int = 0
 
 
 def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_turn: bool) -> None:
@@ -402,8 +414,8 @@ def parts_cost(parts: list[Part], previous: Role | None, layout: Layout, framing
 
 
 def session_manifest(snap: Snapshot, tail: Tail, text: str, used: int, request_tokens: int,
-                     cached: int, replanned: bool, reason: str | None, *, layout: Layout,
-                     low_water: float) -> Manifest:
+                     cached: int, replanned: bool, reason: str | None, *,
+                     layout: Layout) -> Manifest:
     """The manifest of one request: the frozen part's, the appended refs added to the recent
     turns, the tail as ``current_state``, and the session's figures under ``session``."""
     sections: list[SectionManifest] = []
@@ -433,7 +445,7 @@ def session_manifest(snap: Snapshot, tail: Tail, text: str, used: int, request_t
                  "epoch_started_at": f"turn:{snap.start.turn_id}",
                  "epoch_reason": snap.start.reason,
                  "replanned": replanned, "replan_reason": reason,
-                 "low_water_tokens": int(snap.budget * low_water),
+                 "low_water_tokens": snap.low_water_tokens,
                  "plan_budget_tokens": snap.plan_budget,
                  "stable_prefix_tokens": snap.prefix_tokens,
                  "frozen_tokens": snap.frozen_tokens,
@@ -449,6 +461,7 @@ class Snapshot:
     budget: int
     start: EpochStart
     plan_budget: int
+    low_water_tokens: int
     frozen_tokens: int
     prefix_tokens: int
     appended_tokens: int

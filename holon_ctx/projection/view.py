@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from holon_ctx.errors import InputError, UnknownRefError
+from holon_ctx.ledger.limits import resolve_limit
 from holon_ctx.ledger.records import Pin, TaskResult, Trigger, Turn
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
@@ -137,26 +137,6 @@ def load_page(store: LedgerStore, *, before_seq: int, index: int, limit_pos: int
     return Page(index=index, units=tuple(page), before=before,
                 last=before is None or index + 1 >= limits.max_pages,
                 reached_start=before is None)
-
-
-def resolve_limit(store: LedgerStore, at: str | None,
-                  limit_pos: int | None = None) -> tuple[StoredRecord, int]:
-    """The current turn and the exclusive position limit for projecting as of ``at`` (a turn:
-    everything up to the next turn), or as of position ``limit_pos`` (the latest turn before it,
-    with the records before it: a session projection walks the ledger record by record)."""
-    end = store.end_pos() if limit_pos is None else min(limit_pos, store.end_pos())
-    if at is None:
-        current = store.latest_turn(end)
-        if current is None:
-            raise InputError("the ledger has no turns to project (it holds no turn record yet)")
-        return current, end
-    turn_id = at.removeprefix("turn:")
-    current = store.turn(turn_id)
-    if current is None:
-        raise UnknownRefError(f"turn:{turn_id}", hint="no such turn in the ledger")
-    assert isinstance(current.record, Turn)
-    nxt = store.next_turn_pos(current.record.seq)
-    return current, end if nxt is None else nxt
 
 
 def load_view(

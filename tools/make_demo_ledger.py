@@ -1,10 +1,11 @@
-"""The bundled demo ledger: one working day of a coding agent on ``acme/shop-api``.
+"""The bundled demo ledger's story: one working day of a coding agent on ``acme/shop-api``.
 
+A dev tool, outside the package: the wheel ships only the data it writes (RFC 0028).
 ``build_demo_records()`` is a pure, deterministic generator (its only randomness is
 ``random.Random(DEMO_SEED)``, its only clock is a fixed start time) whose output, written with
 :func:`holon_ctx.ledger.codec.write_jsonl`, is the bundled file ``holon_ctx/data/demo.jsonl``.
-Run ``python -m holon_ctx.demo_ledger`` to regenerate the file after changing this module; the test
-suite fails while they disagree.
+Run ``python3 dev.py shell tools/make_demo_ledger.py`` to regenerate the file after changing the
+story; ``tests/test_demo_ledger.py`` regenerates it and fails while the two disagree.
 
 This is a data module and is long on purpose (well past the usual ~400 lines): the day is written
 out scene by scene so that it reads like a real agent's day, with specific files, commands, CI runs
@@ -93,7 +94,6 @@ import io
 import random
 import sys
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from pathlib import Path
 from typing import Final
 
@@ -2277,8 +2277,8 @@ def demo_jsonl_bytes() -> bytes:
 
 
 def bundled_demo_path() -> Path:
-    """The installed ``holon_ctx/data/demo.jsonl``."""
-    return Path(str(resources.files("holon_ctx") / "data" / "demo.jsonl"))
+    """The checkout's ``holon_ctx/data/demo.jsonl``, the file the package ships."""
+    return Path(__file__).resolve().parents[1] / "holon_ctx" / "data" / "demo.jsonl"
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance entry: regenerate the bundled file

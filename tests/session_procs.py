@@ -1,0 +1,140 @@
+"""Child processes of the session reliability tests: runtimes sharing one ledger (RFC 0020).
+
+``python session_procs.py agent STORE TAG TURNS SEED`` — one runtime: each turn it appends a
+batch (the turn, the operator's words, a reply, a tool run — one in ten with an unknown side
+effect, so compactions seal blocking state — and sometimes a wait opened or resolved), with ids of
+its own and the turn numbered by the store, then asks its ``Session`` for the next request (which
+compacts every other turn, and at every turn while the budget binds), and sometimes compacts
+explicitly. It waits for a line on
+stdin before starting, so all agents start together. Prints one JSON line: the refs it appended,
+and every failure (an exception from any call, by kind and message).
+
+``python session_procs.py compact STORE ROUNDS`` — ``holon-ctx compact`` as an operator runs it
+beside the runtimes, ``ROUNDS`` times; prints the exit codes as a JSON list.
+
+``STORE`` is a SQLite path, or ``postgresql://…#SESSION_KEY``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from typing import Any
+
+import holon_ctx
+from holon_ctx.ledger.records import (
+    Message,
+    MessageRole,
+    Record,
+    SideEffect,
+    Tool,
+    ToolStatus,
+    Turn,
+    Wait,
+    WaitStatus,
+    record_ref,
+)
+from holon_ctx.ledger.store import LedgerStore
+
+#: Small windows so that a few dozen turns compact many times.
+POLICY = holon_ctx.CompactionPolicy(recent_turns=3, every_turns=2)
+BUDGET = 6000
+
+
+def open_store(where: str) -> LedgerStore:
+    if where.startswith("postgresql://"):
+        from holon_ctx.postgres import PostgresStore
+
+        url, _, key = where.partition("#")
+        return PostgresStore(url, session=key)
+    from holon_ctx.ledger.sqlite import SqliteStore
+
+    return SqliteStore(where)
+
+
+def _failure(what: str, exc: BaseException) -> dict[str, str]:
+    return {"call": what, "error": type(exc).__name__, "message": str(exc)[:300]}
+
+
+def _batch(tag: str, i: int, rng: random.Random, waits: list[str]) -> list[Record]:
+    """One turn of agent ``tag``: ids prefixed by the tag (so writers never collide), the turn
+    numbered by the store at append (``renumber_turns``)."""
+    p, turn = f"{tag}.{i}", f"{tag}.{i}.t"
+    words = " ".join(rng.choice(["fix", "the", "build", "CI\u200d", "deploy", "审批"])
+                     for _ in range(rng.randint(2, 30)))
+    records: list[Record] = [
+        Turn(id=turn, seq=0, trigger="operator_input", work_item_id=f"{tag}.wi"),
+        Message(id=f"{p}.op", turn_id=turn, role=MessageRole.OPERATOR, text=f"{tag} {i}: {words}"),
+        Message(id=f"{p}.re", turn_id=turn, role=MessageRole.ASSISTANT, text="checking"),
+        Tool(id=f"{p}.x", turn_id=turn, tool_name="shell", call_id=f"{p}.call",
+             args_preview=f"make {i}", status=ToolStatus.OK, exit_code=0,
+             output="ok\n" * rng.randint(1, 30),
+             side_effect=SideEffect.UNKNOWN if rng.random() < 0.1 else None)]
+    if waits and rng.random() < 0.5:
+        records.append(Wait(id=f"{p}.wr", wait_id=waits.pop(0), status=WaitStatus.RESOLVED,
+                            turn_id=turn))
+    elif rng.random() < 0.3:
+        waits.append(f"{p}.wait")
+        records.append(Wait(id=f"{p}.wo", wait_id=waits[-1], status=WaitStatus.OPEN,
+                            turn_id=turn, condition=f"CI run {i} " + "x" * rng.randint(0, 300)))
+    return records
+
+
+def agent(where: str, tag: str, turns: int, seed: int,
+          compact_share: float = 0.15) -> dict[str, Any]:
+    rng = random.Random(seed)
+    appended: list[str] = []
+    failures: list[dict[str, str]] = []
+    requests = 0
+    store = open_store(where)
+    session = holon_ctx.Session(store, compaction=POLICY, owns_store=True)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    waits: list[str] = []
+    try:
+        for i in range(turns):
+            records = _batch(tag, i, rng, waits)
+            try:
+                store.append(records, renumber_turns=True)
+            except Exception as exc:
+                failures.append(_failure("append", exc))
+                continue
+            appended.extend(record_ref(r) for r in records)
+            try:
+                session.next_request(budget_tokens=BUDGET)
+                requests += 1
+            except Exception as exc:
+                failures.append(_failure("next_request", exc))
+            if rng.random() < compact_share:
+                try:
+                    session.compact()
+                except Exception as exc:
+                    failures.append(_failure("compact", exc))
+    finally:
+        session.close()
+    return {"tag": tag, "appended": appended, "requests": requests, "failures": failures}
+
+
+def cli_compact(where: str, rounds: int) -> list[int]:
+    from holon_ctx.cli.main import main
+
+    print("ready", flush=True)
+    sys.stdin.readline()
+    codes = []
+    for _ in range(rounds):
+        if where.startswith("postgresql://"):
+            url, _, key = where.partition("#")
+            codes.append(main(["compact", "--db", url, "--session-key", key]))
+        else:
+            codes.append(main(["compact", "--db", where]))
+    return codes
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "agent":
+        out: Any = agent(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
+                         *map(float, sys.argv[6:7]))
+    else:
+        out = cli_compact(sys.argv[2], int(sys.argv[3]))
+    print(json.dumps(out), flush=True)
