@@ -22,6 +22,7 @@ from holon_ctx.cli.common import db_name, open_continuity, open_db, open_episode
 from holon_ctx.cli.terminal import say
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.compaction_lock import LOCK_SUFFIX
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.store import LedgerStore
 
@@ -80,7 +81,9 @@ def build_demo(db: Path) -> bool:
     except OSError as exc:
         raise InputError(f"cannot build the demo database: {exc.strerror}", source=str(db)) from None
     finally:
-        for suffix in ("", "-wal", "-shm"):
+        # The compaction lock file too (holon_ctx.ledger.compaction_lock): the build compacted
+        # the file under its temporary name.
+        for suffix in ("", "-wal", "-shm", LOCK_SUFFIX):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
     say(f"holon-ctx: built the demo ledger ({plural(n, 'record')}, "
         f"{plural(archived, 'episode')} archived) into {db} in "
