@@ -49,7 +49,9 @@ def _check(open_store: Callable[[], LedgerStore], seed: int) -> None:
             request = runtime.next_request(budget_tokens=budget)
             with holon_ctx.Session(open_store(), compaction=None, owns_store=True) as fresh:
                 again = fresh.next_request(budget_tokens=budget)
-            assert again.text == request.text, (seed, i)
+                # The text view is made when read, so before its session closes (RFC 0024).
+                again_text = again.text
+            assert again_text == request.text, (seed, i)
             assert again.openai_messages == request.openai_messages, (seed, i)
             compared += 1
         upkeep = runtime._upkeep
