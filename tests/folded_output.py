@@ -14,6 +14,7 @@ import re
 
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.records import Record
+from holon_ctx.projection.formats import neutralise_repeat_marks
 
 _ABOVE = re.compile(r"^\[(?:line|(\d+) lines) above ×(\d+)\]$")
 _AS_IN = re.compile(r"^\[(?:line|(\d+) lines) as in (\S+)\]$")
@@ -64,3 +65,31 @@ def shown_whole(record: Record, ref: str, text: str) -> bool:
         return True
     fence = fence_body(text, ref)
     return fence is not None and reads_back(body.split("\n")[:-1], fence[1], text, fence[0])
+
+
+def verbatim_or_pointer(record: Record, ref: str, text: str) -> str:
+    """``""`` when ``record``'s text is in ``text`` with every line as the record has it — no
+    note of RFC 0016 in place of any line, only quoted notes neutralised — or cut to fit with a
+    pointer to its full text (an excerpt's ``full text: REF``, or a ``[clipped`` note right
+    after its fence); else why not. Stricter than :func:`shown_whole`: the newest evidence is read
+    as it is, never resolved through notes (RFC 0023)."""
+    body = record_body(record)
+    if not body.strip():
+        return ""
+    fence = fence_body(text, ref)
+    if fence is None:
+        return "" if body in text or f"full text: {ref}" in text else f"{ref}: not shown"
+    at, lines = fence
+    for line in lines:
+        if _ABOVE.match(line) or _AS_IN.match(line):
+            return f"{ref}: note {line}"
+    shown = "".join(line + "\n" for line in lines)
+    # A tool's line that reads as a note keeps its text with ⁅ for its bracket (RFC 0016).
+    if shown in (body, body + "\n", neutralise_repeat_marks(body)) or body in text:
+        return ""
+    end = text.find("\n</data>\n", at)
+    if any(f"full text: {ref}" in line for line in lines) or (
+            end >= 0 and text[end + 1:].startswith("</data>\n[clipped")):
+        return ""
+    return f"{ref}: changed, no pointer to its full text"
+

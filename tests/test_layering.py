@@ -141,10 +141,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     # the renderer the only writer of markup, which removes both (formats.py was being changed).
     ("holon_ctx.memory.builder", "holon_ctx.projection.formats"): "episode text uses prompt markup",
     ("holon_ctx.memory.render", "holon_ctx.projection.formats"): "episode text uses prompt markup",
-    # The recall interface (RecallQuery in, RecalledEpisode out) is declared in projection/model;
-    # it belongs to memory, the lower side, and moves with item 3's episode-as-data change.
-    ("holon_ctx.memory.recall", "holon_ctx.projection.model"): "recall interface types",
-    ("holon_ctx.memory.source", "holon_ctx.projection.model"): "recall interface types",
     # A model profile names its provider's framing rule, which projection/framing.py defines
     # (being changed); the rule table belongs with the token counting, in layer 0.
     ("holon_ctx.models", "holon_ctx.projection.framing"): "framing rules live in projection",

@@ -51,10 +51,12 @@ def _faithful(rec: Tool, text: str) -> bool:
             or after[end:].startswith("[clipped"))
 
 
-def _steps(outputs: list[str], *, operator_turns: tuple[int, ...] = ()) -> tuple[
-        LedgerBuilder, list[str], list[str]]:
+def _steps(outputs: list[str], *, operator_turns: tuple[int, ...] = (), newest: int = 2,
+           ) -> tuple[LedgerBuilder, list[str], list[str]]:
     """An agent loop running a different command per step; the step indices in
-    ``operator_turns`` are operator turns (high: they keep their text first)."""
+    ``operator_turns`` are operator turns (high: they keep their text first). ``newest`` more
+    steps follow, each printing one line of its own: the newest evidence keeps every line of its
+    outputs (RFC 0023), so the steps of ``outputs`` are the older ones whose lines fold."""
     b = LedgerBuilder()
     ask = b.operator("Fix the timezone bug; run the checks after each change.")
     turns, tools = [], []
@@ -65,6 +67,9 @@ def _steps(outputs: list[str], *, operator_turns: tuple[int, ...] = ()) -> tuple
         else:
             turns.append(b.turn("x-agent-step", anchor=ask))
         tools.append(b.tool("bash", f"python check_{i}.py", output))
+    for i in range(newest):
+        b.turn("x-agent-step", anchor=ask)
+        b.tool("bash", f"git diff --stat {i}", f"{i + 1} files changed\n")
     return b, turns, tools
 
 
@@ -88,7 +93,7 @@ def test_a_tool_output_in_the_prompt_shows_a_repeated_warning_once() -> None:
     p = b.project(4096)
     assert p.text.count(WARNING) == 1
     assert f"{WARNING}[line above ×40]\n3 passed\n" in p.text
-    [tool] = [r for r in b.records if isinstance(r, Tool)]
+    [tool] = [r for r in b.records if isinstance(r, Tool) and r.id == tools[0]]
     assert shown_whole(tool, f"tool:{tools[0]}", p.text)
 
 
@@ -235,6 +240,7 @@ def test_a_session_append_never_changes_what_was_sent() -> None:
     store = b.store()
     previous = None
     replans = appended = 0
+    notes: set[str] = set()
     tools = [r for r in b.records if isinstance(r, Tool)]
     for request in walk(SessionProjector(store), 3000):
         check_request(request)
@@ -245,6 +251,10 @@ def test_a_session_append_never_changes_what_was_sent() -> None:
             assert request.text.startswith(previous.text[:len(previous.text)
                                                          - len(previous.parts[-1].text)])
         replans += request.replanned
+        if request.replanned:
+            # A re-plan lays the history out again, its older outputs folded; records appended
+            # after it are the newest evidence when sent and keep every line (RFC 0023).
+            notes.update(n for n in ("as in tool:", "[line above ×12]") if n in request.text)
         for rec in tools:
             if fence_body(request.text, f"tool:{rec.id}") is not None:
                 assert _faithful(rec, request.text)
@@ -252,8 +262,7 @@ def test_a_session_append_never_changes_what_was_sent() -> None:
     assert replans >= 2
     assert appended >= 2
     assert previous is not None
-    assert "as in tool:" in previous.text
-    assert "[line above ×12]" in previous.text
+    assert notes == {"as in tool:", "[line above ×12]"}
 
 
 def test_the_record_body_is_untouched() -> None:

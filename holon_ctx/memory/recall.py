@@ -26,9 +26,10 @@ from typing import Final
 
 import attrs
 
+from holon_ctx.ledger.facts import Priority
 from holon_ctx.ledger.records import ExternalEvent, TaskResult, Tool
+from holon_ctx.memory.interface import RecallQuery
 from holon_ctx.memory.terms import terms
-from holon_ctx.projection.model import Priority, RecallQuery
 
 __all__ = [
     "RECORD_KINDS",

@@ -18,6 +18,7 @@ from holon_ctx.ledger.records import Brief, Message, MessageRole, Tool
 from holon_ctx.ledger.state import WorkItemState
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.episodes import Episode, Recap
+from holon_ctx.memory.interface import RecalledEpisode, RecallQuery
 from holon_ctx.memory.recall import (
     Candidate,
     RecallWeights,
@@ -32,7 +33,6 @@ from holon_ctx.memory.render import compact_text, full_text, ref_text
 from holon_ctx.memory.store import EpisodeStore, OpenRow
 from holon_ctx.memory.summarizer import with_recaps
 from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, resolves
-from holon_ctx.projection.model import RecalledEpisode, RecallQuery
 
 __all__ = ["TAIL_TURNS", "StoreEpisodeSource"]
 

@@ -22,7 +22,7 @@ from holon_ctx.projection.questions import asks_question
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.view import View, units_of
 
-__all__ = ["Context", "Exchange", "analyse"]
+__all__ = ["Context", "Exchange", "analyse", "newest_evidence"]
 
 
 @attrs.frozen
@@ -49,6 +49,10 @@ class Context:
     #: Governed control state, read per call (it changes outside the ledger).
     control: ControlState | None
     policy: Policy
+    #: Turn ids of the newest evidence, shown with no repeated-lines note (RFC 0023): the
+    #: current turn, the turn before it, an agent loop's previous step and the continuation
+    #: anchor. The model acts on these as it reads them, so none points back at other output.
+    verbatim: frozenset[str] = frozenset()
 
     def other_work_item(self, unit: TurnUnit) -> bool:
         """The turn acts for another work item than the current one (never chain evidence)."""
@@ -61,11 +65,25 @@ def analyse(view: View, store: LedgerStore | None, policy: Policy,
     cur = view.current
     wid = view.work_item.work_item_id if view.work_item else cur.turn.work_item_id
     units = tier0_units(view)
+    step = previous_step(view)
     return Context(view=view, relation=current_relation(cur), work_item_id=wid,
-                   units=tuple(units), pinned=pinned_turns(view), previous_step=previous_step(view),
+                   units=tuple(units), pinned=pinned_turns(view), previous_step=step,
                    exchange=_find_exchange(view, store),
                    frontier=frontier(store, view, units, wid, policy), control=control,
-                   policy=policy)
+                   policy=policy, verbatim=newest_evidence(view, step))
+
+
+def newest_evidence(view: View, step: TurnUnit | None) -> frozenset[str]:
+    """The turns whose tool outputs keep every line (:attr:`Context.verbatim`)."""
+    ids = {view.current.turn.id}
+    before = [u for u in view.window if u.turn.seq < view.current.turn.seq]
+    if before:
+        ids.add(max(before, key=lambda u: u.turn.seq).turn.id)
+    if step is not None:
+        ids.add(step.turn.id)
+    if view.anchor_id:
+        ids.add(view.anchor_id)
+    return frozenset(ids)
 
 
 #: Turns back (the anchor aside) in which an assistant statement, not a question, is taken as

@@ -16,6 +16,9 @@ from holon_ctx.ledger.facts import Priority
 # Moved to the ledger (memory uses it too, RFC 0028); still importable from here.
 from holon_ctx.ledger.units import TurnUnit
 
+# The recall interface belongs to memory, the lower side (RFC 0028); importable from here too.
+from holon_ctx.memory.interface import EpisodeSource, RecalledEpisode, RecallQuery
+
 __all__ = [
     "SECTION_ORDER",
     "ControlSource",
@@ -140,50 +143,6 @@ class Manifest(msgspec.Struct, kw_only=True):
     #: output printed, ``{"ref", "lines": the group's size, "times": copies}`` for copies in a
     #: row inside one output.
     repeated_lines: list[dict[str, object]] = []
-
-
-@attrs.frozen
-class RecallQuery:
-    """What episode recall may know about the turn being projected (a bounded view)."""
-
-    current: TurnUnit
-    #: Episodes must end before this turn sequence (the projector passes the current turn's: a
-    #: recalled episode stands for the turns it covers, wherever they are).
-    window_first_seq: int
-    work_item_id: str | None
-    limit_pos: int
-    #: Trusted and runtime text of the current turn and its anchor, for relevance scoring.
-    query_text: str
-    #: Refs and file paths visible in the view (for shared-ref boosts).
-    refs: frozenset[str]
-    #: Refs the prompt shows on their own (pinned turns and their records): an episode holding
-    #: one names it instead of quoting its text a second time.
-    shown: frozenset[str] = frozenset()
-
-
-@attrs.frozen
-class RecalledEpisode:
-    """An episode offered to the planner. Texts are block-safe; untrusted parts already fenced."""
-
-    ref: str
-    covers: tuple[str, str]
-    score: float
-    priority: Priority
-    reasons: tuple[str, ...]
-    full_text: str
-    compact_text: str
-    ref_text: str
-
-
-class EpisodeSource(Protocol):
-    """Where the projector gets episode memory from (see holon_ctx.memory)."""
-
-    def recall(self, query: RecallQuery, limit: int) -> list[RecalledEpisode]: ...
-
-    def archived_through(self, before_seq: int) -> int | None:
-        """The last turn sequence number the archive covers among the episodes that end before
-        ``before_seq`` (None when none does): turns up to it are represented by episodes."""
-        ...
 
 
 @attrs.frozen

@@ -123,7 +123,8 @@ def plan_and_assemble(ctx: Context, history: History, items: list[Item],
                   clip=Clipper(r).clip, sources=history.sources())
     deeper = [item for tier in history.tiers[1:] for item in tier.items]
     # Once every form is chosen: lines an output shown above printed are shown once (RFC 0016).
-    chosen = fold_shown_lines(chosen, [*items, *deeper], r.counter, budget_tokens)
+    chosen = fold_shown_lines(chosen, [*items, *deeper], r.counter, budget_tokens,
+                              frozenset(f"turn:{t}" for t in ctx.verbatim))
     reading = Reading(view=ctx.view, relation=ctx.relation, pages=tuple(history.pages),
                       units=tuple(history.units),
                       folds=tuple(f for tier in history.tiers for f in tier.folds),

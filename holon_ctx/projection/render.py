@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, TypeAlias, TypeVar
 
 import attrs
@@ -62,7 +62,8 @@ from holon_ctx.projection.formats import (
 from holon_ctx.projection.framing import Framing, default_framing
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form, Priority, TurnUnit
-from holon_ctx.projection.policy import Policy, TokenCaps
+from holon_ctx.projection.policy import Policy, TextLimits, TokenCaps
+from holon_ctx.projection.waits import Settled
 from holon_ctx.tokens import TokenCounter, seam_tokens
 
 __all__ = ["Instead", "Renderer", "changed_lines", "one_line"]
@@ -149,33 +150,38 @@ class Renderer:
         tokens = self.counter.count(shown)
         return shown, tokens, (tokens - self.counter.count(frame) if frame != shown else 0)
 
-    def _body(self, stored: StoredRecord, cap: int, extra: Extra = (0, 0)) -> tuple[str, int, bool]:
+    def _body(self, stored: StoredRecord, cap: int, extra: Extra = (0, 0),
+              verbatim: bool = False) -> tuple[str, int, bool]:
         """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens (``extra``:
         characters added to the excerpt's head and tail, finer than a token of cap; see
-        turn_full_within)."""
-        return self.memo(("body", stored.ref, cap, extra),
-                         lambda: self._body_uncached(stored, cap, extra))
+        turn_full_within; ``verbatim``: no repeated-lines note, see :meth:`_text`)."""
+        return self.memo(("body", stored.ref, cap, extra, verbatim),
+                         lambda: self._body_uncached(stored, cap, extra, verbatim))
 
     def body(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
         """The record's body as a form capped at ``cap`` tokens shows it: ``(text, tokens,
         excerpt)``."""
         return self._body(stored, cap)
 
-    def _text(self, stored: StoredRecord) -> tuple[str, int]:
+    def _text(self, stored: StoredRecord, verbatim: bool = False) -> tuple[str, int]:
         """The record's body as the prompt shows it, and its token count: a tool output with
-        its runs of identical lines folded (RFC 0016), any other body as it is."""
+        its runs of identical lines folded (RFC 0016), any other body as it is.
+
+        ``verbatim``: a tool output of the newest evidence (the current input, the newest two
+        steps) keeps every line; only quoted notes are neutralised, so that a line the tool
+        printed never reads as the runtime's note (RFC 0023)."""
         body, stale = record_body_counted(stored.record)
         if isinstance(stored.record, Tool):
             # Folded and counted once per record (the grow search asks for many caps).
-            shown, tokens = self.memo(("tool_text", stored.ref),
-                                      lambda: _folded(body, self.counter))
+            shown, tokens = self.memo(("tool_text", stored.ref, verbatim),
+                                      lambda: _folded(body, self.counter, verbatim))
             if tokens >= 0:
                 return shown, tokens
         return body, stored.tokens if self.trust_cached and not stale else self.counter.count(body)
 
     def _body_uncached(self, stored: StoredRecord, cap: int,
-                       extra: Extra) -> tuple[str, int, bool]:
-        body, tokens = self._text(stored)
+                       extra: Extra, verbatim: bool = False) -> tuple[str, int, bool]:
+        body, tokens = self._text(stored, verbatim)
         if tokens <= cap:
             return body, tokens, False
         # Cut by characters first so a 275 KB output never goes through the tokenizer here;
@@ -202,11 +208,11 @@ class Renderer:
         return excerpt, excerpt_tokens, True
 
     def fenced(self, stored: StoredRecord, label: str | None, cap: int, *,
-               clippable: bool = True, extra: Extra = (0, 0)) -> Block:
+               clippable: bool = True, extra: Extra = (0, 0), verbatim: bool = False) -> Block:
         """The record's body in a data fence, under ``label`` (None: the fence alone says what
         it is — its ref, origin and trust — and a label would repeat it)."""
         rec = stored.record
-        body, body_tokens, excerpt = self._body(stored, cap, extra)
+        body, body_tokens, excerpt = self._body(stored, cap, extra, verbatim)
         if not body:
             return self.line(f"{label or stored.ref + ':'} (empty)", [stored.ref])
         origin = rec.origin.value if rec.origin else "unknown"
@@ -298,11 +304,13 @@ class Renderer:
     # -- records -------------------------------------------------------------------------
     def record_blocks(self, stored: StoredRecord, repeats: dict[str, list[str]],
                       above: str = "", floor: int = 0, extra: Extra = (0, 0), *,
-                      sole_call: bool = False) -> list[Block]:
+                      sole_call: bool = False, verbatim: bool = False) -> list[Block]:
         """``above``: the text shown before this record in its turn (a tool line does not repeat
         a command the model's message already shows); ``floor``: every token cap raised to at
         least this (the larger forms a turn offers when the budget has room, RFC 0012-densea);
-        ``sole_call``: the record is its turn's only tool run (see :meth:`call_shown`)."""
+        ``sole_call``: the record is its turn's only tool run (see :meth:`call_shown`);
+        ``verbatim``: newest evidence, a tool output shown with no repeated-lines note
+        (:meth:`_text`)."""
         rec: Record = stored.record
         ref = stored.ref
         caps, chars = self.raised_caps(floor), self.chars
@@ -345,7 +353,7 @@ class Renderer:
                 return [fenced(stored, label, caps.task)]
             case Tool():
                 return self.tool_blocks(stored, rec, repeats.get(ref, []), above, caps, extra,
-                                        sole_call=sole_call)
+                                        sole_call=sole_call, verbatim=verbatim)
             case ExternalEvent():
                 wait = (f", matches wait {label_value(rec.wait_id, chars.ident)}" if rec.wait_id
                         else "")
@@ -384,7 +392,8 @@ class Renderer:
 
     def tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str],
                     above: str = "", caps: TokenCaps | None = None,
-                    extra: Extra = (0, 0), *, sole_call: bool = False) -> list[Block]:
+                    extra: Extra = (0, 0), *, sole_call: bool = False,
+                    verbatim: bool = False) -> list[Block]:
         caps = caps or self.caps
         side = f"; side effect {rec.side_effect.value}" if rec.side_effect and \
             rec.side_effect.value != "none" else ""
@@ -399,7 +408,7 @@ class Renderer:
             return [self.line(f"{alert}{stored.ref} {facts}", [stored.ref])]
         # The fence right below names the run's ref: the label does not repeat it (RFC 0015).
         return [self.fenced(stored, alert + facts, caps.tool_failed if rec.failed else caps.tool,
-                            extra=extra)]
+                            extra=extra, verbatim=verbatim)]
 
     def raised_caps(self, floor: int) -> TokenCaps:
         """The policy's token caps, each raised to at least ``floor`` (0: the caps as they are)."""
@@ -520,14 +529,14 @@ class Renderer:
 
     def turn_full(self, unit: TurnUnit, head: str,
                   elsewhere: Mapping[str, Instead] | None = None, floor: int = 0,
-                  extra: Extra = (0, 0)) -> Rendered:
+                  extra: Extra = (0, 0), *, verbatim: bool = False) -> Rendered:
         """The turn's heading, then its body (:meth:`turn_body`); an empty ``head``: the body
         alone (a loop step among the recent turns, whose first fence names it; see
         turns.TurnItems)."""
         key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
-               tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra)
+               tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra, verbatim)
         return self.memo(key, lambda: self.rendered(self._headed(unit, head, self.turn_body(
-            unit, elsewhere, floor, extra))))
+            unit, elsewhere, floor, extra, verbatim=verbatim))))
 
     def _headed(self, unit: TurnUnit, head: str, body: tuple[Block, ...]) -> list[Block]:
         if head:
@@ -540,25 +549,28 @@ class Renderer:
         return [first, *body[1:]]
 
     def turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, Instead] | None = None,
-                  floor: int = 0, extra: Extra = (0, 0)) -> tuple[Block, ...]:
+                  floor: int = 0, extra: Extra = (0, 0), *,
+                  verbatim: bool = False) -> tuple[Block, ...]:
         """The turn's records as blocks; a record in ``elsewhere`` is one line saying where it is
         (or the blocks given for it: a compact form).
 
-        A function of the turn's records, ``elsewhere`` and ``floor`` (each token cap raised to
-        at least this) only: what changes as a turn ages (its class, reasons and chain label)
+        A function of the turn's records, ``elsewhere``, ``floor`` (each token cap raised to
+        at least this) and ``verbatim`` (newest evidence: tool outputs with no repeated-lines
+        note, RFC 0023) only: what changes as a turn ages (its class, reasons and chain label)
         is in the manifest, never in the body.
         """
         key = ("turn_body", unit.ref, tuple(r.ref for r in unit.records),
-               tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra)
-        return self.memo(key, lambda: self._turn_body(unit, elsewhere, floor, extra))
+               tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra, verbatim)
+        return self.memo(key, lambda: self._turn_body(unit, elsewhere, floor, extra, verbatim))
 
     def turn_full_within(self, unit: TurnUnit, head: str, elsewhere: Mapping[str, Instead] | None,
-                         limit: int | None, *, exact: bool = False) -> Rendered | None:
+                         limit: int | None, *, exact: bool = False,
+                         verbatim: bool = False) -> Rendered | None:
         """The turn's full form with its token caps raised: every body whole (``limit`` None),
         or the largest uniform raise whose form fits ``limit`` tokens (None when even the
         policy's caps do not fit). Excerpts keep their head and tail, so a field cut to fit
         still shows how its output ended."""
-        whole = self.turn_full(unit, head, elsewhere, floor=_WHOLE)
+        whole = self.turn_full(unit, head, elsewhere, floor=_WHOLE, verbatim=verbatim)
         if limit is None or whole.tokens <= limit:
             return whole
         # Binary search on the floor (a form's size grows with it); only the one step that does
@@ -567,7 +579,7 @@ class Renderer:
         best: Rendered | None = None
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            form = self.turn_full(unit, head, elsewhere, floor=mid)
+            form = self.turn_full(unit, head, elsewhere, floor=mid, verbatim=verbatim)
             if form.tokens <= limit:
                 best, lo = form, mid
             else:
@@ -580,7 +592,8 @@ class Renderer:
         # characters: each excerpt's head or tail up to _EXTRA_CHARS longer, the largest form
         # that fits (the fewest characters added among equals).
         for h, t in _EXTRAS:
-            form = self.turn_full(unit, head, elsewhere, floor=lo, extra=(h, t))
+            form = self.turn_full(unit, head, elsewhere, floor=lo, extra=(h, t),
+                                  verbatim=verbatim)
             if best.tokens < form.tokens <= limit:
                 best = form
                 if form.tokens == limit:
@@ -588,10 +601,11 @@ class Renderer:
         # The wider search costs tens of forms: only for a newest step (``exact``), which must
         # never be left cut while a token is unused (issue 12); an older step's last token or
         # two stay unused.
-        return self._fill(unit, head, elsewhere, lo, best, limit) if exact else best
+        return (self._fill(unit, head, elsewhere, lo, best, limit, verbatim) if exact
+                else best)
 
     def _fill(self, unit: TurnUnit, head: str, elsewhere: Mapping[str, Instead] | None,
-              floor: int, best: Rendered, limit: int) -> Rendered:
+              floor: int, best: Rendered, limit: int, verbatim: bool = False) -> Rendered:
         """The form that fills ``limit`` exactly, when a few characters more at ``floor`` do
         not: an excerpt's count can skip the one value that fits (a multi-character token
         enters whole). An excerpt's head a few characters shorter moves every token boundary
@@ -602,7 +616,8 @@ class Renderer:
             low, high = 0, _FILL_CHARS
             while low < high:
                 mid = (low + high + 1) // 2
-                form = self.turn_full(unit, head, elsewhere, floor=floor, extra=(-cut, mid))
+                form = self.turn_full(unit, head, elsewhere, floor=floor, extra=(-cut, mid),
+                                      verbatim=verbatim)
                 if form.tokens <= limit:
                     low = mid
                     if form.tokens > best.tokens:
@@ -614,7 +629,8 @@ class Renderer:
         return best
 
     def _turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, Instead] | None,
-                   floor: int, extra: Extra = (0, 0)) -> tuple[Block, ...]:
+                   floor: int, extra: Extra = (0, 0),
+                   verbatim: bool = False) -> tuple[Block, ...]:
         repeats = tool_repeats(unit.records)
         hidden = {r for refs in repeats.values() for r in refs}
         sole = sum(1 for r in unit.records if isinstance(r.record, Tool)) == 1
@@ -638,7 +654,7 @@ class Renderer:
                 continue
             blocks.extend(self.record_blocks(
                 stored, repeats, "".join(b.body for b in blocks if b.kind is BlockKind.FENCED),
-                floor, extra, sole_call=sole))
+                floor, extra, sole_call=sole, verbatim=verbatim))
         return tuple(blocks)
 
     def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:
@@ -665,9 +681,13 @@ class Renderer:
 
     # -- work item -----------------------------------------------------------------------
     def work_item(self, state: WorkItemState, waits: list[WaitState],
-                  spoken_in: str | None = None) -> dict[Form, Rendered]:
+                  spoken_in: str | None = None,
+                  settled: Sequence[Settled] = ()) -> dict[Form, Rendered]:
         """The work item's forms; ``spoken_in``: the ref of an operator message the prompt shows
-        whole that holds the objective word for word (named instead: the text is said once)."""
+        whole that holds the objective word for word (named instead: the text is said once);
+        ``settled``: waits a task result or an event answered though no wait record closed them,
+        each stated resolved with the record's ref in every form (the record itself may be left
+        out for room, and an older turn's ``wait … open`` line must not read as current)."""
         ref = state.ref
         c = self.chars
         if spoken_in is not None:
@@ -689,6 +709,8 @@ class Renderer:
         for w in waits:
             compact.append(self.line(f"waiting on {label_value(w.wait_id, c.ident)}: "
                                      f"{label_value(w.condition, c.wait_condition_compact)}"))
+        answered = [self.line(settled_line(s, c)) for s in settled]
+        compact.extend(answered)
         if state.blocker:
             compact.append(self.line(f"blocker: {label_value(state.blocker, c.blocker_compact)}"))
         full = [self.line(head, [ref]), full_objective]
@@ -703,6 +725,7 @@ class Renderer:
         for w in waits:
             full.append(self.line(f"waiting on {label_value(w.wait_id, c.ident)} ({w.opened_ref}): "
                                   f"{label_value(w.condition, c.wait_condition_full)}"))
+        full.extend(answered)
         if state.blocker:
             full.append(self.line(f"blocker: {label_value(state.blocker, c.blocker_full)}"))
         if state.completion_report:
@@ -710,6 +733,14 @@ class Renderer:
                                   f"{label_value(state.completion_report, c.completion_report)}"))
         return {Form.REF: ref_form, Form.COMPACT: self.rendered(compact),
                 Form.FULL: self.rendered(full)}
+
+
+def settled_line(settled: Settled, chars: TextLimits) -> str:
+    """``wait task-1 resolved by task_result:r9 (opened wait:w3)``: a wait answered by a record
+    though no wait record closed it (RFC 0023)."""
+    w = settled.wait
+    return (f"wait {label_value(w.wait_id, chars.ident)} resolved by {settled.by} "
+            f"(opened {w.opened_ref})")
 
 
 def _shows_command(above: str, command: str) -> bool:
@@ -732,10 +763,11 @@ _COMMAND_BEFORE: Final = frozenset("\n`$ \t")
 _COMMAND_AFTER: Final = frozenset("\n`")
 
 
-def _folded(body: str, counter: TokenCounter) -> tuple[str, int]:
-    """A tool output's body as the prompt shows it (:func:`~.folding.tool_output_text`) and its
-    count; ``("", -1)`` when that is the body itself (whose count the store cached)."""
-    shown = tool_output_text(body)
+def _folded(body: str, counter: TokenCounter, verbatim: bool = False) -> tuple[str, int]:
+    """A tool output's body as the prompt shows it (:func:`~.folding.tool_output_text`; with
+    ``verbatim``, quoted notes neutralised and no line folded) and its count; ``("", -1)`` when
+    that is the body itself (whose count the store cached)."""
+    shown = neutralise_repeat_marks(body) if verbatim else tool_output_text(body)
     return ("", -1) if shown == body else (shown, counter.count(shown))
 
 

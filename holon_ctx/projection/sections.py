@@ -178,8 +178,10 @@ def work_item(ctx: Context, r: Renderer) -> list[Item]:
     if state is None:
         return []
     waits = [w for w in ctx.view.open_waits if w.work_item_id in (None, state.work_item_id)]
+    settled = [s for s in ctx.view.settled_waits
+               if s.wait.work_item_id in (None, state.work_item_id)]
     slot = SLOTS["work_item"]
-    forms = r.work_item(state, waits, spoken_in=objective_spoken_in(ctx, r))
+    forms = r.work_item(state, waits, spoken_in=objective_spoken_in(ctx, r), settled=settled)
     return [Item(key=f"work_item_state:{state.work_item_id}", section=Section.WORK_ITEM,
                  priority=Priority.PINNED, reasons=("current_work_item",), order=slot.order,
                  position=slot.position, forms=forms, refs=(state.ref,), kind="work_item")]

@@ -102,13 +102,14 @@ from holon_ctx.projection.session_state import (
 )
 from holon_ctx.projection.tail import Tail, tail_blocks
 from holon_ctx.projection.view import continuation_anchor
+from holon_ctx.projection.waits import settle_waits
 from holon_ctx.tokens import TokenCounter, store_counter
 
 __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "SessionRequest"]
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/6"
+ENGINE_VERSION: Final = "session/7"
 #: Turns whose records measure how fast the history grows, for the low-water mark.
 GROWTH_TURNS: Final = 16
 #: Tokens a record's label line and framing add to its body in the history (about).
@@ -292,7 +293,8 @@ class SessionProjector:
         if not isinstance(rec, Message | Brief):
             # A reply or a brief changes nothing the tail states; anything else may.
             state.tail = None
-            if isinstance(rec, WorkItem | Wait):
+            if isinstance(rec, WorkItem | Wait) or getattr(rec, "wait_id", None) is not None:
+                # A task result or an event naming a wait answers it (RFC 0023).
                 state.tail_reads = None
         tail = self._tail(state, limit, control)
         total = state.frozen_tokens + state.appended_tokens() + self._tail_cost(state, tail)
@@ -409,9 +411,10 @@ class SessionProjector:
             # Kept until the walk passes a work-item or a wait record: the store derives these
             # states from those records alone, so the reads as of ``limit`` are the same.
             work_item = self.store.work_item_state(wid, limit) if wid else None
-            waits = self.store.open_waits(limit) if work_item is not None else []
-            reads = state.tail_reads = (wid, work_item, waits)
-        _, work_item, waits = reads
+            waits, settled = (settle_waits(self.store, self.store.open_waits(limit), limit)
+                              if work_item is not None else ([], []))
+            reads = state.tail_reads = (wid, work_item, waits, settled)
+        _, work_item, waits, settled = reads
         for ref in state.unresolved.values():
             if ref not in state.effect_runs:
                 found = self.store.get(ref)
@@ -429,6 +432,7 @@ class SessionProjector:
         state.tail = tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
                                  stated=stated,
                                  anchor=state.anchor, work_item=work_item, waits=waits,
+                                 settled=settled,
                                  tally=state.tally, frontier_cover=state.cover,
                                  control=control,  # type: ignore[arg-type]
                                  run=pending_line(self.renderer, state, self._fold_facts(state)),

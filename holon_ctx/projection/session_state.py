@@ -49,6 +49,7 @@ from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.tail import Tail
+from holon_ctx.projection.waits import Settled
 
 __all__ = [
     "Layout",
@@ -279,7 +280,8 @@ class WalkState:
     appended_refs: list[str] = attrs.Factory(list)
     #: ``(work item id, its state, its open waits)`` as the tail last read them: they change only
     #: at a work-item or a wait record, which clears this (``None``: to be read again).
-    tail_reads: tuple[str | None, WorkItemState | None, list[WaitState]] | None = None
+    tail_reads: tuple[str | None, WorkItemState | None, list[WaitState],
+                      list[Settled]] | None = None
 
     def appended_tokens(self) -> int:
         return self.appended_total
@@ -362,8 +364,11 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
     state.appended_refs.append(stored.ref)
     if turn_id is not None and isinstance(seg.records[0].record, Turn):
         state.shown.add(turn_id)  # the turn from its heading on (a late record alone is not)
+    # A record appended is the newest evidence when it is sent, and what was sent never changes
+    # until the next re-plan: its tool output keeps every line (RFC 0023); the re-plan that
+    # lays it out again among older turns folds its repeated lines then.
     seg.blocks.extend(entry_heading(r, rec, stored.ref, _turn_above(state, seg))
-                      if isinstance(rec, Turn) else r.record_blocks(stored, {}))
+                      if isinstance(rec, Turn) else r.record_blocks(stored, {}, verbatim=True))
     records = {s.ref: s for s in seg.records}
     previous = _last_part_before(state, seg)
     parts = parts_of_blocks(seg.blocks, records, r.framing, previous=previous)

@@ -50,8 +50,13 @@ def _tool_output(block: Block) -> bool:
 
 
 def fold_shown_lines(chosen: Plan, items: Sequence[Item], counter: TokenCounter,
-                     budget_tokens: int) -> Plan:
-    """``chosen`` with repeated output lines folded (see the module docstring)."""
+                     budget_tokens: int, verbatim: frozenset[str] = frozenset()) -> Plan:
+    """``chosen`` with repeated output lines folded (see the module docstring).
+
+    The newest evidence keeps every line (RFC 0023): nothing in the current input section, nor
+    in an item whose key is in ``verbatim`` (the newest two steps' turns), is folded. Their
+    lines are still shown lines an older output below could be folded against — none is below
+    them but the current input itself, which folds nothing."""
     by_section: dict[Section, list[Item]] = {s: [] for s in SECTION_ORDER}
     for item in items:
         by_section[item.section].append(item)
@@ -67,6 +72,7 @@ def fold_shown_lines(chosen: Plan, items: Sequence[Item], counter: TokenCounter,
         form, rendered = picks[item.key]
         if rendered.clipped:
             continue
+        keep = item.section is Section.CURRENT_INPUT or item.key in verbatim
         blocks: list[Block] = []
         changed = False
         for block in rendered.blocks:
@@ -74,7 +80,7 @@ def fold_shown_lines(chosen: Plan, items: Sequence[Item], counter: TokenCounter,
                 blocks.append(block)
                 continue
             lines = block.body.split("\n")[:-1]  # block-safe: ends with one newline
-            kept = _fold(lines, outputs, where)
+            kept = lines if keep else _fold(lines, outputs, where)
             if kept != lines:
                 body = "\n".join(kept) + "\n"
                 tokens = block.tokens - counter.count(block.body) + counter.count(body)

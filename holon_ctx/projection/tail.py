@@ -31,8 +31,9 @@ from holon_ctx.projection.frontier import Tally, files_line
 from holon_ctx.projection.items import Block
 from holon_ctx.projection.model import ControlState, Relation, TurnUnit
 from holon_ctx.projection.relation import RELATION_TEXT
-from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.render import Renderer, settled_line
 from holon_ctx.projection.sections import control_blocks
+from holon_ctx.projection.waits import Settled
 
 __all__ = ["TAIL_TITLE", "Tail", "anchor_line", "frontier_lines", "tail_blocks", "work_item_lines"]
 
@@ -82,7 +83,8 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
                 work_item: WorkItemState | None, waits: list[WaitState], tally: Tally | None,
                 frontier_cover: str, control: ControlState | None,
                 run: Block | None = None, effects: Sequence[Block] = (),
-                held: Mapping[str, str] | None = None, stated: bool = True) -> Tail:
+                held: Mapping[str, str] | None = None, stated: bool = True,
+                settled: Sequence[Settled] = ()) -> Tail:
     """The tail for the current position (see the module docstring); ``run`` counts a run of
     low-value turns still going on; ``held``: constraints whose words the history shows
     (:func:`~holon_ctx.projection.sections.held_words`), named instead of repeated.
@@ -119,11 +121,13 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
         refs.extend(line.refs)
     if work_item is not None:
         mine = [w for w in waits if w.work_item_id in (None, work_item.work_item_id)]
+        answered = [s for s in settled if s.wait.work_item_id in (None, work_item.work_item_id)]
         # A work item's state is the fold of its transitions: the latest transition's ref names
         # it, so its lines are made once per transition (and per set of open waits).
         blocks.extend(r.memo(("tail_work_item", work_item.ref,
-                              tuple((w.wait_id, w.opened_ref) for w in mine)),
-                             lambda: work_item_lines(r, work_item, mine)))
+                              tuple((w.wait_id, w.opened_ref) for w in mine),
+                              tuple((s.wait.wait_id, s.by) for s in answered)),
+                             lambda: work_item_lines(r, work_item, mine, answered)))
         refs.append(work_item.ref)
         if tally is not None and (tally.done or tally.pending):
             blocks.extend(frontier_lines(r, tally, frontier_cover))
@@ -141,9 +145,11 @@ def records_by_ref(units: list[TurnUnit]) -> dict[str, StoredRecord]:
     return out
 
 
-def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState]) -> list[Block]:
+def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState],
+                    settled: Sequence[Settled] = ()) -> list[Block]:
     """The current work item in a line or two: status, objective, the todo count and the next
-    todo, its open waits and its blocker (the full plan is in the history's transitions)."""
+    todo, its open waits, the waits a record answered (RFC 0023) and its blocker (the full plan
+    is in the history's transitions)."""
     c = r.chars
     done = sum(1 for t in state.todos if t.done)
     nxt = next((t.text for t in state.todos if not t.done), None)
@@ -162,6 +168,7 @@ def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState]) -
         ids = ", ".join(label_value(w.wait_id, c.ident) for w in older[-MAX_WAIT_LINES:])
         more = ", …" if len(older) > MAX_WAIT_LINES else ""
         lines.append(r.line(f"… {len(older)} more open waits: {ids}{more}"))
+    lines += [r.line(settled_line(s, c)) for s in settled[-MAX_WAIT_LINES:]]
     if state.blocker:
         lines.append(r.line(f"blocker: {label_value(state.blocker, c.blocker_compact)}"))
     return lines

@@ -98,11 +98,14 @@ class TurnItems:
         anchor_stated = (unit.turn.id == cur.id and section is Section.CURRENT_INPUT
                          and unit.turn.anchor_turn_id is not None
                          and unit.turn.anchor_turn_id == ctx.view.anchor_id)
+        # The newest evidence keeps every line of its tool outputs (RFC 0023).
+        verbatim = section is Section.CURRENT_INPUT or unit.turn.id in ctx.verbatim
         memo_key = ("turn_item", unit.ref, len(unit.records), priority, reasons, other, chain,
-                    loop_step, headless, anchor_stated,
+                    loop_step, headless, anchor_stated, verbatim,
                     tuple(elsewhere.items()) if elsewhere else ())
         forms, refs, full_head = r.memo(memo_key, lambda: self._forms(
-            unit, priority, reasons, other, chain, elsewhere, loop_step, headless, anchor_stated))
+            unit, priority, reasons, other, chain, elsewhere, loop_step, headless, anchor_stated,
+            verbatim))
         item_reasons = reasons
         if other and priority is not Priority.PINNED:
             # Evidence of another work item is a one-line reference however large the budget:
@@ -115,7 +118,8 @@ class TurnItems:
         if Form.FULL in forms and any(b.excerpt for b in forms[Form.FULL].blocks):
             def grow(limit: int | None) -> Rendered | None:
                 return r.turn_full_within(unit, full_head, elsewhere, limit,
-                                          exact=section is Section.CURRENT_INPUT)
+                                          exact=section is Section.CURRENT_INPUT,
+                                          verbatim=verbatim)
         return Item(key=unit.ref, section=section, priority=priority, reasons=item_reasons,
                     order=order, position=position, forms=forms, refs=refs,
                     chain=chain, kind="turn", tier=tier, grow=grow)
@@ -140,7 +144,7 @@ class TurnItems:
 
     def _forms(self, unit: TurnUnit, priority: Priority, reasons: tuple[str, ...],
                other: bool, chain: str | None, elsewhere: dict[str, Instead], loop_step: bool,
-               headless: bool = False, anchor_stated: bool = False,
+               headless: bool = False, anchor_stated: bool = False, verbatim: bool = False,
                ) -> tuple[dict[Form, Rendered], tuple[str, ...], str]:
         """The item's forms, its refs, and the heading of its full form ("" for none)."""
         r = self.r
@@ -151,14 +155,15 @@ class TurnItems:
         if not other or priority is Priority.PINNED:
             # Another work item's turn offers its compact form alone (see item()): its full
             # form would never be read, and rendering it is most of a cold turn's cost.
-            body = r.turn_body(unit, elsewhere)
+            body = r.turn_body(unit, elsewhere, verbatim=verbatim)
             if (headless and head == f"turn:{unit.turn.id}" and body
                     and fence_parts(body[0].head.split("\n", 1)[0]) is not None):
                 # Only a heading that says nothing but the ref goes (an outcome or another
                 # work item stays said), and only a fence that names its record opens a step:
                 # a step that begins with a label line (its message shown elsewhere) keeps it.
                 full_head = ""
-            forms[Form.FULL] = r.turn_full(unit, full_head, elsewhere=elsewhere)
+            forms[Form.FULL] = r.turn_full(unit, full_head, elsewhere=elsewhere,
+                                           verbatim=verbatim)
         if priority is Priority.PINNED:
             forms[Form.REF] = r.turn_ref(unit)
             # A pinned turn's compact form keeps the operator's words verbatim: they are why

@@ -26,6 +26,7 @@ from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.policy import Policy, WindowLimits
+from holon_ctx.projection.waits import Settled, settle_waits
 
 __all__ = ["Page", "View", "WindowLimits", "continuation_anchor", "load_page", "load_view",
            "resolve_limit", "units_of"]
@@ -54,6 +55,8 @@ class View:
     anchor_id: str | None
     latest_intent_id: str | None
     work_item: WorkItemState | None
+    #: Waits open as of the position: by their records, and answered by no task result or
+    #: external event since (:func:`~.waits.settle_waits`).
     open_waits: tuple[WaitState, ...]
     environment: StoredRecord | None
     pins: tuple[tuple[StoredRecord, StoredRecord], ...]
@@ -61,6 +64,9 @@ class View:
     reached_start: bool
     #: Page 0 of the window (``window`` is its units).
     first_page: Page
+    #: Waits open by their records that a later task result or external event answered: stated
+    #: as resolved, with that record's ref (RFC 0023).
+    settled_waits: tuple[Settled, ...] = ()
 
     def unit(self, turn_id: str) -> TurnUnit | None:
         if self.current.turn.id == turn_id:
@@ -196,6 +202,7 @@ def load_view(
                 owner = getattr(target.record, "turn_id", None)
                 fetch(owner)
 
+    still, settled = settle_waits(store, store.open_waits(limit_pos), limit_pos)
     return View(
         current=current,
         window=tuple(window),
@@ -203,7 +210,8 @@ def load_view(
         anchor_id=anchor_id,
         latest_intent_id=latest_intent_id,
         work_item=work_item,
-        open_waits=tuple(store.open_waits(limit_pos)),
+        open_waits=tuple(still),
+        settled_waits=tuple(settled),
         environment=store.latest_environment(limit_pos),
         pins=tuple(pins),
         limit_pos=limit_pos,

@@ -1,0 +1,60 @@
+"""What the projection asks episode memory and what it gets back: the recall interface.
+
+Declared here, on memory's side, because memory implements it and sits below the projection in
+the layer order (RFC 0028); :mod:`holon_ctx.projection.model` re-exports the names.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import attrs
+
+from holon_ctx.ledger.facts import Priority
+from holon_ctx.ledger.units import TurnUnit
+
+__all__ = ["EpisodeSource", "RecallQuery", "RecalledEpisode"]
+
+
+@attrs.frozen
+class RecallQuery:
+    """What episode recall may know about the turn being projected (a bounded view)."""
+
+    current: TurnUnit
+    #: Episodes must end before this turn sequence (the projector passes the current turn's: a
+    #: recalled episode stands for the turns it covers, wherever they are).
+    window_first_seq: int
+    work_item_id: str | None
+    limit_pos: int
+    #: Trusted and runtime text of the current turn and its anchor, for relevance scoring.
+    query_text: str
+    #: Refs and file paths visible in the view (for shared-ref boosts).
+    refs: frozenset[str]
+    #: Refs the prompt shows on their own (pinned turns and their records): an episode holding
+    #: one names it instead of quoting its text a second time.
+    shown: frozenset[str] = frozenset()
+
+
+@attrs.frozen
+class RecalledEpisode:
+    """An episode offered to the planner. Texts are block-safe; untrusted parts already fenced."""
+
+    ref: str
+    covers: tuple[str, str]
+    score: float
+    priority: Priority
+    reasons: tuple[str, ...]
+    full_text: str
+    compact_text: str
+    ref_text: str
+
+
+class EpisodeSource(Protocol):
+    """Where the projector gets episode memory from (see holon_ctx.memory)."""
+
+    def recall(self, query: RecallQuery, limit: int) -> list[RecalledEpisode]: ...
+
+    def archived_through(self, before_seq: int) -> int | None:
+        """The last turn sequence number the archive covers among the episodes that end before
+        ``before_seq`` (None when none does): turns up to it are represented by episodes."""
+        ...

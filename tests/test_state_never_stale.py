@@ -1,0 +1,146 @@
+"""State never stale (issue 25, item 2; RFC 0023): nothing the prompt states as current
+contradicts a newer ledger record.
+
+A wait opened by a ``wait`` record and answered by a task result or an external event naming it
+(``wait_id``), with no ``wait`` record closing it, is not open: the work item, the work refs and
+a session's tail never say ``waiting on`` it, and when the answering record is left out for room,
+the state says it is resolved, with that record's ref. Checked over a generated family of ledgers
+(several waits of two work items, answered in each way, buried under work of several sizes) at
+several budgets, stateless and in a session, against the ledger's latest state computed here,
+independently of the code under test.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import attrs
+import pytest
+from projection_builders import LedgerBuilder
+from session_helpers import check_request, turn_ids
+
+from holon_ctx.errors import BudgetTooSmallError
+from holon_ctx.ledger.records import ExternalEvent, Record, TaskResult, Turn, Wait, WaitStatus
+from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.session import SessionProjector
+
+_WAITING = re.compile(r"^waiting on (\S+?)[: ]", re.MULTILINE)
+_OPEN_ENTRY = re.compile(r"^- (\S+) \((wait:\S+?)[,)]", re.MULTILINE)
+
+
+@attrs.frozen
+class Truth:
+    """A wait as the ledger's records leave it: open, or closed (by which record, if any)."""
+
+    open: bool
+    by: str | None = None
+
+
+def latest_state(records: list[Record]) -> dict[str, Truth]:
+    """Each wait's latest state, read from the records in order."""
+    out: dict[str, Truth] = {}
+    for rec in records:
+        if isinstance(rec, Wait):
+            out[rec.wait_id] = Truth(rec.status is WaitStatus.OPEN, rec.resolved_by)
+        elif isinstance(rec, TaskResult | ExternalEvent) and rec.wait_id in out \
+                and out[rec.wait_id].open:
+            kind = "task_result" if isinstance(rec, TaskResult) else "external_event"
+            out[rec.wait_id] = Truth(False, f"{kind}:{rec.id}")
+    return out
+
+
+def generated(seed: int, work: int) -> LedgerBuilder:
+    """Two work items; waits opened on each, then answered by a task result, by an event, closed
+    by a wait record or left open; ``work`` busy turns between (seeded)."""
+    rng = random.Random(seed)
+    b = LedgerBuilder()
+    ask = b.operator("Ship the billing export; wait for CI and the review before merging.",
+                     work_item="w1")
+    b.work_item("w1", objective="Billing export shipped")
+    waits = [f"task-{k}" for k in range(rng.randint(2, 4))]
+    for wait_id in waits:
+        b.turn("x-agent-step", anchor=ask, work_item=rng.choice(["w1", "w1", "w2"]))
+        b.open_wait(wait_id, f"the {wait_id} job reports back")
+    b.busy(rng.randint(0, work), anchor=ask, work_item="w1")
+    for wait_id in waits:
+        how = rng.choice(["task", "event", "record", "open"])
+        if how == "task":
+            b.task_result(wait_id, f"{wait_id} finished: 42 checks passed", wait=wait_id,
+                          anchor=ask, work_item="w1")
+        elif how == "event":
+            b.external("ci", f"{wait_id}: status success", wait=wait_id, anchor=ask,
+                       work_item="w1")
+        elif how == "record":
+            b.turn("x-agent-step", anchor=ask, work_item="w1")
+            b.close_wait(wait_id)
+        b.busy(rng.randint(0, work), anchor=ask, work_item="w1")
+    b.operator("Status?", work_item="w1", anchor=ask)
+    return b
+
+
+def _check(text: str, truth: dict[str, Truth]) -> None:
+    """Every wait the text states as open is open in the ledger; every wait a record answered
+    is shown answered: its record is in the text, or a state line names it."""
+    for wait_id in _WAITING.findall(text):
+        assert truth[wait_id].open, f"stated open, but {wait_id} was closed by {truth[wait_id].by}"
+    for wait_id, _ in _OPEN_ENTRY.findall(text):
+        if wait_id in truth:
+            assert truth[wait_id].open, f"listed open, but {wait_id} closed"
+    for wait_id, t in truth.items():
+        if not t.open and t.by is not None and not t.by.startswith("wait:"):
+            said = f"wait {wait_id} resolved by {t.by}" in text
+            shown = re.search(rf"(<data {re.escape(t.by)}[ >]|^{re.escape(t.by)}[: ])", text,
+                              re.MULTILINE)
+            opened_shown = re.search(rf"^wait {re.escape(wait_id)} open", text, re.MULTILINE)
+            if opened_shown or f"waiting on {wait_id}" in text:
+                assert said or shown, f"{wait_id}: its opening is shown, its answer {t.by} not"
+
+
+FAMILY = [(seed, work) for seed in range(6) for work in (2, 12)]
+BUDGETS = (700, 1200, 2500, 6000, 30_000)
+
+
+@pytest.mark.parametrize(("seed", "work"), FAMILY)
+def test_no_state_line_contradicts_a_newer_record(seed: int, work: int) -> None:
+    b = generated(seed, work)
+    truth = latest_state(b.records)
+    projector = Projector(b.store())
+    for budget in BUDGETS:
+        try:
+            p = projector.project(budget_tokens=budget, verify=True)
+        except BudgetTooSmallError:
+            continue
+        _check(p.text, truth)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_session_states_no_stale_wait(seed: int) -> None:
+    """Every request of a session (appends and re-plans, the tail included), as of every turn,
+    against the ledger's state as of that turn."""
+    b = generated(seed, 6)
+    store = b.store()
+    session = SessionProjector(store)
+    starts = [i for i, r in enumerate(b.records) if isinstance(r, Turn)] + [len(b.records)]
+    for k, turn_id in enumerate(turn_ids(store)):
+        end = starts[k + 1]  # the turn's records, up to the next turn
+        request = session.request(budget_tokens=1500, at=turn_id)
+        check_request(request)
+        _check(request.text, latest_state(b.records[:end]))
+
+
+def test_the_answer_left_out_is_named_in_the_state() -> None:
+    """Holon's shape: a wait opened, long work, then the task result that answers it; at a
+    budget that leaves the result's turn out, the work item says the wait is resolved by it."""
+    b = LedgerBuilder()
+    ask = b.operator("Run the migration job and continue when it reports back.", work_item="w1")
+    b.work_item("w1", objective="Migration done")
+    b.open_wait("task-1", "the migration task reports")
+    b.task_result("task-1", "migration finished: 120 tables", wait="task-1", anchor=ask,
+                  work_item="w1")
+    b.busy(30, anchor=ask, work_item="w1")
+    b.operator("Next step?", work_item="w1", anchor=ask)
+    [result] = [r for r in b.records if isinstance(r, TaskResult) and r.wait_id == "task-1"]
+    p = Projector(b.store()).project(budget_tokens=900)
+    assert "waiting on task-1" not in p.text
+    assert f"wait task-1 resolved by task_result:{result.id}" in p.text
