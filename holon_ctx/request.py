@@ -17,7 +17,8 @@ and the cache figures describe the messages: they are the request a runtime send
 ``text`` is a view for text-only models: the ledger as of the same position laid out as one prompt
 (operator words labelled, everything else fenced) under the same budget, ``used_tokens`` its count.
 It is made the first time it is read, not before (RFC 0024): a runtime that sends the messages pays
-for one projection walk, not two. Read it before the session closes.
+for one projection walk, not two. A request still unread when its session closes gets its text
+made then, so it stays whole afterwards.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ import json
 import math
 import os
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
@@ -230,6 +231,9 @@ class Session:
         self._projectors: dict[Layout, SessionProjector] = {}
         #: The last request handed out (what observe_usage compares with by default).
         self._last_request: Request | None = None
+        #: Requests handed out whose text view was not made yet: made when the session closes,
+        #: so a request stays whole after it (the text needs the session's stores).
+        self._unread: weakref.WeakSet[Request] = weakref.WeakSet()
         self._use_model("Session", model)
         self._pending: dict[str, _Call] = {}
         self._late: dict[str, _Call] = {}
@@ -731,12 +735,14 @@ class Session:
                           counter=self._projectors[Layout.MESSAGES].counter.identity,
                           calibration_key=self.profile.calibration_key)
         self._last_request = request
+        self._unread.add(request)
         return request
 
     def _text_view(self, planned: int, limit_pos: int) -> Callable[[], SessionRequest]:
         """The text layout of a request, made when it is first read (one walk per request for a
         runtime that sends messages; RFC 0024), as of the messages' ledger position: the same
-        records whatever was appended since."""
+        records whatever was appended since. A request still unread when the session closes has
+        its text made then (close)."""
         projector = self._projectors[Layout.TEXT]
 
         def make() -> SessionRequest:
@@ -820,6 +826,9 @@ class Session:
             self._append("close", batch)
             self._late.update(self._pending)
             self._pending.clear()
+        for request in list(self._unread):
+            request._text_request()  # while the stores are open (see _text_view)
+        self._unread.clear()
         self._closed = True
         self._epochs.close()
         self._usage.close()

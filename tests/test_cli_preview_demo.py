@@ -403,3 +403,43 @@ def test_one_count_for_the_items_left_out(budget: int, capsys: pytest.CaptureFix
     for key in asked:
         answer = explain_json(capsys, explained, "--db", db, "--budget", str(budget), key)
         assert answer["reason"] == expected[key], key
+
+
+def test_the_preview_reads_the_demo_epoch_and_shows_the_walked_request(
+        demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's build saves the epoch of the request a runtime would send at its budget; the
+    preview reads it (never writes) instead of walking the demo's re-plans again, and shows the
+    same request a walk from the last checkpoint makes (RFC 0024; issue 27's second run)."""
+    from holon_ctx.cli.demo import DEMO_BUDGET
+    from holon_ctx.cli.epochs_view import epoch_view
+    from holon_ctx.projection.session import SessionProjector
+
+    replans: list[str] = []
+    real = SessionProjector._replan
+
+    def counted(self: SessionProjector, *args: object, **kwargs: object) -> object:
+        replans.append(str(kwargs.get("reason")))
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SessionProjector, "_replan", counted)
+    before = demo_db.stat().st_mtime_ns, Path(f"{demo_db}-wal").exists() and Path(
+        f"{demo_db}-wal").stat().st_size
+    store = SqliteStore(demo_db)
+    episodes = open_episode_source(store)
+    try:
+        projector = Projector(store, episodes=episodes, control=open_control_source(store))
+        read = epoch_view(store, projector, DEMO_BUDGET, None).request
+        read_replans = len(replans)
+        walked = SessionProjector(store, projector.counter, episodes=episodes,
+                                  control=projector.control, layout=read.layout).request(
+            budget_tokens=DEMO_BUDGET)
+    finally:
+        if episodes is not None:
+            episodes.close()
+        store.close()
+    assert read_replans <= 2 < len(replans) - read_replans, replans
+    assert (read.parts, read.request_tokens, read.epoch) == (
+        walked.parts, walked.request_tokens, walked.epoch)
+    assert read.manifest.sections == walked.manifest.sections
+    assert (demo_db.stat().st_mtime_ns, Path(f"{demo_db}-wal").exists() and Path(
+        f"{demo_db}-wal").stat().st_size) == before

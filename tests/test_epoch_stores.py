@@ -402,3 +402,36 @@ def test_open_session_on_postgres_continues_the_same_epoch(pg_url: str,
     continued = after.manifest["session"]
     assert (continued["epoch"], continued["replanned"]) == (session["epoch"], False)
     assert continued["cached_tokens"] > 0
+
+
+def test_a_read_through_store_reads_the_persisted_epochs_and_writes_none(tmp_path: Path) -> None:
+    """What the CLI reads a runtime's epochs with (RFC 0024): the persisted state and starts are
+    read; saves and clears stay in memory; the newer of the two states is loaded."""
+    from holon_ctx.ledger.epochs import ReadThroughEpochs
+
+    persisted = SqliteEpochStore(tmp_path / "e.db")
+    first, second, third = (EpochStart(epoch=n, turn_id=f"t{n}", turn_seq=n, limit_pos=n,
+                                       reason="checkpoint") for n in (4, 9, 12))
+    persisted.save(EpochState(key="k", start=first, frozen=b"one"))
+    persisted.save(EpochState(key="k", start=second, frozen=b"two"))
+    reader = ReadThroughEpochs(SqliteEpochStore(tmp_path / "e.db"))
+    loaded = reader.load("k")
+    assert loaded is not None
+    assert loaded.frozen == b"two"
+    reader.save(EpochState(key="k", start=third, frozen=b"three"))
+    mine = reader.load("k")
+    assert mine is not None
+    assert mine.frozen == b"three"
+    assert [s.epoch for s in reader.starts("k")] == [4, 9, 12]
+    assert [s.epoch for s in reader.starts("k", 2)] == [9, 12]
+    # Nothing of the reader's reached the database.
+    assert [s.epoch for s in persisted.starts("k")] == [4, 9]
+    stored = persisted.load("k")
+    assert stored is not None
+    assert stored.frozen == b"two"
+    reader.clear("k")
+    assert reader.load("k") is None
+    assert reader.starts("k") == []
+    assert persisted.load("k") is not None
+    reader.close()
+    persisted.close()

@@ -11,7 +11,6 @@ import pytest
 from provider_counts import agent_loop
 
 import holon_ctx
-from holon_ctx.errors import InputError
 from holon_ctx.projection.providers import measure
 from holon_ctx.projection.session import Layout, SessionProjector
 
@@ -75,11 +74,20 @@ def test_the_text_is_as_of_the_messages_position(tmp_path: Path) -> None:
         assert newest not in text
 
 
-def test_the_text_of_a_closed_session_says_what_to_do(tmp_path: Path) -> None:
+def test_a_request_unread_at_close_keeps_its_text(tmp_path: Path, walks: list[Layout]) -> None:
+    """A request whose text was not read gets it made when the session closes (its stores are
+    needed), as of its own position; a request already read makes no second walk."""
     with holon_ctx.open_session(tmp_path / "a.db") as session:
         session.operator_message("hello")
+        first = session.next_request(1000)
+        first.text  # noqa: B018 - read: nothing to make at close
+        session.operator_message("and again")
         request = session.next_request(1000)
         request.openai_messages  # noqa: B018
-    with pytest.raises(InputError, match=r"read request\.text before closing"):
-        request.text  # noqa: B018
-    assert request.request_tokens <= 1000
+        walks.clear()
+    assert walks == [Layout.TEXT]
+    assert "and again" in request.text
+    assert request.used_tokens <= 1000
+    with holon_ctx.open_session(tmp_path / "a.db") as again:
+        same = again.next_request(1000, at=request.current_turn).text
+    assert same == request.text

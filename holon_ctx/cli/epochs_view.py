@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import attrs
 
+from holon_ctx.ledger.epochs import ReadThroughEpochs
+from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.projector import Projector
@@ -33,9 +35,21 @@ def epoch_view(store: LedgerStore, projector: Projector, budget: int,
                at: str | None) -> EpochView:
     """The session request as of ``at`` at ``budget`` (the whole request), made right after the
     one for the turn before it, so that its cached share is the one a runtime would see."""
+    # The runtime's persisted re-plans are read, never written: a ledger a session worked on
+    # (or the demo, whose build saves its epoch) walks from its newest epoch, not from the last
+    # checkpoint (RFC 0024).
+    epochs = ReadThroughEpochs(epoch_store_for(store))
+    try:
+        return _epoch_view(store, projector, budget, at, epochs)
+    finally:
+        epochs.close()
+
+
+def _epoch_view(store: LedgerStore, projector: Projector, budget: int, at: str | None,
+                epochs: ReadThroughEpochs) -> EpochView:
     session = SessionProjector(store, projector.counter, layout=Layout.MESSAGES,
                                episodes=projector.episodes, control=projector.control,
-                               policy=projector.policy)
+                               policy=projector.policy, epochs=epochs)
     target = at
     if target is None:
         latest = store.latest_turn(store.end_pos())

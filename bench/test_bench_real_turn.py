@@ -1,0 +1,127 @@
+"""The library's real turn beside its floor and a hand-written trim (issue 29 item 2, RFC 0024).
+
+One seeded agent history (bench/agent_history.py: tool outputs 0.2-8 KB) of ``N`` OpenAI messages
+is imported into a SQLite file (archived at import, RFC 0026), then the agent loop runs: append a
+step through the public helpers (a reply with one tool call and its result; an operator request
+every tenth step), ``next_request(32,768)``, read its ``openai_messages`` — writes, compaction
+under the default policy and the request included. Beside it, in the same process and on the
+same steps:
+
+* the **floor**: tokenizing the new step's texts (what any budgeted prompt must at least do);
+* a **cached-count trim**: a hand-written keep-newest over a list of messages whose token counts
+  are kept as they are appended (count the new messages, drop from the front until the sum fits,
+  build the list) — what a runtime without holon_ctx does, with no ledger and no writes.
+
+Figures: CPU time per turn (p50, p99, max; the machine is shared, so CPU time is the stable
+figure) and wall-clock p50/p99, the turn over the floor, and the turn's parts. Sizes: 1k and 10k
+messages; ``HOLON_BENCH_REAL_TURN_SIZES=1000,10000,100000`` adds 100k (its import takes minutes).
+Targets (issue 29): p50 <= 3 ms and p99 <= 30 ms at 100k on an idle machine, <= 8x the floor.
+Results go to ``/tmp/holon-bench/real-turn.json`` and docs/performance.md ("The real turn").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_history import chat, step
+from targets import target
+
+import holon_ctx
+from holon_ctx.tokens import default_counter
+
+BUDGET = 32_768
+WARMUP = 5
+ROUNDS = int(os.environ.get("HOLON_BENCH_REAL_TURN_ROUNDS", "120"))
+SIZES = [int(n) for n in os.environ.get("HOLON_BENCH_REAL_TURN_SIZES", "1000,10000").split(",")]
+RESULTS = Path("/tmp/holon-bench/real-turn.json")
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class _Trim:
+    """Keep-newest over cached counts: what a runtime without holon_ctx writes."""
+
+    def __init__(self, history: list[dict[str, Any]]) -> None:
+        self.count = default_counter().count
+        self.messages = list(history)
+        self.counts = [self.count(t) + 4 for t in _texts_one(history)]
+
+    def turn(self, new: list[dict[str, Any]]) -> int:
+        self.messages.extend(new)
+        self.counts.extend(self.count(t) + 4 for t in _texts_one(new))
+        total, start = 0, len(self.counts)
+        while start > 1 and total + self.counts[start - 1] <= BUDGET:
+            start -= 1
+            total += self.counts[start]
+        sent = [self.messages[0], *self.messages[start:]]
+        return len(sent)
+
+
+def _texts_one(messages: list[dict[str, Any]]) -> list[str]:
+    """One text per message (content and calls together), for a per-message count."""
+    return [(m.get("content") or "") + "".join(json.dumps(c) for c in m.get("tool_calls") or ())
+            for m in messages]
+
+
+@pytest.mark.parametrize("n_messages", SIZES)
+def test_real_turn(benchmark: Any, tmp_path: Path, n_messages: int) -> None:
+    history = chat(n_messages)
+    session = holon_ctx.open_session(tmp_path / "agent.db")
+    session.import_history(history)
+    trim = _Trim(history)
+    counter = default_counter()
+    laps: dict[str, list[float]] = {k: [] for k in ("turn_cpu", "turn_wall", "append", "request",
+                                                     "floor", "trim")}
+    k0 = 10_000_000
+
+    def one(k: int, record: bool) -> None:
+        before = session.store.end_pos()
+        w, c = time.perf_counter(), time.process_time()
+        step(session, k0 + k)
+        a = time.process_time()
+        session.next_request(BUDGET).openai_messages  # noqa: B018 - what a runtime reads
+        c2, w2 = time.process_time(), time.perf_counter()
+        new = [s.record for s in session.store.records_between(before, session.store.end_pos())]
+        texts = [getattr(r, "text", "") or getattr(r, "output", "") or "" for r in new]
+        f = time.process_time()
+        for t in texts:
+            counter.count(t)
+        f2 = time.process_time()
+        msgs = [{"role": "assistant", "content": t} for t in texts]
+        t0 = time.process_time()
+        trim.turn(msgs)
+        t1 = time.process_time()
+        if record:
+            laps["turn_cpu"].append(c2 - c)
+            laps["turn_wall"].append(w2 - w)
+            laps["append"].append(a - c)
+            laps["request"].append(c2 - a)
+            laps["floor"].append(f2 - f)
+            laps["trim"].append(t1 - t0)
+
+    for k in range(WARMUP):
+        one(k, record=False)
+    rounds = iter(range(WARMUP, WARMUP + ROUNDS))
+    benchmark.pedantic(lambda: one(next(rounds), record=True), rounds=ROUNDS, iterations=1)
+    session.close()
+    ms = {name: {"p50": 1000 * _pct(v, 0.5), "p99": 1000 * _pct(v, 0.99),
+                 "max": 1000 * max(v)} for name, v in laps.items()}
+    ratio = ms["turn_cpu"]["p50"] / max(ms["floor"]["p50"], 1e-6)
+    info = {"messages": n_messages, "budget": BUDGET, "rounds": ROUNDS, "ms": ms,
+            "turn_over_floor_p50": ratio, "load": os.getloadavg()[0]}
+    benchmark.extra_info.update(info)
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    data[str(n_messages)] = info
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True))
+    target(f"real turn CPU p50 ms at {n_messages}", ms["turn_cpu"]["p50"], 3.0)
+    target(f"real turn CPU p99 ms at {n_messages}", ms["turn_cpu"]["p99"], 30.0)
+    target(f"real turn over the floor at {n_messages}", ratio, 8.0)
