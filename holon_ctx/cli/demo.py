@@ -39,7 +39,7 @@ def _demo_stamp(data: bytes) -> str:
     h = hashlib.sha256(data)
     # The recipe changes when the build does more (episodes, then a continuity envelope), so an
     # older demo database is rebuilt rather than shown without what the build now adds.
-    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact/2".encode())
+    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/3".encode())
     return h.hexdigest()
 
 
@@ -70,6 +70,7 @@ def build_demo(db: Path) -> bool:
             with importlib.resources.as_file(resource) as path:
                 n = import_jsonl(path, store)
             archived = _archive(store)
+            _save_epoch(store)
         finally:
             store.close()
         # A stale -wal beside the old file would be replayed into the new one: remove all three.
@@ -80,7 +81,8 @@ def build_demo(db: Path) -> bool:
     except OSError as exc:
         raise InputError(f"cannot build the demo database: {exc.strerror}", source=str(db)) from None
     finally:
-        # The private build's compaction lock file too: nobody else ever opened the build.
+        # The compaction lock file too (holon_ctx.ledger.compaction_lock): the build compacted
+        # the file under its temporary name.
         for suffix in ("", "-wal", "-shm", LOCK_SUFFIX):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
     say(f"holon-ctx: built the demo ledger ({plural(n, 'record')}, "
@@ -141,6 +143,29 @@ def _archive(ledger: LedgerStore, stamp: str | None = None) -> int:
     finally:
         continuity.close()
         episodes.close()
+
+
+def _save_epoch(ledger: LedgerStore) -> None:
+    """Make the request a runtime would send at the demo's budget, saving its epoch beside the
+    ledger as a session does: the preview then reads the epoch instead of walking the demo's
+    48 re-plans again on every run (RFC 0024; issue 27's second run)."""
+    from holon_ctx.cli.common import open_control_source  # noqa: PLC0415
+    from holon_ctx.cli.episodes_cmd import open_episode_source  # noqa: PLC0415
+    from holon_ctx.ledger.epochs_sqlite import epoch_store_for  # noqa: PLC0415
+    from holon_ctx.projection.session import Layout, SessionProjector  # noqa: PLC0415
+
+    episodes = open_episode_source(ledger)
+    control = open_control_source(ledger)
+    epochs = epoch_store_for(ledger)
+    try:
+        SessionProjector(ledger, layout=Layout.MESSAGES, episodes=episodes, control=control,
+                         epochs=epochs).request(budget_tokens=DEMO_BUDGET)
+    finally:
+        epochs.close()
+        if control is not None:
+            control.store.close()
+        if episodes is not None:
+            episodes.close()
 
 
 def _demo_clock() -> Callable[[], datetime]:
