@@ -22,9 +22,10 @@ from holon_ctx.cli.main import main
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "prompt-format.md"
 CORPUS = ROOT.parent / "shared" / "corpora" / "swe-trajectories"
-#: An example: its source comment, then a text block whose closing fence starts a line (a
-#: command's code span inside the block may hold backticks of its own).
-EXAMPLE = re.compile(r"<!-- example: (\S+) (\d+) (session|stateless) -->\n```text\n(.*?)^```$",
+#: An example block; its fence is three backticks or more (more when a line holds three: a
+#: command's code span, RFC 0027), and it closes with the same fence on a line of its own.
+EXAMPLE = re.compile(r"<!-- example: (\S+) (\d+) (session|stateless) -->\n(?P<fence>```+)text\n"
+                     r"(.*?)^(?P=fence)$",
                      re.DOTALL | re.MULTILINE)
 GAP = "…"
 
@@ -50,7 +51,7 @@ def render(name: str, budget: int, layout: str) -> str:
 
 
 def examples() -> list[tuple[str, int, str, str]]:
-    return [(m.group(1), int(m.group(2)), m.group(3), m.group(4))
+    return [(m.group(1), int(m.group(2)), m.group(3), m.group(5))
             for m in EXAMPLE.finditer(DOC.read_text(encoding="utf-8"))]
 
 
