@@ -181,3 +181,28 @@ def test_a_helper_change_measures_every_selected_module_again(tool: ModuleType, 
     (tmp_path / "tests/helper.py").write_text("x = 2\n")
     tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
     assert fake_repo == [["tests/test_a.py", "tests/test_b.py"]] * 2
+
+
+def test_a_line_run_at_import_runs_the_tests_of_the_lines_that_use_it(tool: ModuleType) -> None:
+    """A constant, a def's signature and a class attribute run while pytest collects (no test's
+    context): their mutants run the tests of the lines using them, not none."""
+    source = ("LIMIT = 3\n"                       # 1
+              "def f(a, *, b=LIMIT):\n"           # 2
+              "    return a + b\n"                # 3
+              "class C:\n"                        # 4
+              "    SIZE = 2\n"                    # 5
+              "    def g(self):\n"                # 6
+              "        return self.SIZE\n"        # 7
+              "def h():\n"                        # 8
+              "    return 0\n")                   # 9
+    users = tool.import_time_users(source)
+    assert users[1] == {2}
+    assert users[2] == {3}
+    assert users[5] == {7}
+    assert users[6] == {7}
+    found = tool.TestMap({2: [], 3: ["t::f"], 7: ["t::g"], 9: ["t::h"]},
+                         {"t::f": 1.0, "t::g": 1.0, "t::h": 1.0}, users)
+    assert found.tests_for(2, 2) == ["t::f"]
+    assert found.tests_for(5, 5) == ["t::g"]
+    assert found.tests_for(1, 1) == ["t::f"]  # through the signature it is a default of
+    assert found.tests_for(8, 8) == ["t::h"]

@@ -219,6 +219,45 @@ def select_test_files(source: str, files: dict[str, str]) -> list[str]:
     return sorted(n for n, t in files.items() if _is_test_module(n) and pattern.search(t))
 
 
+def import_time_users(text: str) -> dict[int, set[int]]:
+    """For each line the import of a module runs (a def's signature, defaults and decorators; a
+    class's attributes; a module's constants), the lines that use what it defines.
+
+    Coverage records those lines under no test's context (the import happens while pytest
+    collects), so by themselves they would look run by no test, and a mutant there (a constant
+    changed, a default flipped) would survive without a run. A def's header is used by the lines
+    of its body; an assigned name by every line that reads it (as a name or an attribute)."""
+    tree = ast.parse(text)
+    reads: dict[str, set[int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            reads.setdefault(node.id, set()).add(node.lineno)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            reads.setdefault(node.attr, set()).add(node.lineno)
+    users: dict[int, set[int]] = {}
+
+    def visit(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            end = stmt.end_lineno or stmt.lineno
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                start = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
+                inside = set(range(stmt.body[0].lineno, end + 1))
+                for line in range(start, stmt.body[0].lineno):
+                    users.setdefault(line, set()).update(inside)
+            elif isinstance(stmt, ast.ClassDef):
+                visit(stmt.body)
+            elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                used = {line for n in names for line in reads.get(n, ())}
+                own = set(range(stmt.lineno, end + 1))
+                for line in own:
+                    users.setdefault(line, set()).update(used - own)
+
+    visit(tree.body)
+    return users
+
+
 class TestMap:
     """For each line of the module, the tests that execute it; for each test, its time (s).
 
@@ -230,12 +269,23 @@ class TestMap:
     longer selected, drops its part). So writing tests costs a coverage run of the file being
     written, not of the tier."""
 
-    def __init__(self, lines: dict[int, list[str]], seconds: dict[str, float]) -> None:
+    def __init__(self, lines: dict[int, list[str]], seconds: dict[str, float],
+                 users: dict[int, set[int]] | None = None) -> None:
         self.lines = lines
         self.seconds = seconds
+        #: Lines run when the module is imported (outside any test's context) → the lines that
+        #: use what they define (``import_time_users``).
+        self.users = users or {}
 
     def tests_for(self, first: int, last: int) -> list[str]:
-        chosen = {t for line in range(first, last + 1) for t in self.lines.get(line, ())}
+        wanted: set[int] = set()
+        todo = list(range(first, last + 1))
+        while todo:  # transitively: a constant used in a signature is used by the body
+            line = todo.pop()
+            if line not in wanted:
+                wanted.add(line)
+                todo.extend(self.users.get(line, ()))
+        chosen = {t for line in wanted for t in self.lines.get(line, ())}
         return sorted(chosen, key=lambda t: (self.seconds.get(t, 0.0), t))
 
     @classmethod
@@ -270,7 +320,8 @@ class TestMap:
             for line, tests in part["lines"].items():
                 lines.setdefault(int(line), []).extend(tests)
             seconds.update(part["seconds"])
-        return cls({k: sorted(v) for k, v in lines.items()}, seconds)
+        return cls({k: sorted(v) for k, v in lines.items()}, seconds,
+                   import_time_users((ROOT / source).read_text(encoding="utf-8")))
 
     @staticmethod
     def measure(work: Path, source: str, files: list[str], digests: dict[str, str],
