@@ -352,3 +352,61 @@ def test_manual_clock_moves_only_when_told() -> None:
     assert clock() == T0
     assert clock.advance(timedelta(minutes=5)) == T0 + timedelta(minutes=5)
     assert clock() == T0 + timedelta(minutes=5)
+
+
+def _envelope_stored_then_crash(store: ContinuityStore, control: dict[str, Any]) -> bytes:
+    """A compaction that stored its envelope and crashed before journaling step 4."""
+    real = store.record_step
+
+    def crash_at_envelope(envelope_id: str, step: CompactionStep, body: Any, *, at: Any) -> None:
+        if step is CompactionStep.ENVELOPE:
+            raise RuntimeError("crash between storing the envelope and journaling it")
+        real(envelope_id, step, body, at=at)
+
+    store.record_step = crash_at_envelope  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="crash between"):
+        _prepare(store, control)
+    store.record_step = real  # type: ignore[method-assign]
+    stored = store.envelope_bytes(SEED.envelope_id)
+    assert stored is not None
+    assert CompactionStep.ENVELOPE not in store.compaction_steps(SEED.envelope_id)
+    return stored
+
+
+def test_a_different_envelope_stored_under_the_id_is_a_conflict_whichever_way_it_sorts() -> None:
+    """Resumed with another summary after the envelope was stored but not journaled, the new
+    envelope differs from the stored one: a conflict at step ``envelope`` naming the stored one,
+    never a journal sealing an envelope the store does not hold — whether the stored bytes sort
+    before or after the new ones (summaries are tried until both orders are met)."""
+    orders: set[bool] = set()
+    for n in range(40):
+        store, control = _fresh()
+        stored = _envelope_stored_then_crash(store, control)
+        summary = SEED_SUMMARY + f" (revised {n})".encode()
+        probe_store, probe_control = _fresh()
+        _prepare(probe_store, probe_control, summary_bytes=summary)  # the envelope it seals
+        new_body = probe_store.envelope_bytes(SEED.envelope_id)
+        assert new_body is not None
+        assert new_body != stored
+        if (new_body < stored) in orders:
+            continue
+        orders.add(new_body < stored)
+        with pytest.raises(CompactionConflictError, match="a different envelope is stored") as info:
+            _prepare(store, control, summary_bytes=summary)
+        assert info.value.step == "envelope"
+        assert store.envelope_bytes(SEED.envelope_id) == stored
+        assert CompactionStep.ENVELOPE not in store.compaction_steps(SEED.envelope_id)
+        if len(orders) == 2:
+            break
+    assert orders == {True, False}
+
+
+def test_resuming_after_the_envelope_was_stored_completes_with_the_same_inputs() -> None:
+    """The same inputs find their own envelope stored: it is journaled, the event emitted once."""
+    store, control = _fresh()
+    stored = _envelope_stored_then_crash(store, control)
+    envelope = _prepare(store, control)
+    assert store.envelope_bytes(SEED.envelope_id) == stored
+    assert CompactionStep.COMPACTION_EVENT in store.compaction_steps(SEED.envelope_id)
+    assert _rehydrate(store, control).kind is K.REAUTHORIZATION_REQUIRED
+    assert envelope.envelope_id == SEED.envelope_id
