@@ -4,7 +4,8 @@ checkpoint blocks, the heading a turn joins the history with, and what parts cos
 from __future__ import annotations
 
 import pytest
-from projection_builders import LedgerBuilder
+from projection_builders import LedgerBuilder, memory_store, random_ledger
+from session_helpers import walk
 
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.records import Outcome, Turn
@@ -12,6 +13,7 @@ from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.projection.framing import ANTHROPIC, Framing
 from holon_ctx.projection.native import Part, Role, text_part
 from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.session import SessionProjector
 from holon_ctx.projection.session_state import (
     Layout,
     SessionPolicy,
@@ -185,3 +187,44 @@ def test_parts_cost_counts_text_tokens_or_messages_with_their_framing() -> None:
                   + framing.between(Role.USER, Role.ASSISTANT) + 1)
     assert parts_cost(parts, Role.USER, Layout.MESSAGES, framing) == after_user
     assert expected > after_user  # a new message costs more than a block of the current one
+
+
+def test_recent_turns_after_appends_add_the_appended_records_and_their_tokens() -> None:
+    """Between re-plans the manifest's recent turns are the frozen ones, then each record
+    appended since, in ledger order; their tokens are the frozen count plus what the appended
+    parts cost. The sections the tail states (work item, refs, current input) are not listed;
+    the tail is, last, with its tokens."""
+    store = memory_store(random_ledger(11, 60).records)
+    order = {s.ref: s.pos for s in store.records_between(0, store.end_pos())}
+    projector = SessionProjector(store, layout=Layout.TEXT)
+    base: tuple[list[str], int] | None = None
+    others: dict[str, tuple[list[str], int]] = {}
+    grew = 0
+    for request in walk(projector, 6000):
+        manifest = request.manifest
+        session = manifest.session
+        assert session is not None
+        names = [s.name for s in manifest.sections]
+        assert not {"work_item", "work_refs", "current_input"} & set(names)
+        assert names[-1] == "current_state"
+        assert manifest.sections[-1].used_tokens == request.tail_tokens
+        recent = next(s for s in manifest.sections if s.name == "recent_turns")
+        appended = session["appended_records"]
+        assert isinstance(appended, int)
+        tail = 1 if request.has_tail else 0
+        appended_cost = sum(p.text_tokens
+                            for p in request.parts[request.frozen_count:len(request.parts) - tail])
+        frozen = (recent.selected[:len(recent.selected) - appended],
+                  recent.used_tokens - appended_cost)
+        unchanged = {s.name: (s.selected, s.used_tokens) for s in manifest.sections
+                     if s.name not in ("recent_turns", "current_state")}
+        if request.replanned or base is None:
+            base, others = frozen, unchanged
+            continue
+        assert frozen == base, "the frozen part's figures do not move between re-plans"
+        assert unchanged == others, "appends join the recent turns only"
+        new = recent.selected[len(recent.selected) - appended:]
+        assert [order[ref] for ref in new] == sorted(order[ref] for ref in new)
+        assert all(order[ref] < request.limit_pos for ref in new)
+        grew = max(grew, appended)
+    assert grew >= 10
