@@ -410,3 +410,90 @@ def test_resuming_after_the_envelope_was_stored_completes_with_the_same_inputs()
     assert CompactionStep.COMPACTION_EVENT in store.compaction_steps(SEED.envelope_id)
     assert _rehydrate(store, control).kind is K.REAUTHORIZATION_REQUIRED
     assert envelope.envelope_id == SEED.envelope_id
+
+
+def test_the_first_bad_field_is_named_with_how_many_more_there_are() -> None:
+    """One problem: its detail alone; several: the first (in the request's field order) and
+    ``(and N more)``; nothing is written either way."""
+    store, control = _fresh()
+    with pytest.raises(ContinuityInputError) as one:
+        _prepare(store, control, tenant_id="tenant-acme ")
+    assert one.value.path == "$.tenant_id"
+    assert "more)" not in str(one.value)
+    with pytest.raises(ContinuityInputError) as three:
+        _prepare(store, control, tenant_id="tenant-acme ", principal_id="p ",
+                 budget_remaining=-1)
+    assert three.value.path == "$.tenant_id"
+    assert str(three.value).endswith("(and 2 more)")
+    with pytest.raises(ContinuityInputError) as two:
+        _prepare(store, control, principal_id="p ", budget_remaining=-1)
+    assert two.value.path == "$.principal_id"
+    assert str(two.value).endswith("(and 1 more)")
+    assert store.compaction_steps(SEED.envelope_id) == {}
+
+
+def test_evidence_defaults_to_the_trace_and_the_approval() -> None:
+    store, control = _fresh()
+    kwargs = {**compaction_kwargs(control), "summary_bytes": SEED_SUMMARY}
+    with_approval = CompactionRequest(**kwargs)
+    assert with_approval.evidence() == (f"trace:{SEED.source_trace_id}",
+                                        f"approval:{SEED.approval_id}")
+    assert CompactionRequest(**{**kwargs, "approval_id": None}).evidence() == (
+        f"trace:{SEED.source_trace_id}",)
+    given = CompactionRequest(**{**kwargs, "evidence_refs": ["trace:other", "file:a"]})
+    assert given.evidence() == ("trace:other", "file:a")
+    assert CompactionRequest(**{**kwargs, "evidence_refs": []}).evidence() == ()
+    envelope = _prepare(store, control)
+    assert envelope.evidence_refs == with_approval.evidence()
+
+
+def _crash_after(step: CompactionStep) -> Any:
+    def hook(done: CompactionStep) -> None:
+        if done is step:
+            raise RuntimeError(f"crash after {step.value}")
+    return hook
+
+
+@pytest.mark.parametrize(("asked", "conflict"), [(7, False), (8, False), (1000, False),
+                                                 (6, True), (0, True)])
+def test_a_resumed_compaction_may_ask_for_more_budget_than_it_sealed_never_less(
+        asked: int, conflict: bool) -> None:
+    """The snapshot sealed the governed budget (7): a resume asking for as much or more seals
+    it again (a request never raises it); asking for less is another compaction."""
+    store, control = _fresh()
+    assert control["budget_remaining"] == 7
+    with pytest.raises(RuntimeError, match="crash after"):
+        _prepare(store, control, fault_hook=_crash_after(CompactionStep.GOVERNED_SNAPSHOT))
+    if conflict:
+        with pytest.raises(CompactionConflictError, match="budget_remaining differs") as info:
+            _prepare(store, control, budget_remaining=asked)
+        assert info.value.step == "governed_snapshot"
+    else:
+        assert _prepare(store, control, budget_remaining=asked).budget_remaining == 7
+
+
+def test_a_compaction_event_appended_but_not_journaled_is_not_emitted_again() -> None:
+    """A crash between appending the trace event and journaling step 5: the rerun journals the
+    event already there."""
+    store, control = _fresh()
+    real = store.record_step
+
+    def crash_at_event(envelope_id: str, step: CompactionStep, body: Any, *, at: Any) -> None:
+        if step is CompactionStep.COMPACTION_EVENT:
+            raise RuntimeError("crash before journaling the event")
+        real(envelope_id, step, body, at=at)
+
+    store.record_step = crash_at_event  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="crash before"):
+        _prepare(store, control)
+    store.record_step = real  # type: ignore[method-assign]
+    emitted = [e for e in store.events(envelope_id=SEED.envelope_id)
+               if e.event_type is TraceEventType.CONTEXT_COMPACTION]
+    assert len(emitted) == 1
+    _prepare(store, control)
+    again = [e for e in store.events(envelope_id=SEED.envelope_id)
+             if e.event_type is TraceEventType.CONTEXT_COMPACTION]
+    assert again == emitted
+    steps = store.compaction_steps(SEED.envelope_id)
+    assert steps[CompactionStep.COMPACTION_EVENT].event_seq == emitted[0].seq
+
