@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from holon_ctx.continuity import (
     SideEffectStatus,
     TraceEventType,
     UntrustedClockError,
+    encode_envelope,
     prepare_compaction,
     rehydrate,
 )
@@ -497,3 +499,43 @@ def test_a_compaction_event_appended_but_not_journaled_is_not_emitted_again() ->
     steps = store.compaction_steps(SEED.envelope_id)
     assert steps[CompactionStep.COMPACTION_EVENT].event_seq == emitted[0].seq
 
+
+
+@pytest.mark.parametrize(("stored_as", "conflict"), [
+    (lambda body: json.dumps(json.loads(body), indent=1, sort_keys=True).encode(), False),
+    (lambda _body: b"{}", True),
+    (lambda _body: b"not json", True),
+], ids=["reencoded", "no_envelope", "not_json"])
+def test_an_envelope_stored_in_another_encoding_is_compared_by_meaning(
+        stored_as: Any, conflict: bool) -> None:
+    """The envelope was stored (in another encoding: an older writer's) and the crash came
+    before step 4's journal: the same envelope in other bytes completes; bytes that decode to
+    no envelope are a conflict."""
+    store, control = _fresh()
+    real_append, real_step = store.append_envelope, store.record_step
+
+    def append_other_bytes(envelope: Any, *, at: Any) -> bytes:
+        body = stored_as(encode_envelope(envelope))
+        store.backend.append_envelope(envelope.envelope_id, envelope.session_id, body,
+                                      store.stamp(at))
+        return body
+
+    def crash_at_envelope(envelope_id: str, step: CompactionStep, body: Any, *, at: Any) -> None:
+        if step is CompactionStep.ENVELOPE:
+            raise RuntimeError("crash between storing the envelope and journaling it")
+        real_step(envelope_id, step, body, at=at)
+
+    store.append_envelope = append_other_bytes  # type: ignore[method-assign]
+    store.record_step = crash_at_envelope  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="crash between"):
+        _prepare(store, control)
+    store.append_envelope, store.record_step = real_append, real_step  # type: ignore[method-assign]
+    stored = store.envelope_bytes(SEED.envelope_id)
+    if conflict:
+        with pytest.raises(CompactionConflictError, match="a different envelope is stored"):
+            _prepare(store, control)
+    else:
+        envelope = _prepare(store, control)
+        assert encode_envelope(envelope) != stored
+        assert CompactionStep.COMPACTION_EVENT in store.compaction_steps(SEED.envelope_id)
+    assert store.envelope_bytes(SEED.envelope_id) == stored
