@@ -539,3 +539,20 @@ def test_an_envelope_stored_in_another_encoding_is_compared_by_meaning(
         assert encode_envelope(envelope) != stored
         assert CompactionStep.COMPACTION_EVENT in store.compaction_steps(SEED.envelope_id)
     assert store.envelope_bytes(SEED.envelope_id) == stored
+
+
+@pytest.mark.parametrize("override", [{"principal_id": "principal-mallory"},
+                                      {"delegated_scope": "tickets:delete"}])
+def test_a_compaction_under_another_identity_is_refused_and_changes_nothing(
+        override: dict[str, Any]) -> None:
+    """The governed identity is the runtime's truth: a compaction stating another one must
+    record the change first; the stored identity stays and no snapshot is journaled."""
+    store, control = _fresh()
+    before = store.session_identity(control["session_id"])
+    assert before is not None
+    with pytest.raises(ContinuityInputError, match="identity differs") as info:
+        _prepare(store, control, **override)
+    assert info.value.path == "tenant_id"
+    assert store.session_identity(control["session_id"]) == before
+    assert CompactionStep.GOVERNED_SNAPSHOT not in store.compaction_steps(SEED.envelope_id)
+
