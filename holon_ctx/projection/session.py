@@ -109,7 +109,7 @@ __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "Ses
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/7"
+ENGINE_VERSION: Final = "session/8"
 #: Turns whose records measure how fast the history grows, for the low-water mark.
 GROWTH_TURNS: Final = 16
 #: Tokens a record's label line and framing add to its body in the history (about).
@@ -117,6 +117,8 @@ RECORD_OVERHEAD: Final = 12
 #: The lowest share of the budget a re-plan fills, however fast the history grows: below it a
 #: re-plan keeps little beyond the pinned turns (which raise the plan's budget anyway).
 MIN_LOW_WATER: Final = 0.1
+#: How many times the score an episode was left out at it must now reach to re-plan for it.
+_REWEIGH: Final = 2.0
 
 
 class SessionProjector:
@@ -340,9 +342,14 @@ class SessionProjector:
         query = RecallQuery(current=cur, window_first_seq=cur.turn.seq,
                             work_item_id=state.work_item_id, limit_pos=limit, query_text=words,
                             refs=frozenset())
-        weighed = {e.ref for e in state.manifest.episodes}
+        # An episode the plan weighed and left out counts as weighed only at the score it had
+        # then: an early decision weighed against the filler that followed it scores near
+        # nothing, and once the operator's words return to it, it must compete again (issue 25,
+        # item 3). Doubling is asked so a score that merely wobbles never re-plans twice.
+        weighed = {e.ref: (e.score if e.representation == "omitted" else math.inf)
+                   for e in state.manifest.episodes}
         for ep in self.episodes.recall(query, self.policy.recall):
-            if ep.priority <= Priority.HIGH and ep.ref not in weighed:
+            if ep.priority <= Priority.HIGH and ep.score > _REWEIGH * weighed.get(ep.ref, -1.0):
                 return "episode_recalled"
         return None
 
