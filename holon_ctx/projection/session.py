@@ -101,7 +101,8 @@ from holon_ctx.projection.session_state import (
     session_manifest,
 )
 from holon_ctx.projection.tail import Tail, tail_blocks
-from holon_ctx.projection.view import continuation_anchor
+from holon_ctx.projection.topics import input_topic, is_required
+from holon_ctx.projection.view import continuation_anchor, units_of
 from holon_ctx.projection.waits import settle_waits
 from holon_ctx.tokens import TokenCounter, store_counter
 
@@ -277,7 +278,7 @@ class SessionProjector:
                 state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
                 if isinstance(rec, Message) and rec.by_operator and not state.whole:
                     # A whole epoch shows every turn an episode was made of: nothing to recall.
-                    why = self._recall_gap(state, limit)
+                    why = self._recall_gap(state, limit) or self._topic_gap(state, limit)
                     if why is not None:
                         return why
                 if (isinstance(rec, TaskResult) and rec.spawned_by_turn_id
@@ -351,6 +352,21 @@ class SessionProjector:
         for ep in self.episodes.recall(query, self.policy.recall):
             if ep.priority <= Priority.HIGH and ep.score > _REWEIGH * weighed.get(ep.ref, -1.0):
                 return "episode_recalled"
+        return None
+
+    def _topic_gap(self, state: WalkState, limit: int) -> str | None:
+        """The operator's words are about a decision of the newest high turns that the history
+        does not show (RFC 0030): re-plan, so it leads the plan as it would a stateless one. The
+        read is the planner's first tier of high turns, so it is bounded like the plan's."""
+        cur = state.current
+        if cur is None or not input_topic(cur):
+            return None
+        found = self.store.high_turns_before(cur.turn.seq, self.policy.high_turns_per_tier, limit)
+        units = units_of(self.store, found, limit)
+        topic = input_topic(cur, units)
+        for unit in units:
+            if unit.turn.id not in state.shown and is_required(unit, topic):
+                return "relevant_decision_not_in_history"
         return None
 
     def _work_item_of(self, stored: StoredRecord, state: WalkState) -> str | None:
