@@ -63,6 +63,7 @@ from holon_ctx.projection.model import (
     ControlSource,
     ControlState,
     EpisodeSource,
+    Form,
     Priority,
     RecallQuery,
     Section,
@@ -83,7 +84,7 @@ from holon_ctx.projection.retention import (
     judged_beside,
     may_join_fold_run,
 )
-from holon_ctx.projection.sections import held_words
+from holon_ctx.projection.sections import environment_blocks, held_words
 from holon_ctx.projection.session_state import (
     Layout,
     Persisted,
@@ -486,6 +487,9 @@ class SessionProjector:
         lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
         low_water = plan_budget = self._low_water(budget, limit)
         whole = self._opens_ledger(limit)
+        # A whole epoch's plan holds the environment as the planner chooses (the baselines send
+        # it whole); a planned epoch's form is fixed by the budget alone (_environment_form).
+        env_form = None if whole else self._environment_form(budget, limit)
         tried_full = shrinking = False
         over = step = 0
         for _ in range(16):
@@ -493,7 +497,7 @@ class SessionProjector:
                 frozen = replan(self.store, self.renderer, self.policy, self._facts,
                                 self.episodes, control,  # type: ignore[arg-type]
                                 limit_pos=limit, budget_tokens=plan_budget,
-                                headers=self._headers)
+                                headers=self._headers, environment_form=env_form)
             except BudgetTooSmallError as exc:
                 if tried_full or plan_budget >= budget:
                     # Said against the caller's budget: the pinned part the planner could not
@@ -531,6 +535,20 @@ class SessionProjector:
             return state
         raise BudgetTooSmallError(budget + max(over, 1), budget,
                                   "the pinned references and the current state")
+
+    def _environment_form(self, budget: int, limit: int) -> Form | None:
+        """The environment's form in a planned epoch: whole when its full form takes at most
+        ``entry_share`` of the budget (the most one record may take in the history), else its
+        compact lines. Decided by the budget and the record alone, so every re-plan of a
+        session at this budget sends the same stable prefix: left to the planner, the form
+        followed the plan budget (whole, clipped at one point, clipped at another), and each
+        re-plan rewrote the whole request from its system message on (RFC 0025)."""
+        env = self.store.latest_environment(limit)
+        if env is None:
+            return None
+        _, full, _ = environment_blocks(env, self.renderer)
+        fits = self.renderer.rendered(full).tokens <= budget * self.session.entry_share
+        return Form.FULL if fits else Form.COMPACT
 
     def _low_water(self, budget: int, limit: int) -> int:
         """The low-water mark of a re-plan at ``limit`` (RFC 0025, decision 2): the largest share
