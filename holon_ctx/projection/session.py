@@ -60,6 +60,7 @@ from holon_ctx.projection.framing import OPENAI, Framing, FramingRule
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.manifest import SECTION_TITLES
 from holon_ctx.projection.model import (
+    ControlHistory,
     ControlSource,
     ControlState,
     EpisodeSource,
@@ -186,9 +187,22 @@ class SessionProjector:
             raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
         end = self._end(at, limit_pos)
-        control = self.control.control_state() if self.control else None
-        state, replanned, reason = self._walk_to(budget_tokens, end, control)
-        return self._request(state, end, control, replanned, reason)
+        controls = self._controls()
+        state, replanned, reason = self._walk_to(budget_tokens, end, controls)
+        return self._request(state, end, controls.at(end), replanned, reason)
+
+    def _controls(self) -> ControlHistory:
+        """The governed control state by ledger position (RFC 0020): a walk reads each record's
+        own, so a rebuild states what the continuing walk stated at every position."""
+        source = self.control
+        if source is None:
+            return ControlHistory.constant(None)
+        history = getattr(source, "control_history", None)
+        if callable(history):
+            found = history()
+            assert isinstance(found, ControlHistory)
+            return found
+        return ControlHistory.constant(source.control_state())
 
     def rebuild(self, *, budget_tokens: int) -> None:
         """Forget the persisted state of ``budget_tokens``: the next request walks the ledger
@@ -210,25 +224,30 @@ class SessionProjector:
         return resolve_limit(self.store, at, limit_pos)[1]
 
     # -- the walk -----------------------------------------------------------------------------------
-    def _walk_to(self, budget: int, end: int, control: object) -> tuple[WalkState, bool, str | None]:
+    def _walk_to(self, budget: int, end: int,
+                 controls: ControlHistory) -> tuple[WalkState, bool, str | None]:
         state = self._states.get(budget)
         if state is None or state.pos > end:
-            state = self._load(budget, end, control)
+            state = self._load(budget, end, controls)
         replanned, reason = False, None
         if state is None:
             start = checkpoint_turn(self.store, end, self.session.checkpoint_turns)
-            state = self._replan(budget, start.pos + 1, control, reason="checkpoint")
+            state = self._replan(budget, start.pos + 1, controls.at(start.pos + 1),
+                                 reason="checkpoint")
             replanned, reason = True, "checkpoint"
         try:
             for stored in self.store.records_between(state.pos, end):
+                # The governed state as of this record (RFC 0020), not as of the request.
+                control = controls.at(stored.pos + 1)
                 why = self._step(state, stored, control)
                 if why is not None:
                     state = self._replan(budget, stored.pos + 1, control, reason=why)
                     replanned, reason = True, why
                 else:
                     state.pos = stored.pos + 1
-            # The governed state may have grown since the last record was walked (or since the
-            # state was saved): the request must still hold its budget.
+            # The governed state may have grown since the last record was walked (a compaction
+            # sealed at this very position): the request must still hold its budget.
+            control = controls.at(end)
             if state.frozen_tokens + state.appended_tokens() + self._tail_cost(
                     state, self._tail(state, end, control)) > budget:
                 state = self._replan(budget, end, control, reason="over_budget")
@@ -658,7 +677,7 @@ class SessionProjector:
         self.epochs.save(EpochState(key=state.key, start=state.start,
                                     frozen=msgspec.json.encode(frozen)))
 
-    def _load(self, budget: int, end: int, control: object) -> WalkState | None:
+    def _load(self, budget: int, end: int, controls: ControlHistory) -> WalkState | None:
         """The persisted epoch that holds position ``end`` (re-planned again when it is an
         earlier epoch than the persisted one), or None when the walk must start over."""
         key = self.state_key(budget)
@@ -680,7 +699,8 @@ class SessionProjector:
         if not earlier:
             return None
         start = earlier[-1]
-        return self._replan(budget, start.limit_pos, control, reason=start.reason)
+        return self._replan(budget, start.limit_pos, controls.at(start.limit_pos),
+                            reason=start.reason)
 
     def _restore(self, budget: int, start: EpochStart, frozen: Persisted) -> WalkState | None:
         """The saved epoch as a walk state; None when it names a turn the ledger does not hold
