@@ -164,6 +164,26 @@ def _compact_locked(
         if latest is not None and not control_snapshots(continuity, sid, latest.envelope_id):
             _record_snapshot(continuity, sid, latest.envelope_id, ledger.end_pos(), clock)
         return CompactionResult(report, None, (), ())
+    # The governed facts, the journal and the envelope in one transaction (one commit, one disk
+    # flush on SQLite, where each fact was its own: RFC 0024); the archive above is the episode
+    # store's and is written before, so this holds no lock another store waits for.
+    batch = getattr(continuity.backend, "batch", None)
+    with batch() if callable(batch) else contextlib.nullcontext():
+        return _govern_and_seal(ledger, episodes, continuity, archived, report,
+                                session=session, clock=clock)
+
+
+def _govern_and_seal(
+    ledger: LedgerStore,
+    episodes: EpisodeStore,
+    continuity: ContinuityStore,
+    archived: list[Episode],
+    report: ArchiveReport,
+    *,
+    session: SessionConfig,
+    clock: Callable[[], datetime],
+) -> CompactionResult:
+    """The governed state the archived ``episodes`` leave, then the envelope sealing them."""
     now = clock()
     if continuity.session_identity(sid) is None:
         continuity.set_session_identity(SessionIdentity(

@@ -64,6 +64,7 @@ from holon_ctx.projection.model import (
     ControlSource,
     ControlState,
     EpisodeSource,
+    Form,
     Priority,
     RecallQuery,
     Section,
@@ -84,7 +85,7 @@ from holon_ctx.projection.retention import (
     judged_beside,
     may_join_fold_run,
 )
-from holon_ctx.projection.sections import held_words
+from holon_ctx.projection.sections import environment_blocks, held_words
 from holon_ctx.projection.session_state import (
     Layout,
     Persisted,
@@ -102,7 +103,8 @@ from holon_ctx.projection.session_state import (
     session_manifest,
 )
 from holon_ctx.projection.tail import Tail, tail_blocks
-from holon_ctx.projection.view import continuation_anchor
+from holon_ctx.projection.topics import input_topic, is_required
+from holon_ctx.projection.view import continuation_anchor, units_of
 from holon_ctx.projection.waits import settle_waits
 from holon_ctx.tokens import TokenCounter, store_counter
 
@@ -110,7 +112,7 @@ __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "Ses
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/7"
+ENGINE_VERSION: Final = "session/8"
 #: Turns whose records measure how fast the history grows, for the low-water mark.
 GROWTH_TURNS: Final = 16
 #: Tokens a record's label line and framing add to its body in the history (about).
@@ -118,6 +120,8 @@ RECORD_OVERHEAD: Final = 12
 #: The lowest share of the budget a re-plan fills, however fast the history grows: below it a
 #: re-plan keeps little beyond the pinned turns (which raise the plan's budget anyway).
 MIN_LOW_WATER: Final = 0.1
+#: How many times the score an episode was left out at it must now reach to re-plan for it.
+_REWEIGH: Final = 2.0
 
 
 class SessionProjector:
@@ -294,7 +298,7 @@ class SessionProjector:
                 state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
                 if isinstance(rec, Message) and rec.by_operator and not state.whole:
                     # A whole epoch shows every turn an episode was made of: nothing to recall.
-                    why = self._recall_gap(state, limit)
+                    why = self._recall_gap(state, limit) or self._topic_gap(state, limit)
                     if why is not None:
                         return why
                 if (isinstance(rec, TaskResult) and rec.spawned_by_turn_id
@@ -359,10 +363,30 @@ class SessionProjector:
         query = RecallQuery(current=cur, window_first_seq=cur.turn.seq,
                             work_item_id=state.work_item_id, limit_pos=limit, query_text=words,
                             refs=frozenset())
-        weighed = {e.ref for e in state.manifest.episodes}
+        # An episode the plan weighed and left out counts as weighed only at the score it had
+        # then: an early decision weighed against the filler that followed it scores near
+        # nothing, and once the operator's words return to it, it must compete again (issue 25,
+        # item 3). Doubling is asked so a score that merely wobbles never re-plans twice.
+        weighed = {e.ref: (e.score if e.representation == "omitted" else math.inf)
+                   for e in state.manifest.episodes}
         for ep in self.episodes.recall(query, self.policy.recall):
-            if ep.priority <= Priority.HIGH and ep.ref not in weighed:
+            if ep.priority <= Priority.HIGH and ep.score > _REWEIGH * weighed.get(ep.ref, -1.0):
                 return "episode_recalled"
+        return None
+
+    def _topic_gap(self, state: WalkState, limit: int) -> str | None:
+        """The operator's words are about a decision of the newest high turns that the history
+        does not show (RFC 0030): re-plan, so it leads the plan as it would a stateless one. The
+        read is the planner's first tier of high turns, so it is bounded like the plan's."""
+        cur = state.current
+        if cur is None or not input_topic(cur):
+            return None
+        found = self.store.high_turns_before(cur.turn.seq, self.policy.high_turns_per_tier, limit)
+        units = units_of(self.store, found, limit)
+        topic = input_topic(cur, units)
+        for unit in units:
+            if unit.turn.id not in state.shown and is_required(unit, topic):
+                return "relevant_decision_not_in_history"
         return None
 
     def _work_item_of(self, stored: StoredRecord, state: WalkState) -> str | None:
@@ -482,6 +506,9 @@ class SessionProjector:
         lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
         low_water = plan_budget = self._low_water(budget, limit)
         whole = self._opens_ledger(limit)
+        # A whole epoch's plan holds the environment as the planner chooses (the baselines send
+        # it whole); a planned epoch's form is fixed by the budget alone (_environment_form).
+        env_form = None if whole else self._environment_form(budget, limit)
         tried_full = shrinking = False
         over = step = 0
         for _ in range(16):
@@ -489,7 +516,7 @@ class SessionProjector:
                 frozen = replan(self.store, self.renderer, self.policy, self._facts,
                                 self.episodes, control,  # type: ignore[arg-type]
                                 limit_pos=limit, budget_tokens=plan_budget,
-                                headers=self._headers)
+                                headers=self._headers, environment_form=env_form)
             except BudgetTooSmallError as exc:
                 if tried_full or plan_budget >= budget:
                     # Said against the caller's budget: the pinned part the planner could not
@@ -527,6 +554,20 @@ class SessionProjector:
             return state
         raise BudgetTooSmallError(budget + max(over, 1), budget,
                                   "the pinned references and the current state")
+
+    def _environment_form(self, budget: int, limit: int) -> Form | None:
+        """The environment's form in a planned epoch: whole when its full form takes at most
+        ``entry_share`` of the budget (the most one record may take in the history), else its
+        compact lines. Decided by the budget and the record alone, so every re-plan of a
+        session at this budget sends the same stable prefix: left to the planner, the form
+        followed the plan budget (whole, clipped at one point, clipped at another), and each
+        re-plan rewrote the whole request from its system message on (RFC 0025)."""
+        env = self.store.latest_environment(limit)
+        if env is None:
+            return None
+        _, full, _ = environment_blocks(env, self.renderer)
+        fits = self.renderer.rendered(full).tokens <= budget * self.session.entry_share
+        return Form.FULL if fits else Form.COMPACT
 
     def _low_water(self, budget: int, limit: int) -> int:
         """The low-water mark of a re-plan at ``limit`` (RFC 0025, decision 2): the largest share
