@@ -52,7 +52,7 @@ import attrs
 from holon_ctx.calibration import Calibration
 from holon_ctx.compaction import CompactionResult, SessionConfig
 from holon_ctx.continuity import ContinuityStore
-from holon_ctx.errors import BudgetTooSmallError, InputError, LedgerFormatError
+from holon_ctx.errors import BudgetTooSmallError, InputError, LedgerFormatError, quote_value
 from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.records import (
     Brief,
@@ -287,7 +287,7 @@ class Session:
         if counter.identity != self.store.counter_identity:
             switch = getattr(self.store, "use_counter", None)
             if not callable(switch):
-                raise InputError(f"model {profile.model!r} counts with {counter.identity}, and "
+                raise InputError(f"model {quote_value(profile.model)} counts with {counter.identity}, and "
                                  f"this store counts with {self.store.counter_identity} and "
                                  "cannot switch: open the store with that counter",
                                  source=where, path="model")
@@ -490,7 +490,7 @@ class Session:
         w = "wake"
         trigger = check_trigger(w, "trigger", trigger)
         if trigger in _TURN_HELPERS:
-            raise InputError(f"{trigger!r} turns are opened by {_TURN_HELPERS[trigger]}()",
+            raise InputError(f"{quote_value(trigger)} turns are opened by {_TURN_HELPERS[trigger]}()",
                              source=w, path="trigger")
         label = None if label is None else check_text(w, "label", label)
         anchor = None if continues is None else check_turn_ref(w, "continues", continues)
@@ -518,7 +518,7 @@ class Session:
                 raise InputError(f"expected a ToolCall, got {type(call).__name__}", source=w,
                                  path=f"tool_calls[{i}]")
             if call.call_id in seen or call.call_id in self._pending:
-                raise InputError(f"duplicate call id {call.call_id!r}", source=w,
+                raise InputError(f"duplicate call id {quote_value(call.call_id)}", source=w,
                                  path=f"tool_calls[{i}].call_id")
             seen.add(call.call_id)
         self._catch_up(w)
@@ -557,7 +557,7 @@ class Session:
         call_id = check_id(w, "call_id", call_id)
         call = self._pending.get(call_id) or self._late.get(call_id)
         if call is None:
-            raise InputError(f"no tool call {call_id!r} is waiting for a result (announce calls "
+            raise InputError(f"no tool call {quote_value(call_id)} is waiting for a result (announce calls "
                              "with assistant_message(tool_calls=...))", source=w, path="call_id")
         ref = self._tool(w, call.turn_id, call.name, call.arguments, output, status=status,
                          exit_code=exit_code, side_effect=side_effect,
@@ -694,7 +694,7 @@ class Session:
         target = check_id(w, "target", target)
         note = check_text(w, "note", note)
         if self.store.get(target) is None:
-            raise InputError(f"{target!r} is not in the ledger (give a ref such as "
+            raise InputError(f"{quote_value(target)} is not in the ledger (give a ref such as "
                              "'message:m12')", source=w, path="target")
         return self._in_current_turn(w, lambda turn, b: Pin(
             id=b.new_id("pin", "p"), turn_id=turn, target=target, note=note))
@@ -820,7 +820,7 @@ class Session:
                                 "cache_read_input_tokens"), counts, strict=True):
             if value is None or value < 0:
                 raise InputError(f"expected a count of tokens (an integer, 0 or more), got "
-                                 f"{value!r}", source=w, path=name)
+                                 f"{quote_value(value)}", source=w, path=name)
         observed = sum(c or 0 for c in counts)
         if request is None:
             request = self._last_request
