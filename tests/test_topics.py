@@ -1,4 +1,4 @@
-"""Issue 25 items 4 and 5 (RFC 0029): required items at a quarter to three quarters of the whole
+"""Issue 25 items 4 and 5 (RFC 0030): required items at a quarter to three quarters of the whole
 size, and older topics ranked by what the current input is about.
 
 The ledgers are of the shape of Holon's projection-eval cases (long conversations with an early
@@ -196,7 +196,7 @@ def test_a_new_topic_does_not_carry_the_abandoned_action(lang: str, a_turns: int
     """The abandoned topic's action is the first evidence to go: not shown at half, three
     quarters and 95% of the whole size, nor at the whole size less one token; the current input
     is. (Stateless only: a session shows what it appended since its last re-plan as it was sent,
-    RFC 0029 "Limits".)"""
+    RFC 0030 "Limits".)"""
     b, action, current = new_topic(lang, a_turns)
     whole = whole_size(b)
     budget = whole - 1 if fraction == 1 else int(whole * fraction)

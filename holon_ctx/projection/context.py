@@ -54,7 +54,7 @@ class Context:
     #: current turn, the turn before it, an agent loop's previous step and the continuation
     #: anchor. The model acts on these as it reads them, so none points back at other output.
     verbatim: frozenset[str] = frozenset()
-    #: The terms of the operator's words in the current turn (RFC 0029, :mod:`.topics`): older
+    #: The terms of the operator's words in the current turn (RFC 0030, :mod:`.topics`): older
     #: turns sharing them rank first in their class; empty when the operator did not speak.
     topic: frozenset[str] = frozenset()
 

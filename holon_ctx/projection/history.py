@@ -193,7 +193,8 @@ class HighTurns:
         """Turns up to this sequence are archived: their episodes represent them, not turns."""
         if not self._frontier_known:
             source = self.history.episodes
-            self._frontier = None if source is None else source.archived_through(self.before)
+            self._frontier = None if source is None else source.archived_through(
+                self.before, self.history.ctx.view.limit_pos)
             self._frontier_known = True
         return self._frontier
 

@@ -68,7 +68,7 @@ GROW_NEWEST_ROUND = 4.5
 #: The round of every other turn's grow step: after every other step of every tier, so a field
 #: is cut to its cap only when the whole budget binds.
 GROW_ROUND = float(1 << 40)
-#: The round of a deferred item's full form (an unrelated topic's decision, RFC 0029): after
+#: The round of a deferred item's full form (an unrelated topic's decision, RFC 0030): after
 #: every other step, grow steps included.
 DEFERRED_ROUND = GROW_ROUND + 1
 
@@ -118,7 +118,7 @@ class Bound:
     round: int
     section: Section
     order: int
-    #: The chunk may hold required items, whose steps lead their round (RFC 0029).
+    #: The chunk may hold required items, whose steps lead their round (RFC 0030).
     lead: bool = False
 
 

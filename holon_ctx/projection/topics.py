@@ -1,6 +1,6 @@
 """Topics: which older turns the current input is about, and which of them hold a decision.
 
-Theory of operation (RFC 0029). The *topic* of a projection is the operator's words in the
+Theory of operation (RFC 0030). The *topic* of a projection is the operator's words in the
 current turn, cut into terms by the one tokeniser recall uses (:mod:`holon_ctx.memory.terms`:
 words for English, character bigrams for Chinese and Japanese). A turn is *relevant to the current
 input* when its own words — the operator's, the assistant's, its briefs' — share at least

@@ -70,7 +70,7 @@ class TurnItems:
     def item(self, unit: TurnUnit, section: Section, order: int, position: tuple[int, ...],
              chain: str | None, tier: int = 0, required: bool = False) -> Item:
         """The item of one turn; ``required``: a decision the current input is about, whose
-        steps lead its tier (RFC 0029; window pages only, see :meth:`tier`)."""
+        steps lead its tier (RFC 0030; window pages only, see :meth:`tier`)."""
         ctx, r = self.ctx, self.r
         priority, reasons = self.retention.priority(unit)
         # Another work item's turn the current chain links to (or the continuation anchor) is
@@ -205,7 +205,7 @@ class TurnItems:
 
         def rank(u: TurnUnit) -> tuple[int, int, int, int]:
             # Pinned first, then current-chain turns, then turns relevant to the current input,
-            # unrelated ones, unrelated decisions (RFC 0029); each newest first.
+            # unrelated ones, unrelated decisions (RFC 0030); each newest first.
             return (0 if u.turn.id in pinned else 1, 0 if chain_of(u.turn.id) else 1,
                     self._topic_rank(u), -u.turn.seq)
 
