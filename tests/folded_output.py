@@ -67,6 +67,16 @@ def shown_whole(record: Record, ref: str, text: str) -> bool:
     return fence is not None and reads_back(body.split("\n")[:-1], fence[1], text, fence[0])
 
 
+def _as_quoted_label(body: str) -> str:
+    """A one-line runtime text as a label line shows it whole (RFC 0027): between straight
+    double quotes, its own quotes and backslashes escaped. A text of several lines never matches
+    (a label flattens it, which is not verbatim)."""
+    line = body.removesuffix("\n")
+    if not line or "\n" in line:
+        return "\0"
+    return '"' + line.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def verbatim_or_pointer(record: Record, ref: str, text: str) -> str:
     """``""`` when ``record``'s text is in ``text`` with every line as the record has it — no
     note of RFC 0016 in place of any line, only quoted notes neutralised — or cut to fit with a
@@ -78,7 +88,8 @@ def verbatim_or_pointer(record: Record, ref: str, text: str) -> str:
         return ""
     fence = fence_body(text, ref)
     if fence is None:
-        return "" if body in text or f"full text: {ref}" in text else f"{ref}: not shown"
+        return "" if (body in text or _as_quoted_label(body) in text
+                      or f"full text: {ref}" in text) else f"{ref}: not shown"
     at, lines = fence
     for line in lines:
         if _ABOVE.match(line) or _AS_IN.match(line):

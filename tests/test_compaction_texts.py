@@ -37,7 +37,7 @@ long_texts = st.builds(lambda unit, times: (unit * times), st.text(_ALPHABET, mi
 texts = st.one_of(short_texts, short_texts, long_texts)
 ids = st.text(st.sampled_from("abcxyz019-_."), min_size=1, max_size=8)
 
-EXAMPLES = sized(200, 5000)
+EXAMPLES = sized(100, 2000)
 
 
 # -- the fitting functions ---------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def test_a_long_objective_keeps_its_lines_and_is_cut_with_its_ref() -> None:
     assert not check_field("objective", fitted)
 
 
-@settings(max_examples=sized(200, 2000), deadline=None)
+@settings(max_examples=sized(200, 1000), deadline=None)
 @given(text=st.text(), suffix=st.text(max_size=40), where=st.none() | st.text(max_size=40))
 def test_any_text_fits_the_envelope(text: str, suffix: str, where: str | None) -> None:
     """Whatever the text, the fitted id passes the envelope's id rule and the fitted objective
