@@ -103,9 +103,10 @@ class Calibration:
         assert self._factor is not None
         return self._factor
 
-    def planned_budget(self, budget_tokens: int) -> int:
-        """The budget a plan is made under so the provider's count stays within ``budget_tokens``."""
-        return max(1, math.floor(budget_tokens / self.factor() + 1e-9))
+    def planned_budget(self, budget_tokens: int, factor: float | None = None) -> int:
+        """The budget a plan is made under so the provider's count stays within ``budget_tokens``
+        (``factor``: the one :meth:`factor` just gave, so the observations are read once)."""
+        return max(1, math.floor(budget_tokens / (factor or self.factor()) + 1e-9))
 
     def record(self, observation: Observation) -> None:
         self.store.add(observation)

@@ -363,8 +363,10 @@ class Session:
             self._load_state()
         return end
 
-    def _batch(self, where: str) -> _Batch:
-        return _Batch(self.store, self._catch_up(where))
+    def _batch(self, where: str, end: int | None = None) -> _Batch:
+        """A batch from the ledger's ``end`` (read now unless the helper just read it: one
+        read of the end per helper call, a round trip on a server)."""
+        return _Batch(self.store, self._catch_up(where) if end is None else end)
 
     def _append(self, where: str, batch: _Batch) -> None:
         try:
@@ -383,9 +385,9 @@ class Session:
 
     def _open(self, where: str, trigger: str, *, anchor: str | None = None,
               work_item: str | None = None, label: str | None = None,
-              noop: bool = False) -> _Opening:
+              noop: bool = False, end: int | None = None) -> _Opening:
         """Start a batch that closes the current turn and opens a new one."""
-        batch = self._batch(where)
+        batch = self._batch(where, end)
         for call_id, call in self._pending.items():
             # A call left without a result when its turn closes (docs/import.md does the same).
             batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
@@ -521,16 +523,16 @@ class Session:
                 raise InputError(f"duplicate call id {quote_value(call.call_id)}", source=w,
                                  path=f"tool_calls[{i}].call_id")
             seen.add(call.call_id)
-        self._catch_up(w)
+        end = self._catch_up(w)
         turn = self._turn
         if turn is None or turn.has_reply:
             anchor = None if turn is None else (
                 turn.anchor if turn.trigger == AGENT_STEP and turn.anchor else turn.id)
-            opening: _Opening | None = self._open(w, AGENT_STEP, anchor=anchor)
+            opening: _Opening | None = self._open(w, AGENT_STEP, anchor=anchor, end=end)
             assert opening is not None
             batch, tid = opening.batch, opening.turn.id
         else:
-            opening, batch, tid = None, self._batch(w), turn.id
+            opening, batch, tid = None, self._batch(w, end), turn.id
         ref = batch.add(Message(id=batch.new_id("message", "m"), turn_id=tid,
                                 role=MessageRole.ASSISTANT, text=text))
         if opening is not None:
@@ -762,7 +764,7 @@ class Session:
         # Planned under budget / factor: the provider's count of the request, as far as its
         # reported usage teaches, stays within the budget (holon_ctx.calibration).
         factor = self.calibration.factor()
-        planned = self.calibration.planned_budget(budget)
+        planned = self.calibration.planned_budget(budget, factor)
         framing = self._projectors[Layout.MESSAGES].framing.stateless(MAX_MESSAGES)
         if planned <= framing:
             raise BudgetTooSmallError(math.ceil((framing + 1) * factor), budget,

@@ -91,3 +91,37 @@ def test_a_request_unread_at_close_keeps_its_text(tmp_path: Path, walks: list[La
     with holon_ctx.open_session(tmp_path / "a.db") as again:
         same = again.next_request(1000, at=request.current_turn).text
     assert same == request.text
+
+
+def test_a_turn_reads_the_ledgers_end_once_per_helper_and_the_usage_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No re-read of what the session just read (issue 29; a round trip each on a server): a
+    reply that opens an agent-step turn reads the ledger's end once, as every helper does, and
+    a request reads the model's usage observations once (the factor and the planned budget
+    from one read)."""
+    session = holon_ctx.open_session(tmp_path / "agent.db")
+    session.operator_message("Fix the failing test.")
+    session.assistant_message("Looking.", tool_calls=[holon_ctx.ToolCall("c1", "bash", "ls")])
+    session.tool_result("c1", "a.py")
+    ends: list[int] = []
+    real_end = type(session.store).end_pos
+
+    def end_pos(store: object) -> int:
+        ends.append(1)
+        return real_end(store)  # type: ignore[arg-type]
+    monkeypatch.setattr(type(session.store), "end_pos", end_pos)
+    session.assistant_message("Again.", tool_calls=[holon_ctx.ToolCall("c2", "bash", "ls")])
+    assert len(ends) == 1
+    ends.clear()
+    session.tool_result("c2", "a.py b.py")
+    assert len(ends) == 1
+    reads: list[str] = []
+    real_recent = type(session.calibration.store).recent
+
+    def recent(store: object, model: str, n: int) -> object:
+        reads.append(model)
+        return real_recent(store, model, n)  # type: ignore[arg-type]
+    monkeypatch.setattr(type(session.calibration.store), "recent", recent)
+    session.next_request(8192).openai_messages  # noqa: B018 - what a runtime reads
+    assert len(reads) == 1
+    session.close()

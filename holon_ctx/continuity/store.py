@@ -114,10 +114,8 @@ class ContinuityStore:
 
     def __init__(self, source: str | os.PathLike[str] | sqlite3.Connection | ContinuityBackend,
                  *, timeout: float = 5.0) -> None:  # timeout: seconds a write waits (SQLite)
-        if isinstance(source, str | os.PathLike | sqlite3.Connection):
-            self._backend: ContinuityBackend = SQLiteBackend(source, timeout=timeout)
-        else:
-            self._backend = source
+        self._backend: ContinuityBackend = (SQLiteBackend(source, timeout=timeout) if isinstance(
+            source, str | os.PathLike | sqlite3.Connection) else source)
         self._newest: tuple[bytes | None, Envelope | None] = (None, None)  # validated once
 
     @classmethod
