@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from stateless_cli import stateless
 
 import holon_ctx
 from holon_ctx.cli.main import main
@@ -55,7 +56,7 @@ def _conversation(turns: int, path: Path) -> Path:
 
 def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     capsys.readouterr()
-    assert main(argv) == 0
+    assert main(stateless(argv)) == 0
     return capsys.readouterr().out
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from demo_story import KEY_REFS, KEY_TURNS
+from stateless_cli import stateless
 
 from holon_ctx.cli.common import open_control_source
 from holon_ctx.cli.episodes_cmd import open_episode_source
@@ -42,7 +43,7 @@ def project(db: Path, budget: int, at: str | None = None) -> Projection:
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
-    code = main(list(argv))
+    code = main(stateless(list(argv)))
     out = capsys.readouterr()
     assert code == 0, out.err
     return out.out, out.err

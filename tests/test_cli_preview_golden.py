@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from stateless_cli import stateless
 
 from holon_ctx.cli.main import main
 from holon_ctx.cli.preview import print_preview
@@ -43,7 +44,7 @@ def check_golden(name: str, actual: str) -> None:
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    code = main(list(argv))
+    code = main(stateless(list(argv)))
     out = capsys.readouterr()
     assert code == 0, out.err
     return out.out

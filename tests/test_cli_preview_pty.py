@@ -45,8 +45,10 @@ def run_in_pty(argv: list[str], *, columns: int, rows: int = 50, pager: str = "c
 
 
 def test_preview_in_a_terminal_is_coloured_and_readable() -> None:
-    """On a 256-colour terminal the preview has colour, a header, budget bars and the sections."""
-    out = run_in_pty(["preview", str(SMALL), "--budget", "700"], columns=100)
+    """On a 256-colour terminal the preview has colour, a header, budget bars and the sections
+    (of the stateless plan: the session request's are its messages, test_preview_is_sent)."""
+    out = run_in_pty(["preview", str(SMALL), "--budget", "700", "--mode", "stateless"],
+                     columns=100)
     assert "\x1b[" in out
     seen = _ANSI.sub("", out)
     lines = seen.splitlines()

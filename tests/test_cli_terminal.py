@@ -127,10 +127,11 @@ def test_project_text_is_exact_into_a_pipe_and_safe_on_a_terminal(tmp_path: Path
     import_jsonl(src, store)
     library = Projector(store).project(budget_tokens=int(BUDGET)).text
     assert "\x1b]0;pwned\x07" in library  # the library never changes text
-    piped = in_pipe("project", str(src), "--budget", BUDGET)
+    # The stateless plan, as the library's Projector makes it (the session's: test_preview_is_sent).
+    piped = in_pipe("project", str(src), "--budget", BUDGET, "--mode", "stateless")
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout.decode("utf-8") == library
-    status, shown = in_terminal("project", str(src), "--budget", BUDGET)
+    status, shown = in_terminal("project", str(src), "--budget", BUDGET, "--mode", "stateless")
     assert status == 0, shown
     assert _raw_in(shown) == []
     assert "\\x1b]0;pwned\\x07" in shown

@@ -371,7 +371,7 @@ def test_transcript_sources_work_wherever_a_ledger_does(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """project, stats and export accept a transcript file as SOURCE, and it round-trips as JSONL."""
     src = write(tmp_path, "run.traj.json", SWE)
-    assert main(["project", str(src), "--budget", "600"]) == 0
+    assert main(["project", str(src), "--budget", "600", "--mode", "stateless"]) == 0
     text = capsys.readouterr().out
     # The relation line right above the current turn's heading names its anchor (RFC 0015).
     assert ("(continuation anchor: turn:t1)\n### turn:t16 · x-agent-step\n") in text

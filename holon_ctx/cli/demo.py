@@ -39,7 +39,7 @@ def _demo_stamp(data: bytes) -> str:
     h = hashlib.sha256(data)
     # The recipe changes when the build does more (episodes, then a continuity envelope), so an
     # older demo database is rebuilt rather than shown without what the build now adds.
-    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/3".encode())
+    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/4".encode())
     return h.hexdigest()
 
 

@@ -43,6 +43,8 @@ class Difference(msgspec.Struct, kw_only=True):
     first_difference: str | None
     #: Tokens the two prompts share from the start: what a provider's prompt cache can reuse.
     shared_prefix_tokens: int
+    #: ``session``: the two session requests a runtime gets (the default); ``stateless``.
+    mode: str = "session"
 
 
 def _side(p: Projection) -> dict[str, Any]:
@@ -71,11 +73,21 @@ def diff(a: Projection, b: Projection, counter: TokenCounter) -> Difference:
                 for sa, sb in zip(a.manifest.sections, b.manifest.sections, strict=True)]
     identical: list[str] = []
     first_difference = None
-    for section in SECTION_ORDER:
-        if a.section_text.get(section, "") != b.section_text.get(section, ""):
-            first_difference = section.value
-            break
-        identical.append(section.value)
+    if a.manifest.session is not None and b.manifest.session is not None:
+        # Session requests are compared by their places, not by planned sections: the stable
+        # prefix, then everything after it (as_projection keeps the prefix as the environment).
+        if a.stable_prefix != b.stable_prefix:
+            first_difference = "stable_prefix"
+        else:
+            identical.append("stable_prefix")
+            if a.text != b.text:
+                first_difference = "history_or_current_state"
+    else:
+        for section in SECTION_ORDER:
+            if a.section_text.get(section, "") != b.section_text.get(section, ""):
+                first_difference = section.value
+                break
+            identical.append(section.value)
     ta, tb = counter.encode(a.text), counter.encode(b.text)
     shared = next((i for i, (x, y) in enumerate(zip(ta, tb, strict=False)) if x != y),
                   min(len(ta), len(tb)))

@@ -12,7 +12,7 @@ from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
 
-__all__ = ["EpochView", "epoch_view"]
+__all__ = ["EpochView", "after_previous", "epoch_view"]
 
 
 @attrs.frozen
@@ -50,6 +50,16 @@ def _epoch_view(store: LedgerStore, projector: Projector, budget: int, at: str |
     session = SessionProjector(store, projector.counter, layout=Layout.MESSAGES,
                                episodes=projector.episodes, control=projector.control,
                                policy=projector.policy, epochs=epochs)
+    request = after_previous(session, store, budget, at)
+    info = request.manifest.session or {}
+    return EpochView(request=request, started_at=str(info.get("epoch_started_at", "?")),
+                     reason=str(info.get("epoch_reason", "?")))
+
+
+def after_previous(session: SessionProjector, store: LedgerStore, budget: int,
+                   at: str | None) -> SessionRequest:
+    """``session``'s request as of ``at`` (default: the newest turn), made right after the one
+    for the turn before it: a runtime asks every turn, so its cached share is that one's."""
     target = at
     if target is None:
         latest = store.latest_turn(store.end_pos())
@@ -61,7 +71,4 @@ def _epoch_view(store: LedgerStore, projector: Projector, budget: int, at: str |
             before = store.turns_before(current.record.seq, 1, current.pos + 1)
             if before and isinstance(before[0].record, Turn):
                 session.request(budget_tokens=budget, at=before[0].record.id)
-    request = session.request(budget_tokens=budget, at=at)
-    info = request.manifest.session or {}
-    return EpochView(request=request, started_at=str(info.get("epoch_started_at", "?")),
-                     reason=str(info.get("epoch_reason", "?")))
+    return session.request(budget_tokens=budget, at=at)

@@ -77,6 +77,10 @@ class Explanation(msgspec.Struct, kw_only=True):
     #: The provider's count of the call made for the projected turn, beside holon_ctx's
     #: estimate, when a session recorded it (``Session.observe_usage``, RFC 0022).
     usage: dict[str, Any] | None = None
+    #: ``session``: the request a runtime gets at the turn (the default); ``stateless``: the
+    #: turn planned afresh. ``enters_at_budget`` is the stateless plan's either way (a session
+    #: re-plans at its own moments; docs/session.md).
+    mode: str = "session"
 
 
 _SHOWN = ("in_full", "excerpted", "clipped")

@@ -31,11 +31,13 @@ from rich.text import Text
 
 from holon_ctx.cli.layout import emit, hang, kv, pct, visible
 from holon_ctx.cli.preview_summary import detail_lines, glance_lines
+from holon_ctx.cli.session_view import part_blocks
 from holon_ctx.cli.wording import plural
 from holon_ctx.projection.formats import ALERT, FOLD_PREFIX, HEADING, RELATION_PREFIX, fence_parts
 from holon_ctx.projection.items import Block, BlockKind
-from holon_ctx.projection.model import SECTION_ORDER, Section
+from holon_ctx.projection.model import SECTION_ORDER, ControlState, Section
 from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection
+from holon_ctx.projection.session import SessionRequest
 
 __all__ = ["TAGS", "TrustOf", "print_preview", "tag_block_lines"]
 
@@ -66,6 +68,7 @@ _STRUCTURE_STYLES: tuple[tuple[str, str], ...] = (
 )
 
 BAR_CELLS = 40
+_SECTION_NAMES = frozenset(s.value for s in Section)
 
 
 def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]]:
@@ -190,7 +193,8 @@ def _representation(section: Section, decisions: Sequence[ItemDecision], fallbac
     return "mixed: " + ", ".join(f"{forms[k]} {k}" for k in order if forms[k])
 
 
-def header_lines(p: Projection, console: Console, epoch: str | None = None) -> list[Text]:
+def header_lines(p: Projection, console: Console, epoch: str | None = None, *,
+                 session: bool = False) -> list[Text]:
     from holon_ctx.projection.relation import RELATION_TEXT  # noqa: PLC0415 - cheap, keeps order
 
     m = p.manifest
@@ -201,7 +205,8 @@ def header_lines(p: Projection, console: Console, epoch: str | None = None) -> l
     # Each row glosses its word once (docs/concepts.md has the longer story).
     return [title, *kv(console, [
         ("used", f"{plural(p.used_tokens, 'token')} ({pct(p.used_tokens, p.budget_tokens)}) · counter "
-                 f"{p.counter}"),
+                 f"{p.counter}" + (" · the request a runtime sends at this turn: its provider "
+                                   "messages, framing included" if session else "")),
         ("relation", Text.assemble((p.relation.value, "bold blue"),
                                    f" — {RELATION_TEXT[p.relation]} (how the current input "
                                    "connects to earlier work)")),
@@ -210,7 +215,8 @@ def header_lines(p: Projection, console: Console, epoch: str | None = None) -> l
                    "none (the current turn stands alone: no continuation anchor)"),
         ("window", f"{plural(int(str(m.window.get('turns', 0))), 'earlier turn')} from {first}{reached} — "
                    "each weighed on its own; older turns return only in recalled episodes"),
-        *([("epoch", f"{epoch} — this view plans the turn afresh; the session projection "
+        *([("epoch", epoch if session else
+                     f"{epoch} — this view plans the turn afresh; the session projection "
                      "appends between re-plans (docs/session.md)")] if epoch else []),
     ])]
 
@@ -247,7 +253,9 @@ def bar_lines(p: Projection, console: Console, width: int) -> list[Text]:
     for s in p.manifest.sections:
         row = Text(f"{s.name:<{name_w}} │")
         row.append_text(_bar(s.used_tokens, s.allocated_tokens, p.budget_tokens, cells))
-        rep = _representation(Section(s.name), p.decisions, s.representation)
+        # A session request's current state is stated, not planned: no section of the plan.
+        rep = (_representation(Section(s.name), p.decisions, s.representation)
+               if s.name in _SECTION_NAMES else s.representation)
         row.append(f"│ {s.used_tokens:>6}/{s.allocated_tokens:<7}  ")
         out.extend(row_lines(row, rep, "dim" if rep == "empty" else ""))
     legend = Text(f"{'':<{name_w}}  ")
@@ -259,16 +267,20 @@ def bar_lines(p: Projection, console: Console, width: int) -> list[Text]:
     return out
 
 
-def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf) -> list[Text]:
-    lines = _Lines(console, width)
-    lines.text(Text("the prompt, as the model reads it", style="bold"))
+def _gutter_legend() -> Text:
     legend = Text("gutter: ", style="dim")
     for trust, (tag, style) in TAGS.items():
         if tag:
             legend.append(tag, style=style)
             legend.append(f" {_TRUST_WORDS[trust]}  ", style="dim")
     legend.append("(blank) written by holon-ctx", style="dim")
-    lines.out.extend(legend.wrap(console, width))
+    return legend
+
+
+def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf) -> list[Text]:
+    lines = _Lines(console, width)
+    lines.text(Text("the prompt, as the model reads it", style="bold"))
+    lines.out.extend(_gutter_legend().wrap(console, width))
     for section in SECTION_ORDER:
         items = p.section_items.get(section)
         if not items:
@@ -283,15 +295,38 @@ def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf
     return lines.out
 
 
+def request_lines(request: SessionRequest, console: Console, width: int,
+                  trust_of: TrustOf) -> list[Text]:
+    """The session request as the provider gets it: each message's role and place in the
+    request (what a prompt cache keeps), then its content behind the trust gutter."""
+    lines = _Lines(console, width)
+    lines.text(Text("the request, message by message, as the model reads it", style="bold"))
+    lines.out.extend(_gutter_legend().wrap(console, width))
+    for place, part, blocks in part_blocks(request, trust_of):
+        role = part.role.value + (f" (result of call {part.call_id})" if part.call_id else "")
+        lines.out.extend(Text(f"── {role} · {place}", style="bold reverse").wrap(console, width))
+        for block in blocks:
+            for kind, line in tag_block_lines(block, trust_of):
+                lines.add(kind, line)
+    return lines.out
+
+
 def print_preview(console: Console, p: Projection, trust_of: TrustOf, *,
-                  left_out_limit: int = 25, epoch: str | None = None) -> None:
+                  left_out_limit: int = 25, epoch: str | None = None,
+                  request: SessionRequest | None = None,
+                  control: ControlState | None = None) -> None:
     """Write the whole preview to ``console`` at its width: the header and budget bars, the
-    summary, the prompt with its trust gutter, then the details (folds, episodes, left out)."""
+    summary, the prompt with its trust gutter, then the details (folds, episodes, left out).
+    With ``request`` (``p`` is then :func:`~holon_ctx.cli.session_view.as_projection` of it),
+    the prompt is the session request's messages."""
     width = console.width
+    prompt = (section_lines(p, console, width, trust_of) if request is None
+              else request_lines(request, console, width, trust_of))
     parts: list[Iterable[Text]] = [
-        header_lines(p, console, epoch), [Text()], bar_lines(p, console, width), [Text()],
-        glance_lines(p, console), [Text()],
-        section_lines(p, console, width, trust_of), [Text()],
+        header_lines(p, console, epoch, session=request is not None), [Text()],
+        bar_lines(p, console, width), [Text()],
+        glance_lines(p, console, session=request is not None, control=control), [Text()],
+        prompt, [Text()],
         detail_lines(p, console, width, left_out_limit),
     ]
     lines: list[Text] = []

@@ -38,9 +38,10 @@ from holon_ctx.cli.common import (
 )
 from holon_ctx.cli.demo import DEMO_BUDGET, DEMO_DB, build_demo, build_demo_session
 from holon_ctx.cli.diff import Difference, diff
-from holon_ctx.cli.epochs_view import epoch_view
+from holon_ctx.cli.epochs_view import EpochView
 from holon_ctx.cli.explain import Explanation, explain
 from holon_ctx.cli.file_episodes import FileArchive
+from holon_ctx.cli.session_view import MODES, as_projection, runtime_request
 from holon_ctx.cli.terminal import SafeConsole, write_data_json
 from holon_ctx.errors import InputError, StoreError, quote_value
 from holon_ctx.ledger.store import LedgerStore
@@ -59,6 +60,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--db", metavar="PATH", default=str(DEMO_DB),
                    help=f"where to build the demo ledger (default {DEMO_DB}; reused when current); "
                         "a postgresql:// URL builds it into session 'demo' (or --session-key)")
+    mode_arg(p)
     _view_args(p, pager=True)
     p.set_defaults(func=cmd_demo)
 
@@ -69,7 +71,8 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser("explain", help="why one ref is in, compacted, folded, archived or out",
                               usage="holon-ctx explain (SOURCE | --db PATH [--session-key KEY]) --budget N "
-                                    "REF [--at TURN_ID] [--json] [--plain] [--width W]")
+                                    "REF [--at TURN_ID] [--mode {session,stateless}] [--json] [--plain] "
+                                    "[--width W]")
     # SOURCE is optional (--db replaces it) and REF is not, and options may sit between them
     # (`explain FILE --budget N REF`). argparse consumes each positional once, so both arrive as
     # operands: whatever it leaves over that is not an option joins them (see _intermixed).
@@ -80,7 +83,8 @@ def register(subparsers: Any) -> None:
                    help="a holon-ctx SQLite ledger, or a postgresql:// URL (with --session-key)")
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of the prompt")
-    p.add_argument("--at", metavar="TURN_ID", help="project as of an earlier turn")
+    p.add_argument("--at", metavar="TURN_ID", help="explain the request as of an earlier turn")
+    mode_arg(p)
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
     _view_args(p)
     p.set_defaults(func=cmd_explain)
@@ -90,12 +94,14 @@ def register(subparsers: Any) -> None:
                               usage="holon-ctx diff (SOURCE [--from {auto,ledger,openai,anthropic,"
                                     "swe-traj}] | --db PATH "
                                     "[--session-key KEY]) --budget N [--budget M] "
-                                    "[--at A --at B] [--json] [--plain] [--width W]")
+                                    "[--at A --at B] [--mode {session,stateless}] [--json] [--plain] "
+                                    "[--width W]")
     add_source_args(p)
     p.add_argument("--budget", type=positive_int, action="append", required=True, metavar="N",
                    help="token budget; give it twice to compare two budgets")
     p.add_argument("--at", action="append", metavar="TURN_ID",
                    help="project as of this turn; give it twice to compare two turns")
+    mode_arg(p)
     p.add_argument("--json", action="store_true", help="print the difference as JSON")
     _view_args(p)
     p.set_defaults(func=cmd_diff)
@@ -124,7 +130,16 @@ def _projection_args(p: argparse.ArgumentParser) -> None:
     add_source_args(p)
     p.add_argument("--budget", type=positive_int, required=True, metavar="N",
                    help="token budget of the prompt")
-    p.add_argument("--at", metavar="TURN_ID", help="project as of an earlier turn")
+    p.add_argument("--at", metavar="TURN_ID", help="show the request as of an earlier turn")
+    mode_arg(p)
+
+
+def mode_arg(p: argparse.ArgumentParser) -> None:
+    """``--mode``: what preview, explain and diff show (RFC 0024, decision 5)."""
+    p.add_argument("--mode", choices=MODES, default="session",
+                   help="session (default): the request a runtime's session sends at that turn, "
+                        "read from the ledger's saved epochs (nothing is written); stateless: "
+                        "the turn planned afresh, alone (docs/session.md)")
 
 
 def _columns(text: str) -> int:
@@ -193,23 +208,42 @@ def trust_lookup(store: LedgerStore) -> Callable[[str], str | None]:
     return trust_of
 
 
+def viewed(store: LedgerStore, projector: Projector, budget: int, at: str | None, mode: str,
+           archive: FileArchive | None = None) -> tuple[Projector, Projection, EpochView]:
+    """What ``preview``, ``explain`` and ``diff`` show of ``budget`` as of ``at``: in session
+    mode (the default) the session request a runtime gets there, as a projection
+    (cli/session_view.py); in stateless mode the stateless plan. Both with the runtime's epoch."""
+    if mode == "stateless" or FileArchive.applies(store, projector.episodes):
+        # A file's ledger: the stateless plan says whether the in-memory archive a library
+        # session would hold applies (cli/file_episodes.py); the session walks with it too.
+        projector, projection = planned(store, projector, budget, at, archive)
+        view = runtime_request(store, projector, budget, at)
+        return projector, (projection if mode == "stateless" else as_projection(view.request)), view
+    view = runtime_request(store, projector, budget, at)
+    return projector, as_projection(view.request), view
+
+
 def _preview(args: argparse.Namespace, budget: int, at: str | None) -> int:
     from holon_ctx.cli.preview import print_preview  # noqa: PLC0415 - only the view needs it
 
     with opened(args) as (store, projector):
-        projector, projection = planned(store, projector, budget, at)
-        epoch = epoch_view(store, projector, budget, at).line()
+        projector, projection, view = viewed(store, projector, budget, at, args.mode)
+        session = args.mode == "session"
+        shown: dict[str, Any] = {"epoch": view.line()}
+        if session:
+            shown["request"] = view.request
+            shown["control"] = projector.control.control_state() if projector.control else None
         out = console(plain=args.plain, width=args.width)
         pager = None if getattr(args, "no_pager", False) or not out.is_terminal else pager_command()
         if pager is None:
-            print_preview(out, projection, trust_lookup(store), epoch=epoch)
+            print_preview(out, projection, trust_lookup(store), **shown)
             return 0
         # Render once into a buffer with the terminal's width and colours, then decide.
         buf = io.StringIO()
         screen = SafeConsole(file=buf, width=out.width, force_terminal=True,
                          color_system=out.color_system,  # type: ignore[arg-type]
                          no_color=out.no_color, highlight=False, soft_wrap=False)
-        print_preview(screen, projection, trust_lookup(store), epoch=epoch)
+        print_preview(screen, projection, trust_lookup(store), **shown)
     text = buf.getvalue()
     if text.count("\n") < out.height:
         sys.stdout.write(text)
@@ -270,9 +304,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     args.source = None if args.db else operands[0]
     args.ref = operands[-1]
     with opened(args) as (store, projector):
-        projector, projection = planned(store, projector, args.budget, args.at)
+        projector, projection, view = viewed(store, projector, args.budget, args.at, args.mode)
         result = explain(store, projector, projection, args.ref)
-        view = epoch_view(store, projector, args.budget, args.at)
+        result.mode = args.mode
         result.session = {"epoch_started_at": view.started_at, "epoch_reason": view.reason,
                           "in_request": view.request.where(result.ref)}
         result.usage = usage_of(store, result.current_turn)
@@ -309,9 +343,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
                          "--at twice (two turns), or both")
     with opened(args) as (store, projector):
         archive = FileArchive(store)  # shared: two budgets as of one turn archive once
-        _, a = planned(store, projector, budgets[0], ats[0] if ats else None, archive)
-        _, b = planned(store, projector, budgets[-1], ats[-1] if ats else None, archive)
+        _, a, _ = viewed(store, projector, budgets[0], ats[0] if ats else None, args.mode,
+                         archive)
+        _, b, _ = viewed(store, projector, budgets[-1], ats[-1] if ats else None, args.mode,
+                         archive)
     result = diff(a, b, projector.counter)
+    result.mode = args.mode
     if args.json:
         write_data_json(to_json(result) + b"\n")
     else:

@@ -25,7 +25,7 @@ from rich.text import Text
 from holon_ctx.cli.explain import omission_reason
 from holon_ctx.cli.layout import hang, kv
 from holon_ctx.cli.wording import plural
-from holon_ctx.projection.model import SECTION_ORDER, Form, Priority, Section
+from holon_ctx.projection.model import SECTION_ORDER, ControlState, Form, Priority, Section
 from holon_ctx.projection.projector import ItemDecision, Projection
 
 __all__ = ["Column", "detail_lines", "glance_lines", "left_out_rows", "table_lines"]
@@ -178,15 +178,36 @@ def _left_out(p: Projection) -> str:
     return text
 
 
-def glance_lines(p: Projection, console: Console) -> list[Text]:
-    """The summary a newcomer reads first (budget bars come just before it)."""
+def _governed_stated(control: ControlState | None) -> str:
+    """The governed state a session request states in its current state (its last part)."""
+    counts = [] if control is None else [
+        (len(control.blocking), "control:blocking"),
+        (len(control.obligations), "control:obligations"),
+        (len(control.constraints), "control:constraints")]
+    parts = [f"{n} {_CONTROL[key][0 if n == 1 else 1]}" for n, key in counts if n]
+    if not parts:
+        return ("none: no governed store for this ledger (`holon-ctx compact --db PATH` seals one "
+                "when it archives old turns)" if control is None else "none held")
+    why = ("stated in the current state, the request's last part, because it comes from the "
+           "governed store (the continuity envelope), never from a summary: compaction cannot "
+           "drop it or grant authority")
+    if control is not None and control.blocking:
+        why += ". Reconcile = find out whether the side effect happened before acting again"
+    return f"{', '.join(parts)}, {why}"
+
+
+def glance_lines(p: Projection, console: Console, *, session: bool = False,
+                 control: ControlState | None = None) -> list[Text]:
+    """The summary a newcomer reads first (budget bars come just before it). ``session``: ``p``
+    is a session request's (its governed state is ``control``, stated in its last part)."""
     folded = sum(f.count for f in p.folds)
     kinds: Counter[str] = Counter()
     for f in p.folds:
         kinds.update(f.kinds)
     folds = (f"{plural(len(p.folds), 'run')}, {plural(folded, 'low-value turn')} "
              f"({_kinds(dict(kinds), 3)}), one counted line each" if p.folds else "nothing")
-    rows: list[tuple[str, str]] = [("governed", _governed(p)), ("folded", folds),
+    rows: list[tuple[str, str]] = [("governed", _governed_stated(control) if session
+                                    else _governed(p)), ("folded", folds),
                                    ("episodes", _episodes(p))]
     if p.manifest.episodes:
         rows.append(("score", RECALL_SCORE))

@@ -16,10 +16,14 @@ from holon_ctx.cli.common import (
     positive_int,
 )
 from holon_ctx.cli.episodes_cmd import open_episode_source
+from holon_ctx.cli.epochs_view import after_previous
 from holon_ctx.cli.file_episodes import FileArchive
 from holon_ctx.cli.terminal import write_data_json, write_data_text
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.epochs import ReadThroughEpochs
+from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.projection.framing import Framing
+from holon_ctx.projection.model import EpisodeSource
 from holon_ctx.projection.projector import Projection, Projector
 from holon_ctx.projection.providers import framing_tokens, to_anthropic_messages, to_openai_messages
 from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
@@ -43,11 +47,12 @@ def register(subparsers: Any) -> None:
                         "openai (messages) or anthropic (system + messages); for the providers "
                         "--budget includes their per-message framing (docs/providers.md)")
     p.add_argument("--json", action="store_true", help="print the manifest (same as --format json)")
-    p.add_argument("--mode", choices=("session", "stateless"), default=None,
-                   help="session: the cache-stable request a runtime sends (stable prefix, "
-                        "append-only history, current state last; docs/session.md); stateless: "
-                        "planned afresh for this turn alone (docs/projection.md). Default: "
-                        "session for openai/anthropic, stateless for text/json")
+    p.add_argument("--mode", choices=("session", "stateless"), default="session",
+                   help="session (default): the request a runtime's session sends at that turn "
+                        "(stable prefix, append-only history, current state last), read from "
+                        "the ledger's saved epochs without writing; text is its text view, json "
+                        "its manifest (docs/session.md); stateless: planned afresh for this turn "
+                        "alone (docs/projection.md)")
     p.set_defaults(func=cmd_project)
 
 
@@ -75,24 +80,37 @@ def project_from_args(args: argparse.Namespace, budget: int | None = None,
 
 
 def session_request_from_args(args: argparse.Namespace, layout: Layout) -> SessionRequest:
-    """The session projection's request as of ``--at`` (walked from the last checkpoint: the
-    CLI keeps no state, so it never writes to the database it reads)."""
+    """The session request a runtime gets as of ``--at``: the messages (``Session.next_request``),
+    or for ``layout`` text the text view of the same ledger position (``Request.text``). Walked
+    from the ledger's saved epochs, read through so that nothing is written (RFC 0024)."""
     store = open_source(args)
     episodes = open_episode_source(store)
     try:
         control = open_control_source(store)
         framing = model_of(args).framing
-        projector = SessionProjector(store, layout=layout, episodes=episodes, control=control,
-                                     framing=framing)
-        request = projector.request(budget_tokens=args.budget, at=args.at)
+
+        def request(source: EpisodeSource | None) -> SessionRequest:
+            # Fresh for each walk: the reader's own re-plans stay in it, and one made without
+            # the file's archive must not be continued with it (the key omits episodes).
+            epochs = ReadThroughEpochs(epoch_store_for(store))
+            try:
+                def projector(of: Layout) -> SessionProjector:
+                    return SessionProjector(store, layout=of, episodes=source, control=control,
+                                            framing=framing, epochs=epochs)
+                messages = after_previous(projector(Layout.MESSAGES), store, args.budget,
+                                          args.at)
+                if layout is Layout.MESSAGES:
+                    return messages
+                return projector(Layout.TEXT).request(budget_tokens=args.budget,
+                                                      limit_pos=messages.limit_pos)
+            finally:
+                epochs.close()
+
+        made = request(episodes)
         if not FileArchive.applies(store, episodes):
-            return request
+            return made
         # A file's ledger gets the episodes a library session would hold by now (item 8).
-        return FileArchive(store).plan(
-            request, lambda r: r.manifest, args.at,
-            lambda source: SessionProjector(store, layout=layout, episodes=source,
-                                            control=control, framing=framing).request(
-                                                budget_tokens=args.budget, at=args.at))
+        return FileArchive(store).plan(made, lambda r: r.manifest, args.at, request)
     finally:
         if episodes is not None:
             episodes.close()
@@ -103,10 +121,9 @@ def cmd_project(args: argparse.Namespace) -> int:
     fmt = args.format or ("json" if args.json else "text")
     if args.json and fmt != "json":
         raise InputError(f"--json and --format {fmt} disagree; give one of them")
-    mode = args.mode or ("session" if fmt in ("openai", "anthropic") else "stateless")
-    if mode == "session":
-        request = session_request_from_args(
-            args, Layout.MESSAGES if fmt in ("openai", "anthropic") else Layout.TEXT)
+    if args.mode == "session":
+        request = session_request_from_args(args, Layout.TEXT if fmt == "text"
+                                            else Layout.MESSAGES)
         if fmt == "openai":
             write_data_json(json.dumps({"messages": request.openai_messages()},
                                        ensure_ascii=False, indent=2) + "\n")

@@ -165,8 +165,14 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
                     omitted.append({"ref": item.refs[0], "reason": Omission.BUDGET.value})
                 decisions.append(_decision(item, None, None, chosen.omitted.get(item.key),
                                            full_tokens))
+                # Its reasons, kind, full size and entry budget as well: a session request's
+                # manifest is all that is kept of its plan, and the preview and ``explain`` of
+                # one read an item's left-out row from it (cli/session_view.py).
                 manifest_items.append({"key": item.key, "form": "omitted",
-                                       "priority": item.priority.label, "tokens": 0})
+                                       "priority": item.priority.label,
+                                       "reasons": list(item.reasons), "tokens": 0,
+                                       "full_tokens": full_tokens, "kind": item.kind,
+                                       **_entering(chosen.omitted.get(item.key))})
                 continue
             form, rendered = pick
             chosen_items[section].append((item.key, rendered))
@@ -190,7 +196,8 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
             manifest_items.append({"key": item.key, "form": form.label if not rendered.clipped
                                    else "clipped", "priority": item.priority.label,
                                    "reasons": list(item.reasons), "tokens": rendered.tokens,
-                                   "full_tokens": full_tokens,
+                                   "full_tokens": full_tokens, "kind": item.kind,
+                                   **_entering(chosen.upgrade_at.get(item.key)),
                                    # Why a turn is current-chain evidence: the prompt's turn
                                    # headings no longer say it (RFC 0012-densea).
                                    **({"chain": item.chain} if item.chain else {})})
@@ -266,6 +273,12 @@ def _window_info(reading: Reading) -> dict[str, object]:
             "limit_pos": reading.view.limit_pos,
             "pages": len(pages),
             "high_turns_read": reading.high_read}
+
+
+def _entering(next_budget: int | None) -> dict[str, object]:
+    """The manifest item's ``next_budget`` (the budget at which the item or its next richer form
+    enters), when the plan knows it."""
+    return {} if next_budget is None else {"next_budget": next_budget}
 
 
 def _decision(item: Item, form: Form | None, rendered: Rendered | None,

@@ -770,7 +770,7 @@ class SessionProjector:
                               replanned=replanned, replan_reason=reason, text=text,
                               binds=any(sec.omitted for sec in state.manifest.sections),
                               limit_pos=end,
-                              has_tail=bool(tail_parts),
+                              has_tail=bool(tail_parts), tail_blocks=tail.blocks,
                               make_manifest=lambda: session_manifest(
                                   snapshot, tail, text, used, request_tokens, cached,
                                   replanned, reason, layout=self.layout))

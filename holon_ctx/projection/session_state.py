@@ -155,6 +155,9 @@ class SessionRequest:
     #: The request ends with a current-state tail (``parts[-1]``). A *whole* epoch's request
     #: (the history holds every record: RFC 0025) usually has none: the history says it all.
     has_tail: bool = True
+    #: The tail's blocks (``parts[-1]``'s text, block by block, each with its kind and trust):
+    #: the CLI's preview tags the current state's lines from them (cli/session_view.py).
+    tail_blocks: tuple[Block, ...] = attrs.field(default=(), repr=False, eq=False)
     _made: list[Manifest] = attrs.field(factory=list, init=False, repr=False, eq=False)
 
     @property
