@@ -145,8 +145,10 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     cover = "" if ctx.frontier.complete else (
         f"; counts cover {ctx.frontier.since or 'the turns in view'} onward")
     current_keys = {it.key for it in items if (it.priority.value == 0 and it.kind in (
-        "turn", "exchange") and it.key.removeprefix("turn:") in ctx.pinned) or it.kind == "exchange"}
-    needs = [chosen.upgrade_at.get(key) for key in current_keys
+        "turn", "exchange") and it.key.removeprefix("turn:") in ctx.pinned) or it.kind == "exchange"
+        # A decision the current input is about (RFC 0030) is what it continues from too.
+        or it.required}
+    needs = [chosen.upgrade_at.get(key, chosen.omitted.get(key)) for key in current_keys
              if key not in chosen.chosen or chosen.chosen[key][0] is not Form.FULL
              or chosen.chosen[key][1].clipped]
     pinned_need = max((n for n in needs if n is not None), default=None)
