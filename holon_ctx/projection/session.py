@@ -298,13 +298,9 @@ class SessionProjector:
                 state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
                 if isinstance(rec, Message) and rec.by_operator and not state.whole:
                     # A whole epoch shows every turn an episode was made of: nothing to recall.
-<<<<<<< HEAD
                     # Not weighed against the bill: nothing else would show the recalled
                     # decision (an anchor's words the tail can state), RFC 0025, decision 4.
-                    why = self._recall_gap(state, limit)
-=======
                     why = self._recall_gap(state, limit) or self._topic_gap(state, limit)
->>>>>>> main
                     if why is not None:
                         return why
                 if (isinstance(rec, TaskResult) and rec.spawned_by_turn_id
