@@ -185,11 +185,15 @@ def test_the_session_tail_is_never_written_to_the_cache() -> None:
                                 session=SessionPolicy(whole_history=False))
     [a] = replay(store, 4096, flat, default_counter(), session_projector=planned())
     [b] = replay(store, 4096, dear, default_counter(), session_projector=planned())
+    cheaper = 0
     for x, y in zip(a.rows, b.rows, strict=True):
         written_all = 0.1 * y.cost.shared_tokens + 2.0 * (y.cost.sent_tokens - y.cost.shared_tokens)
-        assert y.cost.billed < written_all
+        # (A request with nothing to state has no tail: RFC 0025, decision 4.)
+        assert y.cost.billed <= written_all
+        cheaper += y.cost.billed < written_all
         assert x.cost.billed == pytest.approx(
             0.1 * x.cost.shared_tokens + (x.cost.sent_tokens - x.cost.shared_tokens))
+    assert cheaper
 
 
 def _db(tmp_path: Path) -> str:
@@ -245,8 +249,12 @@ def test_replay_at_any_width_cuts_no_figure(width: int, tmp_path: Path,
             for figure in (call["sent_tokens"], call["shared_tokens"], round(call["billed"])):
                 assert words[f"{figure:,}"] > 0, (name, figure)
         totals = body["totals"]
+        # The reuse from the calls' own figures: the JSON's is rounded to four places already,
+        # and rounding it again to three can differ from the table's (0.8685 -> 0.869 there,
+        # 0.86849 -> 0.868 here).
+        reuse = sum(c["shared_tokens"] for c in body["calls"]) / totals["sent_tokens"]
         for figure in (f"{totals['sent_tokens']:,}", f"{totals['billed']:,.0f}",
-                       f"{totals['reuse']:.3f}"):
+                       f"{reuse:.3f}"):
             assert words[figure] > 0, (name, figure)
     assert words["yes"] == report["approaches"]["session"]["totals"]["replans"]
 

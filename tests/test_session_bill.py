@@ -3,6 +3,7 @@ fits, the request is the history — append-only, no re-plan, no tail the histor
 
 from __future__ import annotations
 
+import importlib.resources
 import itertools
 import json
 import random
@@ -14,6 +15,8 @@ from session_helpers import check_request
 
 import holon_ctx
 from holon_ctx.ledger.epochs_sqlite import SqliteEpochStore
+from holon_ctx.ledger.importer import import_jsonl
+from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.cost import PRICES
 from holon_ctx.projection.replay import call_points, replay
@@ -22,6 +25,7 @@ from holon_ctx.projection.session import (
     SessionPolicy,
     SessionProjector,
     SessionRequest,
+    cur_id,
 )
 from holon_ctx.projection.tail import TAIL_TITLE
 from holon_ctx.tokens import default_counter
@@ -242,10 +246,13 @@ def test_a_turn_continuing_a_folded_tick_keeps_the_whole_epoch() -> None:
     last = projector.request(budget_tokens=32768)
     assert last.has_tail
     assert f"continuing turn:{ticks[-1]}" in last.parts[-1].text
+    # A planned epoch does the same where a re-plan would not pay for itself (this history
+    # is a sliver of the budget): the tail states the anchor (RFC 0025, decision 4).
     planned = SessionProjector(store, layout=Layout.MESSAGES,
                                session=SessionPolicy(whole_history=False))
-    assert any(r.replan_reason == "anchor_not_in_history"
-               for r in _requests(store, 32768, planned))
+    requests = _requests(store, 32768, planned)
+    assert [r.replanned for r in requests[1:]] == [False] * (len(requests) - 1)
+    assert f"continuing turn:{ticks[-1]}" in requests[-1].parts[-1].text
 
 
 def _large_guidance_loop(steps: int, seed: int = 3) -> LedgerStore:
@@ -280,3 +287,44 @@ def test_every_planned_epoch_sends_the_same_environment(budget: int, whole: bool
     assert all(m == planned[0] for m in planned), [len(m) for m in planned]
     assert "clipped" not in planned[0]
     assert ("Rule 89" in planned[0]) is whole
+
+
+def test_a_planned_tail_names_no_anchor_the_history_shows() -> None:
+    """In a planned epoch of an agent loop, the task's turn is pinned in the history at every
+    re-plan: the tail restates neither its words (the anchor line) nor that the turn is the
+    loop's next step on it (the relation line) — the history's last records say both. With no
+    work item either, nothing is left to state: no tail part, as in a whole epoch."""
+    store = _tool_loop(60, 60)
+    requests = _requests(store, 4096)
+    first_planned = next(i for i, r in enumerate(requests) if i and r.replanned)
+    planned = requests[first_planned:]
+    assert len(planned) > 10
+    for request in planned:
+        assert "Find why the parser fails on nested brackets" in request.text
+        assert "## Current state" not in request.text
+        assert not request.has_tail
+        assert request.openai_messages()[-1]["role"] == "tool"
+
+
+def test_a_return_to_an_earlier_request_re_plans_only_when_it_pays() -> None:
+    """A turn continuing a request the history no longer shows re-plans (to show it whole) only
+    when the re-plan pays for itself, as a work-item switch does (RFC 0025, decision 4);
+    otherwise the epoch goes on and the tail states the anchor's words. The demo's operator
+    returns to earlier requests often: at 4,096 both happen."""
+    store = MemoryStore(default_counter())
+    resource = importlib.resources.files("holon_ctx").joinpath("data/demo.jsonl")
+    with importlib.resources.as_file(resource) as path:
+        import_jsonl(path, store)
+    projector = SessionProjector(store, layout=Layout.MESSAGES)
+    outcomes = set()
+    for _, limit in call_points(store):
+        request = projector.request(budget_tokens=4096, limit_pos=limit)
+        state = projector._states[4096]
+        anchor = state.anchor
+        if request.replanned and request.replan_reason == "anchor_not_in_history":
+            outcomes.add("re-planned")
+        elif (not state.whole and anchor is not None and anchor.turn.id not in state.shown
+              and anchor.turn.id != cur_id(state)):
+            assert f"continuing {anchor.ref}" in request.parts[-1].text
+            outcomes.add("kept")
+    assert outcomes == {"re-planned", "kept"}

@@ -298,6 +298,8 @@ class SessionProjector:
                 state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
                 if isinstance(rec, Message) and rec.by_operator and not state.whole:
                     # A whole epoch shows every turn an episode was made of: nothing to recall.
+                    # Not weighed against the bill: nothing else would show the recalled
+                    # decision (an anchor's words the tail can state), RFC 0025, decision 4.
                     why = self._recall_gap(state, limit) or self._topic_gap(state, limit)
                     if why is not None:
                         return why
@@ -413,7 +415,7 @@ class SessionProjector:
         # A whole epoch's history holds both work items' records: a re-plan would write the
         # same turns to the cache again for nothing (RFC 0025).
         if wid != state.work_item_id and wid is not None and not state.whole:
-            if self._switch_pays(state, limit):
+            if self._replan_pays(state, limit):
                 return "work_item_changed"
             # Kept: the history holds the new work item's records as they come; the tail states
             # the new work item, and its frontier counts from this turn on.
@@ -421,9 +423,11 @@ class SessionProjector:
             state.tally, state.cover = Tally(), f"; counts cover {unit.ref} onward"
             state.tail, state.tail_reads = None, None
         if anchor_id is not None and anchor_id not in state.shown \
-                and anchor_id != unit.turn.id and not state.whole:
-            # (A whole epoch shows every turn but the low-value ones it folded: its tail states
-            # an anchor among those instead, _tail.)
+                and anchor_id != unit.turn.id and not state.whole \
+                and self._replan_pays(state, limit):
+            # (A whole epoch shows every turn but the low-value ones it folded, and a planned
+            # epoch keeps going where the re-plan would not pay for itself: the tail states an
+            # anchor the history does not show, _tail. RFC 0025, decision 4.)
             return "anchor_not_in_history"
         return None
 
@@ -445,14 +449,14 @@ class SessionProjector:
         # So is it when the turn continues one the whole history folded (a tick a task result
         # answers): the tail's anchor line says what it continues.
         anchor = state.anchor
-        stated = not state.whole or (self.layout is Layout.MESSAGES
-                                     and state.last_role() is Role.ASSISTANT) or (
+        ends_request = self.layout is Layout.MESSAGES and state.last_role() is Role.ASSISTANT
+        stated = not state.whole or ends_request or (
             anchor is not None and anchor.turn.id != cur_id(state)
             and anchor.turn.id not in state.shown)
         if state.tail is not None and state.tail_control == control \
-                and state.tail_stated == stated:
+                and state.tail_stated == (stated, ends_request):
             return state.tail
-        state.tail_control, state.tail_stated = control, stated
+        state.tail_control, state.tail_stated = control, (stated, ends_request)
         cur = state.current
         assert cur is not None
         wid = state.work_item_id
@@ -487,7 +491,9 @@ class SessionProjector:
                                  control=control,  # type: ignore[arg-type]
                                  run=pending_line(self.renderer, state, self._fold_facts(state)),
                                  effects=effect_lines(self.renderer, state.unresolved,
-                                                      state.effect_runs), held=held)
+                                                      state.effect_runs), held=held,
+                                 anchor_shown=anchor is not None and anchor.turn.id in state.shown,
+                                 ends_request=ends_request)
         return state.tail
 
     def _tail_cost(self, state: WalkState, tail: Tail) -> int:
@@ -608,8 +614,9 @@ class SessionProjector:
                     for s in self.store.records_of_turns(first, seq, limit))
         return grown / (1 + len(older))
 
-    def _switch_pays(self, state: WalkState, limit: int) -> bool:
-        """A re-plan at a work-item switch pays for itself (RFC 0025, decision 2): re-planned,
+    def _replan_pays(self, state: WalkState, limit: int) -> bool:
+        """A re-plan at a work-item switch or at an anchor the history does not show pays for
+        itself (RFC 0025, decisions 2 and 4): re-planned,
         the calls until the next forced re-plan read the mark ``L`` instead of the history's
         ``S`` tokens, after one call that writes ``L``. Over ``n = (B - S) / g`` calls it saves
         ``cache_read·(S - L)·n`` and costs ``(cache_write - cache_read)·L``."""

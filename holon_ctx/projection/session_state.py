@@ -244,8 +244,9 @@ class WalkState:
     #: The tail as of ``pos`` (None: to be made again), and the governed state it was made with.
     tail: Tail | None = None
     tail_control: object = None
-    #: Whether ``tail`` states the relation, anchor, work item and frontier (see ``whole``).
-    tail_stated: bool = True
+    #: What the kept tail was made for: whether it states the relation, anchor, work item and
+    #: frontier (see ``whole``), and whether it ends the request (SessionProjector._tail).
+    tail_stated: tuple[bool, bool] = (True, False)
     #: The budget the re-plan gave the planner (the low-water mark, or more for pinned turns).
     plan_budget: int = 0
     #: The low-water mark the re-plan derived (RFC 0025, decision 2).

@@ -84,7 +84,8 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
                 frontier_cover: str, control: ControlState | None,
                 run: Block | None = None, effects: Sequence[Block] = (),
                 held: Mapping[str, str] | None = None, stated: bool = True,
-                settled: Sequence[Settled] = ()) -> Tail:
+                settled: Sequence[Settled] = (), anchor_shown: bool = False,
+                ends_request: bool = False) -> Tail:
     """The tail for the current position (see the module docstring); ``run`` counts a run of
     low-value turns still going on; ``held``: constraints whose words the history shows
     (:func:`~holon_ctx.projection.sections.held_words`), named instead of repeated.
@@ -93,7 +94,12 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
     the history's records already say — the relation, the anchor, the work item, the frontier —
     and keeps only what no record in the request says: the governed notices, side effects not
     resolved, a run of low-value turns not in the history yet. With none of those the tail is
-    empty (no blocks, no title)."""
+    empty (no blocks, no title).
+
+    ``anchor_shown``: the history shows the anchor turn (its operator's words whole): the tail
+    then names no anchor line, the words being in the request already (RFC 0025, decision 4);
+    the line returns when the history does not show it. Nothing left to state, the tail is
+    empty too, unless it ``ends_request`` (a provider request must end on a user turn)."""
     blocks: list[Block] = [r.line(TAIL_TITLE)]
     refs: list[str] = []
     # Governed notices first: a blocked side effect is what the model must read before anything
@@ -109,11 +115,15 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
         if len(blocks) == 1:
             return Tail(blocks=(), tokens=0, refs=())
         return Tail(blocks=tuple(blocks), tokens=sum(b.tokens for b in blocks), refs=())
-    blocks.append(r.line(f"{RELATION_PREFIX}{relation.value} — {RELATION_TEXT[relation]} "
-                         f"({current.ref})", [current.ref]))
+    # An agent loop's next step on a request the history shows is what the history's last
+    # records say already (a call, its result): stating it again on every call would be the
+    # tail's dearest line for nothing. Any other relation is news, and said.
+    if not (anchor_shown and relation is Relation.EXTENSION_CONTINUATION):
+        blocks.append(r.line(f"{RELATION_PREFIX}{relation.value} — {RELATION_TEXT[relation]} "
+                             f"({current.ref})", [current.ref]))
     if run is not None:
         blocks.append(run)
-    line = (None if anchor is None or anchor.turn.id == current.turn.id else r.memo(
+    line = (None if anchor is None or anchor.turn.id == current.turn.id or anchor_shown else r.memo(
         ("tail_anchor", anchor.ref, len(anchor.records)),
         lambda: anchor_line(r, anchor, current)))
     if line is not None:
@@ -131,6 +141,8 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
         refs.append(work_item.ref)
         if tally is not None and (tally.done or tally.pending):
             blocks.extend(frontier_lines(r, tally, frontier_cover))
+    if len(blocks) == 1 and not ends_request:
+        return Tail(blocks=(), tokens=0, refs=())
     refs = list(dict.fromkeys([current.ref, *refs]))
     return Tail(blocks=tuple(blocks), tokens=sum(b.tokens for b in blocks), refs=tuple(refs))
 
