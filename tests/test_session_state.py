@@ -228,3 +228,27 @@ def test_recent_turns_after_appends_add_the_appended_records_and_their_tokens() 
         assert all(order[ref] < request.limit_pos for ref in new)
         grew = max(grew, appended)
     assert grew >= 10
+
+
+def test_appended_turns_say_their_trigger_unless_the_turn_above_said_the_same() -> None:
+    """Each turn joining the history is compared with the turn whose heading is right above it
+    (RFC 0019): a new trigger, anchor or work item is said; a repeat is the ref alone. The
+    first turn of the epoch has none above it and says all."""
+    b = LedgerBuilder()
+    b.chat("deploy the service", "starting")
+    b.turn("timer")
+    b.note("checked CI")
+    b.turn("timer")
+    b.note("checked CI again")
+    b.chat("status?", "still running")
+    b.turn("x-agent-step", anchor="t1")
+    b.assistant("step one")
+    b.turn("x-agent-step", anchor="t1")
+    b.assistant("step two")
+    store = b.store()
+    requests = list(walk(SessionProjector(store, layout=Layout.TEXT), 8000))
+    assert [r.replanned for r in requests] == [True] + [False] * 5  # every later turn appended
+    headings = [line for line in requests[-1].text.split("\n") if line.startswith("### turn:")]
+    assert headings == ["### turn:t1 · operator_input", "### turn:t4 · timer", "### turn:t6",
+                        "### turn:t8 · operator_input",
+                        "### turn:t11 · x-agent-step · continues turn:t1", "### turn:t13"]
