@@ -48,6 +48,9 @@ def test_helpers_allocate_ids_and_sequence_numbers() -> None:
         assert store.get(ref) is not None
     assert s.current_turn == f"turn:{turns(store)[-1].id}"
     assert turns(store)[3].outcome == "noop"
+    assert turns(store)[4].outcome is None  # a plain wake is not a no-op (issue 23)
+    assert turns(store)[4].label == "hourly"
+    assert turns(store)[3].label is None
 
 
 def test_replies_after_tool_results_open_agent_steps_anchored_to_the_exchange() -> None:
