@@ -186,6 +186,47 @@ def test_short_replies(text: str, short: bool) -> None:
     assert bool(SHORT_REPLY.match(text)) is short
 
 
+@pytest.mark.parametrize(("reply", "decision"), [
+    ("Good question, I talked to the launch team: posts to the release channel start with "
+     "MARIGOLD-42 on the first line, then the usual text follows.", True),
+    ("发布频道的帖子第一行写 MARIGOLD-42，然后再写正文。", True),
+    ("Which channel do you mean?", False),
+])
+def test_an_unmarked_answer_to_the_assistants_question_is_a_decision(reply: str,
+                                                                      decision: bool) -> None:
+    """The operator's first words after the assistant asked settle the question, however long
+    and with no decision word, unless they ask back (issue 25, item 3)."""
+    c = Conv()
+    c.operator("Draft the launch posts.")
+    asked = c.assistant("How should posts to the release channel be marked?")
+    c.say(reply)
+    ep = _only_episode(c)
+    answers = [d for d in ep.decisions if d.kind == "operator_reply"]
+    assert bool(answers) is decision
+    if decision:
+        assert f"message:{asked}" in answers[0].refs
+
+
+def test_the_compact_form_puts_the_words_a_decision_cites_before_filler() -> None:
+    """Clipped from its end, an episode's compact form loses the operator's filler before the
+    words of a decision among them, and the results list a brief before other results."""
+    c = Conv()
+    c.operator("About the launch checklist, venue and catering.")
+    for i in range(2):
+        c.say(f"About the launch checklist, venue and catering, item {i}.")
+    c.say("Decision: the code word for the release channel is MARIGOLD-42.")
+    for i in range(3, 6):
+        c.say(f"About the launch checklist, venue and catering, item {i}.")
+    for i in range(4):
+        c.task(f"t{i}", f"task {i} done")
+    c.brief("The release channel code word is MARIGOLD-42.")
+    text = compact_text(_only_episode(c))
+    words = text.split("operator's words: ", 1)[1]
+    assert words.startswith("“Decision: the code word")
+    results = text.split("results: ", 1)[1].split("\n", 1)[0]
+    assert results.startswith("brief (result")
+
+
 def test_untrusted_quotes_are_fenced_and_neutralised_in_every_form() -> None:
     """Tool output and external text are fenced in the full text and absent from compact/ref."""
     c = Conv()

@@ -108,3 +108,42 @@ def test_show_on_a_ledger_without_episodes_is_unknown_ref(
     capsys.readouterr()
     assert main(["episodes", "show", "e0-0", "--db", str(path)]) == 2
     assert "unknown ref 'episode:e0-0'" in capsys.readouterr().err
+
+
+def _plain_conversation(path: Path, turns: int) -> None:
+    """A plain conversation on one topic (no rule cuts it before ``max_range``), as a ledger."""
+    from projection_builders import LedgerBuilder, sqlite_store
+
+    b = LedgerBuilder()
+    for i in range(turns):
+        b.chat(f"About the launch checklist, venue and catering, point {i}.", "Noted.")
+    sqlite_store(b.records, str(path)).close()
+
+
+def test_archive_recent_archives_every_turn_outside_the_window(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a 61-turn conversation, ``archive --recent 48`` archives the 13 turns outside the
+    window, closing the range open at its edge (``recent_edge``); a rebuild then gives the same
+    bytes, also after a later run archived more (RFC 0029: the edge is a fact of the archive)."""
+    db = tmp_path / "conv.db"
+    _plain_conversation(db, 61)
+    assert main(["episodes", "archive", "--db", str(db), "--recent", "48"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("archived 1 episode (e1-13) covering 13 turns older than the recent 48")
+    assert main(["episodes", "list", "--db", str(db), "--plain"]) == 0
+    assert "recent_edge" in capsys.readouterr().out
+    assert main(["episodes", "rebuild", "--db", str(db)]) == 0
+    assert "identical ids and digests" in capsys.readouterr().out
+    assert main(["episodes", "verify", "--db", str(db)]) == 0
+    assert "all match" in capsys.readouterr().out
+    _plain_conversation(tmp_path / "longer.db", 100)
+    longer = tmp_path / "longer.db"
+    assert main(["episodes", "archive", "--db", str(longer), "--recent", "48",
+                 "--at", f"t{3 * 74 + 1}"]) == 0  # the 75th turn (chat ids: t, m, m)
+    assert main(["episodes", "archive", "--db", str(longer), "--recent", "48"]) == 0
+    assert main(["episodes", "list", "--db", str(longer), "--plain"]) == 0
+    table = capsys.readouterr().out
+    # Each run closed the range open at its edge (turns 27 and 52), after 16-turn ranges.
+    assert all(f"episode:{e} " in table for e in ("e1-16", "e17-27", "e28-43", "e44-52"))
+    assert main(["episodes", "rebuild", "--db", str(longer)]) == 0
+    assert "identical ids and digests" in capsys.readouterr().out

@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
     q.add_argument("--json", action="store_true", help="print the stored record as JSON")
     q.set_defaults(func=cmd_show)
 
-    q = sub.add_parser("archive", help="archive the turn ranges older than the recent window")
+    q = sub.add_parser("archive", help="archive every turn older than the recent window")
     q.add_argument("--db", metavar="PATH", required=True, help=_DB_HELP)
     q.add_argument("--recent", type=positive_int, default=ArchivePolicy().recent_turns, metavar="N",
                    help="turns kept out of episodes (default %(default)s)")
@@ -194,7 +194,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     try:
         assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), recent=args.recent, max_range=args.max_range)
-        report = Archiver(ledger, store, policy=policy).archive(at=args.at)
+        report = Archiver(ledger, store, policy=policy).archive(at=args.at, to_edge=True)
         total = store.count()
     finally:
         _close(ledger, store)

@@ -73,6 +73,7 @@ class FactKind(StrEnum):
     CONSTRAINT = "constraint"
     OBLIGATION = "obligation"
     BUDGET_GRANT = "budget_grant"
+    CONTROL_SNAPSHOT = "control_snapshot"  # continuity.snapshots
 
 
 # Ids never contain control characters, so U+001F cannot occur inside either half of a pair key.

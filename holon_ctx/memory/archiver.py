@@ -38,7 +38,7 @@ from holon_ctx.ledger.records import Tool, Turn
 from holon_ctx.ledger.state import WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.ledger.units import TurnUnit
-from holon_ctx.memory.boundaries import BoundaryPolicy, ClosedRange, Segmenter
+from holon_ctx.memory.boundaries import RECENT_EDGE, BoundaryPolicy, ClosedRange, Segmenter
 from holon_ctx.memory.builder import FieldBudget, build_episode, source_records
 from holon_ctx.memory.episodes import Episode, RecapStatus, encode_episode, source_digest
 from holon_ctx.memory.index import index_episode
@@ -113,8 +113,12 @@ class Archiver:
         self.summarizer = summarizer
 
     # -- public --------------------------------------------------------------------------------
-    def archive(self, *, at: str | None = None) -> ArchiveReport:
-        """Archive every closed range older than the recent window (idempotent)."""
+    def archive(self, *, at: str | None = None, to_edge: bool = False) -> ArchiveReport:
+        """Archive every closed range older than the recent window (idempotent).
+
+        ``to_edge``: also close the range still open at the window's edge, so that every turn
+        outside the window is archived (an explicit run, ``holon-ctx episodes archive``; a
+        session's own runs never do: each would cut a range of a few turns, RFC 0029)."""
         self._check_policy()
         current, limit_pos = resolve_limit(self.ledger, at)
         assert isinstance(current.record, Turn)
@@ -123,14 +127,25 @@ class Archiver:
         if len(recent) < self.policy.recent_turns:
             return ArchiveReport((), 0, None, self._resolve([], limit_pos), 0, 0)
         horizon = recent[-1]
+        assert isinstance(horizon.record, Turn)
+        edge = self.ledger.turns_before(horizon.record.seq, 1, limit_pos) if to_edge else []
         last = self.store.last()
         after = last.span.last_seq if last is not None else None
-        report = self._run(after, horizon, limit_pos, summarize_new=True)
+        edges = frozenset(_seq(t) for t in edge if after is None or _seq(t) > after)
+        report = self._run(after, horizon, limit_pos, summarize_new=True, edges=edges)
         return attrs.evolve(report, horizon=horizon.ref)
 
     def rebuild(self) -> RebuildReport:
         """Drop every episode and rebuild them from the ledger, through the same frontier."""
-        old = {ep.id: encode_episode(ep) for ep in self.store.iter_episodes()}
+        old: dict[str, bytes] = {}
+        # The edges explicit runs cut at are facts of this archive, not of the ledger: cut
+        # there again (RFC 0029), so rebuilding gives the bytes the runs gave.
+        cuts: set[int] = set()
+        for ep in self.store.iter_episodes():
+            old[ep.id] = encode_episode(ep)
+            if ep.closed_by == RECENT_EDGE:
+                cuts.add(ep.span.last_seq)
+        edges = frozenset(cuts)
         last = self.store.last()
         self.store.clear()
         self.store.set_meta(self.policy.identity())
@@ -141,7 +156,7 @@ class Archiver:
         look = self.ledger.latest_turn(nxt + 1) if nxt is not None else None
         if look is None:
             raise InputError(f"cannot rebuild: no turn follows {last.span.last_turn} in the ledger")
-        self._run(None, look, limit_pos, summarize_new=False)
+        self._run(None, look, limit_pos, summarize_new=False, edges=edges)
         new = {ep.id: encode_episode(ep) for ep in self.store.iter_episodes()}
         changed = tuple(sorted(i for i in old.keys() | new.keys() if old.get(i) != new.get(i)))
         return RebuildReport(len(new), not changed, changed)
@@ -184,7 +199,7 @@ class Archiver:
                              "rebuild them to change settings")
 
     def _run(self, after_seq: int | None, look: StoredRecord, limit_pos: int, *,
-             summarize_new: bool) -> ArchiveReport:
+             summarize_new: bool, edges: frozenset[int] = frozenset()) -> ArchiveReport:
         look_turn = look.record
         assert isinstance(look_turn, Turn)
         look_settle = self.ledger.next_turn_pos(look_turn.seq)
@@ -193,7 +208,7 @@ class Archiver:
         start = 0 if after_seq is None else self.ledger.next_turn_pos(after_seq)
         if start is None or start > look.pos:
             start = look.pos
-        segmenter = Segmenter(self.policy.boundaries)
+        segmenter = Segmenter(self.policy.boundaries, edges=edges)
         archived: list[str] = []
         covered = 0
         accepted = rejected = 0
@@ -209,7 +224,11 @@ class Archiver:
             episodes = [build_episode(r.units, closed_by=r.closed_by, budget=self.policy.budget)
                         for r in closed]
             if episodes:
-                self.store.append([index_episode(ep) for ep in episodes])
+                # A run's episodes are the archive from the ledger position it read up to on:
+                # recall as of an earlier position does not see them (RFC 0020). A rebuild does
+                # not know when each was first archived: its episodes count as archived always.
+                self.store.append([index_episode(ep) for ep in episodes],
+                                  archived_pos=limit_pos if summarize_new else None)
                 archived.extend(ep.id for ep in episodes)
                 covered += sum(ep.turns for ep in episodes)
             if summarize_new and self.summarizer is not None:

@@ -40,7 +40,8 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.memory.terms import content_terms
 
-__all__ = ["CUT_AFTER", "CUT_BEFORE", "BoundaryPolicy", "ClosedRange", "Segmenter", "TurnFacts"]
+__all__ = ["CUT_AFTER", "CUT_BEFORE", "RECENT_EDGE", "BoundaryPolicy", "ClosedRange", "Segmenter",
+           "TurnFacts"]
 
 
 @attrs.frozen
@@ -204,11 +205,23 @@ class ClosedRange:
         return self.units[-1].turn.seq
 
 
-class Segmenter:
-    """Feed turns in sequence order with :meth:`push`; closed ranges come out as they close."""
+#: The name of a range closed at a recent-window edge an explicit archive run asked for
+#: (``holon-ctx episodes archive --recent N``; RFC 0029), after every other rule.
+RECENT_EDGE: Final = "recent_edge"
 
-    def __init__(self, policy: BoundaryPolicy | None = None) -> None:
+
+class Segmenter:
+    """Feed turns in sequence order with :meth:`push`; closed ranges come out as they close.
+
+    ``edges``: sequence numbers of turns after which a range ends when no rule ended it (the
+    recent-window edges explicit archive runs chose, RFC 0029): a fact of the archive, kept in
+    its episodes' ``closed_by``, that a rebuild reads back so it cuts where the runs cut.
+    """
+
+    def __init__(self, policy: BoundaryPolicy | None = None, *,
+                 edges: frozenset[int] = frozenset()) -> None:
         self.policy = policy or BoundaryPolicy()
+        self.edges = edges
         self._seg = _Segment()
 
     def push(self, unit: TurnUnit) -> list[ClosedRange]:
@@ -226,6 +239,10 @@ class Segmenter:
                 closed.append(ClosedRange(tuple(self._seg.units), code))
                 self._seg = _Segment()
                 break
+        else:
+            if facts.seq in self.edges:
+                closed.append(ClosedRange(tuple(self._seg.units), RECENT_EDGE))
+                self._seg = _Segment()
         return closed
 
     def extend(self, units: Iterable[TurnUnit]) -> list[ClosedRange]:

@@ -5,7 +5,8 @@ contributes claims to fixed fields (:data:`FIELD_OF` documents the mapping):
 
 * operator messages → ``operator_intents`` verbatim (within :class:`FieldBudget`), and also
   ``decisions`` when they state one (:data:`DECISION_MARKERS`) or answer the assistant's question
-  with a short reply (:data:`SHORT_REPLY`);
+  (the operator's first words after the assistant asked, a short reply (:data:`SHORT_REPLY`) or
+  any other that does not ask back);
 * work-item and wait transitions, pins, approval and override turns → ``decisions`` (runtime
   facts and the operator's words);
 * briefs, task results, completions, external events → ``results``;
@@ -226,7 +227,11 @@ class _Walk:
         if kind in ("override", "approval_decision"):
             self.add(Field.DECISIONS, _claim(f"operator_{kind}", f"operator {label}: {preview}",
                                              refs, stored))
-        elif self.last_question is not None and SHORT_REPLY.match(rec.text):
+        elif self.last_question is not None and (SHORT_REPLY.match(rec.text)
+                                                 or not ends_with_question(rec.text)):
+            # The operator's first words after the assistant asked settle the question, however
+            # long and however worded (runtime facts: who spoke, in what order), unless they ask
+            # back (issue 25, item 3).
             asked = self.last_question.ref
             self.add(Field.DECISIONS, _claim(
                 "operator_reply", f"operator answered the question in {asked}: {preview}",

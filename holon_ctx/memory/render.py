@@ -139,6 +139,19 @@ def _summary(claims: list[Claim], shown: int, width: int, *, quote: bool = False
     return "; ".join(parts) + more
 
 
+def _binding_first(claims: list[Claim], decisions: list[Claim]) -> list[Claim]:
+    """``claims`` with those that bind the agent first, in their order, then the rest in theirs:
+    operator words a decision cites (a brief naming a code word, an answer to the assistant's
+    question) and briefs. A compact form clipped to the budget, or the first few results, then
+    loses the filler of a long conversation before its decisions (issue 25, item 3)."""
+    cited = {c.refs[0] for c in decisions if c.refs}
+    binding = [c for c in claims if (c.refs and c.refs[0] in cited) or c.kind.startswith("brief_")]
+    if not binding:
+        return claims
+    taken = {id(c) for c in binding}
+    return binding + [c for c in claims if id(c) not in taken]
+
+
 #: Characters of the operator's words the compact form keeps, per intent (the builder's own
 #: field budget caps them first): enough for a constraint stated at the end of a long request.
 _INTENT_CHARS: Final = 1500
@@ -148,22 +161,23 @@ def compact_text(ep: Episode, open_keys: Collection[str] | None = None,
                  shown: Collection[str] = ()) -> str:
     """One line per non-empty field, previews only (no quoted untrusted text). Decisions and the
     operator's own words come first and whole (every one, the words verbatim up to the field
-    budget), then what is still open, then results and the artifact trail as previews: a form
-    clipped to the budget keeps what binds the agent before what happened."""
+    budget; those a decision cites before the rest), then what is still open, then results
+    (briefs first) and the artifact trail as previews: a form clipped to the budget keeps what
+    binds the agent before what happened, and a decision before filler."""
     lines = [f"- {_head(ep)}\n"]
     if ep.decisions:
         lines.append(f"decisions: {_summary(ep.decisions, len(ep.decisions), 400, held=shown)}\n")
     if ep.operator_intents:
         lines.append("operator's words: " + _summary(
-            ep.operator_intents, len(ep.operator_intents), _INTENT_CHARS, quote=True,
-            held=shown) + "\n")
+            _binding_first(ep.operator_intents, ep.decisions), len(ep.operator_intents),
+            _INTENT_CHARS, quote=True, held=shown) + "\n")
     if ep.unresolved:
         items = "; ".join(f"[{_state(c, open_keys)}] {_line(c.text, 160)} ({_refs(c.refs, 1)})"
                           for c in ep.unresolved[:8])
         more = f"; +{len(ep.unresolved) - 8} more" if len(ep.unresolved) > 8 else ""
         lines.append(f"unresolved: {items}{more}\n")
     if ep.results:
-        lines.append(f"results: {_summary(ep.results, 3, 120, held=shown)}\n")
+        lines.append(f"results: {_summary(_binding_first(ep.results, []), 3, 120, held=shown)}\n")
     if ep.artifact_trail:
         lines.append(f"artifacts: {_summary(ep.artifact_trail, 3, 120, held=shown)}\n")
     lines.append(f"full text: {retrieval_hint(ep.id)}\n")
