@@ -567,3 +567,14 @@ def test_the_checkpoint_opens_each_pending_obligation_once() -> None:
     _prepare(store, control, pending_obligations=["answer the operator", "rerun CI"])
     after = list(store.open_obligations(control["session_id"]))
     assert sorted(after) == sorted([*before, "rerun CI"])
+
+
+def test_a_resumed_compaction_with_other_evidence_conflicts_whatever_budget_it_asks() -> None:
+    """The budget's exemption (a request may ask for more than was sealed) covers the budget
+    alone: the fields checked after it still are."""
+    store, control = _fresh()
+    with pytest.raises(RuntimeError, match="crash after"):
+        _prepare(store, control, fault_hook=_crash_after(CompactionStep.GOVERNED_SNAPSHOT))
+    with pytest.raises(CompactionConflictError, match="evidence_refs differs"):
+        _prepare(store, control, budget_remaining=1000, evidence_refs=["trace:other"])
+
