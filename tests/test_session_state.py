@@ -8,7 +8,8 @@ from projection_builders import LedgerBuilder, memory_store, random_ledger
 from session_helpers import walk
 
 from holon_ctx.errors import InputError
-from holon_ctx.ledger.records import Outcome, Turn
+from holon_ctx.ledger.records import Message, MessageRole, Outcome, Turn
+from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.projection.framing import ANTHROPIC, Framing
 from holon_ctx.projection.native import Part, Role, text_part
@@ -20,6 +21,7 @@ from holon_ctx.projection.session_state import (
     SessionRequest,
     checkpoint_turn,
     entry_heading,
+    is_reply,
     opens_block,
     parts_cost,
 )
@@ -252,3 +254,16 @@ def test_appended_turns_say_their_trigger_unless_the_turn_above_said_the_same() 
     assert headings == ["### turn:t1 · operator_input", "### turn:t4 · timer", "### turn:t6",
                         "### turn:t8 · operator_input",
                         "### turn:t11 · x-agent-step · continues turn:t1", "### turn:t13"]
+
+
+@pytest.mark.parametrize(("role", "reply"), [(MessageRole.ASSISTANT, True),
+                                             (MessageRole.OPERATOR, False),
+                                             (MessageRole.SYSTEM, False)])
+def test_only_the_models_message_is_a_reply(role: MessageRole, reply: bool) -> None:
+    """Whatever way the roles sort (``assistant`` sorts first), and never a record of another kind."""
+    stored = StoredRecord(pos=3, ref="message:m1", turn_seq=1, tokens=2,
+                          record=Message(id="m1", turn_id="t1", role=role, text="ok"))
+    assert is_reply(stored) is reply
+    turn = StoredRecord(pos=2, ref="turn:t1", turn_seq=1, tokens=1,
+                        record=Turn(id="t1", seq=1, trigger="operator_input"))
+    assert is_reply(turn) is False
