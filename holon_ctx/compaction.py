@@ -185,6 +185,7 @@ def _govern_and_seal(
 ) -> CompactionResult:
     """The governed state the archived ``episodes`` leave, then the envelope sealing them."""
     now = clock()
+    sid = session.session_id
     if continuity.session_identity(sid) is None:
         continuity.set_session_identity(SessionIdentity(
             session_id=sid, tenant_id=session.tenant_id, principal_id=session.principal_id,

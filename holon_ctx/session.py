@@ -22,8 +22,10 @@ the same call. Reopening a ledger picks the pending calls of its latest turn bac
 Other writers. A session keeps the current turn, the work item and the waiting calls in memory and
 names records by position. Before each append it checks the ledger's end: when another writer
 (a CLI import, another process) appended meanwhile, it first continues from the ledger as it is
-now. Two writers appending at the same instant are not coordinated: the later batch fails loudly
-(a duplicate id or a sequence going backwards) and nothing of it is written.
+now. The append itself is refused unless the ledger still ends where the batch's ids were minted
+(checked inside the store's write transaction); a helper that lost that race builds its batch
+again from the ledger as it is then (:func:`_retrying`), so several sessions appending to one
+ledger never mint one id twice.
 
 This module is longer than the usual ~400 lines because it is the library's whole public surface
 in one class, one helper per kind of event with its own argument checks; split up, the one page a
@@ -32,6 +34,7 @@ runtime author reads would be scattered over several.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -42,14 +45,14 @@ from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeAlias
+from typing import Any, Concatenate, Literal, ParamSpec, TypeAlias, TypeVar
 
 import attrs
 
 from holon_ctx.calibration import Calibration
 from holon_ctx.compaction import CompactionResult, SessionConfig
 from holon_ctx.continuity import ContinuityStore
-from holon_ctx.errors import BudgetTooSmallError, InputError, LedgerFormatError
+from holon_ctx.errors import BudgetTooSmallError, InputError, LedgerFormatError, quote_value
 from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.records import (
     Brief,
@@ -81,6 +84,7 @@ from holon_ctx.ledger.transcript_swe import read_swe_traj
 from holon_ctx.ledger.transcripts import import_any, not_a_database
 from holon_ctx.ledger.usage import Observation
 from holon_ctx.ledger.usage_sqlite import usage_store_for
+from holon_ctx.ledger.writer import LedgerMovedError
 from holon_ctx.memory import EpisodeStore
 from holon_ctx.models import ModelProfile, UnknownModelWarning, model_profile
 from holon_ctx.postgres import PostgresStore, is_postgres_url
@@ -172,6 +176,33 @@ class _TurnState:
     has_reply: bool = False
 
 
+class _Moved(Exception):
+    """Another writer appended between a helper's read of the ledger's end and its append."""
+
+
+#: Times a helper builds its batch again when other writers keep appending first.
+_MOVED_TRIES = 64
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _retrying(helper: Callable[Concatenate[Session, _P], _T]
+              ) -> Callable[Concatenate[Session, _P], _T]:
+    """Run an appending helper again, from the ledger as it is now, when another writer
+    appended first: its ids name ledger positions, so two writers never store one id for two
+    records (a store that takes a record given again as already held would lose one)."""
+    @functools.wraps(helper)
+    def run(self: Session, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        for _ in range(_MOVED_TRIES):
+            try:
+                return helper(self, *args, **kwargs)
+            except _Moved:
+                continue  # the next try catches up with the ledger first (_catch_up)
+        raise InputError(f"other writers appended before each of {_MOVED_TRIES} tries",
+                         source=helper.__name__)
+    return run
+
+
 class _Batch:
     """Records of one helper call, with ids allocated by ledger position (``m57``)."""
 
@@ -256,7 +287,7 @@ class Session:
         if counter.identity != self.store.counter_identity:
             switch = getattr(self.store, "use_counter", None)
             if not callable(switch):
-                raise InputError(f"model {profile.model!r} counts with {counter.identity}, and "
+                raise InputError(f"model {quote_value(profile.model)} counts with {counter.identity}, and "
                                  f"this store counts with {self.store.counter_identity} and "
                                  "cannot switch: open the store with that counter",
                                  source=where, path="model")
@@ -337,7 +368,11 @@ class Session:
 
     def _append(self, where: str, batch: _Batch) -> None:
         try:
-            self.store.append(batch.records, source=where)
+            # Only where the ids were minted (they name positions): another writer that
+            # appended first makes the helper build its batch again (_retrying).
+            self.store.append(batch.records, source=where, expect_end=batch.pos)
+        except LedgerMovedError:
+            raise _Moved from None
         except LedgerFormatError as exc:
             # A ledger-wide rule failed (a wait never opened, an unknown pin target or turn):
             # report it against the helper's own argument.
@@ -387,6 +422,7 @@ class Session:
         return self._turn.id
 
     # -- what happened: turns -------------------------------------------------------------------
+    @_retrying
     def operator_message(self, text: str, *, work_item: str | None = None,
                          continues: str | None = None, override: bool = False) -> str:
         """The operator's words (trusted): opens an ``operator_input`` turn, or
@@ -404,6 +440,7 @@ class Session:
         self._commit(w, opening)
         return ref
 
+    @_retrying
     def task_result(self, task_id: str, status: TaskStatusName, summary: str = "", *,
                     spawned_by: str | None = None, work_item: str | None = None,
                     wait: str | None = None, verification: bool = False) -> str:
@@ -426,6 +463,7 @@ class Session:
         self._commit(w, opening)
         return ref
 
+    @_retrying
     def external_event(self, source: str, text: str, *, wait: str | None = None,
                        work_item: str | None = None) -> str:
         """Something outside happened (a webhook, a CI status, a message from another system):
@@ -443,6 +481,7 @@ class Session:
         self._commit(w, opening)
         return ref
 
+    @_retrying
     def wake(self, trigger: str, *, label: str | None = None, noop: bool = False,
              continues: str | None = None, work_item: str | None = None) -> str:
         """A wake that brings no message: ``timer``, ``scheduler_tick``, ``provider_retry``,
@@ -451,7 +490,7 @@ class Session:
         w = "wake"
         trigger = check_trigger(w, "trigger", trigger)
         if trigger in _TURN_HELPERS:
-            raise InputError(f"{trigger!r} turns are opened by {_TURN_HELPERS[trigger]}()",
+            raise InputError(f"{quote_value(trigger)} turns are opened by {_TURN_HELPERS[trigger]}()",
                              source=w, path="trigger")
         label = None if label is None else check_text(w, "label", label)
         anchor = None if continues is None else check_turn_ref(w, "continues", continues)
@@ -462,6 +501,7 @@ class Session:
         return f"turn:{opening.turn.id}"
 
     # -- what happened: the model and its tools ---------------------------------------------------
+    @_retrying
     def assistant_message(self, text: str = "", *, tool_calls: Sequence[ToolCall] = ()) -> str:
         """One model reply (model output, never trusted) with the tool calls it made; each call
         waits for :meth:`tool_result`. The first reply of a turn belongs to it, a further one
@@ -478,7 +518,7 @@ class Session:
                 raise InputError(f"expected a ToolCall, got {type(call).__name__}", source=w,
                                  path=f"tool_calls[{i}]")
             if call.call_id in seen or call.call_id in self._pending:
-                raise InputError(f"duplicate call id {call.call_id!r}", source=w,
+                raise InputError(f"duplicate call id {quote_value(call.call_id)}", source=w,
                                  path=f"tool_calls[{i}].call_id")
             seen.add(call.call_id)
         self._catch_up(w)
@@ -504,6 +544,7 @@ class Session:
             self._pending[call.call_id] = _Call(tid, call.name, call.arguments)
         return ref
 
+    @_retrying
     def tool_result(self, call_id: str, output: str = "", *, status: ToolStatusName = "ok",
                     exit_code: int | None = None, side_effect: SideEffectName | None = None,
                     files_written: Sequence[str] = ()) -> str:
@@ -516,7 +557,7 @@ class Session:
         call_id = check_id(w, "call_id", call_id)
         call = self._pending.get(call_id) or self._late.get(call_id)
         if call is None:
-            raise InputError(f"no tool call {call_id!r} is waiting for a result (announce calls "
+            raise InputError(f"no tool call {quote_value(call_id)} is waiting for a result (announce calls "
                              "with assistant_message(tool_calls=...))", source=w, path="call_id")
         ref = self._tool(w, call.turn_id, call.name, call.arguments, output, status=status,
                          exit_code=exit_code, side_effect=side_effect,
@@ -525,6 +566,7 @@ class Session:
         self._late.pop(call_id, None)
         return ref
 
+    @_retrying
     def tool_run(self, tool_name: str, arguments: str, output: str = "", *,
                  status: ToolStatusName = "ok", exit_code: int | None = None,
                  side_effect: SideEffectName | None = None,
@@ -554,6 +596,7 @@ class Session:
             output=text, call_id=call_id, side_effect=effect, files_written=files))
 
     # -- what happened: state, notes, pins ------------------------------------------------------
+    @_retrying
     def set_environment(self, *, guidance: str = "", workspace: str = "",
                         capabilities: Sequence[str] = ()) -> str:
         """The runtime's configuration, the stable start of every prompt: system prompt
@@ -566,6 +609,7 @@ class Session:
             id=b.new_id("environment", "e"), turn_id=turn, guidance=guidance,
             workspace=workspace, capabilities=caps))
 
+    @_retrying
     def set_work_item(self, work_item_id: str, *, objective: str | None = None,
                       plan: Sequence[str] | None = None,
                       todos: Sequence[str] | Mapping[str, bool] | None = None,
@@ -594,6 +638,7 @@ class Session:
             self._work_item = wid
         return ref
 
+    @_retrying
     def open_wait(self, wait_id: str, condition: str, *, work_item: str | None = None) -> str:
         """The agent now waits for something (CI, an approval, a reply). Returns the ref."""
         w = "open_wait"
@@ -604,6 +649,7 @@ class Session:
             id=b.new_id("wait", "wt"), wait_id=wid, status=WaitStatus.OPEN, turn_id=turn,
             work_item_id=owner, condition=cond))
 
+    @_retrying
     def close_wait(self, wait_id: str, *, status: WaitEndName = "resolved",
                    resolved_by: str | None = None) -> str:
         """A wait ends: ``resolved`` (by the record ``resolved_by``), ``cancelled`` or
@@ -618,6 +664,7 @@ class Session:
         return self._in_current_turn(w, lambda turn, b: Wait(
             id=b.new_id("wait", "wt"), wait_id=wid, status=state, turn_id=turn, resolved_by=by))
 
+    @_retrying
     def brief(self, text: str, *, kind: BriefKindName = "result") -> str:
         """A short statement by the agent in the current turn: a ``result`` brief, a
         ``completion_report``, ``progress`` or an ``ack``. Returns the ref."""
@@ -629,6 +676,7 @@ class Session:
         return self._in_current_turn(w, lambda _turn, b: Brief(
             id=b.new_id("brief", "b"), turn_id=turn, kind=brief_kind, text=text))
 
+    @_retrying
     def runtime_note(self, text: str) -> str:
         """Text the runtime itself puts in the conversation (a notice, a format error): a
         runtime fact, neither the operator's words nor the model's. Returns the ref."""
@@ -638,6 +686,7 @@ class Session:
         return self._in_current_turn(w, lambda _turn, b: Message(
             id=b.new_id("message", "n"), turn_id=turn, role=MessageRole.SYSTEM, text=text))
 
+    @_retrying
     def pin(self, target: str, note: str = "") -> str:
         """The operator wants ``target`` (a ref such as ``message:m12``) kept in view in every
         prompt. Returns the pin's ref."""
@@ -645,7 +694,7 @@ class Session:
         target = check_id(w, "target", target)
         note = check_text(w, "note", note)
         if self.store.get(target) is None:
-            raise InputError(f"{target!r} is not in the ledger (give a ref such as "
+            raise InputError(f"{quote_value(target)} is not in the ledger (give a ref such as "
                              "'message:m12')", source=w, path="target")
         return self._in_current_turn(w, lambda turn, b: Pin(
             id=b.new_id("pin", "p"), turn_id=turn, target=target, note=note))
@@ -771,7 +820,7 @@ class Session:
                                 "cache_read_input_tokens"), counts, strict=True):
             if value is None or value < 0:
                 raise InputError(f"expected a count of tokens (an integer, 0 or more), got "
-                                 f"{value!r}", source=w, path=name)
+                                 f"{quote_value(value)}", source=w, path=name)
         observed = sum(c or 0 for c in counts)
         if request is None:
             request = self._last_request
@@ -817,13 +866,7 @@ class Session:
         if self._closed:
             return
         if self._pending:
-            batch = _Batch(self.store, self.store.end_pos())
-            for call_id, call in self._pending.items():
-                batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
-                               tool_name=call.name, args_digest=digest(call.arguments),
-                               args_preview=call.arguments, status=ToolStatus.PENDING,
-                               call_id=call_id))
-            self._append("close", batch)
+            self._write_pending()
             self._late.update(self._pending)
             self._pending.clear()
         for request in list(self._unread):
@@ -835,6 +878,17 @@ class Session:
         self._upkeep.close()
         if self._owns_store:
             self.store.close()
+
+    @_retrying
+    def _write_pending(self) -> None:
+        """Calls still waiting when the session closes, written as ``pending``."""
+        batch = _Batch(self.store, self.store.end_pos())
+        for call_id, call in self._pending.items():
+            batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
+                           tool_name=call.name, args_digest=digest(call.arguments),
+                           args_preview=call.arguments, status=ToolStatus.PENDING,
+                           call_id=call_id))
+        self._append("close", batch)
 
     def __enter__(self) -> Session:
         return self

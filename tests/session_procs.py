@@ -9,6 +9,9 @@ explicitly. It waits for a line on
 stdin before starting, so all agents start together. Prints one JSON line: the refs it appended,
 and every failure (an exception from any call, by kind and message).
 
+``python session_procs.py helpers STORE TAG TURNS`` — a runtime appending through the public
+helpers only (``helpers``); prints the refs they returned with what each stored.
+
 ``python session_procs.py compact STORE ROUNDS`` — ``holon-ctx compact`` as an operator runs it
 beside the runtimes, ``ROUNDS`` times; prints the exit codes as a JSON list.
 
@@ -119,6 +122,30 @@ def agent(where: str, tag: str, turns: int, seed: int,
     return {"tag": tag, "appended": appended, "requests": requests, "failures": failures}
 
 
+def helpers(where: str, tag: str, turns: int) -> dict[str, Any]:
+    """Appends through the public helpers only (ids minted by the session): each turn an
+    operator message, a reply with a tool call and its result, and a plain ``timer`` wake (the
+    same record in every process but for its id). Returns each helper's ref with what it
+    stored, to check against the ledger."""
+    made: list[list[str]] = []
+    failures: list[dict[str, str]] = []
+    with holon_ctx.Session(open_store(where), compaction=None, owns_store=True) as session:
+        print("ready", flush=True)
+        sys.stdin.readline()
+        for i in range(turns):
+            try:
+                made.append([session.operator_message(f"{tag} step {i}"), f"{tag} step {i}"])
+                call = f"{tag}-c{i}"
+                made.append([session.assistant_message(
+                    f"{tag} reply {i}", tool_calls=[holon_ctx.ToolCall(call, "shell", "{}")]),
+                    f"{tag} reply {i}"])
+                made.append([session.tool_result(call, f"{tag} out {i}"), f"{tag} out {i}"])
+                made.append([session.wake("timer"), "timer"])
+            except Exception as exc:
+                failures.append(_failure("helper", exc))
+    return {"tag": tag, "made": made, "failures": failures}
+
+
 def cli_compact(where: str, rounds: int) -> list[int]:
     from holon_ctx.cli.main import main
 
@@ -138,6 +165,8 @@ if __name__ == "__main__":
     if sys.argv[1] == "agent":
         out: Any = agent(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
                          *map(float, sys.argv[6:7]))
+    elif sys.argv[1] == "helpers":
+        out = helpers(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
         out = cli_compact(sys.argv[2], int(sys.argv[3]))
     print(json.dumps(out), flush=True)

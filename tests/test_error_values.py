@@ -98,3 +98,28 @@ def test_a_governed_journal_conflict_is_one_line_without_detail(pg_url: str,
     assert "DETAIL" not in str(err.value)
     assert "\n" not in str(err.value)
     assert isinstance(err.value, HolonCtxError)
+
+
+
+def test_governed_store_errors_clip_a_ten_kilobyte_value() -> None:
+    """Errors of holon_ctx.continuity quote values through quote_value (as session.py's do): a
+    10 KB value is clipped, with its length, not echoed whole."""
+    from datetime import UTC, datetime
+
+    from holon_ctx.continuity import ApprovalStatus, ContinuityStore
+
+    big = "v" * 10_240
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    governed = ContinuityStore.in_memory()
+    calls = {
+        "approval": lambda: governed.set_approval_status(big, ApprovalStatus.APPROVED, at=now),
+        "constraint": lambda: governed.withdraw_constraint("s1", big, at=now),
+        "clock": lambda: governed.stamp(big),  # type: ignore[arg-type]
+    }
+    for what, call in calls.items():
+        with pytest.raises(HolonCtxError) as caught:
+            call()
+        message = str(caught.value)
+        assert "\n" not in message, what
+        assert len(message) < 300, (what, len(message))
+        assert "(10,240 characters)" in message, (what, message)

@@ -50,9 +50,9 @@ class CountingEpisodes(MemoryEpisodeStore):
         super().__init__()
         self.turns_archived = 0
 
-    def append(self, batch: Sequence[IndexedEpisode]) -> int:
+    def append(self, batch: Sequence[IndexedEpisode], *, archived_pos: int | None = None) -> int:
         self.turns_archived += sum(item.episode.turns for item in batch)
-        return super().append(batch)
+        return super().append(batch, archived_pos=archived_pos)
 
 
 class CountingStore(MemoryStore):

@@ -117,3 +117,23 @@ def test_the_governed_state_is_read_as_of_the_position(tmp_path: Path) -> None:
     # The governed notice names the envelope its state was sealed with.
     assert f"envelope {sealed.envelope_id}" not in early
     assert f"envelope {sealed.envelope_id}" in late
+
+
+def test_governed_notices_are_bounded_with_many_open_waits(tmp_path: Path) -> None:
+    """Sixty open waits become sixty obligations: the notice lists ten, counts the other fifty
+    and names the envelope that holds them all, instead of growing with every wait."""
+    from holon_ctx.projection.sections import GOVERNED_ITEMS
+
+    with holon_ctx.open_session(tmp_path / "ledger.db", compaction=None) as session:
+        session.operator_message("start")
+        for i in range(60):
+            session.open_wait(f"w{i}", f"CI run {i}")
+        for i in range(4):
+            session.operator_message(f"and then step {i}")
+        result = session.compact(holon_ctx.CompactionPolicy(recent_turns=2))
+        assert len(result.obligations) == 60
+        text = session.next_request(budget_tokens=16000).text
+    listed = [line for line in text.splitlines() if "archived in episode:" in line]
+    assert len(listed) == GOVERNED_ITEMS
+    assert f"- and {60 - GOVERNED_ITEMS} more obligations: all are held in the governed " \
+           f"store, envelope {result.envelope_id}" in text

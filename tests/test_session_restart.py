@@ -3,8 +3,8 @@
 A runtime's ``Session`` compacts as it goes (archives turns, seals envelopes whose obligations and
 blocking side effects the tail states). After every one of its requests a fresh session over the
 same stores — what a new process opens — asks at the same position and gets the same request,
-text and provider messages, on SQLite and on PostgreSQL. (A *rebuild* after compactions is not
-promised the same bytes: RFC 0020, "Defect 3".)
+text and provider messages, on SQLite and on PostgreSQL. (A *rebuild* from the ledger gives the
+same bytes too: tests/test_session_rebuild.py.)
 """
 
 from __future__ import annotations

@@ -161,12 +161,14 @@ def test_a_return_to_an_old_topic_shows_its_decision_before_the_newer_topic(
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_at_every_budget_the_newer_detail_never_displaces_the_old_decision(lang: str) -> None:
-    """Wherever the newer topic's detail is shown, the old topic's decision is shown too."""
+    """From a third of the whole size to the whole less one token, the old topic's decision is
+    shown and the newer topic's unrelated detail is not."""
     b, decision, detail = return_to_old_topic(lang, 12)
     whole = whole_size(b)
-    for budget in range(whole // 4, whole, max(1, whole // 23)):
+    for budget in [*range(whole // 3, whole, max(1, whole // 23)), whole - 1]:
         refs = set(selected_refs(b.project(budget)))
-        assert detail not in refs or decision in refs, budget
+        assert decision in refs, budget
+        assert detail not in refs, budget
 
 
 def new_topic(lang: str, a_turns: int) -> tuple[LedgerBuilder, str, str]:
@@ -188,14 +190,16 @@ def new_topic(lang: str, a_turns: int) -> tuple[LedgerBuilder, str, str]:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("a_turns", [2, 10, 30])
-@pytest.mark.parametrize("fraction", [0.5, 0.75, 0.95])
+@pytest.mark.parametrize("fraction", [0.5, 0.75, 0.95, 1])
 def test_a_new_topic_does_not_carry_the_abandoned_action(lang: str, a_turns: int,
                                                         fraction: float) -> None:
     """The abandoned topic's action is the first evidence to go: not shown at half, three
-    quarters and 95% of the whole size; the current input is. (Stateless only: a session shows
-    what it appended since its last re-plan as it was sent, RFC 0030 "Not done".)"""
+    quarters and 95% of the whole size, nor at the whole size less one token; the current input
+    is. (Stateless only: a session shows what it appended since its last re-plan as it was sent,
+    RFC 0030 "Limits".)"""
     b, action, current = new_topic(lang, a_turns)
-    budget = int(whole_size(b) * fraction)
+    whole = whole_size(b)
+    budget = whole - 1 if fraction == 1 else int(whole * fraction)
     refs = set(selected_refs(b.project(budget)))
     assert current in refs
     assert action not in refs

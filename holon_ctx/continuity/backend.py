@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from holon_ctx.continuity.exceptions import DuplicateRecordError
-from holon_ctx.errors import StoreError
+from holon_ctx.errors import StoreError, quote_value
 
 __all__ = ["ContinuityBackend", "MemoryBackend", "StoredEvent"]
 
@@ -122,7 +122,7 @@ class MemoryBackend:
     def append_envelope(self, envelope_id: str, session_id: str, body: bytes, at: str) -> None:
         self._open()
         if envelope_id in self._envelopes:
-            raise DuplicateRecordError(f"envelope {envelope_id!r} already recorded")
+            raise DuplicateRecordError(f"envelope {quote_value(envelope_id)} already recorded")
         self._touch(at)
         self._envelopes[envelope_id] = (session_id, bytes(body))
         self._envelope_order.append(envelope_id)
@@ -140,7 +140,8 @@ class MemoryBackend:
         self._open()
         steps = self._steps.setdefault(envelope_id, {})
         if step in steps:
-            raise DuplicateRecordError(f"step {step!r} of {envelope_id!r} already recorded")
+            raise DuplicateRecordError(
+                f"step {quote_value(step)} of {quote_value(envelope_id)} already recorded")
         self._touch(at)
         steps[step] = bytes(body)
 

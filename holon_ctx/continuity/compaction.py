@@ -64,6 +64,7 @@ from holon_ctx.continuity.records import (
 )
 from holon_ctx.continuity.store import ContinuityStore
 from holon_ctx.continuity.trace import compaction_payload
+from holon_ctx.errors import quote_value
 
 __all__ = ["Clock", "CompactionRequest", "FaultHook", "prepare_compaction"]
 
@@ -76,7 +77,7 @@ FaultHook = Callable[[CompactionStep], None]
 def _trusted_now(store: ContinuityStore, clock: Clock) -> datetime:
     now = clock()
     if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
-        raise UntrustedClockError(f"clock returned {now!r}; an aware datetime is required")
+        raise UntrustedClockError(f"clock returned {quote_value(now)}; an aware datetime is required")
     store.stamp(now)  # raises if earlier than anything the store has recorded
     return now
 
@@ -119,24 +120,25 @@ def _snapshot(
     sandbox_snapshot_ref = req.sandbox_snapshot_ref
     policy_version = store.policy_version(identity.tenant_id)
     if policy_version is None:
-        raise GovernedStateError(f"no policy version in force for tenant {identity.tenant_id!r}")
+        raise GovernedStateError(f"no policy version in force for tenant {quote_value(identity.tenant_id)}")
     capability_version = None
     if capability_name is not None:
         capability = store.capability(capability_name)
         if capability is None or capability.capability_version is None:
-            raise GovernedStateError(f"capability {capability_name!r} is unknown or withdrawn")
+            raise GovernedStateError(f"capability {quote_value(capability_name)} is unknown or withdrawn")
         capability_version = capability.capability_version
     action_digest = expires_at = None
     if approval_id is not None:
         approval = store.approval(approval_id)
         if approval is None:
-            raise GovernedStateError(f"approval {approval_id!r} is not in the registry")
+            raise GovernedStateError(f"approval {quote_value(approval_id)} is not in the registry")
         action_digest, expires_at = approval.action_digest, approval.expires_at
     status = SideEffectStatus.NONE
     if idempotency_key is not None:
         effect = store.side_effect(idempotency_key)
         if effect is None:
-            raise GovernedStateError(f"idempotency key {idempotency_key!r} has no side-effect ledger record")
+            raise GovernedStateError(f"idempotency key {quote_value(idempotency_key)} has no "
+                                     "side-effect ledger record")
         status = effect.status
     # Every side effect of the session, whatever its status, read from the ledger (never from the
     # caller): a compactor that names no key, or another key, cannot make one disappear.

@@ -29,6 +29,7 @@ import msgspec
 
 from holon_ctx.continuity.codes import ReasonCode
 from holon_ctx.continuity.decision import Finding
+from holon_ctx.errors import quote_value
 
 __all__ = [
     "ENVELOPE_FIELDS",
@@ -332,7 +333,7 @@ def _decode(raw: object) -> DecodedEnvelope:
             Finding(
                 ReasonCode.SCHEMA_VERSION_UNSUPPORTED,
                 "$.schema_version",
-                f"expected {SCHEMA_VERSION!r}, got {ascii(version)[:80]}",
+                f"expected {quote_value(SCHEMA_VERSION)}, got {ascii(version)[:80]}",
             )
         )
     fields: dict[str, Any] = {}

@@ -16,7 +16,7 @@ the runtime calling them is the party that can fix it::
 
 from __future__ import annotations
 
-from holon_ctx.errors import InputError, StoreError
+from holon_ctx.errors import InputError, StoreError, quote_value
 
 __all__ = [
     "CompactionConflictError",
@@ -41,7 +41,7 @@ class CompactionConflictError(ContinuityInputError):
     def __init__(self, envelope_id: str, step: str, message: str) -> None:
         self.envelope_id = envelope_id
         self.step = step
-        super().__init__(f"envelope {envelope_id!r}: step {step}: {message}")
+        super().__init__(f"envelope {quote_value(envelope_id)}: step {step}: {message}")
 
 
 class GovernedStateError(StoreError):

@@ -35,6 +35,7 @@ from holon_ctx.continuity.state import CompactionRecord, GovernedState, ResumeCo
 from holon_ctx.continuity.store import ContinuityStore
 from holon_ctx.continuity.trace import failure_payload, rehydration_payload
 from holon_ctx.continuity.validator import collect_findings
+from holon_ctx.errors import quote_value
 
 __all__ = ["load_governed_state", "read_clock", "rehydrate"]
 
@@ -59,7 +60,8 @@ def read_clock(clock: Clock, last_recorded_at: datetime | None, findings: list[F
         findings.append(Finding(ReasonCode.UNTRUSTED_CLOCK, "clock", f"raised {type(exc).__name__}"))
         return None
     if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
-        findings.append(Finding(ReasonCode.UNTRUSTED_CLOCK, "clock", f"not an aware datetime: {now!r}"[:120]))
+        findings.append(Finding(ReasonCode.UNTRUSTED_CLOCK, "clock",
+                                f"not an aware datetime: {quote_value(now)}"[:120]))
         return None
     if last_recorded_at is not None and now < last_recorded_at:
         findings.append(

@@ -21,7 +21,7 @@ from typing import Final
 
 from holon_ctx.continuity.backend import StoredEvent
 from holon_ctx.continuity.exceptions import DuplicateRecordError
-from holon_ctx.errors import StoreError
+from holon_ctx.errors import StoreError, quote_value
 
 __all__ = ["SCHEMA_VERSION", "SQLiteBackend"]
 
@@ -76,7 +76,7 @@ def _blob(value: object) -> bytes:
 
 def _int(value: object) -> int:
     if not isinstance(value, int):
-        raise StoreError(f"corrupt sequence number {value!r}")
+        raise StoreError(f"corrupt sequence number {quote_value(value)}")
     return value
 
 
@@ -108,8 +108,8 @@ class SQLiteBackend:
                     )
                 elif row[0] != SCHEMA_VERSION:
                     raise StoreError(
-                        f"continuity tables have schema version {row[0]!r}, "
-                        f"this holon-ctx reads {SCHEMA_VERSION!r}"
+                        f"continuity tables have schema version {quote_value(row[0])}, "
+                        f"this holon-ctx reads {quote_value(SCHEMA_VERSION)}"
                     )
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open continuity store: {exc}") from exc

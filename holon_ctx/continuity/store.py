@@ -53,7 +53,7 @@ from holon_ctx.continuity.records import (
     parse_time,
 )
 from holon_ctx.continuity.sqlite_backend import SQLiteBackend
-from holon_ctx.errors import StoreError
+from holon_ctx.errors import StoreError, quote_value
 
 __all__ = ["ContinuityStore", "FactKind"]
 
@@ -83,7 +83,7 @@ _FREE_TEXT_FIELDS: Final = frozenset({"text"})
 
 def _require_aware(at: object, what: str) -> datetime:
     if not isinstance(at, datetime) or at.tzinfo is None or at.utcoffset() is None:
-        raise UntrustedClockError(f"{what} must be an aware datetime, got {at!r}")
+        raise UntrustedClockError(f"{what} must be an aware datetime, got {quote_value(at)}")
     return at
 
 
@@ -140,7 +140,6 @@ class ContinuityStore:
         self.close()
 
     # --- time -------------------------------------------------------------------------------
-
     def last_recorded_at(self) -> datetime | None:
         """The latest time any write was stamped with (the clock must never go below it)."""
         text = self._backend.last_recorded_at()
@@ -149,7 +148,7 @@ class ContinuityStore:
         try:
             return parse_time(text)
         except ValueError as exc:
-            raise StoreError(f"corrupt last_recorded_at {text!r}") from exc
+            raise StoreError(f"corrupt last_recorded_at {quote_value(text)}") from exc
 
     def stamp(self, at: datetime) -> str:
         """Validate a write time: aware and not earlier than anything recorded."""
@@ -199,17 +198,17 @@ class ContinuityStore:
     def put_approval(self, record: ApprovalRecord, *, at: datetime) -> None:
         """Register a new approval; an existing id is never overwritten (use the status setter)."""
         if self._get(FactKind.APPROVAL, _check_id(record.approval_id, "approval_id"), ApprovalRecord):
-            raise ContinuityInputError(f"approval {record.approval_id!r} already registered")
+            raise ContinuityInputError(f"approval {quote_value(record.approval_id)} already registered")
         self._put(FactKind.APPROVAL, record.approval_id, record.tenant_id, record, at)
 
     def set_approval_status(self, approval_id: str, status: ApprovalStatus, *, at: datetime) -> None:
         """Move an approval along :data:`APPROVAL_TRANSITIONS`; anything else raises."""
         current = self._get(FactKind.APPROVAL, approval_id, ApprovalRecord)
         if current is None:
-            raise ContinuityInputError(f"unknown approval {approval_id!r}")
+            raise ContinuityInputError(f"unknown approval {quote_value(approval_id)}")
         if status not in APPROVAL_TRANSITIONS[current.status]:
             raise ContinuityInputError(
-                f"approval {approval_id!r}: {current.status} -> {status} is not allowed"
+                f"approval {quote_value(approval_id)}: {current.status} -> {status} is not allowed"
             )
         updated = msgspec.structs.replace(current, status=status)
         self._put(FactKind.APPROVAL, approval_id, current.tenant_id, updated, at)
@@ -220,7 +219,7 @@ class ContinuityStore:
         if existing is not None and (existing.tenant_id, existing.session_id) != (
                 record.tenant_id, record.session_id):
             raise ContinuityInputError(
-                f"idempotency key {record.idempotency_key!r} belongs to another session"
+                f"idempotency key {quote_value(record.idempotency_key)} belongs to another session"
             )
         self._put(FactKind.SIDE_EFFECT, record.idempotency_key, record.session_id, record, at)
 
@@ -259,7 +258,7 @@ class ContinuityStore:
     def withdraw_constraint(self, session_id: str, ref: str, *, at: datetime) -> None:
         current = self._get(FactKind.CONSTRAINT, session_id + _SEP + ref, ConstraintRecord)
         if current is None:
-            raise ContinuityInputError(f"unknown constraint {ref!r} in session {session_id!r}")
+            raise ContinuityInputError(f"no constraint {quote_value(ref)} in {quote_value(session_id)}")
         self.add_constraint(msgspec.structs.replace(current, active=False), at=at)
 
     def open_obligation(self, session_id: str, obligation: str, *, at: datetime) -> None:
@@ -347,7 +346,7 @@ class ContinuityStore:
             try:
                 step = CompactionStep(name)
             except ValueError as exc:
-                raise StoreError(f"unknown compaction step {name!r} for {envelope_id!r}") from exc
+                raise StoreError(f"unknown compaction step {quote_value(name)}") from exc
             steps[step] = self._decode(body, STEP_BODY[step], f"{step} step")
         return steps
 
@@ -366,7 +365,7 @@ class ContinuityStore:
         if (body := self._backend.envelope(latest)) == self._newest[0] and body is not None:
             return self._newest[1]
         if (envelope := decode_envelope(body).envelope) is None:
-            raise StoreError(f"stored envelope {latest!r} does not validate")
+            raise StoreError(f"stored envelope {quote_value(latest)} does not validate")
         self._newest = (body, envelope)
         return envelope
 

@@ -148,11 +148,11 @@ class MemoryStore:
             self._pins.append(row.pos)
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
-                     renumber_turns: bool = False) -> int:
+                     renumber_turns: bool = False, expect_end: int | None = None) -> int:
         self._clear_staged()
         try:
             n = append_records(self, self._counter, items, source=source,
-                               renumber_turns=renumber_turns)
+                               renumber_turns=renumber_turns, expect_end=expect_end)
         except BaseException:
             self._clear_staged()
             raise
@@ -162,9 +162,9 @@ class MemoryStore:
         return n
 
     def append(self, records: Iterable[Record], *, source: str = "<append>",
-               renumber_turns: bool = False) -> int:
+               renumber_turns: bool = False, expect_end: int | None = None) -> int:
         return self.append_lines(((None, r) for r in records), source=source,
-                                 renumber_turns=renumber_turns)
+                                 renumber_turns=renumber_turns, expect_end=expect_end)
 
     # -- reads ----------------------------------------------------------------------------
     def end_pos(self) -> int:

@@ -340,15 +340,15 @@ class SqliteStore:
             raise
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
-                     renumber_turns: bool = False) -> int:
+                     renumber_turns: bool = False, expect_end: int | None = None) -> int:
         with self._write():
             return append_records(self, self._counter, items, source=source,
-                                  renumber_turns=renumber_turns)
+                                  renumber_turns=renumber_turns, expect_end=expect_end)
 
     def append(self, records: Iterable[Record], *, source: str = "<append>",
-               renumber_turns: bool = False) -> int:
+               renumber_turns: bool = False, expect_end: int | None = None) -> int:
         return self.append_lines(((None, r) for r in records), source=source,
-                                 renumber_turns=renumber_turns)
+                                 renumber_turns=renumber_turns, expect_end=expect_end)
 
     def rebuild_derived(self) -> None:
         """Drop every derived table and recompute it from ``records`` in one transaction.

@@ -47,18 +47,21 @@ class LedgerStore(Protocol):
     def counter_identity(self) -> str: ...
 
     def append(self, records: Iterable[Record], *, source: str = "<append>",
-               renumber_turns: bool = False) -> int:
+               renumber_turns: bool = False, expect_end: int | None = None) -> int:
         """Append atomically; returns how many records (derived turns included) were stored.
 
         Safe with other writers: the batch is numbered inside the store's write transaction.
         ``renumber_turns=True`` gives the batch's turns the next sequence numbers of the ledger
         (their order kept), for a writer that does not own the numbering (RFC 0006).
+        ``expect_end``: append only if the ledger ends there (checked inside the transaction;
+        else ``LedgerMovedError`` and nothing is written): a writer that minted ids from the
+        position it read.
         """
         ...
 
     def append_lines(
         self, items: Iterable[tuple[int | None, Record]], *, source: str,
-        renumber_turns: bool = False,
+        renumber_turns: bool = False, expect_end: int | None = None,
     ) -> int:
         """Like :meth:`append` with the source line of each record, for located errors."""
         ...

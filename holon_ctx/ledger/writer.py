@@ -101,6 +101,12 @@ class Lookups:
     work_item_ids: frozenset[str]
 
 
+class LedgerMovedError(LedgerFormatError):
+    """The ledger's end is not the one the writer built its batch for (``expect_end``): another
+    writer appended first. Nothing of the batch was written; build it again from the ledger as
+    it is now (``Session`` does, so its position-based ids never collide)."""
+
+
 class AppendBackend(Protocol):
     """The primitives a store offers the append path; all reads see earlier rows of the batch."""
 
@@ -128,12 +134,16 @@ def _opens_turn(record: Record) -> bool:
 
 class _Appender:
     def __init__(self, backend: AppendBackend, counter: TokenCounter, source: str,
-                 renumber_turns: bool = False) -> None:
+                 renumber_turns: bool = False, expect_end: int | None = None) -> None:
         self.backend = backend
         self.counter = counter
         self.source = source
         self.renumber_turns = renumber_turns
         self.pos = backend.next_pos()
+        if expect_end is not None and self.pos != expect_end:
+            # Read inside the write transaction: a check no other writer can slip past.
+            raise LedgerMovedError(f"the ledger's end moved from {expect_end} to {self.pos}: "
+                                   "another writer appended first", source=source)
         last = backend.last_turn()
         self.last_turn: TurnInfo | None = last
         # Turns of this batch, so the common case (records of the turn just opened) needs no query.
@@ -356,11 +366,13 @@ def append_records(
     *,
     source: str = "<append>",
     renumber_turns: bool = False,
+    expect_end: int | None = None,
 ) -> int:
     """Validate and insert ``(line, record)`` pairs; the caller owns the transaction.
 
     Call it *inside* the write transaction: it reads the ledger's next position and last turn
     first. ``renumber_turns``: give the batch's turns the ledger's next sequence numbers, in order
-    (see the module docstring).
+    (see the module docstring). ``expect_end``: refuse the batch (:class:`LedgerMovedError`,
+    nothing written) unless the ledger ends there — the writer's ids were minted for it.
     """
-    return _Appender(backend, counter, source, renumber_turns).run(items)
+    return _Appender(backend, counter, source, renumber_turns, expect_end).run(items)

@@ -39,7 +39,7 @@ from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import Record, Turn, record_ref
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
-from holon_ctx.ledger.writer import Lookups, Row, append_records
+from holon_ctx.ledger.writer import LedgerMovedError, Lookups, Row, append_records
 from holon_ctx.postgres.appends import (
     APPEND_IF_END,
     FAST_BATCH,
@@ -339,7 +339,7 @@ class PostgresStore:
         self._clear_prefetched()
 
     def append_lines(self, items: Iterable[tuple[int | None, Record]], *, source: str,
-                     renumber_turns: bool = False) -> int:
+                     renumber_turns: bool = False, expect_end: int | None = None) -> int:
         """Append ``(line, record)`` pairs in one transaction. Idempotent by record id (RFC
         0027): a record already in the ledger as it is given again (its commit landed but the
         caller saw an error) is not appended twice, and the call succeeds; another record under
@@ -350,12 +350,17 @@ class PostgresStore:
         it = iter(items)
         head = list(itertools.islice(it, _RETRIED + 1))
         if len(head) > _RETRIED:
-            return self._append_once(itertools.chain(head, it), source, renumber_turns)
+            return self._append_once(itertools.chain(head, it), source, renumber_turns,
+                                     expect_end)
         try:
-            return self._append_once(head, source, renumber_turns)
+            return self._append_once(head, source, renumber_turns, expect_end)
         except ConnectionLost:
             # The commit may have landed: the retry skips what is already in the ledger.
             return self._append_given_again(head, source, renumber_turns, None)
+        except LedgerMovedError:
+            # Another writer's records may equal these (ids minted at the same position): they
+            # are not these being given again.
+            raise
         except LedgerFormatError as exc:
             return self._append_given_again(head, source, renumber_turns, exc)
 
@@ -377,10 +382,14 @@ class PostgresStore:
                                           if rest else 0)
 
     def _append_once(self, items: Iterable[tuple[int | None, Record]], source: str,
-                     renumber_turns: bool) -> int:
+                     renumber_turns: bool, expect_end: int | None = None) -> int:
         it = iter(items)
         head = list(itertools.islice(it, FAST_BATCH + 1))
-        if len(head) <= FAST_BATCH:
+        known = self._known
+        if len(head) <= FAST_BATCH and (expect_end is None or (
+                known is not None and known.end == expect_end)):
+            # One statement that appends only if the ledger still ends where the known facts
+            # say: an expected end is checked by it too (else the locked path checks it).
             done = self._append_if_end(head, source, renumber_turns)
             if done is not None:
                 return done
@@ -399,7 +408,7 @@ class PostgresStore:
                 raise StoreError(f"{self.where}: session {quote_value(self.session)} was deleted")
             self._batch_next = int(row[0])
             n = append_records(self, self._counter, items, source=source,
-                               renumber_turns=renumber_turns)
+                               renumber_turns=renumber_turns, expect_end=expect_end)
             learned.append(self._facts_of_batch())
             self._buf["recounts"].extend((self.sid, self._counter_id, pos, tokens)
                                          for pos, tokens in self._decoded.take_recounted())
@@ -458,9 +467,9 @@ class PostgresStore:
         return n
 
     def append(self, records: Iterable[Record], *, source: str = "<append>",
-               renumber_turns: bool = False) -> int:
+               renumber_turns: bool = False, expect_end: int | None = None) -> int:
         return self.append_lines(((None, r) for r in records), source=source,
-                                 renumber_turns=renumber_turns)
+                                 renumber_turns=renumber_turns, expect_end=expect_end)
 
     def rebuild_derived(self) -> None:
         """Drop the session's derived rows and recompute them from its records, in one

@@ -116,6 +116,9 @@ class Item:
     #: A decision the current input is about (RFC 0030): its steps lead the first round of its
     #: tier, before any other older evidence.
     required: bool = False
+    #: A decision of another topic than the current input's (RFC 0030): its full form enters
+    #: after every other step, whole or not at all, so it is the first evidence to go.
+    deferred: bool = False
 
     @property
     def min_form(self) -> Form:

@@ -68,6 +68,9 @@ GROW_NEWEST_ROUND = 4.5
 #: The round of every other turn's grow step: after every other step of every tier, so a field
 #: is cut to its cap only when the whole budget binds.
 GROW_ROUND = float(1 << 40)
+#: The round of a deferred item's full form (an unrelated topic's decision, RFC 0030): after
+#: every other step, grow steps included.
+DEFERRED_ROUND = GROW_ROUND + 1
 
 
 @attrs.frozen
@@ -167,6 +170,8 @@ class _Sequence:
                     # A decision the current input is about leads its tier's first round, both
                     # forms, ahead of the fair share: it is what the input refers back to.
                     key = (tier_start(item.tier), -1.0, section_index, item.order, i)
+                elif item.deferred and rnd > 1 and form is Form.FULL:
+                    key = (DEFERRED_ROUND, float(item.tier), section_index, item.order, i)
                 elif rnd <= 1:
                     # Pinned rounds follow the items' own order across sections (control notices,
                     # current turn, question, anchor, work item, …), not the fair share: these
@@ -359,7 +364,8 @@ class _Run:
         prev = self.chosen.get(item.key)
         base = prev[1].tokens if prev else 0
         clipped = (self.clip(item.forms[step.form], room + base)
-                   if room > 0 and not (item.whole and prev is not None) else None)
+                   if room > 0 and not ((item.whole or item.deferred) and prev is not None)
+                   else None)
         if (clipped is None or clipped.tokens <= base
                 or clipped.tokens - base + header > self.budget_tokens - self.used
                 or (prev is not None and not set(prev[1].refs) <= set(clipped.refs))):

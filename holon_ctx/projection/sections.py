@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import Final
 
 import attrs
 
@@ -138,6 +139,22 @@ def control_blocks(r: Renderer, state: ControlState, held: Mapping[str, str] | N
     return [lines for _, lines in control_notices(r, state, held)]
 
 
+#: Items a governed notice lists (obligations, blocking side effects, constraints); the rest are
+#: counted on one line naming where they are all held. Each is stated in every request, so a
+#: runtime with hundreds of open waits would otherwise spend its budget on this one notice.
+GOVERNED_ITEMS: Final = 10
+
+
+def _bounded(r: Renderer, lines: list[Block], total: int, what: str,
+             source: str) -> list[Block]:
+    """A notice's heading and item lines (at most :data:`GOVERNED_ITEMS` of ``total`` items),
+    with one line counting the rest and naming where the governed store holds them all."""
+    if total > GOVERNED_ITEMS:
+        lines.append(r.line(f"- and {total - GOVERNED_ITEMS} more {what}: all are held in the "
+                            f"{source}"))
+    return lines
+
+
 def control_notices(r: Renderer, state: ControlState, held: Mapping[str, str] | None = None,
                     ) -> list[tuple[str, list[Block]]]:
     """``(reason, lines)`` of each notice the governed state calls for, in their fixed order;
@@ -146,22 +163,26 @@ def control_notices(r: Renderer, state: ControlState, held: Mapping[str, str] | 
     source = f"governed store, envelope {state.envelope_id}" if state.envelope_id \
         else "governed store"
     out: list[tuple[str, list[Block]]] = []
+    n = GOVERNED_ITEMS
     if state.blocking:
         lines = [r.line(f"BLOCKED ON RECONCILIATION ({source}): an external side effect "
                         "may already have happened. Reconcile it before any further "
                         "action; never retry the call.")]
         lines += [r.line(f"- idempotency key {label_value(key, chars.idempotency_key)}: {status}")
-                  for key, status in state.blocking]
-        out.append(("blocked_on_reconciliation", lines))
+                  for key, status in state.blocking[:n]]
+        out.append(("blocked_on_reconciliation", _bounded(
+            r, lines, len(state.blocking), "side effects to reconcile", source)))
     if state.obligations:
         lines = [r.line(f"pending obligations ({source}):")]
-        lines += [r.line(f"- {label_value(o, chars.obligation)}") for o in state.obligations]
-        out.append(("pending_obligation", lines))
+        lines += [r.line(f"- {label_value(o, chars.obligation)}") for o in state.obligations[:n]]
+        out.append(("pending_obligation", _bounded(
+            r, lines, len(state.obligations), "obligations", source)))
     if state.constraints:
         lines = [r.line(f"exact operator constraints ({source}; still in force):")]
         lines += [r.line(_constraint_line(ref, text, held or {}, chars.constraint))
-                  for ref, text in state.constraints]
-        out.append(("exact_constraint", lines))
+                  for ref, text in state.constraints[:n]]
+        out.append(("exact_constraint", _bounded(
+            r, lines, len(state.constraints), "constraints", source)))
     return out
 
 

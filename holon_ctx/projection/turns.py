@@ -130,7 +130,8 @@ class TurnItems:
         return Item(key=unit.ref, section=section, priority=priority, reasons=item_reasons,
                     order=order, position=position, forms=forms, refs=refs,
                     chain=chain, kind="turn", tier=tier, grow=grow,
-                    required=required and priority is not Priority.PINNED)
+                    required=required and priority is not Priority.PINNED,
+                    deferred=priority is not Priority.PINNED and self._topic_rank(unit) == 2)
 
     def _topic_rank(self, unit: TurnUnit) -> int:
         """:func:`.topics.topic_rank` of ``unit``, computed once per turn and projection."""
