@@ -267,3 +267,19 @@ def test_only_the_models_message_is_a_reply(role: MessageRole, reply: bool) -> N
     turn = StoredRecord(pos=2, ref="turn:t1", turn_seq=1, tokens=1,
                         record=Turn(id="t1", seq=1, trigger="operator_input"))
     assert is_reply(turn) is False
+
+
+def test_blocks_are_compared_by_value_past_the_small_integers() -> None:
+    """Block numbers above 256 are not shared int objects: turn 601 is in turn 600's block of
+    two (both 300), read from the store and from the walk alike."""
+    ledger = LedgerBuilder()
+    for i in range(602):
+        ledger.turn("timer")
+        ledger.note(f"tick {i}")
+    store = ledger.store()
+    turns = {s.record.seq: s for s in store.records_between(0, store.end_pos())
+             if isinstance(s.record, Turn)}
+    turn, before = turns[601].record, turns[600]
+    assert isinstance(turn, Turn)
+    assert opens_block(store, turn, store.end_pos(), None, 2) is False
+    assert opens_block(store, turn, store.end_pos(), TurnUnit(stored=before, records=()), 2) is False
