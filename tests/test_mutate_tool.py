@@ -148,7 +148,8 @@ def fake_repo(tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_the_map_is_reused_when_only_test_modules_changed(tool: ModuleType, tmp_path: Path,
                                                          fake_repo: list[list[str]]) -> None:
     """Only the changed or new test modules run under coverage again, and their part of the map
-    replaces the old one; a module removed drops its part; a change to the code measures all."""
+    replaces the old one; a module removed drops its part; a change to another module of
+    holon_ctx keeps the map (a lower bound, see TestMap); a change to the module measures all."""
     first = tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
     assert fake_repo == [["tests/test_a.py", "tests/test_b.py"]]
     assert first.tests_for(2, 2) == ["tests/test_a.py::test_1", "tests/test_b.py::test_1"]
@@ -167,6 +168,10 @@ def test_the_map_is_reused_when_only_test_modules_changed(tool: ModuleType, tmp_
     third = tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
     assert len(fake_repo) == 2
     assert third.tests_for(2, 2) == ["tests/test_b.py::test_2", "tests/test_d.py::test_2"]
+
+    (tmp_path / "holon_ctx/other.py").write_text("x = 1\n")  # another module: the map stays
+    tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
+    assert len(fake_repo) == 2
 
     (tmp_path / "holon_ctx/mod.py").write_text("def target():\n    return 2\n")
     tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")

@@ -468,3 +468,19 @@ def test_large_import_goes_through_copy_and_matches_memory(pg_url: str,
     assert pg.stats() == memory.stats()
     assert list(pg.iter_records()) == list(memory.iter_records())
     pg.close()
+
+
+def test_the_compaction_lock_is_the_sessions_advisory_lock(pg_url: str) -> None:
+    """Held: one advisory lock keyed (``HOLC``, the session's id), visible to every process on
+    the server; released after (postgres/ledger.py ``compaction_lock``)."""
+    import psycopg
+
+    store = PostgresStore(pg_url, session=f"lock-key-{datetime.now(UTC).timestamp()}")
+    query = ("SELECT classid::bigint, objid::bigint FROM pg_locks WHERE locktype='advisory' "
+             "AND granted AND classid::bigint = %s")
+    with psycopg.connect(pg_url, autocommit=True) as other:
+        with store.compaction_lock():
+            held = other.execute(query, (0x484F4C43,)).fetchall()
+            assert (0x484F4C43, store.sid) in held
+        assert (0x484F4C43, store.sid) not in other.execute(query, (0x484F4C43,)).fetchall()
+    store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,9 @@ def test_helpers_allocate_ids_and_sequence_numbers() -> None:
         assert store.get(ref) is not None
     assert s.current_turn == f"turn:{turns(store)[-1].id}"
     assert turns(store)[3].outcome == "noop"
+    assert turns(store)[4].outcome is None  # a plain wake is not a no-op (issue 23)
+    assert turns(store)[4].label == "hourly"
+    assert turns(store)[3].label is None
 
 
 def test_replies_after_tool_results_open_agent_steps_anchored_to_the_exchange() -> None:
@@ -446,3 +450,19 @@ def test_a_session_on_the_postgresql_store(pg_url: str, pg_session_key: str) -> 
         assert [t.seq for t in turns(store)][-2:] == [30, 31]
         assert "BLOCKED ON RECONCILIATION" in s.next_request(3000).text
     assert PostgresEpisodeStore(pg_url, session=pg_session_key, create=False).count() > 0
+
+
+def test_a_session_closes_the_store_it_opened_and_leaves_one_it_was_given(tmp_path: Path) -> None:
+    """``open_session(path)`` opened the store and closes it; a store passed in stays the
+    caller's: usable after the session closed (issue 23)."""
+    given = SqliteStore(tmp_path / "given.db")
+    with open_session(given, compaction=None) as s:
+        s.operator_message("start")
+    assert given.end_pos() > 0  # still open: a closed connection would raise here
+    given.close()
+    with open_session(str(tmp_path / "opened.db"), compaction=None) as s:
+        s.operator_message("start")
+        opened = s.store
+    assert isinstance(opened, SqliteStore)
+    with pytest.raises(sqlite3.ProgrammingError):
+        opened.end_pos()

@@ -8,7 +8,8 @@ from projection_builders import LedgerBuilder, memory_store, random_ledger
 from session_helpers import walk
 
 from holon_ctx.errors import InputError
-from holon_ctx.ledger.records import Outcome, Turn
+from holon_ctx.ledger.records import Message, MessageRole, Outcome, Turn
+from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.projection.framing import ANTHROPIC, Framing
 from holon_ctx.projection.native import Part, Role, text_part
@@ -20,6 +21,7 @@ from holon_ctx.projection.session_state import (
     SessionRequest,
     checkpoint_turn,
     entry_heading,
+    is_reply,
     opens_block,
     parts_cost,
 )
@@ -228,3 +230,56 @@ def test_recent_turns_after_appends_add_the_appended_records_and_their_tokens() 
         assert all(order[ref] < request.limit_pos for ref in new)
         grew = max(grew, appended)
     assert grew >= 10
+
+
+def test_appended_turns_say_their_trigger_unless_the_turn_above_said_the_same() -> None:
+    """Each turn joining the history is compared with the turn whose heading is right above it
+    (RFC 0019): a new trigger, anchor or work item is said; a repeat is the ref alone. The
+    first turn of the epoch has none above it and says all."""
+    b = LedgerBuilder()
+    b.chat("deploy the service", "starting")
+    b.turn("timer")
+    b.note("checked CI")
+    b.turn("timer")
+    b.note("checked CI again")
+    b.chat("status?", "still running")
+    b.turn("x-agent-step", anchor="t1")
+    b.assistant("step one")
+    b.turn("x-agent-step", anchor="t1")
+    b.assistant("step two")
+    store = b.store()
+    requests = list(walk(SessionProjector(store, layout=Layout.TEXT), 8000))
+    assert [r.replanned for r in requests] == [True] + [False] * 5  # every later turn appended
+    headings = [line for line in requests[-1].text.split("\n") if line.startswith("### turn:")]
+    assert headings == ["### turn:t1 · operator_input", "### turn:t4 · timer", "### turn:t6",
+                        "### turn:t8 · operator_input",
+                        "### turn:t11 · x-agent-step · continues turn:t1", "### turn:t13"]
+
+
+@pytest.mark.parametrize(("role", "reply"), [(MessageRole.ASSISTANT, True),
+                                             (MessageRole.OPERATOR, False),
+                                             (MessageRole.SYSTEM, False)])
+def test_only_the_models_message_is_a_reply(role: MessageRole, reply: bool) -> None:
+    """Whatever way the roles sort (``assistant`` sorts first), and never a record of another kind."""
+    stored = StoredRecord(pos=3, ref="message:m1", turn_seq=1, tokens=2,
+                          record=Message(id="m1", turn_id="t1", role=role, text="ok"))
+    assert is_reply(stored) is reply
+    turn = StoredRecord(pos=2, ref="turn:t1", turn_seq=1, tokens=1,
+                        record=Turn(id="t1", seq=1, trigger="operator_input"))
+    assert is_reply(turn) is False
+
+
+def test_blocks_are_compared_by_value_past_the_small_integers() -> None:
+    """Block numbers above 256 are not shared int objects: turn 601 is in turn 600's block of
+    two (both 300), read from the store and from the walk alike."""
+    ledger = LedgerBuilder()
+    for i in range(602):
+        ledger.turn("timer")
+        ledger.note(f"tick {i}")
+    store = ledger.store()
+    turns = {s.record.seq: s for s in store.records_between(0, store.end_pos())
+             if isinstance(s.record, Turn)}
+    turn, before = turns[601].record, turns[600]
+    assert isinstance(turn, Turn)
+    assert opens_block(store, turn, store.end_pos(), None, 2) is False
+    assert opens_block(store, turn, store.end_pos(), TurnUnit(stored=before, records=()), 2) is False

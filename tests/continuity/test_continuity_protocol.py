@@ -556,3 +556,25 @@ def test_a_compaction_under_another_identity_is_refused_and_changes_nothing(
     assert store.session_identity(control["session_id"]) == before
     assert CompactionStep.GOVERNED_SNAPSHOT not in store.compaction_steps(SEED.envelope_id)
 
+
+
+def test_the_checkpoint_opens_each_pending_obligation_once() -> None:
+    """After step 2 every pending obligation is open in the governed store, once, whether it
+    was open before or not."""
+    store, control = _fresh()
+    store.open_obligation(control["session_id"], "answer the operator", at=T0)
+    before = list(store.open_obligations(control["session_id"]))
+    _prepare(store, control, pending_obligations=["answer the operator", "rerun CI"])
+    after = list(store.open_obligations(control["session_id"]))
+    assert sorted(after) == sorted([*before, "rerun CI"])
+
+
+def test_a_resumed_compaction_with_other_evidence_conflicts_whatever_budget_it_asks() -> None:
+    """The budget's exemption (a request may ask for more than was sealed) covers the budget
+    alone: the fields checked after it still are."""
+    store, control = _fresh()
+    with pytest.raises(RuntimeError, match="crash after"):
+        _prepare(store, control, fault_hook=_crash_after(CompactionStep.GOVERNED_SNAPSHOT))
+    with pytest.raises(CompactionConflictError, match="evidence_refs differs"):
+        _prepare(store, control, budget_remaining=1000, evidence_refs=["trace:other"])
+
