@@ -102,7 +102,7 @@ from holon_ctx.projection.session_state import (
 )
 from holon_ctx.projection.tail import Tail, tail_blocks
 from holon_ctx.projection.view import continuation_anchor
-from holon_ctx.projection.waits import settle_waits
+from holon_ctx.projection.waits import settle_control, settle_waits
 from holon_ctx.tokens import TokenCounter, store_counter
 
 __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "SessionRequest"]
@@ -184,7 +184,8 @@ class SessionProjector:
             raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
         end = self._end(at, limit_pos)
-        control = self.control.control_state() if self.control else None
+        control = settle_control(self.store, self.control.control_state(), end) \
+            if self.control else None
         state, replanned, reason = self._walk_to(budget_tokens, end, control)
         return self._request(state, end, control, replanned, reason)
 
