@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
 import holon_ctx
 
-__all__ = ["SYSTEM", "chat", "step"]
+__all__ = ["SYSTEM", "chat", "planned_step", "step"]
 
 SYSTEM = ("You are a coding agent working in /srv/app. Run one shell command per step, read its "
           "output, and keep the public API stable.")
@@ -82,13 +83,23 @@ def chat(n_messages: int, seed: int = 0) -> list[dict[str, Any]]:
 def step(session: holon_ctx.Session, k: int, seed: int = 1) -> None:
     """Append step ``k`` of the agent loop: a request every tenth step, otherwise a reply with
     one tool call and the tool's result."""
+    planned_step(k, seed)(session)
+
+
+def planned_step(k: int, seed: int = 1) -> Callable[[holon_ctx.Session], None]:
+    """Step ``k``'s texts made now, appended when the result is called: a benchmark times the
+    appends, not this generator (~0.5 ms of random text a step)."""
     rng = random.Random(seed * 1_000_003 + k)
-    if k % 10 == 0:
-        session.operator_message(f"Request {k}: make {_MODULES[k % len(_MODULES)]} "
-                                 f"{rng.choice(_VERBS)}, with a test.")
+    request = (f"Request {k}: make {_MODULES[k % len(_MODULES)]} {rng.choice(_VERBS)}, "
+               "with a test.") if k % 10 == 0 else None
     command, output, failed = _output(rng, k)
     call = f"s{seed}-{k}"
-    session.assistant_message(f"Step {k}: running `{command}`.", tool_calls=[
-        holon_ctx.ToolCall(call, "bash", {"command": command})])
-    session.tool_result(call, output, exit_code=1 if failed else 0,
-                        status="error" if failed else "ok")
+
+    def append(session: holon_ctx.Session) -> None:
+        if request is not None:
+            session.operator_message(request)
+        session.assistant_message(f"Step {k}: running `{command}`.", tool_calls=[
+            holon_ctx.ToolCall(call, "bash", {"command": command})])
+        session.tool_result(call, output, exit_code=1 if failed else 0,
+                            status="error" if failed else "ok")
+    return append

@@ -37,10 +37,12 @@ from holon_ctx.continuity import (
 from holon_ctx.continuity.fitting import fit_id, fit_text
 from holon_ctx.continuity.records import (
     ConstraintRecord,
+    ControlSnapshot,
     SessionIdentity,
     SessionResources,
     SideEffectRecord,
 )
+from holon_ctx.continuity.snapshots import control_snapshots, record_control_snapshot
 from holon_ctx.continuity.store import FactKind
 from holon_ctx.ledger.compaction_lock import process_lock
 from holon_ctx.ledger.records import Message, Pin
@@ -48,7 +50,7 @@ from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import Archiver, ArchiveReport
 from holon_ctx.memory.episodes import Episode, encode_episode
 from holon_ctx.memory.store import EpisodeStore
-from holon_ctx.projection.model import ControlState
+from holon_ctx.projection.model import ControlHistory, ControlState
 
 __all__ = [
     "CompactionResult",
@@ -154,8 +156,34 @@ def _compact_locked(
     # a compaction killed after archiving and before sealing leaves episodes that the next run
     # must seal, or their range would never be covered by any envelope.
     archived = _unsealed(episodes, continuity, session.session_id)
+    sid = session.session_id
     if not archived:
+        # A compaction stopped between sealing and its snapshot: the snapshot is recorded now,
+        # as of now (requests before kept the previous one; RFC 0020).
+        latest = continuity.latest_envelope(sid)
+        if latest is not None and not control_snapshots(continuity, sid, latest.envelope_id):
+            _record_snapshot(continuity, sid, latest.envelope_id, ledger.end_pos(), clock)
         return CompactionResult(report, None, (), ())
+    # The governed facts, the journal and the envelope in one transaction (one commit, one disk
+    # flush on SQLite, where each fact was its own: RFC 0024); the archive above is the episode
+    # store's and is written before, so this holds no lock another store waits for.
+    batch = getattr(continuity.backend, "batch", None)
+    with batch() if callable(batch) else contextlib.nullcontext():
+        return _govern_and_seal(ledger, episodes, continuity, archived, report,
+                                session=session, clock=clock)
+
+
+def _govern_and_seal(
+    ledger: LedgerStore,
+    episodes: EpisodeStore,
+    continuity: ContinuityStore,
+    archived: list[Episode],
+    report: ArchiveReport,
+    *,
+    session: SessionConfig,
+    clock: Callable[[], datetime],
+) -> CompactionResult:
+    """The governed state the archived ``episodes`` leave, then the envelope sealing them."""
     now = clock()
     sid = session.session_id
     if continuity.session_identity(sid) is None:
@@ -241,8 +269,29 @@ def _compact_locked(
         checkpoint_ref=checkpoint, budget_remaining=resources.budget_remaining,
         sandbox_snapshot_ref=resources.sandbox_snapshot_ref, idempotency_key=key)
     envelope = _seal(continuity, request, clock)
+    _record_snapshot(continuity, sid, envelope.envelope_id, end, clock)
     return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
                             tuple(blocking))
+
+
+def _record_snapshot(continuity: ContinuityStore, sid: str, envelope_id: str, end: int,
+                     clock: Callable[[], datetime]) -> None:
+    """What requests state of the governed state from ledger position ``end`` on: the store's
+    state right after sealing ``envelope_id`` (RFC 0020)."""
+    state = _live_state(continuity, sid, envelope_id)
+    record_control_snapshot(continuity, ControlSnapshot(
+        session_id=sid, envelope_id=envelope_id, ledger_pos=end,
+        obligations=state.obligations, constraints=state.constraints,
+        blocking=state.blocking), at=clock())
+
+
+def _live_state(store: ContinuityStore, sid: str, envelope_id: str | None) -> ControlState:
+    """The governed store's control state now (the reads a request's control state makes)."""
+    return ControlState(
+        envelope_id=envelope_id, obligations=store.open_obligations(sid),
+        constraints=tuple((c.ref, c.text) for c in store.constraints(sid) if c.active),
+        blocking=tuple((r.idempotency_key, r.status.value)
+                       for r in store.unresolved_side_effects(sid)))
 
 
 def _seal(continuity: ContinuityStore, request: CompactionRequest,
@@ -287,12 +336,21 @@ def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore, session_id: s
     return found
 
 
-@attrs.frozen
+@attrs.define(eq=False)
 class GovernedControl:
-    """A :class:`~holon_ctx.projection.model.ControlSource` over the governed store."""
+    """A :class:`~holon_ctx.projection.model.ControlSource` over the governed store.
+
+    ``control_history()`` is what a session projection reads (RFC 0020): the control snapshot
+    recorded with each envelope, at the ledger position it was sealed at. It is kept in memory
+    and read again only for envelopes sealed since (one read of the session's envelope ids per
+    request). A session whose envelopes were all sealed before snapshots were recorded reads
+    the live state at every position, as before."""
 
     store: ContinuityStore
     session_id: str = SessionConfig().session_id
+    _ids: tuple[str, ...] = attrs.field(default=(), init=False)
+    _snapshots: dict[str, ControlSnapshot] = attrs.field(factory=dict, init=False)
+    _history: ControlHistory | None = attrs.field(default=None, init=False)
 
     def control_state(self) -> ControlState | None:
         sid = self.session_id
@@ -301,14 +359,38 @@ class GovernedControl:
         ahead = getattr(self.store.backend, "reading_ahead", None)
         with ahead(sid, _CONTROL_FACTS) if ahead is not None else contextlib.nullcontext():
             envelope = self.store.latest_envelope(sid)
-            obligations = self.store.open_obligations(sid)
-            constraints = tuple((c.ref, c.text) for c in self.store.constraints(sid) if c.active)
-            blocking = tuple((r.idempotency_key, r.status.value)
-                             for r in self.store.unresolved_side_effects(sid))
-        if envelope is None and not (obligations or constraints or blocking):
+            state = _live_state(self.store, sid, envelope.envelope_id if envelope else None)
+        if envelope is None and not (state.obligations or state.constraints or state.blocking):
             return None
-        return ControlState(envelope_id=envelope.envelope_id if envelope else None,
-                            obligations=obligations, constraints=constraints, blocking=blocking)
+        return state
+
+    def control_history(self) -> ControlHistory:
+        sid = self.session_id
+        ids = self.store.envelope_ids(sid)
+        if ids == self._ids and self._history is not None:
+            return self._history
+        if not self._snapshots:
+            self._snapshots = {s.envelope_id: s for s in control_snapshots(self.store, sid)}
+        else:
+            for envelope_id in ids:
+                if envelope_id not in self._snapshots:
+                    for found in control_snapshots(self.store, sid, envelope_id):
+                        self._snapshots[envelope_id] = found
+        self._ids = ids
+        if not self._snapshots:
+            # Sealed before snapshots were recorded (or never sealed): the live state, read at
+            # every request as before (not rebuildable as of an earlier position).
+            self._history = None
+            return ControlHistory.constant(self.control_state() if ids else None)
+        # In the order sealed: each compaction reads the ledger's end under the compaction
+        # lock, so the positions ascend with it.
+        order = {envelope_id: i for i, envelope_id in enumerate(ids)}
+        ordered = sorted(self._snapshots.values(),
+                         key=lambda s: (s.ledger_pos, order.get(s.envelope_id, len(ids))))
+        self._history = ControlHistory(tuple(s.ledger_pos for s in ordered), tuple(ControlState(
+            envelope_id=s.envelope_id, obligations=s.obligations, constraints=s.constraints,
+            blocking=s.blocking) for s in ordered))
+        return self._history
 
 
 def has_continuity_state(path: str | Path) -> bool:

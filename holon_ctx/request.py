@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 import msgspec
 
+from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
 from holon_ctx.projection.session import SessionRequest
 
@@ -61,6 +62,19 @@ class Request:
     def __attrs_post_init__(self) -> None:
         if not self.planned_tokens:
             object.__setattr__(self, "planned_tokens", self.budget_tokens)
+
+    def _settle_text(self) -> None:
+        """Make the text view now (its session is closing). A budget too small for the text
+        layout at this position is raised when the text is read, not by the closing session:
+        a runtime that sends the messages never reads it."""
+        try:
+            self._text_request()
+        except BudgetTooSmallError as exc:
+            error = exc
+
+            def fail() -> SessionRequest:
+                raise error
+            object.__setattr__(self, "_make_text", fail)
 
     def _text_request(self) -> SessionRequest:
         if not self._text_made:

@@ -827,7 +827,7 @@ class Session:
             self._late.update(self._pending)
             self._pending.clear()
         for request in list(self._unread):
-            request._text_request()  # while the stores are open (see _text_view)
+            request._settle_text()  # while the stores are open (see _text_view)
         self._unread.clear()
         self._closed = True
         self._epochs.close()

@@ -88,7 +88,8 @@ class Upkeep:
     owned: list[EpisodeStore | ContinuityStore] = attrs.Factory(list)
 
     def recall_source(self) -> StoreEpisodeSource:
-        return StoreEpisodeSource(self.episodes, self.ledger)
+        # As of the position each request projects (RFC 0020): continue == rebuild.
+        return StoreEpisodeSource(self.episodes, self.ledger, as_of_position=True)
 
     def control_source(self) -> GovernedControl | None:
         if self.continuity is None:

@@ -37,15 +37,19 @@ def _clock() -> Callable[[], datetime]:
     return lambda: datetime(2026, 11, 30, 18, 0, tzinfo=UTC) + timedelta(seconds=next(_TICKS))
 
 
-@pytest.fixture
-def compacted(tmp_path: Path) -> tuple[SqliteStore, SqliteEpisodeStore, ContinuityStore, str]:
+def _demo(tmp_path: Path) -> tuple[SqliteStore, SqliteEpisodeStore, ContinuityStore]:
+    """The demo ledger imported into a new SQLite file, with its episode and governed stores."""
     db = tmp_path / "demo.db"
     ledger = SqliteStore(db)
     demo = resources.files("holon_ctx") / "data" / "demo.jsonl"
     with resources.as_file(demo) as path:
         import_jsonl(path, ledger)
-    episodes = SqliteEpisodeStore(db)
-    continuity = ContinuityStore(db)
+    return ledger, SqliteEpisodeStore(db), ContinuityStore(db)
+
+
+@pytest.fixture
+def compacted(tmp_path: Path) -> tuple[SqliteStore, SqliteEpisodeStore, ContinuityStore, str]:
+    ledger, episodes, continuity = _demo(tmp_path)
     result = compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
     assert result.envelope_id is not None
     return ledger, episodes, continuity, result.envelope_id
@@ -205,10 +209,15 @@ def test_a_crashed_compaction_with_other_inputs_is_resealed_under_the_next_id(
     """A compaction that crashed after journaling its governed snapshot, then finds the ledger
     moved on (other inputs for the same range), seals under ``<id>-r2`` instead of raising
     ``CompactionConflictError`` at every compaction until a new range is archived; the crashed
-    id stays incomplete and is never used."""
+    id stays incomplete and is never used. The crashed journal is left as a backend without
+    one-transaction seals (or an older holon-ctx) leaves it, a write at a time: a crash inside
+    a SQLite compaction's transaction leaves nothing (the next test)."""
+    import contextlib
+
     import attrs
 
     import holon_ctx.compaction as compaction_module
+    from holon_ctx.continuity.sqlite_backend import SQLiteBackend
 
     real = compaction_module.prepare_compaction
     crashed: list[str] = []
@@ -225,20 +234,49 @@ def test_a_crashed_compaction_with_other_inputs_is_resealed_under_the_next_id(
         return real(store, request, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(compaction_module, "prepare_compaction", crash_once)
-    db = tmp_path / "demo.db"
-    ledger = SqliteStore(db)
-    demo = resources.files("holon_ctx") / "data" / "demo.jsonl"
-    with resources.as_file(demo) as path:
-        import_jsonl(path, ledger)
-    episodes, continuity = SqliteEpisodeStore(db), ContinuityStore(db)
-    with pytest.raises(RuntimeError, match="killed"):
-        compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
+    ledger, episodes, continuity = _demo(tmp_path)
+    with monkeypatch.context() as m:
+        m.setattr(SQLiteBackend, "batch", lambda _self: contextlib.nullcontext())
+        with pytest.raises(RuntimeError, match="killed"):
+            compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
     result = compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
     assert result.envelope_id == f"{crashed[0]}-r2"
     assert not continuity.is_compaction_complete(crashed[0])
     latest = continuity.latest_envelope(SESSION.session_id)
     assert latest is not None
     assert latest.envelope_id == result.envelope_id
+
+
+def test_a_compaction_that_fails_while_sealing_leaves_no_governed_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The governed facts, journal and envelope of one compaction are one transaction (RFC
+    0024): a failure while sealing (here after the identity, resources, obligations and
+    checkpoint were written and half the journal) leaves the governed store as it was, and
+    the next compaction seals under the range's own id."""
+    import holon_ctx.compaction as compaction_module
+
+    real = compaction_module.prepare_compaction
+
+    def crash(store: ContinuityStore, request: object, **kwargs: object) -> object:
+        def hook(step: CompactionStep) -> None:
+            if step is CompactionStep.GOVERNED_SNAPSHOT:
+                raise RuntimeError("killed")
+        return real(store, request, clock=kwargs["clock"], fault_hook=hook)  # type: ignore[arg-type]
+
+    ledger, episodes, continuity = _demo(tmp_path)
+    monkeypatch.setattr(compaction_module, "prepare_compaction", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
+    sid = SESSION.session_id
+    assert continuity.last_recorded_at() is None
+    assert continuity.session_identity(sid) is None
+    assert continuity.checkpoint(sid) is None
+    assert continuity.envelope_ids(sid) == ()
+    monkeypatch.setattr(compaction_module, "prepare_compaction", real)
+    result = compact(ledger, episodes, continuity, session=SESSION, clock=_clock())
+    assert result.envelope_id is not None
+    assert not result.envelope_id.endswith("-r2")
+    assert continuity.is_compaction_complete(result.envelope_id)
 
 
 def test_the_session_compaction_never_writes_its_configured_budget_back() -> None:

@@ -85,3 +85,124 @@ def test_mutants_inside_annotations_are_found_by_position(tool: ModuleType) -> N
     default = tool.Mutant("j", "op", 0, 2, 15, 2)  # the default value 1
     assert tool._in_annotation(inside, spans)
     assert not tool._in_annotation(default, spans)
+
+
+def _files(**texts: str) -> dict[str, str]:
+    return {f"tests/{name}.py": text for name, text in texts.items()}
+
+
+def test_the_test_modules_of_a_module_are_those_that_name_what_it_defines(tool: ModuleType) -> None:
+    """Directly, through a helper of tests/ (transitively) or through a conftest fixture; a test
+    module that names nothing of the module is not run for its mutants."""
+    files = _files(
+        test_direct="from holon_ctx.ledger.sqlite import SqliteStore\n",
+        helper_a="from holon_ctx.ledger import sqlite\nstore = sqlite.SqliteStore(':memory:')\n",
+        helper_b="import helper_a\n",
+        test_through_helpers="from helper_b import x\n",
+        conftest=("import pytest\n@pytest.fixture\ndef sqlite_ledger(tmp_path):\n"
+                  "    return SqliteStore(tmp_path / 'x.db')\n"
+                  "@pytest.fixture\ndef unrelated():\n    return 1\n"),
+        test_fixture="def test_x(sqlite_ledger):\n    pass\n",
+        test_other_fixture="def test_y(unrelated):\n    pass\n",
+        test_nothing="from holon_ctx.projection.planner import plan\n",
+        test_by_dotted_name="import holon_ctx.ledger.sqlite as s\n",
+    )
+    assert tool.select_test_files("holon_ctx/ledger/sqlite.py", files) == [
+        "tests/test_by_dotted_name.py", "tests/test_direct.py", "tests/test_fixture.py",
+        "tests/test_through_helpers.py"]
+
+
+def test_names_are_matched_as_words(tool: ModuleType) -> None:
+    """``SqliteStoreish`` is not ``SqliteStore``: a prefix does not select a test module."""
+    files = _files(test_prefix="SqliteStoreish = 1\n", test_word="x = SqliteStore\n")
+    assert tool.select_test_files("holon_ctx/ledger/sqlite.py", files) == ["tests/test_word.py"]
+
+
+@pytest.fixture
+def fake_repo(tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """A repository of one module and three test modules; each coverage run is recorded (the
+    files it ran) instead of made."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "holon_ctx").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "holon_ctx/mod.py").write_text("def target():\n    return 1\n")
+    (tmp_path / "tests/test_a.py").write_text("from holon_ctx.mod import target\n")
+    (tmp_path / "tests/test_b.py").write_text("from holon_ctx.mod import target\n")
+    (tmp_path / "tests/test_c.py").write_text("x = 1\n")
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    monkeypatch.setattr(tool, "CACHE", tmp_path / ".mutate-cache")
+    runs: list[list[str]] = []
+
+    def measure(work: Path, source: str, files: list[str], digests: dict[str, str],
+                jobs: int) -> dict[str, object]:
+        runs.append(files)
+        return {f: {"digest": digests[f], "lines": {"2": [f"{f}::test_{len(runs)}"]},
+                    "seconds": {f"{f}::test_{len(runs)}": 1.0}} for f in files}
+
+    monkeypatch.setattr(tool.TestMap, "measure", staticmethod(measure))
+    return runs
+
+
+def test_the_map_is_reused_when_only_test_modules_changed(tool: ModuleType, tmp_path: Path,
+                                                         fake_repo: list[list[str]]) -> None:
+    """Only the changed or new test modules run under coverage again, and their part of the map
+    replaces the old one; a module removed drops its part; a change to the code measures all."""
+    first = tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
+    assert fake_repo == [["tests/test_a.py", "tests/test_b.py"]]
+    assert first.tests_for(2, 2) == ["tests/test_a.py::test_1", "tests/test_b.py::test_1"]
+
+    tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
+    assert len(fake_repo) == 1  # nothing changed: nothing runs
+
+    (tmp_path / "tests/test_b.py").write_text("from holon_ctx.mod import target  # more\n")
+    (tmp_path / "tests/test_d.py").write_text("from holon_ctx.mod import target\n")
+    second = tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
+    assert fake_repo[1:] == [["tests/test_b.py", "tests/test_d.py"]]
+    assert second.tests_for(2, 2) == ["tests/test_a.py::test_1", "tests/test_b.py::test_2",
+                                      "tests/test_d.py::test_2"]
+
+    (tmp_path / "tests/test_a.py").unlink()
+    third = tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
+    assert len(fake_repo) == 2
+    assert third.tests_for(2, 2) == ["tests/test_b.py::test_2", "tests/test_d.py::test_2"]
+
+    (tmp_path / "holon_ctx/mod.py").write_text("def target():\n    return 2\n")
+    tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
+    assert fake_repo[2:] == [["tests/test_b.py", "tests/test_d.py"]]
+
+
+def test_a_helper_change_measures_every_selected_module_again(tool: ModuleType, tmp_path: Path,
+                                                             fake_repo: list[list[str]]) -> None:
+    """A helper of tests/ can change what any test runs: it is part of the map's key."""
+    (tmp_path / "tests/helper.py").write_text("x = 1\n")
+    tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
+    (tmp_path / "tests/helper.py").write_text("x = 2\n")
+    tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
+    assert fake_repo == [["tests/test_a.py", "tests/test_b.py"]] * 2
+
+
+def test_a_line_run_at_import_runs_the_tests_of_the_lines_that_use_it(tool: ModuleType) -> None:
+    """A constant, a def's signature and a class attribute run while pytest collects (no test's
+    context): their mutants run the tests of the lines using them, not none."""
+    source = ("LIMIT = 3\n"                       # 1
+              "def f(a, *, b=LIMIT):\n"           # 2
+              "    return a + b\n"                # 3
+              "class C:\n"                        # 4
+              "    SIZE = 2\n"                    # 5
+              "    def g(self):\n"                # 6
+              "        return self.SIZE\n"        # 7
+              "def h():\n"                        # 8
+              "    return 0\n")                   # 9
+    users = tool.import_time_users(source)
+    assert users[1] == {2}
+    assert users[2] == {3}
+    assert users[5] == {7}
+    assert users[6] == {7}
+    found = tool.TestMap({2: [], 3: ["t::f"], 7: ["t::g"], 9: ["t::h"]},
+                         {"t::f": 1.0, "t::g": 1.0, "t::h": 1.0}, users)
+    assert found.tests_for(2, 2) == ["t::f"]
+    assert found.tests_for(5, 5) == ["t::g"]
+    assert found.tests_for(1, 1) == ["t::f"]  # through the signature it is a default of
+    assert found.tests_for(8, 8) == ["t::h"]

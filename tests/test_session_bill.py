@@ -8,6 +8,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 from projection_builders import LedgerBuilder, memory_store
 from session_helpers import check_request
 
@@ -245,3 +246,37 @@ def test_a_turn_continuing_a_folded_tick_keeps_the_whole_epoch() -> None:
                                session=SessionPolicy(whole_history=False))
     assert any(r.replan_reason == "anchor_not_in_history"
                for r in _requests(store, 32768, planned))
+
+
+def _large_guidance_loop(steps: int, seed: int = 3) -> LedgerStore:
+    """An agent loop under a long runtime guidance (a mini-swe-agent system prompt takes 1-2k
+    tokens), each step printing 10-60 lines."""
+    rng = random.Random(seed)
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    guidance = "\n".join(f"- Rule {k}: run one command per reply; never chain {k} commands."
+                         for k in range(90))
+    session.set_environment(guidance=guidance, workspace="/testbed")
+    session.operator_message("Find why the parser fails on nested brackets, then fix it.")
+    for i in range(steps):
+        call = holon_ctx.ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"pytest -x -k case{i}"}))
+        session.assistant_message(f"Step {i}: the next case.", tool_calls=[call])
+        session.tool_result(call.call_id, "".join(
+            f"case {i}.{k}: token {k * 7919 % 10007} ok\n" for k in range(rng.randint(10, 60))))
+    return session.store
+
+
+@pytest.mark.parametrize(("budget", "whole"), [(4096, False), (8192, True)])
+def test_every_planned_epoch_sends_the_same_environment(budget: int, whole: bool) -> None:
+    """The stable prefix does not move at a re-plan: every planned epoch's system message is
+    the same bytes, whatever budget each re-plan gave its planner — the guidance whole where it
+    takes at most a quarter of the budget (8,192: ~1,200 tokens), the environment's compact
+    lines where it takes more (4,096). Left to the planner, at 4,096 the guidance was whole in
+    one epoch, clipped at one point or another in the next ones or left out, and every re-plan
+    rewrote the request from its first token."""
+    store = _large_guidance_loop(90)
+    requests = [r for r in _requests(store, budget) if r.replanned]
+    planned = [str(r.openai_messages()[0]["content"]) for r in requests[1:]]
+    assert len(planned) >= 4
+    assert all(m == planned[0] for m in planned), [len(m) for m in planned]
+    assert "clipped" not in planned[0]
+    assert ("Rule 89" in planned[0]) is whole

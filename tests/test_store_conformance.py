@@ -731,15 +731,17 @@ def test_rebuild_derived_reproduces_reads(tmp_path: Path) -> None:
     store.close()
 
 
-def test_high_index_is_rebuilt_when_its_key_changes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stale", ["stale", "0000", HIGH_INDEX_KEY[:-1], HIGH_INDEX_KEY + "0"])
+def test_high_index_is_rebuilt_when_its_key_changes(tmp_path: Path, stale: str) -> None:
     """An index built under other retention facts (another HIGH_INDEX_KEY, or none: a v1 file) is
-    rebuilt from the records on open, giving the same answers as one kept at append time."""
+    rebuilt from the records on open, giving the same answers as one kept at append time —
+    whichever way the stale key sorts against today's (above, below, a prefix of it, longer)."""
     path = tmp_path / "l.db"
     store = SqliteStore(path)
     store.append(HIGH_LEDGER)
     expected = [refs(store.high_turns_before(99, 10, limit)) for limit in range(10)]
     store._db.execute("DELETE FROM high_turns")
-    store._db.execute("UPDATE meta SET value='stale' WHERE key='high_index'")
+    store._db.execute("UPDATE meta SET value=? WHERE key='high_index'", (stale,))
     store.close()
     again = SqliteStore(path)
     assert [refs(again.high_turns_before(99, 10, limit)) for limit in range(10)] == expected

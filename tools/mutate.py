@@ -4,13 +4,15 @@ Each mutant is one small change to the module (an operator swapped, a constant c
 inverted, …) made by cosmic-ray; the tests that run the mutated line are run against it, and a
 mutant none of them fails on *survived*.
 
-How the tests of a mutant are chosen (no hand-kept table): the default test tier runs once under
-coverage with one context per test (pytest-cov ``--cov-context=test``), restricted to the module.
-That gives, for each line of the module, the tests that execute it, and for each test its time.
-A mutant runs exactly the tests that execute the lines it changes, fastest first, stopping at the
-first failure; a mutant on a line no test executes survives without a run (listed as "not
-run by any test"). The map is cached under ``.mutate-cache/`` by the content of the repository's
-code and tests, so a second run on the same tree (or ``--recheck``) does not pay for it again.
+How the tests of a mutant are chosen (no hand-kept table): the test modules that can reach the
+module (those naming what it defines, directly or through a helper of tests/ or a conftest
+fixture; ``--all-tests``: every test module) run under coverage with one context per test
+(pytest-cov ``--cov-context=test``), restricted to the module. That gives, for each line of the
+module, the tests that execute it, and for each test its time. A mutant runs exactly the tests
+that execute the lines it changes, fastest first, stopping at the first failure; a mutant on a
+line no test executes survives without a run (listed as "not run by any test"). The map is cached
+under ``.mutate-cache/`` per module and per content of the code; when only test modules changed,
+only those run under coverage again and replace their part of the map (``TestMap``).
 
 Samples. ``--sample N`` draws N of the module's mutants with a seed that is fresh on every run
 (from the operating system) and printed; ``--seed S`` draws the same sample again. A rate a
@@ -39,6 +41,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import sqlite3
@@ -50,6 +53,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypedDict
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".mutate-cache"
@@ -143,66 +147,220 @@ def _commit() -> str:
     return head + ("+changes" if dirty else "")
 
 
-class TestMap:
-    """For each line of the module, the tests that execute it; for each test, its time (s)."""
+#: Test modules (``test_*.py``) are the unit of the map's reuse; every other file under tests/
+#: (helpers, conftest, golden data) can change what any test does, so it is part of the code.
+class _Part(TypedDict):
+    """One test module's part of a map: its digest, the tests of each line, each test's time."""
 
-    def __init__(self, lines: dict[int, list[str]], seconds: dict[str, float]) -> None:
+    digest: str
+    lines: dict[str, list[str]]
+    seconds: dict[str, float]
+
+
+def _is_test_module(name: str) -> bool:
+    return name.startswith("tests/") and Path(name).name.startswith("test_") \
+        and name.endswith(".py")
+
+
+def _digest(names: Iterable[str], extra: str = "") -> str:
+    digest = hashlib.sha256()
+    for name in sorted(names):
+        digest.update(name.encode() + b"\0" + (ROOT / name).read_bytes())
+    digest.update(extra.encode())
+    return digest.hexdigest()[:24]
+
+
+def _defined_names(text: str) -> set[str]:
+    """The names a module defines at its top level (classes, functions, assigned names)."""
+    names: set[str] = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return {n for n in names if not (n.startswith("__") and n.endswith("__"))}
+
+
+def _mentions(names: Iterable[str]) -> re.Pattern[str]:
+    alternatives = "|".join(sorted(map(re.escape, names)))
+    return re.compile(rf"\b(?:{alternatives})\b")
+
+
+def select_test_files(source: str, files: dict[str, str]) -> list[str]:
+    """The test modules that can run ``source``: those that mention a name it defines, directly
+    or through the tests' helper modules and conftest fixtures that do (transitively).
+
+    ``files`` maps each path under tests/ to its text. A test reaches a module by naming what it
+    defines (``SqliteStore``, ``prepare_compaction``), by importing a helper module of tests/ that
+    does (``session_helpers``), or by asking for a conftest fixture that does. A test that reaches
+    it only through an API of another module without naming anything of it (``open_session`` on a
+    ``.db`` path reaches ``SqliteStore``) is left out: the selection can only miss tests, never add
+    one that cannot run the module, so a rate measured with it is a lower bound (``--all-tests``
+    measures with the whole tier)."""
+    module = source.removesuffix(".py").replace("/", ".")
+    names = _defined_names((ROOT / source).read_text(encoding="utf-8")) | {module}
+    helpers = {n: t for n, t in files.items() if not _is_test_module(n) and n.endswith(".py")}
+    changed = True
+    while changed:  # helpers that mention the names (or a helper that does) pass them on
+        changed = False
+        pattern = _mentions(names)
+        for name, text in helpers.items():
+            if Path(name).name == "conftest.py":
+                tree = ast.parse(text)
+                found = {f.name for f in tree.body if isinstance(f, ast.FunctionDef)
+                         and pattern.search(ast.get_source_segment(text, f) or "")}
+            else:
+                found = {Path(name).stem} if pattern.search(text) else set()
+            if found - names:
+                names |= found
+                changed = True
+    pattern = _mentions(names)
+    return sorted(n for n, t in files.items() if _is_test_module(n) and pattern.search(t))
+
+
+def import_time_users(text: str) -> dict[int, set[int]]:
+    """For each line the import of a module runs (a def's signature, defaults and decorators; a
+    class's attributes; a module's constants), the lines that use what it defines.
+
+    Coverage records those lines under no test's context (the import happens while pytest
+    collects), so by themselves they would look run by no test, and a mutant there (a constant
+    changed, a default flipped) would survive without a run. A def's header is used by the lines
+    of its body; an assigned name by every line that reads it (as a name or an attribute)."""
+    tree = ast.parse(text)
+    reads: dict[str, set[int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            reads.setdefault(node.id, set()).add(node.lineno)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            reads.setdefault(node.attr, set()).add(node.lineno)
+    users: dict[int, set[int]] = {}
+
+    def visit(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            end = stmt.end_lineno or stmt.lineno
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                start = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
+                inside = set(range(stmt.body[0].lineno, end + 1))
+                for line in range(start, stmt.body[0].lineno):
+                    users.setdefault(line, set()).update(inside)
+            elif isinstance(stmt, ast.ClassDef):
+                visit(stmt.body)
+            elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                used = {line for n in names for line in reads.get(n, ())}
+                own = set(range(stmt.lineno, end + 1))
+                for line in own:
+                    users.setdefault(line, set()).update(used - own)
+
+    visit(tree.body)
+    return users
+
+
+class TestMap:
+    """For each line of the module, the tests that execute it; for each test, its time (s).
+
+    Built from a coverage run of the test modules that can reach the module (``select_test_files``)
+    and cached under ``.mutate-cache/`` per module, keyed by the content of the code (holon_ctx/,
+    pyproject.toml and every file under tests/ that is not a test module). Within that key each
+    test module's part is kept with its digest: when only test modules changed, just the changed
+    and new ones run under coverage again and replace their part (a test module removed, or no
+    longer selected, drops its part). So writing tests costs a coverage run of the file being
+    written, not of the tier."""
+
+    def __init__(self, lines: dict[int, list[str]], seconds: dict[str, float],
+                 users: dict[int, set[int]] | None = None) -> None:
         self.lines = lines
         self.seconds = seconds
+        #: Lines run when the module is imported (outside any test's context) → the lines that
+        #: use what they define (``import_time_users``).
+        self.users = users or {}
 
     def tests_for(self, first: int, last: int) -> list[str]:
-        chosen = {t for line in range(first, last + 1) for t in self.lines.get(line, ())}
+        wanted: set[int] = set()
+        todo = list(range(first, last + 1))
+        while todo:  # transitively: a constant used in a signature is used by the body
+            line = todo.pop()
+            if line not in wanted:
+                wanted.add(line)
+                todo.extend(self.users.get(line, ()))
+        chosen = {t for line in wanted for t in self.lines.get(line, ())}
         return sorted(chosen, key=lambda t: (self.seconds.get(t, 0.0), t))
 
     @classmethod
-    def load_or_measure(cls, work: Path, source: str) -> TestMap:
-        digest = hashlib.sha256()
-        for name in _tree_files():
-            if name.startswith(("holon_ctx/", "tests/")) or name in ("pyproject.toml",):
-                digest.update(name.encode() + b"\0" + (ROOT / name).read_bytes())
-        digest.update(source.encode())
-        cached = CACHE / f"{digest.hexdigest()[:24]}.json"
+    def load_or_measure(cls, work: Path, source: str, *, all_tests: bool = False,
+                        jobs: int = 1) -> TestMap:
+        tree = _tree_files()
+        code = [n for n in tree if n == "pyproject.toml" or n.startswith("holon_ctx/")
+                or (n.startswith("tests/") and not _is_test_module(n))]
+        key = _digest(code, source + ("\0all" if all_tests else ""))
+        texts = {n: (ROOT / n).read_text(encoding="utf-8", errors="replace")
+                 for n in tree if n.startswith("tests/") and n.endswith(".py")}
+        selected = (sorted(n for n in texts if _is_test_module(n)) if all_tests
+                    else select_test_files(source, texts))
+        digests = {n: _digest([n]) for n in selected}
+        cached = CACHE / f"{report_name(source)}-{key}.json"
+        parts: dict[str, _Part] = {}
         if cached.exists():
-            data = json.loads(cached.read_text(encoding="utf-8"))
-            print(f"mutate: the tests of each line, from {cached.relative_to(ROOT)}",
-                  file=sys.stderr)
-            return cls({int(k): v for k, v in data["lines"].items()}, data["seconds"])
-        found = cls.measure(work, source)
-        CACHE.mkdir(exist_ok=True)
-        cached.write_text(json.dumps({"lines": found.lines, "seconds": found.seconds}),
-                          encoding="utf-8")
-        return found
+            parts = json.loads(cached.read_text(encoding="utf-8"))["files"]
+        parts = {n: p for n, p in parts.items() if digests.get(n) == p["digest"]}
+        stale = [n for n in selected if n not in parts]
+        print(f"mutate: {len(selected)} test modules can reach {source}"
+              f"{' (--all-tests)' if all_tests else ''}; {len(selected) - len(stale)} from "
+              f"{cached.relative_to(ROOT)}, {len(stale)} to run under coverage", file=sys.stderr,
+              flush=True)
+        if stale:
+            parts.update(cls.measure(work, source, stale, digests, jobs))
+            CACHE.mkdir(exist_ok=True)
+            cached.write_text(json.dumps({"files": parts}), encoding="utf-8")
+        lines: dict[int, list[str]] = {}
+        seconds: dict[str, float] = {}
+        for part in parts.values():
+            for line, tests in part["lines"].items():
+                lines.setdefault(int(line), []).extend(tests)
+            seconds.update(part["seconds"])
+        return cls({k: sorted(v) for k, v in lines.items()}, seconds,
+                   import_time_users((ROOT / source).read_text(encoding="utf-8")))
 
-    @classmethod
-    def measure(cls, work: Path, source: str) -> TestMap:
-        """Run the default tier once under coverage, one context per test (a few minutes)."""
+    @staticmethod
+    def measure(work: Path, source: str, files: list[str], digests: dict[str, str],
+                jobs: int) -> dict[str, _Part]:
+        """Run ``files`` under coverage, one context per test: each file's part of the map."""
         import coverage  # noqa: PLC0415 - a dev dependency, only this tool needs it
 
-        print("mutate: running the default test tier under coverage to find which tests run "
-              "each line (cached for this tree)", file=sys.stderr, flush=True)
         module = source.removesuffix(".py").replace("/", ".")
         env = {**_env(work), "COVERAGE_FILE": str(work / ".coverage"),
                "HOLON_MUTATE_TIMES": str(work / "times.json")}
         started = time.monotonic()
-        subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile",
+        spread = ["-n", str(jobs), "--dist", "loadfile"] if jobs > 1 else ["-p", "no:xdist"]
+        (work / ".coverage").unlink(missing_ok=True)
+        subprocess.run([sys.executable, "-m", "pytest", *spread,
                         "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "_mutate_times",
-                        f"--cov={module}", "--cov-context=test", "--cov-report=", "-q"],
+                        f"--cov={module}", "--cov-context=test", "--cov-report=", "-q", *files],
                        cwd=work, env=env, check=False, stdout=subprocess.DEVNULL)
         times = json.loads((work / "times.json").read_text(encoding="utf-8"))
         passed = {t for t, (_, ok) in times.items() if ok}
         data = coverage.CoverageData(basename=str(work / ".coverage"))
         data.read()
         target = next((f for f in data.measured_files() if f.endswith(source)), None)
-        lines: dict[int, list[str]] = {}
+        parts: dict[str, _Part] = {
+            n: {"digest": digests[n], "lines": {}, "seconds": {}} for n in files}
+        for test, (spent, _) in times.items():
+            part = parts.get(test.split("::", 1)[0])
+            if part is not None:
+                part["seconds"][test] = spent
         if target is not None:
             for line, contexts in data.contexts_by_lineno(target).items():
-                tests = sorted({c.rsplit("|", 1)[0] for c in contexts if c} & passed)
-                if tests:
-                    lines[line] = tests
-        print(f"mutate: coverage run took {time.monotonic() - started:.0f} s; "
-              f"{len(passed)} tests passed, {len({t for v in lines.values() for t in v})} of "
+                for test in sorted({c.rsplit("|", 1)[0] for c in contexts if c} & passed):
+                    part = parts.get(test.split("::", 1)[0])
+                    if part is not None:
+                        part["lines"].setdefault(str(line), []).append(test)
+        reach = {t for p in parts.values() for ts in p["lines"].values() for t in ts}
+        print(f"mutate: coverage of {len(files)} test modules took "
+              f"{time.monotonic() - started:.0f} s; {len(passed)} tests passed, {len(reach)} of "
               f"them run {source}", file=sys.stderr)
-        return cls(lines, {t: s for t, (s, _) in times.items()})
+        return parts
 
 
 class Mutant:
@@ -306,7 +464,8 @@ def _survivor_row(source: str, lines: list[str], mutant: Mutant, uncovered: bool
             f"{lines[mutant.first - 1].strip()}")
 
 
-def measure(source: str, *, sample: int, seed: int | None, limit: int, jobs: int) -> int:
+def measure(source: str, *, sample: int, seed: int | None, limit: int, jobs: int,
+            all_tests: bool = False) -> int:
     name = report_name(source)
     text = (ROOT / source).read_text(encoding="utf-8")
     lines = text.split("\n")
@@ -314,7 +473,7 @@ def measure(source: str, *, sample: int, seed: int | None, limit: int, jobs: int
         work = Path(tmp) / "copy0"
         work.mkdir()
         _copy_repo(work)
-        tests = TestMap.load_or_measure(work, source)
+        tests = TestMap.load_or_measure(work, source, all_tests=all_tests, jobs=jobs)
         everything = _mutants(work, source)
         spans = _annotation_spans(text)
         chosen = [m for m in everything if not _in_annotation(m, spans)]
@@ -365,7 +524,7 @@ def measure(source: str, *, sample: int, seed: int | None, limit: int, jobs: int
     return 0
 
 
-def recheck(source: str, jobs: int) -> int:
+def recheck(source: str, jobs: int, all_tests: bool = False) -> int:
     """Run again the survivors of the last report against today's tests; rewrite the report.
 
     Tests only ever get added between the two runs, so a mutant killed before is still killed:
@@ -393,7 +552,8 @@ def recheck(source: str, jobs: int) -> int:
         work.mkdir()
         _copy_repo(work)
         by_key = {(m.operator, m.occurrence): m for m in _mutants(work, source)}
-        runner = Runner(work, source, TestMap.load_or_measure(work, source), jobs)
+        runner = Runner(work, source, TestMap.load_or_measure(work, source, all_tests=all_tests,
+                                                              jobs=jobs), jobs)
         left: list[str] = []
         for _row, mutant in wanted:
             real = by_key.get((mutant.operator, mutant.occurrence))
@@ -404,8 +564,6 @@ def recheck(source: str, jobs: int) -> int:
             outcome, _ = runner.run(real)
             if outcome != "killed":
                 left.append(_survivor_row(source, lines, real, outcome == "uncovered"))
-    import re  # noqa: PLC0415
-
     total = re.search(r"(?:a sample of |all |the first )(\d+)", head)
     tested = int(total[1]) if total else len(wanted)
     note = (f"after a recheck against the tests of {_commit()}: {tested - len(left)} of the "
@@ -429,12 +587,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at a time (copies)")
     parser.add_argument("--recheck", action="store_true",
                         help="run again only the survivors listed in the module's report")
+    parser.add_argument("--all-tests", action="store_true",
+                        help="map the mutants' tests from the whole default tier, not only the "
+                        "test modules that name the module's names")
     args = parser.parse_args(argv)
     source = resolve(args.module)
     if args.recheck:
-        return recheck(source, max(1, args.jobs))
+        return recheck(source, max(1, args.jobs), all_tests=args.all_tests)
     return measure(source, sample=args.sample, seed=args.seed, limit=args.limit,
-                   jobs=max(1, args.jobs))
+                   jobs=max(1, args.jobs), all_tests=args.all_tests)
 
 
 if __name__ == "__main__":

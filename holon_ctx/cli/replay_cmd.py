@@ -59,6 +59,7 @@ _REPLAN_WHY = {
     "episode_recalled": "newly relevant episodes",
     "environment_changed": "environment changes",
     "pinned_turn_not_in_history": "pins of a turn outside the history",
+    "relevant_decision_not_in_history": "returns to a decision outside the history",
 }
 #: What the session is, for the legend (the baselines' lines come from BASELINES).
 _SESSION = ("holon-ctx's session projection: a cached prefix, appended to between re-plans, and "

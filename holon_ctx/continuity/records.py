@@ -36,6 +36,7 @@ __all__ = [
     "CompactionEventStep",
     "CompactionStep",
     "ConstraintRecord",
+    "ControlSnapshot",
     "EnvelopeStep",
     "GovernedSnapshot",
     "ObligationRecord",
@@ -121,6 +122,23 @@ class BudgetGrant(_Record, frozen=True):
     session_id: str
     budget_remaining: NonNegativeInt
     granted_by: str
+
+
+class ControlSnapshot(_Record, frozen=True):
+    """What a prompt states of the governed state from the ledger position ``ledger_pos`` on: the
+    session's open obligations, active constraints and unreconciled side effects as they stood
+    when the envelope ``envelope_id`` was sealed, with the ledger's end then (RFC 0020). A
+    projection as of a position reads the newest snapshot at or before it, so a continuing
+    runtime and a rebuild state the same governed facts at every position."""
+
+    session_id: str
+    envelope_id: str
+    ledger_pos: NonNegativeInt
+    obligations: tuple[str, ...]
+    #: ``(ref, text)`` of each active exact constraint.
+    constraints: tuple[tuple[str, str], ...]
+    #: ``(idempotency key, status)`` of each side effect that must be reconciled first.
+    blocking: tuple[tuple[str, str], ...]
 
 
 class ConstraintRecord(_Record, frozen=True):

@@ -135,6 +135,34 @@ class SQLiteBackend:
         except sqlite3.Error as exc:
             raise StoreError(f"continuity store write failed: {exc}") from exc
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """The writes inside the block in one transaction: one commit (one disk flush) for a
+        compaction's governed facts, journal and envelope, where each write alone was its own
+        (RFC 0024). The write lock is taken on entry (``BEGIN IMMEDIATE``, waiting as long as
+        a write does): a transaction that read first could not take it later without failing
+        at once when another process wrote meanwhile. Inside another transaction, a savepoint.
+        An exception leaves nothing of the block, as a killed process does."""
+        if self._conn.in_transaction:
+            with self._write():
+                yield
+            return
+        self._check_open()
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"continuity store write failed: {exc}") from exc
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._conn.execute("ROLLBACK")
+            raise StoreError(f"continuity store write failed: {exc}") from exc
+
     def _read(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
         self._check_open()
         try:

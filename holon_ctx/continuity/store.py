@@ -73,6 +73,7 @@ class FactKind(StrEnum):
     CONSTRAINT = "constraint"
     OBLIGATION = "obligation"
     BUDGET_GRANT = "budget_grant"
+    CONTROL_SNAPSHOT = "control_snapshot"  # continuity.snapshots
 
 
 # Ids never contain control characters, so U+001F cannot occur inside either half of a pair key.
@@ -117,6 +118,7 @@ class ContinuityStore:
             self._backend: ContinuityBackend = SQLiteBackend(source, timeout=timeout)
         else:
             self._backend = source
+        self._newest: tuple[bytes | None, Envelope | None] = (None, None)  # validated once
 
     @classmethod
     def in_memory(cls) -> ContinuityStore:
@@ -361,10 +363,12 @@ class ContinuityStore:
         ids = reversed(self.envelope_ids(session_id))  # newest first: not a read per envelope
         if (latest := next((e for e in ids if self.is_compaction_complete(e)), None)) is None:
             return None
-        decoded = decode_envelope(self._backend.envelope(latest))
-        if decoded.envelope is None:
+        if (body := self._backend.envelope(latest)) == self._newest[0] and body is not None:
+            return self._newest[1]
+        if (envelope := decode_envelope(body).envelope) is None:
             raise StoreError(f"stored envelope {latest!r} does not validate")
-        return decoded.envelope
+        self._newest = (body, envelope)
+        return envelope
 
     # --- trace events -----------------------------------------------------------------------
 

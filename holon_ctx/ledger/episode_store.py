@@ -19,6 +19,9 @@ tables loses nothing the ledger cannot rebuild):
 ``episodes_open``      one row per unresolved item, with what is known about its resolution.
 ``episodes_recaps``    summariser recaps, accepted or rejected, bound to (episode id, digest).
 ``episodes_meta``      archive settings (boundary policy) and corpus totals.
+``episodes_runs``      (first num, ledger position): the episodes from ``first_num`` on were
+                       archived with the ledger at that position (RFC 0020: recall as of a
+                       position sees only the episodes archived by then).
 
 This module is longer than the usual ~400 lines because it holds both stores: they are the two
 halves of one contract and are easiest to keep in step side by side.
@@ -90,9 +93,10 @@ CREATE INDEX IF NOT EXISTS episodes_open_resolved ON episodes_open(resolved_pos)
 CREATE TABLE IF NOT EXISTS episodes_recaps (
     rid INTEGER PRIMARY KEY, episode_id TEXT NOT NULL, digest TEXT NOT NULL, body BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS episodes_recaps_by_id ON episodes_recaps(episode_id, rid);
+CREATE TABLE IF NOT EXISTS episodes_runs (first_num INTEGER PRIMARY KEY, pos INTEGER NOT NULL);
 """
 _DERIVED = ("episodes", "episodes_turns", "episodes_terms", "episodes_postings", "episodes_links",
-            "episodes_open")
+            "episodes_open", "episodes_runs")
 _SWAP = sys.byteorder != "little"
 
 
@@ -232,12 +236,13 @@ class SqliteEpisodeStore:
                                  sorted(items.items()))
 
     # -- writes --------------------------------------------------------------------------------
-    def append(self, batch: Sequence[IndexedEpisode]) -> int:
+    def append(self, batch: Sequence[IndexedEpisode], *, archived_pos: int | None = None) -> int:
         db = self._db
         added = 0
         with self._tx():
             pending: dict[str, list[int]] = {}
             num = int(self._one("SELECT coalesce(max(num), 0) FROM episodes"))
+            first = num + 1
             total = 0
             for item in batch:
                 ep = item.episode
@@ -269,6 +274,9 @@ class SqliteEpisodeStore:
                 total += item.length
                 added += 1
             self._add_postings(pending)
+            if added and archived_pos is not None:
+                db.execute("INSERT OR REPLACE INTO episodes_runs VALUES (?, ?)",
+                           (first, archived_pos))
             meta = self.meta()
             self.set_meta_raw({"corpus_docs": str(int(meta.get("corpus_docs", "0")) + added),
                                "corpus_terms": str(int(meta.get("corpus_terms", "0")) + total)})
@@ -338,6 +346,15 @@ class SqliteEpisodeStore:
         row = self._one("SELECT num FROM episodes WHERE last_seq < ? ORDER BY last_seq DESC "
                         "LIMIT 1", (seq,))
         return 0 if row is None else int(row)
+
+    def archived_by(self, pos: int) -> int:
+        first = self._one("SELECT min(first_num) FROM episodes_runs WHERE pos > ?", (pos,))
+        return self.count() if first is None else int(first) - 1
+
+    def corpus_through(self, max_num: int) -> tuple[int, int]:
+        row = self._db.execute("SELECT count(*), coalesce(sum(length), 0) FROM episodes "
+                               "WHERE num <= ?", (max_num,)).fetchone()
+        return int(row[0]), int(row[1])
 
     def corpus(self) -> tuple[int, int]:
         meta = dict(self._db.execute(
@@ -457,6 +474,9 @@ class MemoryEpisodeStore:
         self._resolved_rows: dict[tuple[int, str], OpenRow] = {}
         self._recaps: dict[str, list[Recap]] = {}
         self._terms = 0
+        self._lengths: list[int] = []
+        #: ``(ledger position, first num)`` of each archive run that gave one (ascending).
+        self._runs: list[tuple[int, int]] = []
 
     def meta(self) -> dict[str, str]:
         return dict(self._meta)
@@ -464,7 +484,7 @@ class MemoryEpisodeStore:
     def set_meta(self, items: Mapping[str, str]) -> None:
         self._meta.update(items)
 
-    def append(self, batch: Sequence[IndexedEpisode]) -> int:
+    def append(self, batch: Sequence[IndexedEpisode], *, archived_pos: int | None = None) -> int:
         staged: list[IndexedEpisode] = []
         covered: dict[str, str] = {}
         for item in batch:
@@ -480,8 +500,11 @@ class MemoryEpisodeStore:
                     raise conflict(ep, None, f"turns {ep.span.first_turn}–{ep.span.last_turn}")
                 covered[tid] = ep.id
             staged.append(item)
+        if staged and archived_pos is not None:
+            self._runs.append((archived_pos, len(self._eps) + 1))
         for item in staged:
             ep = item.episode
+            self._lengths.append(item.length)
             self._eps.append(ep)
             num = len(self._eps)
             self._by_id[ep.id] = num
@@ -543,6 +566,14 @@ class MemoryEpisodeStore:
 
     def corpus(self) -> tuple[int, int]:
         return len(self._eps), self._terms
+
+    def archived_by(self, pos: int) -> int:
+        later = [first for at, first in self._runs if at > pos]
+        return min(later) - 1 if later else len(self._eps)
+
+    def corpus_through(self, max_num: int) -> tuple[int, int]:
+        lengths = self._lengths[:max(0, max_num)]
+        return len(lengths), sum(lengths)
 
     def df(self, terms: Collection[str]) -> dict[str, int]:
         return {t: len(self._postings[t]) for t in terms if t in self._postings}

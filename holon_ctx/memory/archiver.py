@@ -224,7 +224,11 @@ class Archiver:
             episodes = [build_episode(r.units, closed_by=r.closed_by, budget=self.policy.budget)
                         for r in closed]
             if episodes:
-                self.store.append([index_episode(ep) for ep in episodes])
+                # A run's episodes are the archive from the ledger position it read up to on:
+                # recall as of an earlier position does not see them (RFC 0020). A rebuild does
+                # not know when each was first archived: its episodes count as archived always.
+                self.store.append([index_episode(ep) for ep in episodes],
+                                  archived_pos=limit_pos if summarize_new else None)
                 archived.extend(ep.id for ep in episodes)
                 covered += sum(ep.turns for ep in episodes)
             if summarize_new and self.summarizer is not None:

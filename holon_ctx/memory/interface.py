@@ -54,7 +54,8 @@ class EpisodeSource(Protocol):
 
     def recall(self, query: RecallQuery, limit: int) -> list[RecalledEpisode]: ...
 
-    def archived_through(self, before_seq: int) -> int | None:
+    def archived_through(self, before_seq: int, limit_pos: int | None = None) -> int | None:
         """The last turn sequence number the archive covers among the episodes that end before
-        ``before_seq`` (None when none does): turns up to it are represented by episodes."""
+        ``before_seq`` (None when none does): turns up to it are represented by episodes. With
+        ``limit_pos``, among the episodes archived at or before that ledger position only."""
         ...

@@ -36,6 +36,8 @@ from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, res
 
 __all__ = ["TAIL_TURNS", "StoreEpisodeSource"]
 
+#: "Every episode stored" as a bound on episode numbers.
+_EVERY: Final = 1 << 62
 #: Most turns after the archival frontier scanned for tool resolutions at recall time.
 TAIL_TURNS: Final = 512
 
@@ -44,9 +46,14 @@ class StoreEpisodeSource:
     """An :class:`~holon_ctx.projection.model.EpisodeSource` over an :class:`EpisodeStore`."""
 
     def __init__(self, episodes: EpisodeStore, ledger: LedgerStore,
-                 weights: RecallWeights | None = None) -> None:
+                 weights: RecallWeights | None = None, *, as_of_position: bool = False) -> None:
         self.episodes = episodes
         self.ledger = ledger
+        #: Recall as of the position projected sees only the episodes archived by then (RFC
+        #: 0020): what a session projection needs so a rebuild recalls what the continuing
+        #: walk recalled. Off, every episode stored counts (the CLI's previews of an archive
+        #: built at once, such as an imported history's).
+        self.as_of_position = as_of_position
         self.weights = weights or RecallWeights()
         # Rendered texts by everything they depend on (episode id and digest, the items still
         # open, the recaps): episodes never change, so a source kept across a runtime's calls
@@ -57,8 +64,10 @@ class StoreEpisodeSource:
         """Close the episode store (the ledger belongs to the caller)."""
         self.episodes.close()
 
-    def archived_through(self, before_seq: int) -> int | None:
+    def archived_through(self, before_seq: int, limit_pos: int | None = None) -> int | None:
         num = self.episodes.max_num_before(before_seq)
+        if limit_pos is not None and self.as_of_position:
+            num = min(num, self.episodes.archived_by(limit_pos))
         if num <= 0:
             return None
         ep = self.episodes.episodes([num]).get(num)
@@ -66,7 +75,11 @@ class StoreEpisodeSource:
 
     def recall(self, query: RecallQuery, limit: int) -> list[RecalledEpisode]:
         store, w = self.episodes, self.weights
-        max_num = store.max_num_before(query.window_first_seq)
+        # The archive as of the position projected (RFC 0020): episodes archived later are not
+        # recalled, nor counted in the corpus statistics, so a rebuild recalls what the
+        # continuing walk recalled.
+        visible = store.archived_by(query.limit_pos) if self.as_of_position else _EVERY
+        max_num = min(store.max_num_before(query.window_first_seq), visible)
         if max_num <= 0 or limit <= 0:
             return []
         state = (self.ledger.work_item_state(query.work_item_id, query.limit_pos)
@@ -74,7 +87,12 @@ class StoreEpisodeSource:
         text = query.query_text + ("\n" + state.objective if state is not None else "")
         qterms = query_terms(text)
         docs, total = store.corpus()
-        text_scores = bm25_scores(qterms, store.df(qterms), docs, total,
+        if visible < docs:
+            docs, total = store.corpus_through(visible)
+            df = {t: n for t in qterms if (n := len(store.postings(t, visible, 1 << 30)))}
+        else:
+            df = store.df(qterms)
+        text_scores = bm25_scores(qterms, df, docs, total,
                                   lambda t, cap: store.postings(t, max_num, cap), w)
         self._answers(text_scores, max_num, query.limit_pos)
         owner = f"work_item:{query.work_item_id}" if query.work_item_id else None
@@ -90,7 +108,7 @@ class StoreEpisodeSource:
             base[num] = base.get(num, 0.0) + w.same_work_item
         for num, links in shared.items():
             base[num] = base.get(num, 0.0) + min(w.shared_link * len(links), w.shared_link_cap)
-        chosen, scores, open_by_num = self._rank(query, state, base, rows, limit)
+        chosen, scores, open_by_num = self._rank(query, state, base, rows, limit, max_num)
         text_rank = top_text(text_scores, w.high_relevance_ranks)
         eps = store.episodes(chosen)
         recaps = store.recaps_for([ep.id for ep in eps.values()])
@@ -144,12 +162,12 @@ class StoreEpisodeSource:
         return question and reply
 
     def _rank(self, query: RecallQuery, state: WorkItemState | None, base: dict[int, float],
-              rows: dict[int, list[OpenRow]], limit: int,
+              rows: dict[int, list[OpenRow]], limit: int, max_num: int,
               ) -> tuple[list[int], dict[int, float], dict[int, list[tuple[str, bool]]]]:
         """Rank with open-item boosts, checking items against the ledger only for episodes that
         make the cut (re-ranking when a check finds an item resolved): O(limit) checks, not
         O(open items)."""
-        check = _Checker(self, query, state, rows)
+        check = _Checker(self, query, state, rows, max_num)
         verified: dict[int, list[tuple[str, bool]]] = {}
         for round_ in range(_RANK_ROUNDS + 1):
             scores = dict(base)
@@ -204,13 +222,16 @@ class _Checker:
     """Checks open items against the ledger as of the projected turn, reading each fact once."""
 
     def __init__(self, source: StoreEpisodeSource, query: RecallQuery,
-                 state: WorkItemState | None, rows: dict[int, list[OpenRow]]) -> None:
+                 state: WorkItemState | None, rows: dict[int, list[OpenRow]],
+                 visible: int) -> None:
         self.ledger = source.ledger
         self.episodes = source.episodes
         self.query = query
         self.items: dict[str, WorkItemState | None] = {}
         if state is not None:
             self.items[state.work_item_id] = state
+        #: The newest episode the recall may see (the archive as of the query's position).
+        self.visible = visible
         self.waits: frozenset[str] | None = None
         self.calls: frozenset[str] | None = None
         self.call_rows = [r for group in rows.values() for r in group
@@ -247,7 +268,8 @@ class _Checker:
         if not rows:
             return set()
         keys = {r.key for r in rows}
-        last = self.episodes.last()
+        last = (self.episodes.episodes([self.visible]).get(self.visible)
+                if self.visible < _EVERY else self.episodes.last())
         after = min(r.last_seq for r in rows)
         lo = max(after, last.span.last_seq if last is not None else after) + 1
         cur = self.query.current.turn.seq

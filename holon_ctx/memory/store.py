@@ -55,10 +55,13 @@ class EpisodeStore(Protocol):
     def set_meta(self, items: Mapping[str, str]) -> None: ...
 
     # -- writes (each call is one transaction) ----------------------------------------------
-    def append(self, batch: Sequence[IndexedEpisode]) -> int:
+    def append(self, batch: Sequence[IndexedEpisode], *, archived_pos: int | None = None) -> int:
         """Append in order; an episode already stored with the same bytes is skipped (idempotent
         archiving). A different episode for a stored id, or a turn covered twice, raises
-        StoreError and nothing of the batch is kept. Returns how many were appended."""
+        StoreError and nothing of the batch is kept. ``archived_pos`` is the ledger position
+        the archive run read up to (RFC 0020; None: not known, as for episodes archived before
+        positions were kept, which count as archived before any position). Returns how many
+        were appended."""
         ...
 
     def mark_resolved(self, resolutions: Sequence[Resolution]) -> None: ...
@@ -90,6 +93,15 @@ class EpisodeStore(Protocol):
 
     def corpus(self) -> tuple[int, int]:
         """``(episodes, total terms)``: BM25's document count and length sum."""
+        ...
+
+    def archived_by(self, pos: int) -> int:
+        """How many episodes (the prefix ``num <= N``) were archived with the ledger at or
+        before position ``pos``: the archive as a projection at ``pos`` sees it (RFC 0020)."""
+        ...
+
+    def corpus_through(self, max_num: int) -> tuple[int, int]:
+        """``corpus()`` of the episodes ``num <= max_num`` only."""
         ...
 
     def df(self, terms: Collection[str]) -> dict[str, int]:

@@ -74,12 +74,13 @@ class PostgresEpisodeStore:
         self._write(lambda: self._set_meta(items))
 
     # -- writes --------------------------------------------------------------------------------
-    def append(self, batch: Sequence[IndexedEpisode]) -> int:
-        return self._write(lambda: self._append(batch))
+    def append(self, batch: Sequence[IndexedEpisode], *, archived_pos: int | None = None) -> int:
+        return self._write(lambda: self._append(batch, archived_pos))
 
-    def _append(self, batch: Sequence[IndexedEpisode]) -> int:
+    def _append(self, batch: Sequence[IndexedEpisode], archived_pos: int | None) -> int:
         h, sid = self._h, self._h.sid
         num = int(h.one("SELECT coalesce(max(num), 0) FROM holon_episodes WHERE sid=%(sid)s", {})[0])
+        first = num + 1
         known = {i: bytes(b) for i, b in h.rows(
             "SELECT id, body FROM holon_episodes WHERE sid=%(sid)s AND id = ANY(%(ids)s)",
             {"ids": [item.episode.id for item in batch]})}
@@ -119,6 +120,10 @@ class PostgresEpisodeStore:
         h.many("INSERT INTO holon_episodes_open (sid, num, key, kind, pinned, last_seq, episode_id) "
                "VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING", rows["open"])
         self._add_postings(pending)
+        if archived_pos is not None:
+            h.rows("INSERT INTO holon_episodes_runs VALUES (%(sid)s, %(first)s, %(pos)s) "
+                   "ON CONFLICT (sid, first_num) DO UPDATE SET pos = excluded.pos",
+                   {"first": first, "pos": archived_pos})
         docs, terms = self.corpus()
         self._set_meta({"corpus_docs": str(docs + added), "corpus_terms": str(terms + total)})
         return added
@@ -168,7 +173,8 @@ class PostgresEpisodeStore:
     def clear(self) -> None:
         def run() -> None:
             for table in ("holon_episodes", "holon_episodes_turns", "holon_episodes_terms",
-                          "holon_episodes_postings", "holon_episodes_links", "holon_episodes_open"):
+                          "holon_episodes_postings", "holon_episodes_links", "holon_episodes_open",
+                          "holon_episodes_runs"):
                 self._h.rows(f"DELETE FROM {table} WHERE sid=%(sid)s", {})
             self._h.rows("DELETE FROM holon_episodes_meta WHERE sid=%(sid)s "
                          "AND key LIKE 'corpus_%%'", {})
@@ -208,6 +214,16 @@ class PostgresEpisodeStore:
         row = self._h.one("SELECT num FROM holon_episodes WHERE sid=%(sid)s AND last_seq < %(seq)s "
                           "ORDER BY last_seq DESC LIMIT 1", {"seq": seq})
         return 0 if row is None else int(row[0])
+
+    def archived_by(self, pos: int) -> int:
+        first = self._h.one("SELECT min(first_num) FROM holon_episodes_runs WHERE sid=%(sid)s "
+                            "AND pos > %(pos)s", {"pos": pos})[0]
+        return self.count() if first is None else int(first) - 1
+
+    def corpus_through(self, max_num: int) -> tuple[int, int]:
+        row = self._h.one("SELECT count(*), coalesce(sum(length), 0) FROM holon_episodes "
+                          "WHERE sid=%(sid)s AND num <= %(max)s", {"max": max_num})
+        return int(row[0]), int(row[1])
 
     def corpus(self) -> tuple[int, int]:
         meta = dict(self._h.rows(

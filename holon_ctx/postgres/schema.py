@@ -22,7 +22,8 @@ and ``holon_session_state``, the SQLite store's ``session_epochs`` and ``session
 ``sid`` in front. Derived data: a migration that had to drop them would lose nothing the ledger
 cannot rebuild. Version 5 adds ``holon_usage``, the usage observations a session records
 (RFC 0022; :mod:`holon_ctx.postgres.usage`): the provider's reported input tokens beside the
-estimate, which calibration reads by model and ``replay`` / ``explain`` by turn.
+estimate, which calibration reads by model and ``replay`` / ``explain`` by turn. Version 6 adds
+``holon_episodes_runs``, the ledger position each archive run read up to (RFC 0020).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ __all__ = ["SCHEMA_VERSION", "SESSION_TABLES", "SessionInfo", "check_session_key
            "create_session", "delete_session", "ensure_schema", "find_session", "list_sessions",
            "schema_version"]
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 #: Key of the transaction-level advisory lock that serialises migrations (arbitrary, fixed).
 _MIGRATION_LOCK: Final = 0x686F6C6F6E  # "holon"
 
@@ -210,8 +211,20 @@ _V5_USAGE = [
     *(f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _V5_SESSION_TABLES),
 ]
 
+_V6_SESSION_TABLES: Final = ("holon_episodes_runs",)
+_V6_EPISODE_RUNS = [
+    # (first num, ledger position): the session's episodes from first_num on were archived with
+    # the ledger at that position (RFC 0020: recall as of a position sees only those archived
+    # by then). Derived, as the episodes are.
+    """CREATE TABLE holon_episodes_runs (
+        sid bigint NOT NULL, first_num bigint NOT NULL, pos bigint NOT NULL,
+        PRIMARY KEY (sid, first_num))""",
+    *(f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _V6_SESSION_TABLES),
+]
+
 #: Every table keyed by session: what deleting a session empties (a test checks the catalogue).
-SESSION_TABLES: Final = (*_V2_SESSION_TABLES, *_V4_SESSION_TABLES, *_V5_SESSION_TABLES)
+SESSION_TABLES: Final = (*_V2_SESSION_TABLES, *_V4_SESSION_TABLES, *_V5_SESSION_TABLES,
+                         *_V6_SESSION_TABLES)
 
 #: Migrations from version N to N+1, each a list of statements run in one transaction.
 MIGRATIONS: Final[dict[int, list[str]]] = {
@@ -220,6 +233,7 @@ MIGRATIONS: Final[dict[int, list[str]]] = {
     2: _V3_STATISTICS,
     3: _V4_SESSION_PROJECTION,
     4: _V5_USAGE,
+    5: _V6_EPISODE_RUNS,
 }
 
 

@@ -20,6 +20,7 @@ from holon_ctx.projection.pins import pinned_turns, previous_step, tier0_units
 from holon_ctx.projection.policy import Policy
 from holon_ctx.projection.questions import asks_question
 from holon_ctx.projection.relation import current_relation
+from holon_ctx.projection.topics import input_topic
 from holon_ctx.projection.view import View, units_of
 
 __all__ = ["Context", "Exchange", "analyse", "newest_evidence"]
@@ -53,6 +54,9 @@ class Context:
     #: current turn, the turn before it, an agent loop's previous step and the continuation
     #: anchor. The model acts on these as it reads them, so none points back at other output.
     verbatim: frozenset[str] = frozenset()
+    #: The terms of the operator's words in the current turn (RFC 0030, :mod:`.topics`): older
+    #: turns sharing them rank first in their class; empty when the operator did not speak.
+    topic: frozenset[str] = frozenset()
 
     def other_work_item(self, unit: TurnUnit) -> bool:
         """The turn acts for another work item than the current one (never chain evidence)."""
@@ -70,7 +74,8 @@ def analyse(view: View, store: LedgerStore | None, policy: Policy,
                    units=tuple(units), pinned=pinned_turns(view), previous_step=step,
                    exchange=_find_exchange(view, store),
                    frontier=frontier(store, view, units, wid, policy), control=control,
-                   policy=policy, verbatim=newest_evidence(view, step))
+                   policy=policy, verbatim=newest_evidence(view, step),
+                   topic=input_topic(cur, [u for u in units if u is not cur]))
 
 
 def newest_evidence(view: View, step: TurnUnit | None) -> frozenset[str]:

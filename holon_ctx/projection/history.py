@@ -158,7 +158,8 @@ class Pages:
         h = self.history
         if self.done or h.pages[-1].last or h.store is None:
             return None
-        return Bound(tier_start(len(h.pages)), Section.RECENT_TURNS, 0)
+        # A page may hold decisions the current input is about: their steps lead the round.
+        return Bound(tier_start(len(h.pages)), Section.RECENT_TURNS, 0, lead=True)
 
     def load(self) -> Sequence[Item]:
         tier = self.history.page(len(self.history.pages))
@@ -192,7 +193,8 @@ class HighTurns:
         """Turns up to this sequence are archived: their episodes represent them, not turns."""
         if not self._frontier_known:
             source = self.history.episodes
-            self._frontier = None if source is None else source.archived_through(self.before)
+            self._frontier = None if source is None else source.archived_through(
+                self.before, self.history.ctx.view.limit_pos)
             self._frontier_known = True
         return self._frontier
 
@@ -219,8 +221,10 @@ class HighTurns:
         if self.done or not self._peek():
             self.done = True
             return None
+        # With a topic, a chunk may hold decisions the input is about, which lead the round: it
+        # is read at the round's start (without one, after page 0's high turns, as before).
         return Bound(tier_start(self._rank_tier(self.base + self.taken)), Section.RECENT_TURNS,
-                     _HIGH_ORDER + self.taken)
+                     _HIGH_ORDER + self.taken, lead=bool(self.history.ctx.topic))
 
     def load(self) -> Sequence[Item]:
         h = self.history
@@ -245,7 +249,8 @@ class HighTurns:
             rank = first + i
             items.append(h.turns.item(unit, Section.RECENT_TURNS, _HIGH_ORDER + rank,
                                       (unit.turn.seq,), h.tracker.peek(unit),
-                                      self._rank_tier(self.base + rank)))
+                                      self._rank_tier(self.base + rank),
+                                      required=h.turns.required(unit)))
             h.itemized.add(unit.turn.id)
             h.units.append(unit)
         h.tiers.append(Tier(items=tuple(items), folds=()))

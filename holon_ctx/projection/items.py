@@ -113,6 +113,9 @@ class Item:
     #: matters and counts what it leaves out (the execution frontier) is never replaced by its
     #: larger form cut short, which would drop the newest entries behind a clip note.
     whole: bool = False
+    #: A decision the current input is about (RFC 0030): its steps lead the first round of its
+    #: tier, before any other older evidence.
+    required: bool = False
 
     @property
     def min_form(self) -> Form:

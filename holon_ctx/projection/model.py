@@ -5,6 +5,7 @@ Closed vocabularies are string enums so that manifests, tests and docs speak the
 
 from __future__ import annotations
 
+import bisect
 from enum import IntEnum, StrEnum
 from typing import Protocol
 
@@ -21,6 +22,7 @@ from holon_ctx.memory.interface import EpisodeSource, RecalledEpisode, RecallQue
 
 __all__ = [
     "SECTION_ORDER",
+    "ControlHistory",
     "ControlSource",
     "ControlState",
     "EpisodeSource",
@@ -164,7 +166,30 @@ class ControlState:
     settled: tuple[tuple[str, str], ...] = ()
 
 
+@attrs.frozen
+class ControlHistory:
+    """Control states by ledger position (RFC 0020): ``at(pos)`` is the state of the newest
+    entry at or before ``pos`` (None before the first). A projection as of a position reads it
+    there, so what it states of the governed state is a function of the position, not of when
+    it was asked for."""
+
+    #: Ascending ledger positions (each the ledger's end when its state was sealed).
+    positions: tuple[int, ...]
+    states: tuple[ControlState | None, ...]
+
+    @classmethod
+    def constant(cls, state: ControlState | None) -> ControlHistory:
+        """The same state at every position (a source that keeps no history)."""
+        return cls((0,), (state,))
+
+    def at(self, pos: int) -> ControlState | None:
+        i = bisect.bisect_right(self.positions, pos)
+        return self.states[i - 1] if i else None
+
+
 class ControlSource(Protocol):
-    """Where the projector gets control state from (see holon_ctx.compaction)."""
+    """Where the projector gets control state from (see holon_ctx.compaction). A source may also
+    offer ``control_history() -> ControlHistory`` (the state by ledger position); a session
+    projection then reads each position's own state, else ``control_state()`` everywhere."""
 
     def control_state(self) -> ControlState | None: ...

@@ -115,6 +115,8 @@ class Bound:
     round: int
     section: Section
     order: int
+    #: The chunk may hold required items, whose steps lead their round (RFC 0030).
+    lead: bool = False
 
 
 class Source(Protocol):
@@ -158,12 +160,18 @@ class _Sequence:
                 prev_tokens = item.forms[form].tokens
                 slot = (rnd, item.section)
                 share = cum.get(slot, 0.0) / SECTION_WEIGHTS[item.section]
-                cum[slot] = cum.get(slot, 0.0) + delta
-                if rnd <= 1:
+                if not (item.required and rnd > 1):
+                    cum[slot] = cum.get(slot, 0.0) + delta  # a leading step takes no share
+                key: tuple[float, ...]
+                if item.required and rnd > 1:
+                    # A decision the current input is about leads its tier's first round, both
+                    # forms, ahead of the fair share: it is what the input refers back to.
+                    key = (tier_start(item.tier), -1.0, section_index, item.order, i)
+                elif rnd <= 1:
                     # Pinned rounds follow the items' own order across sections (control notices,
                     # current turn, question, anchor, work item, …), not the fair share: these
                     # are not competing evidence but the order the prompt must not lose them in.
-                    key: tuple[float, ...] = (rnd, float(item.order), section_index, 0, i)
+                    key = (rnd, float(item.order), section_index, 0, i)
                 else:
                     key = (rnd, share, section_index, item.order, i)
                 steps.append(Step(item, form, delta, key))
@@ -184,7 +192,8 @@ class _Sequence:
 
     def bound_key(self, bound: Bound) -> tuple[float, ...]:
         """The smallest key a step of a chunk with ``bound`` can get if it is added now."""
-        share = self.cum.get((bound.round, bound.section), 0.0) / SECTION_WEIGHTS[bound.section]
+        share = (-1.0 if bound.lead else
+                 self.cum.get((bound.round, bound.section), 0.0) / SECTION_WEIGHTS[bound.section])
         return (bound.round, share, _SECTION_INDEX[bound.section], bound.order, -1)
 
     def run(self, take: Callable[[Step], None], limit: tuple[float, ...] | None) -> None:

@@ -101,15 +101,24 @@ def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Rendere
 
 def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
            episodes: EpisodeSource | None, control: ControlState | None, *, limit_pos: int,
-           budget_tokens: int, headers: dict[Section, int]) -> Frozen:
-    """Plan the ledger as of ``limit_pos`` under ``budget_tokens`` and lay it out (see above)."""
+           budget_tokens: int, headers: dict[Section, int],
+           environment_form: Form | None = None) -> Frozen:
+    """Plan the ledger as of ``limit_pos`` under ``budget_tokens`` and lay it out (see above).
+
+    ``environment_form``: the environment's one form, decided by the caller (None: the planner
+    chooses, as a stateless projection does). A session fixes it for its budget, so that the
+    stable prefix reads the same at every re-plan whatever the plan budget (RFC 0025)."""
     view = load_view(store, limit_pos=limit_pos, extend=in_fold_run, policy=policy)
     ctx = analyse(view, store, policy, control)
     retention = Retention(ctx.pinned, facts)
     turns = TurnItems(ctx, r, retention)
     history = History(ctx, store, retention, turns, episodes)
     episode_items, recalled = sections.episodes(ctx, r, episodes)
-    items = [*sections.environment(ctx, r), *episode_items,
+    environment = sections.environment(ctx, r)
+    if environment_form is not None:
+        environment = [attrs.evolve(it, forms={environment_form: it.forms[environment_form]})
+                       for it in environment]
+    items = [*environment, *episode_items,
              *history.tier0(recalled).items, *_current_items(ctx, turns, history.chain_of, r)]
     projection, chosen = plan_and_assemble(ctx, history, items, recalled, r,
                                            budget_tokens=budget_tokens, headers=headers)
@@ -136,8 +145,10 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     cover = "" if ctx.frontier.complete else (
         f"; counts cover {ctx.frontier.since or 'the turns in view'} onward")
     current_keys = {it.key for it in items if (it.priority.value == 0 and it.kind in (
-        "turn", "exchange") and it.key.removeprefix("turn:") in ctx.pinned) or it.kind == "exchange"}
-    needs = [chosen.upgrade_at.get(key) for key in current_keys
+        "turn", "exchange") and it.key.removeprefix("turn:") in ctx.pinned) or it.kind == "exchange"
+        # A decision the current input is about (RFC 0030) is what it continues from too.
+        or it.required}
+    needs = [chosen.upgrade_at.get(key, chosen.omitted.get(key)) for key in current_keys
              if key not in chosen.chosen or chosen.chosen[key][0] is not Form.FULL
              or chosen.chosen[key][1].clipped]
     pinned_need = max((n for n in needs if n is not None), default=None)

@@ -363,7 +363,7 @@ def episodes(ctx: Context, r: Renderer,
     texts.extend(s.record.summary for s in view.current.records if isinstance(s.record, TaskResult))
     # Shared links are counted with the live part of the history: a turn an episode archived
     # would otherwise recall its own episode.
-    archived = source.archived_through(view.current.turn.seq)
+    archived = source.archived_through(view.current.turn.seq, view.limit_pos)
     refs: set[str] = set()
     for u in ctx.units:
         if archived is not None and u.turn.seq <= archived:

@@ -60,9 +60,11 @@ from holon_ctx.projection.framing import OPENAI, Framing, FramingRule
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.manifest import SECTION_TITLES
 from holon_ctx.projection.model import (
+    ControlHistory,
     ControlSource,
     ControlState,
     EpisodeSource,
+    Form,
     Priority,
     RecallQuery,
     Section,
@@ -83,7 +85,7 @@ from holon_ctx.projection.retention import (
     judged_beside,
     may_join_fold_run,
 )
-from holon_ctx.projection.sections import held_words
+from holon_ctx.projection.sections import environment_blocks, held_words
 from holon_ctx.projection.session_state import (
     Layout,
     Persisted,
@@ -101,7 +103,8 @@ from holon_ctx.projection.session_state import (
     session_manifest,
 )
 from holon_ctx.projection.tail import Tail, tail_blocks
-from holon_ctx.projection.view import continuation_anchor
+from holon_ctx.projection.topics import input_topic, is_required
+from holon_ctx.projection.view import continuation_anchor, units_of
 from holon_ctx.projection.waits import settle_control, settle_waits
 from holon_ctx.tokens import TokenCounter, store_counter
 
@@ -184,10 +187,25 @@ class SessionProjector:
             raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
         end = self._end(at, limit_pos)
-        control = settle_control(self.store, self.control.control_state(), end) \
-            if self.control else None
-        state, replanned, reason = self._walk_to(budget_tokens, end, control)
+        controls = self._controls()
+        state, replanned, reason = self._walk_to(budget_tokens, end, controls)
+        # A side effect the governed store holds that a newer run resolved is stated resolved
+        # (RFC 0023), as of the request's own position.
+        control = settle_control(self.store, controls.at(end), end)
         return self._request(state, end, control, replanned, reason)
+
+    def _controls(self) -> ControlHistory:
+        """The governed control state by ledger position (RFC 0020): a walk reads each record's
+        own, so a rebuild states what the continuing walk stated at every position."""
+        source = self.control
+        if source is None:
+            return ControlHistory.constant(None)
+        history = getattr(source, "control_history", None)
+        if callable(history):
+            found = history()
+            assert isinstance(found, ControlHistory)
+            return found
+        return ControlHistory.constant(source.control_state())
 
     def rebuild(self, *, budget_tokens: int) -> None:
         """Forget the persisted state of ``budget_tokens``: the next request walks the ledger
@@ -209,25 +227,30 @@ class SessionProjector:
         return resolve_limit(self.store, at, limit_pos)[1]
 
     # -- the walk -----------------------------------------------------------------------------------
-    def _walk_to(self, budget: int, end: int, control: object) -> tuple[WalkState, bool, str | None]:
+    def _walk_to(self, budget: int, end: int,
+                 controls: ControlHistory) -> tuple[WalkState, bool, str | None]:
         state = self._states.get(budget)
         if state is None or state.pos > end:
-            state = self._load(budget, end, control)
+            state = self._load(budget, end, controls)
         replanned, reason = False, None
         if state is None:
             start = checkpoint_turn(self.store, end, self.session.checkpoint_turns)
-            state = self._replan(budget, start.pos + 1, control, reason="checkpoint")
+            state = self._replan(budget, start.pos + 1, controls.at(start.pos + 1),
+                                 reason="checkpoint")
             replanned, reason = True, "checkpoint"
         try:
             for stored in self.store.records_between(state.pos, end):
+                # The governed state as of this record (RFC 0020), not as of the request.
+                control = controls.at(stored.pos + 1)
                 why = self._step(state, stored, control)
                 if why is not None:
                     state = self._replan(budget, stored.pos + 1, control, reason=why)
                     replanned, reason = True, why
                 else:
                     state.pos = stored.pos + 1
-            # The governed state may have grown since the last record was walked (or since the
-            # state was saved): the request must still hold its budget.
+            # The governed state may have grown since the last record was walked (a compaction
+            # sealed at this very position): the request must still hold its budget.
+            control = controls.at(end)
             if state.frozen_tokens + state.appended_tokens() + self._tail_cost(
                     state, self._tail(state, end, control)) > budget:
                 state = self._replan(budget, end, control, reason="over_budget")
@@ -278,7 +301,7 @@ class SessionProjector:
                 state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
                 if isinstance(rec, Message) and rec.by_operator and not state.whole:
                     # A whole epoch shows every turn an episode was made of: nothing to recall.
-                    why = self._recall_gap(state, limit)
+                    why = self._recall_gap(state, limit) or self._topic_gap(state, limit)
                     if why is not None:
                         return why
                 if (isinstance(rec, TaskResult) and rec.spawned_by_turn_id
@@ -352,6 +375,21 @@ class SessionProjector:
         for ep in self.episodes.recall(query, self.policy.recall):
             if ep.priority <= Priority.HIGH and ep.score > _REWEIGH * weighed.get(ep.ref, -1.0):
                 return "episode_recalled"
+        return None
+
+    def _topic_gap(self, state: WalkState, limit: int) -> str | None:
+        """The operator's words are about a decision of the newest high turns that the history
+        does not show (RFC 0030): re-plan, so it leads the plan as it would a stateless one. The
+        read is the planner's first tier of high turns, so it is bounded like the plan's."""
+        cur = state.current
+        if cur is None or not input_topic(cur):
+            return None
+        found = self.store.high_turns_before(cur.turn.seq, self.policy.high_turns_per_tier, limit)
+        units = units_of(self.store, found, limit)
+        topic = input_topic(cur, units)
+        for unit in units:
+            if unit.turn.id not in state.shown and is_required(unit, topic):
+                return "relevant_decision_not_in_history"
         return None
 
     def _work_item_of(self, stored: StoredRecord, state: WalkState) -> str | None:
@@ -471,6 +509,9 @@ class SessionProjector:
         lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
         low_water = plan_budget = self._low_water(budget, limit)
         whole = self._opens_ledger(limit)
+        # A whole epoch's plan holds the environment as the planner chooses (the baselines send
+        # it whole); a planned epoch's form is fixed by the budget alone (_environment_form).
+        env_form = None if whole else self._environment_form(budget, limit)
         tried_full = shrinking = False
         over = step = 0
         for _ in range(16):
@@ -478,7 +519,7 @@ class SessionProjector:
                 frozen = replan(self.store, self.renderer, self.policy, self._facts,
                                 self.episodes, control,  # type: ignore[arg-type]
                                 limit_pos=limit, budget_tokens=plan_budget,
-                                headers=self._headers)
+                                headers=self._headers, environment_form=env_form)
             except BudgetTooSmallError as exc:
                 if tried_full or plan_budget >= budget:
                     # Said against the caller's budget: the pinned part the planner could not
@@ -516,6 +557,20 @@ class SessionProjector:
             return state
         raise BudgetTooSmallError(budget + max(over, 1), budget,
                                   "the pinned references and the current state")
+
+    def _environment_form(self, budget: int, limit: int) -> Form | None:
+        """The environment's form in a planned epoch: whole when its full form takes at most
+        ``entry_share`` of the budget (the most one record may take in the history), else its
+        compact lines. Decided by the budget and the record alone, so every re-plan of a
+        session at this budget sends the same stable prefix: left to the planner, the form
+        followed the plan budget (whole, clipped at one point, clipped at another), and each
+        re-plan rewrote the whole request from its system message on (RFC 0025)."""
+        env = self.store.latest_environment(limit)
+        if env is None:
+            return None
+        _, full, _ = environment_blocks(env, self.renderer)
+        fits = self.renderer.rendered(full).tokens <= budget * self.session.entry_share
+        return Form.FULL if fits else Form.COMPACT
 
     def _low_water(self, budget: int, limit: int) -> int:
         """The low-water mark of a re-plan at ``limit`` (RFC 0025, decision 2): the largest share
@@ -625,7 +680,7 @@ class SessionProjector:
         self.epochs.save(EpochState(key=state.key, start=state.start,
                                     frozen=msgspec.json.encode(frozen)))
 
-    def _load(self, budget: int, end: int, control: object) -> WalkState | None:
+    def _load(self, budget: int, end: int, controls: ControlHistory) -> WalkState | None:
         """The persisted epoch that holds position ``end`` (re-planned again when it is an
         earlier epoch than the persisted one), or None when the walk must start over."""
         key = self.state_key(budget)
@@ -647,7 +702,8 @@ class SessionProjector:
         if not earlier:
             return None
         start = earlier[-1]
-        return self._replan(budget, start.limit_pos, control, reason=start.reason)
+        return self._replan(budget, start.limit_pos, controls.at(start.limit_pos),
+                            reason=start.reason)
 
     def _restore(self, budget: int, start: EpochStart, frozen: Persisted) -> WalkState | None:
         """The saved epoch as a walk state; None when it names a turn the ledger does not hold

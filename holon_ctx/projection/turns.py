@@ -24,6 +24,7 @@ from holon_ctx.projection.items import Item, Rendered
 from holon_ctx.projection.model import FoldManifest, Form, Omission, Priority, Section, TurnUnit
 from holon_ctx.projection.render import Instead, Renderer
 from holon_ctx.projection.retention import Retention
+from holon_ctx.projection.topics import RELEVANT, holds_decision, topic_rank
 
 __all__ = ["Tier", "TurnItems"]
 
@@ -49,6 +50,8 @@ class TurnItems:
         view = ctx.view
         #: Turns in view by sequence number (a loop step's predecessor, see item()).
         self._by_seq = {u.turn.seq: u for u in (*view.window, *view.extra.values(), view.current)}
+        #: Turn id → :func:`.topics.topic_rank` (a turn is ranked once per projection).
+        self._topic_ranks: dict[str, int] = {}
 
     def _in_loop(self, unit: TurnUnit | None) -> bool:
         """``unit`` is a step of the loop the current turn is in (same trigger, same anchor)."""
@@ -65,7 +68,9 @@ class TurnItems:
                 and prev.turn.work_item_id == unit.turn.work_item_id and prev.turn.outcome is None)
 
     def item(self, unit: TurnUnit, section: Section, order: int, position: tuple[int, ...],
-             chain: str | None, tier: int = 0) -> Item:
+             chain: str | None, tier: int = 0, required: bool = False) -> Item:
+        """The item of one turn; ``required``: a decision the current input is about, whose
+        steps lead its tier (RFC 0030; window pages only, see :meth:`tier`)."""
         ctx, r = self.ctx, self.r
         priority, reasons = self.retention.priority(unit)
         # Another work item's turn the current chain links to (or the continuation anchor) is
@@ -114,6 +119,8 @@ class TurnItems:
             # does need it. The manifest says why the rest of the turn is left out.
             forms = {Form.COMPACT: forms[Form.COMPACT]}
             item_reasons = (*reasons, Omission.OTHER_WORK_ITEM.value)
+        if priority is not Priority.PINNED and self._topic_rank(unit) == 0:
+            item_reasons = (*item_reasons, RELEVANT)
         grow = None
         if Form.FULL in forms and any(b.excerpt for b in forms[Form.FULL].blocks):
             def grow(limit: int | None) -> Rendered | None:
@@ -122,7 +129,19 @@ class TurnItems:
                                           verbatim=verbatim)
         return Item(key=unit.ref, section=section, priority=priority, reasons=item_reasons,
                     order=order, position=position, forms=forms, refs=refs,
-                    chain=chain, kind="turn", tier=tier, grow=grow)
+                    chain=chain, kind="turn", tier=tier, grow=grow,
+                    required=required and priority is not Priority.PINNED)
+
+    def _topic_rank(self, unit: TurnUnit) -> int:
+        """:func:`.topics.topic_rank` of ``unit``, computed once per turn and projection."""
+        found = self._topic_ranks.get(unit.turn.id)
+        if found is None:
+            found = self._topic_ranks[unit.turn.id] = topic_rank(unit, self.ctx.topic)
+        return found
+
+    def required(self, unit: TurnUnit) -> bool:
+        """A relevant turn holding a decision (:func:`.topics.is_required`)."""
+        return self._topic_rank(unit) == 0 and holds_decision(unit)
 
     def objectives_set(self, unit: TurnUnit) -> dict[str, Instead]:
         """The line each work-item record of ``unit`` shows when the objective it set is still
@@ -183,9 +202,11 @@ class TurnItems:
         ordered = sorted(units, key=lambda u: u.turn.seq)
         pinned = self.ctx.pinned
 
-        def rank(u: TurnUnit) -> tuple[int, int, int]:
-            # Pinned first, then current-chain turns newest first, then the rest newest first.
-            return (0 if u.turn.id in pinned else 1, 0 if chain_of(u.turn.id) else 1, -u.turn.seq)
+        def rank(u: TurnUnit) -> tuple[int, int, int, int]:
+            # Pinned first, then current-chain turns, then turns relevant to the current input,
+            # unrelated ones, unrelated decisions (RFC 0030); each newest first.
+            return (0 if u.turn.id in pinned else 1, 0 if chain_of(u.turn.id) else 1,
+                    self._topic_rank(u), -u.turn.seq)
 
         shown = sorted((u for u in ordered if u.turn.id not in skip), key=rank)
         ranks = {u.turn.id: i for i, u in enumerate(shown)}
@@ -200,5 +221,6 @@ class TurnItems:
                 folds.append(fold)
             else:
                 items.append(self.item(part, Section.RECENT_TURNS, ranks[part.turn.id],
-                                       (part.turn.seq,), chain_of(part.turn.id), tier))
+                                       (part.turn.seq,), chain_of(part.turn.id), tier,
+                                       required=self.required(part)))
         return Tier(items=tuple(items), folds=tuple(folds))

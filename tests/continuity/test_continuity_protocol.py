@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from holon_ctx.continuity import (
     SideEffectStatus,
     TraceEventType,
     UntrustedClockError,
+    encode_envelope,
     prepare_compaction,
     rehydrate,
 )
@@ -352,3 +354,205 @@ def test_manual_clock_moves_only_when_told() -> None:
     assert clock() == T0
     assert clock.advance(timedelta(minutes=5)) == T0 + timedelta(minutes=5)
     assert clock() == T0 + timedelta(minutes=5)
+
+
+def _envelope_stored_then_crash(store: ContinuityStore, control: dict[str, Any]) -> bytes:
+    """A compaction that stored its envelope and crashed before journaling step 4."""
+    real = store.record_step
+
+    def crash_at_envelope(envelope_id: str, step: CompactionStep, body: Any, *, at: Any) -> None:
+        if step is CompactionStep.ENVELOPE:
+            raise RuntimeError("crash between storing the envelope and journaling it")
+        real(envelope_id, step, body, at=at)
+
+    store.record_step = crash_at_envelope  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="crash between"):
+        _prepare(store, control)
+    store.record_step = real  # type: ignore[method-assign]
+    stored = store.envelope_bytes(SEED.envelope_id)
+    assert stored is not None
+    assert CompactionStep.ENVELOPE not in store.compaction_steps(SEED.envelope_id)
+    return stored
+
+
+def test_a_different_envelope_stored_under_the_id_is_a_conflict_whichever_way_it_sorts() -> None:
+    """Resumed with another summary after the envelope was stored but not journaled, the new
+    envelope differs from the stored one: a conflict at step ``envelope`` naming the stored one,
+    never a journal sealing an envelope the store does not hold — whether the stored bytes sort
+    before or after the new ones (summaries are tried until both orders are met)."""
+    orders: set[bool] = set()
+    for n in range(40):
+        store, control = _fresh()
+        stored = _envelope_stored_then_crash(store, control)
+        summary = SEED_SUMMARY + f" (revised {n})".encode()
+        probe_store, probe_control = _fresh()
+        _prepare(probe_store, probe_control, summary_bytes=summary)  # the envelope it seals
+        new_body = probe_store.envelope_bytes(SEED.envelope_id)
+        assert new_body is not None
+        assert new_body != stored
+        if (new_body < stored) in orders:
+            continue
+        orders.add(new_body < stored)
+        with pytest.raises(CompactionConflictError, match="a different envelope is stored") as info:
+            _prepare(store, control, summary_bytes=summary)
+        assert info.value.step == "envelope"
+        assert store.envelope_bytes(SEED.envelope_id) == stored
+        assert CompactionStep.ENVELOPE not in store.compaction_steps(SEED.envelope_id)
+        if len(orders) == 2:
+            break
+    assert orders == {True, False}
+
+
+def test_resuming_after_the_envelope_was_stored_completes_with_the_same_inputs() -> None:
+    """The same inputs find their own envelope stored: it is journaled, the event emitted once."""
+    store, control = _fresh()
+    stored = _envelope_stored_then_crash(store, control)
+    envelope = _prepare(store, control)
+    assert store.envelope_bytes(SEED.envelope_id) == stored
+    assert CompactionStep.COMPACTION_EVENT in store.compaction_steps(SEED.envelope_id)
+    assert _rehydrate(store, control).kind is K.REAUTHORIZATION_REQUIRED
+    assert envelope.envelope_id == SEED.envelope_id
+
+
+def test_the_first_bad_field_is_named_with_how_many_more_there_are() -> None:
+    """One problem: its detail alone; several: the first (in the request's field order) and
+    ``(and N more)``; nothing is written either way."""
+    store, control = _fresh()
+    with pytest.raises(ContinuityInputError) as one:
+        _prepare(store, control, tenant_id="tenant-acme ")
+    assert one.value.path == "$.tenant_id"
+    assert "more)" not in str(one.value)
+    with pytest.raises(ContinuityInputError) as three:
+        _prepare(store, control, tenant_id="tenant-acme ", principal_id="p ",
+                 budget_remaining=-1)
+    assert three.value.path == "$.tenant_id"
+    assert str(three.value).endswith("(and 2 more)")
+    with pytest.raises(ContinuityInputError) as two:
+        _prepare(store, control, principal_id="p ", budget_remaining=-1)
+    assert two.value.path == "$.principal_id"
+    assert str(two.value).endswith("(and 1 more)")
+    assert store.compaction_steps(SEED.envelope_id) == {}
+
+
+def test_evidence_defaults_to_the_trace_and_the_approval() -> None:
+    store, control = _fresh()
+    kwargs = {**compaction_kwargs(control), "summary_bytes": SEED_SUMMARY}
+    with_approval = CompactionRequest(**kwargs)
+    assert with_approval.evidence() == (f"trace:{SEED.source_trace_id}",
+                                        f"approval:{SEED.approval_id}")
+    assert CompactionRequest(**{**kwargs, "approval_id": None}).evidence() == (
+        f"trace:{SEED.source_trace_id}",)
+    given = CompactionRequest(**{**kwargs, "evidence_refs": ["trace:other", "file:a"]})
+    assert given.evidence() == ("trace:other", "file:a")
+    assert CompactionRequest(**{**kwargs, "evidence_refs": []}).evidence() == ()
+    envelope = _prepare(store, control)
+    assert envelope.evidence_refs == with_approval.evidence()
+
+
+def _crash_after(step: CompactionStep) -> Any:
+    def hook(done: CompactionStep) -> None:
+        if done is step:
+            raise RuntimeError(f"crash after {step.value}")
+    return hook
+
+
+@pytest.mark.parametrize(("asked", "conflict"), [(7, False), (8, False), (1000, False),
+                                                 (6, True), (0, True)])
+def test_a_resumed_compaction_may_ask_for_more_budget_than_it_sealed_never_less(
+        asked: int, conflict: bool) -> None:
+    """The snapshot sealed the governed budget (7): a resume asking for as much or more seals
+    it again (a request never raises it); asking for less is another compaction."""
+    store, control = _fresh()
+    assert control["budget_remaining"] == 7
+    with pytest.raises(RuntimeError, match="crash after"):
+        _prepare(store, control, fault_hook=_crash_after(CompactionStep.GOVERNED_SNAPSHOT))
+    if conflict:
+        with pytest.raises(CompactionConflictError, match="budget_remaining differs") as info:
+            _prepare(store, control, budget_remaining=asked)
+        assert info.value.step == "governed_snapshot"
+    else:
+        assert _prepare(store, control, budget_remaining=asked).budget_remaining == 7
+
+
+def test_a_compaction_event_appended_but_not_journaled_is_not_emitted_again() -> None:
+    """A crash between appending the trace event and journaling step 5: the rerun journals the
+    event already there."""
+    store, control = _fresh()
+    real = store.record_step
+
+    def crash_at_event(envelope_id: str, step: CompactionStep, body: Any, *, at: Any) -> None:
+        if step is CompactionStep.COMPACTION_EVENT:
+            raise RuntimeError("crash before journaling the event")
+        real(envelope_id, step, body, at=at)
+
+    store.record_step = crash_at_event  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="crash before"):
+        _prepare(store, control)
+    store.record_step = real  # type: ignore[method-assign]
+    emitted = [e for e in store.events(envelope_id=SEED.envelope_id)
+               if e.event_type is TraceEventType.CONTEXT_COMPACTION]
+    assert len(emitted) == 1
+    _prepare(store, control)
+    again = [e for e in store.events(envelope_id=SEED.envelope_id)
+             if e.event_type is TraceEventType.CONTEXT_COMPACTION]
+    assert again == emitted
+    steps = store.compaction_steps(SEED.envelope_id)
+    assert steps[CompactionStep.COMPACTION_EVENT].event_seq == emitted[0].seq
+
+
+
+@pytest.mark.parametrize(("stored_as", "conflict"), [
+    (lambda body: json.dumps(json.loads(body), indent=1, sort_keys=True).encode(), False),
+    (lambda _body: b"{}", True),
+    (lambda _body: b"not json", True),
+], ids=["reencoded", "no_envelope", "not_json"])
+def test_an_envelope_stored_in_another_encoding_is_compared_by_meaning(
+        stored_as: Any, conflict: bool) -> None:
+    """The envelope was stored (in another encoding: an older writer's) and the crash came
+    before step 4's journal: the same envelope in other bytes completes; bytes that decode to
+    no envelope are a conflict."""
+    store, control = _fresh()
+    real_append, real_step = store.append_envelope, store.record_step
+
+    def append_other_bytes(envelope: Any, *, at: Any) -> bytes:
+        body = stored_as(encode_envelope(envelope))
+        store.backend.append_envelope(envelope.envelope_id, envelope.session_id, body,
+                                      store.stamp(at))
+        return body
+
+    def crash_at_envelope(envelope_id: str, step: CompactionStep, body: Any, *, at: Any) -> None:
+        if step is CompactionStep.ENVELOPE:
+            raise RuntimeError("crash between storing the envelope and journaling it")
+        real_step(envelope_id, step, body, at=at)
+
+    store.append_envelope = append_other_bytes  # type: ignore[method-assign]
+    store.record_step = crash_at_envelope  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="crash between"):
+        _prepare(store, control)
+    store.append_envelope, store.record_step = real_append, real_step  # type: ignore[method-assign]
+    stored = store.envelope_bytes(SEED.envelope_id)
+    if conflict:
+        with pytest.raises(CompactionConflictError, match="a different envelope is stored"):
+            _prepare(store, control)
+    else:
+        envelope = _prepare(store, control)
+        assert encode_envelope(envelope) != stored
+        assert CompactionStep.COMPACTION_EVENT in store.compaction_steps(SEED.envelope_id)
+    assert store.envelope_bytes(SEED.envelope_id) == stored
+
+
+@pytest.mark.parametrize("override", [{"principal_id": "principal-mallory"},
+                                      {"delegated_scope": "tickets:delete"}])
+def test_a_compaction_under_another_identity_is_refused_and_changes_nothing(
+        override: dict[str, Any]) -> None:
+    """The governed identity is the runtime's truth: a compaction stating another one must
+    record the change first; the stored identity stays and no snapshot is journaled."""
+    store, control = _fresh()
+    before = store.session_identity(control["session_id"])
+    assert before is not None
+    with pytest.raises(ContinuityInputError, match="identity differs") as info:
+        _prepare(store, control, **override)
+    assert info.value.path == "tenant_id"
+    assert store.session_identity(control["session_id"]) == before
+    assert CompactionStep.GOVERNED_SNAPSHOT not in store.compaction_steps(SEED.envelope_id)
+

@@ -1,0 +1,119 @@
+"""Continue == rebuild at every ledger position, across compactions (RFC 0020, docs/session.md).
+
+A runtime's ``Session`` compacts as it goes: it archives turns into episodes and seals envelopes
+whose governed state (obligations, constraints, blocking side effects) the requests state. A
+session projection reads both *as of the position it projects*: the control snapshot recorded
+with the newest envelope sealed at or before it, and the episodes archived at or before it. So a
+rebuild (the persisted walk state deleted, the ledger walked again from its first turn) asked at
+the positions the runtime asked at gives the same requests, byte for byte: OpenAI messages and
+manifest, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tiers import sized
+
+import holon_ctx
+from holon_ctx.compaction import GovernedControl
+from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.projection.session import Layout
+from holon_ctx.session import ToolCall
+
+#: Compaction every two turns with a window of three: many envelopes and episodes per run.
+POLICY = holon_ctx.CompactionPolicy(recent_turns=3, every_turns=2, binding_turns=2)
+TURNS = sized(30, 80)
+
+
+def _turn(session: holon_ctx.Session, i: int, rng: random.Random, waits: list[str]) -> None:
+    """One generated turn: the operator's words, a tool call and its result, waits opened and
+    closed (obligations), now and then a side effect left unknown (a blocking notice)."""
+    session.operator_message(f"step {i}: fix module m{i % 5} " + "word " * rng.randint(1, 40))
+    call = f"c{i}"
+    session.assistant_message("looking", tool_calls=[ToolCall(call, "shell", {"cmd": f"make {i}"})])
+    session.tool_result(call, "line\n" * rng.randint(1, 40),
+                        side_effect="unknown" if rng.random() < 0.1 else None)
+    if waits and rng.random() < 0.4:
+        session.close_wait(waits.pop(0))
+    elif rng.random() < 0.4:
+        waits.append(f"w{i}")
+        session.open_wait(waits[-1], f"CI run {i} " + "x" * rng.randint(0, 80))
+
+
+def _check(open_store: Callable[[], LedgerStore], seed: int) -> None:
+    rng = random.Random(seed)
+    # Small budgets: the budget binds, so the runtime compacts every two turns and re-plans.
+    budget = rng.choice([1800, 2400, 3000])
+    waits: list[str] = []
+    made: list[tuple[int, int, object, bytes]] = []
+    with holon_ctx.Session(open_store(), compaction=POLICY, owns_store=True) as runtime:
+        for i in range(TURNS):
+            _turn(runtime, i, rng, waits)
+            request = runtime.next_request(budget_tokens=budget)
+            messages = request._messages
+            made.append((messages.limit_pos, request.planned_tokens,
+                         messages.openai_messages(), messages.manifest_json()))
+        upkeep = runtime._upkeep
+        assert upkeep.continuity is not None
+        assert len(upkeep.continuity.envelope_ids(upkeep.identity.session_id)) >= 3, \
+            "it compacted"
+    with holon_ctx.Session(open_store(), compaction=None, owns_store=True) as fresh:
+        projector = fresh._projectors[Layout.MESSAGES]
+        for planned in {p for _, p, _, _ in made}:
+            projector.rebuild(budget_tokens=planned)
+        for i, (pos, planned, messages, manifest) in enumerate(made):
+            again = projector.request(budget_tokens=planned, limit_pos=pos)
+            assert again.openai_messages() == messages, (seed, i, pos)
+            assert again.manifest_json() == manifest, (seed, i, pos)
+
+
+@pytest.mark.scaled
+@pytest.mark.parametrize("seed", range(sized(2, 6)))
+def test_a_rebuilt_sqlite_session_gives_the_runtimes_requests(tmp_path: Path, seed: int) -> None:
+    """SQLite: every request of a compacting runtime, asked again after a rebuild."""
+    db = tmp_path / "ledger.db"
+    _check(lambda: SqliteStore(db), seed)
+
+
+@pytest.mark.scaled
+@pytest.mark.parametrize("seed", range(sized(1, 4)))
+def test_a_rebuilt_postgres_session_gives_the_runtimes_requests(pg_url: str, pg_session_key: str,
+                                                                seed: int) -> None:
+    """PostgreSQL: the same, on one session key."""
+    from holon_ctx.postgres import PostgresStore
+
+    _check(lambda: PostgresStore(pg_url, session=f"{pg_session_key}-{seed}"), seed)
+
+
+def test_the_governed_state_is_read_as_of_the_position(tmp_path: Path) -> None:
+    """A compaction's control snapshot holds from the ledger end it was sealed at: a request as
+    of an earlier position states the state before it, and a rebuild does too."""
+    db = tmp_path / "ledger.db"
+    with holon_ctx.open_session(db, compaction=None) as session:
+        session.operator_message("deploy the service")
+        session.open_wait("ci", "CI run for the deploy")
+        for i in range(4):
+            session.operator_message(f"and then step {i}")
+        before = session.store.end_pos()
+        session.compact(holon_ctx.CompactionPolicy(recent_turns=2))
+        upkeep = session._upkeep
+        assert upkeep.continuity is not None
+        control = GovernedControl(upkeep.continuity, upkeep.identity.session_id)
+        history = control.control_history()
+        sealed = history.at(before)
+        assert sealed is not None
+        assert sealed.obligations, "the open wait is an obligation"
+        assert history.at(before - 1) is None
+        session.operator_message("one more")
+        projector = session._projectors[Layout.TEXT]
+        projector.rebuild(budget_tokens=4000)
+        early = projector.request(budget_tokens=4000, limit_pos=before - 1).text
+        late = projector.request(budget_tokens=4000).text
+    # The governed notice names the envelope its state was sealed with.
+    assert f"envelope {sealed.envelope_id}" not in early
+    assert f"envelope {sealed.envelope_id}" in late

@@ -1,0 +1,66 @@
+"""ledger/sqlite.py's reads past their chunk and cache sizes, and where a database cannot be made
+(issue 23: the store's paths the conformance tables do not reach)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from projection_builders import LedgerBuilder
+
+from holon_ctx.errors import StoreError
+from holon_ctx.ledger.readcache import DecodedRecords
+from holon_ctx.ledger.sqlite import _IN_CHUNK, SqliteStore, missing_directory
+
+
+@pytest.fixture(scope="module")
+def ledger() -> LedgerBuilder:
+    built = LedgerBuilder()
+    for i in range(700):  # 2,100 records: more than two chunks of positions
+        built.chat(f"question {i}", f"answer {i}")
+    return built
+
+
+def _refs(ledger: LedgerBuilder) -> list[str]:
+    return [f"{r.__struct_config__.tag}:{r.id}" for r in ledger.records]
+
+
+def test_a_read_of_more_positions_than_a_chunk_returns_them_all_in_order(
+        ledger: LedgerBuilder, tmp_path: Path) -> None:
+    assert len(ledger.records) > 2 * _IN_CHUNK
+    store = SqliteStore(tmp_path / "l.db")
+    store.append(ledger.records)
+    store.close()
+    again = SqliteStore(tmp_path / "l.db")  # nothing decoded yet
+    assert [s.ref for s in again.records_between(0, again.end_pos())] == _refs(ledger)
+    assert [s.pos for s in again.records_between(-5, 10 ** 9)] == list(range(len(ledger.records)))
+    assert [s.pos for s in again.records_between(1000, 1003)] == [1000, 1001, 1002]
+    again.close()
+
+
+def test_a_read_larger_than_the_decoded_cache_reads_its_rows_directly(
+        ledger: LedgerBuilder, tmp_path: Path) -> None:
+    """The cache is cleared while it fills (it holds fewer rows than the read): every record
+    is still returned, in order, decoded from its row."""
+    store = SqliteStore(tmp_path / "l.db")
+    store.append(ledger.records)
+    whole = [(s.pos, s.ref, s.tokens, s.record) for s in store.records_between(0, store.end_pos())]
+    store._decoded = DecodedRecords(store._decoded.counter, limit=300)
+    found = store.records_between(0, store.end_pos())
+    assert [s.ref for s in found] == _refs(ledger)
+    assert [(s.pos, s.ref, s.tokens, s.record) for s in found] == whole
+    store.close()
+
+
+def test_where_a_database_cannot_be_made_is_said_before_sqlite_tries(tmp_path: Path) -> None:
+    assert missing_directory(":memory:") is None
+    assert missing_directory(tmp_path / "l.db") is None
+    missing = missing_directory(tmp_path / "nowhere" / "l.db")
+    assert missing is not None
+    assert "does not exist: create it first" in missing
+    (tmp_path / "file").write_text("")
+    not_a_dir = missing_directory(tmp_path / "file" / "l.db")
+    assert not_a_dir is not None
+    assert "is not a directory: create it first" in not_a_dir
+    with pytest.raises(StoreError, match=r"l\.db: the directory .* is not a directory"):
+        SqliteStore(tmp_path / "file" / "l.db")
