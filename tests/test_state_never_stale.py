@@ -14,14 +14,27 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 import attrs
 import pytest
 from projection_builders import LedgerBuilder
 from session_helpers import check_request, turn_ids
 
+import holon_ctx
+from holon_ctx.cli.common import open_control_source
 from holon_ctx.errors import BudgetTooSmallError
-from holon_ctx.ledger.records import ExternalEvent, Record, TaskResult, Turn, Wait, WaitStatus
+from holon_ctx.ledger.records import (
+    ExternalEvent,
+    Record,
+    SideEffect,
+    TaskResult,
+    Tool,
+    Turn,
+    Wait,
+    WaitStatus,
+)
+from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.session import SessionProjector
 
@@ -144,3 +157,120 @@ def test_the_answer_left_out_is_named_in_the_state() -> None:
     p = Projector(b.store()).project(budget_tokens=900)
     assert "waiting on task-1" not in p.text
     assert f"wait task-1 resolved by task_result:{result.id}" in p.text
+
+
+# -- side effects: the session's tail and the governed store's notices --------------------------
+_BLOCKING_KEY = re.compile(r'^- idempotency key "?(effect:[^":\s]+)"?: ', re.MULTILINE)
+_OBLIGATION_KEY = re.compile(r"\[(effect:[^;\]\s]+)[;\]]")
+_TAIL_EFFECT = re.compile(r"^- (tool:\S+): .* → (unknown|partial)$", re.MULTILINE)
+
+
+def effects_state(records: list[Record]) -> tuple[dict[str, Truth], dict[str, str]]:
+    """Each side effect's latest state by its call (tool name and argument digest, read from
+    the records), and each tool run's ref → its key, independently of the code under test."""
+    out: dict[str, Truth] = {}
+    keys: dict[str, str] = {}
+    for rec in records:
+        if not isinstance(rec, Tool) or rec.side_effect is None:
+            continue
+        key = f"effect:{rec.tool_name}#{rec.args_digest}"
+        keys[f"tool:{rec.id}"] = key
+        if rec.side_effect in (SideEffect.UNKNOWN, SideEffect.PARTIAL):
+            out[key] = Truth(True)
+        elif key in out:
+            out[key] = Truth(False, f"tool:{rec.id}")
+    return out, keys
+
+
+def _check_effects(text: str, truth: dict[str, Truth], keys: dict[str, str]) -> None:
+    """No line states as unresolved a side effect a newer run resolved: the governed store's
+    blocking keys and obligations, and the tail's unresolved runs."""
+    for key in _BLOCKING_KEY.findall(text) + _OBLIGATION_KEY.findall(text):
+        assert truth[key].open, f"stated blocking, but {key} was resolved by {truth[key].by}"
+    for ref, _ in _TAIL_EFFECT.findall(text):
+        key = keys[ref]
+        assert truth[key].open, f"stated unresolved, but {ref} was resolved by {truth[key].by}"
+
+
+def effects_session(seed: int, path: Path) -> tuple[list[str], int]:
+    """A session that deploys several services, some with an unknown side effect; compaction
+    seals them into the governed store; later runs of the same calls resolve some (completed),
+    reopen others (unknown again) or leave them. Returns the request texts, one per turn."""
+    rng = random.Random(seed)
+    budget = rng.choice((1500, 3000, 8000))
+    texts: list[str] = []
+    with holon_ctx.open_session(str(path)) as s:
+        s.operator_message("Roll out build 77 to the services, one by one.")
+        services = [f"svc-{k}" for k in range(rng.randint(2, 4))]
+        for svc in services:
+            s.tool_run("deploy", f"./deploy.sh {svc} --build 77", "timeout waiting for rollout",
+                       status="timeout", side_effect=rng.choice(["unknown", "partial"]))
+            texts.append(s.next_request(budget).text)
+        for i in range(rng.randint(20, 60)):
+            s.operator_message(f"Dashboard chart {i}: amber palette, stacked bars, a legend.")
+            s.assistant_message(f"Chart {i} updated.")
+            texts.append(s.next_request(budget).text)
+        s.compact()
+        hows = [rng.choice(["completed", "none", "unknown", "leave"]) for _ in services]
+        if not {"completed", "none"} & set(hows):
+            hows[rng.randrange(len(hows))] = "completed"  # every ledger resolves one at least
+        for svc, how in zip(services, hows, strict=True):
+            s.operator_message(f"Check the rollout of {svc}.")
+            if how != "leave":
+                s.tool_run("deploy", f"./deploy.sh {svc} --build 77", f"{svc}: {how}",
+                           status="ok" if how != "unknown" else "timeout", side_effect=how)
+            texts.append(s.next_request(budget).text)
+            s.assistant_message(f"{svc} checked.")
+            texts.append(s.next_request(budget).text)
+    return texts, budget
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_side_effect_is_stated_unresolved_after_a_newer_run_resolved_it(
+        seed: int, tmp_path: Path) -> None:
+    """Every request of the session, as of its turn, and the stateless prompt at every budget
+    over the compacted ledger (with the governed store's notices), against the ledger's latest
+    state of every side effect."""
+    db = tmp_path / "effects.db"
+    texts, budget = effects_session(seed, db)
+    store = SqliteStore(db)
+    try:
+        records = [s.record for s in store.records_between(0, store.end_pos())]
+        truth, keys = effects_state(records)
+        assert any(not t.open for t in truth.values())
+        # The last request is as of the ledger's end; earlier ones were checked by their turn
+        # (the tail is made from what the walk saw, the notices are read at the request).
+        _check_effects(texts[-1], truth, keys)
+        control = open_control_source(store)
+        assert control is not None
+        projector = Projector(store, control=control)
+        for b in (*BUDGETS, budget):
+            try:
+                p = projector.project(budget_tokens=b)
+            except BudgetTooSmallError:
+                continue
+            _check_effects(p.text, truth, keys)
+    finally:
+        store.close()
+
+
+def test_a_governed_side_effect_a_newer_run_resolved_is_stated_resolved(tmp_path: Path) -> None:
+    """The shape found here: an unknown deploy, sealed by compaction into the governed store,
+    then the same call completed: no request says BLOCKED ON RECONCILIATION; the notice names
+    the run that resolved it."""
+    db = tmp_path / "one.db"
+    with holon_ctx.open_session(str(db)) as s:
+        s.operator_message("Deploy the canary of build 77 to production.")
+        s.tool_run("deploy", "./deploy.sh production --canary", "timeout", status="timeout",
+                   side_effect="unknown")
+        for i in range(40):
+            s.operator_message(f"Chart {i}: amber palette with stacked bars and a legend.")
+            s.assistant_message(f"Chart {i} updated.")
+        s.compact()
+        assert "BLOCKED ON RECONCILIATION" in s.next_request(4096).text
+        s.operator_message("Check the canary rollout.")
+        done = s.tool_run("deploy", "./deploy.sh production --canary", "rollout complete",
+                          side_effect="completed")
+        text = s.next_request(4096).text
+    assert "BLOCKED ON RECONCILIATION" not in text
+    assert f"resolved by {done}, a newer record" in text

@@ -161,6 +161,9 @@ class ControlState:
     constraints: tuple[tuple[str, str], ...]
     #: ``(idempotency key, status)`` of each side effect that must be reconciled first.
     blocking: tuple[tuple[str, str], ...]
+    #: ``(idempotency key, ref)`` of each side effect the governed store holds unresolved that a
+    #: newer ledger record resolved (:func:`~holon_ctx.projection.waits.settle_control`).
+    settled: tuple[tuple[str, str], ...] = ()
 
 
 @attrs.frozen

@@ -44,6 +44,7 @@ from holon_ctx.projection.retention import FactsCache, Retention, in_fold_run
 from holon_ctx.projection.shown_lines import fold_shown_lines
 from holon_ctx.projection.turns import TurnItems
 from holon_ctx.projection.view import load_view
+from holon_ctx.projection.waits import settle_control
 from holon_ctx.tokens import TokenCounter, store_counter
 
 __all__ = ["SECTION_TITLES", "ItemDecision", "Projection", "Projector", "plan_and_assemble"]
@@ -93,7 +94,8 @@ class Projector:
         view = load_view(self.store, at=at, extend=in_fold_run, policy=self.policy,
                          limit_pos=limit_pos)
         # Control state is read per call: it changes outside the ledger (reconciliation).
-        control = self.control.control_state() if self.control else None
+        control = settle_control(self.store, self.control.control_state(), view.limit_pos) \
+            if self.control else None
         ctx = analyse(view, self.store, self.policy, control)
         retention = Retention(ctx.pinned, self._facts)
         turns = TurnItems(ctx, r, retention)

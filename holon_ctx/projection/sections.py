@@ -90,6 +90,7 @@ def control(ctx: Context, r: Renderer) -> list[Item]:
     if state is None:
         return []
     keys = {"blocked_on_reconciliation": "control:blocking",
+            "settled_side_effect": "control:blocking",
             "pending_obligation": "control:obligations", "exact_constraint": "control:constraints"}
     return [_control_item(r, keys[reason], lines, (reason,))
             for reason, lines in control_notices(r, state, _held_whole(ctx, state))]
@@ -164,6 +165,11 @@ def control_notices(r: Renderer, state: ControlState, held: Mapping[str, str] | 
         else "governed store"
     out: list[tuple[str, list[Block]]] = []
     n = GOVERNED_ITEMS
+    # A side effect the store holds unresolved that a newer tool run resolved (RFC 0023): said
+    # so, never stated as blocking.
+    settled = [r.line(f"- side effect {label_value(key, chars.idempotency_key)} ({source}: "
+                      f"unresolved) resolved by {ref}, a newer record")
+               for key, ref in state.settled]
     if state.blocking:
         lines = [r.line(f"BLOCKED ON RECONCILIATION ({source}): an external side effect "
                         "may already have happened. Reconcile it before any further "
@@ -171,7 +177,9 @@ def control_notices(r: Renderer, state: ControlState, held: Mapping[str, str] | 
         lines += [r.line(f"- idempotency key {label_value(key, chars.idempotency_key)}: {status}")
                   for key, status in state.blocking[:n]]
         out.append(("blocked_on_reconciliation", _bounded(
-            r, lines, len(state.blocking), "side effects to reconcile", source)))
+            r, lines, len(state.blocking), "side effects to reconcile", source) + settled))
+    elif settled:
+        out.append(("settled_side_effect", settled))
     if state.obligations:
         lines = [r.line(f"pending obligations ({source}):")]
         lines += [r.line(f"- {label_value(o, chars.obligation)}") for o in state.obligations[:n]]

@@ -105,7 +105,7 @@ from holon_ctx.projection.session_state import (
 from holon_ctx.projection.tail import Tail, tail_blocks
 from holon_ctx.projection.topics import input_topic, is_required
 from holon_ctx.projection.view import continuation_anchor, units_of
-from holon_ctx.projection.waits import settle_waits
+from holon_ctx.projection.waits import settle_control, settle_waits
 from holon_ctx.tokens import TokenCounter, store_counter
 
 __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "SessionRequest"]
@@ -189,7 +189,10 @@ class SessionProjector:
         end = self._end(at, limit_pos)
         controls = self._controls()
         state, replanned, reason = self._walk_to(budget_tokens, end, controls)
-        return self._request(state, end, controls.at(end), replanned, reason)
+        # A side effect the governed store holds that a newer run resolved is stated resolved
+        # (RFC 0023), as of the request's own position.
+        control = settle_control(self.store, controls.at(end), end)
+        return self._request(state, end, control, replanned, reason)
 
     def _controls(self) -> ControlHistory:
         """The governed control state by ledger position (RFC 0020): a walk reads each record's

@@ -8,6 +8,11 @@ work item, an entry of the open waits, the session's tail — then contradicts a
 when that record is left out for room, nothing in the prompt corrects it. :func:`settle_waits`
 reads the records after each open wait's latest transition for the first task result or external
 event naming it: such a wait is stated as resolved, with that record's ref, never as open.
+
+The governed store's side effects go stale the same way: compaction seals an unknown side effect
+as unresolved, and a later run of the same call that reports it ``none`` or ``completed`` resolves
+it in the ledger only until the next compaction. :func:`settle_control` reads the same bounded
+span for such runs: the effect is stated resolved, with the run's ref, not as blocking.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from typing import Final
 
 import attrs
 
-from holon_ctx.ledger.records import ExternalEvent, TaskResult
+from holon_ctx.ledger.records import ExternalEvent, TaskResult, Tool
 from holon_ctx.ledger.state import WaitState
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory.unresolved import call_key, resolves
+from holon_ctx.projection.model import ControlState
 
-__all__ = ["SETTLE_SCAN", "Settled", "settle_waits"]
+__all__ = ["SETTLE_SCAN", "Settled", "settle_control", "settle_waits"]
 
 #: Records read back from the position asked for, at most, to find what answered the open waits:
 #: a wait opened longer ago than this is judged on the newest records only (its answer, if any,
@@ -60,3 +67,32 @@ def settle_waits(store: LedgerStore, waits: Sequence[WaitState],
     still = [w for w in waits if w.wait_id not in answered]
     settled = [Settled(w, answered[w.wait_id]) for w in waits if w.wait_id in answered]
     return still, settled
+
+
+def settle_control(store: LedgerStore, control: ControlState | None,
+                   limit_pos: int) -> ControlState | None:
+    """``control`` with each blocking side effect that a tool run among the last
+    :data:`SETTLE_SCAN` records before ``limit_pos`` resolved (the same call, side effect
+    ``none`` or ``completed``, not reopened by a later unknown run) moved to ``settled``, and
+    the obligations that name it dropped."""
+    if control is None or not control.blocking:
+        return control
+    keys = {key for key, _ in control.blocking}
+    by: dict[str, str] = {}
+    for stored in store.records_between(max(limit_pos - SETTLE_SCAN, 0), limit_pos):
+        rec = stored.record
+        if not isinstance(rec, Tool):
+            continue
+        for key in resolves(rec, stored.ref):
+            if key in keys:
+                by[key] = stored.ref
+        if rec.side_effect_unresolved:
+            by.pop(f"effect:{call_key(rec, stored.ref)}", None)
+    if not by:
+        return control
+    return attrs.evolve(
+        control,
+        blocking=tuple((k, st) for k, st in control.blocking if k not in by),
+        obligations=tuple(o for o in control.obligations
+                          if not any(f"[{k};" in o or f"[{k}]" in o for k in by)),
+        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by))
