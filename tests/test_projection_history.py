@@ -153,10 +153,14 @@ def test_reads_follow_the_budget() -> None:
         read = p.manifest.window["high_turns_read"]
         assert isinstance(read, int)
         chosen = sum(1 for d in p.decisions if d.form is not None and d.key in set(high[16:]))
-        assert read <= chosen + 16
+        # Reads come a chunk (16) at a time: the chunks the chosen turns fill, and at most one
+        # more (with a topic a chunk is read at its round's start, RFC 0030).
+        assert read <= -(-chosen // 16) * 16 + 16
         reads[budget] = read
-    assert reads[1024] < reads[4096] < reads[16384]
-    assert reads[1024] <= 32
+    # With a topic (the current operator words) a chunk is read at its round's start, so a
+    # small budget may read one chunk more than it fills (RFC 0030): equal at 1k and 4k here.
+    assert reads[1024] <= reads[4096] < reads[16384]
+    assert reads[1024] <= 48
 
 
 def test_a_late_record_marks_an_older_turn_high_only_from_its_position() -> None:

@@ -206,7 +206,7 @@ def test_a_result_brief_is_referenced_back_to_the_request_it_answered(budget: in
     assert _manifest_item(p, f"turn:{ids['answer']}") | {"tokens": 0, "full_tokens": 0} == {
         "key": f"turn:{ids['answer']}", "form": "full", "priority": "high",
         "reasons": ["task_result", "result_brief"], "chain": "anchor", "tokens": 0,
-        "full_tokens": 0}
+        "full_tokens": 0, "kind": "turn"}
     assert (ids["brief"], "assistant", "model_output") in _fences(p.text)
 
 

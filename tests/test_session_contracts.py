@@ -110,7 +110,10 @@ def test_an_error_mid_walk_leaves_no_half_walked_state() -> None:
                        output="UNIQUE-OUTPUT deployed\n")])
     governed.state = ControlState(
         envelope_id="ce-1", constraints=(), blocking=(("k", "unknown"),),
-        obligations=tuple(f"obligation {i}: reconcile batch {i}" for i in range(30)))
+        # Ten obligations (a notice lists ten, then counts the rest), each long enough that
+        # the notice alone is over the budget.
+        obligations=tuple(f"obligation {i}: reconcile batch {i} " + "of the ledger rows " * 12
+                          for i in range(10)))
     with pytest.raises(BudgetTooSmallError):
         projector.request(budget_tokens=400)
     governed.state = None

@@ -131,7 +131,11 @@ class TurnItems:
                     order=order, position=position, forms=forms, refs=refs,
                     chain=chain, kind="turn", tier=tier, grow=grow,
                     required=required and priority is not Priority.PINNED,
-                    deferred=priority is not Priority.PINNED and self._topic_rank(unit) == 2)
+                    # A turn the current input continues (its anchor chain) is never an
+                    # unrelated topic, whatever its words: the runtime says it is the subject.
+                    deferred=(priority is not Priority.PINNED and chain is None
+                              and unit.turn.id != ctx.view.anchor_id
+                              and self._topic_rank(unit) == 2))
 
     def _topic_rank(self, unit: TurnUnit) -> int:
         """:func:`.topics.topic_rank` of ``unit``, computed once per turn and projection."""
