@@ -92,7 +92,13 @@ def _left_out(manifest: dict[str, Any]) -> list[tuple[str, str]]:
 #: The demo's build saves its epoch at 8,192 only: at the other budgets every walk starts from
 #: the last checkpoint (48 re-plans, ~15 s here), so they are the slow tier's.
 CASES = [pytest.param("demo", (8192,), id="demo-8192"),
-         pytest.param("demo", (4096, 32768), id="demo-4096-32768", marks=pytest.mark.slow),
+         pytest.param("demo", (32768,), id="demo-32768", marks=pytest.mark.slow),
+         # Not done (RFC 0024, "Not done here"): after the 2026-12-04 merges the preview of the
+         # demo at 4,096 plans at 2,186 tokens with a 1,322-token stable prefix where the
+         # runtime plans at 2,048 with 263 (3,032 vs 2,894 tokens sent). Strict: a fix makes
+         # it pass and the mark must go.
+         pytest.param("demo", (4096,), id="demo-4096", marks=[pytest.mark.slow, pytest.mark.xfail(
+             strict=True, reason="preview and runtime plan the demo at 4,096 differently")]),
          pytest.param("trajectory", BUDGETS, id="trajectory")]
 
 
