@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from generated_turns import agent_turn
 from tiers import sized
 
 import holon_ctx
@@ -23,26 +24,10 @@ from holon_ctx.compaction import GovernedControl
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.session import Layout
-from holon_ctx.session import ToolCall
 
 #: Compaction every two turns with a window of three: many envelopes and episodes per run.
 POLICY = holon_ctx.CompactionPolicy(recent_turns=3, every_turns=2, binding_turns=2)
 TURNS = sized(30, 80)
-
-
-def _turn(session: holon_ctx.Session, i: int, rng: random.Random, waits: list[str]) -> None:
-    """One generated turn: the operator's words, a tool call and its result, waits opened and
-    closed (obligations), now and then a side effect left unknown (a blocking notice)."""
-    session.operator_message(f"step {i}: fix module m{i % 5} " + "word " * rng.randint(1, 40))
-    call = f"c{i}"
-    session.assistant_message("looking", tool_calls=[ToolCall(call, "shell", {"cmd": f"make {i}"})])
-    session.tool_result(call, "line\n" * rng.randint(1, 40),
-                        side_effect="unknown" if rng.random() < 0.1 else None)
-    if waits and rng.random() < 0.4:
-        session.close_wait(waits.pop(0))
-    elif rng.random() < 0.4:
-        waits.append(f"w{i}")
-        session.open_wait(waits[-1], f"CI run {i} " + "x" * rng.randint(0, 80))
 
 
 def _check(open_store: Callable[[], LedgerStore], seed: int) -> None:
@@ -53,7 +38,7 @@ def _check(open_store: Callable[[], LedgerStore], seed: int) -> None:
     made: list[tuple[int, int, object, bytes]] = []
     with holon_ctx.Session(open_store(), compaction=POLICY, owns_store=True) as runtime:
         for i in range(TURNS):
-            _turn(runtime, i, rng, waits)
+            agent_turn(runtime, i, rng, waits)
             request = runtime.next_request(budget_tokens=budget)
             messages = request._messages
             made.append((messages.limit_pos, request.planned_tokens,

@@ -14,28 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from generated_turns import agent_turn
 from tiers import sized
 
 import holon_ctx
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.session import ToolCall
 
 POLICY = holon_ctx.CompactionPolicy(recent_turns=3, every_turns=2)
 TURNS = sized(24, 60)
-
-
-def _turn(session: holon_ctx.Session, i: int, rng: random.Random, waits: list[str]) -> None:
-    session.operator_message(f"step {i}: fix module m{i % 5} " + "word " * rng.randint(1, 40))
-    call = f"c{i}"
-    session.assistant_message("looking", tool_calls=[ToolCall(call, "shell", {"cmd": f"make {i}"})])
-    session.tool_result(call, "line\n" * rng.randint(1, 40),
-                        side_effect="unknown" if rng.random() < 0.1 else None)
-    if waits and rng.random() < 0.4:
-        session.close_wait(waits.pop(0))
-    elif rng.random() < 0.4:
-        waits.append(f"w{i}")
-        session.open_wait(waits[-1], f"CI\u200d run {i} " + "x" * rng.randint(0, 250))
 
 
 def _check(open_store: Callable[[], LedgerStore], seed: int) -> None:
@@ -45,7 +32,7 @@ def _check(open_store: Callable[[], LedgerStore], seed: int) -> None:
     compared = 0
     with holon_ctx.Session(open_store(), compaction=POLICY, owns_store=True) as runtime:
         for i in range(TURNS):
-            _turn(runtime, i, rng, waits)
+            agent_turn(runtime, i, rng, waits, condition="CI\u200d run", longest=250)
             request = runtime.next_request(budget_tokens=budget)
             # The text view is made when read (RFC 0024); read now, before the fresh session
             # below saves its own re-plans and episodes move: made after that, a lazily made
