@@ -356,19 +356,25 @@ def test_manual_clock_moves_only_when_told() -> None:
     assert clock() == T0 + timedelta(minutes=5)
 
 
-def _envelope_stored_then_crash(store: ContinuityStore, control: dict[str, Any]) -> bytes:
-    """A compaction that stored its envelope and crashed before journaling step 4."""
+def _crash_before_journaling(store: ContinuityStore, control: dict[str, Any],
+                             at_step: CompactionStep) -> None:
+    """A compaction that did the work of ``at_step`` and crashed before journaling it."""
     real = store.record_step
 
-    def crash_at_envelope(envelope_id: str, step: CompactionStep, body: Any, *, at: Any) -> None:
-        if step is CompactionStep.ENVELOPE:
-            raise RuntimeError("crash between storing the envelope and journaling it")
+    def crash(envelope_id: str, step: CompactionStep, body: Any, *, at: Any) -> None:
+        if step is at_step:
+            raise RuntimeError(f"crash before journaling {at_step}")
         real(envelope_id, step, body, at=at)
 
-    store.record_step = crash_at_envelope  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError, match="crash between"):
+    store.record_step = crash  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="crash before journaling"):
         _prepare(store, control)
     store.record_step = real  # type: ignore[method-assign]
+
+
+def _envelope_stored_then_crash(store: ContinuityStore, control: dict[str, Any]) -> bytes:
+    """A compaction that stored its envelope and crashed before journaling step 4."""
+    _crash_before_journaling(store, control, CompactionStep.ENVELOPE)
     stored = store.envelope_bytes(SEED.envelope_id)
     assert stored is not None
     assert CompactionStep.ENVELOPE not in store.compaction_steps(SEED.envelope_id)
@@ -478,17 +484,7 @@ def test_a_compaction_event_appended_but_not_journaled_is_not_emitted_again() ->
     """A crash between appending the trace event and journaling step 5: the rerun journals the
     event already there."""
     store, control = _fresh()
-    real = store.record_step
-
-    def crash_at_event(envelope_id: str, step: CompactionStep, body: Any, *, at: Any) -> None:
-        if step is CompactionStep.COMPACTION_EVENT:
-            raise RuntimeError("crash before journaling the event")
-        real(envelope_id, step, body, at=at)
-
-    store.record_step = crash_at_event  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError, match="crash before"):
-        _prepare(store, control)
-    store.record_step = real  # type: ignore[method-assign]
+    _crash_before_journaling(store, control, CompactionStep.COMPACTION_EVENT)
     emitted = [e for e in store.events(envelope_id=SEED.envelope_id)
                if e.event_type is TraceEventType.CONTEXT_COMPACTION]
     assert len(emitted) == 1
