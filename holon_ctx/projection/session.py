@@ -92,14 +92,16 @@ class SessionProjector(_EpochPlanner):
 
     # -- requests ---------------------------------------------------------------------------------
     def request(self, *, budget_tokens: int, at: str | None = None,
-                limit_pos: int | None = None) -> SessionRequest:
+                limit_pos: int | None = None, ledger_end: int | None = None) -> SessionRequest:
         """The request as of turn ``at`` (all its records), as of position ``limit_pos``, or
-        (neither) as of the end of the ledger."""
+        (neither) as of the end of the ledger — ``ledger_end`` when the caller just read it
+        (a round trip less on a server)."""
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
                 or budget_tokens <= 0:
             raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
-        end = self._end(at, limit_pos)
+        end = ledger_end if ledger_end is not None and at is None and limit_pos is None \
+            else self._end(at, limit_pos)
         controls = self._controls()
         state, replanned, reason = self._walk_to(budget_tokens, end, controls)
         # A side effect the governed store holds that a newer run resolved is stated resolved
