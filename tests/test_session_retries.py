@@ -55,6 +55,7 @@ def test_a_helper_beaten_63_times_appends_on_its_last_try() -> None:
     assert store.end_pos() == 63 + 2  # the other writer's, then the turn and its message
     assert session.current_turn == "turn:t63"
     turn = store.turn("t63")
-    assert turn is not None and turn.turn_seq == 63  # after the other writer's turns 0..62
+    assert turn is not None
+    assert turn.turn_seq == 63  # after the other writer's turns 0..62
     assert store.get(ref) is not None
     assert ref == "message:m64"  # its id names the position it was minted for
