@@ -105,7 +105,8 @@ from holon_ctx.projection.session_state import (
 from holon_ctx.projection.tail import Tail, tail_blocks
 from holon_ctx.projection.topics import input_topic, is_required
 from holon_ctx.projection.view import continuation_anchor, units_of
-from holon_ctx.projection.waits import settle_control, settle_waits
+from holon_ctx.projection.waits import settle_control
+from holon_ctx.projection.work_state import say_work_state, work_key, work_reads
 from holon_ctx.tokens import TokenCounter, store_counter
 
 __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "SessionRequest"]
@@ -324,6 +325,7 @@ class SessionProjector:
             if isinstance(rec, WorkItem | Wait) or getattr(rec, "wait_id", None) is not None:
                 # A task result or an event naming a wait answers it (RFC 0023).
                 state.tail_reads = None
+        say_work_state(self.store, self.renderer, state, limit)
         tail = self._tail(state, limit, control)
         total = state.frozen_tokens + state.appended_tokens() + self._tail_cost(state, tail)
         if total > state.budget:
@@ -462,16 +464,7 @@ class SessionProjector:
         state.tail_control, state.tail_stated = control, (stated, ends_request)
         cur = state.current
         assert cur is not None
-        wid = state.work_item_id
-        reads = state.tail_reads
-        if reads is None or reads[0] != wid:
-            # Kept until the walk passes a work-item or a wait record: the store derives these
-            # states from those records alone, so the reads as of ``limit`` are the same.
-            work_item = self.store.work_item_state(wid, limit) if wid else None
-            waits, settled = (settle_waits(self.store, self.store.open_waits(limit), limit)
-                              if work_item is not None else ([], []))
-            reads = state.tail_reads = (wid, work_item, waits, settled)
-        _, work_item, waits, settled = reads
+        work_item, waits, settled = work_reads(self.store, state, limit)
         for ref in state.unresolved.values():
             if ref not in state.effect_runs:
                 found = self.store.get(ref)
@@ -496,7 +489,8 @@ class SessionProjector:
                                  effects=effect_lines(self.renderer, state.unresolved,
                                                       state.effect_runs), held=held,
                                  anchor_shown=anchor is not None and anchor.turn.id in state.shown,
-                                 ends_request=ends_request)
+                                 ends_request=ends_request,
+                                 work_in_history=not state.whole and not ends_request)
         return state.tail
 
     def _tail_cost(self, state: WalkState, tail: Tail) -> int:
@@ -539,6 +533,7 @@ class SessionProjector:
                 continue
             state = self._state_from(frozen, budget, limit, reason)
             state.whole = whole
+            say_work_state(self.store, self.renderer, state, limit, replan=True)
             tail_cost = self._tail_cost(state, self._tail(state, limit, control))
             over = state.frozen_tokens + tail_cost - budget
             if over > 0:
@@ -722,7 +717,7 @@ class SessionProjector:
             return None
         anchor_id, _ = continuation_anchor(self.store, current, {}, limit, self.policy)
         t = frozen.tally
-        return WalkState(
+        state = WalkState(
             key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
             frozen=list(frozen.parts), prefix_count=frozen.prefix_count,
             frozen_tokens=frozen.frozen_tokens, manifest=frozen.manifest, env_ref=frozen.env_ref,
@@ -735,6 +730,9 @@ class SessionProjector:
             anchor=self._unit(anchor_id, limit) if anchor_id else None,
             plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved),
             whole=frozen.whole, low_water_tokens=frozen.low_water_tokens)
+        if not state.whole:  # the frozen part says the work state as of its re-plan
+            state.work_stated = work_key(work_reads(self.store, state, limit))
+        return state
 
     # -- the request --------------------------------------------------------------------------------
     def _request(self, state: WalkState, end: int, control: object, replanned: bool,
