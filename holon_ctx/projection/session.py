@@ -73,6 +73,7 @@ from holon_ctx.projection.session_state import (
 from holon_ctx.projection.topics import input_topic, is_required
 from holon_ctx.projection.view import continuation_anchor, units_of
 from holon_ctx.projection.waits import settle_control
+from holon_ctx.projection.work_state import say_work_state
 
 # cur_id is re-exported: it was defined here before the split (tests/test_session_bill.py).
 __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "SessionRequest",
@@ -194,6 +195,7 @@ class SessionProjector(_EpochPlanner):
             if isinstance(rec, WorkItem | Wait) or getattr(rec, "wait_id", None) is not None:
                 # A task result or an event naming a wait answers it (RFC 0023).
                 state.tail_reads = None
+        say_work_state(self.store, self.renderer, state, limit)
         tail = self._tail(state, limit, control)
         total = state.frozen_tokens + state.appended_tokens() + self._tail_cost(state, tail)
         if total > state.budget:
