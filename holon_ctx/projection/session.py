@@ -249,8 +249,9 @@ class SessionProjector:
                 else:
                     state.pos = stored.pos + 1
             # The governed state may have grown since the last record was walked (a compaction
-            # sealed at this very position): the request must still hold its budget.
-            control = controls.at(end)
+            # sealed at this very position): the request must still hold its budget, with the
+            # governed state as the request states it (settled as of ``end``, RFC 0023).
+            control = settle_control(self.store, controls.at(end), end)
             if state.frozen_tokens + state.appended_tokens() + self._tail_cost(
                     state, self._tail(state, end, control)) > budget:
                 state = self._replan(budget, end, control, reason="over_budget")
@@ -664,9 +665,7 @@ class SessionProjector:
             manifest=msgspec.structs.replace(frozen.projection.manifest, text=""),
             env_ref=view.environment.ref if view.environment else None,
             work_item_id=ctx.work_item_id, shown=set(frozen.shown), open_turn=frozen.open_turn,
-            tally=None if tally is None else Tally(tally.done, tally.failed, tally.pending,
-                                                   set(tally.run_keys),
-                                                   {k: list(v) for k, v in tally.files.items()}),
+            tally=None if tally is None else tally.copy(),
             cover=frozen.frontier_cover, pos=limit, current=view.current,
             anchor=view.unit(view.anchor_id) if view.anchor_id else None,
             unresolved=dict(frozen.unresolved))
@@ -681,7 +680,8 @@ class SessionProjector:
             work_item_id=state.work_item_id, shown=sorted(state.shown),
             open_turn=state.open_turn,
             tally=None if tally is None else PersistedTally(
-                tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files),
+                tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files,
+                tally.pending_calls, tally.answered),
             cover=state.cover, plan_budget=state.plan_budget, unresolved=dict(state.unresolved),
             whole=state.whole, low_water_tokens=state.low_water_tokens)
         self.epochs.save(EpochState(key=state.key, start=state.start,
@@ -730,7 +730,8 @@ class SessionProjector:
             open_turn=frozen.open_turn,
             tally=None if t is None else Tally(t.done, t.failed, t.pending,
                                                {tuple(k) for k in t.run_keys},  # type: ignore[misc]
-                                               {k: list(v) for k, v in t.files.items()}),
+                                               {k: list(v) for k, v in t.files.items()},
+                                               dict(t.pending_calls), dict(t.answered)),
             cover=frozen.cover, pos=limit, current=current,
             anchor=self._unit(anchor_id, limit) if anchor_id else None,
             plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved),
