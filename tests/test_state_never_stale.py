@@ -487,7 +487,8 @@ def obligations_session(seed: int, path: Path) -> tuple[list[tuple[str, int]], i
         def ask() -> None:
             request = s.next_request(budget)
             # Settled lines replace pending ones: the request still holds its budget.
-            assert request.used_tokens <= budget and request.request_tokens <= budget
+            assert request.used_tokens <= budget
+            assert request.request_tokens <= budget
             out.append((request.text, s.store.end_pos()))
 
         s.operator_message("Roll out build 77, then merge once CI and the review pass.")
