@@ -165,8 +165,9 @@ class SessionProjector(_EpochPlanner):
                 else:
                     state.pos = stored.pos + 1
             # The governed state may have grown since the last record was walked (a compaction
-            # sealed at this very position): the request must still hold its budget.
-            control = controls.at(end)
+            # sealed at this very position): the request must still hold its budget, with the
+            # governed state as the request states it (settled as of ``end``, RFC 0023).
+            control = settle_control(self.store, controls.at(end), end)
             if state.frozen_tokens + state.appended_tokens() + self._tail_cost(
                     state, self._tail(state, end, control)) > budget:
                 state = self._replan(budget, end, control, reason="over_budget")
