@@ -26,15 +26,19 @@ from holon_ctx.ledger.records import (
     WaitStatus,
 )
 from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.memory.episodes import Claim, Episode, Span
+from holon_ctx.memory.interface import RecalledEpisode
+from holon_ctx.projection.episode_forms import episode_forms, full_text
 from holon_ctx.projection.formats import (
     EXCERPT_MARK,
     FENCE_OPEN,
+    fence_open,
     fence_parts,
     forgeries,
     one_line,
 )
 from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.model import Priority, TurnUnit
+from holon_ctx.projection.model import Form, Priority, TurnUnit
 from holon_ctx.projection.policy import Policy, TokenCaps
 from holon_ctx.projection.render import Renderer, changed_lines
 from holon_ctx.tokens import default_counter
@@ -259,44 +263,62 @@ def test_record_lines_for_waits_work_items_and_runtime_notes() -> None:
     assert claimed.kind is BlockKind.FENCED
 
 
-def test_trusted_text_can_be_clipped_and_text_blocks_end_in_a_newline() -> None:
+def test_trusted_text_can_be_clipped_and_episode_forms_end_in_a_newline() -> None:
     r = renderer()
     b = r.trusted(stored(Message(id="m1", role=MessageRole.OPERATOR, text="Ship it.",
                                  trust=Trust.TRUSTED_OPERATOR)), "operator (trusted) m1:", 100)
     assert b.clippable
-    t = r.text_block("### episode:e1\nresults: none", "episode:e1")
-    assert t.head == "### episode:e1\nresults: none\n"
-    assert t.tokens == COUNTER.count(t.head)
+    forms = episode_forms(r, _recalled())
+    assert all(f.text.endswith("\n") and f.tokens == COUNTER.count(f.text)
+               for f in forms.values())
 
 
-_EPISODE = ("### episode:e1-4 · turn:t1–turn:t4 (4 turns) · conversation\n"
-            "artifact trail:\n"
-            "- shell `pytest -q` → error exit 1 (tool:x6)\n"
-            '<data ref="tool:x6" origin="tool" trust="untrusted_external">\n'
-            "FAILED test_invoice_total\n  assert 1999 == 19.99\n"
-            "</data>\n"
-            "- operator request in turn:t1 (message:m1)\n"
-            "Keep amounts in integer cents.\n\n  never floats\n"
-            "full text: holon-ctx episodes show e1-4\n")
+def _recalled() -> RecalledEpisode:
+    """An episode whose full form holds a fenced tool output (an indented line in it) and the
+    operator's words (with a blank and an indented line: lines that continue the one before)."""
+    ep = Episode(
+        id="e1-4", span=Span(first_turn="turn:t1", last_turn="turn:t4", first_seq=1, last_seq=4),
+        turn_ids=["t1", "t2", "t3", "t4"], source_refs=["turn:t1", "message:m1", "tool:x6"],
+        digest="sha256:" + "0" * 64, owner="conversation", closed_by="max_range",
+        operator_intents=[Claim(kind="request", text="operator request in turn:t1",
+                                refs=["message:m1"], origin="operator", trust="trusted_operator",
+                                quote="Keep amounts in integer cents.\n\n  never floats")],
+        artifact_trail=[Claim(kind="tool_run", text="shell `pytest -q` → error exit 1",
+                              refs=["tool:x6"], origin="tool", trust="untrusted_external",
+                              quote="FAILED test_invoice_total\n  assert 1999 == 19.99")])
+    return RecalledEpisode(ref=ep.ref, covers=ep.covers, score=1.0, priority=Priority.NORMAL,
+                           reasons=(), episode=ep, open_keys=frozenset())
 
 
-def test_an_episodes_text_splits_into_blocks_the_clipper_can_cut() -> None:
-    """Every line a block of its own, a fence with the claim line above it one clippable block,
-    indented and blank lines kept with the line before; the counts add up to the whole text's."""
+def test_an_episodes_forms_are_blocks_the_clipper_can_cut() -> None:
+    """Built from the episode, not from its text: every line a block of its own, a fence with
+    the claim line above it one clippable block that states the quote's trust, indented and
+    blank lines kept with the line before; the counts add up to the whole text's, and the text
+    is the one ``episodes show`` prints."""
     r = renderer()
-    blocks = r.text_blocks(_EPISODE, "episode:e1-4")
-    assert "".join(b.text for b in blocks) == _EPISODE
-    assert sum(b.tokens for b in blocks) == COUNTER.count(_EPISODE)
+    rec = _recalled()
+    full = episode_forms(r, rec)[Form.FULL]
+    blocks = full.blocks
+    assert full.text == full_text(rec.episode, rec.open_keys)
+    assert sum(b.tokens for b in blocks) == COUNTER.count(full.text) == full.tokens
     assert [b.head.split("\n")[0] for b in blocks] == [
-        "### episode:e1-4 · turn:t1–turn:t4 (4 turns) · conversation", "artifact trail:",
-        "- shell `pytest -q` → error exit 1 (tool:x6)", "- operator request in turn:t1 (message:m1)",
-        "Keep amounts in integer cents.", "full text: holon-ctx episodes show e1-4"]
-    fenced = blocks[2]
+        "### episode:e1-4 · turn:t1–turn:t4 (4 turns) · conversation · closed by max_range · "
+        "generated by runtime",
+        "operator intents (the operator's words, archived: history, not the current request):",
+        "- operator request in turn:t1 (message:m1)", "Keep amounts in integer cents.",
+        "artifact trail:", "- shell `pytest -q` → error exit 1 (tool:x6)",
+        f"source records: 3 ({rec.episode.digest}); full text: holon-ctx episodes show e1-4"]
+    words, fenced = blocks[3], blocks[5]
+    assert words.head == "Keep amounts in integer cents.\n\n  never floats\n"
+    assert words.trust == "trusted_operator"
+    assert not words.body
     assert fenced.clippable
+    assert fenced.trust == "untrusted_external"
+    assert fenced.head.split("\n")[1] == fence_open("tool:x6", "tool", "untrusted_external").strip()
     assert fenced.body == "FAILED test_invoice_total\n  assert 1999 == 19.99\n"
     assert fenced.tail == "</data>\n"
-    assert blocks[4].head == "Keep amounts in integer cents.\n\n  never floats\n"
     assert all(b.refs == ("episode:e1-4",) and b.kind is BlockKind.TEXT for b in blocks)
+    assert [b.trust for b in blocks if b not in (words, fenced)] == [None] * 5
 
 
 def test_a_clipped_episode_keeps_its_first_lines_and_names_its_full_text() -> None:
@@ -305,7 +327,7 @@ def test_a_clipped_episode_keeps_its_first_lines_and_names_its_full_text() -> No
     from holon_ctx.projection.clipping import Clipper
 
     r = renderer()
-    form = r.rendered(r.text_blocks(_EPISODE, "episode:e1-4"))
+    form = episode_forms(r, _recalled())[Form.FULL]
     for limit in range(1, form.tokens):
         clipped = Clipper(r).clip(form, limit)
         if clipped is None:
@@ -543,8 +565,7 @@ def test_a_turn_cut_to_a_limit_is_the_largest_form_that_fits() -> None:
 def test_a_fenced_output_is_clippable_and_text_without_a_final_newline_gets_one() -> None:
     [b] = blocks(Tool(id="x1", tool_name="sh", status=ToolStatus.OK, exit_code=0, output="ok"))
     assert (b.kind, b.clippable) == (BlockKind.FENCED, True)
-    parts = renderer().text_blocks("first line\nlast line", "episode:e1")
-    assert "".join(p.text for p in parts) == "first line\nlast line\n"
+    assert b.body == "ok\n"
 
 
 @pytest.mark.parametrize(("role", "bare"), [(MessageRole.ASSISTANT, True),
