@@ -75,10 +75,13 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
     """``(kind, line)`` for each line of a block; kind is a trust value, "fence" or "structure".
 
     A block from a projection says what it is (``kind`` and ``trust``): those are read, never the
-    text. Pre-rendered text (an episode's forms) and blocks built without those fields are
+    text. Blocks built without those fields (a session request's parts, session_view.py) are
     tagged by their lines, as a reader of the prompt would.
     """
-    if block.trust and block.kind in (BlockKind.FENCED, BlockKind.OPERATOR, BlockKind.TRUSTED):
+    if block.trust and (block.kind in (BlockKind.FENCED, BlockKind.OPERATOR, BlockKind.TRUSTED)
+                        or block.tail):
+        # A record's block, or an episode's fenced quote (its claim line, the fence, the quote,
+        # the closing line: projection/episode_forms.py).
         yield from _tag_structured(block)
         return
     head = block.head.splitlines()
@@ -119,7 +122,7 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
 def _tag_structured(block: Block) -> Iterator[tuple[str, str]]:
     head = block.head.splitlines()
     trust = block.trust or "runtime_fact"
-    if block.kind is BlockKind.FENCED:
+    if block.kind is BlockKind.FENCED or block.tail:
         # The label lines, then the fence's opening line (the head's last), body, closing line.
         yield from (("structure", line) for line in head[:-1])
         yield "fence:" + trust, head[-1]

@@ -18,7 +18,7 @@ from holon_ctx.ledger.records import Message, Tool
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.projection.digest import turn_digest
 from holon_ctx.projection.folding import tool_repeats
-from holon_ctx.projection.formats import HEADING, label_value, one_line, operator_label
+from holon_ctx.projection.formats import label_value, one_line, operator_label
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form, Priority, TurnUnit
 from holon_ctx.projection.policy import TextLimits
@@ -91,7 +91,7 @@ class Renderer(RecordRenderer):
 
     def _headed(self, unit: TurnUnit, head: str, body: tuple[Block, ...]) -> list[Block]:
         if head:
-            return [self.line(f"{HEADING}{head}", [unit.ref]), *body]
+            return [self.heading(head, [unit.ref]), *body]
         if not body:
             return []
         # No heading: the first block opens the turn and shows its ref too (a clipped form, and

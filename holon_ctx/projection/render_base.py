@@ -29,6 +29,7 @@ from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.folding import tool_output_text
 from holon_ctx.projection.formats import (
     FENCE_CLOSE,
+    HEADING,
     excerpt_mark,
     fence_open,
     neutralise_repeat_marks,
@@ -93,6 +94,13 @@ class BlockRenderer:
         tokens = self.counter.count(shown)
         return Block(head=shown, tokens=tokens, refs=refs,
                      quoted=tokens - self.counter.count(frame) if frame != shown else 0)
+
+    def heading(self, text: str, refs: Iterable[str] = ()) -> Block:
+        """A heading line (``### text``): a label line that says it is one (readers such as
+        the provider formats tell it by its kind, never by its text)."""
+        key = ("heading", text, tuple(refs))
+        return self.memo(key, lambda: attrs.evolve(self.line(HEADING + text, key[2]),
+                                                    kind=BlockKind.HEADING))
 
     def label_head(self, label: str, fence: str) -> tuple[str, int, int]:
         """A label line above a fence's opening line: ``(head, tokens, quoted tokens)``."""

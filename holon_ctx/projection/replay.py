@@ -43,6 +43,7 @@ import msgspec
 from holon_ctx.ledger.records import Environment, Message, MessageRole, Tool, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.cost import CostMeter, PriceTable, RequestCost
+from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.manifest import SECTION_TITLES
 from holon_ctx.projection.model import EpisodeSource, Section
 from holon_ctx.projection.native import (
@@ -207,7 +208,7 @@ class _History:
         title = SECTION_TITLES[Section.ENVIRONMENT] + "\n"
         text = title + "".join(b.text for b in full)
         tokens = self.counter.count(title) + sum(b.tokens for b in full)
-        if vouched and "<data" not in text:
+        if vouched and not any(b.kind is BlockKind.FENCED for b in full):
             return system_part(text, tokens, (env.ref,))
         return text_part(text, tokens, (env.ref,), stable_end=True)
 
