@@ -27,7 +27,8 @@ internal modules are ``holon_ctx.calibration``, ``holon_ctx.cli`` (the command l
 interface, not its modules), ``holon_ctx.compaction``, ``holon_ctx.extras``,
 ``holon_ctx.ledger``, ``holon_ctx.memory``, ``holon_ctx.models``, ``holon_ctx.projection``,
 ``holon_ctx.request``, ``holon_ctx.session``, ``holon_ctx.session_args``,
-``holon_ctx.session_upkeep``, ``holon_ctx.tokens``, every module inside ``holon_ctx.continuity``
+``holon_ctx.session_base``, ``holon_ctx.session_events``, ``holon_ctx.session_upkeep``,
+``holon_ctx.tokens``, every module inside ``holon_ctx.continuity``
 and ``holon_ctx.postgres`` (use the package, not the module), and any module of
 ``holon_ctx.integrations`` other than the three adapters. They were not renamed with underscores
 (RFC 0028 says why); this list and ``tests/test_public_surface.py`` are the line.

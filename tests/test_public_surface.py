@@ -23,7 +23,8 @@ PUBLIC = ("holon_ctx", "holon_ctx.lowlevel", "holon_ctx.errors", "holon_ctx.cont
 INTERNAL = ("holon_ctx.calibration", "holon_ctx.cli", "holon_ctx.compaction",
             "holon_ctx.extras", "holon_ctx.ledger", "holon_ctx.memory",
             "holon_ctx.models", "holon_ctx.projection", "holon_ctx.request", "holon_ctx.session",
-            "holon_ctx.session_args", "holon_ctx.session_upkeep", "holon_ctx.tokens")
+            "holon_ctx.session_args", "holon_ctx.session_base", "holon_ctx.session_events",
+            "holon_ctx.session_upkeep", "holon_ctx.tokens")
 #: An import statement in a doc's code: ``import holon_ctx.x`` or ``from holon_ctx.x import``.
 IMPORT = re.compile(r"^\s*(?:from\s+(holon_ctx[\w.]*)\s+import|import\s+(holon_ctx[\w.]*))",
                     re.MULTILINE)

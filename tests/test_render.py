@@ -7,6 +7,8 @@ readers of a projection use instead of parsing it (kind, trust, excerpt, refs).
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.records import (
@@ -28,7 +30,14 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.memory.episodes import Claim, Episode, Span
 from holon_ctx.memory.interface import RecalledEpisode
-from holon_ctx.projection.episode_forms import episode_forms, full_text
+from holon_ctx.projection.episode_forms import (
+    Chunk,
+    Chunks,
+    episode_forms,
+    form_blocks,
+    full_chunks,
+    full_text,
+)
 from holon_ctx.projection.formats import (
     EXCERPT_MARK,
     FENCE_OPEN,
@@ -321,6 +330,55 @@ def test_an_episodes_forms_are_blocks_the_clipper_can_cut() -> None:
     assert [b.trust for b in blocks if b not in (words, fenced)] == [None] * 5
 
 
+def _lines(text: str) -> Chunks:
+    """A form of one chunk per line (none continues another)."""
+    return Chunks(chunks=tuple(Chunk(head=line) for line in text.splitlines(keepends=True)))
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_episode_blocks_add_up_without_counting_the_whole_text(encoding: str) -> None:
+    """The blocks' counts equal the whole text's, counted or not: for the tiktoken counters the
+    whole is counted only where a seam joins two blocks (o200k: punctuation, then a line
+    starting with "/"), and that form stays one block."""
+    from holon_ctx.tokens import counter_for_encoding
+
+    counter = counter_for_encoding(encoding)
+    episode = full_chunks(_recalled().episode)
+    slash = Chunks(chunks=(*episode.chunks, Chunk(head="/testbed/setup.py: shown\n")))
+    for form in (episode, slash, _lines("one line.\n/two\n"), _lines("### e\n- a;\n- b\n")):
+        blocks = form_blocks(form, "episode:e1-4", counter)
+        assert "".join(b.text for b in blocks) == form.text
+        assert sum(b.tokens for b in blocks) == counter.count(form.text), (encoding, form.text)
+    joined = form_blocks(_lines("one line.\n/two\n"), "episode:e1", counter)
+    assert len(joined) == (2 if counter.additive else 1)
+
+
+def test_episode_blocks_of_another_counter_are_checked_against_the_whole() -> None:
+    """A counter with no additivity promise (one token per line here, so two lines held in one
+    block count as one): the blocks' sum is compared with the whole text's count, and the form
+    stays one block when they differ."""
+
+    class Lines:
+        identity = "lines"
+
+        def count(self, text: str) -> int:
+            return 1 + text.count("\n") // 2
+
+    form = full_chunks(_recalled().episode)
+    blocks = form_blocks(form, "episode:e1-4", Lines())  # type: ignore[arg-type]
+    assert len(blocks) == 1
+    assert blocks[0].tokens == Lines().count(form.text)
+
+
+def test_a_continuation_with_no_line_to_continue_leaves_the_form_whole() -> None:
+    """A form whose first line does not start with a visible character cannot be cut where its
+    counts add: it is one block (as the text scan it replaces decided)."""
+    form = Chunks(chunks=(Chunk(head=" indented\n"), Chunk(head="next\n")), whole=True)
+    [block] = form_blocks(form, "episode:e1", COUNTER)
+    assert block.text == " indented\nnext\n"
+    assert block.tokens == COUNTER.count(block.text)
+
+
 def test_a_clipped_episode_keeps_its_first_lines_and_names_its_full_text() -> None:
     """Clipped anywhere, an episode's form keeps a prefix of its lines, never an open fence, and
     ends with the note naming the episode."""
@@ -523,6 +581,21 @@ def test_a_rerun_whose_lines_all_recur_is_one_line() -> None:
 def test_changed_lines_keeps_key_lines_first_within_the_limit(
         earlier: str, limit: int, shown: list[str], total: int) -> None:
     assert changed_lines(earlier, "c\nz", limit) == (shown, total)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.lists(st.sampled_from(["ok", "OK", "not ", "fail", "x", " ", "é", "_",
+                                                "\u0130", "✓", "err", "or", "\t"]),
+                               max_size=6).map("".join), max_size=30),
+       limit=st.integers(1, 12))
+def test_key_lines_are_the_lines_a_search_of_each_line_finds(lines: list[str],
+                                                             limit: int) -> None:
+    """One search of the joined lines picks the same key lines as a search of each line: word
+    boundaries at a line's ends, case folded, the first ``limit`` of them."""
+    from holon_ctx.projection.render_records import _KEY_LINE, _key_lines
+
+    each = [i for i, line in enumerate(lines) if _KEY_LINE.search(line)]
+    assert _key_lines(lines, limit) == each[:limit]
 
 
 @pytest.mark.parametrize(("length", "cut"), [(239, False), (240, False), (241, True),

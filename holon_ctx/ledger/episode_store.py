@@ -24,7 +24,8 @@ tables loses nothing the ledger cannot rebuild):
                        position sees only the episodes archived by then).
 
 This module is longer than the usual ~400 lines because it holds both stores: they are the two
-halves of one contract and are easiest to keep in step side by side.
+halves of one contract and are easiest to keep in step side by side. The postings' packing and
+block planning, which every store shares (PostgreSQL's too), are in ``ledger/postings.py``.
 """
 
 from __future__ import annotations
@@ -32,19 +33,26 @@ from __future__ import annotations
 import bisect
 import sqlite3
 import sys
-from array import array
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
-
-import attrs
+from typing import Any
 
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger import locking
+from holon_ctx.ledger.postings import (
+    BLOCK,
+    PostingsHead,
+    PostingsPlan,
+    newest_postings,
+    pack_postings,
+    plan_postings,
+    unpack_postings,
+)
 from holon_ctx.memory.episodes import (
     Episode,
     Recap,
     decode_episode,
+    decode_episode_shared,
     decode_recap,
     encode_episode,
     encode_recap,
@@ -55,9 +63,6 @@ from holon_ctx.memory.store import OpenRow, Resolution
 __all__ = ["BLOCK", "MemoryEpisodeStore", "PostingsHead", "PostingsPlan", "SqliteEpisodeStore",
            "conflict", "has_episode_tables", "newest_postings", "pack_postings", "plan_postings",
            "unpack_postings"]
-
-#: Postings per block row.
-BLOCK: Final = 128
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS episodes_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -97,22 +102,6 @@ CREATE TABLE IF NOT EXISTS episodes_runs (first_num INTEGER PRIMARY KEY, pos INT
 """
 _DERIVED = ("episodes", "episodes_turns", "episodes_terms", "episodes_postings", "episodes_links",
             "episodes_open", "episodes_runs")
-_SWAP = sys.byteorder != "little"
-
-
-def pack_postings(values: Sequence[int]) -> bytes:
-    arr = array("I", values)
-    if _SWAP:
-        arr.byteswap()
-    return arr.tobytes()
-
-
-def unpack_postings(data: bytes) -> array[int]:
-    arr = array("I")
-    arr.frombytes(data)
-    if _SWAP:
-        arr.byteswap()
-    return arr
 
 
 def has_episode_tables(path: str | Path) -> bool:
@@ -129,62 +118,6 @@ def has_episode_tables(path: str | Path) -> bool:
         return False
     finally:
         db.close()
-
-
-@attrs.frozen
-class PostingsHead:
-    """What appending to a term's postings needs to know: its totals and its last block."""
-
-    df: int
-    blocks: int
-    last_n: int
-    last_data: bytes
-
-
-@attrs.frozen
-class PostingsPlan:
-    #: ``(term, block, n, data)``: last blocks that take some of the new postings.
-    updates: list[tuple[str, int, int, bytes]]
-    #: ``(term, block, first_num, n, data)``: new blocks.
-    inserts: list[tuple[str, int, int, int, bytes]]
-    #: ``(term, df, blocks)``: every touched term's new totals.
-    terms: list[tuple[str, int, int]]
-
-
-def plan_postings(pending: Mapping[str, list[int]], heads: Mapping[str, PostingsHead]
-                  ) -> PostingsPlan:
-    """Where new ``(num, tf, length)`` triples go, for every store: the last block of each term
-    while it has room, then new blocks of up to :data:`BLOCK`. ``heads`` omits unknown terms."""
-    plan = PostingsPlan([], [], [])
-    for term, triples in pending.items():
-        head = heads.get(term) or PostingsHead(df=0, blocks=0, last_n=0, last_data=b"")
-        blocks, i = head.blocks, 0
-        if blocks and head.last_n < BLOCK:
-            take = triples[: 3 * (BLOCK - head.last_n)]
-            plan.updates.append((term, blocks - 1, head.last_n + len(take) // 3,
-                                 head.last_data + pack_postings(take)))
-            i = len(take)
-        while i < len(triples):
-            take = triples[i : i + 3 * BLOCK]
-            plan.inserts.append((term, blocks, take[0], len(take) // 3, pack_postings(take)))
-            blocks += 1
-            i += len(take)
-        plan.terms.append((term, head.df + len(triples) // 3, blocks))
-    return plan
-
-
-def newest_postings(blocks: Iterable[bytes], max_num: int, cap: int) -> list[tuple[int, int, int]]:
-    """The newest ``cap`` postings with ``num <= max_num`` from a term's blocks, newest first
-    (``blocks`` newest first too)."""
-    out: list[tuple[int, int, int]] = []
-    for data in blocks:
-        arr = unpack_postings(data)
-        block = list(zip(arr[0::3], arr[1::3], arr[2::3], strict=True))
-        block.reverse()
-        out.extend(p for p in block if p[0] <= max_num)
-        if len(out) >= cap:
-            break
-    return out[:cap]
 
 
 def conflict(new: Episode, old: Episode | None, what: str) -> StoreError:
@@ -410,7 +343,7 @@ class SqliteEpisodeStore:
         marks = ",".join("?" * len(nums))
         rows = self._db.execute(f"SELECT num, body FROM episodes WHERE num IN ({marks})",
                                 tuple(nums)).fetchall()
-        return {num: decode_episode(body) for num, body in rows}
+        return {num: decode_episode_shared(body) for num, body in rows}
 
     def recaps(self, episode_id: str) -> list[Recap]:
         rows = self._db.execute("SELECT body FROM episodes_recaps WHERE episode_id=? ORDER BY rid",

@@ -22,6 +22,7 @@ marked ``still open`` or ``resolved since``; without it they read ``open at rang
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection
 from typing import Final
 
@@ -36,9 +37,10 @@ from holon_ctx.projection.formats import FENCE_CLOSE, fence_open, one_line
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form
 from holon_ctx.projection.render import Renderer
+from holon_ctx.tokens import TiktokenCounter, TokenCounter
 
-__all__ = ["Chunk", "Chunks", "compact_chunks", "compact_text", "episode_forms", "full_chunks",
-           "full_text", "ref_text", "retrieval_hint"]
+__all__ = ["Chunk", "Chunks", "compact_chunks", "compact_text", "episode_forms", "form_blocks",
+           "full_chunks", "full_text", "ref_text", "retrieval_hint"]
 
 
 @attrs.frozen
@@ -307,21 +309,37 @@ def episode_forms(r: Renderer, ep: RecalledEpisode) -> dict[Form, Rendered]:
 
 def _forms(r: Renderer, recalled: RecalledEpisode) -> dict[Form, Rendered]:
     ep, keys, held = recalled.episode, recalled.open_keys, recalled.held
+    counter = r.counter
     return {Form.REF: r.rendered([r.line(ref_text(ep, keys, held), [recalled.ref])]),
-            Form.COMPACT: r.rendered(_blocks(r, compact_chunks(ep, keys, held), recalled.ref)),
-            Form.FULL: r.rendered(_blocks(r, full_chunks(ep, keys, held), recalled.ref))}
+            Form.COMPACT: r.rendered(form_blocks(compact_chunks(ep, keys, held), recalled.ref,
+                                                 counter)),
+            Form.FULL: r.rendered(form_blocks(full_chunks(ep, keys, held), recalled.ref,
+                                              counter))}
 
 
-def _blocks(r: Renderer, form: Chunks, ref: str) -> tuple[Block, ...]:
-    """One block per chunk; one block for the whole form when its counts do not add up across
-    the chunks (or a continuation line began it: :class:`Chunks`)."""
-    text = form.text
-    whole = Block(head=text, tokens=r.counter.count(text), refs=(ref,), kind=BlockKind.TEXT)
+def form_blocks(form: Chunks, ref: str, counter: TokenCounter) -> tuple[Block, ...]:
+    """One block per chunk, or one block for the whole form where the chunks' counts would not
+    add up to its count (or a continuation line began it: :class:`Chunks`).
+
+    For holon_ctx's own tiktoken counters adding up is the additivity contract, with
+    :meth:`~holon_ctx.tokens.TiktokenCounter.seam` naming the one kind of boundary where it does
+    not hold (o200k's punctuation before ``/``): the whole form is counted only there (a re-plan
+    lays out a few new episodes, and counting each twice was about a fifth of its tokenization).
+    Any other counter makes no such promise: its whole count is taken and compared."""
+    texts = [c.text for c in form.chunks]
     if form.whole:
-        return (whole,)
-    blocks = tuple(Block(head=c.head, body=c.body, tail=c.tail, tokens=r.counter.count(c.text),
+        return _whole(form, ref, counter)
+    blocks = tuple(Block(head=c.head, body=c.body, tail=c.tail, tokens=counter.count(text),
                          refs=(ref,), clippable=bool(c.body), kind=BlockKind.TEXT, trust=c.trust)
-                   for c in form.chunks)
-    if sum(b.tokens for b in blocks) != whole.tokens:
-        return (whole,)
-    return blocks
+                   for c, text in zip(form.chunks, texts, strict=True))
+    if isinstance(counter, TiktokenCounter):
+        if any(counter.seam(a, b) for a, b in itertools.pairwise(texts)):
+            return _whole(form, ref, counter)
+        return blocks
+    whole = _whole(form, ref, counter)
+    return blocks if sum(b.tokens for b in blocks) == whole[0].tokens else whole
+
+
+def _whole(form: Chunks, ref: str, counter: TokenCounter) -> tuple[Block, ...]:
+    text = form.text
+    return (Block(head=text, tokens=counter.count(text), refs=(ref,), kind=BlockKind.TEXT),)

@@ -10,7 +10,9 @@ is defined in :mod:`holon_ctx.projection.formats`; every limit comes from the
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 from collections.abc import Callable
 from typing import Final
@@ -287,11 +289,26 @@ def changed_lines(earlier: str, later: str, limit: int) -> tuple[list[str], int]
     mine = list(dict.fromkeys(line.rstrip() for line in earlier.splitlines()
                               if line.strip() and line.strip() not in theirs))
     if len(mine) > limit:
-        key = [i for i, line in enumerate(mine) if _KEY_LINE.search(line)]
-        picked = set(key[:limit])
+        picked = set(_key_lines(mine, limit))
         picked.update([i for i in range(len(mine)) if i not in picked][:limit - len(picked)])
         shown = [mine[i] for i in sorted(picked)]
     else:
         shown = mine
     return ([line if len(line) <= _CHANGED_LINE_CHARS else line[:_CHANGED_LINE_CHARS - 1] + "…"
              for line in shown], len(mine))
+
+
+def _key_lines(lines: list[str], limit: int) -> list[int]:
+    """The first ``limit`` indices of ``lines`` that :data:`_KEY_LINE` matches. One search of
+    the joined text per key line found, each from the next line's start: a changed run of a
+    long output has thousands of lines, and a search per line was most of a re-plan's regex
+    time (no pattern crosses a newline, which matches a line's ends as ``\\b`` does)."""
+    text = "\n".join(lines)
+    ends = list(itertools.accumulate(len(line) + 1 for line in lines))
+    found: list[int] = []
+    pos = 0
+    while len(found) < limit and (match := _KEY_LINE.search(text, pos)) is not None:
+        i = bisect.bisect_right(ends, match.start())
+        found.append(i)
+        pos = ends[i]
+    return found

@@ -1,0 +1,358 @@
+"""A session's state and the machinery its helpers append with (split from session.py).
+
+:class:`_SessionBase` keeps what a session holds between calls (the store and the stores beside
+it, one projector per layout, the model profile and calibration, the current turn, the work item
+and the calls waiting for their results) and the append path every helper goes through: catch up
+with the ledger's end, build a batch whose ids name ledger positions, append it only where the ids
+were minted, and build it again when another writer appended first (:func:`_retrying`). The
+helpers themselves are in ``holon_ctx.session_events``; the facade users see, ``Session``, in
+``holon_ctx.session`` (its docstring is the theory of operation).
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from datetime import datetime
+from typing import Concatenate, ParamSpec, TypeVar
+
+import attrs
+
+from holon_ctx.calibration import Calibration
+from holon_ctx.compaction import SessionConfig
+from holon_ctx.continuity import ContinuityStore
+from holon_ctx.errors import InputError, LedgerFormatError, quote_value
+from holon_ctx.ledger.epochs_sqlite import epoch_store_for
+from holon_ctx.ledger.records import (
+    Message,
+    MessageRole,
+    Outcome,
+    Record,
+    Tool,
+    ToolStatus,
+    Turn,
+    record_ref,
+)
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.ledger.transcript_build import digest
+from holon_ctx.ledger.usage_sqlite import usage_store_for
+from holon_ctx.ledger.writer import LedgerMovedError
+from holon_ctx.memory import EpisodeStore
+from holon_ctx.models import ModelProfile, model_profile
+from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.request import Request
+from holon_ctx.session_args import check_text
+from holon_ctx.session_upkeep import CompactionPolicy, open_upkeep
+from holon_ctx.tokens import counter_for_encoding, store_counter
+
+#: The argument each ledger field is given by, for errors the append path finds (ledger-wide
+#: rules: a wait never opened, a pin target that does not exist, an unknown spawning turn).
+_FIELD_ARG = {"$.wait_id": "wait", "$.spawned_by_turn_id": "spawned_by", "$.target": "target",
+              "$.resolved_by": "resolved_by", "$.anchor_turn_id": "continues",
+              "$.work_item_id": "work_item", "$.status": "status"}
+_DEFAULT_POLICY = CompactionPolicy()
+
+
+@attrs.define
+class _Call:
+    """A call waiting for its result: the turn that made it, the tool and its arguments."""
+
+    turn_id: str
+    name: str
+    arguments: str
+
+
+@attrs.define
+class _TurnState:
+    id: str
+    seq: int
+    trigger: str
+    anchor: str | None
+    #: True once the turn holds a model reply: the next reply opens an agent-step turn.
+    has_reply: bool = False
+
+
+class _Moved(Exception):
+    """Another writer appended between a helper's read of the ledger's end and its append."""
+
+
+class _Taken(Exception):
+    """A minted id is already in the ledger (an imported record named like ``m57``)."""
+
+
+#: Times a helper builds its batch again when other writers keep appending first.
+_MOVED_TRIES = 64
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+_S = TypeVar("_S", bound="_SessionBase")
+
+
+def _retrying(helper: Callable[Concatenate[_S, _P], _T]
+              ) -> Callable[Concatenate[_S, _P], _T]:
+    """Run an appending helper again, from the ledger as it is now, when another writer
+    appended first: its ids name ledger positions, so two writers never store one id for two
+    records (a store that takes a record given again as already held would lose one)."""
+    @functools.wraps(helper)
+    def run(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        for _ in range(_MOVED_TRIES):
+            trusted = self._end_known
+            try:
+                return helper(self, *args, **kwargs)
+            except _Moved:
+                self._end_known = False  # the next try catches up with the ledger first
+            except _Taken:
+                # Ids are minted unchecked (a read each, a round trip on a server) until one is
+                # taken; from then on this session checks each id it mints.
+                self._check_ids, self._end_known = True, False
+            except InputError:
+                # Decided against the state this session left, the end unread: another writer
+                # may have appended what the call refers to. Only then is the end read, and the
+                # call made again from the ledger as it is.
+                if not trusted or self._closed or self.store.end_pos() == self._end:
+                    raise
+                self._load_state()
+        raise InputError(f"other writers appended before each of {_MOVED_TRIES} tries",
+                         source=helper.__name__)
+    return run
+
+
+class _Batch:
+    """Records of one helper call, with ids allocated by ledger position (``m57``)."""
+
+    def __init__(self, store: LedgerStore, pos: int, checked: bool) -> None:
+        self.store = store
+        self.pos = pos
+        #: Look each minted id up in the ledger (else the append refuses a taken one: _Taken).
+        self.checked = checked
+        self.records: list[Record] = []
+        self._refs: set[str] = set()
+
+    def new_id(self, kind: str, letter: str) -> str:
+        base = f"{letter}{self.pos + len(self.records)}"
+        rid, n = base, 1
+        # An imported ledger may already use the id (importers name records after their source).
+        while f"{kind}:{rid}" in self._refs or (
+                self.checked and self.store.get(f"{kind}:{rid}") is not None):
+            n += 1
+            rid = f"{base}.{n}"
+        self._refs.add(f"{kind}:{rid}")
+        return rid
+
+    def add(self, record: Record) -> str:
+        self.records.append(record)
+        return record_ref(record)
+
+
+@attrs.define
+class _Opening:
+    """A turn being opened: its batch, the state it will leave, the work item it acts for."""
+
+    batch: _Batch
+    turn: _TurnState
+    work_item: str | None
+
+
+class _SessionBase:
+    """A session's state and its append machinery; ``holon_ctx.session.Session`` is the class
+    users get (the helpers are added by ``holon_ctx.session_events._SessionEvents``)."""
+
+    def __init__(self, store: LedgerStore, *,
+                 compaction: CompactionPolicy | None = _DEFAULT_POLICY,
+                 episodes: EpisodeStore | None = None,
+                 continuity: ContinuityStore | None = None,
+                 identity: SessionConfig | None = None,
+                 clock: Callable[[], datetime] | None = None,
+                 owns_store: bool = False, model: str | None = None) -> None:
+        if not isinstance(store, LedgerStore):
+            raise InputError(f"expected a LedgerStore, got {type(store).__name__}",
+                             source="Session", path="store")
+        if compaction is not None and not isinstance(compaction, CompactionPolicy):
+            raise InputError(f"expected a CompactionPolicy or None, got "
+                             f"{type(compaction).__name__}", source="Session", path="compaction")
+        self.store = store
+        self.compaction = compaction
+        self._owns_store = owns_store
+        self._upkeep = open_upkeep(store, policy=compaction, episodes=episodes,
+                                   continuity=continuity, identity=identity, clock=clock)
+        self._epochs = epoch_store_for(store)
+        self._usage = usage_store_for(store)
+        self._projectors: dict[Layout, SessionProjector] = {}
+        #: The last request handed out (what observe_usage compares with by default).
+        self._last_request: Request | None = None
+        #: Requests handed out whose text view was not made yet: made when the session closes,
+        #: so a request stays whole after it (the text needs the session's stores).
+        self._unread: weakref.WeakSet[Request] = weakref.WeakSet()
+        self._use_model("Session", model)
+        self._pending: dict[str, _Call] = {}
+        self._late: dict[str, _Call] = {}
+        self._turns_since_compaction = 0
+        #: The last request's budget bound (see next_request).
+        self._binds = False
+        self._closed = False
+        self._turn: _TurnState | None = None
+        self._work_item: str | None = None
+        #: The ledger's end after this session's last append (or load), and whether a helper
+        #: may append there without reading it (see _catch_up).
+        self._end = 0
+        self._end_known = False
+        #: Mint ids checked against the ledger (after one was found taken: _Taken).
+        self._check_ids = False
+        self._load_state()
+
+    def _use_model(self, where: str, model: str | None) -> None:
+        """Count, frame and calibrate requests as ``model``'s provider does (RFC 0022)."""
+        profile = model_profile(model, where=where)
+        # No model named: the store's own counter (its cached counts), OpenAI's framing.
+        counter = (store_counter(self.store) if model is None
+                   else counter_for_encoding(profile.encoding))
+        if counter.identity != self.store.counter_identity:
+            switch = getattr(self.store, "use_counter", None)
+            if not callable(switch):
+                raise InputError(f"model {quote_value(profile.model)} counts with {counter.identity}, and "
+                                 f"this store counts with {self.store.counter_identity} and "
+                                 "cannot switch: open the store with that counter",
+                                 source=where, path="model")
+            switch(counter)
+        self.profile: ModelProfile = profile
+        self.calibration = Calibration(self._usage, profile.calibration_key, profile.prior_factor)
+        # Long-lived on purpose: a session projection keeps its walk in memory and renders each
+        # record once (RFC 0010); the re-plans it persists let a new process continue. One per
+        # layout: the provider messages, and the one-text prompt made when asked for.
+        self._projectors = {layout: SessionProjector(
+            self.store, counter, layout=layout, episodes=self._upkeep.recall_source(),
+            control=self._upkeep.control_source(), epochs=self._epochs,
+            framing=profile.framing)
+            for layout in (Layout.MESSAGES, Layout.TEXT)}
+
+    def use_model(self, model: str) -> None:
+        """Count, frame and calibrate the next requests as ``model``'s provider does (the
+        integrations call it with the framework's model setting). A model with another encoding
+        re-counts the ledger's records under it, once each (RFC 0022)."""
+        w = "use_model"
+        self._check_open(w)
+        name = check_text(w, "model", model, required=True)
+        if name != self.profile.model:
+            self._use_model(w, name)
+
+    @property
+    def model(self) -> str | None:
+        """The model requests are counted for (None: none named, the default counting)."""
+        return self.profile.model or None
+
+    def _load_state(self) -> None:
+        """Current turn, work item and pending calls, as the ledger left them."""
+        end = self._end = self.store.end_pos()
+        self._end_known = True
+        latest = self.store.latest_turn(end)
+        if latest is None:
+            return
+        turn = latest.record
+        assert isinstance(turn, Turn)
+        owned = [r.record for r in self.store.records_of_turns(turn.seq, turn.seq, end)]
+        replied = any((isinstance(r, Message) and r.role is MessageRole.ASSISTANT)
+                      or (isinstance(r, Tool) and r.call_id is not None) for r in owned)
+        self._turn = _TurnState(turn.id, turn.seq, turn.trigger, turn.anchor_turn_id, replied)
+        self._work_item = turn.work_item_id
+        for tool in owned:
+            if isinstance(tool, Tool) and tool.call_id is not None:
+                if tool.status is ToolStatus.PENDING:
+                    self._late[tool.call_id] = _Call(turn.id, tool.tool_name, tool.args_preview)
+                else:
+                    self._late.pop(tool.call_id, None)
+
+    @property
+    def current_turn(self) -> str | None:
+        """The ref of the newest turn (``turn:t12``), or None before the first one."""
+        return None if self._turn is None else f"turn:{self._turn.id}"
+
+    @property
+    def work_item(self) -> str | None:
+        """The work item new turns act for (set by ``set_work_item`` or a turn's ``work_item``)."""
+        return self._work_item
+
+    # -- the append machinery -----------------------------------------------------------------
+    def _check_open(self, where: str) -> None:
+        if self._closed:
+            raise InputError("the session is closed", source=where)
+
+    def _catch_up(self, where: str, *, read: bool = False) -> int:
+        """The ledger's end. When another writer appended since this session's last append (a
+        CLI import, another process), the session first continues from the ledger as it is now:
+        its newest turn, work item and waiting calls.
+
+        An appending helper takes the end its session's own last append left (``read`` False)
+        without reading it: the append is refused if the end moved (``expect_end``), and the
+        helper is made again after reading it (_retrying). A request reads it."""
+        self._check_open(where)
+        if self._end_known and not read:
+            return self._end
+        end = self.store.end_pos()
+        if end != self._end:
+            self._load_state()
+        self._end_known = True
+        return end
+
+    def _batch(self, where: str, end: int | None = None) -> _Batch:
+        """A batch from the ledger's ``end`` (read now unless the helper just read it: one
+        read of the end per helper call, a round trip on a server)."""
+        return _Batch(self.store, self._catch_up(where) if end is None else end,
+                      self._check_ids)
+
+    def _append(self, where: str, batch: _Batch) -> None:
+        try:
+            # Only where the ids were minted (they name positions): another writer that
+            # appended first makes the helper build its batch again (_retrying).
+            self.store.append(batch.records, source=where, expect_end=batch.pos)
+        except LedgerMovedError:
+            raise _Moved from None
+        except LedgerFormatError as exc:
+            if not batch.checked and exc.path == "$.id" and exc.message.startswith("duplicate id"):
+                raise _Taken from None
+            # A ledger-wide rule failed (a wait never opened, an unknown pin target or turn):
+            # report it against the helper's own argument.
+            raise InputError(exc.message, source=where,
+                             path=_FIELD_ARG.get(exc.path or "", exc.path)) from None
+        # Ids and turns are explicit, so the batch is stored exactly as built.
+        self._end = batch.pos + len(batch.records)
+        self._end_known = True
+
+    def _open(self, where: str, trigger: str, *, anchor: str | None = None,
+              work_item: str | None = None, label: str | None = None,
+              noop: bool = False, end: int | None = None) -> _Opening:
+        """Start a batch that closes the current turn and opens a new one."""
+        batch = self._batch(where, end)
+        for call_id, call in self._pending.items():
+            # A call left without a result when its turn closes (docs/import.md does the same).
+            batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
+                           tool_name=call.name, args_digest=digest(call.arguments),
+                           args_preview=call.arguments, status=ToolStatus.PENDING,
+                           call_id=call_id))
+        wid = work_item if work_item is not None else self._work_item
+        tid = batch.new_id("turn", "t")
+        seq = 0 if self._turn is None else self._turn.seq + 1
+        batch.add(Turn(id=tid, seq=seq, trigger=trigger, anchor_turn_id=anchor,
+                       work_item_id=wid, label=label, outcome=Outcome.NOOP if noop else None))
+        return _Opening(batch, _TurnState(tid, seq, trigger, anchor), wid)
+
+    def _commit(self, where: str, opening: _Opening) -> None:
+        """Append an opening's batch; only then does the session move to the new turn."""
+        self._append(where, opening.batch)
+        self._turn = opening.turn
+        self._work_item = opening.work_item
+        self._late.update(self._pending)
+        self._pending.clear()
+        self._turns_since_compaction += 1
+
+    def _in_current_turn(self, where: str, make: Callable[[str | None, _Batch], Record]) -> str:
+        """Append one record owned by the current turn (if there is one)."""
+        batch = self._batch(where)
+        ref = batch.add(make(self._turn.id if self._turn else None, batch))
+        self._append(where, batch)
+        return ref
+
+    def _require_turn(self, where: str) -> str:
+        if self._turn is None:
+            raise InputError("no turn yet: open one first (operator_message, task_result, "
+                             "external_event or wake)", source=where)
+        return self._turn.id
