@@ -33,6 +33,7 @@ import attrs
 import msgspec
 
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.answers import answered_waits
 from holon_ctx.ledger.limits import resolve_limit
 from holon_ctx.ledger.records import Tool, Turn
 from holon_ctx.ledger.state import WorkItemState
@@ -316,7 +317,11 @@ class Archiver:
 
     def facts(self, rows: list[OpenRow], limit_pos: int) -> LedgerFacts:
         """What the ledger says, as of ``limit_pos``, about the waits and work items of ``rows``."""
-        waits = frozenset(w.wait_id for w in self.ledger.open_waits(limit_pos))
+        # A wait a task result or an event answered is resolved, whether or not a wait record
+        # closed it (issue 25, item 2): the obligation it left closes at the next compaction.
+        still = self.ledger.open_waits(limit_pos)
+        answered = answered_waits(self.ledger, still, limit_pos)
+        waits = frozenset(w.wait_id for w in still if w.wait_id not in answered)
         items: dict[str, WorkItemState | None] = {}
         for row in rows:
             wid = key_work_item(row.key)

@@ -73,6 +73,7 @@ from holon_ctx.projection.session_state import (
 from holon_ctx.projection.topics import input_topic, is_required
 from holon_ctx.projection.view import continuation_anchor, units_of
 from holon_ctx.projection.waits import settle_control
+from holon_ctx.projection.work_state import say_work_state
 
 # cur_id is re-exported: it was defined here before the split (tests/test_session_bill.py).
 __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "SessionRequest",
@@ -164,8 +165,9 @@ class SessionProjector(_EpochPlanner):
                 else:
                     state.pos = stored.pos + 1
             # The governed state may have grown since the last record was walked (a compaction
-            # sealed at this very position): the request must still hold its budget.
-            control = controls.at(end)
+            # sealed at this very position): the request must still hold its budget, with the
+            # governed state as the request states it (settled as of ``end``, RFC 0023).
+            control = settle_control(self.store, controls.at(end), end)
             if state.frozen_tokens + state.appended_tokens() + self._tail_cost(
                     state, self._tail(state, end, control)) > budget:
                 state = self._replan(budget, end, control, reason="over_budget")
@@ -194,6 +196,7 @@ class SessionProjector(_EpochPlanner):
             if isinstance(rec, WorkItem | Wait) or getattr(rec, "wait_id", None) is not None:
                 # A task result or an event naming a wait answers it (RFC 0023).
                 state.tail_reads = None
+        say_work_state(self.store, self.renderer, state, limit)
         tail = self._tail(state, limit, control)
         total = state.frozen_tokens + state.appended_tokens() + self._tail_cost(state, tail)
         if total > state.budget:

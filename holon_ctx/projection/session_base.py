@@ -16,7 +16,6 @@ import msgspec
 
 from holon_ctx.ledger.epochs import EPOCH_FORMAT, EpochStore, MemoryEpochStore
 from holon_ctx.ledger.records import Turn
-from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.effects import effect_lines
 from holon_ctx.projection.framing import OPENAI, Framing, FramingRule
@@ -41,12 +40,12 @@ from holon_ctx.projection.session_state import (
     pending_line,
 )
 from holon_ctx.projection.tail import Tail, tail_blocks
-from holon_ctx.projection.waits import Settled, settle_waits
+from holon_ctx.projection.work_state import work_reads
 from holon_ctx.tokens import TokenCounter, store_counter
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/8"
+ENGINE_VERSION: Final = "session/9"
 
 
 class _ProjectorBase:
@@ -132,7 +131,7 @@ class _ProjectorBase:
         state.tail_control, state.tail_stated = control, (stated, ends_request)
         cur = state.current
         assert cur is not None
-        _, work_item, waits, settled = self._tail_reads(state, limit)
+        work_item, waits, settled = work_reads(self.store, state, limit)
         for ref in state.unresolved.values():
             if ref not in state.effect_runs:
                 found = self.store.get(ref)
@@ -149,22 +148,9 @@ class _ProjectorBase:
                                  effects=effect_lines(self.renderer, state.unresolved,
                                                       state.effect_runs), held=held,
                                  anchor_shown=anchor is not None and anchor.turn.id in state.shown,
-                                 ends_request=ends_request)
+                                 ends_request=ends_request,
+                                 work_in_history=not state.whole and not ends_request)
         return state.tail
-
-    def _tail_reads(self, state: WalkState, limit: int
-                    ) -> tuple[str | None, WorkItemState | None, list[WaitState], list[Settled]]:
-        """The work item's state and its waits as of ``limit``, read for the tail."""
-        wid = state.work_item_id
-        reads = state.tail_reads
-        if reads is None or reads[0] != wid:
-            # Kept until the walk passes a work-item or a wait record: the store derives these
-            # states from those records alone, so the reads as of ``limit`` are the same.
-            work_item = self.store.work_item_state(wid, limit) if wid else None
-            waits, settled = (settle_waits(self.store, self.store.open_waits(limit), limit)
-                              if work_item is not None else ([], []))
-            reads = state.tail_reads = (wid, work_item, waits, settled)
-        return reads
 
     def _held(self, state: WalkState, control: object) -> dict[str, str] | None:
         """The constraints' words the history shows, for the tail to name (None: no constraint)."""
