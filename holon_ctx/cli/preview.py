@@ -79,7 +79,7 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
     tagged by their lines, as a reader of the prompt would.
     """
     if block.trust and (block.kind in (BlockKind.FENCED, BlockKind.OPERATOR, BlockKind.TRUSTED)
-                        or block.tail):
+                        or _episode_quote(block)):
         # A record's block, or an episode's fenced quote (its claim line, the fence, the quote,
         # the closing line: projection/episode_forms.py).
         yield from _tag_structured(block)
@@ -119,10 +119,16 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
         yield ("fence:" + fence if fence else "structure"), line
 
 
+def _episode_quote(block: Block) -> bool:
+    """An episode's fenced quote: a text block with the quote's trust and the fence's closing
+    line (projection/episode_forms.py)."""
+    return block.kind is BlockKind.TEXT and bool(block.trust) and bool(block.tail)
+
+
 def _tag_structured(block: Block) -> Iterator[tuple[str, str]]:
     head = block.head.splitlines()
     trust = block.trust or "runtime_fact"
-    if block.kind is BlockKind.FENCED or block.tail:
+    if block.kind is BlockKind.FENCED or _episode_quote(block):
         # The label lines, then the fence's opening line (the head's last), body, closing line.
         yield from (("structure", line) for line in head[:-1])
         yield "fence:" + trust, head[-1]
