@@ -309,7 +309,10 @@ def request_lines(request: SessionRequest, console: Console, width: int,
     """The session request as the provider gets it: each message's role and place in the
     request (what a prompt cache keeps), then its content behind the trust gutter."""
     lines = _Lines(console, width)
-    lines.text(Text("the request, message by message, as the model reads it", style="bold"))
+    # Wrapped: at --width 40 the heading is wider than the terminal (the prompt's lines are
+    # emitted as they are, not hung).
+    lines.out.extend(Text("the request, message by message, as the model reads it",
+                          style="bold").wrap(console, width))
     lines.out.extend(_gutter_legend().wrap(console, width))
     for place, part, blocks in part_blocks(request, trust_of):
         role = part.role.value + (f" (result of call {part.call_id})" if part.call_id else "")
@@ -336,7 +339,7 @@ def print_preview(console: Console, p: Projection, trust_of: TrustOf, *,
         bar_lines(p, console, width), [Text()],
         glance_lines(p, console, session=request is not None, control=control), [Text()],
         prompt, [Text()],
-        detail_lines(p, console, width, left_out_limit),
+        detail_lines(p, console, width, left_out_limit, session=request is not None),
     ]
     lines: list[Text] = []
     for i, part in enumerate(parts):
