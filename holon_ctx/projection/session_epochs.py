@@ -27,6 +27,7 @@ from holon_ctx.projection.session_state import (
     parts_cost,
 )
 from holon_ctx.projection.view import continuation_anchor
+from holon_ctx.projection.work_state import say_work_state, work_key, work_reads
 
 #: Turns whose records measure how fast the history grows, for the low-water mark.
 GROWTH_TURNS: Final = 16
@@ -71,6 +72,7 @@ class _EpochPlanner(_ProjectorBase):
                 continue
             state = self._state_from(frozen, budget, limit, reason)
             state.whole = whole
+            say_work_state(self.store, self.renderer, state, limit, replan=True)
             tail_cost = self._tail_cost(state, self._tail(state, limit, control))
             over = state.frozen_tokens + tail_cost - budget
             if over > 0:
@@ -196,9 +198,7 @@ class _EpochPlanner(_ProjectorBase):
             manifest=msgspec.structs.replace(frozen.projection.manifest, text=""),
             env_ref=view.environment.ref if view.environment else None,
             work_item_id=ctx.work_item_id, shown=set(frozen.shown), open_turn=frozen.open_turn,
-            tally=None if tally is None else Tally(tally.done, tally.failed, tally.pending,
-                                                   set(tally.run_keys),
-                                                   {k: list(v) for k, v in tally.files.items()}),
+            tally=None if tally is None else tally.copy(),
             cover=frozen.frontier_cover, pos=limit, current=view.current,
             anchor=view.unit(view.anchor_id) if view.anchor_id else None,
             unresolved=dict(frozen.unresolved))
@@ -213,7 +213,8 @@ class _EpochPlanner(_ProjectorBase):
             work_item_id=state.work_item_id, shown=sorted(state.shown),
             open_turn=state.open_turn,
             tally=None if tally is None else PersistedTally(
-                tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files),
+                tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files,
+                tally.pending_calls, tally.answered),
             cover=state.cover, plan_budget=state.plan_budget, unresolved=dict(state.unresolved),
             whole=state.whole, low_water_tokens=state.low_water_tokens)
         self.epochs.save(EpochState(key=state.key, start=state.start,
@@ -254,7 +255,7 @@ class _EpochPlanner(_ProjectorBase):
             return None
         anchor_id, _ = continuation_anchor(self.store, current, {}, limit, self.policy)
         t = frozen.tally
-        return WalkState(
+        state = WalkState(
             key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
             frozen=list(frozen.parts), prefix_count=frozen.prefix_count,
             frozen_tokens=frozen.frozen_tokens, manifest=frozen.manifest, env_ref=frozen.env_ref,
@@ -262,11 +263,15 @@ class _EpochPlanner(_ProjectorBase):
             open_turn=frozen.open_turn,
             tally=None if t is None else Tally(t.done, t.failed, t.pending,
                                                {tuple(k) for k in t.run_keys},  # type: ignore[misc]
-                                               {k: list(v) for k, v in t.files.items()}),
+                                               {k: list(v) for k, v in t.files.items()},
+                                               dict(t.pending_calls), dict(t.answered)),
             cover=frozen.cover, pos=limit, current=current,
             anchor=self._unit(anchor_id, limit) if anchor_id else None,
             plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved),
             whole=frozen.whole, low_water_tokens=frozen.low_water_tokens)
+        if not state.whole:  # the frozen part says the work state as of its re-plan
+            state.work_stated = work_key(work_reads(self.store, state, limit))
+        return state
 
 
 _persisted_decoder = msgspec.json.Decoder(Persisted)

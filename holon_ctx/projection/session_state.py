@@ -12,7 +12,7 @@ A little over ~400 lines: the public request types and the walk's state are one 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from enum import StrEnum
 
 import attrs
@@ -286,9 +286,27 @@ class WalkState:
     #: at a work-item or a wait record, which clears this (``None``: to be read again).
     tail_reads: tuple[str | None, WorkItemState | None, list[WaitState],
                       list[Settled]] | None = None
+    #: What the history last said of the work item (work_state.work_key): a planned epoch
+    #: appends its lines again when this changes (RFC 0025, decision 5).
+    work_stated: Hashable = None
 
     def appended_tokens(self) -> int:
         return self.appended_total
+
+    def freeze(self, part: Part, framing: Framing) -> None:
+        """End the frozen history with ``part`` (a re-plan's work state, RFC 0025)."""
+        self.frozen_tokens += parts_cost([part], self.frozen_sums()[4], self.layout, framing)
+        self.frozen.append(part)
+        self._frozen_sums = None
+
+    def append_state(self, part: Part, framing: Framing) -> None:
+        """Append ``part``, a statement of no record's (the work state), as a segment of its
+        own (the caller sets ``open_turn``: what follows a statement says whose it is)."""
+        seg = Segment(turn_id=None, records=[], parts=[])
+        previous = self.last_role()
+        self.add_segment(seg)
+        self.appended_total += seg.set_parts([part], parts_cost([part], previous, self.layout,
+                                                                framing))
 
     def add_segment(self, seg: Segment) -> None:
         """Append ``seg``; the segment it follows is closed (see ``closed_parts``)."""
@@ -326,6 +344,10 @@ class PersistedTally(msgspec.Struct, frozen=True):
     pending: int
     run_keys: list[tuple[str, str]]
     files: dict[str, list[str]]
+    #: :attr:`~holon_ctx.projection.frontier.Tally.pending_calls` and ``answered`` (empty in an
+    #: epoch saved before they were kept: its counts are as they were then).
+    pending_calls: dict[str, str] = {}
+    answered: dict[str, str] = {}
 
 
 class Persisted(msgspec.Struct, frozen=True):
