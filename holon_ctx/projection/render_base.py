@@ -200,10 +200,9 @@ class BlockRenderer:
     @staticmethod
     def rendered(blocks: Iterable[Block]) -> Rendered:
         blocks = tuple(blocks)
-        refs: list[str] = []
-        for b in blocks:
-            refs.extend(r for r in b.refs if r not in refs)
-        return Rendered(blocks=blocks, tokens=sum(b.tokens for b in blocks), refs=tuple(refs))
+        # Each ref once, first seen first (a dict: an episode's form has a block per line).
+        refs = tuple(dict.fromkeys(r for b in blocks for r in b.refs))
+        return Rendered(blocks=blocks, tokens=sum(b.tokens for b in blocks), refs=refs)
 
     def raised_caps(self, floor: int) -> TokenCaps:
         """The policy's token caps, each raised to at least ``floor`` (0: the caps as they are)."""

@@ -322,11 +322,13 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
                  else None)
     history = (_History(store, counter) if {"full", "newest", "masking"} & set(approaches)
                else None)
-    binds = False
+    # What before_call is told: the session's own plan when it is replayed (a runtime's
+    # session compacts on that alone), else whether any approach's plan left something out.
+    binds = session_binds = False
     for i, (turn, limit) in enumerate(points):
         if before_call is not None:
-            before_call(turn, binds)
-        binds = False
+            before_call(turn, session_binds if "session" in approaches else binds)
+        binds = session_binds = False
         if history is not None:
             history.grow(limit)
             whole = history.messages()
@@ -336,6 +338,7 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
                 req = session.request(budget_tokens=budget_tokens, limit_pos=limit)
                 messages: list[Any] = list(req.openai_messages())
                 replanned, sent, why = req.replanned, req.request_tokens, req.replan_reason
+                session_binds = req.binds
                 binds = binds or req.binds
                 # The current-state tail comes after the rolling breakpoint: never written.
                 unwritten = counter.count(req.parts[-1].content) if req.has_tail else 0
