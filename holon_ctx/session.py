@@ -147,7 +147,7 @@ class Session(_SessionEvents):
         w = "next_request"
         budget = check_positive(w, "budget_tokens", budget_tokens)
         turn_id = None if at is None else check_turn_ref(w, "at", at)
-        self._catch_up(w)
+        end = self._catch_up(w, read=True)
         if self._turn is None:
             raise InputError("the ledger holds no turn yet: append what happened first "
                              "(operator_message, task_result, external_event or wake)", source=w)
@@ -167,7 +167,8 @@ class Session(_SessionEvents):
         if policy is not None and (self._turns_since_compaction >= policy.every_turns or (
                 self._binds and self._turns_since_compaction >= policy.binding_turns)):
             self.compact()
-        messages = self._projectors[Layout.MESSAGES].request(budget_tokens=planned, at=turn_id)
+        messages = self._projectors[Layout.MESSAGES].request(
+            budget_tokens=planned, at=turn_id, ledger_end=end)
         self._binds = messages.binds
         request = Request(budget_tokens=budget, messages=messages,
                           make_text=self._text_view(planned, messages.limit_pos),
@@ -274,7 +275,7 @@ class Session(_SessionEvents):
     @_retrying
     def _write_pending(self) -> None:
         """Calls still waiting when the session closes, written as ``pending``."""
-        batch = _Batch(self.store, self.store.end_pos())
+        batch = _Batch(self.store, self.store.end_pos(), self._check_ids)
         for call_id, call in self._pending.items():
             batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
                            tool_name=call.name, args_digest=digest(call.arguments),

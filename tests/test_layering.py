@@ -192,3 +192,92 @@ def test_the_layer_table_names_every_package() -> None:
     tops = {p.relative_to(PKG).parts[0].removesuffix(".py") for p in PKG.rglob("*.py")}
     assert tops - {"__init__"} <= set(LAYERS)
 
+
+# -- module size (issue 24 item 5) -------------------------------------------------------------
+#: The most lines a module of holon_ctx may have (issue 24, RFC 0028): new code goes into a new
+#: module rather than growing a big one.
+MAX_MODULE_LINES = 600
+#: Modules over the limit today, each with why. This list may only shrink.
+KNOWN_LONG: dict[str, str] = {
+    # Renderer to be split by concern (issue 24 item 5); another change is doing it.
+    "projection/render.py": "issue 24: Renderer split by concern in progress",
+}
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """Every module of holon_ctx has at most 600 lines, but the known list; a module brought under
+    the limit must leave the list."""
+    sizes = {str(p.relative_to(PKG)): len(p.read_text(encoding="utf-8").splitlines())
+             for p in sorted(PKG.rglob("*.py"))}
+    long = {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert sorted(set(long) - set(KNOWN_LONG)) == [], f"over {MAX_MODULE_LINES} lines: {long}"
+    assert sorted(set(KNOWN_LONG) - set(long)) == [], "under the limit now: remove from KNOWN_LONG"
+
+
+# -- import cycles (issue 24, "Done when") ------------------------------------------------------
+#: Import cycles still there, each as its sorted modules, with why. This list may only shrink.
+KNOWN_CYCLES: dict[tuple[str, ...], str] = {
+    # The fold lines are rendered by the renderer and fold runs are judged with its forms; the
+    # Renderer's split by concern (issue 24 item 5) removes it.
+    ("holon_ctx.projection.folding", "holon_ctx.projection.render"): "issue 24: Renderer split",
+}
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the holon_ctx modules it imports, anywhere in it; ``from package import module``
+    counts as importing that module (and the package)."""
+    modules = {_module_name(path) for path in PKG.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for importer, imported in _holon_imports():
+        if imported in modules and imported != importer:
+            graph[importer].add(imported)
+    for path in sorted(PKG.rglob("*.py")):
+        importer = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                graph[importer].update(f"{node.module}.{a.name}" for a in node.names
+                                       if f"{node.module}.{a.name}" in modules)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: set[tuple[str, ...]] = set()
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = [stack.pop()]
+            while component[-1] != v:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.add(tuple(sorted(component)))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """A three-module circle and a self-contained pair are found; a chain is not a cycle."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"e"}, "e": {"d"}, "f": {"a"}}
+    assert _cycles(graph) == {("a", "b", "c"), ("d", "e")}
+
+
+def test_no_import_cycle() -> None:
+    """No holon_ctx module imports itself through others (type-only and function-level imports
+    count), but the known list; a cycle that is gone must leave the list."""
+    cycles = _cycles(_import_graph())
+    assert sorted(cycles - set(KNOWN_CYCLES)) == [], "import cycles"
+    assert sorted(set(KNOWN_CYCLES) - cycles) == [], "no longer a cycle: remove from KNOWN_CYCLES"

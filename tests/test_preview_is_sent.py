@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from generated_turns import agent_turn
 
 import holon_ctx
 from holon_ctx.cli.main import main
@@ -93,12 +95,9 @@ def _left_out(manifest: dict[str, Any]) -> list[tuple[str, str]]:
 #: the last checkpoint (48 re-plans, ~15 s here), so they are the slow tier's.
 CASES = [pytest.param("demo", (8192,), id="demo-8192"),
          pytest.param("demo", (32768,), id="demo-32768", marks=pytest.mark.slow),
-         # Not done (RFC 0024, "Not done here"): after the 2026-12-04 merges the preview of the
-         # demo at 4,096 plans at 2,186 tokens with a 1,322-token stable prefix where the
-         # runtime plans at 2,048 with 263 (3,032 vs 2,894 tokens sent). Strict: a fix makes
-         # it pass and the mark must go.
-         pytest.param("demo", (4096,), id="demo-4096", marks=[pytest.mark.slow, pytest.mark.xfail(
-             strict=True, reason="preview and runtime plan the demo at 4,096 differently")]),
+         # Until the CLI recalled as a runtime does (as of the position, RFC 0024 decision 5)
+         # the preview planned here at 2,186 tokens where the runtime planned at 2,048.
+         pytest.param("demo", (4096,), id="demo-4096", marks=pytest.mark.slow),
          pytest.param("trajectory", BUDGETS, id="trajectory")]
 
 
@@ -167,3 +166,39 @@ def test_explain_and_diff_show_the_session_request(demo_db: Path,
                   for at in ("t275", "t276")]
     assert [diffed["a"]["used_tokens"], diffed["b"]["used_tokens"]] == tokens
     assert diffed["identical_sections"] == ["stable_prefix"]
+
+
+#: A runtime that compacts every two turns with a window of three: archive runs at many ledger
+#: positions, so recall as of a position (a runtime's) and recall of every stored episode differ
+#: at the earlier turns a walk re-plans at.
+COMPACTING = holon_ctx.CompactionPolicy(recent_turns=3, every_turns=2, binding_turns=2)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_preview_of_a_compacting_runtime_is_its_request_at_every_turn(
+        tmp_path: Path, seed: int) -> None:
+    """A generated runtime compacts as it goes at a small budget; then at 4,096 and 2,048 (budgets
+    it never asked at, so every walk re-plans from the last checkpoint) the preview at each of its
+    last turns is the request that runtime's session returns there, tokens and manifest. A
+    preview that recalled episodes archived after the turn it re-planned at showed another
+    request (RFC 0024, decision 5: the demo at 4,096 was the witness)."""
+    rng = random.Random(seed)
+    db = tmp_path / "ledger.db"
+    waits: list[str] = []
+    with holon_ctx.open_session(db, compaction=COMPACTING) as runtime:
+        for i in range(24):
+            agent_turn(runtime, i, rng, waits)
+            runtime.next_request(budget_tokens=1800)
+        turns = [s.ref.removeprefix("turn:") for s in runtime.store.records_between(
+            0, runtime.store.end_pos()) if s.ref.startswith("turn:")]
+    asked = [(b, t) for b in (4096, 2048) for t in turns[-6:]]
+    args = argparse.Namespace(db=str(db), source=None, session_key=None)
+    with opened(args) as (store, projector):
+        shown = {(b, t): viewed(store, projector, b, t, "session")[1] for b, t in asked}
+    with holon_ctx.open_session(db, compaction=None) as session:
+        for budget, turn in asked:
+            session.next_request(budget, at=turns[turns.index(turn) - 1])
+            sent = session.next_request(budget, at=turn)
+            view = shown[budget, turn]
+            assert view.used_tokens == sent.request_tokens, (budget, turn)
+            assert json.loads(view.manifest_json()) == sent.manifest, (budget, turn)

@@ -7,6 +7,8 @@ readers of a projection use instead of parsing it (kind, trust, excerpt, refs).
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.records import (
@@ -299,6 +301,41 @@ def test_an_episodes_text_splits_into_blocks_the_clipper_can_cut() -> None:
     assert all(b.refs == ("episode:e1-4",) and b.kind is BlockKind.TEXT for b in blocks)
 
 
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_episode_blocks_add_up_without_counting_the_whole_text(encoding: str) -> None:
+    """The blocks' counts equal the whole text's, counted or not: for the tiktoken counters the
+    whole is counted only where a seam joins two blocks (o200k: punctuation, then a line
+    starting with "/"), and that text stays one block."""
+    from holon_ctx.projection.text_blocks import text_blocks
+    from holon_ctx.tokens import counter_for_encoding
+
+    counter = counter_for_encoding(encoding)
+    slash = _EPISODE.replace("full text:", "/testbed/setup.py:")
+    for text in (_EPISODE, slash, "one line.\n/two\n", "### e\n- a;\n- b\n"):
+        blocks = text_blocks(text, "episode:e1-4", counter)
+        assert "".join(b.text for b in blocks) == text
+        assert sum(b.tokens for b in blocks) == counter.count(text), (encoding, text)
+    joined = text_blocks("one line.\n/two\n", "episode:e1", counter)
+    assert len(joined) == (2 if counter.additive else 1)
+
+
+def test_episode_blocks_of_another_counter_are_checked_against_the_whole() -> None:
+    """A counter with no additivity promise (one token per line here, so two lines held in one
+    block count as one): the blocks' sum is compared with the whole text's count, and the text
+    stays one block when they differ."""
+    from holon_ctx.projection.text_blocks import text_blocks
+
+    class Lines:
+        identity = "lines"
+
+        def count(self, text: str) -> int:
+            return 1 + text.count("\n") // 2
+
+    blocks = text_blocks(_EPISODE, "episode:e1-4", Lines())  # type: ignore[arg-type]
+    assert len(blocks) == 1
+    assert blocks[0].tokens == Lines().count(_EPISODE)
+
+
 def test_a_clipped_episode_keeps_its_first_lines_and_names_its_full_text() -> None:
     """Clipped anywhere, an episode's form keeps a prefix of its lines, never an open fence, and
     ends with the note naming the episode."""
@@ -501,6 +538,21 @@ def test_a_rerun_whose_lines_all_recur_is_one_line() -> None:
 def test_changed_lines_keeps_key_lines_first_within_the_limit(
         earlier: str, limit: int, shown: list[str], total: int) -> None:
     assert changed_lines(earlier, "c\nz", limit) == (shown, total)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.lists(st.sampled_from(["ok", "OK", "not ", "fail", "x", " ", "é", "_",
+                                                "\u0130", "✓", "err", "or", "\t"]),
+                               max_size=6).map("".join), max_size=30),
+       limit=st.integers(1, 12))
+def test_key_lines_are_the_lines_a_search_of_each_line_finds(lines: list[str],
+                                                             limit: int) -> None:
+    """One search of the joined lines picks the same key lines as a search of each line: word
+    boundaries at a line's ends, case folded, the first ``limit`` of them."""
+    from holon_ctx.projection.render import _KEY_LINE, _key_lines
+
+    each = [i for i, line in enumerate(lines) if _KEY_LINE.search(line)]
+    assert _key_lines(lines, limit) == each[:limit]
 
 
 @pytest.mark.parametrize(("length", "cut"), [(239, False), (240, False), (241, True),

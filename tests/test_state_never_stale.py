@@ -23,6 +23,7 @@ from session_helpers import check_request, turn_ids
 
 import holon_ctx
 from holon_ctx.cli.common import open_control_source
+from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.records import (
     ExternalEvent,
@@ -30,11 +31,15 @@ from holon_ctx.ledger.records import (
     SideEffect,
     TaskResult,
     Tool,
+    ToolStatus,
     Turn,
     Wait,
     WaitStatus,
+    WorkItem,
+    WorkItemStatus,
 )
 from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.memory.unresolved import todo_key
 from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.session import SessionProjector
 
@@ -274,3 +279,341 @@ def test_a_governed_side_effect_a_newer_run_resolved_is_stated_resolved(tmp_path
         text = s.next_request(4096).text
     assert "BLOCKED ON RECONCILIATION" not in text
     assert f"resolved by {done}, a newer record" in text
+
+
+# -- every state line: the work item's lines, the frontier, waits (issue 25 item 2, completed) --
+_HEAD = re.compile(r"^work item (\S+) · status (\S+) · ", re.MULTILINE)
+_TAIL_HEAD = re.compile(r"^work item (\S+) \((\S+), [^)]*\): .*?(?:; todos (\d+)/(\d+) done)?$",
+                        re.MULTILINE)
+_TODOS = re.compile(r"^todos: (\d+)/(\d+) done", re.MULTILINE)
+_TODO_LINE = re.compile(r"^- \[([x ])\] (.+)$", re.MULTILINE)
+_BLOCKER = re.compile(r"^blocker: (.+)$", re.MULTILINE)
+_PENDING = re.compile(r"(?:tool runs \(.*?|tool runs, .*?), (\d+) pending", re.MULTILINE)
+
+
+@attrs.define
+class ItemTruth:
+    """A work item folded from its transitions here (a field a transition leaves out keeps its
+    value), independently of the store's fold."""
+
+    status: str = "open"
+    blocker: str = ""
+    todos: list[tuple[str, bool]] = attrs.Factory(list)
+
+
+def items_state(records: list[Record]) -> dict[str, ItemTruth]:
+    out: dict[str, ItemTruth] = {}
+    for rec in records:
+        if isinstance(rec, WorkItem):
+            t = out.setdefault(rec.work_item_id, ItemTruth())
+            if rec.status is not None:
+                t.status = rec.status.value
+            if rec.blocker is not None:
+                t.blocker = rec.blocker
+            if rec.todos is not None:
+                t.todos = [(td.text, td.done) for td in rec.todos]
+    return out
+
+
+def calls_state(records: list[Record]) -> tuple[set[str], dict[str, str]]:
+    """The refs of pending runs no later run of the same call answered, and each answered
+    pending run's ref → the answering run's ref (calls keyed by tool name and digest)."""
+    open_: dict[str, str] = {}
+    answered: dict[str, str] = {}
+    for rec in records:
+        if not isinstance(rec, Tool):
+            continue
+        key = f"{rec.tool_name}#{rec.args_digest}"
+        if rec.status is ToolStatus.PENDING:
+            open_[key] = f"tool:{rec.id}"
+        elif key in open_:
+            answered[open_.pop(key)] = f"tool:{rec.id}"
+    return set(open_.values()), answered
+
+
+#: A planned epoch's work state, said in its history and dated (RFC 0025 decision 5): the lines
+#: up to the next heading state the work item and frontier as of that turn, not as current.
+_DATED = re.compile(r"^## Current state as of turn:(\S+)\n(.*?)(?=^#|\Z)", re.MULTILINE | re.DOTALL)
+
+
+def _within(records: list[Record], turn_id: str) -> list[list[Record]]:
+    """The ledger as of each record of turn ``turn_id``: a planned epoch freezes its history at
+    a record, and the dated block names the turn that record is in."""
+    starts = [i for i, rec in enumerate(records) if isinstance(rec, Turn)] + [len(records)]
+    for k, i in enumerate(starts[:-1]):
+        if getattr(records[i], "id", None) == turn_id:
+            return [records[:j] for j in range(i + 1, starts[k + 1] + 1)]
+    raise AssertionError(f"a dated state names turn:{turn_id}, which is not in the ledger")
+
+
+def _check_all(text: str, records: list[Record]) -> None:
+    """Every state line the prompt states as current, against the ledger's latest state; every
+    dated state block (``## Current state as of turn:X``) against the ledger as of some record
+    of turn X."""
+    for m in _DATED.finditer(text):
+        errors = []
+        for prefix in _within(records, m.group(1)):
+            try:
+                _check_lines(m.group(2), prefix)
+                break
+            except AssertionError as exc:
+                errors.append(str(exc))
+        else:
+            raise AssertionError(f"as of turn:{m.group(1)}: {errors[-1]}")
+    _check_lines(_DATED.sub("", text), records, whole=text)
+
+
+def _check_lines(text: str, records: list[Record], whole: str | None = None) -> None:
+    """The waits (:func:`_check`), the work item's status, todos and blocker (the pinned
+    section and the session's tail), and the frontier's pending calls; a pending run whose turn
+    the prompt names while its answer is left out is stated answered (anywhere in ``whole``, the
+    prompt, a dated block included)."""
+    _check(text, latest_state(records))
+    items = items_state(records)
+    for wid, status in _HEAD.findall(text):
+        assert items[wid].status == status, f"{wid} stated {status}, is {items[wid].status}"
+    for wid, status, done, total in _TAIL_HEAD.findall(text):
+        t = items[wid]
+        assert t.status == status, f"{wid} stated {status} in the tail, is {t.status}"
+        if total:
+            assert (int(done), int(total)) == (sum(d for _, d in t.todos), len(t.todos))
+    if _HEAD.search(text) or _TAIL_HEAD.search(text):
+        [wid] = {w for w, *_ in _HEAD.findall(text) + _TAIL_HEAD.findall(text)}
+        t = items[wid]
+        for done, total in _TODOS.findall(text):
+            assert (int(done), int(total)) == (sum(d for _, d in t.todos), len(t.todos))
+        for mark, todo in _TODO_LINE.findall(text):
+            assert (todo.strip('"'), mark == "x") in t.todos, f"todo {todo} stated {mark!r}"
+        blockers = _BLOCKER.findall(text)
+        assert [b.strip('"') for b in blockers][:1] == ([t.blocker] if t.blocker else []), \
+            f"blocker stated {blockers}, is {t.blocker!r}"
+    still, answered = calls_state(records)
+    for n in _PENDING.findall(text):
+        assert int(n) <= len(still), f"{n} pending stated, {len(still)} pending in the ledger"
+    for asked, by in answered.items():
+        said = f"{asked} answered by {by}" in (whole or text)
+        shown = re.search(rf"(<data {re.escape(by)}[ >]|^{re.escape(by)}[: ])", text, re.MULTILINE)
+        if "→ pending" in text or re.search(rf"\b{re.escape(asked)}\b", text):
+            assert said or shown, f"{asked} reads pending, its answer {by} is not said"
+
+
+def generated_state(seed: int, work: int) -> LedgerBuilder:
+    """:func:`generated`'s waits, and besides: calls left pending that a later run of the same
+    call answers (or not), and work-item transitions (blocked with a blocker, todos ticked off
+    or replaced, the blocker cleared, done) between bursts of work (seeded)."""
+    rng = random.Random(seed)
+    b = LedgerBuilder()
+    ask = b.operator("Ship the billing export; wait for CI and the review before merging.",
+                     work_item="w1")
+    todos = [("write the exporter", False), ("add the tests", False), ("update the docs", False)]
+    b.work_item("w1", objective="Billing export shipped", todos=todos)
+    waits = [f"task-{k}" for k in range(rng.randint(1, 3))]
+    for wait_id in waits:
+        b.turn("x-agent-step", anchor=ask, work_item="w1")
+        b.open_wait(wait_id, f"the {wait_id} job reports back")
+    calls = [f"./deploy.sh svc-{k}" for k in range(rng.randint(1, 3))]
+    for cmd in calls:
+        b.turn("x-agent-step", anchor=ask, work_item="w1")
+        b.tool("deploy", cmd, status=ToolStatus.PENDING, exit_code=None)
+    steps: list[str] = [*(f"wait:{w}" for w in waits), *(f"call:{c}" for c in calls),
+                        "blocked", "tick", "tick", "unblock", "replace"]
+    rng.shuffle(steps)
+    if rng.random() < 0.3:
+        steps.append("done")
+    for step in steps:
+        b.busy(rng.randint(0, work), anchor=ask, work_item="w1")
+        kind, _, what = step.partition(":")
+        if kind == "wait":
+            how = rng.choice(["task", "event", "record", "open"])
+            if how == "task":
+                b.task_result(what, f"{what} finished: 42 checks passed", wait=what, anchor=ask,
+                              work_item="w1")
+            elif how == "event":
+                b.external("ci", f"{what}: status success", wait=what, anchor=ask, work_item="w1")
+            elif how == "record":
+                b.turn("x-agent-step", anchor=ask, work_item="w1")
+                b.close_wait(what)
+            continue
+        b.turn("x-agent-step", anchor=ask, work_item="w1")
+        if kind == "call":
+            if rng.random() < 0.75:
+                b.tool("deploy", what, f"{what}: rollout complete")
+        elif kind == "blocked":
+            b.work_item("w1", status=WorkItemStatus.BLOCKED, blocker="the staging DB is down")
+        elif kind == "unblock":
+            b.work_item("w1", status=WorkItemStatus.ACTIVE, blocker="")
+        elif kind == "tick":
+            i = next((k for k, (_, d) in enumerate(todos) if not d), None)
+            if i is not None:
+                todos[i] = (todos[i][0], True)
+                b.work_item("w1", todos=todos)
+        elif kind == "replace":
+            todos = [*todos[:1], ("announce the export", False)]
+            b.work_item("w1", todos=todos)
+        elif kind == "done":
+            b.work_item("w1", status=WorkItemStatus.DONE, completion_report="exporter shipped")
+    b.operator("Status?", work_item="w1", anchor=ask)
+    return b
+
+
+STATE_FAMILY = [(seed, work) for seed in range(8) for work in (1, 10)]
+
+
+@pytest.mark.parametrize(("seed", "work"), STATE_FAMILY)
+def test_no_state_line_of_any_kind_contradicts_a_newer_record(seed: int, work: int) -> None:
+    """The stateless prompt at every budget, from the smallest that fits up."""
+    b = generated_state(seed, work)
+    projector = Projector(b.store())
+    for budget in (500, 800, *BUDGETS):
+        try:
+            p = projector.project(budget_tokens=budget, verify=True)
+        except BudgetTooSmallError:
+            continue
+        _check_all(p.text, b.records)
+
+
+@pytest.mark.parametrize(("seed", "budget"), [(s, b) for s in range(4) for b in (900, 1500, 4000)])
+def test_a_session_states_nothing_stale(seed: int, budget: int) -> None:
+    """Every request of a session (appends and re-plans, the tail included), as of every turn,
+    against the ledger's state as of that turn."""
+    b = generated_state(seed, 4)
+    store = b.store()
+    session = SessionProjector(store)
+    starts = [i for i, r in enumerate(b.records) if isinstance(r, Turn)] + [len(b.records)]
+    for k, turn_id in enumerate(turn_ids(store)):
+        request = session.request(budget_tokens=budget, at=turn_id)
+        check_request(request)
+        _check_all(request.text, b.records[:starts[k + 1]])
+
+
+# -- the governed store's obligations and the episodes' open items, after compaction ------------
+_OBLIGATION = re.compile(r'^- ".*\[([a-z_]+:[^;\]\s]+); archived in episode:\S+\]"$', re.MULTILINE)
+_STILL_OPEN_WAIT = re.compile(r"\[STILL OPEN[^\]]*\] waiting: wait (\S+?):", re.MULTILINE)
+
+
+def open_keys(records: list[Record]) -> dict[str, bool]:
+    """Whether each obligation key the family can leave is open in the ledger, read here from
+    the records: waits (:func:`latest_state`), the work item's todos and blocker, pending calls
+    (the session keys a call by its provider id)."""
+    out = {f"wait_id:{w}": t.open for w, t in latest_state(records).items()}
+    for wid, t in items_state(records).items():
+        finished = t.status in ("done", "abandoned")
+        out[f"blocked:{wid}"] = not finished and (bool(t.blocker) or t.status == "blocked")
+        for text, done in t.todos:
+            out[todo_key(wid, text)] = not finished and not done
+    for rec in records:
+        if isinstance(rec, Tool) and rec.call_id:
+            out[f"call:{rec.call_id}"] = rec.status is ToolStatus.PENDING
+    return out
+
+
+def obligations_session(seed: int, path: Path) -> tuple[list[tuple[str, int]], int]:
+    """A session that opens waits, a blocker, todos and leaves a call pending, compacts them
+    into the governed store, then resolves some (a task result, an event, a wait record, todos
+    ticked, the blocker cleared, the call answered) among chatter. Returns each request's text
+    with the number of records as of it, and the budget."""
+    rng = random.Random(seed)
+    budget = rng.choice((1500, 3000, 8000))
+    out: list[tuple[str, int]] = []
+    with holon_ctx.open_session(str(path)) as s:
+        def ask() -> None:
+            request = s.next_request(budget)
+            # Settled lines replace pending ones: the request still holds its budget.
+            assert request.used_tokens <= budget
+            assert request.request_tokens <= budget
+            out.append((request.text, s.store.end_pos()))
+
+        s.operator_message("Roll out build 77, then merge once CI and the review pass.")
+        s.set_work_item("w1", objective="Build 77 rolled out",
+                        todos={"deploy": False, "merge": False, "announce": False},
+                        status="blocked", blocker="CI is red")
+        waits = [f"ci-{k}" for k in range(rng.randint(1, 3))]
+        for w in waits:
+            s.open_wait(w, f"CI job {w} reports on build 77")
+        s.assistant_message("Starting the rollout.", tool_calls=[holon_ctx.ToolCall(
+            "call_deploy1", "deploy", '{"service": "svc-a"}')])
+        for i in range(rng.randint(30, 50)):
+            s.operator_message(f"Dashboard chart {i}: amber palette, stacked bars, a legend.")
+            s.assistant_message(f"Chart {i} updated.")
+            if i % 5 == 0:
+                ask()
+        s.compact()
+        ask()
+        steps = [*(f"wait:{w}" for w in waits), "todo", "unblock", "call", "chat", "chat"]
+        rng.shuffle(steps)
+        todos = {"deploy": False, "merge": False, "announce": False}
+        for step in steps:
+            kind, _, what = step.partition(":")
+            how = rng.choice(["task", "event", "record", "leave"])
+            if kind == "wait" and how == "task":
+                s.task_result(what, "success", f"{what} green", wait=what)
+            elif kind == "wait" and how == "event":
+                s.external_event("ci", f"{what}: success", wait=what)
+            elif kind == "wait" and how == "record":
+                s.operator_message(f"{what} passed, I checked it by hand.")
+                s.close_wait(what)
+            elif kind == "todo":
+                todos["deploy"] = True
+                s.operator_message("The deploy is done.")
+                s.set_work_item("w1", todos=todos)
+            elif kind == "unblock":
+                s.operator_message("CI is green again.")
+                s.set_work_item("w1", status="active", blocker="")
+            elif kind == "call" and how != "leave":
+                s.tool_result("call_deploy1", "svc-a rolled out", status="ok")
+            else:
+                s.operator_message("Dashboard colours: keep the amber palette.")
+            ask()
+    return out, budget
+
+
+def _check_obligations(text: str, truth: dict[str, bool], records: list[Record]) -> None:
+    """No pending obligation the ledger resolved; no episode's STILL OPEN wait the ledger
+    resolved unless the prompt says so after it (a session's episodes are as of its last
+    re-plan, and the history it appended since holds the resolving record, or the tail names
+    it, as for a ``wait … open`` line of an older turn: :func:`_check`)."""
+    for key in _OBLIGATION.findall(text):
+        if key.startswith(("wait_id:", "todo:", "blocked:", "call:")):
+            assert truth[key], f"obligation {key} stated pending, resolved in the ledger"
+    waits = latest_state(records)
+    for wait_id in _STILL_OPEN_WAIT.findall(text):
+        if truth[f"wait_id:{wait_id}"]:
+            continue
+        by = waits[wait_id].by
+        said = re.search(rf"^(- obligation wait_id:{wait_id}|wait {wait_id}) resolved", text,
+                         re.MULTILINE)
+        shown = by is not None and re.search(rf"(<data {re.escape(by)}[ >]|^{re.escape(by)}[: ])",
+                                              text, re.MULTILINE)
+        closed = re.search(rf"^wait {wait_id} (resolved|cancelled|expired)\b", text, re.MULTILINE)
+        assert said or shown or closed, f"episode states wait {wait_id} STILL OPEN, resolved by {by}"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_obligation_is_stated_pending_after_a_newer_record_resolved_it(
+        seed: int, tmp_path: Path) -> None:
+    """Every request of the session after the compaction, as of its position, and the stateless
+    prompt at every budget over the ledger (with the governed store's notices and the episodes),
+    against what the ledger's records leave open."""
+    db = tmp_path / "obligations.db"
+    texts, budget = obligations_session(seed, db)
+    store = SqliteStore(db)
+    try:
+        records = [s.record for s in store.records_between(0, store.end_pos())]
+        truth = open_keys(records)
+        assert not all(truth.values())
+        for text, end in texts:
+            _check_obligations(text, open_keys(records[:end]), records[:end])
+        assert "pending obligations" in texts[-len(texts) // 2][0] or any(
+            "each resolved since" in t for t, _ in texts)
+        control = open_control_source(store)
+        episodes = open_episode_source(store)
+        assert control is not None
+        projector = Projector(store, control=control, episodes=episodes)
+        for b in (*BUDGETS, budget):
+            try:
+                p = projector.project(budget_tokens=b)
+            except BudgetTooSmallError:
+                continue
+            _check_obligations(p.text, truth, records)
+    finally:
+        store.close()

@@ -33,6 +33,7 @@ import attrs
 import msgspec
 
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.answers import answered_waits
 from holon_ctx.ledger.limits import resolve_limit
 from holon_ctx.ledger.records import Tool, Turn
 from holon_ctx.ledger.state import WorkItemState
@@ -106,11 +107,16 @@ class Archiver:
 
     def __init__(self, ledger: LedgerStore, episodes: EpisodeStore, *,
                  policy: ArchivePolicy | None = None,
-                 summarizer: Summarizer | None = None) -> None:
+                 summarizer: Summarizer | None = None, positioned: bool = True) -> None:
         self.ledger = ledger
         self.store = episodes
         self.policy = policy or ArchivePolicy()
         self.summarizer = summarizer
+        #: Record the ledger position each run read up to, so recall as of an earlier position
+        #: does not see its episodes (RFC 0020). False for an archive that stands for one a
+        #: runtime grew as the ledger did (the demo's, built at once after its import): its
+        #: episodes count as archived from the start, as a rebuild's do.
+        self.positioned = positioned
 
     # -- public --------------------------------------------------------------------------------
     def archive(self, *, at: str | None = None, to_edge: bool = False) -> ArchiveReport:
@@ -228,7 +234,8 @@ class Archiver:
                 # recall as of an earlier position does not see them (RFC 0020). A rebuild does
                 # not know when each was first archived: its episodes count as archived always.
                 self.store.append([index_episode(ep) for ep in episodes],
-                                  archived_pos=limit_pos if summarize_new else None)
+                                  archived_pos=limit_pos if summarize_new and self.positioned
+                                  else None)
                 archived.extend(ep.id for ep in episodes)
                 covered += sum(ep.turns for ep in episodes)
             if summarize_new and self.summarizer is not None:
@@ -310,7 +317,11 @@ class Archiver:
 
     def facts(self, rows: list[OpenRow], limit_pos: int) -> LedgerFacts:
         """What the ledger says, as of ``limit_pos``, about the waits and work items of ``rows``."""
-        waits = frozenset(w.wait_id for w in self.ledger.open_waits(limit_pos))
+        # A wait a task result or an event answered is resolved, whether or not a wait record
+        # closed it (issue 25, item 2): the obligation it left closes at the next compaction.
+        still = self.ledger.open_waits(limit_pos)
+        answered = answered_waits(self.ledger, still, limit_pos)
+        waits = frozenset(w.wait_id for w in still if w.wait_id not in answered)
         items: dict[str, WorkItemState | None] = {}
         for row in rows:
             wid = key_work_item(row.key)

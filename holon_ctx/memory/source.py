@@ -13,6 +13,7 @@ from typing import Final
 
 import msgspec
 
+from holon_ctx.ledger.answers import answered_waits
 from holon_ctx.ledger.questions import asks_question
 from holon_ctx.ledger.records import Brief, Message, MessageRole, Tool
 from holon_ctx.ledger.state import WorkItemState
@@ -247,8 +248,12 @@ class _Checker:
         kind = row.key.partition(":")[0]
         if kind == "wait_id":
             if self.waits is None:
-                self.waits = frozenset(
-                    w.wait_id for w in self.ledger.open_waits(self.query.limit_pos))
+                # A wait a task result or an event answered is not open, whether or not a
+                # wait record closed it (issue 25, item 2): never "STILL OPEN".
+                limit = self.query.limit_pos
+                waits = self.ledger.open_waits(limit)
+                answered = answered_waits(self.ledger, waits, limit)
+                self.waits = frozenset(w.wait_id for w in waits if w.wait_id not in answered)
             facts = LedgerFacts(open_wait_ids=self.waits, work_items={})
         elif kind in ("call", "effect"):
             if self.calls is None:

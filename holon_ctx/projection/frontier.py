@@ -29,6 +29,7 @@ import attrs
 
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.memory.unresolved import call_key
 from holon_ctx.projection.folding import result_key, same_result
 from holon_ctx.projection.formats import label_value, run_status
 from holon_ctx.projection.items import Block, Item, Rendered
@@ -120,20 +121,49 @@ class Tally:
     run_keys: set[tuple[str, str]] = attrs.Factory(set)
     #: File path → refs of the runs that wrote it, in the order last written.
     files: dict[str, list[str]] = attrs.Factory(dict)
+    #: Call key (:func:`~holon_ctx.memory.unresolved.call_key`) → the ref of its pending run,
+    #: for the calls still pending.
+    pending_calls: dict[str, str] = attrs.Factory(dict)
+    #: A pending run's ref → the ref of the later run of the same call that answered it: no
+    #: longer counted pending, and named on the line (its turn may still show ``→ pending``
+    #: while the answer is left out for room; issue 25, item 2).
+    answered: dict[str, str] = attrs.Factory(dict)
 
     def add(self, stored: StoredRecord) -> None:
         rec = stored.record
         assert isinstance(rec, Tool)
+        key = call_key(rec, stored.ref)
         if rec.pending:
             self.pending += 1
+            self.pending_calls[key] = stored.ref
         else:
             self.done += 1
             self.failed += rec.failed
             self.run_keys.add(rec.run_key)
+            asked = self.pending_calls.pop(key, None)
+            if asked is not None:
+                self.pending -= 1
+                self.answered[asked] = stored.ref
         for path in rec.files_written:
             # Kept in the order last written: a list cut to its newest files keeps the file
             # being edited now.
             self.files[path] = [*self.files.pop(path, []), stored.ref]
+
+    def copy(self) -> Tally:
+        """An independent copy (a walk adds to it; the re-plan's stays as planned)."""
+        return Tally(self.done, self.failed, self.pending, set(self.run_keys),
+                     {k: list(v) for k, v in self.files.items()}, dict(self.pending_calls),
+                     dict(self.answered))
+
+    def answered_note(self) -> str:
+        """``; pending tool:x5 answered by tool:x9``: the newest :data:`ANSWERED_NAMED` pending
+        calls a later run answered, said where the counts are (empty when none)."""
+        if not self.answered:
+            return ""
+        named = list(self.answered.items())[-ANSWERED_NAMED:]
+        more = len(self.answered) - len(named)
+        return ("; pending " + ", ".join(f"{asked} answered by {by}" for asked, by in named)
+                + (f" (+{more} more answered)" if more else ""))
 
     def forms(self, r: Renderer, wid: str, policy: Policy, cover: str = "",
               ) -> tuple[Rendered, Rendered]:
@@ -161,7 +191,7 @@ class Tally:
         head = r.line(f"execution frontier for {label_value(wid, policy.text.ident)}: {self.done} "
                       f"tool runs ({self.failed} failed, {repeated} re-runs of an earlier "
                       "command" + (f", {self.pending} pending" if self.pending else "")
-                      + f"); {len(self.files)} files modified{cover}")
+                      + f"); {len(self.files)} files modified{cover}{self.answered_note()}")
         # The minimal form names the files too (the artifact trail is what a step must not lose);
         # the full form adds who wrote each last and how often. The line changes only when a new
         # file is written, so it is rendered once per set of files.
@@ -174,6 +204,9 @@ class Tally:
         named = r.memo(("frontier_files", names, limit), named_line) if names else []
         return head, named
 
+
+#: Pending calls a later run answered that the frontier line names (the newest; the rest counted).
+ANSWERED_NAMED = 3
 
 #: Refs a cut files line names for the files it leaves out.
 _OMITTED_REFS = 5

@@ -164,6 +164,10 @@ class ControlState:
     #: ``(idempotency key, ref)`` of each side effect the governed store holds unresolved that a
     #: newer ledger record resolved (:func:`~holon_ctx.projection.waits.settle_control`).
     settled: tuple[tuple[str, str], ...] = ()
+    #: ``(key, ref)`` of each pending obligation the governed store holds that the ledger resolved
+    #: since (a wait answered or closed, a todo done, a blocker cleared, a pending call
+    #: answered; :func:`~holon_ctx.projection.waits.settle_control`).
+    settled_obligations: tuple[tuple[str, str], ...] = ()
 
 
 @attrs.frozen

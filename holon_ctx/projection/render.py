@@ -18,7 +18,9 @@ is defined in :mod:`holon_ctx.projection.formats`; every limit comes from the
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, TypeAlias, TypeVar
@@ -51,7 +53,6 @@ from holon_ctx.projection.formats import (
     code_span,
     excerpt_mark,
     fence_open,
-    fence_parts,
     label_value,
     neutralise_repeat_marks,
     one_line,
@@ -63,6 +64,7 @@ from holon_ctx.projection.framing import Framing, default_framing
 from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.model import Form, Priority, TurnUnit
 from holon_ctx.projection.policy import Policy, TextLimits, TokenCaps
+from holon_ctx.projection.text_blocks import text_blocks
 from holon_ctx.projection.waits import Settled
 from holon_ctx.tokens import TokenCounter, seam_tokens
 
@@ -254,44 +256,7 @@ class Renderer:
         character stay with the line before (token counts add only across such boundaries);
         should the counts not add up all the same, the text stays one block."""
         body = text if text.endswith("\n") else text + "\n"
-        return self.memo(("text_blocks", ref, body), lambda: self._text_blocks(body, ref))
-
-    def _text_blocks(self, body: str, ref: str) -> tuple[Block, ...]:
-        whole = Block(head=body, tokens=self.counter.count(body), refs=(ref,),
-                      kind=BlockKind.TEXT)
-        # [head, fenced body, tail]: a fenced chunk's tail is its closing line, once it came.
-        chunks: list[list[str]] = []
-        inside = False
-        for line in body.splitlines(keepends=True):
-            if inside:
-                if line == FENCE_CLOSE:
-                    chunks[-1][2] = line
-                    inside = False
-                else:
-                    chunks[-1][1] += line
-            elif fence_parts(line.rstrip("\n")):
-                # The claim line above a fence heads its block, as a record's label does: a
-                # clipped block then keeps a label, never a fence opener cut short.
-                if chunks and not chunks[-1][2]:
-                    chunks[-1][0] += line
-                else:
-                    chunks.append([line, "", ""])
-                inside = True
-            elif line[:1].strip():
-                chunks.append([line, "", ""])
-            elif chunks and not chunks[-1][2]:
-                chunks[-1][0] += line  # a continuation line stays with the line before
-            else:
-                return (whole,)
-        if inside:
-            return (whole,)
-        blocks = tuple(Block(head=head, body=inner, tail=tail,
-                             tokens=self.counter.count(head + inner + tail), refs=(ref,),
-                             clippable=bool(inner), kind=BlockKind.TEXT)
-                       for head, inner, tail in chunks)
-        if sum(b.tokens for b in blocks) != whole.tokens:
-            return (whole,)
-        return blocks
+        return self.memo(("text_blocks", ref, body), lambda: text_blocks(body, ref, self.counter))
 
     @staticmethod
     def rendered(blocks: Iterable[Block]) -> Rendered:
@@ -783,11 +748,26 @@ def changed_lines(earlier: str, later: str, limit: int) -> tuple[list[str], int]
     mine = list(dict.fromkeys(line.rstrip() for line in earlier.splitlines()
                               if line.strip() and line.strip() not in theirs))
     if len(mine) > limit:
-        key = [i for i, line in enumerate(mine) if _KEY_LINE.search(line)]
-        picked = set(key[:limit])
+        picked = set(_key_lines(mine, limit))
         picked.update([i for i in range(len(mine)) if i not in picked][:limit - len(picked)])
         shown = [mine[i] for i in sorted(picked)]
     else:
         shown = mine
     return ([line if len(line) <= _CHANGED_LINE_CHARS else line[:_CHANGED_LINE_CHARS - 1] + "…"
              for line in shown], len(mine))
+
+
+def _key_lines(lines: list[str], limit: int) -> list[int]:
+    """The first ``limit`` indices of ``lines`` that :data:`_KEY_LINE` matches. One search of
+    the joined text per key line found, each from the next line's start: a changed run of a
+    long output has thousands of lines, and a search per line was most of a re-plan's regex
+    time (no pattern crosses a newline, which matches a line's ends as ``\\b`` does)."""
+    text = "\n".join(lines)
+    ends = list(itertools.accumulate(len(line) + 1 for line in lines))
+    found: list[int] = []
+    pos = 0
+    while len(found) < limit and (match := _KEY_LINE.search(text, pos)) is not None:
+        i = bisect.bisect_right(ends, match.start())
+        found.append(i)
+        pos = ends[i]
+    return found

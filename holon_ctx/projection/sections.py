@@ -91,7 +91,8 @@ def control(ctx: Context, r: Renderer) -> list[Item]:
         return []
     keys = {"blocked_on_reconciliation": "control:blocking",
             "settled_side_effect": "control:blocking",
-            "pending_obligation": "control:obligations", "exact_constraint": "control:constraints"}
+            "pending_obligation": "control:obligations",
+            "settled_obligation": "control:obligations", "exact_constraint": "control:constraints"}
     return [_control_item(r, keys[reason], lines, (reason,))
             for reason, lines in control_notices(r, state, _held_whole(ctx, state))]
 
@@ -180,11 +181,20 @@ def control_notices(r: Renderer, state: ControlState, held: Mapping[str, str] | 
             r, lines, len(state.blocking), "side effects to reconcile", source) + settled))
     elif settled:
         out.append(("settled_side_effect", settled))
+    # An obligation the store holds pending that a newer record resolved (RFC 0023): named by
+    # its key and the record, never listed as pending (the newest GOVERNED_ITEMS; the rest are
+    # left to the store, which the next compaction brings up to date).
+    done = [r.line(f"- obligation {label_value(key, chars.idempotency_key)} resolved by {ref}, "
+                   "a newer record")
+            for key, ref in state.settled_obligations[-n:]]
     if state.obligations:
         lines = [r.line(f"pending obligations ({source}):")]
         lines += [r.line(f"- {label_value(o, chars.obligation)}") for o in state.obligations[:n]]
         out.append(("pending_obligation", _bounded(
-            r, lines, len(state.obligations), "obligations", source)))
+            r, lines, len(state.obligations), "obligations", source) + done))
+    elif done:
+        out.append(("settled_obligation",
+                    [r.line(f"obligations ({source}), each resolved since:"), *done]))
     if state.constraints:
         lines = [r.line(f"exact operator constraints ({source}; still in force):")]
         lines += [r.line(_constraint_line(ref, text, held or {}, chars.constraint))
@@ -314,7 +324,7 @@ def _frontier_says_it(frontier: Item | None, ctx: Context, wid: str | None,
         return False
     tally = ctx.frontier.tally()
     ((name, runs),) = tools.items()
-    return tally.done + tally.pending == runs and tally.failed == failed[name]
+    return tally.done + tally.pending + len(tally.answered) == runs and tally.failed == failed[name]
 
 
 def _list_item(ctx: Context, r: Renderer, name: str, title: str, lines: list[str],

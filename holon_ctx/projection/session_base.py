@@ -137,15 +137,7 @@ class _ProjectorBase:
                 found = self.store.get(ref)
                 if found is not None:
                     state.effect_runs[ref] = found
-        held = None
-        if isinstance(control, ControlState) and control.constraints:
-            # Words of a constraint the history lets the model read (its turn is shown: full,
-            # or pinned compact) are named, not repeated. state.shown only grows with a turn
-            # record walked, which drops this cached tail, so the tail follows it.
-            records = (self.store.get(ref) for ref, _ in control.constraints)
-            held = held_words(control, (s for s in records if s is not None
-                                        and getattr(s.record, "turn_id", None) in state.shown),
-                              self.policy.text.operator_excerpt)
+        held = self._held(state, control)
         state.tail = tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
                                  stated=stated,
                                  anchor=state.anchor, work_item=work_item, waits=waits,
@@ -159,6 +151,19 @@ class _ProjectorBase:
                                  ends_request=ends_request,
                                  work_in_history=not state.whole and not ends_request)
         return state.tail
+
+    def _held(self, state: WalkState, control: object) -> dict[str, str] | None:
+        """The constraints' words the history shows, for the tail to name (None: no constraint)."""
+        held = None
+        if isinstance(control, ControlState) and control.constraints:
+            # Words of a constraint the history lets the model read (its turn is shown: full,
+            # or pinned compact) are named, not repeated. state.shown only grows with a turn
+            # record walked, which drops this cached tail, so the tail follows it.
+            records = (self.store.get(ref) for ref, _ in control.constraints)
+            held = held_words(control, (s for s in records if s is not None
+                                        and getattr(s.record, "turn_id", None) in state.shown),
+                              self.policy.text.operator_excerpt)
+        return held
 
     def _tail_cost(self, state: WalkState, tail: Tail) -> int:
         if self.layout is Layout.TEXT:

@@ -198,9 +198,7 @@ class _EpochPlanner(_ProjectorBase):
             manifest=msgspec.structs.replace(frozen.projection.manifest, text=""),
             env_ref=view.environment.ref if view.environment else None,
             work_item_id=ctx.work_item_id, shown=set(frozen.shown), open_turn=frozen.open_turn,
-            tally=None if tally is None else Tally(tally.done, tally.failed, tally.pending,
-                                                   set(tally.run_keys),
-                                                   {k: list(v) for k, v in tally.files.items()}),
+            tally=None if tally is None else tally.copy(),
             cover=frozen.frontier_cover, pos=limit, current=view.current,
             anchor=view.unit(view.anchor_id) if view.anchor_id else None,
             unresolved=dict(frozen.unresolved))
@@ -215,7 +213,8 @@ class _EpochPlanner(_ProjectorBase):
             work_item_id=state.work_item_id, shown=sorted(state.shown),
             open_turn=state.open_turn,
             tally=None if tally is None else PersistedTally(
-                tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files),
+                tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files,
+                tally.pending_calls, tally.answered),
             cover=state.cover, plan_budget=state.plan_budget, unresolved=dict(state.unresolved),
             whole=state.whole, low_water_tokens=state.low_water_tokens)
         self.epochs.save(EpochState(key=state.key, start=state.start,
@@ -264,7 +263,8 @@ class _EpochPlanner(_ProjectorBase):
             open_turn=frozen.open_turn,
             tally=None if t is None else Tally(t.done, t.failed, t.pending,
                                                {tuple(k) for k in t.run_keys},  # type: ignore[misc]
-                                               {k: list(v) for k, v in t.files.items()}),
+                                               {k: list(v) for k, v in t.files.items()},
+                                               dict(t.pending_calls), dict(t.answered)),
             cover=frozen.cover, pos=limit, current=current,
             anchor=self._unit(anchor_id, limit) if anchor_id else None,
             plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved),

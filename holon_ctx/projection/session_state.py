@@ -344,6 +344,10 @@ class PersistedTally(msgspec.Struct, frozen=True):
     pending: int
     run_keys: list[tuple[str, str]]
     files: dict[str, list[str]]
+    #: :attr:`~holon_ctx.projection.frontier.Tally.pending_calls` and ``answered`` (empty in an
+    #: epoch saved before they were kept: its counts are as they were then).
+    pending_calls: dict[str, str] = {}
+    answered: dict[str, str] = {}
 
 
 class Persisted(msgspec.Struct, frozen=True):

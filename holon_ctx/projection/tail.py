@@ -216,7 +216,7 @@ def frontier_lines(r: Renderer, tally: Tally, cover: str) -> list[Block]:
     repeated = tally.done - len(tally.run_keys)
     pending = f", {tally.pending} pending" if tally.pending else ""
     head = r.line(f"frontier: {tally.done} tool runs, {tally.failed} failed, {repeated} repeated"
-                  f"{pending}; {len(tally.files)} files modified{cover}")
+                  f"{pending}; {len(tally.files)} files modified{cover}{tally.answered_note()}")
     names = tuple(tally.files)
     if not names:
         return [head]

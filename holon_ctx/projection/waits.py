@@ -17,26 +17,22 @@ span for such runs: the effect is stated resolved, with the run's ref, not as bl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from typing import Final
 
 import attrs
 
-from holon_ctx.ledger.records import ExternalEvent, TaskResult, Tool
-from holon_ctx.ledger.state import WaitState
+from holon_ctx.ledger.answers import SETTLE_SCAN, answered_waits
+from holon_ctx.ledger.records import Tool, Wait, WaitStatus, WorkItemStatus
+from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.memory.unresolved import call_key, resolves
+from holon_ctx.memory.unresolved import call_key, key_work_item, resolves, todo_key
 from holon_ctx.projection.model import ControlState
 
-__all__ = ["SETTLE_SCAN", "Settled", "settle_control", "settle_waits"]
+__all__ = ["SETTLE_SCAN", "Settled", "obligation_key", "settle_control", "settle_waits"]
 
-#: Records read back from the position asked for, at most, to find what answered the open waits:
-#: a wait opened longer ago than this is judged on the newest records only (its answer, if any,
-#: came within them or the wait is stated open, as the store has it). The read is the price of
-#: every projection while a wait stays open: measured on a 6,000-record SQLite ledger with one
-#: wait never closed, 8,192 tokens, 2026-12-03 (load 15), a projection took 8.8 ms without the
-#: read, 11.2 ms reading 4,096 records and 13.0 ms reading all 6,000.
-SETTLE_SCAN: Final = 4096
+#: An obligation's key as the governed store's text holds it: ``[wait_id:ci-1; archived in …]``.
+_KEY = re.compile(r"\[([a-z_]+:[^;\]\s]+)[;\]]")
 
 
 @attrs.frozen
@@ -52,18 +48,7 @@ def settle_waits(store: LedgerStore, waits: Sequence[WaitState],
                  limit_pos: int) -> tuple[list[WaitState], list[Settled]]:
     """``waits`` (open by their records, as of ``limit_pos``) split into those still open and
     those a task result or an external event with their ``wait_id`` answered since."""
-    if not waits:
-        return [], []
-    by_id = {w.wait_id: w for w in waits}
-    lo = max(min(w.pos for w in waits) + 1, limit_pos - SETTLE_SCAN, 0)
-    answered: dict[str, str] = {}
-    for stored in store.records_between(lo, limit_pos):
-        rec = stored.record
-        if not isinstance(rec, TaskResult | ExternalEvent) or rec.wait_id is None:
-            continue
-        wait = by_id.get(rec.wait_id)
-        if wait is not None and stored.pos > wait.pos and rec.wait_id not in answered:
-            answered[rec.wait_id] = stored.ref
+    answered = answered_waits(store, waits, limit_pos)
     still = [w for w in waits if w.wait_id not in answered]
     settled = [Settled(w, answered[w.wait_id]) for w in waits if w.wait_id in answered]
     return still, settled
@@ -74,13 +59,21 @@ def settle_control(store: LedgerStore, control: ControlState | None,
     """``control`` with each blocking side effect that a tool run among the last
     :data:`SETTLE_SCAN` records before ``limit_pos`` resolved (the same call, side effect
     ``none`` or ``completed``, not reopened by a later unknown run) moved to ``settled``, and
-    the obligations that name it dropped."""
-    if control is None or not control.blocking:
+    each pending obligation the ledger as of ``limit_pos`` resolved (see :func:`_resolved_by`)
+    moved to ``settled_obligations``, with the ref of the record that says so."""
+    if control is None or not (control.blocking or control.obligations):
         return control
     keys = {key for key, _ in control.blocking}
+    keys.update(k for o in control.obligations if (k := obligation_key(o)))
     by: dict[str, str] = {}
+    closed: dict[str, str] = {}
     for stored in store.records_between(max(limit_pos - SETTLE_SCAN, 0), limit_pos):
         rec = stored.record
+        if isinstance(rec, Wait):
+            if rec.status is WaitStatus.OPEN:
+                closed.pop(rec.wait_id, None)
+            else:
+                closed[rec.wait_id] = stored.ref
         if not isinstance(rec, Tool):
             continue
         for key in resolves(rec, stored.ref):
@@ -88,11 +81,64 @@ def settle_control(store: LedgerStore, control: ControlState | None,
                 by[key] = stored.ref
         if rec.side_effect_unresolved:
             by.pop(f"effect:{call_key(rec, stored.ref)}", None)
-    if not by:
+        if rec.pending:
+            by.pop(f"call:{call_key(rec, stored.ref)}", None)
+    resolved: dict[str, str] = {}
+    pending: list[str] = []
+    blocking = {key for key, _ in control.blocking}
+    for text in control.obligations:
+        said = obligation_key(text)
+        ref = _resolved_by(store, said, by, closed, limit_pos) if said else None
+        if said is None or ref is None:
+            pending.append(text)
+        elif said not in blocking:  # (a blocking one is stated settled with the side effects)
+            resolved[said] = ref
+    if not by and not resolved:
         return control
     return attrs.evolve(
         control,
         blocking=tuple((k, st) for k, st in control.blocking if k not in by),
-        obligations=tuple(o for o in control.obligations
-                          if not any(f"[{k};" in o or f"[{k}]" in o for k in by)),
-        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by))
+        obligations=tuple(pending),
+        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by),
+        settled_obligations=tuple(resolved.items()))
+
+
+def obligation_key(text: str) -> str | None:
+    """The key an obligation's text ends with (``[wait_id:ci-1; archived in episode:e0]``)."""
+    found = _KEY.findall(text)
+    return found[-1] if found else None
+
+
+def _resolved_by(store: LedgerStore, key: str | None, by: dict[str, str], closed: dict[str, str],
+                 limit_pos: int) -> str | None:
+    """The ref of the record that resolves the obligation keyed ``key`` as of ``limit_pos``
+    (None: still open, or not known to be resolved), read as episodes judge their open items
+    (:mod:`holon_ctx.memory.unresolved`): a call or side effect by a later run of it (``by``);
+    a wait that is no longer open by the record that closed it (``closed``, within the span
+    read) or by the task result or event that answered it; a todo or a blocker by the work
+    item's latest transition once the todo is done or gone, the blocker cleared, or the item
+    done or abandoned."""
+    if key is None:
+        return None
+    kind, _, rest = key.partition(":")
+    if kind in ("call", "effect"):
+        return by.get(key)
+    if kind == "wait_id":
+        still = [w for w in store.open_waits(limit_pos) if w.wait_id == rest]
+        if not still:
+            return closed.get(rest)
+        return answered_waits(store, still, limit_pos).get(rest)
+    wid = key_work_item(key)
+    state = store.work_item_state(wid, limit_pos) if wid is not None else None
+    if state is None or not _work_item_resolves(key, state):
+        return None
+    return state.ref
+
+
+def _work_item_resolves(key: str, state: WorkItemState) -> bool:
+    if state.status in (WorkItemStatus.DONE, WorkItemStatus.ABANDONED):
+        return True
+    if key.startswith("blocked:"):
+        return not state.blocker and state.status is not WorkItemStatus.BLOCKED
+    return not any(todo_key(state.work_item_id, t.text) == key and not t.done
+                   for t in state.todos)
