@@ -147,7 +147,7 @@ class Session(_SessionEvents):
         w = "next_request"
         budget = check_positive(w, "budget_tokens", budget_tokens)
         turn_id = None if at is None else check_turn_ref(w, "at", at)
-        self._catch_up(w)
+        end = self._catch_up(w, read=True)
         if self._turn is None:
             raise InputError("the ledger holds no turn yet: append what happened first "
                              "(operator_message, task_result, external_event or wake)", source=w)
@@ -164,11 +164,11 @@ class Session(_SessionEvents):
         # that leaves turns out has them compete as episodes soon after they age out, in a
         # conversation of a few dozen turns too (RFC 0013), and each compaction archives a
         # batch of them, not one turn per request (RFC 0024).
-        if policy is not None and (self._turns_since_compaction >= policy.every_turns or (
-                self._binds and self._turns_since_compaction >= policy.binding_turns)):
+        if policy is not None and self._schedule.due(policy, self._turn.seq):
             self.compact()
-        messages = self._projectors[Layout.MESSAGES].request(budget_tokens=planned, at=turn_id)
-        self._binds = messages.binds
+        messages = self._projectors[Layout.MESSAGES].request(
+            budget_tokens=planned, at=turn_id, ledger_end=end)
+        self._schedule.binds = messages.binds
         request = Request(budget_tokens=budget, messages=messages,
                           make_text=self._text_view(planned, messages.limit_pos),
                           planned_tokens=planned, safety_factor=factor,
@@ -245,7 +245,7 @@ class Session(_SessionEvents):
         if policy is not None and not isinstance(policy, CompactionPolicy):
             raise InputError(f"expected a CompactionPolicy or None, got {type(policy).__name__}",
                              source=w, path="policy")
-        self._turns_since_compaction = 0
+        self._schedule.compacted(-1 if self._turn is None else self._turn.seq)
         result = self._upkeep.compact(policy or self.compaction or _DEFAULT_POLICY)
         # Sealing may have opened the governed store: later prompts state what it holds.
         for projector in self._projectors.values():
@@ -274,7 +274,7 @@ class Session(_SessionEvents):
     @_retrying
     def _write_pending(self) -> None:
         """Calls still waiting when the session closes, written as ``pending``."""
-        batch = _Batch(self.store, self.store.end_pos())
+        batch = _Batch(self.store, self.store.end_pos(), self._check_ids)
         for call_id, call in self._pending.items():
             batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
                            tool_name=call.name, args_digest=digest(call.arguments),

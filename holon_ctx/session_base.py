@@ -43,7 +43,7 @@ from holon_ctx.models import ModelProfile, model_profile
 from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.request import Request
 from holon_ctx.session_args import check_text
-from holon_ctx.session_upkeep import CompactionPolicy, open_upkeep
+from holon_ctx.session_upkeep import CompactionPolicy, CompactionSchedule, open_upkeep
 from holon_ctx.tokens import counter_for_encoding, store_counter
 
 #: The argument each ledger field is given by, for errors the append path finds (ledger-wide
@@ -77,6 +77,10 @@ class _Moved(Exception):
     """Another writer appended between a helper's read of the ledger's end and its append."""
 
 
+class _Taken(Exception):
+    """A minted id is already in the ledger (an imported record named like ``m57``)."""
+
+
 #: Times a helper builds its batch again when other writers keep appending first.
 _MOVED_TRIES = 64
 _P = ParamSpec("_P")
@@ -92,10 +96,22 @@ def _retrying(helper: Callable[Concatenate[_S, _P], _T]
     @functools.wraps(helper)
     def run(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         for _ in range(_MOVED_TRIES):
+            trusted = self._end_known
             try:
                 return helper(self, *args, **kwargs)
             except _Moved:
-                continue  # the next try catches up with the ledger first (_catch_up)
+                self._end_known = False  # the next try catches up with the ledger first
+            except _Taken:
+                # Ids are minted unchecked (a read each, a round trip on a server) until one is
+                # taken; from then on this session checks each id it mints.
+                self._check_ids, self._end_known = True, False
+            except InputError:
+                # Decided against the state this session left, the end unread: another writer
+                # may have appended what the call refers to. Only then is the end read, and the
+                # call made again from the ledger as it is.
+                if not trusted or self._closed or self.store.end_pos() == self._end:
+                    raise
+                self._load_state()
         raise InputError(f"other writers appended before each of {_MOVED_TRIES} tries",
                          source=helper.__name__)
     return run
@@ -104,9 +120,11 @@ def _retrying(helper: Callable[Concatenate[_S, _P], _T]
 class _Batch:
     """Records of one helper call, with ids allocated by ledger position (``m57``)."""
 
-    def __init__(self, store: LedgerStore, pos: int) -> None:
+    def __init__(self, store: LedgerStore, pos: int, checked: bool) -> None:
         self.store = store
         self.pos = pos
+        #: Look each minted id up in the ledger (else the append refuses a taken one: _Taken).
+        self.checked = checked
         self.records: list[Record] = []
         self._refs: set[str] = set()
 
@@ -114,7 +132,8 @@ class _Batch:
         base = f"{letter}{self.pos + len(self.records)}"
         rid, n = base, 1
         # An imported ledger may already use the id (importers name records after their source).
-        while f"{kind}:{rid}" in self._refs or self.store.get(f"{kind}:{rid}") is not None:
+        while f"{kind}:{rid}" in self._refs or (
+                self.checked and self.store.get(f"{kind}:{rid}") is not None):
             n += 1
             rid = f"{base}.{n}"
         self._refs.add(f"{kind}:{rid}")
@@ -167,15 +186,19 @@ class _SessionBase:
         self._use_model("Session", model)
         self._pending: dict[str, _Call] = {}
         self._late: dict[str, _Call] = {}
-        self._turns_since_compaction = 0
-        #: The last request's budget bound (see next_request).
-        self._binds = False
+        #: When the session compacts by itself (counted from the turn it opens at, below).
+        self._schedule = CompactionSchedule()
         self._closed = False
         self._turn: _TurnState | None = None
         self._work_item: str | None = None
-        #: The ledger's end after this session's last append (or load).
+        #: The ledger's end after this session's last append (or load), and whether a helper
+        #: may append there without reading it (see _catch_up).
         self._end = 0
+        self._end_known = False
+        #: Mint ids checked against the ledger (after one was found taken: _Taken).
+        self._check_ids = False
         self._load_state()
+        self._schedule.compacted(-1 if self._turn is None else self._turn.seq)
 
     def _use_model(self, where: str, model: str | None) -> None:
         """Count, frame and calibrate requests as ``model``'s provider does (RFC 0022)."""
@@ -220,6 +243,7 @@ class _SessionBase:
     def _load_state(self) -> None:
         """Current turn, work item and pending calls, as the ledger left them."""
         end = self._end = self.store.end_pos()
+        self._end_known = True
         latest = self.store.latest_turn(end)
         if latest is None:
             return
@@ -252,20 +276,28 @@ class _SessionBase:
         if self._closed:
             raise InputError("the session is closed", source=where)
 
-    def _catch_up(self, where: str) -> int:
+    def _catch_up(self, where: str, *, read: bool = False) -> int:
         """The ledger's end. When another writer appended since this session's last append (a
         CLI import, another process), the session first continues from the ledger as it is now:
-        its newest turn, work item and waiting calls."""
+        its newest turn, work item and waiting calls.
+
+        An appending helper takes the end its session's own last append left (``read`` False)
+        without reading it: the append is refused if the end moved (``expect_end``), and the
+        helper is made again after reading it (_retrying). A request reads it."""
         self._check_open(where)
+        if self._end_known and not read:
+            return self._end
         end = self.store.end_pos()
         if end != self._end:
             self._load_state()
+        self._end_known = True
         return end
 
     def _batch(self, where: str, end: int | None = None) -> _Batch:
         """A batch from the ledger's ``end`` (read now unless the helper just read it: one
         read of the end per helper call, a round trip on a server)."""
-        return _Batch(self.store, self._catch_up(where) if end is None else end)
+        return _Batch(self.store, self._catch_up(where) if end is None else end,
+                      self._check_ids)
 
     def _append(self, where: str, batch: _Batch) -> None:
         try:
@@ -275,12 +307,15 @@ class _SessionBase:
         except LedgerMovedError:
             raise _Moved from None
         except LedgerFormatError as exc:
+            if not batch.checked and exc.path == "$.id" and exc.message.startswith("duplicate id"):
+                raise _Taken from None
             # A ledger-wide rule failed (a wait never opened, an unknown pin target or turn):
             # report it against the helper's own argument.
             raise InputError(exc.message, source=where,
                              path=_FIELD_ARG.get(exc.path or "", exc.path)) from None
         # Ids and turns are explicit, so the batch is stored exactly as built.
         self._end = batch.pos + len(batch.records)
+        self._end_known = True
 
     def _open(self, where: str, trigger: str, *, anchor: str | None = None,
               work_item: str | None = None, label: str | None = None,
@@ -307,7 +342,6 @@ class _SessionBase:
         self._work_item = opening.work_item
         self._late.update(self._pending)
         self._pending.clear()
-        self._turns_since_compaction += 1
 
     def _in_current_turn(self, where: str, make: Callable[[str | None, _Batch], Record]) -> str:
         """Append one record owned by the current turn (if there is one)."""

@@ -6,8 +6,12 @@ effect, so compactions seal blocking state — and sometimes a wait opened or re
 its own and the turn numbered by the store, then asks its ``Session`` for the next request (which
 compacts every other turn, and at every turn while the budget binds), and sometimes compacts
 explicitly. It waits for a line on
-stdin before starting, so all agents start together. Prints one JSON line: the refs it appended,
-and every failure (an exception from any call, by kind and message).
+stdin before starting, so all agents start together. When its turns are done it prints ``done``;
+then, for each ``ask`` line, it asks for the request it continues with and prints its position,
+planned tokens and a digest of its messages and manifest (a rebuild asked the same must give the
+same). At any other line it prints one JSON line: the refs it appended, the same three figures
+of every request it was given while appending, and every failure (an exception from any call,
+by kind and message).
 
 ``python session_procs.py helpers STORE TAG TURNS`` — a runtime appending through the public
 helpers only (``helpers``); prints the refs they returned with what each stored.
@@ -20,6 +24,7 @@ beside the runtimes, ``ROUNDS`` times; prints the exit codes as a JSON list.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import sys
@@ -39,6 +44,7 @@ from holon_ctx.ledger.records import (
     record_ref,
 )
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.projection.session_state import SessionRequest
 
 #: Small windows so that a few dozen turns compact many times.
 POLICY = holon_ctx.CompactionPolicy(recent_turns=3, every_turns=2)
@@ -92,6 +98,7 @@ def agent(where: str, tag: str, turns: int, seed: int,
     rng = random.Random(seed)
     appended: list[str] = []
     failures: list[dict[str, str]] = []
+    asked: list[list[Any]] = []
     requests = 0
     store = open_store(where)
     session = holon_ctx.Session(store, compaction=POLICY, owns_store=True)
@@ -108,7 +115,7 @@ def agent(where: str, tag: str, turns: int, seed: int,
                 continue
             appended.extend(record_ref(r) for r in records)
             try:
-                session.next_request(budget_tokens=BUDGET)
+                asked.append(request_digest(session.next_request(budget_tokens=BUDGET)))
                 requests += 1
             except Exception as exc:
                 failures.append(_failure("next_request", exc))
@@ -117,9 +124,38 @@ def agent(where: str, tag: str, turns: int, seed: int,
                     session.compact()
                 except Exception as exc:
                     failures.append(_failure("compact", exc))
+        print("done", flush=True)
+        # Each "ask" line: one request, its digest printed; any other line ends the run.
+        while sys.stdin.readline().strip() == "ask":
+            try:
+                final = request_digest(session.next_request(budget_tokens=BUDGET))
+            except Exception as exc:
+                failures.append(_failure("final next_request", exc))
+                final = None
+            print(json.dumps(final), flush=True)
     finally:
         session.close()
-    return {"tag": tag, "appended": appended, "requests": requests, "failures": failures}
+    return {"tag": tag, "appended": appended, "requests": requests, "asked": asked,
+            "failures": failures}
+
+
+def request_digest(request: holon_ctx.Request) -> list[Any]:
+    """``[position, planned tokens, digest]`` of a request: where it was asked, and
+    :func:`messages_digest` of it."""
+    messages = request._messages
+    return [messages.limit_pos, request.planned_tokens, messages_digest(messages)]
+
+
+def messages_digest(messages: SessionRequest) -> str:
+    """A digest of a request's OpenAI messages and manifest, but for the manifest's
+    ``session.replanned``, ``replan_reason`` and ``cached_tokens``: they compare this request with
+    the asker's previous one (did it re-plan since, how much of it that one's prefix holds), which
+    a runtime that asked before has and a fresh walk has not."""
+    manifest = json.loads(messages.manifest_json())
+    for asker_history in ("replanned", "replan_reason", "cached_tokens"):
+        del manifest["session"][asker_history]
+    body = json.dumps([messages.openai_messages(), manifest], sort_keys=True).encode()
+    return hashlib.sha256(body).hexdigest()
 
 
 def helpers(where: str, tag: str, turns: int) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from provider_counts import agent_loop
 import holon_ctx
 from holon_ctx.compaction import CompactionResult
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.session_upkeep import Upkeep
 
 
@@ -56,3 +57,69 @@ def test_compaction_runs_once_per_batch_while_the_budget_binds(
 def test_binding_turns_is_checked() -> None:
     with pytest.raises(InputError, match="binding_turns"):
         holon_ctx.CompactionPolicy(binding_turns=0)
+
+
+def _counted_compactions(monkeypatch: pytest.MonkeyPatch) -> list[CompactionResult]:
+    """Every compaction the session runs (by itself or when told), in order."""
+    runs: list[CompactionResult] = []
+    real = Upkeep.compact
+
+    def counted(self: Upkeep, policy: holon_ctx.CompactionPolicy) -> CompactionResult:
+        runs.append(real(self, policy))
+        return runs[-1]
+
+    monkeypatch.setattr(Upkeep, "compact", counted)
+    return runs
+
+
+def _binds(request: holon_ctx.Request) -> bool:
+    return any(s["omitted"] for s in request.manifest["sections"])
+
+
+def test_compaction_runs_when_every_turns_turns_were_appended_and_not_before(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget that never binds: the session compacts before the request that follows the
+    ``every_turns``-th new turn (not the one before, not the one after), counts again from a
+    compaction it was told to run, and ``binding_turns`` plays no part (issue 23)."""
+    runs = _counted_compactions(monkeypatch)
+    policy = holon_ctx.CompactionPolicy(recent_turns=2, every_turns=3, binding_turns=1)
+    seen: list[int] = []
+    with holon_ctx.open_session(MemoryStore(), compaction=policy) as session:
+        for i in range(10):
+            session.operator_message(f"note {i}")
+            request = session.next_request(100_000)
+            assert not _binds(request)
+            seen.append(len(runs))
+        assert seen == [0, 0, 1, 1, 1, 2, 2, 2, 3, 3]
+        session.compact()  # counts from here: three more turns, not two
+        assert len(runs) == 4
+        for i in range(3):
+            session.operator_message(f"after {i}")
+            session.next_request(100_000)
+            seen.append(len(runs))
+    assert seen[-3:] == [4, 4, 5]
+
+
+def test_while_the_budget_binds_compaction_runs_every_binding_turns(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a request left something out, the session compacts before the request that follows
+    the ``binding_turns``-th new turn, long before ``every_turns``; the first request of a
+    session (nothing known to bind yet) does not compact however many turns came before it
+    (issue 23)."""
+    runs = _counted_compactions(monkeypatch)
+    policy = holon_ctx.CompactionPolicy(recent_turns=2, every_turns=100, binding_turns=2)
+    long = " ".join(f"word{k}" for k in range(300))
+    binds: list[bool] = []
+    seen: list[int] = []
+    with holon_ctx.open_session(MemoryStore(), compaction=policy) as session:
+        for i in range(6):
+            session.operator_message(f"turn {i}: {long}")
+        for i in range(6, 12):
+            request = session.next_request(1500)
+            binds.append(_binds(request))
+            seen.append(len(runs))
+            session.operator_message(f"turn {i}: {long}")
+    assert all(binds)
+    # Request 1: six turns appended but nothing known to bind; request 2: seven turns since
+    # the start, compacts; then one turn (no), two turns (yes), …
+    assert seen == [0, 1, 1, 2, 2, 3]

@@ -7,7 +7,10 @@ lock two compactions interleaved: one journaled a step the other had (``UNIQUE c
 failed``) or stamped its writes with a time read before the other's (``clock went backwards``),
 and the runtime's request failed. Afterwards: no call failed, every record appended is in the
 ledger exactly once, every archived episode is covered by exactly one complete envelope, in order
-(the envelopes are chained), and no compaction was left half-done.
+(the envelopes are chained), and no compaction was left half-done; and continue == rebuild
+(docs/session.md): the requests the runtimes were given, and the one each continues with once
+everyone has stopped, are those a rebuild of the session gives at the same positions
+(``check_rebuild`` says which are compared).
 
 Sizes (``tiers.sized``): the defect tests start 3 agents of 6 turns (each compacting at every
 turn) and a CLI process compacting 3 times; the stress tests 8 agents of 4 turns and one CLI
@@ -21,23 +24,38 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from session_procs import messages_digest
 from tiers import sized
 
+import holon_ctx
 from holon_ctx.continuity import ContinuityStore
+from holon_ctx.continuity.snapshots import control_snapshots
 from holon_ctx.ledger.episode_store import SqliteEpisodeStore
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory import EpisodeStore
+from holon_ctx.projection.session import Layout
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file locks")
 
 ROOT = Path(__file__).resolve().parent.parent
 PROCS = Path(__file__).resolve().parent / "session_procs.py"
 SESSION_ID = "session-local"
+
+
+#: Known defect (found by these tests, 2026-12-04, not diagnosed): on PostgreSQL, in each of
+#: four runs, 2 of 30-33 requests differ from a rebuild's at their position (positions holding
+#: no control snapshot; in some runs a runtime's last request, asked after everyone stopped).
+#: Not seen on SQLite in four runs. Tried: recording the snapshot at the ledger end read after
+#: sealing rather than the one the compaction read at its start (compaction.py
+#: ``_govern_and_seal``) did not remove it. Not strict: a race, it may pass.
+RACE = pytest.mark.xfail(strict=False, reason="issue 23 defect 3 under several runtimes: on "
+                         "PostgreSQL a few requests differ from a rebuild's (not diagnosed)")
 
 
 def _env() -> dict[str, str]:
@@ -61,15 +79,41 @@ def run_together(where: str, *, agents: int, turns: int, compact_share: float,
     cli = _start(["compact", where, str(cli_rounds)]) if cli_rounds else None
     everyone = [*procs, *([cli] if cli else [])]
     for proc in everyone:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+        _say(proc, "go")
+    for proc in procs:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line == "done", (line, proc.communicate()[1][-3000:])
+    codes = _report(cli) if cli else []
+    # Everyone has stopped: each runtime asks, in turn, for the request it continues with, in
+    # two rounds. The first may compact (a runtime whose policy says it is time seals an
+    # envelope at the ledger's end, after the requests others asked there); the second asks of
+    # a ledger and governed store nobody changes any more.
+    for _ in range(2):
+        finals = [_ask(proc) for proc in procs]
     reports: list[Any] = []
-    for proc in everyone:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-3000:]
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    return reports[:agents], (reports[agents] if cli else [])
+    for proc, final in zip(procs, finals, strict=True):
+        _say(proc, "stop")
+        reports.append({**_report(proc), "final": final})
+    return reports, codes
+
+
+def _ask(proc: subprocess.Popen[str]) -> Any:
+    _say(proc, "ask")
+    assert proc.stdout is not None
+    return json.loads(proc.stdout.readline())
+
+
+def _say(proc: subprocess.Popen[str], line: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+
+
+def _report(proc: subprocess.Popen[str]) -> Any:
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def check_after(ledger: LedgerStore, episodes: EpisodeStore, continuity: ContinuityStore,
@@ -106,15 +150,52 @@ def check_after(ledger: LedgerStore, episodes: EpisodeStore, continuity: Continu
     assert at == len(spans), "every archived episode is sealed by exactly one envelope"
 
 
+def check_rebuild(open_store: Callable[[], LedgerStore], reports: list[dict[str, Any]],
+                  sealed_at: set[int]) -> None:
+    """Continue == rebuild: the session's walk state deleted and the ledger walked again from its
+    first turn, a request asked where a runtime asked one, with its planned tokens, has the same
+    messages and manifest (session_procs.messages_digest): every runtime's last request, asked
+    once everyone had stopped, and every one it was given while the others appended and
+    compacted, but at a position where a compaction sealed (``sealed_at``).
+
+    Those are left out because a compaction may seal there *after* the request: an explicit
+    ``compact()`` right after it, or another runtime's, with nothing appended between. The
+    rebuild then states that compaction's governed state (RFC 0020's snapshots are by position)
+    and the runtime's request could not have. Measured on 2026-12-04 with three runtimes of six
+    turns: 7 of 18 requests differ when each compacts explicitly after every request, every one
+    at such a position; 0 of 18 when only their requests compact."""
+    finals = [(pos, planned, digest) for r in reports for pos, planned, digest in [r["final"]]]
+    during = [(pos, planned, digest) for r in reports for pos, planned, digest in r["asked"]
+              if pos not in sealed_at]
+    assert during, "some requests are compared"
+    with holon_ctx.Session(open_store(), compaction=None, owns_store=True) as fresh:
+        projector = fresh._projectors[Layout.MESSAGES]
+        for planned in sorted({planned for _, planned, _ in [*finals, *during]}):
+            projector.rebuild(budget_tokens=planned)
+        differ = [(pos, planned) for pos, planned, digest in [*finals, *during]
+                  if messages_digest(projector.request(budget_tokens=planned, limit_pos=pos))
+                  != digest]
+    assert differ == [], f"{len(differ)} of {len(finals) + len(during)} requests differ: {differ}"
+
+
+def sealed_positions(continuity: ContinuityStore) -> set[int]:
+    """The ledger positions the session's control snapshots were recorded at."""
+    return {s.ledger_pos for s in control_snapshots(continuity, SESSION_ID)}
+
+
 # -- SQLite ---------------------------------------------------------------------------------------
-def _sqlite_check(db: Path, reports: list[dict[str, Any]], codes: list[int]) -> None:
+def _sqlite_check(db: Path, reports: list[dict[str, Any]], codes: list[int], *,
+                  rebuild: bool = False) -> None:
     ledger, episodes, continuity = SqliteStore(db), SqliteEpisodeStore(db), ContinuityStore(db)
     try:
         check_after(ledger, episodes, continuity, reports, codes)
+        sealed_at = sealed_positions(continuity)
     finally:
         continuity.close()
         episodes.close()
         ledger.close()
+    if rebuild:
+        check_rebuild(lambda: SqliteStore(db), reports, sealed_at)
 
 
 def test_runtimes_and_the_cli_compact_one_sqlite_ledger_without_failing(tmp_path: Path) -> None:
@@ -135,6 +216,17 @@ def test_stress_eight_runtimes_on_one_sqlite_ledger(tmp_path: Path) -> None:
     _sqlite_check(db, reports, codes)
 
 
+@RACE
+@pytest.mark.scaled
+def test_continue_equals_rebuild_with_eight_sqlite_runtimes(tmp_path: Path) -> None:
+    """Continue == rebuild with 8 runtimes appending, asking and compacting on SQLite."""
+    db = tmp_path / "stress.db"
+    SqliteStore(db).close()
+    reports, codes = run_together(str(db), agents=8, turns=sized(4, 40), compact_share=0.3,
+                                  cli_rounds=0)
+    _sqlite_check(db, reports, codes, rebuild=True)
+
+
 # -- PostgreSQL -----------------------------------------------------------------------------------
 @pytest.fixture
 def pg_where(pg_url: str, pg_session_key: str) -> str:
@@ -144,7 +236,8 @@ def pg_where(pg_url: str, pg_session_key: str) -> str:
     return f"{pg_url}#{pg_session_key}"
 
 
-def _pg_check(where: str, reports: list[dict[str, Any]], codes: list[int]) -> None:
+def _pg_check(where: str, reports: list[dict[str, Any]], codes: list[int], *,
+              rebuild: bool = False) -> None:
     from holon_ctx.postgres import PostgresStore
     from holon_ctx.postgres.continuity import PostgresContinuityBackend
     from holon_ctx.postgres.episodes import PostgresEpisodeStore
@@ -155,8 +248,11 @@ def _pg_check(where: str, reports: list[dict[str, Any]], codes: list[int]) -> No
     continuity = ContinuityStore(PostgresContinuityBackend(ledger.connection, session=key))
     try:
         check_after(ledger, episodes, continuity, reports, codes)
+        sealed_at = sealed_positions(continuity)
     finally:
         ledger.close()
+    if rebuild:
+        check_rebuild(lambda: PostgresStore(url, session=key), reports, sealed_at)
 
 
 def test_runtimes_and_the_cli_compact_one_postgres_ledger_without_failing(pg_where: str) -> None:
@@ -171,6 +267,15 @@ def test_stress_eight_runtimes_on_one_postgres_ledger(pg_where: str) -> None:
     reports, codes = run_together(pg_where, agents=8, turns=sized(4, 40), compact_share=0.3,
                                   cli_rounds=sized(1, 8))
     _pg_check(pg_where, reports, codes)
+
+
+@RACE
+@pytest.mark.scaled
+def test_continue_equals_rebuild_with_eight_postgres_runtimes(pg_where: str) -> None:
+    """Continue == rebuild with 8 runtimes appending, asking and compacting on PostgreSQL."""
+    reports, codes = run_together(pg_where, agents=8, turns=sized(4, 40), compact_share=0.3,
+                                  cli_rounds=0)
+    _pg_check(pg_where, reports, codes, rebuild=True)
 
 
 def test_a_read_ahead_that_sees_a_newer_journal_than_bodies_answers(

@@ -118,6 +118,26 @@ def test_names_are_matched_as_words(tool: ModuleType) -> None:
     assert tool.select_test_files("holon_ctx/ledger/sqlite.py", files) == ["tests/test_word.py"]
 
 
+def test_a_module_whose_private_names_another_imports_is_reached_through_it(
+        tool: ModuleType) -> None:
+    """A base class split off a facade (``_Base`` in ``base.py``, imported by ``facade.py``, in
+    turn imported privately by ``front.py``) is named by no test: the tests naming the modules
+    that import its private names reach it (transitively). A public import passes nothing on."""
+    package = {
+        "holon_ctx/base.py": "class _Base:\n    pass\nclass Public:\n    pass\n",
+        "holon_ctx/facade.py": "from holon_ctx.base import _Base\nclass _Facade(_Base):\n    pass\n",
+        "holon_ctx/front.py": "from holon_ctx.facade import _Facade\ndef open_front():\n    pass\n",
+        "holon_ctx/user.py": "from holon_ctx.base import Public\ndef use():\n    pass\n",
+    }
+    files = _files(test_front="from holon_ctx.front import open_front\n",
+                   test_facade="import holon_ctx.facade\n",
+                   test_user="from holon_ctx.user import use\n",
+                   test_public="from holon_ctx.base import Public\n")
+    assert tool.select_test_files("holon_ctx/base.py", files, package) == [
+        "tests/test_facade.py", "tests/test_front.py", "tests/test_public.py"]
+    assert tool.select_test_files("holon_ctx/user.py", files, package) == ["tests/test_user.py"]
+
+
 @pytest.fixture
 def fake_repo(tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """A repository of one module and three test modules; each coverage run is recorded (the
@@ -135,11 +155,12 @@ def fake_repo(tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(tool, "CACHE", tmp_path / ".mutate-cache")
     runs: list[list[str]] = []
 
-    def measure(work: Path, source: str, files: list[str], digests: dict[str, str],
-                jobs: int) -> dict[str, object]:
-        runs.append(files)
-        return {f: {"digest": digests[f], "lines": {"2": [f"{f}::test_{len(runs)}"]},
-                    "seconds": {f"{f}::test_{len(runs)}": 1.0}} for f in files}
+    def measure(work: Path, sources: list[str], files: dict[str, list[str]],
+                digests: dict[str, str], jobs: int) -> dict[str, dict[str, object]]:
+        runs.append(sorted({f for names in files.values() for f in names}))
+        return {source: {f: {"digest": digests[f], "lines": {"2": [f"{f}::test_{len(runs)}"]},
+                             "seconds": {f"{f}::test_{len(runs)}": 1.0}} for f in names}
+                for source, names in files.items()}
 
     monkeypatch.setattr(tool.TestMap, "measure", staticmethod(measure))
     return runs
@@ -211,3 +232,22 @@ def test_a_line_run_at_import_runs_the_tests_of_the_lines_that_use_it(tool: Modu
     assert found.tests_for(5, 5) == ["t::g"]
     assert found.tests_for(1, 1) == ["t::f"]  # through the signature it is a default of
     assert found.tests_for(8, 8) == ["t::h"]
+
+
+def test_several_modules_share_one_coverage_run(tool: ModuleType, tmp_path: Path,
+                                                fake_repo: list[list[str]]) -> None:
+    """Modules mutated as one (a module split into siblings) run the test modules any of them
+    needs measured in one coverage run; each keeps its own map and its own cache."""
+    (tmp_path / "holon_ctx/sibling.py").write_text("def other():\n    return 1\n")
+    (tmp_path / "tests/test_c.py").write_text("from holon_ctx.sibling import other\n")
+    maps = tool.TestMap.load_or_measure_many(tmp_path, ["holon_ctx/mod.py",
+                                                        "holon_ctx/sibling.py"])
+    assert fake_repo == [["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"]]
+    assert maps["holon_ctx/mod.py"].tests_for(2, 2) == ["tests/test_a.py::test_1",
+                                                         "tests/test_b.py::test_1"]
+    assert maps["holon_ctx/sibling.py"].tests_for(2, 2) == ["tests/test_c.py::test_1"]
+    (tmp_path / "tests/test_c.py").write_text("from holon_ctx.sibling import other  # more\n")
+    tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
+    assert len(fake_repo) == 1  # mod.py's map is cached and test_c.py is not one of its tests
+    tool.TestMap.load_or_measure_many(tmp_path, ["holon_ctx/mod.py", "holon_ctx/sibling.py"])
+    assert fake_repo[1:] == [["tests/test_c.py"]]

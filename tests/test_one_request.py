@@ -93,12 +93,14 @@ def test_a_request_unread_at_close_keeps_its_text(tmp_path: Path, walks: list[La
     assert same == request.text
 
 
-def test_a_turn_reads_the_ledgers_end_once_per_helper_and_the_usage_once(
+def test_a_turn_reads_the_ledgers_end_once_per_request_and_the_usage_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No re-read of what the session just read (issue 29; a round trip each on a server): a
-    reply that opens an agent-step turn reads the ledger's end once, as every helper does, and
-    a request reads the model's usage observations once (the factor and the planned budget
-    from one read)."""
+    """No re-read of what the session just read or wrote (issue 29; a round trip each on a
+    server): a helper appends where its session's own last append left the ledger, without
+    reading its end (changed 2026-12-04: it read it once per helper; the append refuses a
+    moved end, tests/test_session_writers.py), a reply that opens an agent-step turn included;
+    a request reads the end once and the model's usage observations once (the factor and the
+    planned budget from one read)."""
     session = holon_ctx.open_session(tmp_path / "agent.db")
     session.operator_message("Fix the failing test.")
     session.assistant_message("Looking.", tool_calls=[holon_ctx.ToolCall("c1", "bash", "ls")])
@@ -111,10 +113,9 @@ def test_a_turn_reads_the_ledgers_end_once_per_helper_and_the_usage_once(
         return real_end(store)  # type: ignore[arg-type]
     monkeypatch.setattr(type(session.store), "end_pos", end_pos)
     session.assistant_message("Again.", tool_calls=[holon_ctx.ToolCall("c2", "bash", "ls")])
-    assert len(ends) == 1
-    ends.clear()
+    assert len(ends) == 0
     session.tool_result("c2", "a.py b.py")
-    assert len(ends) == 1
+    assert len(ends) == 0
     reads: list[str] = []
     real_recent = type(session.calibration.store).recent
 
@@ -124,4 +125,61 @@ def test_a_turn_reads_the_ledgers_end_once_per_helper_and_the_usage_once(
     monkeypatch.setattr(type(session.calibration.store), "recent", recent)
     session.next_request(8192).openai_messages  # noqa: B018 - what a runtime reads
     assert len(reads) == 1
+    session.assistant_message("Done.")
+    ends.clear()
+    request = session.next_request(8192)
+    request.openai_messages  # noqa: B018
+    assert not request._messages.replanned  # a re-plan reads the end where it plans
+    assert len(ends) == 1
+    session.close()
+
+
+def test_a_helper_after_another_writers_append_is_made_again_from_the_ledger(
+        tmp_path: Path) -> None:
+    """A helper appends where its own session's last append left the ledger, unread. After
+    another session appended, that append is refused and the helper made again from the ledger
+    as it is; and a call only the ledger knows of (announced by the other session, written
+    pending when it closed) is found there instead of refused."""
+    first = holon_ctx.open_session(tmp_path / "agent.db")
+    first.operator_message("Fix the failing test.")
+    other = holon_ctx.open_session(tmp_path / "agent.db")
+    other.assistant_message("Looking.", tool_calls=[holon_ctx.ToolCall("c1", "bash", "ls")])
+    other.close()  # c1 written as pending
+    ref = first.tool_result("c1", "a.py")
+    stored = first.store.get(ref)
+    assert stored is not None
+    assert stored.record.output == "a.py"  # type: ignore[union-attr]
+    again = holon_ctx.open_session(tmp_path / "agent.db")
+    again.operator_message("Now the docs.")
+    # first's state still has the turn of its own message: the reply must join again's turn.
+    reply = first.assistant_message("On it.")
+    stored = first.store.get(reply)
+    assert stored is not None
+    assert stored.record.turn_id == again.current_turn[5:]  # type: ignore[union-attr,index]
+    with pytest.raises(holon_ctx.InputError, match="c9"):
+        first.tool_result("c9", "never announced")  # refused when the ledger has none either
+    refs = [s.ref for s in first.store.records_between(0, first.store.end_pos())]
+    assert len(refs) == len(set(refs))
+    again.close()
+    first.close()
+
+
+def test_a_minted_id_already_taken_is_minted_again_checked(tmp_path: Path) -> None:
+    """Ids are minted unchecked (no read per id): a record already holding the id a helper
+    mints (an importer names records after its source) makes the append refuse the batch, and
+    the helper is made again with each id looked up, as before: nothing lost, no error."""
+    from holon_ctx.ledger.records import Message, MessageRole, Turn
+    from holon_ctx.ledger.sqlite import SqliteStore
+
+    ledger = SqliteStore(tmp_path / "agent.db")
+    # At position 2 a session mints turn t2 and message m3: m3 is taken.
+    ledger.append([Turn(id="t0", seq=0, trigger="operator_input"),
+                   Message(id="m3", turn_id="t0", role=MessageRole.OPERATOR, text="hello")])
+    ledger.close()
+    session = holon_ctx.open_session(tmp_path / "agent.db")
+    ref = session.operator_message("Go on.")
+    assert ref == "message:m3.2"
+    assert [s.ref for s in session.store.records_between(0, session.store.end_pos())] == [
+        "turn:t0", "message:m3", "turn:t2", "message:m3.2"]
+    assert session.operator_message("Next.") == "message:m5"
     session.close()

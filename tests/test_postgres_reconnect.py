@@ -170,3 +170,48 @@ def test_a_connection_passed_in_is_never_replaced(pg_url: str, pg_session_key: s
     finally:
         store.close()
         conn.close()
+
+
+def _records(n: int) -> list[Turn | Message]:
+    """``n`` records: a turn and ``n - 1`` messages of it."""
+    return [Turn(id="big", seq=5000, trigger="operator_input"),
+            *(Message(id=f"big{i}", turn_id="big", role=MessageRole.ASSISTANT, text=f"line {i}")
+              for i in range(n - 1))]
+
+
+def _dies_once(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The store's first batch meets a dead connection before anything is written; the calls
+    made, counted."""
+    real = store._append_once
+    calls: list[int] = []
+
+    def die_first(*args: Any, **kwargs: Any) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionLost("the connection was lost")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(store, "_append_once", die_first)
+    return calls
+
+
+@pytest.mark.parametrize(("size", "retried"), [(4096, True), (4097, False)])
+def test_a_batch_is_retried_up_to_4096_records(
+        pg_url: str, pg_session_key: str, monkeypatch: pytest.MonkeyPatch, size: int,
+        retried: bool) -> None:
+    """RFC 0027's bound: a batch of up to 4,096 records whose connection dies is held and
+    retried, and lands once; a larger one (a bulk import) is not held to be read twice: the
+    error reaches its caller, and nothing of it is in the ledger."""
+    store = PostgresStore(pg_url, session=pg_session_key)
+    try:
+        calls = _dies_once(store, monkeypatch)
+        if retried:
+            assert store.append(_records(size)) == size
+            assert store.end_pos() == size
+            assert len({r.ref for r in store.records_between(0, size)}) == size
+        else:
+            with pytest.raises(ConnectionLost):
+                store.append(_records(size))
+            assert store.end_pos() == 0
+        assert len(calls) == (2 if retried else 1)
+    finally:
+        store.close()

@@ -303,3 +303,42 @@ def test_a_governed_write_is_one_round_trip(pg_url: str, pg_session_key: str) ->
         assert backend.envelope_ids("s1") == ["ce-1"]
     finally:
         backend.close()
+
+
+def test_a_sessions_turn_is_one_round_trip_per_helper_and_six_or_seven_per_request(
+        pg_url: str, pg_session_key: str) -> None:
+    """The real turn's round trips on PostgreSQL (issue 29): a helper appends where its
+    session's own last append left the ledger, its ids minted unchecked, in one statement (it
+    read the end and looked up each new id first: 7 round trips for a reply, its tool call and
+    the result, now 2); a request that neither compacts nor re-plans reads the end once (it
+    read it twice), the usage, the governed state (two reads while no envelope is sealed: the
+    envelope ids, the facts in scope), the records since the last request and, for a new
+    turn, its continuation anchor (and that turn's records, when the walk does not hold it)."""
+    from holon_ctx.session_upkeep import CompactionPolicy
+
+    store = PostgresStore(pg_url, session=pg_session_key)
+    # Compaction out of the way (its round trips are its own); the governed store still read.
+    session = holon_ctx.open_session(store, compaction=CompactionPolicy(
+        every_turns=10_000, binding_turns=10_000))
+    try:
+        session.operator_message("Fix the failing test in tests/test_billing.py.")
+        session.compact()
+        trips = RoundTrips(store.connection)
+        appends, requests = [], []
+        for k in range(12):
+            before = trips.count
+            session.assistant_message(f"Step {k}.", tool_calls=[
+                holon_ctx.ToolCall(f"c{k}", "bash", f"pytest -q -k case_{k}")])
+            session.tool_result(f"c{k}", f"case_{k} PASSED\n" * 20)
+            appends.append(trips.count - before)
+            before = trips.count
+            request = session.next_request(32_768)
+            request.openai_messages  # noqa: B018 - what a runtime reads
+            if not request._messages.replanned:
+                requests.append(trips.count - before)
+        assert appends == [2] * 12
+        assert len(requests) >= 6
+        assert set(requests) <= {6, 7}, requests
+    finally:
+        session.close()
+        store.close()

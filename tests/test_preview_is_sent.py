@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from generated_turns import agent_turn
 
 import holon_ctx
 from holon_ctx.cli.main import main
@@ -93,12 +95,9 @@ def _left_out(manifest: dict[str, Any]) -> list[tuple[str, str]]:
 #: the last checkpoint (48 re-plans, ~15 s here), so they are the slow tier's.
 CASES = [pytest.param("demo", (8192,), id="demo-8192"),
          pytest.param("demo", (32768,), id="demo-32768", marks=pytest.mark.slow),
-         # Not done (RFC 0024, "Not done here"): after the 2026-12-04 merges the preview of the
-         # demo at 4,096 plans at 2,186 tokens with a 1,322-token stable prefix where the
-         # runtime plans at 2,048 with 263 (3,032 vs 2,894 tokens sent). Strict: a fix makes
-         # it pass and the mark must go.
-         pytest.param("demo", (4096,), id="demo-4096", marks=[pytest.mark.slow, pytest.mark.xfail(
-             strict=True, reason="preview and runtime plan the demo at 4,096 differently")]),
+         # Until the CLI recalled as a runtime does (as of the position, RFC 0024 decision 5)
+         # the preview planned here at 2,186 tokens where the runtime planned at 2,048.
+         pytest.param("demo", (4096,), id="demo-4096", marks=pytest.mark.slow),
          pytest.param("trajectory", BUDGETS, id="trajectory")]
 
 
@@ -167,3 +166,88 @@ def test_explain_and_diff_show_the_session_request(demo_db: Path,
                   for at in ("t275", "t276")]
     assert [diffed["a"]["used_tokens"], diffed["b"]["used_tokens"]] == tokens
     assert diffed["identical_sections"] == ["stable_prefix"]
+
+
+#: A runtime that compacts every two turns with a window of three: archive runs at many ledger
+#: positions, so recall as of a position (a runtime's) and recall of every stored episode differ
+#: at the earlier turns a walk re-plans at.
+COMPACTING = holon_ctx.CompactionPolicy(recent_turns=3, every_turns=2, binding_turns=2)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_preview_of_a_compacting_runtime_is_its_request_at_every_turn(
+        tmp_path: Path, seed: int) -> None:
+    """A generated runtime compacts as it goes at a small budget; then at 4,096 and 2,048 (budgets
+    it never asked at, so every walk re-plans from the last checkpoint) the preview at each of its
+    last turns is the request that runtime's session returns there, tokens and manifest. A
+    preview that recalled episodes archived after the turn it re-planned at showed another
+    request (RFC 0024, decision 5: the demo at 4,096 was the witness)."""
+    rng = random.Random(seed)
+    db = tmp_path / "ledger.db"
+    waits: list[str] = []
+    with holon_ctx.open_session(db, compaction=COMPACTING) as runtime:
+        for i in range(24):
+            agent_turn(runtime, i, rng, waits)
+            runtime.next_request(budget_tokens=1800)
+        turns = [s.ref.removeprefix("turn:") for s in runtime.store.records_between(
+            0, runtime.store.end_pos()) if s.ref.startswith("turn:")]
+    asked = [(b, t) for b in (4096, 2048) for t in turns[-6:]]
+    args = argparse.Namespace(db=str(db), source=None, session_key=None)
+    with opened(args) as (store, projector):
+        shown = {(b, t): viewed(store, projector, b, t, "session")[1] for b, t in asked}
+    with holon_ctx.open_session(db, compaction=None) as session:
+        for budget, turn in asked:
+            session.next_request(budget, at=turns[turns.index(turn) - 1])
+            sent = session.next_request(budget, at=turn)
+            view = shown[budget, turn]
+            assert view.used_tokens == sent.request_tokens, (budget, turn)
+            assert json.loads(view.manifest_json()) == sent.manifest, (budget, turn)
+
+
+def test_enters_at_in_session_mode_is_the_plans_budget(demo_db: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A session request's left-out rows say where the last re-plan would have kept each item:
+    the plan budget the manifest keeps for it (``plan ≥ N``), never a bare ``-`` when it has
+    one, and a line under the table names that re-plan and the budget it planned at."""
+    manifest = cli_manifest(capsys, demo_db, 8192)
+    entries = {str(i["key"]): i["next_budget"] for s in manifest["sections"]
+               for i in s["items"] if i.get("next_budget")}
+    left_out = [key for key, _ in _left_out(manifest)]
+    assert left_out
+    assert all(key in entries for key in left_out)
+    assert main(["preview", "--db", str(demo_db), "--budget", "8192", "--plain", "--width",
+                 "200"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index(next(x for x in lines if x.startswith("left out or shrunk:")))
+    rows = {line.split()[0]: line for line in lines[start:] if line.startswith("  ")
+            and line.split()[0] in entries}
+    assert sorted(rows) == sorted(left_out)
+    for key, line in rows.items():
+        assert line.endswith(f"plan ≥ {entries[key]}"), line
+    session = manifest["session"]
+    note = (f"  enters at: the plan budget at which the last re-plan (at "
+            f"{session['epoch_started_at']}, planned at {session['plan_budget_tokens']} of 8192 "
+            "tokens) would have kept the item larger, or at all; ")
+    assert any(line.startswith(note) for line in lines[start:])
+
+
+def test_stats_budget_shows_the_runtime_request_by_default(
+        demo_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``stats --budget`` follows preview's default: its per-section table is the session
+    request's (the manifest's sections, the request's tokens, framing included); ``--mode
+    stateless`` keeps the turn planned afresh, at the whole budget."""
+    sent = cli_manifest(capsys, demo_db, 8192)
+    assert main(["stats", "--db", str(demo_db), "--budget", "8192", "--plain"]) == 0
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())
+    assert ("tokens per section of the request a runtime sends at a budget of 8192 (latest "
+            f"turn {sent['current_turn']}, used {sent['session']['request_tokens']}, message framing "
+            "included)") in flat
+    for section in sent["sections"]:
+        assert (f"│ {section['name']} │ {section['representation']} │ "
+                f"{section['allocated_tokens']} │ {section['used_tokens']} │ "
+                f"{len(section['selected'])} │ {len(section['omitted'])} │") in flat, section
+    assert f"│ total │ │ 8192 │ {sent['session']['request_tokens']} │" in flat
+    assert main(["stats", "--db", str(demo_db), "--budget", "8192", "--plain", "--mode",
+                 "stateless"]) == 0
+    assert "(latest turn turn:t276, used 8192)" in " ".join(capsys.readouterr().out.split())

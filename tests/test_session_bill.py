@@ -7,6 +7,7 @@ import importlib.resources
 import itertools
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import holon_ctx
 from holon_ctx.ledger.epochs_sqlite import SqliteEpochStore
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
+from holon_ctx.ledger.records import WorkItem
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.cost import PRICES
 from holon_ctx.projection.replay import call_points, replay
@@ -96,9 +98,10 @@ def test_the_session_bills_no_more_than_keep_newest_while_the_history_fits() -> 
         assert session.replans == 1  # the first call opens the epoch
 
 
-def test_once_the_history_outgrows_the_budget_the_tail_returns() -> None:
+def test_once_the_history_outgrows_the_budget_the_work_state_is_said() -> None:
     """The whole epoch ends when the history outgrows the budget: the re-plan lays out a planned
-    epoch, whose requests end with the current-state tail again."""
+    epoch, whose history says the current work item — at the re-plan, and again after each
+    switch (RFC 0025, decision 5) — where the whole epoch's records said it alone."""
     store = _two_work_items(4, 40)
     projector = SessionProjector(store, layout=Layout.MESSAGES)
     requests = _requests(store, 1500, projector)
@@ -108,7 +111,12 @@ def test_once_the_history_outgrows_the_budget_the_tail_returns() -> None:
     # re-plans only in a planned epoch).
     assert [s.reason for s in projector.epoch_starts(budget_tokens=1500)][:2] == [
         "checkpoint", "over_budget"]
-    assert all(r.has_tail for r in requests[first_replan:])
+    for request in requests[first_replan:]:
+        current = [s.record.work_item_id for s in store.records_between(0, request.limit_pos)
+                   if isinstance(s.record, WorkItem)][-1]
+        said = re.findall(r"^work item (\S+) \(", request.text, re.MULTILINE)
+        assert said[-1] == current, request.limit_pos
+        assert f"{TAIL_TITLE} as of " in request.text
     for request in requests:
         check_request(request)
 
@@ -140,8 +148,7 @@ def test_a_new_process_continues_the_whole_epoch(tmp_path: Path) -> None:
     planned = SessionProjector(store, layout=Layout.MESSAGES,
                                session=SessionPolicy(whole_history=False)).request(
         budget_tokens=32768)
-    assert planned.has_tail
-    assert TAIL_TITLE in planned.text
+    assert f"{TAIL_TITLE} as of " in planned.text  # its re-plan says the work state
 
 
 def _tool_loop(output_lines: int, steps: int) -> LedgerStore:
@@ -204,15 +211,16 @@ def _switches(store: LedgerStore, budget: int) -> list[SessionRequest]:
 
 def test_a_switch_that_would_not_pay_keeps_the_epoch_and_states_the_new_item() -> None:
     """In a planned epoch whose history is below the low-water mark, a re-plan at a work-item
-    switch would write as much as it saves: none happens, and the tail states the new item."""
+    switch would write as much as it saves: none happens, and the history states the new item
+    after the switch (RFC 0025, decision 5), not the tail of every call."""
     store = _two_work_items(6, 16)
     requests = _switches(store, 32768)
     assert not any(r.replan_reason == "work_item_changed" for r in requests)
     last = requests[-1]
-    assert last.has_tail
-    tail = last.parts[-1].text
-    assert "work item fix-docs" in tail  # the last four steps' item
-    assert "port-importer" not in tail
+    assert not last.has_tail
+    newest = last.text.rsplit(f"{TAIL_TITLE} as of ", 1)[1].splitlines()
+    assert newest[1].startswith("work item fix-docs (")  # the last four steps' item
+    assert "port-importer" not in "\n".join(newest[:2])
 
 
 def test_a_switch_re_plans_when_the_saving_exceeds_the_write() -> None:

@@ -205,7 +205,12 @@ def test_a_late_result_counts_for_the_work_item_of_its_own_turn() -> None:
     b.add(Tool(id="xlate2", turn_id=w1, tool_name="edit", args_preview="src/login.py",
                status=ToolStatus.OK, exit_code=0, output="ok", call_id="c9",
                files_written=["src/login.py"]))
-    request = SessionProjector(memory_store(b.records), session=PLANNED).request(budget_tokens=4000)
+    # Ended by the model's reply: the request must end on a user turn, so the tail states the
+    # work item and its frontier (a planned epoch's history says them otherwise, RFC 0025
+    # decision 5, and the tally counted along the walk is what this tail reads).
+    b.assistant("The docs index is rewritten.")
+    request = SessionProjector(memory_store(b.records), session=PLANNED,
+                               layout=Layout.MESSAGES).request(budget_tokens=4000)
     tail = request.parts[-1].text
     assert "docs/index.md" in tail
     assert "src/login.py" not in tail

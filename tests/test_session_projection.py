@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from holon_ctx.projection.model import ControlState
 from holon_ctx.projection.replan import replan
 from holon_ctx.projection.retention import FactsCache
 from holon_ctx.projection.session import Layout, SessionPolicy, SessionProjector
+from holon_ctx.projection.tail import TAIL_TITLE
 
 LAYOUTS = [Layout.TEXT, Layout.MESSAGES]
 
@@ -58,9 +60,16 @@ def test_several_turns_append_between_replans() -> None:
     assert sum(r.replanned for r in requests) <= len(requests) // 3
     first_after = [r for r in requests[1:] if r.replanned]
     assert first_after, "the budget binds: the walk re-plans"
-    session = [r.manifest.session for r in first_after if r.replan_reason == "over_budget"]
-    assert session
-    assert all(s is not None and s["frozen_tokens"] <= 4000 * 0.5 for s in session)
+    replans = [r for r in first_after if r.replan_reason == "over_budget"]
+    assert replans
+    for request in replans:
+        session = request.manifest.session
+        assert session is not None
+        # The work state that ends the frozen part is stated, not planned, as the tail it
+        # replaces (RFC 0025, decision 5).
+        stated = sum(p.text_tokens for p in request.parts[:request.frozen_count]
+                     if p.text.startswith(f"{TAIL_TITLE} as of "))
+        assert session["frozen_tokens"] - stated <= 4000 * 0.5  # type: ignore[operator]
 
 
 def test_a_replan_freezes_what_the_planner_chooses_at_low_water() -> None:
@@ -279,20 +288,23 @@ def test_the_tail_follows_waits_and_work_item_changes_within_an_epoch() -> None:
     # The planned layout: a whole epoch would state the work item by its records alone.
     planned = SessionPolicy(whole_history=False)
     kept = SessionProjector(store, session=planned)
-    tails = []
+    tails, items = [], []
     for pos in range(first_turn + 1, end + 1):
         warm = kept.request(budget_tokens=20000, limit_pos=pos)
         cold = SessionProjector(store, session=planned).request(budget_tokens=20000,
                                                                 limit_pos=pos)
         assert warm.text == cold.text, pos
-        tails.append(warm.parts[-1].text)
+        tails.append(warm.parts[-1].text if warm.has_tail else "")
+        # The work item's own line is said in the history (RFC 0025, decision 5): the newest
+        # one in the request is its state.
+        items.extend(re.findall(r"^work item wi1 \(.*$", warm.text, re.MULTILINE)[-1:])
     assert kept.epoch_starts(budget_tokens=20000)[-1].limit_pos <= first_turn + 1  # one epoch
     waiting = [("waiting on ci-green" in t) for t in tails]
     # The wait opens, shows in every tail while open, and leaves the tail when it closes.
     assert waiting.index(True) > 0
     assert not waiting[-1]
-    assert any("todos 1/2 done" in t for t in tails)
-    assert any("todos 0/2 done" in t for t in tails)
+    assert "todos 0/2 done" in items[0]
+    assert "todos 1/2 done" in items[-1]
 
 
 def test_a_cold_renderer_memo_makes_the_same_requests(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -302,7 +314,7 @@ def test_a_cold_renderer_memo_makes_the_same_requests(monkeypatch: pytest.Monkey
     store = memory_store(random_ledger(13, 120).records)
     warm = [(r.text, r.replanned) for r in walk(SessionProjector(store, layout=Layout.MESSAGES),
                                                 3500)]
-    monkeypatch.setattr("holon_ctx.projection.render._MEMO_ENTRIES", 1)
+    monkeypatch.setattr("holon_ctx.projection.render_base._MEMO_ENTRIES", 1)
     cold = [(r.text, r.replanned) for r in walk(SessionProjector(store, layout=Layout.MESSAGES),
                                                 3500)]
     assert cold == warm

@@ -52,7 +52,7 @@ from holon_ctx.ledger.records import (
     record_ref,
 )
 from holon_ctx.ledger.sqlite import _MIGRATIONS, SCHEMA_VERSION, SqliteStore
-from holon_ctx.ledger.state import WaitState, WorkItemState
+from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.postgres import PostgresStore
 from holon_ctx.tokens import TokenCounter, default_counter
@@ -209,7 +209,46 @@ def test_turns_before(store: LedgerStore) -> None:
     assert refs(store.turns_before(99, 10, 10)) == ["turn:t2", "turn:t1"]
     assert refs(store.turns_before(13, 10, END)) == ["turn:t2", "turn:t1"]
     assert refs(store.turns_before(10, 5, END)) == []
+    assert refs(store.turns_before(21, 1, END)) == ["turn:t4"]  # what a block's opener asks
     assert refs(store.turns_before(21, 0, END)) == []
+
+
+def test_a_negative_count_reads_nothing(make_store: MakeStore) -> None:
+    """"Up to ``count``" with a negative count is none, in every store: SQLite read ``LIMIT -1``
+    as no limit at all (it answered every turn and pin) and PostgreSQL refuses it."""
+    store, high = make_store(), make_store()
+    store.append(LEDGER)
+    high.append(HIGH_LEDGER)
+    assert store.turns_before(99, -1, END) == []
+    assert store.pins(END, -1) == []
+    assert store.pins(END, -5) == []
+    assert high.high_turns_before(99, -1, len(HIGH_LEDGER)) == []
+
+
+def test_the_append_primitives_answer_between_batches(store: LedgerStore) -> None:
+    """What the append path asks a store (writer.AppendBackend) answers from the ledger as
+    committed, outside any batch: the next position, refs held, turns by id, the newest turn,
+    and each wait's and work item's latest state."""
+    backend: Any = store
+    assert backend.next_pos() == 0
+    assert backend.last_turn() is None
+    assert backend.wait_state("ci") is None
+    store.append(LEDGER)
+    assert backend.next_pos() == END
+    assert backend.has_ref("wait:wt2")
+    assert not backend.has_ref("wait:nope")
+    assert backend.find_turn("t2") == TurnInfo(id="t2", seq=12, pos=6, work_item_id="wi1")
+    assert backend.find_turn("nope") is None
+    assert backend.last_turn() == TurnInfo(id="t5", seq=21, pos=18, work_item_id=None)
+    assert backend.wait_state("ci") == WaitState(
+        wait_id="ci", ref="wait:wt2", pos=8, opened_ref="wait:wt1", status=WaitStatus.RESOLVED,
+        condition="CI green", resolved_by="external_event:e1")
+    assert backend.wait_state("review") == WaitState(
+        wait_id="review", ref="wait:wt3", pos=12, opened_ref="wait:wt3",
+        status=WaitStatus.OPEN, condition="owner review")
+    assert backend.wait_state("nope") is None
+    assert backend.work_item_state("wi1").ref == "work_item:w2"
+    assert backend.work_item_state("nope") is None
 
 
 def test_records_of_turns(store: LedgerStore) -> None:

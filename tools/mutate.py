@@ -187,9 +187,41 @@ def _mentions(names: Iterable[str]) -> re.Pattern[str]:
     return re.compile(rf"\b(?:{alternatives})\b")
 
 
-def select_test_files(source: str, files: dict[str, str]) -> list[str]:
-    """The test modules that can run ``source``: those that mention a name it defines, directly
-    or through the tests' helper modules and conftest fixtures that do (transitively).
+def _private_importers(source: str, package: dict[str, str]) -> set[str]:
+    """The modules of ``package`` (path → text) that import a private name (``_SessionBase``)
+    from ``source``, and transitively those that import a private name from them.
+
+    A private name is the package's own business: no test names it, a test reaches it through the
+    module that imports it (a base class split off a facade, ``session_base`` under ``session``).
+    Without this, a module split off another by pure moves would have no test selected."""
+    found: set[str] = set()
+    todo = [source]
+    while todo:
+        wanted = todo.pop().removesuffix(".py").replace("/", ".")
+        for name, text in package.items():
+            if name in found or name == source:
+                continue
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.ImportFrom) and node.module == wanted and any(
+                        a.name.startswith("_") and not a.name.startswith("__")
+                        for a in node.names):
+                    found.add(name)
+                    todo.append(name)
+                    break
+    return found
+
+
+def _package_texts() -> dict[str, str]:
+    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+            for p in sorted((ROOT / "holon_ctx").rglob("*.py"))}
+
+
+def select_test_files(source: str, files: dict[str, str],
+                      package: dict[str, str] | None = None) -> list[str]:
+    """The test modules that can run ``source``: those that mention a name it defines, or a name
+    of a module that imports a private name from it (``_private_importers``; ``package`` maps
+    the paths of holon_ctx to their text, read from the tree when not given), directly or
+    through the tests' helper modules and conftest fixtures that do (transitively).
 
     ``files`` maps each path under tests/ to its text. A test reaches a module by naming what it
     defines (``SqliteStore``, ``prepare_compaction``), by importing a helper module of tests/ that
@@ -198,8 +230,13 @@ def select_test_files(source: str, files: dict[str, str]) -> list[str]:
     ``.db`` path reaches ``SqliteStore``) is left out: the selection can only miss tests, never add
     one that cannot run the module, so a rate measured with it is a lower bound (``--all-tests``
     measures with the whole tier)."""
+    package = _package_texts() if package is None else package
     module = source.removesuffix(".py").replace("/", ".")
-    names = _defined_names((ROOT / source).read_text(encoding="utf-8")) | {module}
+    names = _defined_names(package.get(source) or (ROOT / source).read_text(encoding="utf-8")) \
+        | {module}
+    for importer in _private_importers(source, package):
+        names |= _defined_names(package[importer]) \
+            | {importer.removesuffix(".py").replace("/", ".")}
     helpers = {n: t for n, t in files.items() if not _is_test_module(n) and n.endswith(".py")}
     changed = True
     while changed:  # helpers that mention the names (or a helper that does) pass them on
@@ -297,87 +334,115 @@ class TestMap:
     @classmethod
     def load_or_measure(cls, work: Path, source: str, *, all_tests: bool = False,
                         jobs: int = 1) -> TestMap:
+        return cls.load_or_measure_many(work, [source], all_tests=all_tests, jobs=jobs)[source]
+
+    @classmethod
+    def load_or_measure_many(cls, work: Path, sources: list[str], *, all_tests: bool = False,
+                             jobs: int = 1) -> dict[str, TestMap]:
+        """Each module's map; the test modules any of them needs measured again run in one
+        coverage run of all of them (a module split in three costs one run, not three)."""
         tree = _tree_files()
-        # The module's own text (its line numbers), not the rest of holon_ctx: see the class
-        # docstring for why another module's change may leave the map as it is.
-        code = [n for n in tree if n in ("pyproject.toml", source)
-                or (n.startswith("tests/") and not _is_test_module(n))]
-        key = _digest(code, source + ("\0all" if all_tests else ""))
         texts = {n: (ROOT / n).read_text(encoding="utf-8", errors="replace")
                  for n in tree if n.startswith("tests/") and n.endswith(".py")}
-        selected = (sorted(n for n in texts if _is_test_module(n)) if all_tests
-                    else select_test_files(source, texts))
-        digests = {n: _digest([n]) for n in selected}
-        cached = CACHE / f"{report_name(source)}-{key}.json"
-        parts: dict[str, _Part] = {}
-        if cached.exists():
-            parts = json.loads(cached.read_text(encoding="utf-8"))["files"]
-        parts = {n: p for n, p in parts.items() if digests.get(n) == p["digest"]}
-        stale = [n for n in selected if n not in parts]
-        print(f"mutate: {len(selected)} test modules can reach {source}"
-              f"{' (--all-tests)' if all_tests else ''}; {len(selected) - len(stale)} from "
-              f"{cached.relative_to(ROOT)}, {len(stale)} to run under coverage", file=sys.stderr,
-              flush=True)
-        if stale:
-            parts.update(cls.measure(work, source, stale, digests, jobs))
+        package = _package_texts()
+        cached: dict[str, Path] = {}
+        parts: dict[str, dict[str, _Part]] = {}
+        stale: dict[str, list[str]] = {}
+        digests: dict[str, str] = {}
+        for source in sources:
+            # The module's own text (its line numbers), not the rest of holon_ctx: see the
+            # class docstring for why another module's change may leave the map as it is.
+            code = [n for n in tree if n in ("pyproject.toml", source)
+                    or (n.startswith("tests/") and not _is_test_module(n))]
+            key = _digest(code, source + ("\0all" if all_tests else ""))
+            selected = (sorted(n for n in texts if _is_test_module(n)) if all_tests
+                        else select_test_files(source, texts, package))
+            digests.update({n: _digest([n]) for n in selected if n not in digests})
+            cached[source] = CACHE / f"{report_name(source)}-{key}.json"
+            old: dict[str, _Part] = {}
+            if cached[source].exists():
+                old = json.loads(cached[source].read_text(encoding="utf-8"))["files"]
+            parts[source] = {n: p for n, p in old.items()
+                             if n in selected and digests.get(n) == p["digest"]}
+            stale[source] = [n for n in selected if n not in parts[source]]
+            print(f"mutate: {len(selected)} test modules can reach {source}"
+                  f"{' (--all-tests)' if all_tests else ''}; {len(selected) - len(stale[source])}"
+                  f" from {cached[source].relative_to(ROOT)}, {len(stale[source])} to run under "
+                  "coverage", file=sys.stderr, flush=True)
+        if any(stale.values()):
+            measured = cls.measure(work, sources, stale, digests, jobs)
             CACHE.mkdir(exist_ok=True)
-            cached.write_text(json.dumps({"files": parts}), encoding="utf-8")
-        lines: dict[int, list[str]] = {}
-        seconds: dict[str, float] = {}
-        for part in parts.values():
-            for line, tests in part["lines"].items():
-                lines.setdefault(int(line), []).extend(tests)
-            seconds.update(part["seconds"])
-        return cls({k: sorted(v) for k, v in lines.items()}, seconds,
-                   import_time_users((ROOT / source).read_text(encoding="utf-8")))
+            for source in sources:
+                if stale[source]:
+                    parts[source].update(measured[source])
+                    cached[source].write_text(json.dumps({"files": parts[source]}),
+                                              encoding="utf-8")
+        maps: dict[str, TestMap] = {}
+        for source in sources:
+            lines: dict[int, list[str]] = {}
+            seconds: dict[str, float] = {}
+            for part in parts[source].values():
+                for line, tests in part["lines"].items():
+                    lines.setdefault(int(line), []).extend(tests)
+                seconds.update(part["seconds"])
+            maps[source] = cls({k: sorted(v) for k, v in lines.items()}, seconds,
+                               import_time_users((ROOT / source).read_text(encoding="utf-8")))
+        return maps
 
     @staticmethod
-    def measure(work: Path, source: str, files: list[str], digests: dict[str, str],
-                jobs: int) -> dict[str, _Part]:
-        """Run ``files`` under coverage, one context per test: each file's part of the map."""
+    def measure(work: Path, sources: list[str], files: dict[str, list[str]],
+                digests: dict[str, str], jobs: int) -> dict[str, dict[str, _Part]]:
+        """Run the test modules ``files`` lists for each module under coverage of every module,
+        once, one context per test: for each module, each of its files' part of the map."""
         import coverage  # noqa: PLC0415 - a dev dependency, only this tool needs it
 
-        module = source.removesuffix(".py").replace("/", ".")
+        run = sorted({n for names in files.values() for n in names})
         env = {**_env(work), "COVERAGE_FILE": str(work / ".coverage"),
                "HOLON_MUTATE_TIMES": str(work / "times.json")}
         started = time.monotonic()
         spread = ["-n", str(jobs), "--dist", "loadfile"] if jobs > 1 else ["-p", "no:xdist"]
+        covs = [f"--cov={s.removesuffix('.py').replace('/', '.')}" for s in sources]
         (work / ".coverage").unlink(missing_ok=True)
         subprocess.run([sys.executable, "-m", "pytest", *spread,
                         "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "_mutate_times",
-                        f"--cov={module}", "--cov-context=test", "--cov-report=", "-q", *files],
+                        *covs, "--cov-context=test", "--cov-report=", "-q", *run],
                        cwd=work, env=env, check=False, stdout=subprocess.DEVNULL)
         times = json.loads((work / "times.json").read_text(encoding="utf-8"))
         passed = {t for t, (_, ok) in times.items() if ok}
         data = coverage.CoverageData(basename=str(work / ".coverage"))
         data.read()
-        target = next((f for f in data.measured_files() if f.endswith(source)), None)
-        parts: dict[str, _Part] = {
-            n: {"digest": digests[n], "lines": {}, "seconds": {}} for n in files}
-        for test, (spent, _) in times.items():
-            part = parts.get(test.split("::", 1)[0])
-            if part is not None:
-                part["seconds"][test] = spent
-        if target is not None:
-            for line, contexts in data.contexts_by_lineno(target).items():
-                for test in sorted({c.rsplit("|", 1)[0] for c in contexts if c} & passed):
-                    part = parts.get(test.split("::", 1)[0])
-                    if part is not None:
-                        part["lines"].setdefault(str(line), []).append(test)
-        reach = {t for p in parts.values() for ts in p["lines"].values() for t in ts}
-        print(f"mutate: coverage of {len(files)} test modules took "
-              f"{time.monotonic() - started:.0f} s; {len(passed)} tests passed, {len(reach)} of "
-              f"them run {source}", file=sys.stderr)
-        return parts
+        out: dict[str, dict[str, _Part]] = {}
+        for source in sources:
+            target = next((f for f in data.measured_files() if f.endswith(f"/{source}")), None)
+            parts: dict[str, _Part] = {
+                n: {"digest": digests[n], "lines": {}, "seconds": {}} for n in files[source]}
+            for test, (spent, _) in times.items():
+                part = parts.get(test.split("::", 1)[0])
+                if part is not None:
+                    part["seconds"][test] = spent
+            if target is not None:
+                for line, contexts in data.contexts_by_lineno(target).items():
+                    for test in sorted({c.rsplit("|", 1)[0] for c in contexts if c} & passed):
+                        part = parts.get(test.split("::", 1)[0])
+                        if part is not None:
+                            part["lines"].setdefault(str(line), []).append(test)
+            reach = {t for p in parts.values() for ts in p["lines"].values() for t in ts}
+            print(f"mutate: {len(reach)} tests run {source}", file=sys.stderr)
+            out[source] = parts
+        print(f"mutate: coverage of {len(run)} test modules took "
+              f"{time.monotonic() - started:.0f} s; {len(passed)} tests passed", file=sys.stderr)
+        return out
 
 
 class Mutant:
     """One cosmic-ray work item: operator, occurrence and where it changes the source."""
 
     def __init__(self, job: str, operator: str, occurrence: int, first: int, col: int,
-                 last: int) -> None:
+                 last: int, source: str = "") -> None:
         self.job, self.operator, self.occurrence = job, operator, occurrence
         self.first, self.col, self.last = first, col, last
+        #: The module it mutates (empty: the runner's only module).
+        self.source = source
 
 
 def _mutants(work: Path, source: str) -> list[Mutant]:
@@ -389,7 +454,7 @@ def _mutants(work: Path, source: str) -> list[Mutant]:
     with sqlite3.connect(work / "cr.sqlite") as db:
         rows = db.execute("SELECT job_id, operator_name, occurrence, start_pos_row, "
                           "start_pos_col, end_pos_row FROM mutation_specs ORDER BY rowid")
-        return [Mutant(job, op.split("/")[-1], occ, r0, c0, r1)
+        return [Mutant(job, op.split("/")[-1], occ, r0, c0, r1, source)
                 for job, op, occ, r0, c0, r1 in rows]
 
 
@@ -419,8 +484,11 @@ class Runner:
     """Runs mutants, each in one of ``jobs`` copies of the repository (one mutant per copy at a
     time: cosmic-ray changes the file in place and puts it back)."""
 
-    def __init__(self, base: Path, source: str, tests: TestMap, jobs: int) -> None:
+    def __init__(self, base: Path, source: str, tests: TestMap, jobs: int,
+                 others: dict[str, TestMap] | None = None) -> None:
         self.source, self.tests = source, tests
+        #: Every module's map (a run over several modules: ``others``), by path.
+        self.maps = {source: tests, **(others or {})}
         self.copies = [base]
         for n in range(1, jobs):
             extra = base.parent / f"copy{n}"
@@ -432,7 +500,9 @@ class Runner:
 
     def run(self, mutant: Mutant) -> tuple[str, str]:
         """(outcome, removed line text); outcome is killed, survived or uncovered."""
-        tests = self.tests.tests_for(mutant.first, mutant.last)
+        source = mutant.source or self.source
+        found = self.maps[source]
+        tests = found.tests_for(mutant.first, mutant.last)
         if not tests:
             return "uncovered", ""
         with self._lock:
@@ -441,19 +511,19 @@ class Runner:
             listing = work / f"sel-{self._serial}.txt"
         try:
             listing.write_text("\n".join(tests), encoding="utf-8")
-            budget = sum(self.tests.seconds.get(t, 1.0) for t in tests)
+            budget = sum(found.seconds.get(t, 1.0) for t in tests)
             timeout = max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * budget + TIMEOUT_START_S)
             command = f"{sys.executable} _mutate_run.py {listing.name}"
             try:
                 out = subprocess.run(
-                    [sys.executable, "-m", "cosmic_ray.cli", "mutate-and-test", self.source,
+                    [sys.executable, "-m", "cosmic_ray.cli", "mutate-and-test", source,
                      f"core/{mutant.operator}", str(mutant.occurrence), command],
                     cwd=work, env=_env(work), check=True, capture_output=True, text=True,
                     timeout=timeout).stdout
             except subprocess.TimeoutExpired:
                 # Counted killed, as cosmic-ray counts a timeout; the worker died before it could
                 # undo its change.
-                shutil.copy2(ROOT / self.source, work / self.source)
+                shutil.copy2(ROOT / source, work / source)
                 return "killed", ""
             result = json.loads(out)
             removed = next((ln[1:].strip() for ln in str(result.get("diff") or "").split("\n")
@@ -472,20 +542,26 @@ def _survivor_row(source: str, lines: list[str], mutant: Mutant, uncovered: bool
             f"{lines[mutant.first - 1].strip()}")
 
 
-def measure(source: str, *, sample: int, seed: int | None, limit: int, jobs: int,
+def measure(source: str | list[str], *, sample: int, seed: int | None, limit: int, jobs: int,
             all_tests: bool = False) -> int:
-    name = report_name(source)
+    """Mutate one module, or several as one (a module split into siblings: one coverage run,
+    one sample drawn over all their mutants in the order given, one report named by all)."""
+    sources = [source] if isinstance(source, str) else list(source)
+    name = "+".join(report_name(s) for s in sources)
     commit = _commit()  # the tree the copies are made of (the run may outlast later commits)
-    text = (ROOT / source).read_text(encoding="utf-8")
-    lines = text.split("\n")
+    lines = {s: (ROOT / s).read_text(encoding="utf-8").split("\n") for s in sources}
     with tempfile.TemporaryDirectory(prefix="holon-mutate-") as tmp:
         work = Path(tmp) / "copy0"
         work.mkdir()
         _copy_repo(work)
-        tests = TestMap.load_or_measure(work, source, all_tests=all_tests, jobs=jobs)
-        everything = _mutants(work, source)
-        spans = _annotation_spans(text)
-        chosen = [m for m in everything if not _in_annotation(m, spans)]
+        maps = TestMap.load_or_measure_many(work, sources, all_tests=all_tests, jobs=jobs)
+        everything: list[Mutant] = []
+        chosen: list[Mutant] = []
+        for s in sources:
+            mutants = _mutants(work, s)
+            spans = _annotation_spans("\n".join(lines[s]))
+            everything += mutants
+            chosen += [m for m in mutants if not _in_annotation(m, spans)]
         annotations = len(everything) - len(chosen)
         scope = f"all {len(chosen)}"
         if limit:
@@ -499,16 +575,16 @@ def measure(source: str, *, sample: int, seed: int | None, limit: int, jobs: int
             scope = f"a sample of {len(chosen)} (seed {seed})"
             print(f"mutate: seed {seed} (give --seed {seed} to draw this sample again)",
                   file=sys.stderr)
-        runner = Runner(work, source, tests, jobs)
+        runner = Runner(work, sources[0], maps[sources[0]], jobs, maps)
         outcomes: list[tuple[Mutant, str]] = []
         started = time.monotonic()
 
         def one(mutant: Mutant) -> tuple[Mutant, str]:
             outcome, _ = runner.run(mutant)
             done = len(outcomes) + 1
-            print(f"mutate: {done}/{len(chosen)} {source}:{mutant.first} {mutant.operator} "
-                  f"#{mutant.occurrence}: {outcome} ({time.monotonic() - started:.0f} s)",
-                  file=sys.stderr, flush=True)
+            print(f"mutate: {done}/{len(chosen)} {mutant.source}:{mutant.first} "
+                  f"{mutant.operator} #{mutant.occurrence}: {outcome} "
+                  f"({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
             outcomes.append((mutant, outcome))
             return mutant, outcome
 
@@ -519,14 +595,19 @@ def measure(source: str, *, sample: int, seed: int | None, limit: int, jobs: int
     uncovered = [m for m, o in results if o == "uncovered"]
     survivors = [m for m, o in results if o != "killed"]
     tested = len(results)
-    head = (f"{name} ({source}): {scope} of {len(everything) - annotations} mutants outside "
-            f"type annotations ({annotations} inside not run: equivalent), on {commit}: "
-            f"{killed} killed, {len(survivors)} survived ({len(uncovered)} on lines no test runs): "
-            f"{killed / tested if tested else 0:.1%} killed; tests: those that run the mutated "
-            f"lines (coverage of {mapped})\n")
+    split = "" if len(sources) == 1 else " (" + ", ".join(
+        f"{s}: {sum(1 for m, o in results if m.source == s and o == 'killed')} of "
+        f"{sum(1 for m, _ in results if m.source == s)}" for s in sources) + ")"
+    head = (f"{name} ({', '.join(sources)}): {scope} of {len(everything) - annotations} mutants "
+            f"outside type annotations ({annotations} inside not run: equivalent), on {commit}: "
+            f"{killed} killed{split}, {len(survivors)} survived ({len(uncovered)} on lines no "
+            f"test runs): {killed / tested if tested else 0:.1%} killed; tests: those that run "
+            f"the mutated lines (coverage of {mapped})\n")
+    order = {s: i for i, s in enumerate(sources)}
     report = head + "".join(
-        _survivor_row(source, lines, m, m in uncovered) + "\n"
-        for m in sorted(survivors, key=lambda m: (m.first, m.operator, m.occurrence)))
+        _survivor_row(m.source, lines[m.source], m, m in uncovered) + "\n"
+        for m in sorted(survivors, key=lambda m: (order[m.source], m.first, m.operator,
+                                                  m.occurrence)))
     out = ROOT / "mutation" / f"{name}.txt"
     out.parent.mkdir(exist_ok=True)
     out.write_text(report, encoding="utf-8")
@@ -588,8 +669,9 @@ def recheck(source: str, jobs: int, all_tests: bool = False) -> int:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="dev.py mutate", description=__doc__.split("\n")[0])
-    parser.add_argument("module", help="a module of holon_ctx: path, dotted name or unique "
-                        "suffix (planner, projection/session, holon_ctx.session)")
+    parser.add_argument("module", nargs="+", help="a module of holon_ctx: path, dotted name or "
+                        "unique suffix (planner, projection/session, holon_ctx.session); several "
+                        "are mutated as one (one coverage run, one sample over all their mutants)")
     parser.add_argument("--limit", type=int, default=0, help="test only the first N mutants")
     parser.add_argument("--sample", type=int, default=0,
                         help="test a random sample of N mutants (fresh seed, printed)")
@@ -601,11 +683,14 @@ def main(argv: list[str]) -> int:
                         help="map the mutants' tests from the whole default tier, not only the "
                         "test modules that name the module's names")
     args = parser.parse_args(argv)
-    source = resolve(args.module)
+    sources = [resolve(m) for m in args.module]
     if args.recheck:
-        return recheck(source, max(1, args.jobs), all_tests=args.all_tests)
-    return measure(source, sample=args.sample, seed=args.seed, limit=args.limit,
-                   jobs=max(1, args.jobs), all_tests=args.all_tests)
+        if len(sources) > 1:
+            parser.error("--recheck takes one module")
+        return recheck(sources[0], max(1, args.jobs), all_tests=args.all_tests)
+    return measure(sources[0] if len(sources) == 1 else sources, sample=args.sample,
+                   seed=args.seed, limit=args.limit, jobs=max(1, args.jobs),
+                   all_tests=args.all_tests)
 
 
 if __name__ == "__main__":

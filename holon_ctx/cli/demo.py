@@ -39,7 +39,7 @@ def _demo_stamp(data: bytes) -> str:
     h = hashlib.sha256(data)
     # The recipe changes when the build does more (episodes, then a continuity envelope), so an
     # older demo database is rebuilt rather than shown without what the build now adds.
-    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/4".encode())
+    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/5".encode())
     return h.hexdigest()
 
 
@@ -127,16 +127,22 @@ def build_demo_session(url: str, session: str) -> bool:
 
 def _archive(ledger: LedgerStore, stamp: str | None = None) -> int:
     """Compact the demo: archive old turn ranges into episodes and seal a continuity envelope,
-    so the preview recalls episodes and pins the governed control state."""
+    so the preview recalls episodes and pins the governed control state.
+
+    The archive is built at once but stands for the one a runtime grew during the day, so its
+    episodes count as archived from the start (as a rebuild's do, RFC 0020): a runtime's recall
+    as of an earlier turn sees those the window has passed, not none of them."""
     from holon_ctx.compaction import SessionConfig, compact  # noqa: PLC0415
+    from holon_ctx.memory.archiver import Archiver  # noqa: PLC0415
 
     episodes = open_episodes(ledger, create=True)
     continuity = open_continuity(ledger)
     assert episodes is not None  # the demo is built into a database ledger
     assert continuity is not None
     try:
+        archiver = Archiver(ledger, episodes, positioned=False)
         archived = len(compact(ledger, episodes, continuity, session=SessionConfig(),
-                               clock=_demo_clock()).archive.archived)
+                               clock=_demo_clock(), archiver=archiver).archive.archived)
         if stamp is not None:
             episodes.set_meta({"demo_stamp": stamp})  # last: a build cut short is redone
         return archived
@@ -151,6 +157,7 @@ def _save_epoch(ledger: LedgerStore) -> None:
     48 re-plans again on every run (RFC 0024; issue 27's second run)."""
     from holon_ctx.cli.common import open_control_source  # noqa: PLC0415
     from holon_ctx.cli.episodes_cmd import open_episode_source  # noqa: PLC0415
+    from holon_ctx.cli.epochs_view import runtime_recall  # noqa: PLC0415
     from holon_ctx.ledger.epochs_sqlite import epoch_store_for  # noqa: PLC0415
     from holon_ctx.projection.session import Layout, SessionProjector  # noqa: PLC0415
 
@@ -158,8 +165,8 @@ def _save_epoch(ledger: LedgerStore) -> None:
     control = open_control_source(ledger)
     epochs = epoch_store_for(ledger)
     try:
-        SessionProjector(ledger, layout=Layout.MESSAGES, episodes=episodes, control=control,
-                         epochs=epochs).request(budget_tokens=DEMO_BUDGET)
+        SessionProjector(ledger, layout=Layout.MESSAGES, episodes=runtime_recall(ledger, episodes),
+                         control=control, epochs=epochs).request(budget_tokens=DEMO_BUDGET)
     finally:
         epochs.close()
         if control is not None:

@@ -7,12 +7,15 @@ import attrs
 
 from holon_ctx.ledger.epochs import ReadThroughEpochs
 from holon_ctx.ledger.epochs_sqlite import epoch_store_for
+from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory.source import StoreEpisodeSource
+from holon_ctx.projection.model import EpisodeSource
 from holon_ctx.projection.projector import Projector
 from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
 
-__all__ = ["EpochView", "after_previous", "epoch_view"]
+__all__ = ["EpochView", "after_previous", "epoch_view", "runtime_recall"]
 
 
 @attrs.frozen
@@ -45,10 +48,25 @@ def epoch_view(store: LedgerStore, projector: Projector, budget: int,
         epochs.close()
 
 
+def runtime_recall(store: LedgerStore, episodes: EpisodeSource | None) -> EpisodeSource | None:
+    """The recall a runtime's session makes over a database's episodes: as of the position
+    each request projects (RFC 0020), where the CLI's stateless plans recall every stored
+    episode. A walk that recalled every episode re-planned earlier turns with episodes archived
+    after them, and showed another request than the runtime's (RFC 0024, decision 5: on the
+    demo at 4,096, 3,032 tokens against 2,894). A ledger read from a file keeps the in-memory
+    archive as built (cli/file_episodes.py): no runtime archived it, there is no other."""
+    if isinstance(episodes, StoreEpisodeSource) and not isinstance(store, MemoryStore) \
+            and not episodes.as_of_position:
+        return StoreEpisodeSource(episodes.episodes, store, episodes.weights,
+                                  as_of_position=True)
+    return episodes
+
+
 def _epoch_view(store: LedgerStore, projector: Projector, budget: int, at: str | None,
                 epochs: ReadThroughEpochs) -> EpochView:
     session = SessionProjector(store, projector.counter, layout=Layout.MESSAGES,
-                               episodes=projector.episodes, control=projector.control,
+                               episodes=runtime_recall(store, projector.episodes),
+                               control=projector.control,
                                policy=projector.policy, epochs=epochs)
     request = after_previous(session, store, budget, at)
     info = request.manifest.session or {}

@@ -52,6 +52,7 @@ from holon_ctx.memory.episodes import (
     Episode,
     Recap,
     decode_episode,
+    decode_episode_shared,
     decode_recap,
     encode_episode,
     encode_recap,
@@ -342,7 +343,7 @@ class SqliteEpisodeStore:
         marks = ",".join("?" * len(nums))
         rows = self._db.execute(f"SELECT num, body FROM episodes WHERE num IN ({marks})",
                                 tuple(nums)).fetchall()
-        return {num: decode_episode(body) for num, body in rows}
+        return {num: decode_episode_shared(body) for num, body in rows}
 
     def recaps(self, episode_id: str) -> list[Recap]:
         rows = self._db.execute("SELECT body FROM episodes_recaps WHERE episode_id=? ORDER BY rid",

@@ -407,7 +407,7 @@ class SqliteStore:
     def turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
         positions = [p for (p,) in self._db.execute(
             "SELECT pos FROM turns WHERE seq<? AND pos<? ORDER BY seq DESC LIMIT ?",
-            (seq, limit_pos, count))]
+            (seq, limit_pos, max(count, 0)))]
         return self._at_positions(positions)
 
     def records_of_turns(self, lo_seq: int, hi_seq: int, limit_pos: int) -> list[StoredRecord]:
@@ -449,7 +449,8 @@ class SqliteStore:
     def high_turns_before(self, seq: int, count: int, limit_pos: int) -> list[StoredRecord]:
         positions = [p for (p,) in self._db.execute(
             "SELECT t.pos FROM high_turns h JOIN turns t ON t.seq=h.seq "
-            "WHERE h.seq<? AND h.pos<? ORDER BY h.seq DESC LIMIT ?", (seq, limit_pos, count))]
+            "WHERE h.seq<? AND h.pos<? ORDER BY h.seq DESC LIMIT ?",
+            (seq, limit_pos, max(count, 0)))]
         return self._at_positions(positions)
 
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
@@ -501,8 +502,10 @@ class SqliteStore:
         return found[0] if found else None
 
     def pins(self, limit_pos: int, count: int) -> list[StoredRecord]:
+        # max(count, 0) here and above: SQLite reads a negative LIMIT as no limit at all, and
+        # "up to -1 pins" is none (as in the other stores).
         found = self._query(_ENV_PIN + "r.kind='pin' AND r.pos<? ORDER BY r.pos DESC LIMIT ?",
-                            (limit_pos, count))
+                            (limit_pos, max(count, 0)))
         return found[::-1]
 
     def iter_records(self) -> Iterator[Record]:

@@ -107,11 +107,16 @@ class Archiver:
 
     def __init__(self, ledger: LedgerStore, episodes: EpisodeStore, *,
                  policy: ArchivePolicy | None = None,
-                 summarizer: Summarizer | None = None) -> None:
+                 summarizer: Summarizer | None = None, positioned: bool = True) -> None:
         self.ledger = ledger
         self.store = episodes
         self.policy = policy or ArchivePolicy()
         self.summarizer = summarizer
+        #: Record the ledger position each run read up to, so recall as of an earlier position
+        #: does not see its episodes (RFC 0020). False for an archive that stands for one a
+        #: runtime grew as the ledger did (the demo's, built at once after its import): its
+        #: episodes count as archived from the start, as a rebuild's do.
+        self.positioned = positioned
 
     # -- public --------------------------------------------------------------------------------
     def archive(self, *, at: str | None = None, to_edge: bool = False) -> ArchiveReport:
@@ -229,7 +234,8 @@ class Archiver:
                 # recall as of an earlier position does not see them (RFC 0020). A rebuild does
                 # not know when each was first archived: its episodes count as archived always.
                 self.store.append([index_episode(ep) for ep in episodes],
-                                  archived_pos=limit_pos if summarize_new else None)
+                                  archived_pos=limit_pos if summarize_new and self.positioned
+                                  else None)
                 archived.extend(ep.id for ep in episodes)
                 covered += sum(ep.turns for ep in episodes)
             if summarize_new and self.summarizer is not None:

@@ -41,6 +41,7 @@ __all__ = [
     "RecapStatus",
     "Span",
     "decode_episode",
+    "decode_episode_shared",
     "decode_recap",
     "encode_episode",
     "encode_recap",
@@ -197,6 +198,32 @@ def encode_episode(episode: Episode) -> bytes:
 
 def decode_episode(data: bytes) -> Episode:
     return _episode_decoder.decode(data)
+
+
+#: Bytes of stored episodes kept decoded by :func:`decode_episode_shared` (dropped whole past it).
+_SHARED_BYTES: Final = 8 << 20
+_shared: dict[bytes | str, Episode] = {}
+_shared_size = [0]
+
+
+def decode_episode_shared(data: bytes | str) -> Episode:
+    """:func:`decode_episode`, answered from a process-wide memo keyed by the stored bytes.
+
+    Recall reads the same dozen or two episodes at every request and re-plan, and decoding one
+    (strict, validated) costs ~0.1-0.3 ms, most of a recall's CPU; hashing and comparing the
+    bytes costs a few microseconds. Keyed by content, never by number, so an episode store
+    cleared and rebuilt by another process can never be answered with an old episode. Episodes
+    are frozen and nothing in holon_ctx changes their lists, so one decoded value is shared."""
+    hit = _shared.get(data)
+    if hit is not None:
+        return hit
+    episode = _episode_decoder.decode(data)
+    if _shared_size[0] + len(data) > _SHARED_BYTES:
+        _shared.clear()
+        _shared_size[0] = 0
+    _shared[data] = episode
+    _shared_size[0] += len(data)
+    return episode
 
 
 def encode_recap(recap: Recap) -> bytes:

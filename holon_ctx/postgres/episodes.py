@@ -25,6 +25,7 @@ from holon_ctx.memory.episodes import (
     Episode,
     Recap,
     decode_episode,
+    decode_episode_shared,
     decode_recap,
     encode_episode,
     encode_recap,
@@ -281,7 +282,7 @@ class PostgresEpisodeStore:
     def episodes(self, nums: Collection[int]) -> dict[int, Episode]:
         if not nums:
             return {}
-        return {int(num): decode_episode(body) for num, body in self._h.rows(
+        return {int(num): decode_episode_shared(body) for num, body in self._h.rows(
             "SELECT num, body FROM holon_episodes WHERE sid=%(sid)s AND num = ANY(%(nums)s)",
             {"nums": list(nums)})}
 

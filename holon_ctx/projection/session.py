@@ -76,6 +76,7 @@ from holon_ctx.projection.session_state import (
 from holon_ctx.projection.topics import abandoned, input_topic, is_required
 from holon_ctx.projection.view import continuation_anchor, units_of
 from holon_ctx.projection.waits import settle_control
+from holon_ctx.projection.work_state import say_work_state
 
 # cur_id is re-exported: it was defined here before the split (tests/test_session_bill.py).
 __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "SessionRequest",
@@ -130,14 +131,16 @@ class SessionProjector(_EpochPlanner):
 
     # -- requests ---------------------------------------------------------------------------------
     def request(self, *, budget_tokens: int, at: str | None = None,
-                limit_pos: int | None = None) -> SessionRequest:
+                limit_pos: int | None = None, ledger_end: int | None = None) -> SessionRequest:
         """The request as of turn ``at`` (all its records), as of position ``limit_pos``, or
-        (neither) as of the end of the ledger."""
+        (neither) as of the end of the ledger — ``ledger_end`` when the caller just read it
+        (a round trip less on a server)."""
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
                 or budget_tokens <= 0:
             raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
-        end = self._end(at, limit_pos)
+        end = ledger_end if ledger_end is not None and at is None and limit_pos is None \
+            else self._end(at, limit_pos)
         controls = self._controls()
         state, replanned, reason = self._walk_to(budget_tokens, end, controls)
         # A side effect the governed store holds that a newer run resolved is stated resolved
@@ -221,65 +224,93 @@ class SessionProjector(_EpochPlanner):
         if isinstance(rec, Environment):
             return "environment_changed"
         r = self._entry_renderer(state.budget)
-        if isinstance(rec, Turn):
-            if opens_block(self.store, rec, limit, state.current, self.session.checkpoint_turns):
-                return "checkpoint"
-            unit = TurnUnit(stored=stored, records=())
-            prior = state.current
-            # Judged beside the turn before it, or past a tick or retry (as the planner does).
-            previous = None if prior is None else judged_beside(
-                prior, self._facts.facts(prior, state.current_beside), state.current_beside)
-            state.current, state.current_beside = unit, previous
-            why = self._follow(state, unit, limit)
-            if why is not None:
-                return why
-            if may_join_fold_run(unit, previous):
-                # Rendered when its run ends; a turn whose records prove it substantive
-                # leaves the run and joins the history whole (_append_to_run).
-                state.pending.append((unit, previous))
-            else:
-                append_fold(state, r, self._fold_facts(state))
-                append_record(state, stored, r, new_turn=True)
-        else:
-            if isinstance(rec, Pin):
-                target = self.store.get(rec.target)
-                owner = getattr(target.record, "turn_id", None) if target else None
-                if isinstance(target.record if target else None, Turn):
-                    owner = rec.target.removeprefix("turn:")
-                if owner is not None and owner not in state.shown:
-                    return "pinned_turn_not_in_history"
-            cur = state.current
-            if cur is not None and stored.turn_seq == cur.turn.seq:
-                state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
-                if isinstance(rec, Message) and rec.by_operator and not state.whole:
-                    # A whole epoch shows every turn an episode was made of: nothing to recall.
-                    # Not weighed against the bill: nothing else would show the recalled
-                    # decision (an anchor's words the tail can state), RFC 0025, decision 4.
-                    why = self._recall_gap(state, limit) or self._topic_gap(state, limit)
-                    if why is not None:
-                        return why
-                if (isinstance(rec, TaskResult) and rec.spawned_by_turn_id
-                        and cur.turn.anchor_turn_id is None):
-                    # The turn's anchor is the task's spawning turn, known only now.
-                    why = self._follow(state, state.current, limit)
-                    if why is not None:
-                        return why
-            if isinstance(rec, Tool):
-                track_effects(state.unresolved, [stored])
-                if state.tally is not None \
-                        and self._work_item_of(stored, state) in (state.work_item_id, None):
-                    state.tally.add(stored)
-            self._append_to_run(state, stored, r)
+        why = (self._step_turn(state, stored, rec, r, limit) if isinstance(rec, Turn)
+               else self._step_record(state, stored, r, limit))
+        if why is not None:
+            return why
         if not isinstance(rec, Message | Brief):
             # A reply or a brief changes nothing the tail states; anything else may.
             state.tail = None
             if isinstance(rec, WorkItem | Wait) or getattr(rec, "wait_id", None) is not None:
                 # A task result or an event naming a wait answers it (RFC 0023).
                 state.tail_reads = None
+        say_work_state(self.store, self.renderer, state, limit)
         tail = self._tail(state, limit, control)
         total = state.frozen_tokens + state.appended_tokens() + self._tail_cost(state, tail)
         if total > state.budget:
             return "over_budget"
+        return None
+
+    def _step_turn(self, state: WalkState, stored: StoredRecord, rec: Turn, r: Renderer,
+                   limit: int) -> str | None:
+        """A turn record opens the walk's current turn: it joins the history (or the pending
+        fold run); returns why a re-plan is needed instead (None: appended)."""
+        if opens_block(self.store, rec, limit, state.current, self.session.checkpoint_turns):
+            return "checkpoint"
+        unit = TurnUnit(stored=stored, records=())
+        prior = state.current
+        # Judged beside the turn before it, or past a tick or retry (as the planner does).
+        previous = None if prior is None else judged_beside(
+            prior, self._facts.facts(prior, state.current_beside), state.current_beside)
+        state.current, state.current_beside = unit, previous
+        why = self._follow(state, unit, limit)
+        if why is not None:
+            return why
+        if may_join_fold_run(unit, previous):
+            # Rendered when its run ends; a turn whose records prove it substantive
+            # leaves the run and joins the history whole (_append_to_run).
+            state.pending.append((unit, previous))
+        else:
+            append_fold(state, r, self._fold_facts(state))
+            append_record(state, stored, r, new_turn=True)
+        return None
+
+    def _step_record(self, state: WalkState, stored: StoredRecord, r: Renderer,
+                     limit: int) -> str | None:
+        """Any other record joins its turn in the history; returns why a re-plan is needed
+        instead (None: appended)."""
+        rec = stored.record
+        if isinstance(rec, Pin) and self._pin_not_shown(state, rec):
+            return "pinned_turn_not_in_history"
+        cur = state.current
+        if cur is not None and stored.turn_seq == cur.turn.seq:
+            why = self._grow_current(state, stored, cur, limit)
+            if why is not None:
+                return why
+        if isinstance(rec, Tool):
+            track_effects(state.unresolved, [stored])
+            if state.tally is not None \
+                    and self._work_item_of(stored, state) in (state.work_item_id, None):
+                state.tally.add(stored)
+        self._append_to_run(state, stored, r)
+        return None
+
+    def _pin_not_shown(self, state: WalkState, rec: Pin) -> bool:
+        """Whether the turn a pin names (or owns the record it names) is not in the history."""
+        target = self.store.get(rec.target)
+        owner = getattr(target.record, "turn_id", None) if target else None
+        if isinstance(target.record if target else None, Turn):
+            owner = rec.target.removeprefix("turn:")
+        return owner is not None and owner not in state.shown
+
+    def _grow_current(self, state: WalkState, stored: StoredRecord, cur: TurnUnit,
+                      limit: int) -> str | None:
+        """A record of the current turn joins it; returns why a re-plan is needed (None: none)."""
+        rec = stored.record
+        state.current = TurnUnit(stored=cur.stored, records=(*cur.records, stored))
+        if isinstance(rec, Message) and rec.by_operator and not state.whole:
+            # A whole epoch shows every turn an episode was made of: nothing to recall.
+            # Not weighed against the bill: nothing else would show the recalled
+            # decision (an anchor's words the tail can state), RFC 0025, decision 4.
+            why = self._recall_gap(state, limit) or self._topic_gap(state, limit)
+            if why is not None:
+                return why
+        if (isinstance(rec, TaskResult) and rec.spawned_by_turn_id
+                and cur.turn.anchor_turn_id is None):
+            # The turn's anchor is the task's spawning turn, known only now.
+            why = self._follow(state, state.current, limit)
+            if why is not None:
+                return why
         return None
 
     def _append_to_run(self, state: WalkState, stored: StoredRecord, r: Renderer) -> None:

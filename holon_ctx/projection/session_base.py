@@ -40,12 +40,12 @@ from holon_ctx.projection.session_state import (
     pending_line,
 )
 from holon_ctx.projection.tail import Tail, tail_blocks
-from holon_ctx.projection.waits import settle_waits
+from holon_ctx.projection.work_state import work_reads
 from holon_ctx.tokens import TokenCounter, store_counter
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/8"
+ENGINE_VERSION: Final = "session/9"
 
 
 class _ProjectorBase:
@@ -131,30 +131,13 @@ class _ProjectorBase:
         state.tail_control, state.tail_stated = control, (stated, ends_request)
         cur = state.current
         assert cur is not None
-        wid = state.work_item_id
-        reads = state.tail_reads
-        if reads is None or reads[0] != wid:
-            # Kept until the walk passes a work-item or a wait record: the store derives these
-            # states from those records alone, so the reads as of ``limit`` are the same.
-            work_item = self.store.work_item_state(wid, limit) if wid else None
-            waits, settled = (settle_waits(self.store, self.store.open_waits(limit), limit)
-                              if work_item is not None else ([], []))
-            reads = state.tail_reads = (wid, work_item, waits, settled)
-        _, work_item, waits, settled = reads
+        work_item, waits, settled = work_reads(self.store, state, limit)
         for ref in state.unresolved.values():
             if ref not in state.effect_runs:
                 found = self.store.get(ref)
                 if found is not None:
                     state.effect_runs[ref] = found
-        held = None
-        if isinstance(control, ControlState) and control.constraints:
-            # Words of a constraint the history lets the model read (its turn is shown: full,
-            # or pinned compact) are named, not repeated. state.shown only grows with a turn
-            # record walked, which drops this cached tail, so the tail follows it.
-            records = (self.store.get(ref) for ref, _ in control.constraints)
-            held = held_words(control, (s for s in records if s is not None
-                                        and getattr(s.record, "turn_id", None) in state.shown),
-                              self.policy.text.operator_excerpt)
+        held = self._held(state, control)
         state.tail = tail_blocks(self.renderer, relation=current_relation(cur), current=cur,
                                  stated=stated,
                                  anchor=state.anchor, work_item=work_item, waits=waits,
@@ -165,8 +148,22 @@ class _ProjectorBase:
                                  effects=effect_lines(self.renderer, state.unresolved,
                                                       state.effect_runs), held=held,
                                  anchor_shown=anchor is not None and anchor.turn.id in state.shown,
-                                 ends_request=ends_request)
+                                 ends_request=ends_request,
+                                 work_in_history=not state.whole and not ends_request)
         return state.tail
+
+    def _held(self, state: WalkState, control: object) -> dict[str, str] | None:
+        """The constraints' words the history shows, for the tail to name (None: no constraint)."""
+        held = None
+        if isinstance(control, ControlState) and control.constraints:
+            # Words of a constraint the history lets the model read (its turn is shown: full,
+            # or pinned compact) are named, not repeated. state.shown only grows with a turn
+            # record walked, which drops this cached tail, so the tail follows it.
+            records = (self.store.get(ref) for ref, _ in control.constraints)
+            held = held_words(control, (s for s in records if s is not None
+                                        and getattr(s.record, "turn_id", None) in state.shown),
+                              self.policy.text.operator_excerpt)
+        return held
 
     def _tail_cost(self, state: WalkState, tail: Tail) -> int:
         if self.layout is Layout.TEXT:

@@ -27,6 +27,7 @@ from holon_ctx.projection.session_state import (
     parts_cost,
 )
 from holon_ctx.projection.view import continuation_anchor
+from holon_ctx.projection.work_state import say_work_state, work_key, work_reads
 
 #: Turns whose records measure how fast the history grows, for the low-water mark.
 GROWTH_TURNS: Final = 16
@@ -71,6 +72,7 @@ class _EpochPlanner(_ProjectorBase):
                 continue
             state = self._state_from(frozen, budget, limit, reason)
             state.whole = whole
+            say_work_state(self.store, self.renderer, state, limit, replan=True)
             tail_cost = self._tail_cost(state, self._tail(state, limit, control))
             over = state.frozen_tokens + tail_cost - budget
             if over > 0:
@@ -253,7 +255,7 @@ class _EpochPlanner(_ProjectorBase):
             return None
         anchor_id, _ = continuation_anchor(self.store, current, {}, limit, self.policy)
         t = frozen.tally
-        return WalkState(
+        state = WalkState(
             key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
             frozen=list(frozen.parts), prefix_count=frozen.prefix_count,
             frozen_tokens=frozen.frozen_tokens, manifest=frozen.manifest, env_ref=frozen.env_ref,
@@ -267,6 +269,9 @@ class _EpochPlanner(_ProjectorBase):
             anchor=self._unit(anchor_id, limit) if anchor_id else None,
             plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved),
             whole=frozen.whole, low_water_tokens=frozen.low_water_tokens)
+        if not state.whole:  # the frozen part says the work state as of its re-plan
+            state.work_stated = work_key(work_reads(self.store, state, limit))
+        return state
 
 
 _persisted_decoder = msgspec.json.Decoder(Persisted)

@@ -12,7 +12,7 @@ A little over ~400 lines: the public request types and the walk's state are one 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from enum import StrEnum
 
 import attrs
@@ -24,7 +24,7 @@ from holon_ctx.ledger.records import Message, MessageRole, Turn
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.folding import fold_item
-from holon_ctx.projection.formats import HEADING, label_value
+from holon_ctx.projection.formats import label_value
 from holon_ctx.projection.framing import Framing
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.items import Block
@@ -286,9 +286,27 @@ class WalkState:
     #: at a work-item or a wait record, which clears this (``None``: to be read again).
     tail_reads: tuple[str | None, WorkItemState | None, list[WaitState],
                       list[Settled]] | None = None
+    #: What the history last said of the work item (work_state.work_key): a planned epoch
+    #: appends its lines again when this changes (RFC 0025, decision 5).
+    work_stated: Hashable = None
 
     def appended_tokens(self) -> int:
         return self.appended_total
+
+    def freeze(self, part: Part, framing: Framing) -> None:
+        """End the frozen history with ``part`` (a re-plan's work state, RFC 0025)."""
+        self.frozen_tokens += parts_cost([part], self.frozen_sums()[4], self.layout, framing)
+        self.frozen.append(part)
+        self._frozen_sums = None
+
+    def append_state(self, part: Part, framing: Framing) -> None:
+        """Append ``part``, a statement of no record's (the work state), as a segment of its
+        own (the caller sets ``open_turn``: what follows a statement says whose it is)."""
+        seg = Segment(turn_id=None, records=[], parts=[])
+        previous = self.last_role()
+        self.add_segment(seg)
+        self.appended_total += seg.set_parts([part], parts_cost([part], previous, self.layout,
+                                                                framing))
 
     def add_segment(self, seg: Segment) -> None:
         """Append ``seg``; the segment it follows is closed (see ``closed_parts``)."""
@@ -364,8 +382,7 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
         if not isinstance(rec, Turn) and turn_id is not None and turn_id != state.open_turn:
             # A late record of an earlier turn says whose it is, for as long as the segment
             # grows (decided when the segment opens: it must stay a prefix of what follows).
-            seg.blocks.append(r.line(f"{HEADING}turn:{turn_id} (continued)",
-                                     [f"turn:{turn_id}"]))
+            seg.blocks.append(r.heading(f"turn:{turn_id} (continued)", [f"turn:{turn_id}"]))
     else:
         seg = last
         seg.records.append(stored)
@@ -507,7 +524,7 @@ def entry_heading(r: Renderer, turn: Turn, ref: str, previous: Turn | None = Non
         parts.append(f"work item {label_value(turn.work_item_id, r.chars.ident)}")
     if turn.outcome:
         parts.append(f"outcome {turn.outcome.value}")
-    blocks = [r.line(HEADING + " · ".join(parts), [ref])]
+    blocks = [r.heading(" · ".join(parts), [ref])]
     if turn.label:
         blocks.append(r.line(f"trigger: {label_value(turn.label, r.chars.trigger_label)}"))
     return blocks

@@ -35,7 +35,8 @@ from holon_ctx.projection.render import Renderer, settled_line
 from holon_ctx.projection.sections import control_blocks
 from holon_ctx.projection.waits import Settled
 
-__all__ = ["TAIL_TITLE", "Tail", "anchor_line", "frontier_lines", "tail_blocks", "work_item_lines"]
+__all__ = ["TAIL_TITLE", "Tail", "anchor_line", "frontier_lines", "tail_blocks", "wait_lines",
+           "work_item_head", "work_item_lines"]
 
 TAIL_TITLE = "## Current state"
 #: Characters of the anchor's words and of the work item's objective the tail repeats: enough to
@@ -85,7 +86,7 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
                 run: Block | None = None, effects: Sequence[Block] = (),
                 held: Mapping[str, str] | None = None, stated: bool = True,
                 settled: Sequence[Settled] = (), anchor_shown: bool = False,
-                ends_request: bool = False) -> Tail:
+                ends_request: bool = False, work_in_history: bool = False) -> Tail:
     """The tail for the current position (see the module docstring); ``run`` counts a run of
     low-value turns still going on; ``held``: constraints whose words the history shows
     (:func:`~holon_ctx.projection.sections.held_words`), named instead of repeated.
@@ -99,7 +100,10 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
     ``anchor_shown``: the history shows the anchor turn (its operator's words whole): the tail
     then names no anchor line, the words being in the request already (RFC 0025, decision 4);
     the line returns when the history does not show it. Nothing left to state, the tail is
-    empty too, unless it ``ends_request`` (a provider request must end on a user turn)."""
+    empty too, unless it ``ends_request`` (a provider request must end on a user turn).
+
+    ``work_in_history``: a planned epoch's history says the work item and the frontier
+    (:mod:`.work_state`, RFC 0025 decision 5): the tail leaves them out."""
     blocks: list[Block] = [r.line(TAIL_TITLE)]
     refs: list[str] = []
     # Governed notices first: a blocked side effect is what the model must read before anything
@@ -134,13 +138,19 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
         answered = [s for s in settled if s.wait.work_item_id in (None, work_item.work_item_id)]
         # A work item's state is the fold of its transitions: the latest transition's ref names
         # it, so its lines are made once per transition (and per set of open waits).
-        blocks.extend(r.memo(("tail_work_item", work_item.ref,
-                              tuple((w.wait_id, w.opened_ref) for w in mine),
-                              tuple((s.wait.wait_id, s.by) for s in answered)),
-                             lambda: work_item_lines(r, work_item, mine, answered)))
-        refs.append(work_item.ref)
-        if tally is not None and (tally.done or tally.pending):
-            blocks.extend(frontier_lines(r, tally, frontier_cover))
+        waiting = (tuple((w.wait_id, w.opened_ref) for w in mine),
+                   tuple((s.wait.wait_id, s.by) for s in answered))
+        if work_in_history:
+            # The waits stay: a wait answered must never read as open (RFC 0023), and a line
+            # once in the history stays there, so what may change under it is said here.
+            blocks.extend(r.memo(("tail_waits", *waiting),
+                                 lambda: wait_lines(r, mine, answered)))
+        else:
+            blocks.extend(r.memo(("tail_work_item", work_item.ref, *waiting),
+                                 lambda: work_item_lines(r, work_item, mine, answered)))
+            refs.append(work_item.ref)
+            if tally is not None and (tally.done or tally.pending):
+                blocks.extend(frontier_lines(r, tally, frontier_cover))
     if len(blocks) == 1 and not ends_request:
         return Tail(blocks=(), tokens=0, refs=())
     refs = list(dict.fromkeys([current.ref, *refs]))
@@ -162,6 +172,13 @@ def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState],
     """The current work item in a line or two: status, objective, the todo count and the next
     todo, its open waits, the waits a record answered (RFC 0023) and its blocker (the full plan
     is in the history's transitions)."""
+    head, *blocker = work_item_head(r, state)
+    return [head, *wait_lines(r, waits, settled), *blocker]
+
+
+def work_item_head(r: Renderer, state: WorkItemState) -> list[Block]:
+    """The work item's own line (status, objective, todos) and its blocker's, if any: what
+    changes only with a work-item record."""
     c = r.chars
     done = sum(1 for t in state.todos if t.done)
     nxt = next((t.text for t in state.todos if not t.done), None)
@@ -170,9 +187,18 @@ def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState],
     lines = [r.line(f"work item {label_value(state.work_item_id, c.ident)} ({state.status.value}, "
                     f"{state.ref}): {label_value(state.objective, TAIL_OBJECTIVE)}{todos}",
                     [state.ref])]
-    lines += [r.line(f"waiting on {label_value(w.wait_id, c.ident)}: "
-                     f"{label_value(w.condition, c.wait_condition_compact)}")
-              for w in waits[-MAX_WAIT_LINES:]]
+    if state.blocker:
+        lines.append(r.line(f"blocker: {label_value(state.blocker, c.blocker_compact)}"))
+    return lines
+
+
+def wait_lines(r: Renderer, waits: list[WaitState], settled: Sequence[Settled] = ()) -> list[Block]:
+    """The work item's open waits (the newest in full, older ones by id) and the waits a
+    record answered (RFC 0023)."""
+    c = r.chars
+    lines = [r.line(f"waiting on {label_value(w.wait_id, c.ident)}: "
+                    f"{label_value(w.condition, c.wait_condition_compact)}")
+             for w in waits[-MAX_WAIT_LINES:]]
     older = waits[:-MAX_WAIT_LINES]
     if older:
         # Re-sent every request: the newest waits in full, the others by id (each wait's
@@ -181,8 +207,6 @@ def work_item_lines(r: Renderer, state: WorkItemState, waits: list[WaitState],
         more = ", …" if len(older) > MAX_WAIT_LINES else ""
         lines.append(r.line(f"… {len(older)} more open waits: {ids}{more}"))
     lines += [r.line(settled_line(s, c)) for s in settled[-MAX_WAIT_LINES:]]
-    if state.blocker:
-        lines.append(r.line(f"blocker: {label_value(state.blocker, c.blocker_compact)}"))
     return lines
 
 
