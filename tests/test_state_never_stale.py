@@ -331,11 +331,43 @@ def calls_state(records: list[Record]) -> tuple[set[str], dict[str, str]]:
     return set(open_.values()), answered
 
 
+#: A planned epoch's work state, said in its history and dated (RFC 0025 decision 5): the lines
+#: up to the next heading state the work item and frontier as of that turn, not as current.
+_DATED = re.compile(r"^## Current state as of turn:(\S+)\n(.*?)(?=^#|\Z)", re.MULTILINE | re.DOTALL)
+
+
+def _within(records: list[Record], turn_id: str) -> list[list[Record]]:
+    """The ledger as of each record of turn ``turn_id``: a planned epoch freezes its history at
+    a record, and the dated block names the turn that record is in."""
+    starts = [i for i, rec in enumerate(records) if isinstance(rec, Turn)] + [len(records)]
+    for k, i in enumerate(starts[:-1]):
+        if getattr(records[i], "id", None) == turn_id:
+            return [records[:j] for j in range(i + 1, starts[k + 1] + 1)]
+    raise AssertionError(f"a dated state names turn:{turn_id}, which is not in the ledger")
+
+
 def _check_all(text: str, records: list[Record]) -> None:
-    """Every state line the prompt can state, against the ledger's latest state: the waits
-    (:func:`_check`), the work item's status, todos and blocker (the pinned section and the
-    session's tail), and the frontier's pending calls; a pending run whose turn the prompt
-    names while its answer is left out is stated answered."""
+    """Every state line the prompt states as current, against the ledger's latest state; every
+    dated state block (``## Current state as of turn:X``) against the ledger as of some record
+    of turn X."""
+    for m in _DATED.finditer(text):
+        errors = []
+        for prefix in _within(records, m.group(1)):
+            try:
+                _check_lines(m.group(2), prefix)
+                break
+            except AssertionError as exc:
+                errors.append(str(exc))
+        else:
+            raise AssertionError(f"as of turn:{m.group(1)}: {errors[-1]}")
+    _check_lines(_DATED.sub("", text), records, whole=text)
+
+
+def _check_lines(text: str, records: list[Record], whole: str | None = None) -> None:
+    """The waits (:func:`_check`), the work item's status, todos and blocker (the pinned
+    section and the session's tail), and the frontier's pending calls; a pending run whose turn
+    the prompt names while its answer is left out is stated answered (anywhere in ``whole``, the
+    prompt, a dated block included)."""
     _check(text, latest_state(records))
     items = items_state(records)
     for wid, status in _HEAD.findall(text):
@@ -359,7 +391,7 @@ def _check_all(text: str, records: list[Record]) -> None:
     for n in _PENDING.findall(text):
         assert int(n) <= len(still), f"{n} pending stated, {len(still)} pending in the ledger"
     for asked, by in answered.items():
-        said = f"{asked} answered by {by}" in text
+        said = f"{asked} answered by {by}" in (whole or text)
         shown = re.search(rf"(<data {re.escape(by)}[ >]|^{re.escape(by)}[: ])", text, re.MULTILINE)
         if "→ pending" in text or re.search(rf"\b{re.escape(asked)}\b", text):
             assert said or shown, f"{asked} reads pending, its answer {by} is not said"
