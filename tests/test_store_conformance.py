@@ -352,6 +352,14 @@ def test_open_waits(store: LedgerStore) -> None:
                                                condition="owner review")]
 
 
+def test_open_waits_asked_first_at_an_earlier_position(store: LedgerStore) -> None:
+    """A store's first open_waits call may ask below the ledger's end: a wait open there and
+    resolved later is open in the answer (the incremental set starts from the newest state)."""
+    store.append(LEDGER)
+    assert [w.wait_id for w in store.open_waits(5)] == ["ci"]
+    assert [w.wait_id for w in store.open_waits(END)] == ["review"]
+
+
 def test_latest_environment(store: LedgerStore) -> None:
     """latest_environment is the newest environment record below limit_pos."""
     store.append(LEDGER)
