@@ -64,3 +64,16 @@ def test_where_a_database_cannot_be_made_is_said_before_sqlite_tries(tmp_path: P
     assert "is not a directory: create it first" in not_a_dir
     with pytest.raises(StoreError, match=r"l\.db: the directory .* is not a directory"):
         SqliteStore(tmp_path / "file" / "l.db")
+
+
+@pytest.mark.parametrize("relative", ["nowhere/l.db", "zz/l.db", "A/l.db", "0/l.db", ".d/l.db"])
+def test_a_relative_path_in_a_missing_directory_is_said_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: str) -> None:
+    """Only the name ``:memory:`` skips the directory check: a relative path (whichever way it
+    sorts against ``:memory:``) in a directory that does not exist is said as an absolute one."""
+    monkeypatch.chdir(tmp_path)
+    missing = missing_directory(relative)
+    assert missing is not None
+    assert "does not exist: create it first" in missing
+    with pytest.raises(StoreError, match="does not exist: create it first"):
+        SqliteStore(relative)
