@@ -24,7 +24,7 @@ from holon_ctx.ledger.records import Message, MessageRole, Turn
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.folding import fold_item
-from holon_ctx.projection.formats import HEADING, label_value
+from holon_ctx.projection.formats import label_value
 from holon_ctx.projection.framing import Framing
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.items import Block
@@ -382,8 +382,7 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
         if not isinstance(rec, Turn) and turn_id is not None and turn_id != state.open_turn:
             # A late record of an earlier turn says whose it is, for as long as the segment
             # grows (decided when the segment opens: it must stay a prefix of what follows).
-            seg.blocks.append(r.line(f"{HEADING}turn:{turn_id} (continued)",
-                                     [f"turn:{turn_id}"]))
+            seg.blocks.append(r.heading(f"turn:{turn_id} (continued)", [f"turn:{turn_id}"]))
     else:
         seg = last
         seg.records.append(stored)
@@ -525,7 +524,7 @@ def entry_heading(r: Renderer, turn: Turn, ref: str, previous: Turn | None = Non
         parts.append(f"work item {label_value(turn.work_item_id, r.chars.ident)}")
     if turn.outcome:
         parts.append(f"outcome {turn.outcome.value}")
-    blocks = [r.line(HEADING + " · ".join(parts), [ref])]
+    blocks = [r.heading(" · ".join(parts), [ref])]
     if turn.label:
         blocks.append(r.line(f"trigger: {label_value(turn.label, r.chars.trigger_label)}"))
     return blocks
