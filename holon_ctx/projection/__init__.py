@@ -27,5 +27,6 @@ Where things are (one concern per module; ``projector.py`` composes them, RFC 00
     session.py     the session projection (RFC 0010): the walk, record by record, and the request;
                    session_base.py: what a projector holds, its state key and the tail;
                    session_epochs.py: re-plans and the persisted epochs;
-                   session_state.py: the walk's state and the request's values
+                   session_state.py: the walk's state and the request's values;
+                   checkpoints.py: where a walk with no saved state starts
 """

@@ -46,6 +46,7 @@ from holon_ctx.ledger.records import (
     WorkItem,
 )
 from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.projection.checkpoints import checkpoint_turn, opens_block
 from holon_ctx.projection.effects import track_effects
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.model import (
@@ -69,8 +70,6 @@ from holon_ctx.projection.session_state import (
     WalkState,
     append_fold,
     append_record,
-    checkpoint_turn,
-    opens_block,
     session_manifest,
 )
 from holon_ctx.projection.topics import abandoned, input_topic, is_required
