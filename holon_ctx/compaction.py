@@ -155,12 +155,12 @@ def _compact_locked(
     # The envelope covers every episode archived since the last sealed one, not only this run's:
     # a compaction killed after archiving and before sealing leaves episodes that the next run
     # must seal, or their range would never be covered by any envelope.
-    archived = _unsealed(episodes, continuity, session.session_id)
+    archived, latest = _unsealed(episodes, continuity, session.session_id)
     sid = session.session_id
     if not archived:
         # A compaction stopped between sealing and its snapshot: the snapshot is recorded now,
-        # as of now (requests before kept the previous one; RFC 0020).
-        latest = continuity.latest_envelope(sid)
+        # as of now (requests before kept the previous one; RFC 0020). The newest envelope is
+        # the one _unsealed read (read again, a round trip more on a server, every run).
         if latest is not None and not control_snapshots(continuity, sid, latest.envelope_id):
             _record_snapshot(continuity, sid, latest.envelope_id, ledger.end_pos(), clock)
         return CompactionResult(report, None, (), ())
@@ -312,8 +312,10 @@ def _seal(continuity: ContinuityStore, request: CompactionRequest,
     raise CompactionConflictError(base, "envelope", f"{_RESEAL_IDS} ids of this range conflict")
 
 
-def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore, session_id: str) -> list[Episode]:
-    """Episodes after the last one the session's newest complete envelope covers, oldest first."""
+def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore,
+              session_id: str) -> tuple[list[Episode], Envelope | None]:
+    """Episodes after the last one the session's newest complete envelope covers, oldest first,
+    and that envelope."""
     sealed = continuity.latest_envelope(session_id)
     sealed_last = sealed.source_event_range.last if sealed is not None else None
     found: list[Episode] = []
@@ -328,12 +330,12 @@ def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore, session_id: s
             episode = page.get(n)
             if episode is None or fit_id(episode.span.last_turn) == sealed_last:
                 found.reverse()
-                return found
+                return found, sealed
             found.append(episode)
         num -= size
         size = min(size * 2, _UNSEALED_PAGE)
     found.reverse()
-    return found
+    return found, sealed
 
 
 @attrs.define(eq=False)

@@ -164,12 +164,11 @@ class Session(_SessionEvents):
         # that leaves turns out has them compete as episodes soon after they age out, in a
         # conversation of a few dozen turns too (RFC 0013), and each compaction archives a
         # batch of them, not one turn per request (RFC 0024).
-        if policy is not None and (self._turns_since_compaction >= policy.every_turns or (
-                self._binds and self._turns_since_compaction >= policy.binding_turns)):
+        if policy is not None and self._schedule.due(policy, self._turn.seq):
             self.compact()
         messages = self._projectors[Layout.MESSAGES].request(
             budget_tokens=planned, at=turn_id, ledger_end=end)
-        self._binds = messages.binds
+        self._schedule.binds = messages.binds
         request = Request(budget_tokens=budget, messages=messages,
                           make_text=self._text_view(planned, messages.limit_pos),
                           planned_tokens=planned, safety_factor=factor,
@@ -246,7 +245,7 @@ class Session(_SessionEvents):
         if policy is not None and not isinstance(policy, CompactionPolicy):
             raise InputError(f"expected a CompactionPolicy or None, got {type(policy).__name__}",
                              source=w, path="policy")
-        self._turns_since_compaction = 0
+        self._schedule.compacted(-1 if self._turn is None else self._turn.seq)
         result = self._upkeep.compact(policy or self.compaction or _DEFAULT_POLICY)
         # Sealing may have opened the governed store: later prompts state what it holds.
         for projector in self._projectors.values():

@@ -43,7 +43,7 @@ from holon_ctx.models import ModelProfile, model_profile
 from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.request import Request
 from holon_ctx.session_args import check_text
-from holon_ctx.session_upkeep import CompactionPolicy, open_upkeep
+from holon_ctx.session_upkeep import CompactionPolicy, CompactionSchedule, open_upkeep
 from holon_ctx.tokens import counter_for_encoding, store_counter
 
 #: The argument each ledger field is given by, for errors the append path finds (ledger-wide
@@ -186,9 +186,8 @@ class _SessionBase:
         self._use_model("Session", model)
         self._pending: dict[str, _Call] = {}
         self._late: dict[str, _Call] = {}
-        self._turns_since_compaction = 0
-        #: The last request's budget bound (see next_request).
-        self._binds = False
+        #: When the session compacts by itself (counted from the turn it opens at, below).
+        self._schedule = CompactionSchedule()
         self._closed = False
         self._turn: _TurnState | None = None
         self._work_item: str | None = None
@@ -199,6 +198,7 @@ class _SessionBase:
         #: Mint ids checked against the ledger (after one was found taken: _Taken).
         self._check_ids = False
         self._load_state()
+        self._schedule.compacted(-1 if self._turn is None else self._turn.seq)
 
     def _use_model(self, where: str, model: str | None) -> None:
         """Count, frame and calibrate requests as ``model``'s provider does (RFC 0022)."""
@@ -342,7 +342,6 @@ class _SessionBase:
         self._work_item = opening.work_item
         self._late.update(self._pending)
         self._pending.clear()
-        self._turns_since_compaction += 1
 
     def _in_current_turn(self, where: str, make: Callable[[str | None, _Batch], Record]) -> str:
         """Append one record owned by the current turn (if there is one)."""

@@ -36,7 +36,7 @@ from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory import ArchivePolicy, Archiver, EpisodeStore, StoreEpisodeSource
 from holon_ctx.postgres import PostgresStore
 
-__all__ = ["CompactionPolicy", "Upkeep", "open_upkeep"]
+__all__ = ["CompactionPolicy", "CompactionSchedule", "Upkeep", "open_upkeep"]
 
 
 @attrs.frozen
@@ -71,6 +71,29 @@ class CompactionPolicy:
         if not isinstance(self.seal_envelope, bool):
             raise InputError(f"expected True or False, got {self.seal_envelope!r}",
                              source="CompactionPolicy", path="seal_envelope")
+
+
+@attrs.define
+class CompactionSchedule:
+    """When a session compacts by itself, before a request: once ``every_turns`` turns were
+    opened since the last compaction, or ``binding_turns`` while the budget binds (the last
+    request left something out) — RFC 0024 decision 3. Turns are counted by their sequence
+    numbers, so a session and a replay of its ledger (``holon-ctx replay``, which grows the
+    episodes the session would have) compact at the same turns: one rule, one code path."""
+
+    #: The newest turn's seq at the last compaction (-1: none yet, counted from the first turn).
+    last_seq: int = -1
+    #: The last request's plan left something out.
+    binds: bool = False
+
+    def due(self, policy: CompactionPolicy, seq: int) -> bool:
+        """Compact before a request made in turn ``seq``."""
+        since = seq - self.last_seq
+        return since >= policy.every_turns or (self.binds and since >= policy.binding_turns)
+
+    def compacted(self, seq: int) -> None:
+        """A compaction ran in turn ``seq`` (by itself or asked for)."""
+        self.last_seq = seq
 
 
 @attrs.define

@@ -1,9 +1,10 @@
 """Counting a psycopg connection's round trips, for the tests and benchmarks of RFC 0026.
 
 A round trip is a wait for the server's answer. psycopg runs every exchange through the
-connection's ``wait``; an exchange that had to block for data to read waited for the server
-once (a pipeline sends all its statements and reads all their answers in one such wait; a plain
-statement is one; a transaction's BEGIN and COMMIT are one each).
+connection's ``wait``; an exchange that had to block for data to read (in a read wait, or in a
+pipeline's read-or-write wait that came back readable) waited for the server once (a pipeline
+sends all its statements and reads all their answers in one such wait; a plain statement is one;
+a transaction's BEGIN and COMMIT are one each).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from psycopg.waiting import Wait
+from psycopg.waiting import Ready, Wait
 
 __all__ = ["RoundTrips"]
 
@@ -29,10 +30,15 @@ class RoundTrips:
             try:
                 while True:
                     wanted = gen.send(ready)
-                    if wanted == Wait.R and not waited:
+                    ready = yield wanted
+                    # A pipeline waits for read *or* write (RW) while it flushes: an answer that
+                    # arrives then is read in that wait, never in a read-only one (a loaded
+                    # machine's timing), and is the same round trip.
+                    read = wanted == Wait.R or (wanted == Wait.RW and ready is not None
+                                                and bool(Ready(int(ready)) & Ready.R))
+                    if read and not waited:
                         self.count += 1
                         waited = True
-                    ready = yield wanted
             except StopIteration as stop:
                 return stop.value
 

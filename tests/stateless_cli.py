@@ -10,7 +10,8 @@ from __future__ import annotations
 
 __all__ = ["stateless"]
 
-_VIEWS = frozenset({"preview", "explain", "diff", "project", "demo"})
+#: ``stats`` too: its ``--budget`` table follows the same default (session) since 2026-12-04.
+_VIEWS = frozenset({"preview", "explain", "diff", "project", "demo", "stats"})
 
 
 def stateless(argv: list[str]) -> list[str]:

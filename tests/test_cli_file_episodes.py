@@ -193,3 +193,45 @@ def test_the_archive_is_made_as_of_the_projected_turn(
     for episode in manifest["episodes"]:
         # ``covers`` is the episode's first and last turn.
         assert turns.index(episode["covers"][-1]) <= index - 16, (episode, at)
+
+
+@pytest.mark.parametrize("budget", [1500, 3000, 60000])
+def test_a_replay_archives_where_the_session_compacted(budget: int) -> None:
+    """``replay``'s in-memory archive follows the session's own schedule (one code path,
+    CompactionSchedule): on the ledger a session wrote through its helpers — asking before
+    every reply, compacting by itself under the default policy — the replay archives before
+    the calls of the same turns, counted by seq, at budgets that bind often, now and then and
+    never (every 16 turns then)."""
+    from holon_ctx.cli.file_episodes import ReplayCompaction
+    from holon_ctx.projection.cost import PRICES
+    from holon_ctx.projection.replay import replay
+    from holon_ctx.tokens import default_counter
+
+    store = MemoryStore()
+    session = holon_ctx.open_session(store)
+    compacted: list[int] = []
+    inner = session.compact
+
+    def compact(policy: object = None) -> object:
+        current = store.turn((session.current_turn or "")[5:])
+        assert current is not None
+        compacted.append(current.record.seq)  # type: ignore[union-attr]
+        return inner(policy)  # type: ignore[arg-type]
+    session.compact = compact  # type: ignore[method-assign]
+    for k in range(60):
+        if k % 7 == 0:
+            session.operator_message(f"Task {k}: make module_{k} handle empty input; "
+                                     "keep the public API stable.")
+        session.next_request(budget).openai_messages  # noqa: B018 - asked before each reply
+        session.assistant_message(f"Running the tests for module_{k}.", tool_calls=[
+            holon_ctx.ToolCall(f"c{k}", "bash", f"pytest -q tests/test_module_{k}.py")])
+        session.tool_result(f"c{k}", f"tests/test_module_{k}.py::test_case PASSED\n" * (5 + k % 9))
+    session.next_request(budget).openai_messages  # noqa: B018 - the next call
+    session.close()
+    assert len(compacted) >= 3
+
+    grown = ReplayCompaction(store)
+    projector = SessionProjector(store, layout=Layout.MESSAGES, episodes=grown.source)
+    replay(store, budget, PRICES["anthropic"], default_counter(), session_projector=projector,
+           before_call=grown.before_call)
+    assert grown.archived_at == compacted

@@ -14,6 +14,7 @@ import itertools
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from rich.cells import cell_len
@@ -129,3 +130,64 @@ def test_explain_and_diff_fit_the_width(capsys: pytest.CaptureFixture[str], widt
         out = capsys.readouterr().out
         assert max(cell_len(line) for line in out.splitlines()) <= width, argv
 
+
+
+# -- the session request's preview (the default mode) -----------------------------------------
+#: At 900 the session request is the whole history (nothing left out); at 600 it re-plans at the
+#: newest turn: an epoch planned at its low-water mark, a recalled episode, items left out.
+SESSION_BUDGET = 600
+
+
+@pytest.fixture(scope="module")
+def session_shown(compacted: tuple[SqliteStore, Projection]) -> Iterator[dict[str, Any]]:
+    """What ``preview --db`` shows by default of the compacted ledger at 600 tokens: the
+    session request a runtime gets at the newest turn (RFC 0024, decision 5), as the command
+    hands it to the printer."""
+    from holon_ctx.cli.preview_cmds import viewed
+
+    store, _ = compacted
+    source = open_episode_source(store)
+    projector = Projector(store, episodes=source, control=open_control_source(store))
+    _, projection, view = viewed(store, projector, SESSION_BUDGET, None, "session")
+    control = projector.control.control_state() if projector.control else None
+    yield {"p": projection, "epoch": view.line(), "request": view.request, "control": control}
+    if source is not None:
+        source.close()
+
+
+def render_session(store: SqliteStore, shown: dict[str, Any], width: int) -> str:
+    buf = io.StringIO()
+    out = Console(file=buf, width=width, no_color=True, color_system=None, highlight=False,
+                  soft_wrap=False)
+    print_preview(out, shown["p"], trust_lookup(store), epoch=shown["epoch"],
+                  request=shown["request"], control=shown["control"])
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_session_preview_matches_golden_at_width(compacted: tuple[SqliteStore, Projection],
+                                                 session_shown: dict[str, Any],
+                                                 width: int) -> None:
+    """The session request's preview (messages by role and place, the epoch line, "enters at"
+    as the plan's budget) at 60, 80 and 120 columns is byte-for-byte its reviewed golden file."""
+    text = render_session(compacted[0], session_shown, width)
+    assert "the request, message by message, as the model reads it" in text
+    check_golden(f"preview_session_{SESSION_BUDGET}_w{width}.txt", text)
+
+
+@pytest.mark.parametrize("width", [40, 50, *WIDTHS])
+def test_every_session_line_fits_and_keeps_its_reason(compacted: tuple[SqliteStore, Projection],
+                                                      session_shown: dict[str, Any],
+                                                      width: int) -> None:
+    """The session preview fits every width down to 40 columns, and each left-out item keeps
+    its reason on its row or the stacked line below it."""
+    lines = render_session(compacted[0], session_shown, width).splitlines()
+    assert max(cell_len(line) for line in lines) <= width
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("left out or shrunk")):]
+    rows = left_out_rows(session_shown["p"])
+    assert rows, "the fixture must leave items out in session mode too"
+    for d, reason in rows:
+        at = next(i for i, line in enumerate(table) if line.startswith(f"  {d.key} "))
+        block = [table[at], *itertools.takewhile(lambda line: line.startswith("    "),
+                                                 table[at + 1:])]
+        assert re.search(rf"\b{reason}\b", " ".join(block)), (width, d.key, block)

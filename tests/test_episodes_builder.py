@@ -42,7 +42,7 @@ from holon_ctx.memory.episodes import (
     encode_episode,
     parse_episode_id,
 )
-from holon_ctx.memory.render import compact_text, full_text, ref_text
+from holon_ctx.projection.episode_forms import compact_text, full_text, ref_text
 from holon_ctx.projection.model import TurnUnit
 
 

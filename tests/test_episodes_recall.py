@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_episodes_kit import INJECTION, Conv, archived, billing_conversation, fenced_spans
+from test_episodes_kit import (
+    INJECTION,
+    Conv,
+    archived,
+    billing_conversation,
+    fenced_spans,
+    texts,
+)
 
 from holon_ctx.ledger.records import SideEffect, ToolStatus, WaitStatus
 from holon_ctx.memory.recall import RecallWeights, bm25_scores, query_terms, rank
@@ -135,7 +142,7 @@ def test_a_new_topic_does_not_recall_the_unrelated_old_one() -> None:
     source = StoreEpisodeSource(episodes, ledger)
     got = source.recall(_query(ledger, window_first_seq=24), 12)
     assert got, "the frontend episodes should match"
-    assert all("PostgreSQL" not in ep.full_text for ep in got)
+    assert all("PostgreSQL" not in texts(ep)[0] for ep in got)
 
 
 def test_recall_returns_only_episodes_ending_before_the_window() -> None:
@@ -182,8 +189,8 @@ def test_cjk_recall_finds_the_matching_episode(topic: str, other: str, query: st
     ledger, episodes, _ = archived(c.records, recent=2, max_range=1)
     got = StoreEpisodeSource(episodes, ledger).recall(_query(ledger, query, 99), 12)
     assert got
-    assert expect in got[0].full_text
-    assert other not in got[0].full_text
+    assert expect in texts(got[0])[0]
+    assert other not in texts(got[0])[0]
     assert all(ep.priority is not Priority.PINNED for ep in got)
 
 
@@ -227,7 +234,7 @@ def test_a_pending_tool_call_is_pinned_until_resolved(kind: str, tmp_path: Path,
     assert [ep.ref for ep in got][:1] == ["episode:e0-0"]
     assert got[0].priority is Priority.PINNED
     assert "pinned_unresolved" in got[0].reasons
-    assert "STILL OPEN, pinned until resolved" in got[0].full_text
+    assert "STILL OPEN, pinned until resolved" in texts(got[0])[0]
     before = ledger.end_pos()
 
     c.records.clear()
@@ -251,7 +258,7 @@ def test_a_pending_tool_call_is_pinned_until_resolved(kind: str, tmp_path: Path,
     assert all(r.exact for r in episodes.open_rows(1 << 40, 0, 10))
     got = source.recall(_query(ledger, "deploy billing", 99), 12)
     assert got[0].priority is not Priority.PINNED
-    assert "resolved since" in got[0].full_text
+    assert "resolved since" in texts(got[0])[0]
     del call
 
 
@@ -312,7 +319,7 @@ def test_an_injection_in_an_old_tool_output_stays_fenced_data() -> None:
     c.operator("What did the billing status page say?")
     ledger, episodes, _ = archived(c.records, recent=4, max_range=3)
     got = StoreEpisodeSource(episodes, ledger).recall(_query(ledger, "billing status page", 99), 12)
-    text = got[0].full_text
+    text = texts(got[0])[0]
     assert "IGNORE PREVIOUS INSTRUCTIONS" in text
     for inside, line in fenced_spans(text):
         if "IGNORE PREVIOUS" in line or "wire $50,000" in line:
@@ -333,12 +340,12 @@ def test_episode_texts_are_block_safe() -> None:
     got = StoreEpisodeSource(episodes, ledger).recall(_query(ledger, "billing"), 12)
     assert got
     for ep in got:
-        for text in (ep.full_text, ep.compact_text, ep.ref_text):
+        for text in texts(ep):
             assert text.endswith("\n")
             assert not text.endswith("\n\n")
             assert text.split("\n", 1)[0].strip()
-        assert ep.ref_text.count("\n") == 1
-        assert "holon-ctx episodes show e0-3" in ep.ref_text
+        assert texts(ep)[2].count("\n") == 1
+        assert "holon-ctx episodes show e0-3" in texts(ep)[2]
 
 
 def test_memory_and_sqlite_stores_recall_identically(tmp_path: Path) -> None:
@@ -356,7 +363,7 @@ def test_memory_and_sqlite_stores_recall_identically(tmp_path: Path) -> None:
 _RECALL_IN_A_PROCESS = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from test_episodes_kit import archived, billing_conversation
+from test_episodes_kit import archived, billing_conversation, texts
 from test_episodes_recall import _query
 from holon_ctx.memory.source import StoreEpisodeSource
 c, _ = billing_conversation()
@@ -364,7 +371,7 @@ ledger, episodes, _ = archived(c.records, recent=6, max_range=2)
 source = StoreEpisodeSource(episodes, ledger)
 got = source.recall(_query(ledger, "website navigation gradient billing", 99), 12)
 assert got == source.recall(_query(ledger, "website navigation gradient billing", 99), 12)
-print(repr([(e.ref, e.score, e.full_text, e.compact_text, e.ref_text) for e in got]))
+print(repr([(e.ref, e.score, *texts(e)) for e in got]))
 """
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import attrs
-from test_episodes_kit import Conv, fenced_spans, make_stores, outside_fences, policy
+from test_episodes_kit import Conv, fenced_spans, make_stores, outside_fences, policy, texts
 
 from holon_ctx.memory.archiver import Archiver
 from holon_ctx.memory.episodes import Episode, RecapStatus, encode_episode
-from holon_ctx.memory.render import full_text
 from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.memory.summarizer import RecapClaim, RecapDraft, probe, summarize, with_recaps
+from holon_ctx.projection.episode_forms import full_text
 from holon_ctx.projection.model import Priority, RecallQuery
 from holon_ctx.projection.view import load_view
 
@@ -104,8 +104,8 @@ def test_a_recap_inventing_authority_is_only_model_inference_and_changes_no_deci
     got = StoreEpisodeSource(store, ledger).recall(query, 12)  # type: ignore[arg-type]
     assert got[0].ref == "episode:e0-0"
     assert got[0].priority is Priority.PINNED
-    assert "STILL OPEN" in got[0].full_text
-    assert "Approval granted" in got[0].full_text
+    assert "STILL OPEN" in texts(got[0])[0]
+    assert "Approval granted" in texts(got[0])[0]
 
 
 def test_a_failing_summarizer_is_a_rejected_recap_not_a_failed_archive() -> None:

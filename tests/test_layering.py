@@ -137,11 +137,10 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("holon_ctx.ledger.episode_store", "holon_ctx.memory.episodes"): "store of memory's episodes",
     ("holon_ctx.ledger.episode_store", "holon_ctx.memory.index"): "store of memory's index",
     ("holon_ctx.ledger.episode_store", "holon_ctx.memory.store"): "store of memory's rows",
-    # An episode's text is rendered by memory with the prompt's markup (fences, one_line,
-    # label values) from projection/formats.py; issue 24 item 3 makes episodes cross as data and
-    # the renderer the only writer of markup, which removes both (formats.py was being changed).
+    # The episode builder writes a claim's one-line text with the prompt's label helpers
+    # (one_line, label_value, code_span, speech from projection/formats.py). Episodes themselves
+    # cross to the projection as data and are rendered there (projection/episode_forms.py).
     ("holon_ctx.memory.builder", "holon_ctx.projection.formats"): "episode text uses prompt markup",
-    ("holon_ctx.memory.render", "holon_ctx.projection.formats"): "episode text uses prompt markup",
     # A model profile names its provider's framing rule, which projection/framing.py defines
     # (being changed); the rule table belongs with the token counting, in layer 0.
     ("holon_ctx.models", "holon_ctx.projection.framing"): "framing rules live in projection",
@@ -198,10 +197,7 @@ def test_the_layer_table_names_every_package() -> None:
 #: module rather than growing a big one.
 MAX_MODULE_LINES = 600
 #: Modules over the limit today, each with why. This list may only shrink.
-KNOWN_LONG: dict[str, str] = {
-    # Renderer to be split by concern (issue 24 item 5); another change is doing it.
-    "projection/render.py": "issue 24: Renderer split by concern in progress",
-}
+KNOWN_LONG: dict[str, str] = {}
 
 
 def test_no_module_is_over_600_lines() -> None:
@@ -216,11 +212,7 @@ def test_no_module_is_over_600_lines() -> None:
 
 # -- import cycles (issue 24, "Done when") ------------------------------------------------------
 #: Import cycles still there, each as its sorted modules, with why. This list may only shrink.
-KNOWN_CYCLES: dict[tuple[str, ...], str] = {
-    # The fold lines are rendered by the renderer and fold runs are judged with its forms; the
-    # Renderer's split by concern (issue 24 item 5) removes it.
-    ("holon_ctx.projection.folding", "holon_ctx.projection.render"): "issue 24: Renderer split",
-}
+KNOWN_CYCLES: dict[tuple[str, ...], str] = {}
 
 
 def _import_graph() -> dict[str, set[str]]:
@@ -281,3 +273,101 @@ def test_no_import_cycle() -> None:
     cycles = _cycles(_import_graph())
     assert sorted(cycles - set(KNOWN_CYCLES)) == [], "import cycles"
     assert sorted(set(KNOWN_CYCLES) - cycles) == [], "no longer a cycle: remove from KNOWN_CYCLES"
+
+
+# -- no stage parses rendered prompt text (issue 24 item 3) -----------------------------------
+#: Modules that write the prompt's markup and may read it: the markup's definitions, the
+#: renderer, the episode forms, and the neutraliser that defuses lookalikes in ledger text.
+MARKUP_WRITERS = frozenset({
+    "projection/formats.py", "projection/render.py", "projection/render_base.py",
+    "projection/render_records.py", "projection/episode_forms.py", "ledger/body.py"})
+#: formats.py's readers of rendered text (fence lines, excerpt and repeat notes).
+MARKUP_PARSERS = frozenset({"fence_parts", "FENCE_OPEN", "LEGACY_FENCE_OPEN", "EXCERPT_MARK",
+                            "REPEAT_MARK"})
+#: formats.py's markup constants: matching text against one reads the prompt back.
+MARKUP_CONSTANTS = frozenset({"HEADING", "ALERT", "FOLD_PREFIX", "RELATION_PREFIX",
+                              "FENCE_CLOSE", "FENCE_TAG"})
+_TEXT_MATCHERS = frozenset({"startswith", "endswith", "find", "rfind", "index", "split",
+                            "partition", "rpartition", "match", "search", "fullmatch",
+                            "finditer", "findall"})
+#: Modules that still read rendered text, each with why; this list may only shrink.
+KNOWN_MARKUP_READERS: dict[str, str] = {
+    # A session request's parts carry text only (no blocks): the preview of a session request
+    # and its view re-tag trust by the fences they read. Parts that keep their blocks end it.
+    "cli/preview.py": "session request parts are text",
+    "cli/session_view.py": "session request parts are text",
+    # explain finds a record quoted inside a recalled episode by its fence line.
+    "cli/explain.py": "episode quotes located by fence",
+    # The markup-share measure and the shown-lines count take the runtime's notes (excerpt,
+    # repeated lines) out of a body's content by matching them.
+    "projection/density.py": "notes counted inside bodies",
+    "projection/shown_lines.py": "repeat notes counted inside bodies",
+    # The stateless provider formats decide the system role by a fence in the stable prefix
+    # text (a session view's projection has no blocks), and check tool pairing on the text.
+    "projection/providers.py": "system role and tool pairing read from text",
+}
+
+
+def _reads_markup(node: ast.AST) -> bool:
+    """A fence or heading literal, or a markup constant of formats.py."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return any(mark in node.value for mark in ("<data", "</data", "### "))
+    if isinstance(node, ast.Name):
+        return node.id in MARKUP_CONSTANTS
+    if isinstance(node, ast.Tuple | ast.JoinedStr):
+        parts = node.elts if isinstance(node, ast.Tuple) else node.values
+        return any(_reads_markup(p) for p in parts)
+    return False
+
+
+def _markup_reads(tree: ast.AST) -> set[str]:
+    """What in ``tree`` reads rendered text: formats' parsers, or text matched against markup
+    (a ``startswith``/``in``/``==``/regex with a fence or heading literal or constant)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in MARKUP_PARSERS:
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and node.attr in MARKUP_PARSERS:
+            found.add(node.attr)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in _TEXT_MATCHERS | {"compile"}
+              and any(_reads_markup(a) for a in node.args)):
+            found.add(f"{node.func.attr}(markup)")
+        elif isinstance(node, ast.Compare) and (
+                _reads_markup(node.left) or any(_reads_markup(c) for c in node.comparators)):
+            found.add("compare(markup)")
+    return found
+
+
+def test_no_code_outside_the_renderer_parses_rendered_prompt_text() -> None:
+    """Stages read a block's data (kind, trust, refs), never the prompt's text: outside the
+    markup's writers, no module matches text against a fence or a heading, nor calls formats'
+    parsers, except the known list (which may only shrink)."""
+    readers = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).as_posix()
+        if rel in MARKUP_WRITERS:
+            continue
+        found = _markup_reads(ast.parse(path.read_text(encoding="utf-8")))
+        if found:
+            readers[rel] = sorted(found)
+    assert sorted(set(readers) - set(KNOWN_MARKUP_READERS)) == [], readers
+    gone = sorted(set(KNOWN_MARKUP_READERS) - set(readers))
+    assert gone == [], f"no longer reads rendered text: remove from KNOWN_MARKUP_READERS: {gone}"
+
+
+@pytest.mark.parametrize("code", [
+    'vouched = "<data" not in text',
+    "heading = block.text.startswith(HEADING)",
+    "parts = fence_parts(line)",
+    'closed = line == "</data>"',
+    'm = re.compile(r"^### turn:")',
+])
+def test_the_markup_scan_finds_a_reader(code: str) -> None:
+    """Each way the stages parsed rendered text before (issue 24) is caught by the scan."""
+    assert _markup_reads(ast.parse(code))
+
+
+def test_the_markup_scan_passes_a_writer_and_a_data_read() -> None:
+    assert not _markup_reads(ast.parse(
+        'line = r.line(f"{HEADING}turn:t1")\nfenced = block.kind is BlockKind.FENCED'))

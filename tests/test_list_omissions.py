@@ -30,15 +30,20 @@ def test_the_frontier_names_the_current_edit_target_and_counts_the_files_it_leav
     b, _last = _edits(30)
     store = b.store()
     planned = Projector(store).project(budget_tokens=400, verify=True)
-    # The planned layout's tail (a whole epoch names files only through the records' own lines).
+    line = next(ln for ln in planned.text.split("\n") if ln.startswith("files modified: "))
+    assert "src/mod_00.py" in line  # the current edit target, first written long ago
+    assert line.count("src/mod_") == 24
+    assert "; 6 written earlier not named here (written by " in line
+    assert "tool:x4" not in line  # mod_00's first write: its last writer is named instead
+    # A planned session epoch states the frontier in its history at a re-plan (RFC 0025
+    # decision 5), here at turn:t1 before any write; the runs after it are history lines, each
+    # naming what it wrote, the current edit target last.
     session = SessionProjector(store, session=SessionPolicy(whole_history=False)).request(
         budget_tokens=8192)
-    for text in (planned.text, session.text):
-        line = next(ln for ln in text.split("\n") if ln.startswith("files modified: "))
-        assert "src/mod_00.py" in line  # the current edit target, first written long ago
-        assert line.count("src/mod_") == 24
-        assert "; 6 written earlier not named here (written by " in line
-        assert "tool:x4" not in line  # mod_00's first write: its last writer is named instead
+    for i in range(30):
+        assert f"wrote src/mod_{i:02d}.py" in session.text
+    last_run = [ln for ln in session.text.split("\n") if ln.startswith("tool:x")][-1]
+    assert last_run.endswith("wrote src/mod_00.py")
 
 
 def test_files_line_names_every_file_when_they_fit() -> None:

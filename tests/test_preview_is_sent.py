@@ -202,3 +202,52 @@ def test_preview_of_a_compacting_runtime_is_its_request_at_every_turn(
             view = shown[budget, turn]
             assert view.used_tokens == sent.request_tokens, (budget, turn)
             assert json.loads(view.manifest_json()) == sent.manifest, (budget, turn)
+
+
+def test_enters_at_in_session_mode_is_the_plans_budget(demo_db: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A session request's left-out rows say where the last re-plan would have kept each item:
+    the plan budget the manifest keeps for it (``plan ≥ N``), never a bare ``-`` when it has
+    one, and a line under the table names that re-plan and the budget it planned at."""
+    manifest = cli_manifest(capsys, demo_db, 8192)
+    entries = {str(i["key"]): i["next_budget"] for s in manifest["sections"]
+               for i in s["items"] if i.get("next_budget")}
+    left_out = [key for key, _ in _left_out(manifest)]
+    assert left_out
+    assert all(key in entries for key in left_out)
+    assert main(["preview", "--db", str(demo_db), "--budget", "8192", "--plain", "--width",
+                 "200"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index(next(x for x in lines if x.startswith("left out or shrunk:")))
+    rows = {line.split()[0]: line for line in lines[start:] if line.startswith("  ")
+            and line.split()[0] in entries}
+    assert sorted(rows) == sorted(left_out)
+    for key, line in rows.items():
+        assert line.endswith(f"plan ≥ {entries[key]}"), line
+    session = manifest["session"]
+    note = (f"  enters at: the plan budget at which the last re-plan (at "
+            f"{session['epoch_started_at']}, planned at {session['plan_budget_tokens']} of 8192 "
+            "tokens) would have kept the item larger, or at all; ")
+    assert any(line.startswith(note) for line in lines[start:])
+
+
+def test_stats_budget_shows_the_runtime_request_by_default(
+        demo_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``stats --budget`` follows preview's default: its per-section table is the session
+    request's (the manifest's sections, the request's tokens, framing included); ``--mode
+    stateless`` keeps the turn planned afresh, at the whole budget."""
+    sent = cli_manifest(capsys, demo_db, 8192)
+    assert main(["stats", "--db", str(demo_db), "--budget", "8192", "--plain"]) == 0
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())
+    assert ("tokens per section of the request a runtime sends at a budget of 8192 (latest "
+            f"turn {sent['current_turn']}, used {sent['session']['request_tokens']}, message framing "
+            "included)") in flat
+    for section in sent["sections"]:
+        assert (f"│ {section['name']} │ {section['representation']} │ "
+                f"{section['allocated_tokens']} │ {section['used_tokens']} │ "
+                f"{len(section['selected'])} │ {len(section['omitted'])} │") in flat, section
+    assert f"│ total │ │ 8192 │ {sent['session']['request_tokens']} │" in flat
+    assert main(["stats", "--db", str(demo_db), "--budget", "8192", "--plain", "--mode",
+                 "stateless"]) == 0
+    assert "(latest turn turn:t276, used 8192)" in " ".join(capsys.readouterr().out.split())

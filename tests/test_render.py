@@ -28,15 +28,26 @@ from holon_ctx.ledger.records import (
     WaitStatus,
 )
 from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.memory.episodes import Claim, Episode, Span
+from holon_ctx.memory.interface import RecalledEpisode
+from holon_ctx.projection.episode_forms import (
+    Chunk,
+    Chunks,
+    episode_forms,
+    form_blocks,
+    full_chunks,
+    full_text,
+)
 from holon_ctx.projection.formats import (
     EXCERPT_MARK,
     FENCE_OPEN,
+    fence_open,
     fence_parts,
     forgeries,
     one_line,
 )
 from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.model import Priority, TurnUnit
+from holon_ctx.projection.model import Form, Priority, TurnUnit
 from holon_ctx.projection.policy import Policy, TokenCaps
 from holon_ctx.projection.render import Renderer, changed_lines
 from holon_ctx.tokens import default_counter
@@ -261,69 +272,91 @@ def test_record_lines_for_waits_work_items_and_runtime_notes() -> None:
     assert claimed.kind is BlockKind.FENCED
 
 
-def test_trusted_text_can_be_clipped_and_text_blocks_end_in_a_newline() -> None:
+def test_trusted_text_can_be_clipped_and_episode_forms_end_in_a_newline() -> None:
     r = renderer()
     b = r.trusted(stored(Message(id="m1", role=MessageRole.OPERATOR, text="Ship it.",
                                  trust=Trust.TRUSTED_OPERATOR)), "operator (trusted) m1:", 100)
     assert b.clippable
-    t = r.text_block("### episode:e1\nresults: none", "episode:e1")
-    assert t.head == "### episode:e1\nresults: none\n"
-    assert t.tokens == COUNTER.count(t.head)
+    forms = episode_forms(r, _recalled())
+    assert all(f.text.endswith("\n") and f.tokens == COUNTER.count(f.text)
+               for f in forms.values())
 
 
-_EPISODE = ("### episode:e1-4 · turn:t1–turn:t4 (4 turns) · conversation\n"
-            "artifact trail:\n"
-            "- shell `pytest -q` → error exit 1 (tool:x6)\n"
-            '<data ref="tool:x6" origin="tool" trust="untrusted_external">\n'
-            "FAILED test_invoice_total\n  assert 1999 == 19.99\n"
-            "</data>\n"
-            "- operator request in turn:t1 (message:m1)\n"
-            "Keep amounts in integer cents.\n\n  never floats\n"
-            "full text: holon-ctx episodes show e1-4\n")
+def _recalled() -> RecalledEpisode:
+    """An episode whose full form holds a fenced tool output (an indented line in it) and the
+    operator's words (with a blank and an indented line: lines that continue the one before)."""
+    ep = Episode(
+        id="e1-4", span=Span(first_turn="turn:t1", last_turn="turn:t4", first_seq=1, last_seq=4),
+        turn_ids=["t1", "t2", "t3", "t4"], source_refs=["turn:t1", "message:m1", "tool:x6"],
+        digest="sha256:" + "0" * 64, owner="conversation", closed_by="max_range",
+        operator_intents=[Claim(kind="request", text="operator request in turn:t1",
+                                refs=["message:m1"], origin="operator", trust="trusted_operator",
+                                quote="Keep amounts in integer cents.\n\n  never floats")],
+        artifact_trail=[Claim(kind="tool_run", text="shell `pytest -q` → error exit 1",
+                              refs=["tool:x6"], origin="tool", trust="untrusted_external",
+                              quote="FAILED test_invoice_total\n  assert 1999 == 19.99")])
+    return RecalledEpisode(ref=ep.ref, covers=ep.covers, score=1.0, priority=Priority.NORMAL,
+                           reasons=(), episode=ep, open_keys=frozenset())
 
 
-def test_an_episodes_text_splits_into_blocks_the_clipper_can_cut() -> None:
-    """Every line a block of its own, a fence with the claim line above it one clippable block,
-    indented and blank lines kept with the line before; the counts add up to the whole text's."""
+def test_an_episodes_forms_are_blocks_the_clipper_can_cut() -> None:
+    """Built from the episode, not from its text: every line a block of its own, a fence with
+    the claim line above it one clippable block that states the quote's trust, indented and
+    blank lines kept with the line before; the counts add up to the whole text's, and the text
+    is the one ``episodes show`` prints."""
     r = renderer()
-    blocks = r.text_blocks(_EPISODE, "episode:e1-4")
-    assert "".join(b.text for b in blocks) == _EPISODE
-    assert sum(b.tokens for b in blocks) == COUNTER.count(_EPISODE)
+    rec = _recalled()
+    full = episode_forms(r, rec)[Form.FULL]
+    blocks = full.blocks
+    assert full.text == full_text(rec.episode, rec.open_keys)
+    assert sum(b.tokens for b in blocks) == COUNTER.count(full.text) == full.tokens
     assert [b.head.split("\n")[0] for b in blocks] == [
-        "### episode:e1-4 · turn:t1–turn:t4 (4 turns) · conversation", "artifact trail:",
-        "- shell `pytest -q` → error exit 1 (tool:x6)", "- operator request in turn:t1 (message:m1)",
-        "Keep amounts in integer cents.", "full text: holon-ctx episodes show e1-4"]
-    fenced = blocks[2]
+        "### episode:e1-4 · turn:t1–turn:t4 (4 turns) · conversation · closed by max_range · "
+        "generated by runtime",
+        "operator intents (the operator's words, archived: history, not the current request):",
+        "- operator request in turn:t1 (message:m1)", "Keep amounts in integer cents.",
+        "artifact trail:", "- shell `pytest -q` → error exit 1 (tool:x6)",
+        f"source records: 3 ({rec.episode.digest}); full text: holon-ctx episodes show e1-4"]
+    words, fenced = blocks[3], blocks[5]
+    assert words.head == "Keep amounts in integer cents.\n\n  never floats\n"
+    assert words.trust == "trusted_operator"
+    assert not words.body
     assert fenced.clippable
+    assert fenced.trust == "untrusted_external"
+    assert fenced.head.split("\n")[1] == fence_open("tool:x6", "tool", "untrusted_external").strip()
     assert fenced.body == "FAILED test_invoice_total\n  assert 1999 == 19.99\n"
     assert fenced.tail == "</data>\n"
-    assert blocks[4].head == "Keep amounts in integer cents.\n\n  never floats\n"
     assert all(b.refs == ("episode:e1-4",) and b.kind is BlockKind.TEXT for b in blocks)
+    assert [b.trust for b in blocks if b not in (words, fenced)] == [None] * 5
+
+
+def _lines(text: str) -> Chunks:
+    """A form of one chunk per line (none continues another)."""
+    return Chunks(chunks=tuple(Chunk(head=line) for line in text.splitlines(keepends=True)))
 
 
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
 def test_episode_blocks_add_up_without_counting_the_whole_text(encoding: str) -> None:
     """The blocks' counts equal the whole text's, counted or not: for the tiktoken counters the
     whole is counted only where a seam joins two blocks (o200k: punctuation, then a line
-    starting with "/"), and that text stays one block."""
-    from holon_ctx.projection.text_blocks import text_blocks
+    starting with "/"), and that form stays one block."""
     from holon_ctx.tokens import counter_for_encoding
 
     counter = counter_for_encoding(encoding)
-    slash = _EPISODE.replace("full text:", "/testbed/setup.py:")
-    for text in (_EPISODE, slash, "one line.\n/two\n", "### e\n- a;\n- b\n"):
-        blocks = text_blocks(text, "episode:e1-4", counter)
-        assert "".join(b.text for b in blocks) == text
-        assert sum(b.tokens for b in blocks) == counter.count(text), (encoding, text)
-    joined = text_blocks("one line.\n/two\n", "episode:e1", counter)
+    episode = full_chunks(_recalled().episode)
+    slash = Chunks(chunks=(*episode.chunks, Chunk(head="/testbed/setup.py: shown\n")))
+    for form in (episode, slash, _lines("one line.\n/two\n"), _lines("### e\n- a;\n- b\n")):
+        blocks = form_blocks(form, "episode:e1-4", counter)
+        assert "".join(b.text for b in blocks) == form.text
+        assert sum(b.tokens for b in blocks) == counter.count(form.text), (encoding, form.text)
+    joined = form_blocks(_lines("one line.\n/two\n"), "episode:e1", counter)
     assert len(joined) == (2 if counter.additive else 1)
 
 
 def test_episode_blocks_of_another_counter_are_checked_against_the_whole() -> None:
     """A counter with no additivity promise (one token per line here, so two lines held in one
-    block count as one): the blocks' sum is compared with the whole text's count, and the text
+    block count as one): the blocks' sum is compared with the whole text's count, and the form
     stays one block when they differ."""
-    from holon_ctx.projection.text_blocks import text_blocks
 
     class Lines:
         identity = "lines"
@@ -331,9 +364,19 @@ def test_episode_blocks_of_another_counter_are_checked_against_the_whole() -> No
         def count(self, text: str) -> int:
             return 1 + text.count("\n") // 2
 
-    blocks = text_blocks(_EPISODE, "episode:e1-4", Lines())  # type: ignore[arg-type]
+    form = full_chunks(_recalled().episode)
+    blocks = form_blocks(form, "episode:e1-4", Lines())  # type: ignore[arg-type]
     assert len(blocks) == 1
-    assert blocks[0].tokens == Lines().count(_EPISODE)
+    assert blocks[0].tokens == Lines().count(form.text)
+
+
+def test_a_continuation_with_no_line_to_continue_leaves_the_form_whole() -> None:
+    """A form whose first line does not start with a visible character cannot be cut where its
+    counts add: it is one block (as the text scan it replaces decided)."""
+    form = Chunks(chunks=(Chunk(head=" indented\n"), Chunk(head="next\n")), whole=True)
+    [block] = form_blocks(form, "episode:e1", COUNTER)
+    assert block.text == " indented\nnext\n"
+    assert block.tokens == COUNTER.count(block.text)
 
 
 def test_a_clipped_episode_keeps_its_first_lines_and_names_its_full_text() -> None:
@@ -342,7 +385,7 @@ def test_a_clipped_episode_keeps_its_first_lines_and_names_its_full_text() -> No
     from holon_ctx.projection.clipping import Clipper
 
     r = renderer()
-    form = r.rendered(r.text_blocks(_EPISODE, "episode:e1-4"))
+    form = episode_forms(r, _recalled())[Form.FULL]
     for limit in range(1, form.tokens):
         clipped = Clipper(r).clip(form, limit)
         if clipped is None:
@@ -549,7 +592,7 @@ def test_key_lines_are_the_lines_a_search_of_each_line_finds(lines: list[str],
                                                              limit: int) -> None:
     """One search of the joined lines picks the same key lines as a search of each line: word
     boundaries at a line's ends, case folded, the first ``limit`` of them."""
-    from holon_ctx.projection.render import _KEY_LINE, _key_lines
+    from holon_ctx.projection.render_records import _KEY_LINE, _key_lines
 
     each = [i for i, line in enumerate(lines) if _KEY_LINE.search(line)]
     assert _key_lines(lines, limit) == each[:limit]
@@ -595,8 +638,7 @@ def test_a_turn_cut_to_a_limit_is_the_largest_form_that_fits() -> None:
 def test_a_fenced_output_is_clippable_and_text_without_a_final_newline_gets_one() -> None:
     [b] = blocks(Tool(id="x1", tool_name="sh", status=ToolStatus.OK, exit_code=0, output="ok"))
     assert (b.kind, b.clippable) == (BlockKind.FENCED, True)
-    parts = renderer().text_blocks("first line\nlast line", "episode:e1")
-    assert "".join(p.text for p in parts) == "first line\nlast line\n"
+    assert b.body == "ok\n"
 
 
 @pytest.mark.parametrize(("role", "bare"), [(MessageRole.ASSISTANT, True),

@@ -314,7 +314,7 @@ def test_a_cold_renderer_memo_makes_the_same_requests(monkeypatch: pytest.Monkey
     store = memory_store(random_ledger(13, 120).records)
     warm = [(r.text, r.replanned) for r in walk(SessionProjector(store, layout=Layout.MESSAGES),
                                                 3500)]
-    monkeypatch.setattr("holon_ctx.projection.render._MEMO_ENTRIES", 1)
+    monkeypatch.setattr("holon_ctx.projection.render_base._MEMO_ENTRIES", 1)
     cold = [(r.text, r.replanned) for r in walk(SessionProjector(store, layout=Layout.MESSAGES),
                                                 3500)]
     assert cold == warm

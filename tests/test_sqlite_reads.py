@@ -64,3 +64,41 @@ def test_where_a_database_cannot_be_made_is_said_before_sqlite_tries(tmp_path: P
     assert "is not a directory: create it first" in not_a_dir
     with pytest.raises(StoreError, match=r"l\.db: the directory .* is not a directory"):
         SqliteStore(tmp_path / "file" / "l.db")
+
+
+@pytest.mark.parametrize("relative", ["nowhere/l.db", "zz/l.db", "A/l.db", "0/l.db", ".d/l.db"])
+def test_a_relative_path_in_a_missing_directory_is_said_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: str) -> None:
+    """Only the name ``:memory:`` skips the directory check: a relative path (whichever way it
+    sorts against ``:memory:``) in a directory that does not exist is said as an absolute one."""
+    monkeypatch.chdir(tmp_path)
+    missing = missing_directory(relative)
+    assert missing is not None
+    assert "does not exist: create it first" in missing
+    with pytest.raises(StoreError, match="does not exist: create it first"):
+        SqliteStore(relative)
+
+
+def test_the_compaction_lock_of_a_file_is_held_across_stores(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database file's compaction lock is a lock file beside it: a second store on the file
+    (another runtime) waits for it and gives up with a lock error; ``:memory:`` needs no file."""
+    db = tmp_path / "l.db"
+    first, second = SqliteStore(db), SqliteStore(db, lock_timeout=0.3)
+    try:
+        with first.compaction_lock():
+            assert (tmp_path / "l.db-compaction.lock").exists()
+            with pytest.raises(StoreError), second.compaction_lock():
+                pass
+        with second.compaction_lock():
+            pass
+    finally:
+        first.close()
+        second.close()
+    monkeypatch.chdir(tmp_path)
+    memory = SqliteStore(":memory:")
+    try:
+        with memory.compaction_lock():
+            assert not list(tmp_path.glob(":memory:*"))
+    finally:
+        memory.close()

@@ -352,6 +352,32 @@ def test_open_waits(store: LedgerStore) -> None:
                                                condition="owner review")]
 
 
+def test_a_counter_switched_mid_session_counts_every_read(store: LedgerStore) -> None:
+    """After ``use_counter`` (a session for another model, RFC 0022) a read gives the new
+    counter's counts, records appended before included; switching back gives the first
+    counter's again, and switching to the counter in use changes nothing."""
+    store.append(LEDGER)
+    first = {r.ref: r.tokens for r in store.records_between(0, END)}
+    switch: Any = store
+    switch.use_counter(CharCounter())
+    assert store.counter_identity == "fake:chars"
+    assert [r.tokens for r in store.records_between(0, END)] == [
+        len(record_body(r)) for r in LEDGER]
+    assert store.get("message:m1").tokens == len("修复 CI，然后部署 🚀\n")  # type: ignore[union-attr]
+    switch.use_counter(default_counter())
+    assert {r.ref: r.tokens for r in store.records_between(0, END)} == first
+    switch.use_counter(default_counter())
+    assert {r.ref: r.tokens for r in store.records_between(0, END)} == first
+
+
+def test_open_waits_asked_first_at_an_earlier_position(store: LedgerStore) -> None:
+    """A store's first open_waits call may ask below the ledger's end: a wait open there and
+    resolved later is open in the answer (the incremental set starts from the newest state)."""
+    store.append(LEDGER)
+    assert [w.wait_id for w in store.open_waits(5)] == ["ci"]
+    assert [w.wait_id for w in store.open_waits(END)] == ["review"]
+
+
 def test_latest_environment(store: LedgerStore) -> None:
     """latest_environment is the newest environment record below limit_pos."""
     store.append(LEDGER)

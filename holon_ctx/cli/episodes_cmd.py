@@ -21,10 +21,10 @@ from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.boundaries import BoundaryPolicy
 from holon_ctx.memory.episodes import Episode, parse_episode_id
-from holon_ctx.memory.render import full_text
 from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.memory.store import EpisodeStore
 from holon_ctx.memory.summarizer import with_recaps
+from holon_ctx.projection.episode_forms import full_text
 
 __all__ = ["open_episode_source", "register"]
 

@@ -22,11 +22,13 @@ from typing import TypeVar
 
 from holon_ctx.ledger.episode_store import MemoryEpisodeStore
 from holon_ctx.ledger.memory import MemoryStore
+from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.ledger.transcript_build import AGENT_STEP
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.projection.model import Manifest
-from holon_ctx.session_upkeep import CompactionPolicy
+from holon_ctx.session_upkeep import CompactionPolicy, CompactionSchedule
 
 __all__ = ["EPISODES_FROM", "FileArchive", "ReplayCompaction", "binds", "mark"]
 
@@ -86,21 +88,43 @@ class FileArchive:
 
 
 class ReplayCompaction:
-    """Episodes grown along a ``replay`` of a file's ledger as a library session grows them
-    while its budget binds: before a call that follows a new turn, when the previous call's plan
-    left something out, every turn but the newest ``recent_turns`` is archived (in memory). A
-    replay whose budget never binds archives nothing, so its figures are the ones planned
-    without episodes."""
+    """Episodes grown along a ``replay`` of a file's ledger as a library session grows them:
+    before a call, when the session's schedule (:class:`CompactionSchedule`, the same object
+    a session keeps) says the session would compact there — ``every_turns`` turns since the
+    last time, ``binding_turns`` while the previous call's plan left something out — every turn
+    but the newest ``recent_turns`` is archived (in memory). The turn a call is made in is the
+    session's at that call: a reply that opens an agent-step turn was asked for in the turn
+    before it (the runtime asked, then appended the reply). A replay whose budget never binds
+    archives every ``every_turns`` turns as a session does."""
 
-    def __init__(self, store: LedgerStore) -> None:
+    def __init__(self, store: LedgerStore, policy: CompactionPolicy | None = None) -> None:
         self.store = store
+        self.policy = policy or CompactionPolicy()
         self.episodes = MemoryEpisodeStore()
         self.source = StoreEpisodeSource(self.episodes, store)
         self._archiver = Archiver(store, self.episodes, policy=ArchivePolicy(
-            recent_turns=CompactionPolicy().recent_turns))
+            recent_turns=self.policy.recent_turns))
+        self.schedule = CompactionSchedule()
         self._last_turn: str | None = None
+        #: The seq of each call's turn at which an archive ran (what a session's compactions
+        #: are compared with).
+        self.archived_at: list[int] = []
 
     def before_call(self, turn: str, binds: bool) -> None:
-        if binds and turn != self._last_turn:
-            self._archiver.archive(at=turn)
+        seq = self._seq(turn)
         self._last_turn = turn
+        self.schedule.binds = binds
+        if self.schedule.due(self.policy, seq):
+            self._archiver.archive(at=turn)
+            self.schedule.compacted(seq)
+            self.archived_at.append(seq)
+
+    def _seq(self, turn: str) -> int:
+        """The seq of the turn the session was in when it asked for this call."""
+        stored = self.store.turn(turn)
+        if stored is None or not isinstance(stored.record, Turn):
+            return self.schedule.last_seq
+        seq = stored.record.seq
+        if turn != self._last_turn and stored.record.trigger == AGENT_STEP:
+            return seq - 1  # opened by the reply this call asked for
+        return seq

@@ -75,10 +75,13 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
     """``(kind, line)`` for each line of a block; kind is a trust value, "fence" or "structure".
 
     A block from a projection says what it is (``kind`` and ``trust``): those are read, never the
-    text. Pre-rendered text (an episode's forms) and blocks built without those fields are
+    text. Blocks built without those fields (a session request's parts, session_view.py) are
     tagged by their lines, as a reader of the prompt would.
     """
-    if block.trust and block.kind in (BlockKind.FENCED, BlockKind.OPERATOR, BlockKind.TRUSTED):
+    if block.trust and (block.kind in (BlockKind.FENCED, BlockKind.OPERATOR, BlockKind.TRUSTED)
+                        or _episode_quote(block)):
+        # A record's block, or an episode's fenced quote (its claim line, the fence, the quote,
+        # the closing line: projection/episode_forms.py).
         yield from _tag_structured(block)
         return
     head = block.head.splitlines()
@@ -116,10 +119,16 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
         yield ("fence:" + fence if fence else "structure"), line
 
 
+def _episode_quote(block: Block) -> bool:
+    """An episode's fenced quote: a text block with the quote's trust and the fence's closing
+    line (projection/episode_forms.py)."""
+    return block.kind is BlockKind.TEXT and bool(block.trust) and bool(block.tail)
+
+
 def _tag_structured(block: Block) -> Iterator[tuple[str, str]]:
     head = block.head.splitlines()
     trust = block.trust or "runtime_fact"
-    if block.kind is BlockKind.FENCED:
+    if block.kind is BlockKind.FENCED or _episode_quote(block):
         # The label lines, then the fence's opening line (the head's last), body, closing line.
         yield from (("structure", line) for line in head[:-1])
         yield "fence:" + trust, head[-1]
@@ -300,7 +309,10 @@ def request_lines(request: SessionRequest, console: Console, width: int,
     """The session request as the provider gets it: each message's role and place in the
     request (what a prompt cache keeps), then its content behind the trust gutter."""
     lines = _Lines(console, width)
-    lines.text(Text("the request, message by message, as the model reads it", style="bold"))
+    # Wrapped: at --width 40 the heading is wider than the terminal (the prompt's lines are
+    # emitted as they are, not hung).
+    lines.out.extend(Text("the request, message by message, as the model reads it",
+                          style="bold").wrap(console, width))
     lines.out.extend(_gutter_legend().wrap(console, width))
     for place, part, blocks in part_blocks(request, trust_of):
         role = part.role.value + (f" (result of call {part.call_id})" if part.call_id else "")
@@ -327,7 +339,7 @@ def print_preview(console: Console, p: Projection, trust_of: TrustOf, *,
         bar_lines(p, console, width), [Text()],
         glance_lines(p, console, session=request is not None, control=control), [Text()],
         prompt, [Text()],
-        detail_lines(p, console, width, left_out_limit),
+        detail_lines(p, console, width, left_out_limit, session=request is not None),
     ]
     lines: list[Text] = []
     for i, part in enumerate(parts):

@@ -111,7 +111,8 @@ def register(subparsers: Any) -> None:
     stats = getattr(subparsers, "choices", {}).get("stats")
     if stats is not None:
         stats.add_argument("--budget", type=positive_int, metavar="N", action=_StatsBudget,
-                           help="also show tokens per section of a projection at this budget")
+                           help="also show tokens per section of the request at this budget")
+        mode_arg(stats)
 
 
 def _intermixed(parser: argparse.ArgumentParser) -> None:
@@ -365,10 +366,15 @@ class _StatsBudget(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,  # noqa: ARG002
                  values: Any, option_string: str | None = None) -> None:  # noqa: ARG002
         setattr(namespace, self.dest, values)
-        namespace._extra_stats = lambda store, out: _section_stats(store, out, int(values))
+        # --mode is read when the table is made: it may come after --budget on the line.
+        namespace._extra_stats = lambda store, out: _section_stats(
+            store, out, int(values), getattr(namespace, "mode", "session"))
 
 
-def _section_stats(store: LedgerStore, out: Any, budget: int) -> None:
+def _section_stats(store: LedgerStore, out: Any, budget: int, mode: str = "session") -> None:
+    """The tokens per section of what ``preview`` shows at ``budget`` (the same default: the
+    session request a runtime sends at the latest turn; ``--mode stateless`` the turn planned
+    afresh, as before)."""
     from rich.table import Table  # noqa: PLC0415
 
     from holon_ctx.cli.episodes_cmd import open_episode_source  # noqa: PLC0415
@@ -376,15 +382,21 @@ def _section_stats(store: LedgerStore, out: Any, budget: int) -> None:
     episodes = None
     try:
         episodes = open_episode_source(store)
-        _, projection = planned(store, Projector(store, episodes=episodes), budget, None)
+        if mode == "stateless":
+            _, projection = planned(store, Projector(store, episodes=episodes), budget, None)
+        else:
+            projector = Projector(store, episodes=episodes, control=open_control_source(store))
+            _, projection, _ = viewed(store, projector, budget, None, mode)
     except sqlite3.DatabaseError as exc:
         where = getattr(store, "path", "database")
         raise StoreError(f"{where}: not a usable holon-ctx database ({exc})") from None
     finally:
         if episodes is not None:
             episodes.close()
-    table = Table(title=f"tokens per section at a budget of {budget} "
-                        f"(latest turn {projection.current_turn}, used {projection.used_tokens})")
+    session = mode == "session"
+    table = Table(title=f"tokens per section {'of the request a runtime sends ' if session else ''}"
+                        f"at a budget of {budget} (latest turn {projection.current_turn}, used "
+                        f"{projection.used_tokens}{', message framing included' if session else ''})")
     for name, justify in (("section", "left"), ("representation", "left"),
                           ("allocated", "right"), ("used", "right"), ("refs in", "right"),
                           ("refs left out", "right")):

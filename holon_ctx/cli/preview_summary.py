@@ -247,7 +247,27 @@ def _episode_table(p: Projection, console: Console, width: int) -> list[Text]:
         Column("form"), Column("priority"), Column("why recalled"), Column("covers")], rows)
 
 
-def _left_out_table(p: Projection, console: Console, width: int, limit: int) -> list[Text]:
+def _plan_entries(p: Projection) -> dict[str, int]:
+    """A session request's items by key: the plan budget at which its last re-plan would have
+    kept each one (larger, or at all), as the manifest keeps it (RFC 0024, decision 5)."""
+    return {str(item["key"]): n for section in p.manifest.sections for item in section.items
+            if isinstance(n := item.get("next_budget"), int) and n > 0}
+
+
+def _enters_note(p: Projection) -> Text:
+    """What a session request's "enters at" means, and why it is not a request budget."""
+    info = p.manifest.session or {}
+    planned = info.get("plan_budget_tokens")
+    at = f", planned at {planned} of {p.budget_tokens} tokens" if planned else ""
+    return Text(f"  enters at: the plan budget at which the last re-plan (at "
+                f"{info.get('epoch_started_at', '?')}{at}) would have kept the item larger, or "
+                "at all; a session changes what it holds only when it re-plans (the request "
+                "budget for the turn planned afresh: holon-ctx explain REF)",
+                style="dim")
+
+
+def _left_out_table(p: Projection, console: Console, width: int, limit: int, *,
+                    session: bool = False) -> list[Text]:
     rows = left_out_rows(p)
     # The same items and counts as the summary: one count for one set (issue 27).
     out = [Text(f"left out or shrunk: {plural(len(rows), 'item')}"
@@ -258,18 +278,26 @@ def _left_out_table(p: Projection, console: Console, width: int, limit: int) -> 
                         "(not candidates; episodes recall them when archived)", style="dim"))
     # The reason comes second: it is what a reader wants, and it also says what the item is now
     # (budget_exhausted: omitted; compacted_for_budget, ref_only_for_budget, clipped_to_fit).
+    # A session request's decisions carry no request budget to enter at (a session's items
+    # change only at re-plans): its column is the re-plan's plan budget, labelled as such.
+    planned = _plan_entries(p) if session else {}
     table = [(d.key, reason, d.priority.label, f"{d.tokens}/{d.full_tokens}",
-              f"≥ {d.next_budget}" if d.next_budget else "-") for d, reason in rows[:limit]]
+              f"plan ≥ {planned[d.key]}" if d.key in planned
+              else f"≥ {d.next_budget}" if d.next_budget else "-") for d, reason in rows[:limit]]
     out += table_lines(console, width, [
         Column("item"), Column("reason"), Column("priority"),
         Column("tokens now/full", right=True), Column("enters at")], table)
+    if planned and any(d.key in planned for d, _ in rows[:limit]):
+        out.append(_enters_note(p))
     if len(rows) > limit:
         out.append(Text(f"  … and {len(rows) - limit} more (all of them: holon-ctx project --json; "
                         "one of them: holon-ctx explain REF)", style="dim"))
     return out
 
 
-def detail_lines(p: Projection, console: Console, width: int, left_out_limit: int) -> list[Text]:
-    """Every fold, recalled episode and left-out item, after the prompt."""
+def detail_lines(p: Projection, console: Console, width: int, left_out_limit: int, *,
+                 session: bool = False) -> list[Text]:
+    """Every fold, recalled episode and left-out item, after the prompt. ``session``: ``p`` is
+    a session request's (its "enters at" is the last re-plan's plan budget)."""
     return [*_fold_table(p, console, width), Text(), *_episode_table(p, console, width), Text(),
-            *_left_out_table(p, console, width, left_out_limit)]
+            *_left_out_table(p, console, width, left_out_limit, session=session)]

@@ -12,8 +12,11 @@ The pure core of issue 4 (see ``docs/episodes.md`` and ``rfcs/0003-episodes.md``
     store        the EpisodeStore Protocol (implementations: holon_ctx.ledger.episode_store)
     archiver     which ranges aged out; archive, rebuild, verify
     recall       BM25 + boosts, deterministic ranking
-    render       full / compact / ref texts, fenced and block-safe
+    interface    RecallQuery, RecalledEpisode (an episode crosses to the projection as data)
     source       the projector's EpisodeSource over a store
+
+An episode's prompt forms (full, compact, ref) are written by the projection
+(``holon_ctx.projection.episode_forms``): memory writes no prompt markup of its own.
 
 Nothing here opens a file or a database: stores and the ledger come in as arguments.
 """

@@ -12,6 +12,7 @@ import attrs
 
 from holon_ctx.ledger.facts import Priority
 from holon_ctx.ledger.units import TurnUnit
+from holon_ctx.memory.episodes import Episode
 
 __all__ = ["EpisodeSource", "RecallQuery", "RecalledEpisode"]
 
@@ -37,16 +38,24 @@ class RecallQuery:
 
 @attrs.frozen
 class RecalledEpisode:
-    """An episode offered to the planner. Texts are block-safe; untrusted parts already fenced."""
+    """An episode offered to the planner, as data: the projection renders its forms
+    (:mod:`holon_ctx.projection.episode_forms`), memory writes no prompt text."""
 
     ref: str
     covers: tuple[str, str]
     score: float
     priority: Priority
     reasons: tuple[str, ...]
-    full_text: str
-    compact_text: str
-    ref_text: str
+    #: The episode as shown: the stored one with its accepted recaps merged (summarizer).
+    episode: Episode
+    #: What recall found still open as of the projected turn (None: not checked; each
+    #: unresolved item then reads "open at range end").
+    open_keys: frozenset[str] | None
+    #: Records of the episode the prompt shows on their own (a pinned turn's): named, not quoted.
+    held: tuple[str, ...] = ()
+    #: The recaps merged into ``episode``, encoded (b"" for none): with the episode's id and
+    #: digest, everything its forms depend on besides ``open_keys`` and ``held``.
+    recaps: bytes = b""
 
 
 class EpisodeSource(Protocol):

@@ -30,7 +30,6 @@ from holon_ctx.memory.recall import (
     rank,
     top_text,
 )
-from holon_ctx.memory.render import compact_text, full_text, ref_text
 from holon_ctx.memory.store import EpisodeStore, OpenRow
 from holon_ctx.memory.summarizer import with_recaps
 from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, resolves
@@ -56,10 +55,6 @@ class StoreEpisodeSource:
         #: built at once, such as an imported history's).
         self.as_of_position = as_of_position
         self.weights = weights or RecallWeights()
-        # Rendered texts by everything they depend on (episode id and digest, the items still
-        # open, the recaps): episodes never change, so a source kept across a runtime's calls
-        # renders each recalled episode once instead of once per call. Bounded.
-        self._texts: dict[tuple[object, ...], tuple[str, str, str]] = {}
 
     def close(self) -> None:
         """Close the episode store (the ledger belongs to the caller)."""
@@ -196,25 +191,16 @@ class StoreEpisodeSource:
         prio = priority(cand, text_rank, bool(ep.operator_intents or ep.decisions), self.weights)
         # Records of this episode that the prompt shows on their own (a pinned turn's).
         held = tuple(ref for ref in ep.source_refs if ref in shown) if shown else ()
-        key = (ep.id, ep.digest, open_keys, msgspec.json.encode(recaps) if recaps else b"", held)
-        texts = self._texts.get(key)
-        if texts is None:
-            episode = with_recaps(ep, recaps)
-            texts = (full_text(episode, open_keys, held), compact_text(episode, open_keys, held),
-                     ref_text(episode, open_keys, held))
-            if len(self._texts) >= _TEXT_ENTRIES:
-                self._texts.clear()
-            self._texts[key] = texts
+        # The episode crosses as data; the projection renders (and remembers) its forms.
         return RecalledEpisode(
             ref=ep.ref, covers=ep.covers, score=cand.score, priority=prio,
-            reasons=cand.reasons(), full_text=texts[0], compact_text=texts[1], ref_text=texts[2])
+            reasons=cand.reasons(), episode=with_recaps(ep, recaps), open_keys=open_keys,
+            held=held, recaps=msgspec.json.encode(recaps) if recaps else b"")
 
 
 #: What a decision episode right after a top text match scores, as a share of that match's
 #: score (below it: the question's own episode ranks first, its answer next).
 _ANSWER_SHARE: Final = 0.9
-#: Rendered episodes a source remembers between calls (cleared when full).
-_TEXT_ENTRIES: Final = 1024
 #: Re-ranking rounds before every open item is checked at once (each round checks <= limit).
 _RANK_ROUNDS: Final = 4
 

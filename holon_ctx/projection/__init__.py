@@ -14,8 +14,11 @@ Where things are (one concern per module; ``projector.py`` composes them, RFC 00
     frontier.py    the execution frontier of the current work item
     planner.py     the budget planner (a prefix of a budget-independent step order)
     clipping.py    cutting the first step that does not fit to the tokens left
-    render.py      forms as blocks of text with exact token counts; items.py: the vocabulary;
-                   digest.py: one-line digests of a turn and of a work-item transition
+    render.py      a turn's and the work item's forms as blocks with exact token counts, over
+                   render_records.py (a record's blocks) and render_base.py (label lines,
+                   excerpts, fences, the memo); episode_forms.py: a recalled episode's forms,
+                   from the episode; items.py: the vocabulary; digest.py: one-line digests of a
+                   turn and of a work-item transition
     formats.py     every piece of markup (fences, labels, notes), written in one place
     manifest.py    assembly of the text, the manifest and the per-item decisions
     policy.py      every limit, with its default
@@ -24,5 +27,6 @@ Where things are (one concern per module; ``projector.py`` composes them, RFC 00
     session.py     the session projection (RFC 0010): the walk, record by record, and the request;
                    session_base.py: what a projector holds, its state key and the tail;
                    session_epochs.py: re-plans and the persisted epochs;
-                   session_state.py: the walk's state and the request's values
+                   session_state.py: the walk's state and the request's values;
+                   checkpoints.py: where a walk with no saved state starts
 """

@@ -28,18 +28,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.formats import fold_line, neutralise_repeat_marks, repeat_mark
-from holon_ctx.projection.items import Item
+from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import FoldManifest, Form, Priority, Section, TurnUnit
 
-if TYPE_CHECKING:
-    from holon_ctx.projection.render import Renderer
-
-__all__ = ["BY_TRIGGER", "fold_item", "fold_kind", "fold_repeated_lines", "hidden_differences",
+__all__ = ["BY_TRIGGER", "LineWriter", "fold_item", "fold_kind", "fold_repeated_lines", "hidden_differences",
            "repeat_folds", "result_key", "same_result", "segment", "tool_output_text",
            "tool_repeats"]
 
@@ -139,7 +136,17 @@ def segment(units: Iterable[TurnUnit], *, skip: Callable[[TurnUnit], bool],
     return out
 
 
-def fold_item(r: Renderer, run: Sequence[TurnUnit], facts: Callable[[TurnUnit], Sequence[str]],
+class LineWriter(Protocol):
+    """What a fold line needs of the renderer (:class:`~.render.Renderer` is one). Named by its
+    shape, not imported: the renderer folds tool output with this module's functions, and the
+    two importing each other was a cycle (RFC 0028, "What is left")."""
+
+    def line(self, text: str, refs: Iterable[str] = ()) -> Block: ...
+
+    def rendered(self, blocks: Iterable[Block]) -> Rendered: ...
+
+
+def fold_item(r: LineWriter, run: Sequence[TurnUnit], facts: Callable[[TurnUnit], Sequence[str]],
               *, order: int, tier: int) -> tuple[Item, FoldManifest]:
     """The fold line of ``run`` (a HIGH item) and its manifest entry."""
     kinds: Counter[str] = Counter(fold_kind(unit, facts(unit)) for unit in run)

@@ -23,8 +23,10 @@ __all__ = ["Block", "BlockKind", "ClipFn", "GrowFn", "Item", "Rendered"]
 class BlockKind(StrEnum):
     """What a block's text is, for readers of a projection (the prompt itself shows it in words)."""
 
-    #: A runtime-written line: a heading, a fact, a stub, a fold line, a list line.
+    #: A runtime-written line: a fact, a stub, a fold line, a list line.
     LABEL = "label"
+    #: A turn's heading line (``### turn:…``): the text layout's, which messages leave out.
+    HEADING = "heading"
     #: The operator's own words under an ``operator (trusted)`` label, unfenced.
     OPERATOR = "operator"
     #: Text the runtime vouches for (a runtime note, vouched guidance) under its label, unfenced.

@@ -37,9 +37,8 @@ import msgspec
 
 from holon_ctx.ledger.records import Message, MessageRole, Tool
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.formats import HEADING
 from holon_ctx.projection.framing import Framing, Role, arguments_json
-from holon_ctx.projection.items import Block, Rendered
+from holon_ctx.projection.items import Block, BlockKind, Rendered
 from holon_ctx.projection.provider_types import (
     AnthropicAssistantBlock,
     AnthropicContentBlock,
@@ -158,8 +157,8 @@ def parts_of_blocks(blocks: Iterable[Block], records: Mapping[str, StoredRecord]
             owner = _attach(parts, call)
             if owner is None:
                 part = text_part(text, block.tokens, block.refs)
-        elif (ref is not None and ref.startswith("turn:") and block.kind.value == "label"
-              and not block.body and block.text.startswith(HEADING)):
+        elif (ref is not None and ref.startswith("turn:") and block.kind is BlockKind.HEADING
+              and not block.body):
             part = Part(role=Role.USER, text=text, text_tokens=block.tokens, content="",
                         content_tokens=0, refs=block.refs)
         else:

@@ -28,7 +28,7 @@ from holon_ctx.projection.context import Context, analyse
 from holon_ctx.projection.effects import track_effects
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.history import History
-from holon_ctx.projection.items import Item, Rendered
+from holon_ctx.projection.items import BlockKind, Item, Rendered
 from holon_ctx.projection.manifest import SECTION_TITLES, Projection
 from holon_ctx.projection.model import (
     ControlState,
@@ -180,7 +180,7 @@ def _parts(projection: Projection, items: Sequence[Item], records: dict[str, Sto
         env_item = next((it for it in items if it.section is Section.ENVIRONMENT), None)
         # Only vouched runtime configuration may sit in the system role (docs/providers.md).
         vouched = env_item is not None and "untrusted" not in env_item.reasons \
-            and "<data" not in text
+            and not any(b.kind is BlockKind.FENCED for _, form in env for b in form.blocks)
         parts.append(system_part(text, tokens, refs) if vouched
                      else text_part(text, tokens, refs, stable_end=True))
     eps = projection.section_items.get(Section.EPISODES, ())

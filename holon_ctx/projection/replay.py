@@ -43,6 +43,7 @@ import msgspec
 from holon_ctx.ledger.records import Environment, Message, MessageRole, Tool, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.cost import CostMeter, PriceTable, RequestCost
+from holon_ctx.projection.items import BlockKind
 from holon_ctx.projection.manifest import SECTION_TITLES
 from holon_ctx.projection.model import EpisodeSource, Section
 from holon_ctx.projection.native import (
@@ -207,7 +208,7 @@ class _History:
         title = SECTION_TITLES[Section.ENVIRONMENT] + "\n"
         text = title + "".join(b.text for b in full)
         tokens = self.counter.count(title) + sum(b.tokens for b in full)
-        if vouched and "<data" not in text:
+        if vouched and not any(b.kind is BlockKind.FENCED for b in full):
             return system_part(text, tokens, (env.ref,))
         return text_part(text, tokens, (env.ref,), stable_end=True)
 
@@ -321,11 +322,13 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
                  else None)
     history = (_History(store, counter) if {"full", "newest", "masking"} & set(approaches)
                else None)
-    binds = False
+    # What before_call is told: the session's own plan when it is replayed (a runtime's
+    # session compacts on that alone), else whether any approach's plan left something out.
+    binds = session_binds = False
     for i, (turn, limit) in enumerate(points):
         if before_call is not None:
-            before_call(turn, binds)
-        binds = False
+            before_call(turn, session_binds if "session" in approaches else binds)
+        binds = session_binds = False
         if history is not None:
             history.grow(limit)
             whole = history.messages()
@@ -335,6 +338,7 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
                 req = session.request(budget_tokens=budget_tokens, limit_pos=limit)
                 messages: list[Any] = list(req.openai_messages())
                 replanned, sent, why = req.replanned, req.request_tokens, req.replan_reason
+                session_binds = req.binds
                 binds = binds or req.binds
                 # The current-state tail comes after the rolling breakpoint: never written.
                 unwritten = counter.count(req.parts[-1].content) if req.has_tail else 0

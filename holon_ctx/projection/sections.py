@@ -22,6 +22,7 @@ import attrs
 from holon_ctx.ledger.records import Environment, Message, Pin, TaskResult, Tool, Trust, Turn
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.context import Context
+from holon_ctx.projection.episode_forms import episode_forms
 from holon_ctx.projection.formats import RELATION_PREFIX, label_value
 from holon_ctx.projection.items import Block, Item, Rendered
 from holon_ctx.projection.model import (
@@ -418,13 +419,9 @@ def episodes(ctx: Context, r: Renderer,
     recalled = source.recall(query, ctx.policy.recall)
     items = []
     for rank, ep in enumerate(recalled):
-        forms = {Form.REF: r.rendered([r.line(ep.ref_text, [ep.ref])])}
         # In blocks the clipper can cut: an upgrade that does not fit whole is clipped like any
         # other step, so the budget is used also when episodes are recalled.
-        if ep.compact_text:
-            forms[Form.COMPACT] = r.rendered(r.text_blocks(ep.compact_text, ep.ref))
-        if ep.full_text:
-            forms[Form.FULL] = r.rendered(r.text_blocks(ep.full_text, ep.ref))
+        forms = episode_forms(r, ep)
         items.append(Item(key=ep.ref, section=Section.EPISODES, priority=ep.priority,
                           reasons=ep.reasons, order=rank, position=(rank,), forms=forms,
                           refs=(ep.ref,), kind="episode"))

@@ -22,9 +22,10 @@ from holon_ctx.errors import InputError
 from holon_ctx.ledger.epochs import EpochStart
 from holon_ctx.ledger.records import Message, MessageRole, Turn
 from holon_ctx.ledger.state import WaitState, WorkItemState
-from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.projection.checkpoints import checkpoint_turn, opens_block
 from holon_ctx.projection.folding import fold_item
-from holon_ctx.projection.formats import HEADING, label_value
+from holon_ctx.projection.formats import label_value
 from holon_ctx.projection.framing import Framing
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.items import Block
@@ -382,8 +383,7 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
         if not isinstance(rec, Turn) and turn_id is not None and turn_id != state.open_turn:
             # A late record of an earlier turn says whose it is, for as long as the segment
             # grows (decided when the segment opens: it must stay a prefix of what follows).
-            seg.blocks.append(r.line(f"{HEADING}turn:{turn_id} (continued)",
-                                     [f"turn:{turn_id}"]))
+            seg.blocks.append(r.heading(f"turn:{turn_id} (continued)", [f"turn:{turn_id}"]))
     else:
         seg = last
         seg.records.append(stored)
@@ -525,7 +525,7 @@ def entry_heading(r: Renderer, turn: Turn, ref: str, previous: Turn | None = Non
         parts.append(f"work item {label_value(turn.work_item_id, r.chars.ident)}")
     if turn.outcome:
         parts.append(f"outcome {turn.outcome.value}")
-    blocks = [r.line(HEADING + " · ".join(parts), [ref])]
+    blocks = [r.heading(" · ".join(parts), [ref])]
     if turn.label:
         blocks.append(r.line(f"trigger: {label_value(turn.label, r.chars.trigger_label)}"))
     return blocks
@@ -534,42 +534,6 @@ def entry_heading(r: Renderer, turn: Turn, ref: str, previous: Turn | None = Non
 def is_reply(stored: StoredRecord) -> bool:
     rec = stored.record
     return isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT
-
-
-def checkpoint_turn(store: LedgerStore, end: int, block: int) -> StoredRecord:
-    """The newest checkpoint turn before ``end``: the first turn of the block of ``block`` turn
-    numbers that the latest turn before ``end`` is in (see :class:`SessionPolicy`)."""
-    latest = store.latest_turn(end)
-    if latest is None:
-        raise InputError("the ledger has no turns to project (it holds no turn record yet)")
-    assert isinstance(latest.record, Turn)
-    first_seq = latest.record.seq // block * block
-    found = latest
-    before = latest.record.seq
-    while True:
-        older = store.turns_before(before, block, end)
-        for turn in older:
-            assert isinstance(turn.record, Turn)
-            if turn.record.seq < first_seq:
-                return found
-            found = turn
-        if len(older) < block:
-            return found
-        before = older[-1].record.seq  # type: ignore[union-attr]
-
-
-def opens_block(store: LedgerStore, turn: Turn, limit: int, previous: TurnUnit | None,
-                block: int) -> bool:
-    """``turn`` is a checkpoint: it opens a block of turn numbers (``previous``: the turn before
-    it, when the walk knows it)."""
-    if previous is None:
-        found = store.turns_before(turn.seq, 1, limit)
-        if not found:
-            return True
-        prev = found[0].record
-        assert isinstance(prev, Turn)
-        return prev.seq // block != turn.seq // block
-    return previous.turn.seq // block != turn.seq // block
 
 
 def append_fold(state: WalkState, r: Renderer, facts: Callable[[TurnUnit], list[str]]) -> None:

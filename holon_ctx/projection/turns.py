@@ -19,8 +19,7 @@ import attrs
 from holon_ctx.ledger.records import WorkItem
 from holon_ctx.projection.context import Context
 from holon_ctx.projection.folding import fold_item, segment
-from holon_ctx.projection.formats import fence_parts
-from holon_ctx.projection.items import Item, Rendered
+from holon_ctx.projection.items import BlockKind, Item, Rendered
 from holon_ctx.projection.model import FoldManifest, Form, Omission, Priority, Section, TurnUnit
 from holon_ctx.projection.render import Instead, Renderer
 from holon_ctx.projection.retention import Retention
@@ -181,9 +180,10 @@ class TurnItems:
             # form would never be read, and rendering it is most of a cold turn's cost.
             body = r.turn_body(unit, elsewhere, verbatim=verbatim)
             if (headless and head == f"turn:{unit.turn.id}" and body
-                    and fence_parts(body[0].head.split("\n", 1)[0]) is not None):
+                    and body[0].kind is BlockKind.FENCED and body[0].head.count("\n") == 1):
                 # Only a heading that says nothing but the ref goes (an outcome or another
-                # work item stays said), and only a fence that names its record opens a step:
+                # work item stays said), and only a fence that names its record opens a step
+                # (a fenced block whose head is its fence line alone, no label above it):
                 # a step that begins with a label line (its message shown elsewhere) keeps it.
                 full_head = ""
             forms[Form.FULL] = r.turn_full(unit, full_head, elsewhere=elsewhere,

@@ -1,6 +1,14 @@
-"""Episode texts for the prompt: full, compact and ref forms, each a block-safe, fence-safe text.
+"""Episode forms for the prompt: full, compact and ref, built from the episode itself.
 
-Block-safe (RFC 0002): every text starts with a non-blank line and ends with ``"\\n"``, so its
+Episodes cross from memory to the projection as data (:class:`~holon_ctx.memory.interface.
+RecalledEpisode`: the episode, the keys still open, the records the prompt holds elsewhere), and
+this module writes their markup, as :mod:`holon_ctx.projection.render` writes a record's. Each form
+is a sequence of :class:`Chunk` — a line (with the lines that continue it), or a claim line
+heading a fenced quote — made as the text is written, so the projection's blocks (one per chunk,
+each fenced quote one clippable block) come from the episode, never from re-reading its text;
+:func:`full_text` and friends join the same chunks for ``holon-ctx episodes show``.
+
+Block-safe (RFC 0002): every form starts with a non-blank line and ends with ``"\\n"``, so its
 token count adds exactly to its neighbours'. Trust stays visible, as in
 :mod:`holon_ctx.projection.render`: the operator's archived words are labelled and unfenced;
 every other quoted text (tool output, external events, task summaries, briefs, assistant messages,
@@ -14,16 +22,86 @@ marked ``still open`` or ``resolved since``; without it they read ``open at rang
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection
 from typing import Final
+
+import attrs
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences
 from holon_ctx.ledger.records import Trust
 from holon_ctx.memory.episodes import Claim, Episode, Field
+from holon_ctx.memory.interface import RecalledEpisode
 from holon_ctx.memory.unresolved import KINDS, OpenKind
 from holon_ctx.projection.formats import FENCE_CLOSE, fence_open, one_line
+from holon_ctx.projection.items import Block, BlockKind, Rendered
+from holon_ctx.projection.model import Form
+from holon_ctx.projection.render import Renderer
+from holon_ctx.tokens import TiktokenCounter, TokenCounter
 
-__all__ = ["compact_text", "full_text", "ref_text", "retrieval_hint"]
+__all__ = ["Chunk", "Chunks", "compact_chunks", "compact_text", "episode_forms", "form_blocks",
+           "full_chunks", "full_text", "ref_text", "retrieval_hint"]
+
+
+@attrs.frozen
+class Chunk:
+    """Lines of a form that a clip keeps or drops together: a line with the lines that continue
+    it (those not starting with a visible character: token counts add only across a line that
+    does), or a claim line heading the fence of its quote (``body`` the quote, ``tail`` the
+    fence's closing line), so a clipped form keeps a label, never a fence opener cut short."""
+
+    head: str
+    body: str = ""
+    tail: str = ""
+    #: Trust of the quoted text the chunk shows (a Trust value); None for builder-written lines.
+    trust: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.head + self.body + self.tail
+
+
+@attrs.frozen
+class Chunks:
+    """A form's chunks; ``whole``: a continuation line had no line to continue (the form is then
+    one block, as its text cannot be cut where its counts add)."""
+
+    chunks: tuple[Chunk, ...]
+    whole: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(c.text for c in self.chunks)
+
+
+class _Writer:
+    """Collects a form's chunks as its lines are written."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Chunk] = []
+        self.whole = False
+
+    def lines(self, text: str, trust: str | None = None) -> None:
+        for line in text.splitlines(keepends=True):
+            last = self.chunks[-1] if self.chunks else None
+            if line[:1].strip() or last is None or last.tail:
+                # A continuation with nothing open to continue leaves the form whole.
+                self.whole = self.whole or not line[:1].strip()
+                self.chunks.append(Chunk(head=line, trust=trust))
+            else:
+                self.chunks[-1] = attrs.evolve(last, head=last.head + line)
+
+    def fenced(self, fence: str, body: str, trust: str) -> None:
+        """A fenced quote, under the line above it when that line heads no fence yet."""
+        last = self.chunks[-1] if self.chunks else None
+        if last is not None and not last.tail:
+            self.chunks[-1] = Chunk(head=last.head + fence, body=body, tail=FENCE_CLOSE,
+                                    trust=trust)
+        else:
+            self.chunks.append(Chunk(head=fence, body=body, tail=FENCE_CLOSE, trust=trust))
+
+    def done(self) -> Chunks:
+        return Chunks(chunks=tuple(self.chunks), whole=self.whole)
 
 _TITLES: dict[Field, str] = {
     Field.OPERATOR_INTENTS: "operator intents (the operator's words, archived: history, "
@@ -68,16 +146,18 @@ def _state(claim: Claim, open_keys: Collection[str] | None) -> str:
     return "resolved since"
 
 
-def _quote_block(claim: Claim) -> str:
+def _quote(out: _Writer, claim: Claim) -> None:
+    """The claim's quote: the operator's words as lines of their own, any other text fenced."""
     body = block_safe(neutralise_fences(claim.quote))
     if not body:
-        return ""
+        return
     if claim.truncated:
         body += f"[… cut to the field budget; full text: {_line(claim.refs[0], 80)}]\n"
     if claim.trust == _TRUSTED:
-        return body
-    return fence_open(claim.refs[0], claim.origin or "unknown", claim.trust or "unknown") \
-        + body + FENCE_CLOSE
+        out.lines(body, _TRUSTED)
+        return
+    out.fenced(fence_open(claim.refs[0], claim.origin or "unknown", claim.trust or "unknown"),
+               body, claim.trust or "unknown")
 
 
 def _head(ep: Episode) -> str:
@@ -106,24 +186,31 @@ def _text(claim: Claim, shown: Collection[str], width: int) -> str:
 
 def full_text(ep: Episode, open_keys: Collection[str] | None = None,
               shown: Collection[str] = ()) -> str:
+    """Every field, quotes included (:func:`full_chunks`), as one text."""
+    return full_chunks(ep, open_keys, shown).text
+
+
+def full_chunks(ep: Episode, open_keys: Collection[str] | None = None,
+                shown: Collection[str] = ()) -> Chunks:
     """Every field, quotes included (fenced unless they are the operator's words); a record in
     ``shown`` (held by a pinned turn the prompt shows) is named, not quoted again."""
-    lines = [f"### {_head(ep)}\n"]
+    out = _Writer()
+    out.lines(f"### {_head(ep)}\n")
     for field in Field:
         claims = ep.field(field)
         if not claims:
             continue
-        lines.append(_TITLES[field] + "\n")
+        out.lines(_TITLES[field] + "\n")
         for claim in claims:
             state = f"[{_state(claim, open_keys)}] " if field is Field.UNRESOLVED else ""
             held = _held(claim, shown)
             note = f"; {SHOWN_ELSEWHERE}" if held and claim.quote else ""
-            lines.append(f"- {state}{_text(claim, shown, 400)} ({_refs(claim.refs)}{note})\n")
+            out.lines(f"- {state}{_text(claim, shown, 400)} ({_refs(claim.refs)}{note})\n")
             if claim.quote and not held:
-                lines.append(_quote_block(claim))
-    lines.append(f"source records: {len(ep.source_refs)} ({ep.digest}); full text: "
-                 f"{retrieval_hint(ep.id)}\n")
-    return block_safe("".join(lines))
+                _quote(out, claim)
+    out.lines(f"source records: {len(ep.source_refs)} ({ep.digest}); full text: "
+              f"{retrieval_hint(ep.id)}\n")
+    return out.done()
 
 
 def _summary(claims: list[Claim], shown: int, width: int, *, quote: bool = False,
@@ -159,6 +246,12 @@ _INTENT_CHARS: Final = 1500
 
 def compact_text(ep: Episode, open_keys: Collection[str] | None = None,
                  shown: Collection[str] = ()) -> str:
+    """One line per non-empty field (:func:`compact_chunks`), as one text."""
+    return compact_chunks(ep, open_keys, shown).text
+
+
+def compact_chunks(ep: Episode, open_keys: Collection[str] | None = None,
+                   shown: Collection[str] = ()) -> Chunks:
     """One line per non-empty field, previews only (no quoted untrusted text). Decisions and the
     operator's own words come first and whole (every one, the words verbatim up to the field
     budget; those a decision cites before the rest), then what is still open, then results
@@ -181,7 +274,10 @@ def compact_text(ep: Episode, open_keys: Collection[str] | None = None,
     if ep.artifact_trail:
         lines.append(f"artifacts: {_summary(ep.artifact_trail, 3, 120, held=shown)}\n")
     lines.append(f"full text: {retrieval_hint(ep.id)}\n")
-    return block_safe("".join(lines))
+    out = _Writer()
+    for line in lines:
+        out.lines(line)
+    return out.done()
 
 
 def ref_text(ep: Episode, open_keys: Collection[str] | None = None,
@@ -198,3 +294,52 @@ def ref_text(ep: Episode, open_keys: Collection[str] | None = None,
         counts.append(f"{still} open item{'s' if still != 1 else ''}")
     return (f"- {ep.ref} ({first}–{last}, {_line(ep.owner, 60)}){intent} · "
             f"{', '.join(counts)} · full text: {retrieval_hint(ep.id)}\n")
+
+
+def episode_forms(r: Renderer, ep: RecalledEpisode) -> dict[Form, Rendered]:
+    """A recalled episode's forms for the planner, in blocks the clipper can cut: each fenced
+    quote one clippable block (its claim line, the fence and the quote), every other line a block
+    of its own, so a form that does not fit whole keeps its first lines and a note naming its
+    full text instead of dropping out. Remembered by what they depend on (the episode's id and
+    digest, the recaps merged into it, the keys still open, the records held elsewhere): an
+    episode recalled turn after turn is rendered and counted once."""
+    key = ("episode", ep.ref, ep.episode.digest, ep.recaps, ep.open_keys, ep.held)
+    return r.memo(key, lambda: _forms(r, ep))
+
+
+def _forms(r: Renderer, recalled: RecalledEpisode) -> dict[Form, Rendered]:
+    ep, keys, held = recalled.episode, recalled.open_keys, recalled.held
+    counter = r.counter
+    return {Form.REF: r.rendered([r.line(ref_text(ep, keys, held), [recalled.ref])]),
+            Form.COMPACT: r.rendered(form_blocks(compact_chunks(ep, keys, held), recalled.ref,
+                                                 counter)),
+            Form.FULL: r.rendered(form_blocks(full_chunks(ep, keys, held), recalled.ref,
+                                              counter))}
+
+
+def form_blocks(form: Chunks, ref: str, counter: TokenCounter) -> tuple[Block, ...]:
+    """One block per chunk, or one block for the whole form where the chunks' counts would not
+    add up to its count (or a continuation line began it: :class:`Chunks`).
+
+    For holon_ctx's own tiktoken counters adding up is the additivity contract, with
+    :meth:`~holon_ctx.tokens.TiktokenCounter.seam` naming the one kind of boundary where it does
+    not hold (o200k's punctuation before ``/``): the whole form is counted only there (a re-plan
+    lays out a few new episodes, and counting each twice was about a fifth of its tokenization).
+    Any other counter makes no such promise: its whole count is taken and compared."""
+    texts = [c.text for c in form.chunks]
+    if form.whole:
+        return _whole(form, ref, counter)
+    blocks = tuple(Block(head=c.head, body=c.body, tail=c.tail, tokens=counter.count(text),
+                         refs=(ref,), clippable=bool(c.body), kind=BlockKind.TEXT, trust=c.trust)
+                   for c, text in zip(form.chunks, texts, strict=True))
+    if isinstance(counter, TiktokenCounter):
+        if any(counter.seam(a, b) for a, b in itertools.pairwise(texts)):
+            return _whole(form, ref, counter)
+        return blocks
+    whole = _whole(form, ref, counter)
+    return blocks if sum(b.tokens for b in blocks) == whole[0].tokens else whole
+
+
+def _whole(form: Chunks, ref: str, counter: TokenCounter) -> tuple[Block, ...]:
+    text = form.text
+    return (Block(head=text, tokens=counter.count(text), refs=(ref,), kind=BlockKind.TEXT),)
