@@ -12,6 +12,8 @@ helpers themselves are in ``holon_ctx.session_events``; the facade users see, ``
 from __future__ import annotations
 
 import functools
+import random
+import time
 import weakref
 from collections.abc import Callable
 from datetime import datetime
@@ -83,6 +85,12 @@ class _Taken(Exception):
 
 #: Times a helper builds its batch again when other writers keep appending first.
 _MOVED_TRIES = 64
+#: Tries made at once before a refused helper waits a little (a random pause growing with the
+#: tries, at most _BACKOFF_MAX seconds): writers appending back to back on a server could
+#: otherwise keep beating one whose catch-up reads take longer than their appends (seen in the
+#: slow tier: four PostgreSQL writers, one refused 64 times in a row on a loaded machine).
+_EAGER_TRIES = 4
+_BACKOFF_MAX = 0.025
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 _S = TypeVar("_S", bound="_SessionBase")
@@ -95,7 +103,9 @@ def _retrying(helper: Callable[Concatenate[_S, _P], _T]
     records (a store that takes a record given again as already held would lose one)."""
     @functools.wraps(helper)
     def run(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        for _ in range(_MOVED_TRIES):
+        for tries in range(_MOVED_TRIES):
+            if tries >= _EAGER_TRIES:
+                time.sleep(random.uniform(0, min(_BACKOFF_MAX, 0.001 * 2 ** (tries - _EAGER_TRIES))))
             trusted = self._end_known
             try:
                 return helper(self, *args, **kwargs)
@@ -289,7 +299,10 @@ class _SessionBase:
             return self._end
         end = self.store.end_pos()
         if end != self._end:
+            # The state is read as of the end _load_state reads (another writer may have
+            # appended since the read above): ids minted at the older end would be refused.
             self._load_state()
+            end = self._end
         self._end_known = True
         return end
 
