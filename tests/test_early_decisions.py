@@ -140,22 +140,8 @@ def test_the_early_decision_reaches_the_prompt(case: Case, tmp_path: Path) -> No
     _check(case, tmp_path)
 
 
-def _known_session_miss(case: Case) -> bool:
-    """Not done (RFC 0029, "Not done"): in a session, an unmarked answer in a short conversation
-    (40 or 60 turns) whose filler is on the same topic does not reach the request at 2,048 (and,
-    in Chinese or at 60 turns, 4,096): the session re-planned to recall an episode of filler, at
-    its low-water budget, and the decision's episode scores no higher than the filler's. The
-    stateless prompt holds the decision in every case of the family."""
-    return case.decision == "answer" and case.filler == "same" and case.turns <= 60
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(
-        strict=True, reason="session misses a short same-topic unmarked answer (RFC 0029)"))
-    if _known_session_miss(c) else c
-    for c in FAMILY if c not in SAMPLE], ids=str)
+@pytest.mark.parametrize("case", [c for c in FAMILY if c not in SAMPLE], ids=str)
 def test_the_early_decision_reaches_the_prompt_whole_family(case: Case, tmp_path: Path) -> None:
-    """The same over the whole generated family (the known session misses are expected to fail,
-    strictly: a fix makes them pass and the mark must go)."""
+    """The same over the whole generated family."""
     _check(case, tmp_path)

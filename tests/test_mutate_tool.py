@@ -251,3 +251,24 @@ def test_several_modules_share_one_coverage_run(tool: ModuleType, tmp_path: Path
     assert len(fake_repo) == 1  # mod.py's map is cached and test_c.py is not one of its tests
     tool.TestMap.load_or_measure_many(tmp_path, ["holon_ctx/mod.py", "holon_ctx/sibling.py"])
     assert fake_repo[1:] == [["tests/test_c.py"]]
+
+
+def test_a_class_decorator_runs_the_tests_of_the_lines_that_name_the_class(
+        tool: ModuleType) -> None:
+    """``@attrs.define`` removed breaks every construction of the class: its mutant runs the
+    tests of the lines that name the class and of the class's body (before, none: its line runs
+    at import only)."""
+    source = ("import attrs\n"                   # 1
+              "@attrs.define\n"                  # 2
+              "class Seg:\n"                     # 3
+              "    turn: str\n"                  # 4
+              "def make():\n"                    # 5
+              "    return Seg(turn='t')\n"       # 6
+              "def other():\n"                   # 7
+              "    return 1\n")                  # 8
+    users = tool.import_time_users(source)
+    assert 6 in users[2]
+    assert 8 not in users[2]
+    found = tool.TestMap({6: ["t::make"], 8: ["t::other"]}, {"t::make": 1.0, "t::other": 1.0},
+                         users)
+    assert found.tests_for(2, 2) == ["t::make"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 from projection_builders import LedgerBuilder, selected_refs
+from session_helpers import turn_ids
 
 from holon_ctx.projection.projector import Projection
 from holon_ctx.projection.session import SessionProjector, SessionRequest
@@ -203,6 +204,28 @@ def test_a_new_topic_does_not_carry_the_abandoned_action(lang: str, a_turns: int
     refs = set(selected_refs(b.project(budget)))
     assert current in refs
     assert action not in refs
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("a_turns", [2, 10, 30])
+@pytest.mark.parametrize("fraction", [0.5, 0.75, 0.95, 1])
+def test_a_session_drops_the_abandoned_action_at_the_topic_switch(lang: str, a_turns: int,
+                                                                  fraction: float) -> None:
+    """In a session (a request at every turn), the last request does not show topic A's action
+    at half, three quarters and 95% of the session's whole size (its last request when every
+    record fits), nor at that size less one token; the current input is in it. The turn to
+    topic B re-plans (``topic_changed``) where the history showed the action as planned for
+    topic A or appended since."""
+    b, action, current = new_topic(lang, a_turns)
+    whole = SessionProjector(b.store()).request(budget_tokens=1_000_000).request_tokens
+    budget = whole - 1 if fraction == 1 else int(whole * fraction)
+    store = b.store()
+    session = SessionProjector(store)
+    for turn_id in turn_ids(store):
+        request = session.request(budget_tokens=budget, at=turn_id)
+    assert f"turn:{turn_id}" == current
+    assert current in refs_of(request)
+    assert action not in refs_of(request), budget
 
 
 @pytest.mark.parametrize(("text", "turn_text", "relevant"), [

@@ -282,6 +282,12 @@ def import_time_users(text: str) -> dict[int, set[int]]:
                 for line in range(start, stmt.body[0].lineno):
                     users.setdefault(line, set()).update(inside)
             elif isinstance(stmt, ast.ClassDef):
+                # Its decorators and bases (``@attrs.define`` removed): used wherever the
+                # class is named (its instances are made there) and by its own body.
+                start = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
+                used = reads.get(stmt.name, set()) | set(range(stmt.body[0].lineno, end + 1))
+                for line in range(start, stmt.body[0].lineno):
+                    users.setdefault(line, set()).update(used)
                 visit(stmt.body)
             elif isinstance(stmt, ast.Assign | ast.AnnAssign):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]

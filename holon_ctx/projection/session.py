@@ -29,6 +29,7 @@ the walk and the request.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Final
 
 from holon_ctx.errors import InputError, quote_value
@@ -50,8 +51,10 @@ from holon_ctx.projection.effects import track_effects
 from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.model import (
     ControlHistory,
+    EpisodeManifest,
     Moment,
     Priority,
+    RecalledEpisode,
     RecallQuery,
     TurnUnit,
 )
@@ -70,7 +73,7 @@ from holon_ctx.projection.session_state import (
     append_record,
     session_manifest,
 )
-from holon_ctx.projection.topics import input_topic, is_required
+from holon_ctx.projection.topics import abandoned, input_topic, is_required
 from holon_ctx.projection.view import continuation_anchor, units_of
 from holon_ctx.projection.waits import settle_control
 from holon_ctx.projection.work_state import say_work_state
@@ -81,6 +84,41 @@ __all__ = ["ENGINE_VERSION", "Layout", "SessionPolicy", "SessionProjector", "Ses
 
 #: How many times the score an episode was left out at it must now reach to re-plan for it.
 _REWEIGH: Final = 2.0
+#: How many times the score (for the operator's words) of the episode the epoch's plan weighed
+#: first the best episode's must reach to re-plan for it: the words are about something else.
+_SINGLED_OUT: Final = 3.0
+
+
+def _singled_out(recalled: Sequence[RecalledEpisode], everything: Sequence[RecalledEpisode],
+                 weighed: Sequence[EpisodeManifest], *, cut: bool) -> bool:
+    """The operator's words match best (``recalled``: the relevant ones of ``everything``
+    recalled for them) an episode the epoch does not show in full, at least
+    :data:`_SINGLED_OUT` times as well as the episode the epoch's plan weighed first (issue 25,
+    item 3): the words moved away from what the plan was made for, toward an older episode.
+
+    Scores of different words do not compare: an early decision weighed at a re-plan for words
+    of its topic (filler on the same topic matches every episode of it, the decision's among
+    them) scores higher there than when the operator asks about it in few words, so the doubling
+    of :data:`_REWEIGH` never comes. Scores of the same words do: a question the stateless plan
+    answers with that episode first, while the episode the session's plan ranked first matches
+    it far less, makes the session re-plan; more words of the topic, which that episode matches
+    as well, do not, and a plan that weighed the episode first already is not re-planned again
+    for it."""
+    top = max(weighed, key=lambda e: e.score, default=None)
+    if not recalled or top is None:
+        return False  # (an epoch that weighed no episode re-plans by _REWEIGH's rule)
+    best = recalled[0]
+    if best.ref == top.ref or any(e.ref == best.ref and e.representation == "full"
+                                  for e in weighed):
+        return False
+    now = next((ep.score for ep in everything if ep.ref == top.ref), None)
+    if now is None:
+        # Not recalled: no match for these words when the recall ran short of its limit
+        # (``everything`` it found), unknown when it was ``cut`` at the limit.
+        if cut:
+            return False
+        now = 0.0
+    return best.score >= _SINGLED_OUT * now
 
 
 class SessionProjector(_EpochPlanner):
@@ -336,10 +374,14 @@ class SessionProjector(_EpochPlanner):
         # item 3). Doubling is asked so a score that merely wobbles never re-plans twice.
         weighed = {e.ref: (e.score if e.representation == "omitted" else math.inf)
                    for e in state.manifest.episodes}
-        for ep in self.episodes.recall(query, self.policy.recall):
-            if ep.priority <= Priority.HIGH and ep.score > _REWEIGH * weighed.get(ep.ref, -1.0):
+        everything = self.episodes.recall(query, self.policy.recall)
+        recalled = [ep for ep in everything if ep.priority <= Priority.HIGH]
+        for ep in recalled:
+            if ep.score > _REWEIGH * weighed.get(ep.ref, -1.0):
                 return "episode_recalled"
-        return None
+        cut = len(everything) >= self.policy.recall
+        return "episode_recalled" if _singled_out(recalled, everything, state.manifest.episodes,
+                                                  cut=cut) else None
 
     def _topic_gap(self, state: WalkState, limit: int) -> str | None:
         """The operator's words are about a decision of the newest high turns that the history
@@ -354,6 +396,16 @@ class SessionProjector(_EpochPlanner):
         for unit in units:
             if unit.turn.id not in state.shown and is_required(unit, topic):
                 return "relevant_decision_not_in_history"
+        if state.whole:
+            return None  # (a whole epoch shows every record, as a stateless plan that fits does)
+        # The operator turned to another topic while the history shows the old one's decision
+        # as the plan made it, for the old words (RFC 0030): re-plan, so it goes first.
+        start = None if state.start.turn_id == cur.turn.id else self._unit(
+            state.start.turn_id, limit)
+        planned_for = input_topic(start, units) if start is not None else frozenset()
+        if any(abandoned(unit, topic, planned_for, state.start.turn_seq)
+               for unit in units if unit.turn.id in state.shown):
+            return "topic_changed"
         return None
 
     def _work_item_of(self, stored: StoredRecord, state: WalkState) -> str | None:

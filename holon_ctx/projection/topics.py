@@ -29,7 +29,7 @@ from holon_ctx.ledger.records import Brief, Message, MessageRole
 from holon_ctx.memory.terms import content_terms
 from holon_ctx.projection.model import TurnUnit
 
-__all__ = ["MIN_SHARED", "RELEVANT", "holds_decision", "input_topic", "is_relevant",
+__all__ = ["MIN_SHARED", "RELEVANT", "abandoned", "holds_decision", "input_topic", "is_relevant",
            "is_required", "topic_rank"]
 
 #: Distinct shared terms that make a turn relevant: one shared word is too often a common one
@@ -87,3 +87,16 @@ def topic_rank(unit: TurnUnit, topic: frozenset[str]) -> int:
 def is_required(unit: TurnUnit, topic: frozenset[str]) -> bool:
     """A decision the current input is about: shown before any other older evidence."""
     return holds_decision(unit) and is_relevant(unit, topic)
+
+
+def abandoned(unit: TurnUnit, topic: frozenset[str], planned_for: frozenset[str],
+              epoch_seq: int) -> bool:
+    """``unit`` holds a decision of a topic the operator left: unrelated to the current input's
+    ``topic``, while the session's plan ranked it as the input it was made for did
+    (``planned_for``: relevant, so first) or never ranked it (appended since the epoch began at
+    ``epoch_seq``). A session re-plans (``topic_changed``), so that, as in a stateless plan, its
+    full form is the first evidence to go; once the plan was made for the new topic, the turn no
+    longer qualifies, so one switch re-plans once."""
+    if not topic or not holds_decision(unit) or is_relevant(unit, topic):
+        return False
+    return unit.turn.seq >= epoch_seq or is_relevant(unit, planned_for)
