@@ -54,8 +54,9 @@ SESSION_ID = "session-local"
 #: Not seen on SQLite in four runs. Tried: recording the snapshot at the ledger end read after
 #: sealing rather than the one the compaction read at its start (compaction.py
 #: ``_govern_and_seal``) did not remove it. Not strict: a race, it may pass.
-RACE = pytest.mark.xfail(strict=False, reason="issue 23 defect 3 under several runtimes: on "
-                         "PostgreSQL a few requests differ from a rebuild's (not diagnosed)")
+RACE = pytest.mark.xfail(strict=False, reason="issue 23 defect 3 under several runtimes: a "
+                         "compaction's state can land at a position another runtime's request "
+                         "already read past (RFC 0020, 'Several runtimes on PostgreSQL')")
 
 
 def _env() -> dict[str, str]:
