@@ -15,7 +15,9 @@ model's tokenizer and framing (:func:`holon_ctx.projection.providers.measure`), 
 and the cache figures describe the messages: they are the request a runtime sends.
 
 ``text`` is a view for text-only models: the ledger as of the same position laid out as one prompt
-(operator words labelled, everything else fenced) under the same budget, ``used_tokens`` its count.
+(operator words labelled, everything else fenced) under the same budget, ``used_tokens`` its count,
+with the governed state and the episodes the messages were made with (the request's moment: a
+compaction that runs after the request is not seen; RFC 0020).
 It is made the first time it is read, not before (RFC 0024): a runtime that sends the messages pays
 for one projection walk, not two. A request still unread when its session closes gets its text
 made then, so it stays whole afterwards.

@@ -59,6 +59,7 @@ from holon_ctx.ledger.usage import Observation
 from holon_ctx.memory import EpisodeStore
 from holon_ctx.models import UnknownModelWarning, model_profile
 from holon_ctx.postgres import PostgresStore, is_postgres_url
+from holon_ctx.projection.model import Moment
 from holon_ctx.projection.providers import MAX_MESSAGES
 from holon_ctx.projection.session import Layout, SessionRequest
 from holon_ctx.request import Request
@@ -170,7 +171,7 @@ class Session(_SessionEvents):
             budget_tokens=planned, at=turn_id, ledger_end=end)
         self._schedule.binds = messages.binds
         request = Request(budget_tokens=budget, messages=messages,
-                          make_text=self._text_view(planned, messages.limit_pos),
+                          make_text=self._text_view(planned, messages),
                           planned_tokens=planned, safety_factor=factor,
                           model=self.profile.model, framing=self.profile.framing.name,
                           counter=self._projectors[Layout.MESSAGES].counter.identity,
@@ -179,18 +180,24 @@ class Session(_SessionEvents):
         self._unread.add(request)
         return request
 
-    def _text_view(self, planned: int, limit_pos: int) -> Callable[[], SessionRequest]:
+    def _text_view(self, planned: int,
+                   messages: SessionRequest) -> Callable[[], SessionRequest]:
         """The text layout of a request, made when it is first read (one walk per request for a
-        runtime that sends messages; RFC 0024), as of the messages' ledger position: the same
-        records whatever was appended since. A request still unread when the session closes has
-        its text made then (close)."""
+        runtime that sends messages; RFC 0024), as of the messages' moment: the same records
+        whatever was appended since, and the governed state and archive the messages' walk read
+        — a compaction that ran after the request at its very position is not seen (RFC 0020,
+        "A request is one moment"). A request still unread when the session closes has its text
+        made then (close)."""
         projector = self._projectors[Layout.TEXT]
+        limit_pos = messages.limit_pos
+        moment = messages.moment
+        assert moment is None or isinstance(moment, Moment)
 
         def make() -> SessionRequest:
             if self._closed:
                 raise InputError("the session that made this request is closed: read "
                                  "request.text before closing it", source="Request.text")
-            return projector.request(budget_tokens=planned, limit_pos=limit_pos)
+            return projector.request(budget_tokens=planned, limit_pos=limit_pos, moment=moment)
         return make
 
     def observe_usage(self, input_tokens: int, *, cache_creation_input_tokens: int = 0,

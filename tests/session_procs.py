@@ -44,6 +44,7 @@ from holon_ctx.ledger.records import (
     record_ref,
 )
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.projection.model import Moment
 from holon_ctx.projection.session_state import SessionRequest
 
 #: Small windows so that a few dozen turns compact many times.
@@ -140,10 +141,22 @@ def agent(where: str, tag: str, turns: int, seed: int,
 
 
 def request_digest(request: holon_ctx.Request) -> list[Any]:
-    """``[position, planned tokens, digest]`` of a request: where it was asked, and
-    :func:`messages_digest` of it."""
+    """``[position, planned tokens, digest, moment]`` of a request: where it was asked,
+    :func:`messages_digest` of it, and :func:`moment_seen` (what it read beside the ledger)."""
     messages = request._messages
-    return [messages.limit_pos, request.planned_tokens, messages_digest(messages)]
+    return [messages.limit_pos, request.planned_tokens, messages_digest(messages),
+            moment_seen(messages)]
+
+
+def moment_seen(messages: SessionRequest) -> list[int]:
+    """What a request read beside the ledger as of its position (RFC 0020, ``Moment``): how many
+    control snapshots at or before it, and the newest episode number visible (-1: none read).
+    A rebuild that reads more at the same position found state that landed there afterwards."""
+    moment = messages.moment
+    if not isinstance(moment, Moment):
+        return [-1, -1]
+    snapshots = sum(1 for pos in moment.controls.positions if pos <= messages.limit_pos)
+    return [snapshots, -1 if moment.archive is None else moment.archive]
 
 
 def messages_digest(messages: SessionRequest) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_procs import messages_digest
+from session_procs import messages_digest, moment_seen
 from tiers import sized
 
 import holon_ctx
@@ -54,8 +54,9 @@ SESSION_ID = "session-local"
 #: Not seen on SQLite in four runs. Tried: recording the snapshot at the ledger end read after
 #: sealing rather than the one the compaction read at its start (compaction.py
 #: ``_govern_and_seal``) did not remove it. Not strict: a race, it may pass.
-RACE = pytest.mark.xfail(strict=False, reason="issue 23 defect 3 under several runtimes: on "
-                         "PostgreSQL a few requests differ from a rebuild's (not diagnosed)")
+RACE = pytest.mark.xfail(strict=False, reason="issue 23 defect 3 under several runtimes: a "
+                         "compaction's state can land at a position another runtime's request "
+                         "already read past (RFC 0020, 'Several runtimes on PostgreSQL')")
 
 
 def _env() -> dict[str, str]:
@@ -164,18 +165,25 @@ def check_rebuild(open_store: Callable[[], LedgerStore], reports: list[dict[str,
     and the runtime's request could not have. Measured on 2026-12-04 with three runtimes of six
     turns: 7 of 18 requests differ when each compacts explicitly after every request, every one
     at such a position; 0 of 18 when only their requests compact."""
-    finals = [(pos, planned, digest) for r in reports for pos, planned, digest in [r["final"]]]
-    during = [(pos, planned, digest) for r in reports for pos, planned, digest in r["asked"]
-              if pos not in sealed_at]
+    finals = [(pos, planned, digest, seen) for r in reports
+              for pos, planned, digest, seen in [r["final"]]]
+    during = [(pos, planned, digest, seen) for r in reports
+              for pos, planned, digest, seen in r["asked"] if pos not in sealed_at]
     assert during, "some requests are compared"
     with holon_ctx.Session(open_store(), compaction=None, owns_store=True) as fresh:
         projector = fresh._projectors[Layout.MESSAGES]
-        for planned in sorted({planned for _, planned, _ in [*finals, *during]}):
+        for planned in sorted({planned for _, planned, _, _ in [*finals, *during]}):
             projector.rebuild(budget_tokens=planned)
-        differ = [(pos, planned) for pos, planned, digest in [*finals, *during]
-                  if messages_digest(projector.request(budget_tokens=planned, limit_pos=pos))
-                  != digest]
-    assert differ == [], f"{len(differ)} of {len(finals) + len(during)} requests differ: {differ}"
+        differ = []
+        for pos, planned, digest, seen in [*finals, *during]:
+            again = projector.request(budget_tokens=planned, limit_pos=pos)
+            if messages_digest(again) != digest:
+                # What each read beside the ledger as of pos: [snapshots at or before pos,
+                # newest episode visible]; the rebuild's larger means state landed at or before
+                # pos after the runtime's request (RFC 0020, "Not done").
+                differ.append((pos, planned, seen, moment_seen(again)))
+    assert differ == [], (f"{len(differ)} of {len(finals) + len(during)} requests differ "
+                          f"(pos, planned, runtime read, rebuild read): {differ}")
 
 
 def sealed_positions(continuity: ContinuityStore) -> set[int]:

@@ -104,6 +104,50 @@ def test_the_governed_state_is_read_as_of_the_position(tmp_path: Path) -> None:
     assert f"envelope {sealed.envelope_id}" in late
 
 
+def test_a_snapshot_committed_after_its_envelope_is_read_on_the_next_request(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL commits an envelope and its control snapshot apart: a request between the two
+    sees the envelope and no snapshot. The next request reads the snapshot (the history was kept
+    as complete before, and a continuing runtime stated the older state until another envelope
+    was sealed while a rebuild stated the new one: the eight-runtime test's mismatch)."""
+    import holon_ctx.compaction as compaction_module
+
+    db = tmp_path / "ledger.db"
+    policy = holon_ctx.CompactionPolicy(recent_turns=2)
+    with holon_ctx.open_session(db, compaction=None) as session:
+        session.operator_message("deploy the service")
+        session.open_wait("build", "the build for the deploy")
+        for i in range(4):
+            session.operator_message(f"and then step {i}")
+        session.compact(policy)
+        upkeep = session._upkeep
+        assert upkeep.continuity is not None
+        control = GovernedControl(upkeep.continuity, upkeep.identity.session_id)
+        first = control.control_history().states[-1]
+        assert first is not None
+        session.open_wait("ci", "CI run for the deploy")
+        for i in range(4):
+            session.operator_message(f"and then more {i}")
+        end = session.store.end_pos()
+        newest = session.compact(policy).envelope_id
+        assert newest is not None
+        assert newest != first.envelope_id
+        read = compaction_module.control_snapshots
+
+        def in_flight(store: object, sid: str, envelope_id: str | None = None) -> object:
+            # The newest envelope is committed, its snapshot not yet.
+            return () if envelope_id == newest else read(store, sid, envelope_id)  # type: ignore[arg-type]
+        monkeypatch.setattr(compaction_module, "control_snapshots", in_flight)
+        before = control.control_history().at(end)
+        assert before is not None
+        assert before.envelope_id == first.envelope_id
+        monkeypatch.setattr(compaction_module, "control_snapshots", read)
+        sealed = control.control_history().at(end)
+        assert sealed is not None
+        assert sealed.envelope_id == newest, "the snapshot is read once committed"
+        assert len(sealed.obligations) > len(first.obligations), "the second wait is stated"
+
+
 def test_governed_notices_are_bounded_with_many_open_waits(tmp_path: Path) -> None:
     """Sixty open waits become sixty obligations: the notice lists ten, counts the other fifty
     and names the envelope that holds them all, instead of growing with every wait."""

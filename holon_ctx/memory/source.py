@@ -46,7 +46,8 @@ class StoreEpisodeSource:
     """An :class:`~holon_ctx.projection.model.EpisodeSource` over an :class:`EpisodeStore`."""
 
     def __init__(self, episodes: EpisodeStore, ledger: LedgerStore,
-                 weights: RecallWeights | None = None, *, as_of_position: bool = False) -> None:
+                 weights: RecallWeights | None = None, *, as_of_position: bool = False,
+                 visible_cap: int | None = None) -> None:
         self.episodes = episodes
         self.ledger = ledger
         #: Recall as of the position projected sees only the episodes archived by then (RFC
@@ -54,7 +55,28 @@ class StoreEpisodeSource:
         #: walk recalled. Off, every episode stored counts (the CLI's previews of an archive
         #: built at once, such as an imported history's).
         self.as_of_position = as_of_position
+        #: At most this episode number counts (a request's moment, :meth:`as_of_moment`): a
+        #: compaction that ran after the request at its very position is not seen.
+        self.visible_cap = visible_cap
         self.weights = weights or RecallWeights()
+
+    def moment(self, pos: int) -> int | None:
+        """What a request at ``pos`` sees of the archive now, as a bound for
+        :meth:`as_of_moment` (one read; None when recall is not as of the position)."""
+        return self.episodes.archived_by(pos) if self.as_of_position else None
+
+    def as_of_moment(self, cap: int | None) -> StoreEpisodeSource:
+        """The same recall over the same stores, seeing no episode past ``cap`` (from
+        :meth:`moment`): a request's text view, made later, recalls what its messages did
+        (RFC 0024 decision 1, RFC 0020)."""
+        if cap is None:
+            return self
+        return StoreEpisodeSource(self.episodes, self.ledger, self.weights,
+                                  as_of_position=self.as_of_position, visible_cap=cap)
+
+    def _visible(self, pos: int) -> int:
+        num = self.episodes.archived_by(pos)
+        return num if self.visible_cap is None else min(num, self.visible_cap)
 
     def close(self) -> None:
         """Close the episode store (the ledger belongs to the caller)."""
@@ -63,7 +85,7 @@ class StoreEpisodeSource:
     def archived_through(self, before_seq: int, limit_pos: int | None = None) -> int | None:
         num = self.episodes.max_num_before(before_seq)
         if limit_pos is not None and self.as_of_position:
-            num = min(num, self.episodes.archived_by(limit_pos))
+            num = min(num, self._visible(limit_pos))
         if num <= 0:
             return None
         ep = self.episodes.episodes([num]).get(num)
@@ -74,7 +96,7 @@ class StoreEpisodeSource:
         # The archive as of the position projected (RFC 0020): episodes archived later are not
         # recalled, nor counted in the corpus statistics, so a rebuild recalls what the
         # continuing walk recalled.
-        visible = store.archived_by(query.limit_pos) if self.as_of_position else _EVERY
+        visible = self._visible(query.limit_pos) if self.as_of_position else _EVERY
         max_num = min(store.max_num_before(query.window_first_seq), visible)
         if max_num <= 0 or limit <= 0:
             return []

@@ -27,6 +27,7 @@ __all__ = [
     "ControlState",
     "EpisodeSource",
     "Form",
+    "Moment",
     "Omission",
     "Priority",
     "RecallQuery",
@@ -189,6 +190,20 @@ class ControlHistory:
     def at(self, pos: int) -> ControlState | None:
         i = bisect.bisect_right(self.positions, pos)
         return self.states[i - 1] if i else None
+
+
+@attrs.frozen
+class Moment:
+    """What a request's walk read that a compaction after it can still change (RFC 0020, RFC
+    0024 decision 1): a compaction that runs with nothing appended reads the request's own ledger
+    end, so its control snapshot and archive run count *at* the request's position. Another
+    layout of the same request (the text view, made when first read) walks with this, so it
+    shows what the messages did."""
+
+    #: The governed control state by position, as the request read it.
+    controls: ControlHistory
+    #: The newest episode number the request could recall (None: the source keeps no bound).
+    archive: int | None = None
 
 
 class ControlSource(Protocol):

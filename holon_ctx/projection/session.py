@@ -52,6 +52,7 @@ from holon_ctx.projection.frontier import Tally
 from holon_ctx.projection.model import (
     ControlHistory,
     EpisodeManifest,
+    Moment,
     Priority,
     RecalledEpisode,
     RecallQuery,
@@ -130,22 +131,44 @@ class SessionProjector(_EpochPlanner):
 
     # -- requests ---------------------------------------------------------------------------------
     def request(self, *, budget_tokens: int, at: str | None = None,
-                limit_pos: int | None = None, ledger_end: int | None = None) -> SessionRequest:
+                limit_pos: int | None = None, ledger_end: int | None = None,
+                moment: Moment | None = None) -> SessionRequest:
         """The request as of turn ``at`` (all its records), as of position ``limit_pos``, or
         (neither) as of the end of the ledger — ``ledger_end`` when the caller just read it
-        (a round trip less on a server)."""
+        (a round trip less on a server). ``moment``: another request's
+        (``SessionRequest.moment``), to show the governed state and the archive as that request
+        read them; none: as they are now (read here, and kept on the request)."""
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
                 or budget_tokens <= 0:
             raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
         end = ledger_end if ledger_end is not None and at is None and limit_pos is None \
             else self._end(at, limit_pos)
-        controls = self._controls()
-        state, replanned, reason = self._walk_to(budget_tokens, end, controls)
-        # A side effect the governed store holds that a newer run resolved is stated resolved
-        # (RFC 0023), as of the request's own position.
-        control = settle_control(self.store, controls.at(end), end)
-        return self._request(state, end, control, replanned, reason)
+        if moment is None:
+            moment = self._moment(end)
+        controls = moment.controls
+        source = self.episodes
+        bound = getattr(source, "as_of_moment", None)
+        if callable(bound) and moment.archive is not None:
+            # The archive as the request read it, for this walk only (the projector's own source
+            # stays unbounded for the requests made after it).
+            self.episodes = bound(moment.archive)
+        try:
+            state, replanned, reason = self._walk_to(budget_tokens, end, controls)
+            # A side effect the governed store holds that a newer run resolved is stated
+            # resolved (RFC 0023), as of the request's own position.
+            control = settle_control(self.store, controls.at(end), end)
+            return self._request(state, end, control, replanned, reason, moment)
+        finally:
+            self.episodes = source
+
+    def _moment(self, end: int) -> Moment:
+        """The governed state and the archive as a request at ``end`` sees them now: the
+        control history (one read of the envelope ids) and the newest episode visible at ``end``
+        (one read), so the request's other layout, made later, sees the same (RFC 0024)."""
+        read = getattr(self.episodes, "moment", None)
+        archive = read(end) if callable(read) else None
+        return Moment(self._controls(), archive if isinstance(archive, int) else None)
 
     def _controls(self) -> ControlHistory:
         """The governed control state by ledger position (RFC 0020): a walk reads each record's
@@ -427,7 +450,7 @@ class SessionProjector(_EpochPlanner):
 
     # -- the request --------------------------------------------------------------------------------
     def _request(self, state: WalkState, end: int, control: object, replanned: bool,
-                 reason: str | None) -> SessionRequest:
+                 reason: str | None, moment: Moment | None = None) -> SessionRequest:
         tail = self._tail(state, end, control)
         # A whole epoch with nothing to state beyond its history sends no tail part at all.
         tail_parts = (text_part(tail.text, tail.tokens, tail.refs),) if tail.blocks else ()
@@ -468,7 +491,7 @@ class SessionProjector(_EpochPlanner):
                               tail_tokens=request_tokens - body, epoch=state.start.epoch,
                               replanned=replanned, replan_reason=reason, text=text,
                               binds=any(sec.omitted for sec in state.manifest.sections),
-                              limit_pos=end,
+                              limit_pos=end, moment=moment,
                               has_tail=bool(tail_parts), tail_blocks=tail.blocks,
                               make_manifest=lambda: session_manifest(
                                   snapshot, tail, text, used, request_tokens, cached,

@@ -159,6 +159,9 @@ class SessionRequest:
     #: The tail's blocks (``parts[-1]``'s text, block by block, each with its kind and trust):
     #: the CLI's preview tags the current state's lines from them (cli/session_view.py).
     tail_blocks: tuple[Block, ...] = attrs.field(default=(), repr=False, eq=False)
+    #: What the walk read that a later compaction can change (``projection.model.Moment``):
+    #: another layout asked with it shows the same state (RFC 0024 decision 1).
+    moment: object = attrs.field(default=None, repr=False, eq=False)
     _made: list[Manifest] = attrs.field(factory=list, init=False, repr=False, eq=False)
 
     @property
