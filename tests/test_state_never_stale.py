@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import attrs
@@ -53,6 +54,15 @@ class Truth:
 
     open: bool
     by: str | None = None
+
+
+def texts_at(projector: Projector, budgets: Iterable[int], *, verify: bool = False) -> Iterator[str]:
+    """The stateless prompt's text at each budget that fits (a budget too small is skipped)."""
+    for budget in budgets:
+        try:
+            yield projector.project(budget_tokens=budget, verify=verify).text
+        except BudgetTooSmallError:
+            continue
 
 
 def latest_state(records: list[Record]) -> dict[str, Truth]:
@@ -124,12 +134,8 @@ def test_no_state_line_contradicts_a_newer_record(seed: int, work: int) -> None:
     b = generated(seed, work)
     truth = latest_state(b.records)
     projector = Projector(b.store())
-    for budget in BUDGETS:
-        try:
-            p = projector.project(budget_tokens=budget, verify=True)
-        except BudgetTooSmallError:
-            continue
-        _check(p.text, truth)
+    for text in texts_at(projector, BUDGETS, verify=True):
+        _check(text, truth)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -249,12 +255,8 @@ def test_no_side_effect_is_stated_unresolved_after_a_newer_run_resolved_it(
         control = open_control_source(store)
         assert control is not None
         projector = Projector(store, control=control)
-        for b in (*BUDGETS, budget):
-            try:
-                p = projector.project(budget_tokens=b)
-            except BudgetTooSmallError:
-                continue
-            _check_effects(p.text, truth, keys)
+        for text in texts_at(projector, (*BUDGETS, budget)):
+            _check_effects(text, truth, keys)
     finally:
         store.close()
 
@@ -464,12 +466,8 @@ def test_no_state_line_of_any_kind_contradicts_a_newer_record(seed: int, work: i
     """The stateless prompt at every budget, from the smallest that fits up."""
     b = generated_state(seed, work)
     projector = Projector(b.store())
-    for budget in (500, 800, *BUDGETS):
-        try:
-            p = projector.project(budget_tokens=budget, verify=True)
-        except BudgetTooSmallError:
-            continue
-        _check_all(p.text, b.records)
+    for text in texts_at(projector, (500, 800, *BUDGETS), verify=True):
+        _check_all(text, b.records)
 
 
 @pytest.mark.parametrize(("seed", "budget"), [(s, b) for s in range(4) for b in (900, 1500, 4000)])
@@ -609,11 +607,7 @@ def test_no_obligation_is_stated_pending_after_a_newer_record_resolved_it(
         episodes = open_episode_source(store)
         assert control is not None
         projector = Projector(store, control=control, episodes=episodes)
-        for b in (*BUDGETS, budget):
-            try:
-                p = projector.project(budget_tokens=b)
-            except BudgetTooSmallError:
-                continue
-            _check_obligations(p.text, truth, records)
+        for text in texts_at(projector, (*BUDGETS, budget)):
+            _check_obligations(text, truth, records)
     finally:
         store.close()
