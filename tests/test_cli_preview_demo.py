@@ -20,7 +20,7 @@ import pytest
 from demo_story import KEY_REFS, KEY_TURNS
 from stateless_cli import stateless
 
-from holon_ctx.cli.common import open_control_source
+from holon_ctx.cli.common import control_source
 from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.cli.main import main
 from holon_ctx.ledger.records import Turn
@@ -34,8 +34,9 @@ def project(db: Path, budget: int, at: str | None = None) -> Projection:
     store = SqliteStore(db)
     episodes = open_episode_source(store)
     try:
-        return Projector(store, episodes=episodes, control=open_control_source(store)).project(
-            budget_tokens=budget, at=at)
+        with control_source(store) as control:
+            return Projector(store, episodes=episodes, control=control).project(
+                budget_tokens=budget, at=at)
     finally:
         if episodes is not None:
             episodes.close()
@@ -428,12 +429,13 @@ def test_the_preview_reads_the_demo_epoch_and_shows_the_walked_request(
     store = SqliteStore(demo_db)
     episodes = open_episode_source(store)
     try:
-        projector = Projector(store, episodes=episodes, control=open_control_source(store))
-        read = epoch_view(store, projector, DEMO_BUDGET, None).request
-        read_replans = len(replans)
-        walked = SessionProjector(store, projector.counter, episodes=episodes,
-                                  control=projector.control, layout=read.layout).request(
-            budget_tokens=DEMO_BUDGET)
+        with control_source(store) as control:
+            projector = Projector(store, episodes=episodes, control=control)
+            read = epoch_view(store, projector, DEMO_BUDGET, None).request
+            read_replans = len(replans)
+            walked = SessionProjector(store, projector.counter, episodes=episodes,
+                                      control=control, layout=read.layout).request(
+                budget_tokens=DEMO_BUDGET)
     finally:
         if episodes is not None:
             episodes.close()

@@ -21,7 +21,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from test_cli_preview_golden import GOLDEN, SMALL, check_golden
 
-from holon_ctx.cli.common import open_control_source, open_db
+from holon_ctx.cli.common import control_source, open_db
 from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.cli.preview import print_preview
 from holon_ctx.cli.preview_cmds import trust_lookup
@@ -55,9 +55,10 @@ def compacted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sqlite
     continuity.close()
     episodes.close()
     source = open_episode_source(store)
-    projector = Projector(store, episodes=source, control=open_control_source(store),
-                          limits=WindowLimits(page_turns=4, max_turns=4))
-    yield store, projector.project(budget_tokens=BUDGET)
+    with control_source(store) as control:
+        projector = Projector(store, episodes=source, control=control,
+                              limits=WindowLimits(page_turns=4, max_turns=4))
+        yield store, projector.project(budget_tokens=BUDGET)
     if source is not None:
         source.close()
     store.close()
@@ -147,10 +148,12 @@ def session_shown(compacted: tuple[SqliteStore, Projection]) -> Iterator[dict[st
 
     store, _ = compacted
     source = open_episode_source(store)
-    projector = Projector(store, episodes=source, control=open_control_source(store))
-    _, projection, view = viewed(store, projector, SESSION_BUDGET, None, "session")
-    control = projector.control.control_state() if projector.control else None
-    yield {"p": projection, "epoch": view.line(), "request": view.request, "control": control}
+    with control_source(store) as governed:
+        projector = Projector(store, episodes=source, control=governed)
+        _, projection, view = viewed(store, projector, SESSION_BUDGET, None, "session")
+        control = governed.control_state() if governed else None
+        yield {"p": projection, "epoch": view.line(), "request": view.request,
+               "control": control}
     if source is not None:
         source.close()
 

@@ -23,7 +23,7 @@ from projection_builders import LedgerBuilder
 from session_helpers import check_request, turn_ids
 
 import holon_ctx
-from holon_ctx.cli.common import open_control_source
+from holon_ctx.cli.common import control_source
 from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.records import (
@@ -252,11 +252,11 @@ def test_no_side_effect_is_stated_unresolved_after_a_newer_run_resolved_it(
         # The last request is as of the ledger's end; earlier ones were checked by their turn
         # (the tail is made from what the walk saw, the notices are read at the request).
         _check_effects(texts[-1], truth, keys)
-        control = open_control_source(store)
-        assert control is not None
-        projector = Projector(store, control=control)
-        for text in texts_at(projector, (*BUDGETS, budget)):
-            _check_effects(text, truth, keys)
+        with control_source(store) as control:
+            assert control is not None
+            projector = Projector(store, control=control)
+            for text in texts_at(projector, (*BUDGETS, budget)):
+                _check_effects(text, truth, keys)
     finally:
         store.close()
 
@@ -603,11 +603,13 @@ def test_no_obligation_is_stated_pending_after_a_newer_record_resolved_it(
             _check_obligations(text, open_keys(records[:end]), records[:end])
         assert "pending obligations" in texts[-len(texts) // 2][0] or any(
             "each resolved since" in t for t, _ in texts)
-        control = open_control_source(store)
         episodes = open_episode_source(store)
-        assert control is not None
-        projector = Projector(store, control=control, episodes=episodes)
-        for text in texts_at(projector, (*BUDGETS, budget)):
-            _check_obligations(text, truth, records)
+        with control_source(store) as control:
+            assert control is not None
+            projector = Projector(store, control=control, episodes=episodes)
+            for text in texts_at(projector, (*BUDGETS, budget)):
+                _check_obligations(text, truth, records)
+        if episodes is not None:
+            episodes.close()
     finally:
         store.close()

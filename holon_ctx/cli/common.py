@@ -12,6 +12,8 @@ import argparse
 import os
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,11 +49,11 @@ __all__ = [
     "add_session_key_options",
     "add_source_args",
     "console",
+    "control_source",
     "counter_of",
     "db_name",
     "model_of",
     "open_continuity",
-    "open_control_source",
     "open_db",
     "open_episodes",
     "open_source",
@@ -253,9 +255,17 @@ def open_continuity(store: LedgerStore, *, create: bool = True) -> ContinuitySto
     return None
 
 
-def open_control_source(store: LedgerStore) -> GovernedControl | None:
-    """Governed control state for ``store`` when it is a database ledger that was compacted."""
+@contextmanager
+def control_source(store: LedgerStore) -> Iterator[GovernedControl | None]:
+    """Governed control state for ``store`` when it is a database ledger that was compacted,
+    closed on leaving. Closed, not left to the collector: an unclosed SQLite connection closing
+    later checkpoints the ledger's write-ahead log, so a read-only command would rewrite the
+    database file after it returned."""
     from holon_ctx.compaction import GovernedControl  # noqa: PLC0415
 
     continuity = open_continuity(store, create=False)
-    return None if continuity is None else GovernedControl(continuity)
+    try:
+        yield None if continuity is None else GovernedControl(continuity)
+    finally:
+        if continuity is not None:
+            continuity.close()

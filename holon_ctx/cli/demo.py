@@ -155,22 +155,21 @@ def _save_epoch(ledger: LedgerStore) -> None:
     """Make the request a runtime would send at the demo's budget, saving its epoch beside the
     ledger as a session does: the preview then reads the epoch instead of walking the demo's
     48 re-plans again on every run (RFC 0024; issue 27's second run)."""
-    from holon_ctx.cli.common import open_control_source  # noqa: PLC0415
+    from holon_ctx.cli.common import control_source  # noqa: PLC0415
     from holon_ctx.cli.episodes_cmd import open_episode_source  # noqa: PLC0415
     from holon_ctx.cli.epochs_view import runtime_recall  # noqa: PLC0415
     from holon_ctx.ledger.epochs_sqlite import epoch_store_for  # noqa: PLC0415
     from holon_ctx.projection.session import Layout, SessionProjector  # noqa: PLC0415
 
     episodes = open_episode_source(ledger)
-    control = open_control_source(ledger)
     epochs = epoch_store_for(ledger)
     try:
-        SessionProjector(ledger, layout=Layout.MESSAGES, episodes=runtime_recall(ledger, episodes),
-                         control=control, epochs=epochs).request(budget_tokens=DEMO_BUDGET)
+        with control_source(ledger) as control:
+            SessionProjector(ledger, layout=Layout.MESSAGES,
+                             episodes=runtime_recall(ledger, episodes), control=control,
+                             epochs=epochs).request(budget_tokens=DEMO_BUDGET)
     finally:
         epochs.close()
-        if control is not None:
-            control.store.close()
         if episodes is not None:
             episodes.close()
 

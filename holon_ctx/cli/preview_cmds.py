@@ -32,7 +32,7 @@ import msgspec
 from holon_ctx.cli.common import (
     add_source_args,
     console,
-    open_control_source,
+    control_source,
     open_source,
     positive_int,
 )
@@ -171,7 +171,8 @@ def opened(args: argparse.Namespace) -> Iterator[tuple[LedgerStore, Projector]]:
     episodes = None
     try:
         episodes = open_episode_source(store)
-        yield store, Projector(store, episodes=episodes, control=open_control_source(store))
+        with control_source(store) as control:
+            yield store, Projector(store, episodes=episodes, control=control)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{where}: not a usable holon-ctx database ({exc})") from None
     finally:
@@ -385,8 +386,9 @@ def _section_stats(store: LedgerStore, out: Any, budget: int, mode: str = "sessi
         if mode == "stateless":
             _, projection = planned(store, Projector(store, episodes=episodes), budget, None)
         else:
-            projector = Projector(store, episodes=episodes, control=open_control_source(store))
-            _, projection, _ = viewed(store, projector, budget, None, mode)
+            with control_source(store) as control:
+                projector = Projector(store, episodes=episodes, control=control)
+                _, projection, _ = viewed(store, projector, budget, None, mode)
     except sqlite3.DatabaseError as exc:
         where = getattr(store, "path", "database")
         raise StoreError(f"{where}: not a usable holon-ctx database ({exc})") from None

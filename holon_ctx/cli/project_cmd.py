@@ -10,8 +10,8 @@ from typing import Any
 from holon_ctx.cli.common import (
     add_model_arg,
     add_source_args,
+    control_source,
     model_of,
-    open_control_source,
     open_source,
     positive_int,
 )
@@ -63,16 +63,16 @@ def project_from_args(args: argparse.Namespace, budget: int | None = None,
     budget = budget or args.budget
     at = at if at is not None else args.at
     try:
-        control = open_control_source(store)
-        projection = Projector(store, episodes=episodes, control=control).project(
-            budget_tokens=budget, at=at, verify=True)
-        if not FileArchive.applies(store, episodes):
-            return projection
-        # A file's ledger gets the episodes a library session would hold by now (item 8).
-        return FileArchive(store).plan(
-            projection, lambda p: p.manifest, at,
-            lambda source: Projector(store, episodes=source, control=control).project(
-                budget_tokens=budget, at=at, verify=True))
+        with control_source(store) as control:
+            projection = Projector(store, episodes=episodes, control=control).project(
+                budget_tokens=budget, at=at, verify=True)
+            if not FileArchive.applies(store, episodes):
+                return projection
+            # A file's ledger gets the episodes a library session would hold by now (item 8).
+            return FileArchive(store).plan(
+                projection, lambda p: p.manifest, at,
+                lambda source: Projector(store, episodes=source, control=control).project(
+                    budget_tokens=budget, at=at, verify=True))
     finally:
         if episodes is not None:
             episodes.close()
@@ -86,31 +86,31 @@ def session_request_from_args(args: argparse.Namespace, layout: Layout) -> Sessi
     store = open_source(args)
     episodes = open_episode_source(store)
     try:
-        control = open_control_source(store)
-        framing = model_of(args).framing
+        with control_source(store) as control:
+            framing = model_of(args).framing
 
-        def request(source: EpisodeSource | None) -> SessionRequest:
-            # Fresh for each walk: the reader's own re-plans stay in it, and one made without
-            # the file's archive must not be continued with it (the key omits episodes).
-            epochs = ReadThroughEpochs(epoch_store_for(store))
-            try:
-                def projector(of: Layout) -> SessionProjector:
-                    return SessionProjector(store, layout=of, episodes=source, control=control,
-                                            framing=framing, epochs=epochs)
-                messages = after_previous(projector(Layout.MESSAGES), store, args.budget,
-                                          args.at)
-                if layout is Layout.MESSAGES:
-                    return messages
-                return projector(Layout.TEXT).request(budget_tokens=args.budget,
-                                                      limit_pos=messages.limit_pos)
-            finally:
-                epochs.close()
+            def request(source: EpisodeSource | None) -> SessionRequest:
+                # Fresh for each walk: the reader's own re-plans stay in it, and one made without
+                # the file's archive must not be continued with it (the key omits episodes).
+                epochs = ReadThroughEpochs(epoch_store_for(store))
+                try:
+                    def projector(of: Layout) -> SessionProjector:
+                        return SessionProjector(store, layout=of, episodes=source, control=control,
+                                                framing=framing, epochs=epochs)
+                    messages = after_previous(projector(Layout.MESSAGES), store, args.budget,
+                                              args.at)
+                    if layout is Layout.MESSAGES:
+                        return messages
+                    return projector(Layout.TEXT).request(budget_tokens=args.budget,
+                                                          limit_pos=messages.limit_pos)
+                finally:
+                    epochs.close()
 
-        made = request(episodes)
-        if not FileArchive.applies(store, episodes):
-            return made
-        # A file's ledger gets the episodes a library session would hold by now (item 8).
-        return FileArchive(store).plan(made, lambda r: r.manifest, args.at, request)
+            made = request(episodes)
+            if not FileArchive.applies(store, episodes):
+                return made
+            # A file's ledger gets the episodes a library session would hold by now (item 8).
+            return FileArchive(store).plan(made, lambda r: r.manifest, args.at, request)
     finally:
         if episodes is not None:
             episodes.close()
