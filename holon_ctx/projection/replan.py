@@ -74,6 +74,9 @@ class Frozen:
     pinned_need: int | None = None
     #: Unresolved side effects among the turns the re-plan read (key → the run's ref).
     unresolved: dict[str, str] = attrs.Factory(dict)
+    #: Keys of the open items the episodes shown state ``STILL OPEN`` (in any form but left out):
+    #: a record that resolves one re-plans the epoch (``episode_item_resolved``, RFC 0023).
+    still_open: frozenset[str] = frozenset()
 
 
 def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Renderer) -> list[Item]:
@@ -152,9 +155,13 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
              if key not in chosen.chosen or chosen.chosen[key][0] is not Form.FULL
              or chosen.chosen[key][1].clipped]
     pinned_need = max((n for n in needs if n is not None), default=None)
+    listed = {e.ref for e in projection.manifest.episodes if e.representation != "omitted"}
+    still_open = frozenset(key for ep in recalled if ep.ref in listed
+                           for key in ep.open_keys or ())
     return Frozen(projection=projection, parts=tuple(parts), prefix_count=prefix_count,
                   view=view, ctx=ctx, shown=shown, open_turn=open_turn, tally=tally,
-                  frontier_cover=cover, pinned_need=pinned_need, unresolved=unresolved)
+                  frontier_cover=cover, pinned_need=pinned_need, unresolved=unresolved,
+                  still_open=still_open)
 
 
 def _records(units: Sequence[TurnUnit], view: View) -> dict[str, StoredRecord]:

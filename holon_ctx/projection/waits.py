@@ -23,13 +23,14 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from holon_ctx.ledger.answers import SETTLE_SCAN, answered_waits, keyed_events
-from holon_ctx.ledger.records import Wait, WaitStatus, WorkItemStatus
+from holon_ctx.ledger.records import ExternalEvent, TaskResult, Wait, WaitStatus, WorkItem, WorkItemStatus
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
-from holon_ctx.memory.unresolved import key_work_item, todo_key, tool_events
+from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, todo_key, tool_events
 from holon_ctx.projection.model import ControlState
 
-__all__ = ["SETTLE_SCAN", "Settled", "obligation_key", "settle_control", "settle_waits"]
+__all__ = ["SETTLE_SCAN", "Settled", "obligation_key", "resolves_listed", "settle_control",
+           "settle_waits"]
 
 #: An obligation's key as the governed store's text holds it: ``[wait_id:ci-1; archived in …]``.
 _KEY = re.compile(r"\[([a-z_]+:[^;\]\s]+)[;\]]")
@@ -153,3 +154,24 @@ def _work_item_resolves(key: str, state: WorkItemState) -> bool:
         return not state.blocker and state.status is not WorkItemStatus.BLOCKED
     return not any(todo_key(state.work_item_id, t.text) == key and not t.done
                    for t in state.todos)
+
+
+def resolves_listed(store: LedgerStore, keys: frozenset[str], stored: StoredRecord,
+                    limit_pos: int) -> bool:
+    """Whether ``stored`` resolves one of ``keys`` (open items an episode the session shows
+    states ``STILL OPEN``), as the recall judges them: a wait closed by a wait record or
+    answered by a task result or event, a call or side effect by a run of it, a todo or
+    blocker by a work-item transition (the work item as of ``limit_pos``)."""
+    rec = stored.record
+    if isinstance(rec, Wait):
+        return rec.status is not WaitStatus.OPEN and f"wait_id:{rec.wait_id}" in keys
+    if isinstance(rec, TaskResult | ExternalEvent):
+        return rec.wait_id is not None and f"wait_id:{rec.wait_id}" in keys
+    if isinstance(rec, WorkItem):
+        mine = [k for k in keys if key_work_item(k) == rec.work_item_id]
+        if not mine:
+            return False
+        facts = LedgerFacts(open_wait_ids=frozenset(), work_items={
+            rec.work_item_id: store.work_item_state(rec.work_item_id, limit_pos)})
+        return any(not is_open(k, facts) for k in mine)
+    return any(tag == "resolve" and key in keys for key, tag in tool_events(stored))
