@@ -65,6 +65,23 @@ def settle_control(store: LedgerStore, control: ControlState | None,
         return control
     keys = {key for key, _ in control.blocking}
     keys.update(k for o in control.obligations if (k := obligation_key(o)))
+    by, closed = _scan_resolutions(store, keys, limit_pos)
+    pending, resolved = _split_obligations(store, control, by, closed, limit_pos)
+    if not by and not resolved:
+        return control
+    return attrs.evolve(
+        control,
+        blocking=tuple((k, st) for k, st in control.blocking if k not in by),
+        obligations=tuple(pending),
+        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by),
+        settled_obligations=tuple(resolved.items()))
+
+
+def _scan_resolutions(store: LedgerStore, keys: set[str],
+                      limit_pos: int) -> tuple[dict[str, str], dict[str, str]]:
+    """Over the last :data:`SETTLE_SCAN` records before ``limit_pos``: the run that resolved
+    each of ``keys`` (not reopened by a later unknown or pending run), and the record that
+    closed each wait (not opened again since)."""
     by: dict[str, str] = {}
     closed: dict[str, str] = {}
     for stored in store.records_between(max(limit_pos - SETTLE_SCAN, 0), limit_pos):
@@ -83,6 +100,13 @@ def settle_control(store: LedgerStore, control: ControlState | None,
             by.pop(f"effect:{call_key(rec, stored.ref)}", None)
         if rec.pending:
             by.pop(f"call:{call_key(rec, stored.ref)}", None)
+    return by, closed
+
+
+def _split_obligations(store: LedgerStore, control: ControlState, by: dict[str, str],
+                       closed: dict[str, str],
+                       limit_pos: int) -> tuple[list[str], dict[str, str]]:
+    """The obligations still pending, and the key and resolving ref of each one resolved."""
     resolved: dict[str, str] = {}
     pending: list[str] = []
     blocking = {key for key, _ in control.blocking}
@@ -93,14 +117,7 @@ def settle_control(store: LedgerStore, control: ControlState | None,
             pending.append(text)
         elif said not in blocking:  # (a blocking one is stated settled with the side effects)
             resolved[said] = ref
-    if not by and not resolved:
-        return control
-    return attrs.evolve(
-        control,
-        blocking=tuple((k, st) for k, st in control.blocking if k not in by),
-        obligations=tuple(pending),
-        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by),
-        settled_obligations=tuple(resolved.items()))
+    return pending, resolved
 
 
 def obligation_key(text: str) -> str | None:
