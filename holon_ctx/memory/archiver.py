@@ -34,6 +34,7 @@ import msgspec
 
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.answers import answered_waits
+from holon_ctx.ledger.compaction_lock import appends_held
 from holon_ctx.ledger.limits import resolve_limit
 from holon_ctx.ledger.records import Tool, Turn
 from holon_ctx.ledger.state import WorkItemState
@@ -233,9 +234,14 @@ class Archiver:
                 # A run's episodes are the archive from the ledger position it read up to on:
                 # recall as of an earlier position does not see them (RFC 0020). A rebuild does
                 # not know when each was first archived: its episodes count as archived always.
-                self.store.append([index_episode(ep) for ep in episodes],
-                                  archived_pos=limit_pos if summarize_new and self.positioned
-                                  else None)
+                batch = [index_episode(ep) for ep in episodes]
+                if summarize_new and self.positioned:
+                    # Stamped with the end when the run commits, appends held until it has
+                    # (not limit_pos, which appends may have passed by then: RFC 0020).
+                    with appends_held(self.ledger, limit_pos) as at:
+                        self.store.append(batch, archived_pos=at)
+                else:
+                    self.store.append(batch)
                 archived.extend(ep.id for ep in episodes)
                 covered += sum(ep.turns for ep in episodes)
             if summarize_new and self.summarizer is not None:

@@ -93,7 +93,8 @@ class _ProjectorBase:
             scaled = TokenCaps(**{name: max(value, room) for name, value in
                                   attrs.asdict(caps).items()})
             found = Renderer(self.counter, self.store.counter_identity,
-                             attrs.evolve(self.policy, caps=scaled), self.framing)
+                             attrs.evolve(self.policy, caps=scaled), self.framing,
+                             records_of=self.renderer)
             self._entry_renderers[budget] = found
         return found
 
