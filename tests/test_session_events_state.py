@@ -46,6 +46,8 @@ def test_the_work_item_new_turns_act_for_follows_each_transition() -> None:
     assert s.work_item == "a"
     s.set_work_item("c", status="blocked", blocker="waiting on review")
     assert s.work_item == "c"
+    s.set_work_item("b", status="abandoned")  # another item, sorting before the current one
+    assert s.work_item == "c"
     s.set_work_item("c", status="abandoned")
     assert s.work_item is None
     s.set_work_item("d", status="active")
