@@ -397,6 +397,11 @@ class GovernedControl:
         ids = tuple(self.store.envelope_ids(sid))
         if ids == self._ids and self._history is not None:
             return self._history
+        if not ids and not self._snapshots:
+            # Nothing sealed: no snapshot to read (each is recorded after its envelope), and no
+            # live state to state (a round trip less per request on a server until the first
+            # seal).
+            return ControlHistory.constant(None)
         if not self._snapshots:
             self._snapshots = {s.envelope_id: s for s in control_snapshots(self.store, sid)}
         else:

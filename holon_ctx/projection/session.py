@@ -183,6 +183,12 @@ class SessionProjector(_EpochPlanner):
             return found
         return ControlHistory.constant(source.control_state())
 
+    def walked(self, budget_tokens: int) -> int | None:
+        """Where the walk of ``budget_tokens`` kept in memory stopped (the next request reads
+        the records from there on), or None when none is kept."""
+        state = self._states.get(budget_tokens)
+        return None if state is None else state.pos
+
     def rebuild(self, *, budget_tokens: int) -> None:
         """Forget the persisted state of ``budget_tokens``: the next request walks the ledger
         again from its first turn (derived data, so the requests come out the same)."""

@@ -72,6 +72,22 @@ def settle_control(store: LedgerStore, control: ControlState | None,
         return control
     keys = {key for key, _ in control.blocking}
     keys.update(k for o in control.obligations if (k := obligation_key(o)))
+    by, closed = _scan_resolutions(store, keys, limit_pos)
+    pending, resolved = _split_obligations(store, control, by, closed, limit_pos)
+    if not by and not resolved:
+        return control
+    return attrs.evolve(
+        control,
+        blocking=tuple((k, st) for k, st in control.blocking if k not in by),
+        obligations=tuple(pending),
+        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by),
+        settled_obligations=tuple(resolved.items()))
+
+
+def _scan_resolutions(store: LedgerStore, keys: set[str],
+                      limit_pos: int) -> tuple[dict[str, str], dict[str, str]]:
+    """The record that resolved each of ``keys`` as of ``limit_pos`` (not reopened by a later
+    unknown or pending run), and the record that closed each wait (not opened again since)."""
     wanted = {k: 0 for k in keys if k.startswith(("call:", "effect:", "wait_id:"))}
     found = keyed_events(store, "control", _control_events, wanted, limit_pos)
     by: dict[str, str] = {}
@@ -86,6 +102,13 @@ def settle_control(store: LedgerStore, control: ControlState | None,
                 closed[key.partition(":")[2]] = at
             else:  # "open": the wait was opened again
                 closed.pop(key.partition(":")[2], None)
+    return by, closed
+
+
+def _split_obligations(store: LedgerStore, control: ControlState, by: dict[str, str],
+                       closed: dict[str, str],
+                       limit_pos: int) -> tuple[list[str], dict[str, str]]:
+    """The obligations still pending, and the key and resolving ref of each one resolved."""
     resolved: dict[str, str] = {}
     pending: list[str] = []
     blocking = {key for key, _ in control.blocking}
@@ -96,14 +119,7 @@ def settle_control(store: LedgerStore, control: ControlState | None,
             pending.append(text)
         elif said not in blocking:  # (a blocking one is stated settled with the side effects)
             resolved[said] = ref
-    if not by and not resolved:
-        return control
-    return attrs.evolve(
-        control,
-        blocking=tuple((k, st) for k, st in control.blocking if k not in by),
-        obligations=tuple(pending),
-        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by),
-        settled_obligations=tuple(resolved.items()))
+    return pending, resolved
 
 
 def _control_events(stored: StoredRecord) -> Iterable[tuple[str, str]]:
