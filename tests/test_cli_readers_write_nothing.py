@@ -49,7 +49,7 @@ def opened_connections(monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connecti
         return conn
 
     monkeypatch.setattr(sqlite3, "connect", connect)
-    return made  # (monkeypatch undoes the patch at teardown)
+    return made
 
 
 def _still_open(conn: sqlite3.Connection) -> bool:
