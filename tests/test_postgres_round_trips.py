@@ -89,6 +89,27 @@ def test_an_append_after_the_stores_own_is_one_round_trip(pg_store: PostgresStor
     assert pg_store.end_pos() == len(LEDGER) + 30
 
 
+def test_a_locked_appends_round_trips_do_not_grow_with_its_records(pg_url: str) -> None:
+    """The locked path buffers a batch's rows and sends them together (a prefetch and an insert
+    per chunk of the batch, then the end): a first append of 400 records costs the round trips of
+    one of 100 (both past the few rows sent in one pipeline: COPY per table). A buffer flushed
+    at every row (its size check inverted) costs one per record."""
+    counts = []
+    for size in (100, 400):
+        store = PostgresStore(pg_url, session=f"locked-trips-{size}-{next(_keys)}")
+        try:
+            records: list[Record] = [Turn(id="t", seq=1, trigger="operator_input"), *(
+                Message(id=f"m{i}", turn_id="t", role=MessageRole.ASSISTANT, text=f"step {i}")
+                for i in range(size - 1))]
+            trips = RoundTrips(store.connection)
+            store.append(records)
+            counts.append(trips.count)
+            assert store.end_pos() == size
+        finally:
+            store.close()
+    assert counts[0] == counts[1], counts
+
+
 def test_another_writer_sends_the_next_append_down_the_locked_path(pg_url: str,
                                                                    pg_store: PostgresStore) -> None:
     """A second store appends to the same session: the first store's next append finds the end

@@ -47,7 +47,7 @@ from holon_ctx.projection.formats import (
 )
 from holon_ctx.projection.items import Block, BlockKind
 from holon_ctx.projection.model import TurnUnit
-from holon_ctx.projection.policy import TokenCaps
+from holon_ctx.projection.policy import TextLimits, TokenCaps
 from holon_ctx.projection.render_base import BlockRenderer, Extra
 
 __all__ = ["RecordRenderer", "changed_lines"]
@@ -110,16 +110,7 @@ class RecordRenderer(BlockRenderer):
                 block = fenced(stored, f"brief {ref} ({rec.kind.value}, model-written):",
                                caps.brief)
             case TaskResult():
-                facts = [f"task {label_value(rec.task_id, chars.ident)} {rec.status.value}"]
-                if rec.verification:
-                    facts.append("verification")
-                if rec.spawned_by_turn_id:
-                    facts.append(f"spawned by turn:{rec.spawned_by_turn_id}")
-                if rec.wait_id:
-                    facts.append(f"resolves wait {label_value(rec.wait_id, chars.ident)}")
-                if rec.output_ref:
-                    facts.append(f"output {label_value(rec.output_ref, chars.output_ref)}")
-                label = f"{ref}: " + "; ".join(facts)
+                label = _task_label(rec, ref, chars)
                 block = (fenced(stored, label, caps.task) if rec.summary.strip()
                          else self.line(label, [ref]))
             case ExternalEvent():
@@ -280,6 +271,20 @@ def _shows_command(above: str, command: str) -> bool:
 #: prompt, a space: "run: make") and right after it (the end of its line or of its code span).
 _COMMAND_BEFORE: Final = frozenset("\n`$ \t")
 _COMMAND_AFTER: Final = frozenset("\n`")
+
+
+def _task_label(rec: TaskResult, ref: str, chars: TextLimits) -> str:
+    """A task result's label line: the task, its status and what it says it did."""
+    facts = [f"task {label_value(rec.task_id, chars.ident)} {rec.status.value}"]
+    if rec.verification:
+        facts.append("verification")
+    if rec.spawned_by_turn_id:
+        facts.append(f"spawned by turn:{rec.spawned_by_turn_id}")
+    if rec.wait_id:
+        facts.append(f"resolves wait {label_value(rec.wait_id, chars.ident)}")
+    if rec.output_ref:
+        facts.append(f"output {label_value(rec.output_ref, chars.output_ref)}")
+    return f"{ref}: " + "; ".join(facts)
 
 
 def changed_lines(earlier: str, later: str, limit: int) -> tuple[list[str], int]:
