@@ -55,9 +55,9 @@ SESSION_ID = "session-local"
 #: compaction's archive run and control snapshot were stamped with a ledger end read before
 #: appends that another runtime then read past; on PostgreSQL they are now stamped where appends
 #: wait for their commit (tests/test_session_rebuild.py pins it with two connections). Since,
-#: the slow PostgreSQL test passed 7 of 7 slow runs (2026-12-05, load 20-65): fewer
-#: than the ten in a row that make it strict, so it stays a non-strict expected failure, as
-#: the SQLite one (whose stamps are read as before: RFC 0020, "Not done: SQLite").
+#: the slow PostgreSQL test passed 10 of 10 slow runs (2026-12-05, load 20-65) and is no longer
+#: marked. The SQLite one stays a non-strict expected failure: its stamps are read as before
+#: (RFC 0020, "Not done: SQLite"), though no run has shown a difference there.
 RACE = pytest.mark.xfail(strict=False, reason="issue 23 defect 3 under several runtimes: a "
                          "compaction's state landing at a position another runtime's request "
                          "already read past (RFC 0020; fixed on PostgreSQL, not yet strict)")
@@ -287,7 +287,6 @@ def test_stress_eight_runtimes_on_one_postgres_ledger(pg_where: str) -> None:
     _pg_check(pg_where, reports, codes)
 
 
-@RACE
 @pytest.mark.scaled
 def test_continue_equals_rebuild_with_eight_postgres_runtimes(pg_where: str) -> None:
     """Continue == rebuild with 8 runtimes appending, asking and compacting on PostgreSQL."""
