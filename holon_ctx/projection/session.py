@@ -245,7 +245,7 @@ class SessionProjector(_EpochPlanner):
         limit = stored.pos + 1
         if isinstance(rec, Environment):
             return "environment_changed"
-        r = self._entry_renderer(state.budget)
+        r = self._entry_renderer(state.budget, whole=state.whole)
         why = (self._step_turn(state, stored, rec, r, limit) if isinstance(rec, Turn)
                else self._step_record(state, stored, r, limit))
         if why is not None:
