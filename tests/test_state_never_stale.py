@@ -399,10 +399,11 @@ def _check_lines(text: str, records: list[Record], whole: str | None = None) -> 
             assert said or shown, f"{asked} reads pending, its answer {by} is not said"
 
 
-def generated_state(seed: int, work: int) -> LedgerBuilder:
+def generated_state(seed: int, work: int, tail: int = 0) -> LedgerBuilder:
     """:func:`generated`'s waits, and besides: calls left pending that a later run of the same
     call answers (or not), and work-item transitions (blocked with a blocker, todos ticked off
-    or replaced, the blocker cleared, done) between bursts of work (seeded)."""
+    or replaced, the blocker cleared, done) between bursts of work (seeded); ``tail`` busy turns
+    before the last operator turn."""
     rng = random.Random(seed)
     b = LedgerBuilder()
     ask = b.operator("Ship the billing export; wait for CI and the review before merging.",
@@ -454,6 +455,7 @@ def generated_state(seed: int, work: int) -> LedgerBuilder:
             b.work_item("w1", todos=todos)
         elif kind == "done":
             b.work_item("w1", status=WorkItemStatus.DONE, completion_report="exporter shipped")
+    b.busy(tail, anchor=ask, work_item="w1")
     b.operator("Status?", work_item="w1", anchor=ask)
     return b
 
@@ -505,11 +507,13 @@ def open_keys(records: list[Record]) -> dict[str, bool]:
     return out
 
 
-def obligations_session(seed: int, path: Path) -> tuple[list[tuple[str, int]], int]:
+def obligations_session(seed: int, path: Path, *,
+                        chatter: int = 0) -> tuple[list[tuple[str, int]], int]:
     """A session that opens waits, a blocker, todos and leaves a call pending, compacts them
     into the governed store, then resolves some (a task result, an event, a wait record, todos
-    ticked, the blocker cleared, the call answered) among chatter. Returns each request's text
-    with the number of records as of it, and the budget."""
+    ticked, the blocker cleared, the call answered) among chatter (``chatter`` more exchanges
+    after each step: the resolving records then lie that far back). Returns each request's
+    text with the number of records as of it, and the budget."""
     rng = random.Random(seed)
     budget = rng.choice((1500, 3000, 8000))
     out: list[tuple[str, int]] = []
@@ -561,6 +565,9 @@ def obligations_session(seed: int, path: Path) -> tuple[list[tuple[str, int]], i
                 s.tool_result("call_deploy1", "svc-a rolled out", status="ok")
             else:
                 s.operator_message("Dashboard colours: keep the amber palette.")
+            for i in range(chatter):
+                s.operator_message(f"Footer note {i}: the amber palette stays.")
+                s.assistant_message(f"Footer {i} noted.")
             ask()
     return out, budget
 
@@ -603,6 +610,99 @@ def test_no_obligation_is_stated_pending_after_a_newer_record_resolved_it(
             _check_obligations(text, open_keys(records[:end]), records[:end])
         assert "pending obligations" in texts[-len(texts) // 2][0] or any(
             "each resolved since" in t for t, _ in texts)
+        episodes = open_episode_source(store)
+        with control_source(store) as control:
+            assert control is not None
+            projector = Projector(store, control=control, episodes=episodes)
+            for text in texts_at(projector, (*BUDGETS, budget)):
+                _check_obligations(text, truth, records)
+        if episodes is not None:
+            episodes.close()
+    finally:
+        store.close()
+
+
+# -- the resolving record far back: beyond any bounded read (issue 25 item 2, the class) ---------
+#: The read-back bound the state lines had (``SETTLE_SCAN`` records, ``TAIL_TURNS`` turns of the
+#: recall's tail), shrunk so that a small ledger puts the resolving records beyond it; today the
+#: first is only the page size of an index's catch-up and the second is gone.
+_SMALL = 16
+
+
+@pytest.fixture
+def small_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from holon_ctx.ledger import answers  # noqa: PLC0415 - the modules patched
+    from holon_ctx.memory import source  # noqa: PLC0415
+    from holon_ctx.projection import waits  # noqa: PLC0415
+
+    monkeypatch.setattr(answers, "SETTLE_SCAN", _SMALL)
+    monkeypatch.setattr(waits, "SETTLE_SCAN", _SMALL)
+    monkeypatch.setattr(source, "TAIL_TURNS", 2, raising=False)
+
+
+def _answered_at(records: list[Record]) -> list[int]:
+    """The positions of the records that answer or close a wait."""
+    return [i for i, r in enumerate(records)
+            if (isinstance(r, TaskResult | ExternalEvent) and r.wait_id is not None)
+            or (isinstance(r, Wait) and r.status is not WaitStatus.OPEN)]
+
+
+@pytest.mark.usefixtures("small_reads")
+@pytest.mark.parametrize(("seed", "work"), [(seed, work) for seed in range(6) for work in (5, 12)])
+def test_a_state_line_is_not_stale_however_far_back_its_answer(seed: int, work: int) -> None:
+    """The families above with their answers buried under more work than the read-back bound
+    once was: the stateless prompt at every budget and the session's request at the end (a walk
+    of every record, appended and re-planned) state no wait open that a record answered."""
+    b = generated_state(seed, 1, tail=work)
+    assert all(len(b.records) - i > _SMALL for i in _answered_at(b.records))
+    for text in texts_at(Projector(b.store()), (500, 800, *BUDGETS), verify=True):
+        _check_all(text, b.records)
+    session = SessionProjector(b.store())
+    for budget in (900, 4000):
+        request = session.request(budget_tokens=budget)
+        check_request(request)
+        _check_all(request.text, b.records)
+
+
+@pytest.mark.slow  # 4,400 records walked by a session: ~10 s on a loaded machine
+def test_a_wait_answered_before_the_newest_4096_records_is_not_stated_open() -> None:
+    """The issue's shape at the real size, no bound shrunk: a wait answered by a task result and
+    then more than 4,096 records of work; the work item never says ``waiting on`` it."""
+    b = LedgerBuilder()
+    ask = b.operator("Run the migration job and continue when it reports back.", work_item="w1")
+    b.work_item("w1", objective="Migration done")
+    b.open_wait("task-1", "the migration task reports")
+    b.task_result("task-1", "migration finished: 120 tables", wait="task-1", anchor=ask,
+                  work_item="w1")
+    result = f"task_result:{b.records[-1].id}"
+    while len(b.records) < 4400:
+        b.busy(50, anchor=ask, work_item="w1")
+    b.operator("Next step?", work_item="w1", anchor=ask)
+    store = b.store()
+    text = Projector(store).project(budget_tokens=1500).text
+    assert "waiting on task-1" not in text
+    assert f"wait task-1 resolved by {result}" in text
+    assert f"wait task-1 resolved by {result}" in SessionProjector(store).request(
+        budget_tokens=1500).text
+
+
+@pytest.mark.usefixtures("small_reads")
+@pytest.mark.parametrize("seed", range(4))
+def test_no_obligation_is_stated_pending_however_far_back_it_was_resolved(
+        seed: int, tmp_path: Path) -> None:
+    """:func:`obligations_session` with chatter after each resolving step (so each resolving
+    record is more than :data:`_SMALL` records back by the next steps): every request, and
+    the stateless prompt with the governed store's notices and the episodes, against the
+    ledger."""
+    db = tmp_path / "far.db"
+    texts, budget = obligations_session(seed, db, chatter=10)
+    store = SqliteStore(db)
+    try:
+        records = [s.record for s in store.records_between(0, store.end_pos())]
+        truth = open_keys(records)
+        assert not all(truth.values())
+        for text, end in texts:
+            _check_obligations(text, open_keys(records[:end]), records[:end])
         episodes = open_episode_source(store)
         with control_source(store) as control:
             assert control is not None

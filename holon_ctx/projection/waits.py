@@ -18,15 +18,15 @@ span for such runs: the effect is stated resolved, with the run's ref, not as bl
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 
-from holon_ctx.ledger.answers import SETTLE_SCAN, answered_waits
-from holon_ctx.ledger.records import Tool, Wait, WaitStatus, WorkItemStatus
+from holon_ctx.ledger.answers import SETTLE_SCAN, answered_waits, keyed_events
+from holon_ctx.ledger.records import Wait, WaitStatus, WorkItemStatus
 from holon_ctx.ledger.state import WaitState, WorkItemState
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.memory.unresolved import call_key, key_work_item, resolves, todo_key
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.memory.unresolved import key_work_item, todo_key, tool_events
 from holon_ctx.projection.model import ControlState
 
 __all__ = ["SETTLE_SCAN", "Settled", "obligation_key", "settle_control", "settle_waits"]
@@ -56,33 +56,35 @@ def settle_waits(store: LedgerStore, waits: Sequence[WaitState],
 
 def settle_control(store: LedgerStore, control: ControlState | None,
                    limit_pos: int) -> ControlState | None:
-    """``control`` with each blocking side effect that a tool run among the last
-    :data:`SETTLE_SCAN` records before ``limit_pos`` resolved (the same call, side effect
-    ``none`` or ``completed``, not reopened by a later unknown run) moved to ``settled``, and
-    each pending obligation the ledger as of ``limit_pos`` resolved (see :func:`_resolved_by`)
-    moved to ``settled_obligations``, with the ref of the record that says so."""
+    """``control`` with each blocking side effect that a tool run before ``limit_pos`` resolved
+    (the same call, side effect ``none`` or ``completed``, not reopened by a later unknown run)
+    moved to ``settled``, and each pending obligation the ledger as of ``limit_pos`` resolved
+    (see :func:`_resolved_by`) moved to ``settled_obligations``, with the ref of the record that
+    says so.
+
+    The ledger is read from its first record, not from the seal: a compaction carries the
+    obligations of the one before it without judging them again (a call answered before the
+    third seal was still sealed pending there), so only the records say what is resolved. They
+    are read through the store's :func:`~holon_ctx.ledger.answers.keyed_events` index: however
+    far back the resolving record lies it is found, and each record is read once per process."""
     if control is None or not (control.blocking or control.obligations):
         return control
     keys = {key for key, _ in control.blocking}
     keys.update(k for o in control.obligations if (k := obligation_key(o)))
+    wanted = {k: 0 for k in keys if k.startswith(("call:", "effect:", "wait_id:"))}
+    found = keyed_events(store, "control", _control_events, wanted, limit_pos)
     by: dict[str, str] = {}
     closed: dict[str, str] = {}
-    for stored in store.records_between(max(limit_pos - SETTLE_SCAN, 0), limit_pos):
-        rec = stored.record
-        if isinstance(rec, Wait):
-            if rec.status is WaitStatus.OPEN:
-                closed.pop(rec.wait_id, None)
-            else:
-                closed[rec.wait_id] = stored.ref
-        if not isinstance(rec, Tool):
-            continue
-        for key in resolves(rec, stored.ref):
-            if key in keys:
-                by[key] = stored.ref
-        if rec.side_effect_unresolved:
-            by.pop(f"effect:{call_key(rec, stored.ref)}", None)
-        if rec.pending:
-            by.pop(f"call:{call_key(rec, stored.ref)}", None)
+    for key, events in found.items():
+        for _, ref, tag in events:
+            if tag == "resolve":
+                by[key] = ref
+            elif tag == "reopen":
+                by.pop(key, None)
+            elif tag == "closed":
+                closed[key.partition(":")[2]] = ref
+            else:  # "open": the wait was opened again
+                closed.pop(key.partition(":")[2], None)
     resolved: dict[str, str] = {}
     pending: list[str] = []
     blocking = {key for key, _ in control.blocking}
@@ -101,6 +103,15 @@ def settle_control(store: LedgerStore, control: ControlState | None,
         obligations=tuple(pending),
         settled=tuple((k, by[k]) for k, _ in control.blocking if k in by),
         settled_obligations=tuple(resolved.items()))
+
+
+def _control_events(stored: StoredRecord) -> Iterable[tuple[str, str]]:
+    """What one record does to the keys the governed store can hold open: a wait record opens or
+    closes ``wait_id:…``; a tool run resolves or reopens its call's keys (:func:`tool_events`)."""
+    rec = stored.record
+    if isinstance(rec, Wait):
+        return ((f"wait_id:{rec.wait_id}", "open" if rec.status is WaitStatus.OPEN else "closed"),)
+    return tool_events(stored)
 
 
 def obligation_key(text: str) -> str | None:
