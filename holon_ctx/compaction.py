@@ -44,7 +44,7 @@ from holon_ctx.continuity.records import (
 )
 from holon_ctx.continuity.snapshots import control_snapshots, record_control_snapshot
 from holon_ctx.continuity.store import FactKind
-from holon_ctx.ledger.compaction_lock import process_lock
+from holon_ctx.ledger.compaction_lock import appends_held, process_lock
 from holon_ctx.ledger.records import Message, Pin
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import Archiver, ArchiveReport
@@ -162,7 +162,8 @@ def _compact_locked(
         # as of now (requests before kept the previous one; RFC 0020). The newest envelope is
         # the one _unsealed read (read again, a round trip more on a server, every run).
         if latest is not None and not control_snapshots(continuity, sid, latest.envelope_id):
-            _record_snapshot(continuity, sid, latest.envelope_id, ledger.end_pos(), clock)
+            with appends_held(ledger) as at:
+                _record_snapshot(continuity, sid, latest.envelope_id, at, clock)
         return CompactionResult(report, None, (), ())
     # The governed facts, the journal and the envelope in one transaction (one commit, one disk
     # flush on SQLite, where each fact was its own: RFC 0024); the archive above is the episode
@@ -212,7 +213,8 @@ def _govern_and_seal(
         checkpoint_ref=checkpoint, budget_remaining=resources.budget_remaining,
         sandbox_snapshot_ref=resources.sandbox_snapshot_ref, idempotency_key=key)
     envelope = _seal(continuity, request, clock)
-    _record_snapshot(continuity, sid, envelope.envelope_id, end, clock)
+    with appends_held(ledger, end) as at:
+        _record_snapshot(continuity, sid, envelope.envelope_id, at, clock)
     return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
                             tuple(blocking))
 
@@ -395,6 +397,11 @@ class GovernedControl:
         ids = tuple(self.store.envelope_ids(sid))
         if ids == self._ids and self._history is not None:
             return self._history
+        if not ids and not self._snapshots:
+            # Nothing sealed: no snapshot to read (each is recorded after its envelope), and no
+            # live state to state (a round trip less per request on a server until the first
+            # seal).
+            return ControlHistory.constant(None)
         if not self._snapshots:
             self._snapshots = {s.envelope_id: s for s in control_snapshots(self.store, sid)}
         else:

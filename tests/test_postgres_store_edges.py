@@ -89,8 +89,10 @@ def test_sessions_numbered_past_int4_take_their_own_compaction_locks(
     high = 2**31 + 2**30 + 7
     numbers = [high, high + 29, high - 2**30]
     stores = [_session_numbered(pg_url, f"{pg_session_key}-{n}", n) for n in numbers]
+    # Advisory locks are the server's: other databases' (other test processes) show too.
     query = ("SELECT objid::bigint FROM pg_locks WHERE locktype='advisory' AND granted "
-             "AND classid::bigint = %s")
+             "AND classid::bigint = %s AND database = "
+             "(SELECT oid FROM pg_database WHERE datname = current_database())")
     try:
         with psycopg.connect(pg_url, autocommit=True) as other, contextlib.ExitStack() as held:
             for store in stores:

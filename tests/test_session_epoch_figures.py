@@ -9,9 +9,14 @@ wide or too narrow, a cap not applied or a bound not held gives another figure."
 
 from __future__ import annotations
 
+import math
+
 import holon_ctx
-from holon_ctx.ledger.records import Turn
+from holon_ctx.ledger.memory import MemoryStore
+from holon_ctx.ledger.records import Environment, Turn, WorkItem
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.projection.model import Form
+from holon_ctx.projection.sections import environment_blocks
 from holon_ctx.projection.session import Layout, SessionProjector
 from holon_ctx.projection.session_epochs import GROWTH_TURNS, MIN_LOW_WATER, RECORD_OVERHEAD
 from holon_ctx.projection.session_state import SessionPolicy
@@ -162,3 +167,57 @@ def test_tail_tokens_is_the_tails_cost_when_the_tail_outweighs_the_rest() -> Non
         # The next request reads back everything the first sent but its tail.
         assert second.cached_tokens == body
     session.close()
+
+
+def test_the_environment_is_whole_in_a_planned_epoch_up_to_entry_share_of_the_budget() -> None:
+    """Whole when its full form takes at most ``entry_share`` of the budget (exactly that share
+    included), else its compact lines: decided by the budget and the record alone."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.set_environment(guidance="Run the tests before every commit. " * 20,
+                            workspace="/srv/app", capabilities=["bash", "edit"])
+    session.operator_message("start")
+    store = session.store
+    projector = SessionProjector(store)
+    end = store.end_pos()
+    env = store.latest_environment(end)
+    assert env is not None
+    _, full, _ = environment_blocks(env, projector.renderer)
+    tokens = projector.renderer.rendered(full).tokens
+    share = projector.session.entry_share
+    exact = math.ceil(tokens / share)
+    assert tokens <= exact * share
+    assert projector._environment_form(exact, end) is Form.FULL
+    assert projector._environment_form(exact - 1, end) is Form.COMPACT
+    empty = holon_ctx.open_session(":memory:", compaction=None)
+    empty.operator_message("no environment")
+    assert SessionProjector(empty.store)._environment_form(10_000, empty.store.end_pos()) is None
+
+
+def test_an_epoch_is_whole_only_right_after_the_ledgers_first_turn() -> None:
+    """Whole (RFC 0025) when it starts right after the first turn record, with nothing but
+    environments before it; not after a later record, nor with another record before the turn,
+    nor when the policy turns whole histories off."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.set_environment(workspace="/srv/app")
+    session.operator_message("first")
+    session.operator_message("second")
+    store = session.store
+    turns = [s for s in store.records_between(0, store.end_pos()) if isinstance(s.record, Turn)]
+    projector = SessionProjector(store)
+    first = turns[0].pos
+    assert projector._opens_ledger(first + 1)
+    assert not projector._opens_ledger(first + 2)  # past the turn's message
+    assert not projector._opens_ledger(first)  # before the turn
+    assert not projector._opens_ledger(turns[1].pos + 1)  # the second turn
+    assert not SessionProjector(store, session=SessionPolicy(whole_history=False))._opens_ledger(
+        first + 1)
+    # An environment and another record before the first turn: not whole.
+    other = MemoryStore()
+    other.append([Environment(id="e0", workspace="/srv/app"),
+                  WorkItem(id="w1", work_item_id="a", objective="before any turn"),
+                  Turn(id="t2", seq=0, trigger="operator_input")])
+    assert not SessionProjector(other)._opens_ledger(3)
+    alone = MemoryStore()
+    alone.append([Environment(id="e0", workspace="/srv/app"),
+                  Turn(id="t1", seq=0, trigger="operator_input")])
+    assert SessionProjector(alone)._opens_ledger(2)

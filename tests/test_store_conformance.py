@@ -8,6 +8,7 @@ identical answers on the same ledger.
 
 from __future__ import annotations
 
+import inspect
 import io
 import sqlite3
 import tempfile
@@ -156,6 +157,28 @@ def test_both_stores_implement_the_protocol(store: LedgerStore) -> None:
     """Each store is a runtime-checkable LedgerStore with the default counter's identity."""
     assert isinstance(store, LedgerStore)
     assert store.counter_identity == "tiktoken:cl100k_base"
+
+
+def test_every_store_takes_the_protocols_parameters(store: LedgerStore) -> None:
+    """Each method the LedgerStore protocol declares takes, in every store, the parameters the
+    protocol gives it: the same names and kinds, and the protocol's defaults. Keyword-only stays
+    keyword-only (``append(records, "x")`` is refused by every store, not taken as the source by
+    one), and a caller that leaves out a defaulted argument gets the same behaviour from any
+    store. A store may default what the protocol requires (``work_item_state``'s ``limit_pos``:
+    the append path asks without one)."""
+    def shape(method: Callable[..., Any]) -> list[inspect.Parameter]:
+        return list(inspect.signature(method).parameters.values())
+
+    declared = [n for n, _ in inspect.getmembers(LedgerStore, inspect.isfunction)
+                if not n.startswith("_")]
+    assert {"append", "append_lines", "work_item_state", "turns_before"} <= set(declared)
+    for name in declared:
+        got, want = shape(getattr(type(store), name)), shape(getattr(LedgerStore, name))
+        assert [(p.name, p.kind) for p in got] == [(p.name, p.kind) for p in want], name
+        assert [g.default for g, w in zip(got, want, strict=True) if w.default is not w.empty] \
+            == [w.default for w in want if w.default is not w.empty], name
+    with pytest.raises(TypeError):
+        store.append([], "positional source")  # type: ignore[misc]
 
 
 def test_append_returns_count_and_positions_follow_order(store: LedgerStore) -> None:

@@ -102,15 +102,7 @@ class StoreEpisodeSource:
         state = (self.ledger.work_item_state(query.work_item_id, query.limit_pos)
                  if query.work_item_id else None)
         text = query.query_text + ("\n" + state.objective if state is not None else "")
-        qterms = query_terms(text)
-        docs, total = store.corpus()
-        if visible < docs:
-            docs, total = store.corpus_through(visible)
-            df = {t: n for t in qterms if (n := len(store.postings(t, visible, 1 << 30)))}
-        else:
-            df = store.df(qterms)
-        text_scores = bm25_scores(qterms, df, docs, total,
-                                  lambda t, cap: store.postings(t, max_num, cap), w)
+        text_scores = self._text_scores(query_terms(text), visible, max_num)
         self._answers(text_scores, max_num, query.limit_pos)
         owner = f"work_item:{query.work_item_id}" if query.work_item_id else None
         same = set(store.by_owner(owner, max_num, w.owner_candidates)) if owner else set()
@@ -142,6 +134,19 @@ class StoreEpisodeSource:
             out.append(self._recalled(ep, cand, text_rank.get(num), recaps.get(ep.id, []),
                                       query.shown))
         return out
+
+    def _text_scores(self, qterms: list[str], visible: int, max_num: int) -> dict[int, float]:
+        """BM25 scores of the episodes before ``max_num`` for the query's terms, with the corpus
+        statistics of the episodes visible as of the position projected."""
+        store = self.episodes
+        docs, total = store.corpus()
+        if visible < docs:
+            docs, total = store.corpus_through(visible)
+            df = {t: n for t in qterms if (n := len(store.postings(t, visible, 1 << 30)))}
+        else:
+            df = store.df(qterms)
+        return bm25_scores(qterms, df, docs, total,
+                           lambda t, cap: store.postings(t, max_num, cap), self.weights)
 
     def _answers(self, text_scores: dict[int, float], max_num: int, limit_pos: int) -> None:
         """The episode right after a top text match, when it answers it, matches as well as

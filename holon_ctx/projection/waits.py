@@ -23,13 +23,14 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from holon_ctx.ledger.answers import SETTLE_SCAN, answered_waits, keyed_events
-from holon_ctx.ledger.records import Wait, WaitStatus, WorkItemStatus
+from holon_ctx.ledger.records import ExternalEvent, TaskResult, Wait, WaitStatus, WorkItem, WorkItemStatus
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
-from holon_ctx.memory.unresolved import key_work_item, todo_key, tool_events
+from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, todo_key, tool_events
 from holon_ctx.projection.model import ControlState
 
-__all__ = ["SETTLE_SCAN", "Settled", "obligation_key", "settle_control", "settle_waits"]
+__all__ = ["SETTLE_SCAN", "Settled", "obligation_key", "resolves_listed", "settle_control",
+           "settle_waits"]
 
 #: An obligation's key as the governed store's text holds it: ``[wait_id:ci-1; archived in …]``.
 _KEY = re.compile(r"\[([a-z_]+:[^;\]\s]+)[;\]]")
@@ -71,6 +72,22 @@ def settle_control(store: LedgerStore, control: ControlState | None,
         return control
     keys = {key for key, _ in control.blocking}
     keys.update(k for o in control.obligations if (k := obligation_key(o)))
+    by, closed = _scan_resolutions(store, keys, limit_pos)
+    pending, resolved = _split_obligations(store, control, by, closed, limit_pos)
+    if not by and not resolved:
+        return control
+    return attrs.evolve(
+        control,
+        blocking=tuple((k, st) for k, st in control.blocking if k not in by),
+        obligations=tuple(pending),
+        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by),
+        settled_obligations=tuple(resolved.items()))
+
+
+def _scan_resolutions(store: LedgerStore, keys: set[str],
+                      limit_pos: int) -> tuple[dict[str, str], dict[str, str]]:
+    """The record that resolved each of ``keys`` as of ``limit_pos`` (not reopened by a later
+    unknown or pending run), and the record that closed each wait (not opened again since)."""
     wanted = {k: 0 for k in keys if k.startswith(("call:", "effect:", "wait_id:"))}
     found = keyed_events(store, "control", _control_events, wanted, limit_pos)
     by: dict[str, str] = {}
@@ -85,6 +102,13 @@ def settle_control(store: LedgerStore, control: ControlState | None,
                 closed[key.partition(":")[2]] = ref
             else:  # "open": the wait was opened again
                 closed.pop(key.partition(":")[2], None)
+    return by, closed
+
+
+def _split_obligations(store: LedgerStore, control: ControlState, by: dict[str, str],
+                       closed: dict[str, str],
+                       limit_pos: int) -> tuple[list[str], dict[str, str]]:
+    """The obligations still pending, and the key and resolving ref of each one resolved."""
     resolved: dict[str, str] = {}
     pending: list[str] = []
     blocking = {key for key, _ in control.blocking}
@@ -95,14 +119,7 @@ def settle_control(store: LedgerStore, control: ControlState | None,
             pending.append(text)
         elif said not in blocking:  # (a blocking one is stated settled with the side effects)
             resolved[said] = ref
-    if not by and not resolved:
-        return control
-    return attrs.evolve(
-        control,
-        blocking=tuple((k, st) for k, st in control.blocking if k not in by),
-        obligations=tuple(pending),
-        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by),
-        settled_obligations=tuple(resolved.items()))
+    return pending, resolved
 
 
 def _control_events(stored: StoredRecord) -> Iterable[tuple[str, str]]:
@@ -153,3 +170,24 @@ def _work_item_resolves(key: str, state: WorkItemState) -> bool:
         return not state.blocker and state.status is not WorkItemStatus.BLOCKED
     return not any(todo_key(state.work_item_id, t.text) == key and not t.done
                    for t in state.todos)
+
+
+def resolves_listed(store: LedgerStore, keys: frozenset[str], stored: StoredRecord,
+                    limit_pos: int) -> bool:
+    """Whether ``stored`` resolves one of ``keys`` (open items an episode the session shows
+    states ``STILL OPEN``), as the recall judges them: a wait closed by a wait record or
+    answered by a task result or event, a call or side effect by a run of it, a todo or
+    blocker by a work-item transition (the work item as of ``limit_pos``)."""
+    rec = stored.record
+    if isinstance(rec, Wait):
+        return rec.status is not WaitStatus.OPEN and f"wait_id:{rec.wait_id}" in keys
+    if isinstance(rec, TaskResult | ExternalEvent):
+        return rec.wait_id is not None and f"wait_id:{rec.wait_id}" in keys
+    if isinstance(rec, WorkItem):
+        mine = [k for k in keys if key_work_item(k) == rec.work_item_id]
+        if not mine:
+            return False
+        facts = LedgerFacts(open_wait_ids=frozenset(), work_items={
+            rec.work_item_id: store.work_item_state(rec.work_item_id, limit_pos)})
+        return any(not is_open(k, facts) for k in mine)
+    return any(tag == "resolve" and key in keys for key, tag in tool_events(stored))
