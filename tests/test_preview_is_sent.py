@@ -149,23 +149,31 @@ def test_stateless_mode_is_the_turn_planned_afresh(demo_db: Path,
 def test_explain_and_diff_show_the_session_request(demo_db: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """``explain`` places a ref in the runtime's request and ``diff`` compares two of them: the
-    current turn is in the history appended since the epoch began, and the diff's token counts are the two
-    requests' (what ``preview`` shows at each turn)."""
+    current turn is where the runtime's request holds it (in the epoch's planned history when the
+    epoch began at it, else appended since), and the diff's token counts are the two requests'
+    (what ``preview`` shows at each turn)."""
     capsys.readouterr()
     assert main(["explain", "--db", str(demo_db), "--budget", "8192", "turn:t276", "--json"]) == 0
     explained = json.loads(capsys.readouterr().out)
     assert explained["mode"] == "session"
-    assert explained["session"]["in_request"] == "appended"  # after the epoch began at t263
+    [(_, sent)] = runtime_requests(demo_db, (8192,))
+    began = sent.manifest["session"]["epoch_started_at"]
+    assert explained["session"]["in_request"] == (
+        "frozen_history" if began == "turn:t276" else "appended"), began
     assert main(["diff", "--db", str(demo_db), "--budget", "8192", "--at", "t275", "--at", "t276",
                  "--json"]) == 0
     diffed = json.loads(capsys.readouterr().out)
     assert diffed["mode"] == "session"
     args = argparse.Namespace(db=str(demo_db), source=None, session_key=None)
     with opened(args) as (store, projector):
-        tokens = [viewed(store, projector, 8192, at, "session")[1].used_tokens
-                  for at in ("t275", "t276")]
-    assert [diffed["a"]["used_tokens"], diffed["b"]["used_tokens"]] == tokens
-    assert diffed["identical_sections"] == ["stable_prefix"]
+        shown = [viewed(store, projector, 8192, at, "session")[1] for at in ("t275", "t276")]
+    assert [diffed["a"]["used_tokens"], diffed["b"]["used_tokens"]] == [
+        p.used_tokens for p in shown]
+    # The prefix stays unless the newer request re-planned what it holds (the demo's last turn
+    # re-plans since it resolves an item an episode in the prefix listed as still open).
+    same_prefix = shown[0].stable_prefix == shown[1].stable_prefix
+    assert same_prefix == (began != "turn:t276")
+    assert diffed["identical_sections"] == (["stable_prefix"] if same_prefix else [])
 
 
 #: A runtime that compacts every two turns with a window of three: archive runs at many ledger
