@@ -292,19 +292,10 @@ _TEXT_MATCHERS = frozenset({"startswith", "endswith", "find", "rfind", "index", 
                             "finditer", "findall"})
 #: Modules that still read rendered text, each with why; this list may only shrink.
 KNOWN_MARKUP_READERS: dict[str, str] = {
-    # A session request's parts carry text only (no blocks): the preview of a session request
-    # and its view re-tag trust by the fences they read. Parts that keep their blocks end it.
-    "cli/preview.py": "session request parts are text",
-    "cli/session_view.py": "session request parts are text",
-    # explain finds a record quoted inside a recalled episode by its fence line.
-    "cli/explain.py": "episode quotes located by fence",
     # The markup-share measure and the shown-lines count take the runtime's notes (excerpt,
     # repeated lines) out of a body's content by matching them.
     "projection/density.py": "notes counted inside bodies",
     "projection/shown_lines.py": "repeat notes counted inside bodies",
-    # The stateless provider formats decide the system role by a fence in the stable prefix
-    # text (a session view's projection has no blocks), and check tool pairing on the text.
-    "projection/providers.py": "system role and tool pairing read from text",
 }
 
 
