@@ -20,15 +20,24 @@ from typing import Any
 import attrs
 import msgspec
 
+from holon_ctx.cli._api import (
+    BY_TRIGGER,
+    BlockKind,
+    Form,
+    ItemDecision,
+    LedgerStore,
+    Omission,
+    Projection,
+    Projector,
+    Section,
+    StoredRecord,
+    Turn,
+    TurnUnit,
+    classify,
+    forgeries,
+    turn_facts,
+)
 from holon_ctx.errors import UnknownRefError
-from holon_ctx.ledger.records import Turn
-from holon_ctx.ledger.store import LedgerStore, StoredRecord
-from holon_ctx.projection.folding import BY_TRIGGER
-from holon_ctx.projection.formats import forgeries
-from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.model import Form, Omission, Section, TurnUnit
-from holon_ctx.projection.projector import ItemDecision, Projection, Projector
-from holon_ctx.projection.retention import classify, turn_facts
 
 __all__ = ["Explanation", "episode_lookup", "explain", "omission_reason"]
 

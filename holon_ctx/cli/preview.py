@@ -30,15 +30,25 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from rich.console import Console
 from rich.text import Text
 
+from holon_ctx.cli._api import (
+    ALERT,
+    FOLD_PREFIX,
+    HEADING,
+    RELATION_PREFIX,
+    SECTION_ORDER,
+    SECTION_TITLES,
+    Block,
+    BlockKind,
+    ControlState,
+    ItemDecision,
+    Projection,
+    Section,
+    SessionRequest,
+)
 from holon_ctx.cli.layout import emit, hang, kv, pct, visible
 from holon_ctx.cli.preview_summary import detail_lines, glance_lines
 from holon_ctx.cli.session_view import part_blocks
 from holon_ctx.cli.wording import plural
-from holon_ctx.projection.formats import ALERT, FOLD_PREFIX, HEADING, RELATION_PREFIX
-from holon_ctx.projection.items import Block, BlockKind
-from holon_ctx.projection.model import SECTION_ORDER, ControlState, Section
-from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection
-from holon_ctx.projection.session import SessionRequest
 
 __all__ = ["TAGS", "TrustOf", "print_preview", "tag_block_lines"]
 
@@ -193,7 +203,7 @@ def _representation(section: Section, decisions: Sequence[ItemDecision], fallbac
 
 def header_lines(p: Projection, console: Console, epoch: str | None = None, *,
                  session: bool = False) -> list[Text]:
-    from holon_ctx.projection.relation import RELATION_TEXT  # noqa: PLC0415 - cheap, keeps order
+    from holon_ctx.cli._api import RELATION_TEXT  # noqa: PLC0415 - cheap, keeps order
 
     m = p.manifest
     first = m.window.get("first", p.current_turn)

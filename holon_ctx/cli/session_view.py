@@ -18,14 +18,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from holon_ctx.cli._api import (
+    Block,
+    BlockKind,
+    Form,
+    ItemDecision,
+    LedgerStore,
+    Manifest,
+    Part,
+    Priority,
+    Projection,
+    Projector,
+    Relation,
+    Role,
+    Section,
+    SessionRequest,
+    blocks_of,
+)
 from holon_ctx.cli.epochs_view import EpochView, epoch_view
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.items import Block, BlockKind
-from holon_ctx.projection.model import Form, Manifest, Priority, Relation, Section
-from holon_ctx.projection.native import Part, Role
-from holon_ctx.projection.projector import ItemDecision, Projection, Projector
-from holon_ctx.projection.session import SessionRequest
-from holon_ctx.projection.spans import blocks_of
 
 __all__ = ["MODES", "as_projection", "part_blocks", "runtime_request"]
 
