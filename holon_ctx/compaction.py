@@ -44,7 +44,7 @@ from holon_ctx.continuity.records import (
 )
 from holon_ctx.continuity.snapshots import control_snapshots, record_control_snapshot
 from holon_ctx.continuity.store import FactKind
-from holon_ctx.ledger.compaction_lock import process_lock
+from holon_ctx.ledger.compaction_lock import appends_held, process_lock
 from holon_ctx.ledger.records import Message, Pin
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import Archiver, ArchiveReport
@@ -162,7 +162,8 @@ def _compact_locked(
         # as of now (requests before kept the previous one; RFC 0020). The newest envelope is
         # the one _unsealed read (read again, a round trip more on a server, every run).
         if latest is not None and not control_snapshots(continuity, sid, latest.envelope_id):
-            _record_snapshot(continuity, sid, latest.envelope_id, ledger.end_pos(), clock)
+            with appends_held(ledger) as at:
+                _record_snapshot(continuity, sid, latest.envelope_id, at, clock)
         return CompactionResult(report, None, (), ())
     # The governed facts, the journal and the envelope in one transaction (one commit, one disk
     # flush on SQLite, where each fact was its own: RFC 0024); the archive above is the episode
@@ -186,6 +187,42 @@ def _govern_and_seal(
     """The governed state the archived ``episodes`` leave, then the envelope sealing them."""
     now = clock()
     sid = session.session_id
+    resources = _govern_session(continuity, session, now)
+    end = ledger.end_pos()
+    open_now, blocking = _govern_open_items(episodes, continuity, session, end, now)
+    constraint_refs = _govern_pins(ledger, continuity, sid, end, now)
+
+    # The envelope names the write in flight: the first unreconciled one, else the newest side
+    # effect (naming none while the session has some would claim it never wrote anything; the
+    # sealed state carries all of them either way, RFC 0004).
+    effects = continuity.side_effects(sid)
+    key = blocking[0] if blocking else (effects[-1].idempotency_key if effects else None)
+    first, last = archived[0].span.first_turn, archived[-1].span.last_turn
+    checkpoint = fit_id(f"checkpoint:{last}")
+    continuity.record_checkpoint(sid, checkpoint, at=now)
+    summary = b"".join(encode_episode(ep) for ep in archived)
+    request = CompactionRequest(
+        session_id=sid,
+        envelope_id=fit_id(f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}"),
+        source_trace_id=fit_id(f"ledger-{sid}"),
+        source_event_range=(fit_id(first), fit_id(last)),
+        summary_bytes=summary, objective=_objective(archived),
+        exact_constraint_refs=sorted(set(constraint_refs)),
+        pending_obligations=sorted(open_now), tenant_id=session.tenant_id,
+        principal_id=session.principal_id, authorization_mode=session.authorization_mode,
+        checkpoint_ref=checkpoint, budget_remaining=resources.budget_remaining,
+        sandbox_snapshot_ref=resources.sandbox_snapshot_ref, idempotency_key=key)
+    envelope = _seal(continuity, request, clock)
+    with appends_held(ledger, end) as at:
+        _record_snapshot(continuity, sid, envelope.envelope_id, at, clock)
+    return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
+                            tuple(blocking))
+
+
+def _govern_session(continuity: ContinuityStore, session: SessionConfig,
+                    now: datetime) -> SessionResources:
+    """The session's identity, policy and resources, recorded the first time; its resources."""
+    sid = session.session_id
     if continuity.session_identity(sid) is None:
         continuity.set_session_identity(SessionIdentity(
             session_id=sid, tenant_id=session.tenant_id, principal_id=session.principal_id,
@@ -198,13 +235,18 @@ def _govern_and_seal(
     if resources is None:
         resources = SessionResources(session_id=sid, budget_remaining=session.budget_remaining)
         continuity.set_session_resources(resources, at=now)
+    return resources
 
-    end = ledger.end_pos()
-    # Every open item of the archive (resolved ones are reported too, to close obligations).
-    rows = episodes.open_rows(episodes.count(), end, 10_000)
+
+def _govern_open_items(episodes: EpisodeStore, continuity: ContinuityStore,
+                       session: SessionConfig, end: int,
+                       now: datetime) -> tuple[set[str], list[str]]:
+    """Every open item of the archive as an obligation (resolved ones close theirs) and every
+    side effect as a governed one: (the obligations open now, the unreconciled effects' keys)."""
+    sid = session.session_id
     open_now: set[str] = set()
     blocking: list[str] = []
-    for row in rows:
+    for row in episodes.open_rows(episodes.count(), end, 10_000):
         text = _obligation(episodes, row.kind, row.key, row.episode_id)
         effect = _EFFECT_KINDS.get(row.kind)
         resolved = row.resolved_pos is not None and row.resolved_pos <= end
@@ -218,14 +260,18 @@ def _govern_and_seal(
                     status=status), at=now)
             if not resolved:
                 blocking.append(effect_key)
-        if resolved:
-            if text in continuity.open_obligations(sid):
-                continuity.close_obligation(sid, text, at=now)
-        else:
+        if not resolved:
             open_now.add(text)
+        elif text in continuity.open_obligations(sid):
+            continuity.close_obligation(sid, text, at=now)
     for text in sorted(open_now - set(continuity.open_obligations(sid))):
         continuity.open_obligation(sid, text, at=now)
+    return open_now, blocking
 
+
+def _govern_pins(ledger: LedgerStore, continuity: ContinuityStore, sid: str, end: int,
+                 now: datetime) -> list[str]:
+    """Every pin as an exact constraint (its note and the pinned message's words); their refs."""
     constraint_refs: list[str] = []
     for pin in ledger.pins(end, 64):
         rec = pin.record
@@ -239,39 +285,18 @@ def _govern_and_seal(
         current = {c.ref: c for c in continuity.constraints(sid)}
         if ref not in current or current[ref].text != text:
             continuity.add_constraint(ConstraintRecord(session_id=sid, ref=ref, text=text), at=now)
+    return constraint_refs
 
-    # The envelope names the write in flight: the first unreconciled one, else the newest side
-    # effect (naming none while the session has some would claim it never wrote anything; the
-    # sealed state carries all of them either way, RFC 0004).
-    effects = continuity.side_effects(sid)
-    key = blocking[0] if blocking else (effects[-1].idempotency_key if effects else None)
-    first, last = archived[0].span.first_turn, archived[-1].span.last_turn
-    checkpoint = fit_id(f"checkpoint:{last}")
-    continuity.record_checkpoint(sid, checkpoint, at=now)
-    summary = b"".join(encode_episode(ep) for ep in archived)
-    # The newest operator words that say something, as an objective the envelope accepts
-    # (fit_text: control and invisible characters become spaces, a long text is cut with the
-    # ref of its full text); words with nothing visible are no objective. The exact words stay
-    # in the ledger and the episodes.
-    objective = next((words for ep in reversed(archived) for c in ep.operator_intents
-                      if (words := fit_text(c.quote or c.text, limit=_OBJECTIVE_CHARS,
-                                            where=", ".join(c.refs) or f"episode:{ep.id}"))),
-                     "continue the archived work")
-    request = CompactionRequest(
-        session_id=sid,
-        envelope_id=fit_id(f"ce-{first.removeprefix('turn:')}-{last.removeprefix('turn:')}"),
-        source_trace_id=fit_id(f"ledger-{sid}"),
-        source_event_range=(fit_id(first), fit_id(last)),
-        summary_bytes=summary, objective=objective,
-        exact_constraint_refs=sorted(set(constraint_refs)),
-        pending_obligations=sorted(open_now), tenant_id=session.tenant_id,
-        principal_id=session.principal_id, authorization_mode=session.authorization_mode,
-        checkpoint_ref=checkpoint, budget_remaining=resources.budget_remaining,
-        sandbox_snapshot_ref=resources.sandbox_snapshot_ref, idempotency_key=key)
-    envelope = _seal(continuity, request, clock)
-    _record_snapshot(continuity, sid, envelope.envelope_id, end, clock)
-    return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
-                            tuple(blocking))
+
+def _objective(archived: list[Episode]) -> str:
+    """The newest operator words that say something, as an objective the envelope accepts
+    (fit_text: control and invisible characters become spaces, a long text is cut with the ref
+    of its full text); words with nothing visible are no objective. The exact words stay in the
+    ledger and the episodes."""
+    return next((words for ep in reversed(archived) for c in ep.operator_intents
+                 if (words := fit_text(c.quote or c.text, limit=_OBJECTIVE_CHARS,
+                                       where=", ".join(c.refs) or f"episode:{ep.id}"))),
+                "continue the archived work")
 
 
 def _record_snapshot(continuity: ContinuityStore, sid: str, envelope_id: str, end: int,
@@ -372,6 +397,11 @@ class GovernedControl:
         ids = tuple(self.store.envelope_ids(sid))
         if ids == self._ids and self._history is not None:
             return self._history
+        if not ids and not self._snapshots:
+            # Nothing sealed: no snapshot to read (each is recorded after its envelope), and no
+            # live state to state (a round trip less per request on a server until the first
+            # seal).
+            return ControlHistory.constant(None)
         if not self._snapshots:
             self._snapshots = {s.envelope_id: s for s in control_snapshots(self.store, sid)}
         else:

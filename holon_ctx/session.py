@@ -35,10 +35,12 @@ request, observing usage, compacting, closing, and ``open_session``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -55,7 +57,7 @@ from holon_ctx.ledger.transcript_build import LedgerBuilder, digest
 from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
 from holon_ctx.ledger.transcript_swe import read_swe_traj
 from holon_ctx.ledger.transcripts import import_any, not_a_database
-from holon_ctx.ledger.usage import Observation
+from holon_ctx.ledger.usage import WINDOW, Observation
 from holon_ctx.memory import EpisodeStore
 from holon_ctx.models import UnknownModelWarning, model_profile
 from holon_ctx.postgres import PostgresStore, is_postgres_url
@@ -148,6 +150,30 @@ class Session(_SessionEvents):
         w = "next_request"
         budget = check_positive(w, "budget_tokens", budget_tokens)
         turn_id = None if at is None else check_turn_ref(w, "at", at)
+        self._check_open(w)
+        with self._reading_ahead(at):
+            return self._next_request(w, budget, turn_id)
+
+    def _reading_ahead(self, at: str | None) -> AbstractContextManager[None]:
+        """What a request reads from a store on a server, in one round trip where the store
+        can (PostgreSQL, RFC 0026 decision 8): the end, the usage, the governed envelope ids,
+        the archive visible at the end and the records the messages walk is missing (from
+        where it stopped for the last request's budget; a re-planned budget reads them as
+        before)."""
+        ahead = getattr(self.store, "reading_ahead", None)
+        if not callable(ahead):
+            return contextlib.nullcontext()
+        last = self._last_request
+        walked = None if last is None or at is not None else \
+            self._projectors[Layout.MESSAGES].walked(last.planned_tokens)
+        control = self._projectors[Layout.MESSAGES].control
+        governed = getattr(control, "session_id", None)
+        found: AbstractContextManager[None] = ahead(
+            records_from=walked, usage=(self.calibration.model, WINDOW),
+            governed=governed if isinstance(governed, str) else None)
+        return found
+
+    def _next_request(self, w: str, budget: int, turn_id: str | None) -> Request:
         end = self._catch_up(w, read=True)
         if self._turn is None:
             raise InputError("the ledger holds no turn yet: append what happened first "

@@ -1,5 +1,6 @@
-"""The demo story's generator for the tests: ``tools/make_demo_ledger.py`` is a dev tool outside
-the package (the wheel ships only the JSONL it writes), so it is loaded here by path."""
+"""The demo story's generator for the tests: ``tools/make_demo_ledger.py`` (which reads the story
+in ``tools/demo_story/``) is a dev tool outside the package (the wheel ships only the JSONL it
+writes), so it is loaded here by path."""
 
 from __future__ import annotations
 

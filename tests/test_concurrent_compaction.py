@@ -186,9 +186,15 @@ def check_rebuild(open_store: Callable[[], LedgerStore], reports: list[dict[str,
                           f"(pos, planned, runtime read, rebuild read): {differ}")
 
 
-def sealed_positions(continuity: ContinuityStore) -> set[int]:
-    """The ledger positions the session's control snapshots were recorded at."""
-    return {s.ledger_pos for s in control_snapshots(continuity, SESSION_ID)}
+def sealed_positions(continuity: ContinuityStore, episodes: EpisodeStore,
+                     reports: list[dict[str, Any]]) -> set[int]:
+    """The ledger positions the session's control snapshots were recorded at, and those of the
+    requests' positions an archive run was stamped at (the newest episode visible there is not
+    the one visible just before): a compaction there may have committed after a request there,
+    the tie RFC 0020 decides for the compaction ("A request is one moment")."""
+    asked = {r["final"][0] for r in reports} | {a[0] for r in reports for a in r["asked"]}
+    return {s.ledger_pos for s in control_snapshots(continuity, SESSION_ID)} | {
+        pos for pos in asked if pos > 0 and episodes.archived_by(pos) != episodes.archived_by(pos - 1)}
 
 
 # -- SQLite ---------------------------------------------------------------------------------------
@@ -197,7 +203,7 @@ def _sqlite_check(db: Path, reports: list[dict[str, Any]], codes: list[int], *,
     ledger, episodes, continuity = SqliteStore(db), SqliteEpisodeStore(db), ContinuityStore(db)
     try:
         check_after(ledger, episodes, continuity, reports, codes)
-        sealed_at = sealed_positions(continuity)
+        sealed_at = sealed_positions(continuity, episodes, reports)
     finally:
         continuity.close()
         episodes.close()
@@ -256,7 +262,7 @@ def _pg_check(where: str, reports: list[dict[str, Any]], codes: list[int], *,
     continuity = ContinuityStore(PostgresContinuityBackend(ledger.connection, session=key))
     try:
         check_after(ledger, episodes, continuity, reports, codes)
-        sealed_at = sealed_positions(continuity)
+        sealed_at = sealed_positions(continuity, episodes, reports)
     finally:
         ledger.close()
     if rebuild:

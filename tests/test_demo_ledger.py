@@ -1,5 +1,5 @@
 """The bundled demo ledger: generated deterministically, importable, and holding every ingredient
-the README preview and the projection scenarios rely on (see tools/make_demo_ledger.py's story)."""
+the README preview and the projection scenarios rely on (the story: tools/demo_story/)."""
 
 from __future__ import annotations
 
@@ -81,6 +81,23 @@ def test_bundled_file_is_the_generators_canonical_output() -> None:
     expected = demo_jsonl_bytes()
     assert SOURCE_FILE.read_bytes() == expected
     assert bundled_demo_path().read_bytes() == expected
+
+
+def test_the_story_is_data() -> None:
+    """The day is told in tools/demo_story/*.toml (issue 24 item 5): every scene's steps name an
+    action of the generator, which stays a short interpreter, not the story written as code."""
+    import tomllib
+
+    from demo_story import story
+
+    root = Path(__file__).resolve().parents[1] / "tools"
+    scenes = sorted((root / "demo_story").glob("[0-9][0-9]-*.toml"))
+    assert len(scenes) >= 10
+    steps = [step for scene in scenes
+             for step in tomllib.loads(scene.read_text(encoding="utf-8"))["step"]]
+    assert len(steps) >= 400
+    assert {next(iter(step)) for step in steps} <= story._ACTIONS
+    assert len((root / "make_demo_ledger.py").read_text(encoding="utf-8").splitlines()) < 600
 
 
 def test_generator_is_deterministic() -> None:

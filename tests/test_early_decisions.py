@@ -145,3 +145,33 @@ def test_the_early_decision_reaches_the_prompt(case: Case, tmp_path: Path) -> No
 def test_the_early_decision_reaches_the_prompt_whole_family(case: Case, tmp_path: Path) -> None:
     """The same over the whole generated family."""
     _check(case, tmp_path)
+
+
+# -- a decision older than the session's high-turn lookup (RFC 0030, "Limits") --------------------
+def _conversation(case: Case, db: Path, budget: int) -> tuple[str, str]:
+    """:func:`build`'s conversation (a brief at the third turn); returns the text and re-plan
+    reason of the request made at the return to the decision."""
+    t = _TEXT[case.lang]
+    rng = random.Random(str(case))
+    with holon_ctx.open_session(str(db)) as s:
+        for i in range(case.turns):
+            s.operator_message(t["brief"] if i == 2 else _filler(case, rng, i))
+            s.assistant_message(t["reply"])
+            if i % 4 == 0:
+                s.next_request(budget)
+        s.operator_message(t["back"])
+        request = s.next_request(budget)
+        return request.text, request.manifest["session"]["replan_reason"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_decision_beyond_the_high_turn_lookup_is_reached_by_recall(lang: str,
+                                                                     tmp_path: Path) -> None:
+    """120 turns, the decision at the third: over a hundred high turns (every operator turn is
+    high) lie between it and the question, beyond the 64 the session's topic read looks at.
+    The session archives as it goes, and the question re-plans through episode recall
+    (``episode_recalled``), which brings the code word back."""
+    case = Case(120, lang, "early", "brief", "chat")
+    text, reason = _conversation(case, tmp_path / "s.db", 2048)
+    assert reason == "episode_recalled"
+    assert CODE in text

@@ -272,3 +272,28 @@ def test_a_class_decorator_runs_the_tests_of_the_lines_that_name_the_class(
     found = tool.TestMap({6: ["t::make"], 8: ["t::other"]}, {"t::make": 1.0, "t::other": 1.0},
                          users)
     assert found.tests_for(2, 2) == ["t::make"]
+
+
+def test_a_coverage_run_that_collects_nothing_is_refused_not_cached(tool: ModuleType,
+                                                                    tmp_path: Path) -> None:
+    """A test module that fails to import aborts pytest's whole session (exit 2): the run is
+    refused with pytest's own lines, not turned into a map where no test runs any line (which
+    was cached and reported every mutant as run by no test)."""
+    (tmp_path / "holon_ctx").mkdir()
+    (tmp_path / "holon_ctx/__init__.py").write_text("")
+    (tmp_path / "holon_ctx/mod.py").write_text("def target():\n    return 1\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_ok.py").write_text(
+        "from holon_ctx.mod import target\n\ndef test_target():\n    assert target() == 1\n")
+    (tmp_path / "tests/test_broken.py").write_text("from no_such_helper import thing\n")
+    (tmp_path / "_mutate_times.py").write_text(tool._TIMES_PLUGIN)
+    files = {"holon_ctx/mod.py": ["tests/test_broken.py", "tests/test_ok.py"]}
+    digests = {"tests/test_broken.py": "b", "tests/test_ok.py": "o"}
+    with pytest.raises(SystemExit, match=r"pytest exit 2, 0 tests passed\); nothing was cached"
+                                         r"(.|\n)*no_such_helper"):
+        tool.TestMap.measure(tmp_path, ["holon_ctx/mod.py"], files, digests, 1)
+    (tmp_path / "tests/test_broken.py").write_text("def test_fails():\n    assert False\n")
+    parts = tool.TestMap.measure(tmp_path, ["holon_ctx/mod.py"], files, digests, 1)
+    assert parts["holon_ctx/mod.py"]["tests/test_ok.py"]["lines"] == {
+        "2": ["tests/test_ok.py::test_target"]}
+    assert parts["holon_ctx/mod.py"]["tests/test_broken.py"]["lines"] == {}

@@ -4,6 +4,8 @@ a ledger read in more than one page (a counter switched mid-session is in the co
 
 from __future__ import annotations
 
+import contextlib
+
 import psycopg
 import pytest
 from test_store_conformance import LEDGER
@@ -61,3 +63,50 @@ def test_every_record_is_read_back_across_pages(pg_url: str, pg_session_key: str
         assert [record_ref(r) for r in store.iter_records()] == [record_ref(r) for r in records]
     finally:
         store.close()
+
+
+def _session_numbered(pg_url: str, key: str, sid: int) -> PostgresStore:
+    """A new session whose ``sid`` is ``sid``: the identity restarted there for one insert."""
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"ALTER TABLE holon_sessions ALTER COLUMN sid RESTART WITH {int(sid)}")
+    store = PostgresStore(pg_url, session=key)
+    assert store.sid == sid
+    return store
+
+
+def test_sessions_numbered_past_int4_take_their_own_compaction_locks(
+        pg_url: str, pg_session_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compaction lock is ``pg_advisory_lock(HOLC, sid mod 2**31)`` (its two keys are int4).
+    Sessions numbered past 2**31, and sessions whose numbers differ by a small amount or by
+    2**30, each take their own lock while the others hold theirs; the same session twice waits.
+    Every other test's session is numbered below 100, where a wrong modulus (``2 ^ 31``, 29; or
+    2**30) keys the lock the same: its sessions would take turns, and those whose key no longer
+    fits an int4 would fail to compact at all."""
+    monkeypatch.setenv("HOLON_CTX_LOCK_TIMEOUT", "0.3")
+    base = PostgresStore(pg_url, session=pg_session_key)  # the schema, and the identity to restore
+    seq = base._one("SELECT pg_get_serial_sequence('holon_sessions', 'sid')", ())[0]
+    last, called = base._one(f"SELECT last_value, is_called FROM {seq}", ())
+    high = 2**31 + 2**30 + 7
+    numbers = [high, high + 29, high - 2**30]
+    stores = [_session_numbered(pg_url, f"{pg_session_key}-{n}", n) for n in numbers]
+    # Advisory locks are the server's: other databases' (other test processes) show too.
+    query = ("SELECT objid::bigint FROM pg_locks WHERE locktype='advisory' AND granted "
+             "AND classid::bigint = %s AND database = "
+             "(SELECT oid FROM pg_database WHERE datname = current_database())")
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as other, contextlib.ExitStack() as held:
+            for store in stores:
+                held.enter_context(store.compaction_lock())
+            keys = sorted(k for (k,) in other.execute(query, (0x484F4C43,)).fetchall())
+            assert keys == sorted(n % 2**31 for n in numbers)
+            again = PostgresStore(pg_url, session=stores[0].session)
+            try:
+                with pytest.raises(StoreError), again.compaction_lock():
+                    pass
+            finally:
+                again.close()
+    finally:
+        for store in stores:
+            store.close()
+        base._one("SELECT setval(%s, %s, %s)", (seq, last, called))
+        base.close()

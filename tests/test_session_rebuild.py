@@ -12,6 +12,7 @@ manifest, on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -166,3 +167,82 @@ def test_governed_notices_are_bounded_with_many_open_waits(tmp_path: Path) -> No
     assert len(listed) == GOVERNED_ITEMS
     assert f"- and {60 - GOVERNED_ITEMS} more obligations: all are held in the governed " \
            f"store, envelope {result.envelope_id}" in text
+
+
+def test_a_compactions_state_never_lands_behind_a_position_already_read(
+        pg_url: str, pg_session_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another runtime appends while a compaction runs (after it read the ledger's end) and reads
+    the archive and the governed state at its new end before the compaction has committed them.
+    What it read there is what anyone reads there afterwards (a rebuild): the archive run and the
+    control snapshot are stamped with the ledger's end when they commit, appends waiting for the
+    commit. Stamped with the end the compaction read at its start, both landed behind the other
+    runtime's position: the eight-runtime test's continue != rebuild on PostgreSQL (RFC 0020)."""
+    import holon_ctx.compaction as compaction_module
+    from holon_ctx.continuity import ContinuityStore
+    from holon_ctx.continuity.snapshots import control_snapshots
+    from holon_ctx.ledger.records import Message, MessageRole, Turn
+    from holon_ctx.postgres import PostgresStore
+    from holon_ctx.postgres.continuity import PostgresContinuityBackend
+    from holon_ctx.postgres.episodes import PostgresEpisodeStore
+
+    other = PostgresStore(pg_url, session=pg_session_key)
+    other_archive = PostgresEpisodeStore(other.connection, session=pg_session_key)
+    other_governed = ContinuityStore(PostgresContinuityBackend(other.connection,
+                                                               session=pg_session_key))
+    seen: list[tuple[int, int, int]] = []
+    runs: list[threading.Thread] = []
+    sid: list[str] = []
+
+    def state_at(end: int) -> tuple[int, int, int]:
+        snapshots = control_snapshots(other_governed, sid[0])
+        return (end, other_archive.archived_by(end),
+                sum(1 for s in snapshots if s.ledger_pos <= end))
+
+    def other_runtime() -> None:
+        # A turn, the state read at its end, and another record: the compaction's next stamp
+        # is then past the position read (the same position would be a tie, a compaction
+        # made after a request with nothing appended between: a new state there, RFC 0020).
+        n = len(seen)
+        other.append([Turn(id=f"o{n}.t", seq=0, trigger="operator_input"),
+                      Message(id=f"o{n}.m", turn_id=f"o{n}.t", role=MessageRole.OPERATOR,
+                              text=f"meanwhile {n}")], renumber_turns=True)
+        seen.append(state_at(other.end_pos()))
+        other.append([Message(id=f"o{n}.r", turn_id=f"o{n}.t", role=MessageRole.ASSISTANT,
+                              text="noted")])
+
+    def meanwhile(write: Callable[..., object]) -> Callable[..., object]:
+        def wrapped(*args: object, **kwargs: object) -> object:
+            # The other runtime runs while this write is about to commit: it either finishes
+            # first (its appends not held) or waits for the commit (held: the join times out,
+            # and the next write waits for it to finish).
+            for earlier in runs:
+                earlier.join()
+            run = threading.Thread(target=other_runtime)
+            run.start()
+            run.join(timeout=1.0)
+            runs.append(run)
+            return write(*args, **kwargs)
+        return wrapped
+
+    try:
+        with holon_ctx.Session(PostgresStore(pg_url, session=pg_session_key), compaction=None,
+                               owns_store=True) as session:
+            sid.append(session._upkeep.identity.session_id)
+            session.operator_message("deploy the service")
+            session.open_wait("build", "the build for the deploy")
+            for i in range(4):
+                session.operator_message(f"and then step {i}")
+            episodes = session._upkeep.episodes
+            monkeypatch.setattr(episodes, "append", meanwhile(episodes.append))
+            monkeypatch.setattr(compaction_module, "record_control_snapshot",
+                                meanwhile(compaction_module.record_control_snapshot))
+            result = session.compact(holon_ctx.CompactionPolicy(recent_turns=2))
+            assert result.envelope_id is not None
+        for run in runs:
+            run.join()
+        assert len(seen) >= 2, "the other runtime read during the archive and the snapshot"
+        assert [state_at(end) for end, _, _ in seen] == seen
+        assert seen[0][1:] == (other_archive.count(), 0), "read after the archive's commit"
+        assert seen[-1][1:] == (other_archive.count(), 1), "read after the snapshot's commit"
+    finally:
+        other.close()

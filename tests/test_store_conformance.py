@@ -8,6 +8,7 @@ identical answers on the same ledger.
 
 from __future__ import annotations
 
+import inspect
 import io
 import sqlite3
 import tempfile
@@ -156,6 +157,28 @@ def test_both_stores_implement_the_protocol(store: LedgerStore) -> None:
     """Each store is a runtime-checkable LedgerStore with the default counter's identity."""
     assert isinstance(store, LedgerStore)
     assert store.counter_identity == "tiktoken:cl100k_base"
+
+
+def test_every_store_takes_the_protocols_parameters(store: LedgerStore) -> None:
+    """Each method the LedgerStore protocol declares takes, in every store, the parameters the
+    protocol gives it: the same names and kinds, and the protocol's defaults. Keyword-only stays
+    keyword-only (``append(records, "x")`` is refused by every store, not taken as the source by
+    one), and a caller that leaves out a defaulted argument gets the same behaviour from any
+    store. A store may default what the protocol requires (``work_item_state``'s ``limit_pos``:
+    the append path asks without one)."""
+    def shape(method: Callable[..., Any]) -> list[inspect.Parameter]:
+        return list(inspect.signature(method).parameters.values())
+
+    declared = [n for n, _ in inspect.getmembers(LedgerStore, inspect.isfunction)
+                if not n.startswith("_")]
+    assert {"append", "append_lines", "work_item_state", "turns_before"} <= set(declared)
+    for name in declared:
+        got, want = shape(getattr(type(store), name)), shape(getattr(LedgerStore, name))
+        assert [(p.name, p.kind) for p in got] == [(p.name, p.kind) for p in want], name
+        assert [g.default for g, w in zip(got, want, strict=True) if w.default is not w.empty] \
+            == [w.default for w in want if w.default is not w.empty], name
+    with pytest.raises(TypeError):
+        store.append([], "positional source")  # type: ignore[misc]
 
 
 def test_append_returns_count_and_positions_follow_order(store: LedgerStore) -> None:
@@ -337,6 +360,51 @@ def test_work_item_state_folds_transitions(store: LedgerStore) -> None:
         objective="fix CI", plan=["reproduce", "patch"], todos=[Todo(text="deploy", done=True)],
         status=WorkItemStatus.DONE, completion_report="deployed", transitions=2)
     assert store.work_item_state("nope", END) is None
+
+
+def _reopened(store: LedgerStore, pg_url: str) -> LedgerStore:
+    """Another store on the same ledger (the same file, the same PostgreSQL session): it holds
+    no cache of what the first appended. A MemoryStore is its own ledger: itself."""
+    if isinstance(store, SqliteStore):
+        return SqliteStore(store.path)
+    if isinstance(store, PostgresStore):
+        return PostgresStore(pg_url, session=store.session)
+    return store
+
+
+def test_reads_without_a_limit_reach_past_the_first_positions(
+        make_store: MakeStore, request: pytest.FixtureRequest) -> None:
+    """A read asked with no limit (``work_item_state`` without ``limit_pos``, the append path's
+    ``wait_state``) answers the newest state wherever it sits, read by the store that appended
+    it and by another opened on the ledger afterwards. Every other test's ledger ends before
+    position 20, so a "no limit" that was only a small number (``1 << 62`` written ``1 + 62``)
+    answered the same there: here the states sit past positions 64 and 128."""
+    store = make_store()
+    pg_url = request.getfixturevalue("pg_url") if isinstance(store, PostgresStore) else ""
+    filler = [Message(id=f"f{i}", turn_id="t1", role=MessageRole.ASSISTANT, text=f"step {i}")
+              for i in range(130)]
+    late = [WorkItem(id="w9", work_item_id="wi1", turn_id="t1", status=WorkItemStatus.BLOCKED),
+            Wait(id="wt9", wait_id="ci", status=WaitStatus.OPEN, turn_id="t1",
+                 condition="CI green again")]
+    store.append([*LEDGER[:6], *filler[:60], late[0], *filler[60:], late[1]])
+    end = 6 + 130 + 2
+    assert store.end_pos() == end
+    other = _reopened(store, pg_url)
+    try:
+        for reader in (store, other):
+            state = reader.work_item_state("wi1")
+            assert state is not None
+            assert (state.ref, state.pos, state.status, state.transitions) == (
+                "work_item:w9", 66, WorkItemStatus.BLOCKED, 2)
+            assert reader.work_item_state("wi1") == reader.work_item_state("wi1", end)
+            assert reader.work_item_state("wi1", 66) == reader.work_item_state("wi1", 4)
+            backend: Any = reader
+            assert backend.wait_state("ci").ref == "wait:wt9"
+            assert backend.wait_state("ci").pos == end - 1
+            assert [w.ref for w in reader.open_waits(end)] == ["wait:wt9"]
+    finally:
+        if other is not store:
+            other.close()
 
 
 def test_open_waits(store: LedgerStore) -> None:

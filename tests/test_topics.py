@@ -243,3 +243,21 @@ def test_relevance_is_two_shared_terms(text: str, turn_text: str, relevant: bool
     end = store.end_pos()
     old, cur = units_of(store, [store.turn(old_id), store.turn(cur_id)], end)  # type: ignore[list-item]
     assert is_relevant(old, input_topic(cur)) is relevant
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_session_topic_read_is_one_planner_tier(lang: str) -> None:
+    """The bound of ``relevant_decision_not_in_history`` (RFC 0030, "Limits"), on a session with
+    no archive: a return to topic A's decision with 20 turns of topic B between (within the
+    newest 64 high turns: every operator turn is high) re-plans and shows it; with 70 between,
+    nothing re-plans for it (the read is one planner tier; beyond it, episode recall is the route:
+    tests/test_early_decisions.py, test_a_decision_beyond_the_high_turn_lookup_is_reached_by_recall)."""
+    for b_turns, within in ((20, True), (70, False)):
+        b, decision, _ = return_to_old_topic(lang, b_turns)
+        store = b.store()
+        session = SessionProjector(store)
+        *_, before, _ = turn_ids(store)
+        session.request(budget_tokens=1200, at=before)  # the walk up to the return
+        request = session.request(budget_tokens=1200)
+        assert (request.replan_reason == "relevant_decision_not_in_history") is within, b_turns
+        assert (decision in refs_of(request)) is within, b_turns

@@ -409,12 +409,22 @@ class TestMap:
         spread = ["-n", str(jobs), "--dist", "loadfile"] if jobs > 1 else ["-p", "no:xdist"]
         covs = [f"--cov={s.removesuffix('.py').replace('/', '.')}" for s in sources]
         (work / ".coverage").unlink(missing_ok=True)
-        subprocess.run([sys.executable, "-m", "pytest", *spread,
-                        "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "_mutate_times",
-                        *covs, "--cov-context=test", "--cov-report=", "-q", *run],
-                       cwd=work, env=env, check=False, stdout=subprocess.DEVNULL)
-        times = json.loads((work / "times.json").read_text(encoding="utf-8"))
+        done = subprocess.run([sys.executable, "-m", "pytest", *spread,
+                               "-p", "no:randomly", "-p", "no:cacheprovider", "-p",
+                               "_mutate_times", *covs, "--cov-context=test", "--cov-report=",
+                               "-q", *run],
+                              cwd=work, env=env, check=False, capture_output=True, text=True)
+        times_file = work / "times.json"
+        times = json.loads(times_file.read_text(encoding="utf-8")) if times_file.exists() else {}
         passed = {t for t, (_, ok) in times.items() if ok}
+        # Exit 1 is a failing test (left out of the map); any other failure, or no test passing,
+        # is a run that did not happen (a collection error aborts the whole session): a map made
+        # of it would list every line as run by no test and be cached as if measured.
+        if done.returncode not in (0, 1) or not passed:
+            tail = "\n".join((done.stdout + done.stderr).strip().split("\n")[-12:])
+            raise SystemExit(f"mutate: the coverage run of {len(run)} test modules failed "
+                             f"(pytest exit {done.returncode}, {len(passed)} tests passed); "
+                             f"nothing was cached. Its last lines:\n{tail}")
         data = coverage.CoverageData(basename=str(work / ".coverage"))
         data.read()
         out: dict[str, dict[str, _Part]] = {}

@@ -68,6 +68,7 @@ _REPLAN_WHY = {
     "pinned_turn_not_in_history": "pins of a turn outside the history",
     "relevant_decision_not_in_history": "returns to a decision outside the history",
     "topic_changed": "operator turns to another topic",
+    "episode_item_resolved": "open items of a shown episode resolved",
 }
 #: What the session is, for the legend (the baselines' lines come from BASELINES).
 _SESSION = ("holon-ctx's session projection: a cached prefix, appended to between re-plans, and "

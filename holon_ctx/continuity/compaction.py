@@ -265,6 +265,36 @@ _SNAPSHOT_FIELDS = ("objective", "exact_constraint_refs", "tenant_id", "principa
                     "budget_remaining", "evidence_refs")
 
 
+def _check_snapshot(snapshot: GovernedSnapshot, values: dict[str, Any], envelope_id: str) -> None:
+    """Resuming after a crash reuses the journaled snapshot: it must be the same compaction's
+    (every field the caller gives is the same, the budget at most the governed one)."""
+    for name in _SNAPSHOT_FIELDS:
+        value = values[name]
+        if name == "budget_remaining" and isinstance(value, int) \
+                and snapshot.budget_remaining <= value:
+            continue  # sealed at the governed budget, which a request may not raise
+        if getattr(snapshot, name) != value:
+            raise CompactionConflictError(envelope_id, "governed_snapshot", f"{name} differs")
+
+
+def _store_envelope(store: ContinuityStore, envelope: Envelope, body: bytes,
+                    now: datetime) -> None:
+    """Append the sealed envelope (encoded as ``body``) once: an equal one stored before is
+    kept; a different one under its id is a conflict."""
+    problems = decode_envelope(body).findings
+    if problems:
+        raise ContinuityInputError(problems[0].detail, path=problems[0].path)
+    envelope_id = envelope.envelope_id
+    stored = store.envelope_bytes(envelope_id)
+    if stored is None:
+        store.append_envelope(envelope, at=now)
+    elif stored != body:
+        # Compared by meaning: an envelope stored in another (older) encoding is the same one.
+        previous = decode_envelope(stored).envelope
+        if previous is None or encode_envelope(previous) != body:
+            raise CompactionConflictError(envelope_id, "envelope", "a different envelope is stored")
+
+
 def prepare_compaction(store: ContinuityStore, request: CompactionRequest, *, clock: Clock,
                        fault_hook: FaultHook | None = None) -> Envelope:
     """Run (or resume) the five compaction steps for ``request`` and return the sealed envelope.
@@ -323,14 +353,7 @@ def prepare_compaction(store: ContinuityStore, request: CompactionRequest, *, cl
         snapshot = _snapshot(store, identity, req, constraint_refs, evidence, now)
         _journal(store, envelope_id, CompactionStep.GOVERNED_SNAPSHOT, snapshot, journaled, now)
     snapshot = journaled[CompactionStep.GOVERNED_SNAPSHOT]
-    caller_parts = {name: values[name] for name in _SNAPSHOT_FIELDS}
-    for name, value in caller_parts.items():
-        if name == "budget_remaining" and isinstance(value, int) \
-                and snapshot.budget_remaining <= value:
-            continue  # sealed at the governed budget, which a request may not raise
-        if getattr(snapshot, name) != value:
-            # Resuming after a crash reuses the journaled snapshot; it must be the same compaction.
-            raise CompactionConflictError(envelope_id, "governed_snapshot", f"{name} differs")
+    _check_snapshot(snapshot, values, envelope_id)
     hook(CompactionStep.GOVERNED_SNAPSHOT)
 
     digest = summary_digest(
@@ -341,17 +364,7 @@ def prepare_compaction(store: ContinuityStore, request: CompactionRequest, *, cl
     )
     envelope = _seal(envelope_id, boundary, checkpoint, snapshot, digest)
     body = encode_envelope(envelope)
-    problems = decode_envelope(body).findings
-    if problems:
-        raise ContinuityInputError(problems[0].detail, path=problems[0].path)
-    stored = store.envelope_bytes(envelope_id)
-    if stored is None:
-        store.append_envelope(envelope, at=now)
-    elif stored != body:
-        # Compared by meaning: an envelope stored in another (older) encoding is the same one.
-        previous = decode_envelope(stored).envelope
-        if previous is None or encode_envelope(previous) != body:
-            raise CompactionConflictError(envelope_id, "envelope", "a different envelope is stored")
+    _store_envelope(store, envelope, body, now)
     sealed = EnvelopeStep(summary_sha256=digest, envelope_sha256=envelope_sha256(envelope))
     _journal(store, envelope_id, CompactionStep.ENVELOPE, sealed, journaled, now)
     hook(CompactionStep.ENVELOPE)

@@ -97,47 +97,66 @@ def check_side_effects(ctx: CheckContext) -> Iterable[Finding]:
             continue
         current[record.idempotency_key] = record
     if key is not None:
-        named = governed.side_effect
-        if named is not None and named.idempotency_key != key:
-            detail = f"the record given is for {show(named.idempotency_key)}"
-            yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "governed.side_effect", detail)
-            named = None  # a record of another key says nothing about this one
-        if named is None:
-            # No ledger entry for a declared intent: its outcome cannot be known. Reconcile.
-            yield Finding(R.UNKNOWN_SIDE_EFFECT, "$.idempotency_key", "no side-effect ledger record")
-        else:
-            owner = {"session_id": named.session_id, "tenant_id": named.tenant_id}
-            for finding in compare(f, owner, "side-effect ledger"):
-                yield attrs.evolve(finding, code=R.IDEMPOTENCY_KEY_CHANGED)
-            yield from _status_findings(f.get("side_effect_status"), named, "$.side_effect_status")
-        if sealed is not None and key not in sealed:
-            yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "$.idempotency_key", "not in the sealed side effects")
+        yield from _named_key(ctx, key, sealed)
     else:
-        if f.get("side_effect_status") in UNRESOLVED:
-            status = f["side_effect_status"]
-            yield Finding(_reconcile_code(status), "$.side_effect_status", "declared without a key")
-        for name in sorted({*current, *(sealed or ())}):
-            detail = f"names no key, but the session has side effect {show(name)}"
-            yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "$.idempotency_key", detail)
+        yield from _no_key(ctx, current, sealed)
     for name, record in current.items():
-        if name == key:
-            continue
-        if sealed is None:
-            # No sealed set to compare with: an unresolved effect the control state does not
-            # carry still blocks (reconcile) and fails (the control state is lossy).
-            if record.status in UNRESOLVED:
-                yield _unresolved(record, "governed.side_effects")
-                detail = f"does not carry unresolved {show(name)}"
-                yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "$.idempotency_key", detail)
-        elif name not in sealed:
-            detail = f"{show(name)} ({record.status.value}) is not carried by the sealed state"
-            yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "governed.side_effects", detail)
-            if record.status in UNRESOLVED:
-                yield _unresolved(record, "governed.side_effects")
-        else:
-            yield from _status_findings(sealed[name], record, "governed.side_effects")
+        if name != key:
+            yield from _carried(name, record, sealed)
     for name in sorted(set(sealed or ()) - set(current) - {key}):
         # Sealed, but the ledger no longer has it: what happened to that write is now unknown.
         detail = f"sealed {show(name)} is no longer in the side-effect ledger"
         yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "governed.side_effects", detail)
         yield Finding(R.UNKNOWN_SIDE_EFFECT, "governed.side_effects", detail)
+
+
+def _named_key(ctx: CheckContext, key: str,
+               sealed: dict[str, SideEffectStatus] | None) -> Iterable[Finding]:
+    """The side effect the envelope names: its ledger record, owner, status and sealing."""
+    f = ctx.fields
+    named = ctx.governed.side_effect
+    if named is not None and named.idempotency_key != key:
+        detail = f"the record given is for {show(named.idempotency_key)}"
+        yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "governed.side_effect", detail)
+        named = None  # a record of another key says nothing about this one
+    if named is None:
+        # No ledger entry for a declared intent: its outcome cannot be known. Reconcile.
+        yield Finding(R.UNKNOWN_SIDE_EFFECT, "$.idempotency_key", "no side-effect ledger record")
+    else:
+        owner = {"session_id": named.session_id, "tenant_id": named.tenant_id}
+        for finding in compare(f, owner, "side-effect ledger"):
+            yield attrs.evolve(finding, code=R.IDEMPOTENCY_KEY_CHANGED)
+        yield from _status_findings(f.get("side_effect_status"), named, "$.side_effect_status")
+    if sealed is not None and key not in sealed:
+        yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "$.idempotency_key", "not in the sealed side effects")
+
+
+def _no_key(ctx: CheckContext, current: dict[str, SideEffectRecord],
+            sealed: dict[str, SideEffectStatus] | None) -> Iterable[Finding]:
+    """An envelope naming no key claims the session has no side effect at all."""
+    f = ctx.fields
+    if f.get("side_effect_status") in UNRESOLVED:
+        status = f["side_effect_status"]
+        yield Finding(_reconcile_code(status), "$.side_effect_status", "declared without a key")
+    for name in sorted({*current, *(sealed or ())}):
+        detail = f"names no key, but the session has side effect {show(name)}"
+        yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "$.idempotency_key", detail)
+
+
+def _carried(name: str, record: SideEffectRecord,
+             sealed: dict[str, SideEffectStatus] | None) -> Iterable[Finding]:
+    """Another side effect of the session: carried by the sealed state with its status then."""
+    if sealed is None:
+        # No sealed set to compare with: an unresolved effect the control state does not
+        # carry still blocks (reconcile) and fails (the control state is lossy).
+        if record.status in UNRESOLVED:
+            yield _unresolved(record, "governed.side_effects")
+            detail = f"does not carry unresolved {show(name)}"
+            yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "$.idempotency_key", detail)
+    elif name not in sealed:
+        detail = f"{show(name)} ({record.status.value}) is not carried by the sealed state"
+        yield Finding(R.IDEMPOTENCY_KEY_CHANGED, "governed.side_effects", detail)
+        if record.status in UNRESOLVED:
+            yield _unresolved(record, "governed.side_effects")
+    else:
+        yield from _status_findings(sealed[name], record, "governed.side_effects")

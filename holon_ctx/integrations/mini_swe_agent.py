@@ -161,32 +161,9 @@ class LedgerModel:
                 return None
             return self._start_task(text, write=write)
         if role == "assistant":
-            if write:
-                s.wake(AGENT_STEP, continues=self._task_turn)
-            calls = []
-            for j, action in enumerate(extra.get("actions") or []):
-                self._steps += 1
-                call_id = str(action.get("tool_call_id") or f"step{self._steps}.{j}")
-                command = str(action.get("command", ""))
-                calls.append(ToolCall(call_id, "bash", command))
-            if write:
-                s.assistant_message(text, tool_calls=calls)
-            self._waiting = [c.call_id for c in calls]
-            self._commands = {c.call_id: c.arguments for c in calls}
-            return ("assistant", text)
+            return self._assistant(text, extra, self._task_turn, write=write)
         if self._waiting and ("raw_output" in extra or "returncode" in extra):
-            call_id = str(message.get("tool_call_id") or self._waiting[0])
-            if call_id in self._waiting:
-                self._waiting.remove(call_id)
-            code = extra.get("returncode")
-            code = code if isinstance(code, int) and not isinstance(code, bool) else None
-            failed = code != 0 or bool(extra.get("exception_info"))
-            command = self._commands.get(call_id, "")
-            if write:
-                s.tool_result(call_id, str(extra.get("raw_output", text)), exit_code=code,
-                              status="error" if failed else "ok",
-                              files_written=self._shell.files_written(command))
-            return ("tool", call_id)
+            return self._observation(message, text, extra, write=write)
         if extra.get("interrupt_type") or role != "user":
             note = text or f"({extra.get('interrupt_type', role)})"
             if write:
@@ -195,6 +172,40 @@ class LedgerModel:
         if write:
             s.operator_message(text)
         return ("user", text)
+
+    def _assistant(self, text: str, extra: dict[str, Any], task_turn: str, *,
+                   write: bool) -> Key:
+        """The model's step: a wake continuing the task's turn, its message and its calls."""
+        s = self.session
+        if write:
+            s.wake(AGENT_STEP, continues=task_turn)
+        calls = []
+        for j, action in enumerate(extra.get("actions") or []):
+            self._steps += 1
+            call_id = str(action.get("tool_call_id") or f"step{self._steps}.{j}")
+            command = str(action.get("command", ""))
+            calls.append(ToolCall(call_id, "bash", command))
+        if write:
+            s.assistant_message(text, tool_calls=calls)
+        self._waiting = [c.call_id for c in calls]
+        self._commands = {c.call_id: c.arguments for c in calls}
+        return ("assistant", text)
+
+    def _observation(self, message: dict[str, Any], text: str, extra: dict[str, Any], *,
+                     write: bool) -> Key:
+        """A command's output: the result of the call it answers (the oldest one waiting)."""
+        call_id = str(message.get("tool_call_id") or self._waiting[0])
+        if call_id in self._waiting:
+            self._waiting.remove(call_id)
+        code = extra.get("returncode")
+        code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        failed = code != 0 or bool(extra.get("exception_info"))
+        command = self._commands.get(call_id, "")
+        if write:
+            self.session.tool_result(call_id, str(extra.get("raw_output", text)), exit_code=code,
+                                     status="error" if failed else "ok",
+                                     files_written=self._shell.files_written(command))
+        return ("tool", call_id)
 
     def _start_task(self, text: str, *, write: bool = True) -> Key:
         """The first user message: the task (trusted), the template around it (guidance)."""

@@ -297,13 +297,27 @@ def id_problem(value: str) -> str | None:
     the fence neutraliser would rewrite (a fence-tag or trusted-label lookalike). So an id
     rendered anywhere, unescaped, cannot close an attribute, open a tag or pose as a label.
     """
+    # ASCII is its own NFKC form and its only invisible characters are the controls (not
+    # printable) and the space, so for a clean ASCII value the per-character loop below (a
+    # normalisation and a category lookup per character: most of a cold episode's fence lines)
+    # finds nothing; any other value takes the loop, which says what is wrong.
+    if not (value.isascii() and value.isprintable() and " " not in value
+            and _MARKUP.isdisjoint(value)):
+        problem = _char_problem(value)
+        if problem is not None:
+            return problem
+    if neutralise_fences(value) != value:
+        return "must not look like a data fence tag or the 'operator (trusted)' label"
+    return None
+
+
+def _char_problem(value: str) -> str | None:
+    """:func:`id_problem`'s per-character checks: markup in any width, invisible characters."""
     for char in value:
         if char in _MARKUP or any(c in _MARKUP for c in unicodedata.normalize("NFKC", char)):
             return "must not contain markup characters (\" ' < > & `), in any width"
         if unicodedata.category(char) in _INVISIBLE:
             return f"must not contain invisible or control character U+{ord(char):04X}"
-    if neutralise_fences(value) != value:
-        return "must not look like a data fence tag or the 'operator (trusted)' label"
     return None
 
 

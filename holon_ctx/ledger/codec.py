@@ -13,9 +13,9 @@ defaults omitted, compact separators. Export → import → export is therefore 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import msgspec
 
@@ -211,6 +211,21 @@ def check_record(record: Record) -> str | None:
     """Context-free rules; returns ``"$.field: problem"`` or None. Fills no defaults."""
     if record.v != FORMAT_VERSION:
         return f"$.v: unsupported format version {record.v} (this reader supports {FORMAT_VERSION})"
+    problem = _check_ids(record)
+    if problem is None and record.at is not None:
+        problem = _check_at(record.at)
+    if problem is not None:
+        return problem
+    origin, trust = provenance_defaults(record)
+    if trust not in _ALLOWED_TRUST[origin]:
+        allowed = ", ".join(sorted(_ALLOWED_TRUST[origin]))
+        return (f"$.trust: origin {quote_value(origin.value)} may claim only {allowed}, "
+                f"got {quote_value(trust.value)}")
+    kind_check = _KIND_CHECKS.get(type(record))
+    return None if kind_check is None else kind_check(record, origin)
+
+
+def _check_ids(record: Record) -> str | None:
     for name in _ID_FIELDS_OF[type(record)]:
         value = getattr(record, name)
         # Fast path for the common, valid id; _check_id words the problem otherwise.
@@ -218,51 +233,63 @@ def check_record(record: Record) -> str | None:
             problem = _check_id(value, f"$.{name}")
             if problem:
                 return problem
-    if record.at is not None and (problem := _check_at(record.at)):
-        return problem
-    origin, trust = provenance_defaults(record)
-    if trust not in _ALLOWED_TRUST[origin]:
-        allowed = ", ".join(sorted(_ALLOWED_TRUST[origin]))
-        return (f"$.trust: origin {quote_value(origin.value)} may claim only {allowed}, "
-                f"got {quote_value(trust.value)}")
-    match record:
-        case Turn():
-            if record.seq < 0:
-                return f"$.seq: must be >= 0, got {record.seq}"
-            if record.seq > MAX_SEQ:
-                return f"$.seq: must be <= {MAX_SEQ} (a signed 64-bit integer), got {record.seq}"
-            if record.trigger not in KNOWN_TRIGGERS and not EXTENSION_TRIGGER.match(record.trigger):
-                known = ", ".join(sorted(KNOWN_TRIGGERS))
-                return (f"$.trigger: expected one of {known} or an extension 'x-name', "
-                        f"got {quote_value(record.trigger)}")
-            if record.trigger in OPERATOR_TRIGGERS and origin is not Origin.OPERATOR:
-                return f"$.origin: trigger {quote_value(record.trigger)} requires origin 'operator'"
-        case Message():
-            if record.role is MessageRole.OPERATOR and origin is not Origin.OPERATOR:
-                return "$.origin: an operator message must have origin 'operator'"
-            if record.role is not MessageRole.OPERATOR and origin is Origin.OPERATOR:
-                return ("$.role: a message from the operator must have role 'operator', "
-                        f"got {quote_value(record.role.value)}")
-        case Tool():
-            if record.exit_code is not None and not (
-                    MIN_EXIT_CODE <= record.exit_code <= MAX_EXIT_CODE):
-                return (f"$.exit_code: must be between {MIN_EXIT_CODE} and {MAX_EXIT_CODE} "
-                        f"(a 32-bit exit status), got {record.exit_code}")
-        case Pin():
-            if origin is not Origin.OPERATOR:
-                return "$.origin: only the operator can pin"
-            return _check_ref_syntax(record.target, "$.target")
-        case Wait():
-            return _check_id(record.wait_id, "$.wait_id")
-        case WorkItem():
-            for index, wait_id in enumerate(record.waits or ()):
-                problem = _check_id(wait_id, f"$.waits[{index}]")
-                if problem:
-                    return problem
-            return _check_id(record.work_item_id, "$.work_item_id")
-        case _:
-            pass
     return None
+
+
+# The rules of one record kind each (given the record and its origin, defaults filled): a table
+# rather than one match statement, so each kind's rules read alone.
+def _check_turn(record: Turn, origin: Origin) -> str | None:
+    if record.seq < 0:
+        return f"$.seq: must be >= 0, got {record.seq}"
+    if record.seq > MAX_SEQ:
+        return f"$.seq: must be <= {MAX_SEQ} (a signed 64-bit integer), got {record.seq}"
+    if record.trigger not in KNOWN_TRIGGERS and not EXTENSION_TRIGGER.match(record.trigger):
+        known = ", ".join(sorted(KNOWN_TRIGGERS))
+        return (f"$.trigger: expected one of {known} or an extension 'x-name', "
+                f"got {quote_value(record.trigger)}")
+    if record.trigger in OPERATOR_TRIGGERS and origin is not Origin.OPERATOR:
+        return f"$.origin: trigger {quote_value(record.trigger)} requires origin 'operator'"
+    return None
+
+
+def _check_message(record: Message, origin: Origin) -> str | None:
+    if record.role is MessageRole.OPERATOR and origin is not Origin.OPERATOR:
+        return "$.origin: an operator message must have origin 'operator'"
+    if record.role is not MessageRole.OPERATOR and origin is Origin.OPERATOR:
+        return ("$.role: a message from the operator must have role 'operator', "
+                f"got {quote_value(record.role.value)}")
+    return None
+
+
+def _check_tool(record: Tool, _origin: Origin) -> str | None:
+    if record.exit_code is not None and not MIN_EXIT_CODE <= record.exit_code <= MAX_EXIT_CODE:
+        return (f"$.exit_code: must be between {MIN_EXIT_CODE} and {MAX_EXIT_CODE} "
+                f"(a 32-bit exit status), got {record.exit_code}")
+    return None
+
+
+def _check_pin(record: Pin, origin: Origin) -> str | None:
+    if origin is not Origin.OPERATOR:
+        return "$.origin: only the operator can pin"
+    return _check_ref_syntax(record.target, "$.target")
+
+
+def _check_wait(record: Wait, _origin: Origin) -> str | None:
+    return _check_id(record.wait_id, "$.wait_id")
+
+
+def _check_work_item(record: WorkItem, _origin: Origin) -> str | None:
+    for index, wait_id in enumerate(record.waits or ()):
+        problem = _check_id(wait_id, f"$.waits[{index}]")
+        if problem:
+            return problem
+    return _check_id(record.work_item_id, "$.work_item_id")
+
+
+_KIND_CHECKS: dict[type, Callable[[Any, Origin], str | None]] = {
+    Turn: _check_turn, Message: _check_message, Tool: _check_tool, Pin: _check_pin,
+    Wait: _check_wait, WorkItem: _check_work_item,
+}
 
 
 def _check_at(at: str) -> str | None:

@@ -27,7 +27,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Final
+from typing import Any, Final
 
 from holon_ctx.errors import StoreError
 
@@ -36,7 +36,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: SQLite's own locks are all there is
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_SUFFIX", "file_lock", "process_lock", "wait_for"]
+__all__ = ["LOCK_SUFFIX", "appends_held", "file_lock", "process_lock", "wait_for"]
 
 #: Appended to a SQLite database's path for its compaction lock file.
 LOCK_SUFFIX: Final = "-compaction.lock"
@@ -97,3 +97,24 @@ def process_lock(store: object) -> Iterator[None]:
             lock = _local_locks[store] = threading.Lock()
     with lock:
         yield
+
+
+@contextmanager
+def appends_held(ledger: Any, fallback: int | None = None) -> Iterator[int]:
+    """The position a compaction's archive run or control snapshot is stamped with: the ledger's
+    end, read where appends wait until the block's writes are committed (RFC 0020, "Several
+    runtimes"). A request asked before the commit read an end at or below it, so it and a
+    rebuild at its position agree on the state: a rebuild counts the state from the stamp on,
+    where the request was not. Stamped with an end read earlier, a request at a later position
+    that read before the commit missed the state a rebuild there states.
+
+    A store that can hold its appends (PostgreSQL: ``appends_held``, the session row's lock)
+    holds them; any other gives ``fallback`` (the end the compaction read) or its end now, as
+    before: a SQLite ledger's append lock is the file's, which the episode and governed stores'
+    connections on the same file need to commit."""
+    hold = getattr(ledger, "appends_held", None)
+    if callable(hold):
+        with hold() as end:
+            yield int(end)
+        return
+    yield ledger.end_pos() if fallback is None else fallback

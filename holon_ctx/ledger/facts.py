@@ -113,38 +113,33 @@ def trigger_facts(turn: Turn) -> list[str]:
 
 
 def record_facts(rec: Record) -> list[str]:
-    """Facts one (non-turn) record gives the turn that owns it, in a fixed order."""
+    """Facts one (non-turn) record gives the turn that owns it, in a fixed order: one case per
+    kind of record (RFC 0002's retention facts)."""
+    facts: list[str] = []
     match rec:
         case Message(role=MessageRole.OPERATOR):
-            return ["operator_input"]
+            facts = ["operator_input"]
         case Message(role=MessageRole.ASSISTANT):
-            return ["assistant_message"]
+            facts = ["assistant_message"]
         case Message():
-            return ["runtime_note"]
+            facts = ["runtime_note"]
         case Pin():
-            return ["pin_added"]
+            facts = ["pin_added"]
         case Environment():
-            return ["environment_change"]
+            facts = ["environment_change"]
         case Brief() if rec.reports_result:
-            return ["result_brief"]
+            facts = ["result_brief"]
         case Brief(kind=BriefKind.PROGRESS):
-            return ["progress_brief"]
+            facts = ["progress_brief"]
         case WorkItem():
             closed = (rec.status is not None and rec.status.closed) or rec.completion_report
-            return ["work_item_transition", "completion"] if closed else ["work_item_transition"]
+            facts = ["work_item_transition", "completion"] if closed else ["work_item_transition"]
         case Wait():
-            return ["wait_transition"]
+            facts = ["wait_transition"]
         case TaskResult():
-            facts = ["task_result"]
-            if rec.verification:
-                facts.append("verification_outcome")
-            if rec.failed:
-                facts.append("task_failure")
-            elif rec.changes_next_action:
-                facts.append("task_success_changes_next_action")
-            return facts
+            facts = _task_facts(rec)
         case ExternalEvent():
-            return ["external_state_change" if rec.wait_id else "external_event"]
+            facts = ["external_state_change" if rec.wait_id else "external_event"]
         case Tool():
             facts = ["tool_summary"]
             if rec.side_effect_unresolved:
@@ -152,9 +147,18 @@ def record_facts(rec: Record) -> list[str]:
             # A non-zero exit is a failure whatever the status says (the renderer alerts it).
             if rec.failed:
                 facts.append("tool_failure")
-            return facts
-        case _:
-            return []
+    return facts
+
+
+def _task_facts(rec: TaskResult) -> list[str]:
+    facts = ["task_result"]
+    if rec.verification:
+        facts.append("verification_outcome")
+    if rec.failed:
+        facts.append("task_failure")
+    elif rec.changes_next_action:
+        facts.append("task_success_changes_next_action")
+    return facts
 
 
 def marks_high(rec: Record) -> bool:

@@ -55,66 +55,87 @@ class Command:
 
 def tokenize(text: str) -> Iterator[Command]:
     """Split a command line into simple commands (see the module docstring)."""
-    cmds: list[Command] = []
-    words: list[str] = []
-    writes: list[str] = []
-    stdin: dict[str, str | None] = {"file": None, "text": None}
-    my_docs: list[tuple[str, bool]] = []  # here-documents the current command reads
-    queued: list[tuple[int, str, bool]] = []  # (command index, delimiter, strip tabs)
-    redirect: str | None = None
-    i, n = 0, len(text)
+    yield from _Lexer(text).commands()
 
-    def finish() -> None:
-        nonlocal words, writes, my_docs
-        if words or writes or my_docs:
-            cmds.append(Command(words=tuple(words), writes=tuple(writes),
-                                stdin_text=stdin["text"], stdin_file=stdin["file"]))
-            queued.extend((len(cmds) - 1, d, s) for d, s in my_docs)
-        words, writes, my_docs = [], [], []
-        stdin["file"] = stdin["text"] = None
 
-    while i < n:
-        ch = text[i]
-        if ch == "\\" and text.startswith("\\\n", i):
-            i += 2
+class _Lexer:
+    """The state of one command line's split: the commands so far, the one being read (its
+    words, output targets and input), and the here-documents still to read."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.i = 0
+        self.cmds: list[Command] = []
+        self.words: list[str] = []
+        self.writes: list[str] = []
+        self.stdin_file: str | None = None
+        self.stdin_text: str | None = None
+        self.my_docs: list[tuple[str, bool]] = []  # here-documents the current command reads
+        self.queued: list[tuple[int, str, bool]] = []  # (command index, delimiter, strip tabs)
+        self.redirect: str | None = None
+
+    def commands(self) -> list[Command]:
+        text, n = self.text, len(self.text)
+        while self.i < n:
+            self.step(text[self.i])
+        self.finish()
+        _read_heredocs(text, n, self.queued, self.cmds)
+        return self.cmds
+
+    def step(self, ch: str) -> None:
+        text = self.text
+        if ch == "\\" and text.startswith("\\\n", self.i):
+            self.i += 2
         elif ch in " \t":
-            i += 1
-        elif ch == "#" and (i == 0 or text[i - 1] in " \t\n;&|("):
-            while i < n and text[i] != "\n":
-                i += 1
+            self.i += 1
+        elif ch == "#" and (self.i == 0 or text[self.i - 1] in " \t\n;&|("):
+            end = text.find("\n", self.i)
+            self.i = len(text) if end < 0 else end
         elif ch == "\n":
-            finish()
-            i = _read_heredocs(text, i + 1, queued, cmds)
-            queued.clear()
-        elif (op := next((o for o in _REDIRS if text.startswith(o, i)), None)) is not None:
-            # A descriptor prefix (`2>`) was read as a word just before: it is not an argument.
-            if words and words[-1].isdigit() and i > 0 and text[i - 1].isdigit():
-                words.pop()
-            i += len(op)
-            if op in (">&", "<&"):
-                while i < n and (text[i].isdigit() or text[i] == "-"):
-                    i += 1  # `2>&1`, `>&2`: a descriptor, not a file
-            else:
-                redirect = op
-        elif (op := next((o for o in _OPERATORS if text.startswith(o, i)), None)) is not None:
-            finish()
-            i += len(op)
+            self.finish()
+            self.i = _read_heredocs(text, self.i + 1, self.queued, self.cmds)
+            self.queued.clear()
+        elif (op := next((o for o in _REDIRS if text.startswith(o, self.i)), None)) is not None:
+            self.read_redirect(op)
+        elif (op := next((o for o in _OPERATORS if text.startswith(o, self.i)), None)) is not None:
+            self.finish()
+            self.i += len(op)
         else:
-            word, i = _read_word(text, i)
-            op, redirect = redirect, None
-            if op is None:
-                words.append(word)
-            elif op in ("<<", "<<-"):
-                my_docs.append((word, op == "<<-"))
-            elif op == "<<<":
-                stdin["text"] = word + "\n"
-            elif op == "<":
-                stdin["file"] = word
-            elif op in (">", ">>", ">|", "&>", "&>>"):
-                writes.append(word)
-    finish()
-    _read_heredocs(text, n, queued, cmds)
-    yield from cmds
+            self.read_word()
+
+    def finish(self) -> None:
+        if self.words or self.writes or self.my_docs:
+            self.cmds.append(Command(words=tuple(self.words), writes=tuple(self.writes),
+                                     stdin_text=self.stdin_text, stdin_file=self.stdin_file))
+            self.queued.extend((len(self.cmds) - 1, d, s) for d, s in self.my_docs)
+        self.words, self.writes, self.my_docs = [], [], []
+        self.stdin_file = self.stdin_text = None
+
+    def read_redirect(self, op: str) -> None:
+        text, words = self.text, self.words
+        # A descriptor prefix (`2>`) was read as a word just before: it is not an argument.
+        if words and words[-1].isdigit() and self.i > 0 and text[self.i - 1].isdigit():
+            words.pop()
+        self.i += len(op)
+        if op in (">&", "<&"):
+            while self.i < len(text) and (text[self.i].isdigit() or text[self.i] == "-"):
+                self.i += 1  # `2>&1`, `>&2`: a descriptor, not a file
+        else:
+            self.redirect = op
+
+    def read_word(self) -> None:
+        word, self.i = _read_word(self.text, self.i)
+        op, self.redirect = self.redirect, None
+        if op is None:
+            self.words.append(word)
+        elif op in ("<<", "<<-"):
+            self.my_docs.append((word, op == "<<-"))
+        elif op == "<<<":
+            self.stdin_text = word + "\n"
+        elif op == "<":
+            self.stdin_file = word
+        elif op in (">", ">>", ">|", "&>", "&>>"):
+            self.writes.append(word)
 
 
 def _read_word(text: str, i: int) -> tuple[str, int]:
@@ -351,6 +372,20 @@ _TEXT_WRITERS: dict[str, Callable[[list[str], ShellTracker, Command], list[str]]
 }
 
 
+def _command_words(words: tuple[str, ...]) -> list[str]:
+    """A command's words from the program on: leading assignments (``A=1``) and wrapper
+    programs (``sudo``, ``timeout 5``, ``env X=1``) with their options dropped."""
+    out = list(words)
+    while out and _ASSIGN.match(out[0]):
+        out.pop(0)
+    while out and out[0] in _PREFIXES:
+        out.pop(0)
+        while out and (out[0].startswith("-") or _ASSIGN.match(out[0])
+                       or out[0].replace(".", "").isdigit()):
+            out.pop(0)
+    return out
+
+
 class ShellTracker:
     """Reads commands in order; remembers here-document bodies written to files (see module)."""
 
@@ -377,14 +412,7 @@ class ShellTracker:
 
     def _walk(self, command: str, cwd: str, depth: int = 0) -> Iterator[tuple[str, Command, str]]:
         for cmd in tokenize(command):
-            words = list(cmd.words)
-            while words and _ASSIGN.match(words[0]):
-                words.pop(0)
-            while words and words[0] in _PREFIXES:
-                words.pop(0)
-                while words and (words[0].startswith("-") or _ASSIGN.match(words[0])
-                                 or words[0].replace(".", "").isdigit()):
-                    words.pop(0)
+            words = _command_words(cmd.words)
             for target in cmd.writes:
                 if cmd.stdin_text is not None and words and words[0] == "cat":
                     self._bodies[posixpath.normpath(posixpath.join(cwd, target))] = cmd.stdin_text
@@ -403,18 +431,20 @@ class ShellTracker:
             if name == "tee" and cmd.stdin_text is not None:
                 for target in _operands(args):
                     self._bodies[posixpath.normpath(posixpath.join(cwd, target))] = cmd.stdin_text
-            if name in _EDITORS:
-                found = _operands(args, frozenset({"-c", "-S", "-u", "-i", "--cmd", "-e", "-l"}))
-            elif _PYTHON.match(name):
-                found = _python(args, self, cmd)
-            elif name in _ARG_WRITERS:
-                found = _ARG_WRITERS[name](args)
-            elif name in _TEXT_WRITERS:
-                found = _TEXT_WRITERS[name](args, self, cmd)
-            else:
-                found = []
-            for path in found:
+            for path in self._written_by(name, args, cmd):
                 yield cwd, cmd, path
+
+    def _written_by(self, name: str, args: list[str], cmd: Command) -> list[str]:
+        """The files program ``name`` writes given its arguments (the known writers' rules)."""
+        if name in _EDITORS:
+            return _operands(args, frozenset({"-c", "-S", "-u", "-i", "--cmd", "-e", "-l"}))
+        if _PYTHON.match(name):
+            return _python(args, self, cmd)
+        if name in _ARG_WRITERS:
+            return _ARG_WRITERS[name](args)
+        if name in _TEXT_WRITERS:
+            return _TEXT_WRITERS[name](args, self, cmd)
+        return []
 
     def _normalise(self, path: str, cwd: str) -> str | None:
         if not path or "$" in path or "`" in path or path.startswith("/dev/") or path == "-":

@@ -106,7 +106,26 @@ def read_swe_traj(data: Any, b: LedgerBuilder) -> list[Record]:
     cwd = cwd if isinstance(cwd, str) else ""
     tracker = ShellTracker(cwd)
     wid = f"{b.prefix}{WORK_ITEM_ID}"
+    i = _read_task(obj, messages, cwd, wid, b)
+    while i < len(messages):
+        i = _read_step(messages, i, tracker, wid, b)
+    exit_status = info.get("exit_status")
+    if isinstance(exit_status, str) and exit_status:
+        done = exit_status == "Submitted"
+        b.records.append(WorkItem(
+            id=b.rid("w", "end"), work_item_id=wid, turn_id=b.turn_id,
+            status=WorkItemStatus.DONE if done else WorkItemStatus.BLOCKED,
+            completion_report=f"agent submitted its patch (exit status {exit_status})"
+            if done else None,
+            blocker=None if done else f"agent stopped: exit status {exit_status}",
+            origin=Origin.RUNTIME, trust=Trust.RUNTIME_FACT))
+    return b.finish()
 
+
+def _read_task(obj: dict[str, Any], messages: list[Any], cwd: str, wid: str,
+               b: LedgerBuilder) -> int:
+    """The system messages and the task: the environment, the operator's turn, the work item.
+    Returns the index of the first message after the task."""
     system: list[str] = []
     i = 0
     while i < len(messages):
@@ -135,59 +154,52 @@ def read_swe_traj(data: Any, b: LedgerBuilder) -> list[Record]:
     b.records.append(WorkItem(id=b.rid("w", str(i)), work_item_id=wid, turn_id=b.turn_id,
                               objective=first_paragraph(task), status=WorkItemStatus.ACTIVE,
                               origin=Origin.RUNTIME, trust=Trust.RUNTIME_FACT))
-    i += 1
-    while i < len(messages):
-        path = f"$.messages[{i}]"
-        msg = expect(messages[i], dict, path, b.source)
-        role = expect(msg.get("role"), str, f"{path}.role", b.source)
-        content = _content(msg, i, b)
-        key = str(i)
-        if role != "assistant":
-            if role not in ("user", "system"):
-                raise b.fail(f"{path}.role", f"expected one of system, user, assistant, got "
-                                             f"{quote_value(role)}")
-            # Harness text that answers no step (or a system message mid-run).
-            b.runtime_note(key, content)
-            i += 1
-            continue
-        b.open_step(key, at=_created(msg), work_item_id=wid)
-        b.assistant(key, content)
-        actions = ACTION_RE.findall(content)
-        reply = messages[i + 1] if i + 1 < len(messages) else None
-        reply_text = None
-        if isinstance(reply, dict) and reply.get("role") == "user":
-            reply_text = _content(reply, i + 1, b)
-        if len(actions) == 1:
-            command = actions[0].strip()
-            files = tracker.files_written(command)
-            if reply_text is None:
-                b.executed(key, "bash", command, status=ToolStatus.PENDING, exit_code=None,
-                           output="", files_written=files)
-            else:
-                obs = _observation(reply_text)
-                if obs is None:
-                    # The submit command's output comes back bare (mini-swe-agent strips the
-                    # marker line and ends the run); anything else unrecognised is kept as output.
-                    obs = (ToolStatus.OK, None, reply_text)
-                status, code, output = obs
-                b.executed(key, "bash", command, status=status, exit_code=code, output=output,
-                           files_written=files)
-                i += 1
-        elif reply_text is not None:
-            b.runtime_note(str(i + 1), reply_text)
-            i += 1
-        i += 1
-    exit_status = info.get("exit_status")
-    if isinstance(exit_status, str) and exit_status:
-        done = exit_status == "Submitted"
-        b.records.append(WorkItem(
-            id=b.rid("w", "end"), work_item_id=wid, turn_id=b.turn_id,
-            status=WorkItemStatus.DONE if done else WorkItemStatus.BLOCKED,
-            completion_report=f"agent submitted its patch (exit status {exit_status})"
-            if done else None,
-            blocker=None if done else f"agent stopped: exit status {exit_status}",
-            origin=Origin.RUNTIME, trust=Trust.RUNTIME_FACT))
-    return b.finish()
+    return i + 1
+
+
+def _read_step(messages: list[Any], i: int, tracker: ShellTracker, wid: str,
+               b: LedgerBuilder) -> int:
+    """Message ``i`` after the task: a step (the assistant's message, its command and the
+    observation answering it) or a runtime note. Returns the index of the next message."""
+    path = f"$.messages[{i}]"
+    msg = expect(messages[i], dict, path, b.source)
+    role = expect(msg.get("role"), str, f"{path}.role", b.source)
+    content = _content(msg, i, b)
+    key = str(i)
+    if role != "assistant":
+        if role not in ("user", "system"):
+            raise b.fail(f"{path}.role", f"expected one of system, user, assistant, got "
+                                         f"{quote_value(role)}")
+        # Harness text that answers no step (or a system message mid-run).
+        b.runtime_note(key, content)
+        return i + 1
+    b.open_step(key, at=_created(msg), work_item_id=wid)
+    b.assistant(key, content)
+    actions = ACTION_RE.findall(content)
+    reply = messages[i + 1] if i + 1 < len(messages) else None
+    reply_text = None
+    if isinstance(reply, dict) and reply.get("role") == "user":
+        reply_text = _content(reply, i + 1, b)
+    if len(actions) == 1:
+        command = actions[0].strip()
+        files = tracker.files_written(command)
+        if reply_text is None:
+            b.executed(key, "bash", command, status=ToolStatus.PENDING, exit_code=None,
+                       output="", files_written=files)
+            return i + 1
+        obs = _observation(reply_text)
+        if obs is None:
+            # The submit command's output comes back bare (mini-swe-agent strips the marker
+            # line and ends the run); anything else unrecognised is kept as output.
+            obs = (ToolStatus.OK, None, reply_text)
+        status, code, output = obs
+        b.executed(key, "bash", command, status=status, exit_code=code, output=output,
+                   files_written=files)
+        return i + 2
+    if reply_text is not None:
+        b.runtime_note(str(i + 1), reply_text)
+        return i + 2
+    return i + 1
 
 
 def _obj(value: Any) -> dict[str, Any]:

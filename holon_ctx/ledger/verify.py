@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import msgspec
 
 from holon_ctx.errors import HolonCtxError
@@ -83,38 +84,58 @@ def _verify(db: sqlite3.Connection, counter: TokenCounter | None, limit: int) ->
     except HolonCtxError as exc:
         # The line number of the error is the record's position.
         return [*problems, f"replay: {exc}"][:limit]
-    counter_id = scratch.counter_identity
-    want_turns: set[tuple[Any, ...]] = set()
-    want_counts: dict[int, int] = {}
-    want_wi: dict[int, tuple[str, bytes]] = {}
-    want_waits: dict[int, tuple[str, str, bytes]] = {}
-    want_high: dict[int, int] = {}
+    want = _replayed(scratch, turn_seqs, problems)
+    problems += _compare(db, want, scratch.counter_identity)
+    return problems[:limit]
+
+
+@attrs.define
+class _Replayed:
+    """What the derived tables should hold, by the replay of the records."""
+
+    turns: set[tuple[Any, ...]] = attrs.Factory(set)
+    counts: dict[int, int] = attrs.Factory(dict)
+    work_items: dict[int, tuple[str, bytes]] = attrs.Factory(dict)
+    waits: dict[int, tuple[str, str, bytes]] = attrs.Factory(dict)
+    high: dict[int, int] = attrs.Factory(dict)
+
+
+def _replayed(scratch: MemoryStore, turn_seqs: dict[int, int | None],
+              problems: list[str]) -> _Replayed:
+    """The replay's derived rows; a record whose stored turn_seq differs is a problem."""
+    want = _Replayed()
     for row in scratch.derived_rows():
         rec = row.record
         if row.marks_high and row.turn_seq is not None:
-            want_high.setdefault(row.turn_seq, row.pos)
+            want.high.setdefault(row.turn_seq, row.pos)
         if row.turn is not None and isinstance(rec, Turn):
-            want_turns.add((rec.seq, rec.id, row.pos, int(rec.trigger in _INTENT),
+            want.turns.add((rec.seq, rec.id, row.pos, int(rec.trigger in _INTENT),
                             rec.work_item_id))
         if turn_seqs.get(row.pos) != row.turn_seq:
             problems.append(f"records: row {row.pos} ({row.ref}) has turn_seq "
                             f"{turn_seqs.get(row.pos)}, the replay gives {row.turn_seq}")
-        want_counts[row.pos] = row.tokens
+        want.counts[row.pos] = row.tokens
         if row.work_item_state is not None:
-            want_wi[row.pos] = (row.work_item_state.work_item_id,
-                                msgspec.json.encode(row.work_item_state))
+            want.work_items[row.pos] = (row.work_item_state.work_item_id,
+                                        msgspec.json.encode(row.work_item_state))
         if row.wait_state is not None:
-            want_waits[row.pos] = (row.wait_state.wait_id, row.wait_state.status.value,
+            want.waits[row.pos] = (row.wait_state.wait_id, row.wait_state.status.value,
                                    msgspec.json.encode(row.wait_state))
+    return want
+
+
+def _compare(db: sqlite3.Connection, want: _Replayed, counter_id: str) -> list[str]:
+    """Where the file's derived tables differ from the replay's."""
+    problems: list[str] = []
     have_turns = set(db.execute("SELECT seq, id, pos, intent, work_item_id FROM turns"))
-    problems += [f"turns: missing {t}" for t in sorted(want_turns - have_turns, key=str)]
-    problems += [f"turns: extra {t}" for t in sorted(have_turns - want_turns, key=str)]
+    problems += [f"turns: missing {t}" for t in sorted(want.turns - have_turns, key=str)]
+    problems += [f"turns: extra {t}" for t in sorted(have_turns - want.turns, key=str)]
     # Counts under another counter are not this check's business; reads recount those records.
     for pos, tokens in db.execute("SELECT pos, tokens FROM token_counts WHERE counter=?",
                                   (counter_id,)):
-        if want_counts.get(pos) != tokens:
+        if want.counts.get(pos) != tokens:
             problems.append(f"token_counts: position {pos} holds {tokens}, the replay counts "
-                            f"{want_counts.get(pos)}")
+                            f"{want.counts.get(pos)}")
     have_wi = {pos: (wid, bytes(state)) for pos, wid, state in db.execute(
         "SELECT pos, work_item_id, state FROM work_item_states")}
     have_waits = {pos: (wid, status, bytes(state)) for pos, wid, status, state in db.execute(
@@ -122,14 +143,15 @@ def _verify(db: sqlite3.Connection, counter: TokenCounter | None, limit: int) ->
     has_high = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND "
                           "name='high_turns'").fetchone()
     # A schema-1 file has no index yet (it is built on the first open by this version).
-    have_high = dict(db.execute("SELECT seq, pos FROM high_turns")) if has_high else want_high
-    for seq in sorted(want_high.keys() | have_high.keys()):
-        if want_high.get(seq) != have_high.get(seq):
+    have_high = dict(db.execute("SELECT seq, pos FROM high_turns")) if has_high else want.high
+    for seq in sorted(want.high.keys() | have_high.keys()):
+        if want.high.get(seq) != have_high.get(seq):
             problems.append(f"high_turns: turn seq {seq} is marked at {have_high.get(seq)}, the "
-                            f"replay marks it at {want_high.get(seq)}")
-    for table, want, have in (("work_item_states", want_wi, have_wi),
-                              ("wait_states", want_waits, have_waits)):
-        for pos in sorted(want.keys() | have.keys()):
-            if want.get(pos) != have.get(pos):
+                            f"replay marks it at {want.high.get(seq)}")
+    tables: tuple[tuple[str, dict[int, Any], dict[int, Any]], ...] = (
+        ("work_item_states", want.work_items, have_wi), ("wait_states", want.waits, have_waits))
+    for table, wanted, have in tables:
+        for pos in sorted(wanted.keys() | have.keys()):
+            if wanted.get(pos) != have.get(pos):
                 problems.append(f"{table}: position {pos} differs from the replay")
-    return problems[:limit]
+    return problems

@@ -164,18 +164,7 @@ class _Appender:
         next_seq: int | None = None
         open_turn: str | None = self.last_turn.id if self.last_turn else None
         for index, (line, record) in enumerate(items, 1):
-            # A record without a source line was built in Python: its field types are checked
-            # too (the decoder has done that for every line of a file).
-            problem = (check_types(record) if line is None or not isinstance(record, _RECORDS)
-                       else None) or check_record(record)
-            if problem:
-                path, _, msg = problem.partition(": ")
-                if line is None:
-                    # No source line to name: say which record of the batch it is.
-                    what = (f"a {type(record).__name__} with id {quote_value(getattr(record, 'id', None))}"
-                            if isinstance(record, msgspec.Struct) else f"a {type(record).__name__}")
-                    msg = f"{msg}; record {index} of the batch, {what}"
-                raise self.fail(line, path, msg)
+            self.check_alone(line, index, record)
             if isinstance(record, Turn):
                 if self.renumber_turns:
                     if next_seq is None:
@@ -191,27 +180,9 @@ class _Appender:
                 continue
             if isinstance(record, _OWNABLE) and record.turn_id is None:
                 if _opens_turn(record):
-                    ref = record_ref(record)
-                    if self.backend.has_ref(ref):
-                        raise self.fail(line, "$.id",
-                                        f"duplicate id: {ref} is already in the ledger")
-                    if next_seq is None:
-                        last = self.last_turn
-                        next_seq = 0 if last is None else last.seq + 1
-                    if next_seq > MAX_SEQ:
-                        raise self.fail(line, "$.turn_id",
-                                        f"missing, and a derived turn would need seq {next_seq} "
-                                        f"(above the limit {MAX_SEQ})")
-                    derived = Turn(
-                        id=f"t.{record.id}",
-                        seq=next_seq,
-                        trigger=_DERIVED_TRIGGER[type(record)],
-                        at=record.at,
-                        work_item_id=getattr(record, "work_item_id", None),
-                    )
-                    next_seq += 1
+                    derived = self.derive_turn(line, record, next_seq)
+                    next_seq = derived.seq + 1
                     open_turn = derived.id
-                    self.derived_from[f"turn:{derived.id}"] = ref
                     yield line, derived
                     record = msgspec.structs.replace(record, turn_id=derived.id)
                 else:
@@ -220,6 +191,38 @@ class _Appender:
                                         "missing, and there is no open turn to attach it to")
                     record = msgspec.structs.replace(record, turn_id=open_turn)
             yield line, record
+
+    def check_alone(self, line: int | None, index: int, record: Record) -> None:
+        """The record's own rules (and, for one built in Python, its field types: the decoder
+        has checked those for every line of a file)."""
+        problem = (check_types(record) if line is None or not isinstance(record, _RECORDS)
+                   else None) or check_record(record)
+        if problem:
+            path, _, msg = problem.partition(": ")
+            if line is None:
+                # No source line to name: say which record of the batch it is.
+                what = (f"a {type(record).__name__} with id {quote_value(getattr(record, 'id', None))}"
+                        if isinstance(record, msgspec.Struct) else f"a {type(record).__name__}")
+                msg = f"{msg}; record {index} of the batch, {what}"
+            raise self.fail(line, path, msg)
+
+    def derive_turn(self, line: int | None, record: Record, next_seq: int | None) -> Turn:
+        """The turn a record that opens one (a task result, an external event) gets when it
+        names none: ``t.<id>``, the next sequence number."""
+        ref = record_ref(record)
+        if self.backend.has_ref(ref):
+            raise self.fail(line, "$.id", f"duplicate id: {ref} is already in the ledger")
+        if next_seq is None:
+            last = self.last_turn
+            next_seq = 0 if last is None else last.seq + 1
+        if next_seq > MAX_SEQ:
+            raise self.fail(line, "$.turn_id",
+                            f"missing, and a derived turn would need seq {next_seq} "
+                            f"(above the limit {MAX_SEQ})")
+        derived = Turn(id=f"t.{record.id}", seq=next_seq, trigger=_DERIVED_TRIGGER[type(record)],
+                       at=record.at, work_item_id=getattr(record, "work_item_id", None))
+        self.derived_from[f"turn:{derived.id}"] = ref
+        return derived
 
     def check(self, line: int | None, record: Record, ref: str) -> tuple[int | None, TurnInfo | None]:
         """Step 2: ledger-wide rules. Returns the owning turn's seq and, for a turn, its info."""
@@ -231,32 +234,45 @@ class _Appender:
                                           "which is already in the ledger (a derived turn is "
                                           "named t.<id>)")
         if isinstance(record, Turn):
-            last = self.last_turn
-            if last is not None and record.seq <= last.seq:
-                raise self.fail(line, "$.seq",
-                                f"sequence goes backwards: {record.seq} after {last.seq} "
-                                f"(turn {last.id})")
-            if record.anchor_turn_id is not None and self.find_turn(record.anchor_turn_id) is None:
-                raise self.fail(line, "$.anchor_turn_id",
-                                f"no earlier turn {quote_value(record.anchor_turn_id)} to continue")
-            info = TurnInfo(id=record.id, seq=record.seq, pos=self.pos,
-                            work_item_id=record.work_item_id)
-            return record.seq, info
-        owner_seq: int | None = None
+            return record.seq, self.check_turn(line, record)
+        owner_seq = self.check_owner(line, record)
+        self.check_links(line, record)
+        return owner_seq, None
+
+    def check_turn(self, line: int | None, record: Turn) -> TurnInfo:
+        last = self.last_turn
+        if last is not None and record.seq <= last.seq:
+            raise self.fail(line, "$.seq",
+                            f"sequence goes backwards: {record.seq} after {last.seq} "
+                            f"(turn {last.id})")
+        if record.anchor_turn_id is not None and self.find_turn(record.anchor_turn_id) is None:
+            raise self.fail(line, "$.anchor_turn_id",
+                            f"no earlier turn {quote_value(record.anchor_turn_id)} to continue")
+        return TurnInfo(id=record.id, seq=record.seq, pos=self.pos,
+                        work_item_id=record.work_item_id)
+
+    def check_owner(self, line: int | None, record: Record) -> int | None:
+        """The owning turn's seq (None for a record no turn owns); it must be in the ledger, and
+        act for the same work item as the record."""
         turn_id = getattr(record, "turn_id", None)
-        if turn_id is not None:
-            owner = self.find_turn(turn_id)
-            if owner is None:
-                raise self.fail(line, "$.turn_id",
-                                f"no turn {quote_value(turn_id)} before this record "
-                                "(a record belongs only to a turn appended before it)")
-            owner_seq = owner.seq
-            wid = getattr(record, "work_item_id", None)
-            if (isinstance(record, Brief | TaskResult | ExternalEvent) and wid
-                    and owner.work_item_id and wid != owner.work_item_id):
-                raise self.fail(line, "$.work_item_id",
-                                f"owner mismatch: record acts for {quote_value(wid)} but its turn "
-                                f"{quote_value(owner.id)} acts for {quote_value(owner.work_item_id)}")
+        if turn_id is None:
+            return None
+        owner = self.find_turn(turn_id)
+        if owner is None:
+            raise self.fail(line, "$.turn_id",
+                            f"no turn {quote_value(turn_id)} before this record "
+                            "(a record belongs only to a turn appended before it)")
+        wid = getattr(record, "work_item_id", None)
+        if (isinstance(record, Brief | TaskResult | ExternalEvent) and wid
+                and owner.work_item_id and wid != owner.work_item_id):
+            raise self.fail(line, "$.work_item_id",
+                            f"owner mismatch: record acts for {quote_value(wid)} but its turn "
+                            f"{quote_value(owner.id)} acts for {quote_value(owner.work_item_id)}")
+        return owner.seq
+
+    def check_links(self, line: int | None, record: Record) -> None:
+        """What the record names (a spawning turn, a wait, a resolving record, a pin's target)
+        is in the ledger."""
         if isinstance(record, TaskResult) and record.spawned_by_turn_id is not None \
                 and self.find_turn(record.spawned_by_turn_id) is None:
             raise self.fail(line, "$.spawned_by_turn_id",
@@ -275,7 +291,6 @@ class _Appender:
                 raise self.fail(line, "$.resolved_by", f"no record {quote_value(record.resolved_by)}")
         if isinstance(record, Pin) and not self.backend.has_ref(record.target):
             raise self.fail(line, "$.target", f"pin target {quote_value(record.target)} is not in the ledger")
-        return owner_seq, None
 
     def run(self, items: Iterable[tuple[int | None, Record]]) -> int:
         count = 0

@@ -34,6 +34,7 @@ import msgspec
 
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.answers import answered_waits
+from holon_ctx.ledger.compaction_lock import appends_held
 from holon_ctx.ledger.limits import resolve_limit
 from holon_ctx.ledger.records import Tool, Turn
 from holon_ctx.ledger.state import WorkItemState
@@ -208,12 +209,7 @@ class Archiver:
              summarize_new: bool, edges: frozenset[int] = frozenset()) -> ArchiveReport:
         look_turn = look.record
         assert isinstance(look_turn, Turn)
-        look_settle = self.ledger.next_turn_pos(look_turn.seq)
-        if look_settle is None or look_settle > limit_pos:
-            look_settle = limit_pos
-        start = 0 if after_seq is None else self.ledger.next_turn_pos(after_seq)
-        if start is None or start > look.pos:
-            start = look.pos
+        start, look_settle = self._span(after_seq, look, look_turn, limit_pos)
         segmenter = Segmenter(self.policy.boundaries, edges=edges)
         archived: list[str] = []
         covered = 0
@@ -233,19 +229,43 @@ class Archiver:
                 # A run's episodes are the archive from the ledger position it read up to on:
                 # recall as of an earlier position does not see them (RFC 0020). A rebuild does
                 # not know when each was first archived: its episodes count as archived always.
-                self.store.append([index_episode(ep) for ep in episodes],
-                                  archived_pos=limit_pos if summarize_new and self.positioned
-                                  else None)
+                batch = [index_episode(ep) for ep in episodes]
+                if summarize_new and self.positioned:
+                    # Stamped with the end when the run commits, appends held until it has
+                    # (not limit_pos, which appends may have passed by then: RFC 0020).
+                    with appends_held(self.ledger, limit_pos) as at:
+                        self.store.append(batch, archived_pos=at)
+                else:
+                    self.store.append(batch)
                 archived.extend(ep.id for ep in episodes)
                 covered += sum(ep.turns for ep in episodes)
             if summarize_new and self.summarizer is not None:
-                for ep in episodes:
-                    recap = summarize(ep, self.summarizer)
-                    self.store.add_recap(recap)
-                    accepted += recap.status is RecapStatus.ACCEPTED
-                    rejected += recap.status is RecapStatus.REJECTED
+                ok, no = self._recap(episodes, self.summarizer)
+                accepted, rejected = accepted + ok, rejected + no
         resolved = self._resolve(tools, limit_pos)
         return ArchiveReport(tuple(archived), covered, None, resolved, accepted, rejected)
+
+    def _span(self, after_seq: int | None, look: StoredRecord, look_turn: Turn,
+              limit_pos: int) -> tuple[int, int]:
+        """Where the run reads from (the first turn after ``after_seq``, at most the look-ahead
+        turn's position) and up to (the look-ahead turn's settled end, at most ``limit_pos``)."""
+        look_settle = self.ledger.next_turn_pos(look_turn.seq)
+        if look_settle is None or look_settle > limit_pos:
+            look_settle = limit_pos
+        start = 0 if after_seq is None else self.ledger.next_turn_pos(after_seq)
+        if start is None or start > look.pos:
+            start = look.pos
+        return start, look_settle
+
+    def _recap(self, episodes: list[Episode], summarizer: Summarizer) -> tuple[int, int]:
+        """Each new episode's recap, stored; how many were accepted and rejected."""
+        accepted = rejected = 0
+        for ep in episodes:
+            recap = summarize(ep, summarizer)
+            self.store.add_recap(recap)
+            accepted += recap.status is RecapStatus.ACCEPTED
+            rejected += recap.status is RecapStatus.REJECTED
+        return accepted, rejected
 
     def _chunks(self, start: int, settle: int) -> Iterator[list[TurnUnit]]:
         """Turn units of the records in ``[start, settle)``, oldest first, a chunk at a time:

@@ -4,7 +4,8 @@
 eligible prefix (episodes ending before the recent window: no turn is rendered twice), the query
 terms' bounded postings, a few candidates by work item, shared links and open items, the ledger's
 open waits and the work items of those items, and (only when a pending tool call is open and not
-yet settled by an archived record) the unarchived tail of at most :data:`TAIL_TURNS` turns.
+yet settled by an archived record) the unarchived tail's tool runs, through the ledger's
+``keyed_events`` index (each record read once per process).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Final
 
 import msgspec
 
-from holon_ctx.ledger.answers import answered_waits
+from holon_ctx.ledger.answers import answered_waits, keyed_events
 from holon_ctx.ledger.questions import asks_question
-from holon_ctx.ledger.records import Brief, Message, MessageRole, Tool
+from holon_ctx.ledger.records import Brief, Message, MessageRole
 from holon_ctx.ledger.state import WorkItemState
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.episodes import Episode, Recap
@@ -32,14 +33,12 @@ from holon_ctx.memory.recall import (
 )
 from holon_ctx.memory.store import EpisodeStore, OpenRow
 from holon_ctx.memory.summarizer import with_recaps
-from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, resolves
+from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, tool_events
 
-__all__ = ["TAIL_TURNS", "StoreEpisodeSource"]
+__all__ = ["StoreEpisodeSource"]
 
 #: "Every episode stored" as a bound on episode numbers.
 _EVERY: Final = 1 << 62
-#: Most turns after the archival frontier scanned for tool resolutions at recall time.
-TAIL_TURNS: Final = 512
 
 
 class StoreEpisodeSource:
@@ -103,15 +102,7 @@ class StoreEpisodeSource:
         state = (self.ledger.work_item_state(query.work_item_id, query.limit_pos)
                  if query.work_item_id else None)
         text = query.query_text + ("\n" + state.objective if state is not None else "")
-        qterms = query_terms(text)
-        docs, total = store.corpus()
-        if visible < docs:
-            docs, total = store.corpus_through(visible)
-            df = {t: n for t in qterms if (n := len(store.postings(t, visible, 1 << 30)))}
-        else:
-            df = store.df(qterms)
-        text_scores = bm25_scores(qterms, df, docs, total,
-                                  lambda t, cap: store.postings(t, max_num, cap), w)
+        text_scores = self._text_scores(query_terms(text), visible, max_num)
         self._answers(text_scores, max_num, query.limit_pos)
         owner = f"work_item:{query.work_item_id}" if query.work_item_id else None
         same = set(store.by_owner(owner, max_num, w.owner_candidates)) if owner else set()
@@ -143,6 +134,19 @@ class StoreEpisodeSource:
             out.append(self._recalled(ep, cand, text_rank.get(num), recaps.get(ep.id, []),
                                       query.shown))
         return out
+
+    def _text_scores(self, qterms: list[str], visible: int, max_num: int) -> dict[int, float]:
+        """BM25 scores of the episodes before ``max_num`` for the query's terms, with the corpus
+        statistics of the episodes visible as of the position projected."""
+        store = self.episodes
+        docs, total = store.corpus()
+        if visible < docs:
+            docs, total = store.corpus_through(visible)
+            df = {t: n for t in qterms if (n := len(store.postings(t, visible, 1 << 30)))}
+        else:
+            df = store.df(qterms)
+        return bm25_scores(qterms, df, docs, total,
+                           lambda t, cap: store.postings(t, max_num, cap), self.weights)
 
     def _answers(self, text_scores: dict[int, float], max_num: int, limit_pos: int) -> None:
         """The episode right after a top text match, when it answers it, matches as well as
@@ -276,23 +280,22 @@ class _Checker:
         return is_open(row.key, facts)
 
     def _tail_resolutions(self) -> set[str]:
-        """Call keys settled by tool runs after the archival frontier (at most TAIL_TURNS turns)."""
+        """Call keys settled by tool runs after the archival frontier, however far back (the
+        ledger's :func:`~holon_ctx.ledger.answers.keyed_events` index: each record read once
+        per process; a scan of the newest 512 turns left a call answered before them
+        ``STILL OPEN`` while the archiver lagged, issue 25 item 2)."""
         rows = self.call_rows
         if not rows:
             return set()
-        keys = {r.key for r in rows}
         last = (self.episodes.episodes([self.visible]).get(self.visible)
                 if self.visible < _EVERY else self.episodes.last())
         after = min(r.last_seq for r in rows)
         lo = max(after, last.span.last_seq if last is not None else after) + 1
-        cur = self.query.current.turn.seq
-        if cur - lo >= TAIL_TURNS:
-            # Sequence numbers may have gaps: bound the scan by turns, not by numbers.
-            newest = self.ledger.turns_before(cur + 1, TAIL_TURNS, self.query.limit_pos)
-            oldest = newest[-1].turn_seq if newest else None
-            lo = max(lo, oldest if oldest is not None else cur)
-        found: set[str] = set()
-        for stored in self.ledger.records_of_turns(lo, cur, self.query.limit_pos):
-            if isinstance(stored.record, Tool):
-                found.update(k for k in resolves(stored.record, stored.ref) if k in keys)
-        return found
+        # Records of the turns from ``lo`` on sit at or after that turn's record (a record
+        # appended later for an older turn is a newer record still, and may answer too).
+        start = self.ledger.next_turn_pos(lo - 1)
+        if start is None or start >= self.query.limit_pos:
+            return set()
+        wanted = {r.key: start for r in rows}
+        found = keyed_events(self.ledger, "calls", tool_events, wanted, self.query.limit_pos)
+        return {key for key, events in found.items() if any(t == "resolve" for _, _, t in events)}

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Final
 
@@ -36,6 +36,7 @@ import attrs
 
 from holon_ctx.ledger.records import SideEffect, Tool, ToolStatus, WorkItemStatus
 from holon_ctx.ledger.state import WorkItemState
+from holon_ctx.ledger.store import StoredRecord
 
 __all__ = [
     "KINDS",
@@ -47,6 +48,7 @@ __all__ = [
     "key_work_item",
     "resolves",
     "todo_key",
+    "tool_events",
 ]
 
 
@@ -119,6 +121,22 @@ def resolves(tool: Tool, ref: str) -> tuple[str, ...]:
     if tool.side_effect in (SideEffect.NONE, SideEffect.COMPLETED):
         keys.append(f"effect:{call}")
     return tuple(keys)
+
+
+def tool_events(stored: StoredRecord) -> Iterable[tuple[str, str]]:
+    """What one record does to call and side-effect keys, for
+    :func:`~holon_ctx.ledger.answers.keyed_events`: a tool run's tag is ``resolve`` for the
+    keys :func:`resolves` names, and ``reopen`` for its call's side effect (unknown or partial
+    again) or its call (pending again)."""
+    tool = stored.record
+    if not isinstance(tool, Tool):
+        return ()
+    out = [(key, "resolve") for key in resolves(tool, stored.ref)]
+    if tool.side_effect_unresolved:
+        out.append((f"effect:{call_key(tool, stored.ref)}", "reopen"))
+    if tool.pending:
+        out.append((f"call:{call_key(tool, stored.ref)}", "reopen"))
+    return out
 
 
 @attrs.frozen

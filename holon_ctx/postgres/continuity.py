@@ -18,7 +18,7 @@ from holon_ctx.continuity.backend import StoredEvent
 from holon_ctx.continuity.exceptions import DuplicateRecordError
 from holon_ctx.errors import first_line
 from holon_ctx.postgres.connection import psycopg_module
-from holon_ctx.postgres.session import SessionHandle
+from holon_ctx.postgres.session import MISSING, SessionHandle
 
 __all__ = ["PostgresContinuityBackend"]
 
@@ -137,6 +137,9 @@ class PostgresContinuityBackend:
     def envelope_ids(self, session_id: str) -> list[str]:
         if ("ids", session_id) in self._ahead:
             return list(self._ahead[("ids", session_id)])
+        ahead = self._h.ahead("envelope_ids", session_id)  # a request's (postgres/ahead.py)
+        if ahead is not MISSING:
+            return list(ahead)
         return [str(r[0]) for r in self._h.rows(
             "SELECT envelope_id FROM holon_continuity_envelopes WHERE sid=%(sid)s AND "
             "session_id=%(session)s ORDER BY seq", {"session": session_id})]

@@ -32,7 +32,7 @@ from holon_ctx.memory.episodes import (
 )
 from holon_ctx.memory.index import IndexedEpisode
 from holon_ctx.memory.store import OpenRow, Resolution
-from holon_ctx.postgres.session import SessionHandle
+from holon_ctx.postgres.session import MISSING, SessionHandle
 
 __all__ = ["PostgresEpisodeStore"]
 
@@ -217,6 +217,9 @@ class PostgresEpisodeStore:
         return 0 if row is None else int(row[0])
 
     def archived_by(self, pos: int) -> int:
+        ahead = self._h.ahead("archived_by", pos)  # a request's read ahead (postgres/ahead.py)
+        if ahead is not MISSING:
+            return int(ahead)
         first = self._h.one("SELECT min(first_num) FROM holon_episodes_runs WHERE sid=%(sid)s "
                             "AND pos > %(pos)s", {"pos": pos})[0]
         return self.count() if first is None else int(first) - 1

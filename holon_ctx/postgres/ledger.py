@@ -23,7 +23,8 @@ The store is built in two modules: the connection, the batch state, the caches a
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 import msgspec
@@ -42,6 +43,7 @@ from holon_ctx.postgres.appends import (
     derived_values,
     record_values,
 )
+from holon_ctx.postgres.connection import psycopg_module, store_error
 from holon_ctx.postgres.ledger_reads import _PostgresLedgerBase, _record_decoder, _wait_decoder, _wi_decoder
 from holon_ctx.postgres.session import ConnectionLost
 
@@ -354,6 +356,23 @@ class PostgresStore(_PostgresLedgerBase):
                renumber_turns: bool = False, expect_end: int | None = None) -> int:
         return self.append_lines(((None, r) for r in records), source=source,
                                  renumber_turns=renumber_turns, expect_end=expect_end)
+
+    @contextmanager
+    def appends_held(self) -> Iterator[int]:
+        """The ledger's end, in a transaction holding the session row (the lock every append
+        takes first), so no append lands until what the block writes on this connection, or
+        commits on another, is committed (holon_ctx.ledger.compaction_lock.appends_held)."""
+        self._h.call(lambda: None)  # a connection the server dropped is replaced first
+        try:
+            with self._h.conn.transaction():
+                row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE",
+                                (self.sid,))
+                if row is None:
+                    raise StoreError(f"{self.where}: session {quote_value(self.session)} was "
+                                     "deleted")
+                yield int(row[0])
+        except psycopg_module().Error as exc:  # BEGIN or COMMIT on a connection lost meanwhile
+            raise store_error(self.where, exc) from None
 
     def rebuild_derived(self) -> None:
         """Drop the session's derived rows and recompute them from its records, in one

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 import msgspec
@@ -24,13 +24,14 @@ from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import Record
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
+from holon_ctx.postgres.ahead import read_ahead
 from holon_ctx.postgres.appends import (
     Known,
 )
 from holon_ctx.postgres.connection import psycopg_module
 from holon_ctx.postgres.epochs import PostgresEpochStore
 from holon_ctx.postgres.schema import SESSION_TABLES
-from holon_ctx.postgres.session import SessionHandle
+from holon_ctx.postgres.session import MISSING, SessionHandle
 from holon_ctx.postgres.usage import PostgresUsageStore
 from holon_ctx.tokens import TokenCounter, default_counter
 
@@ -60,6 +61,9 @@ _TURNS_BEFORE = ("SELECT pos, seq FROM holon_turns WHERE sid=%(sid)s AND seq<%(s
                  "AND pos + 0 < %(lim)s ORDER BY seq DESC LIMIT %(n)s")
 _LATEST_TURN = ("SELECT pos, seq FROM holon_turns WHERE sid=%(sid)s AND pos<%(lim)s "
                 "ORDER BY pos DESC LIMIT 1")
+#: The newest operator turn of all (read ahead: postgres/ahead.py; the partial intent index).
+_NEWEST_INTENT = ("WHERE r.sid=%(sid)s AND r.pos = (SELECT pos FROM holon_turns WHERE "
+                  "sid=%(sid)s AND intent ORDER BY seq DESC LIMIT 1)")
 
 
 class _PostgresLedgerBase:
@@ -151,11 +155,27 @@ class _PostgresLedgerBase:
         stored = self._decoded.stored
         return [stored(*row) for row in self._rows(_ROW + where, args, binary=True)]
 
+    def reading_ahead(self, *, records_from: int | None = None,
+                      usage: tuple[str, int] | None = None,
+                      governed: str | None = None) -> AbstractContextManager[None]:
+        """A request's reads in one round trip (``holon_ctx.postgres.ahead``): the end, the
+        archive visible at it, the records from ``records_from`` on, the newest operator turn,
+        the usage observations ``(model, limit)`` and the governed session's envelope ids,
+        answered inside the block by this store and the stores sharing its connection."""
+        args = {"counter": self._counter_id}
+        return read_ahead(self._h, records=None if records_from is None else (
+            _ROW, {**args, "lo": records_from}), intent=(_ROW + _NEWEST_INTENT, args),
+            usage=usage, envelopes=governed)
+
     def end_pos(self) -> int:
-        row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s", (self.sid,))
-        if row is None:
-            raise StoreError(f"{self.where}: session {quote_value(self.session)} was deleted")
-        end = int(row[0])
+        ahead = self._h.ahead("end")
+        if ahead is not MISSING:
+            end = int(ahead)
+        else:
+            row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s", (self.sid,))
+            if row is None:
+                raise StoreError(f"{self.where}: session {quote_value(self.session)} was deleted")
+            end = int(row[0])
         if self._known is not None and self._known.end != end:
             # Another writer appended: what this store knew may no longer hold.
             self._known = None
@@ -225,6 +245,15 @@ class _PostgresLedgerBase:
         return found
 
     def records_between(self, lo_pos: int, hi_pos: int) -> list[StoredRecord]:
+        ahead = self._h.ahead("records", self._counter_id)
+        if ahead is not MISSING:
+            # Read ahead from ``start`` on: committed records never change and their positions
+            # are dense, so any range inside the rows read is the answer.
+            start, rows = ahead
+            if start <= lo_pos and hi_pos <= start + len(rows) and (
+                    not rows or int(rows[-1][0]) == start + len(rows) - 1):
+                stored = self._decoded.stored
+                return [stored(*row) for row in rows[lo_pos - start:max(hi_pos - start, 0)]]
         return self._records("WHERE r.sid=%(sid)s AND r.pos>=%(lo)s AND r.pos<%(hi)s ORDER BY r.pos",
                              {"lo": lo_pos, "hi": hi_pos})
 
@@ -241,6 +270,15 @@ class _PostgresLedgerBase:
             {"seq": seq, "lim": limit_pos, "n": count})
 
     def latest_operator_turn(self, before_seq: int, limit_pos: int) -> StoredRecord | None:
+        ahead = self._h.ahead("intent", self._counter_id)
+        if ahead is not MISSING:
+            # The newest operator turn of all, read after the end: the answer for any limit up
+            # to that end that it satisfies (it has the highest seq there is); none at all,
+            # the answer is none.
+            end, rows = ahead
+            if limit_pos <= end and (not rows or (
+                    int(rows[0][2]) < before_seq and int(rows[0][0]) < limit_pos)):
+                return self._decoded.stored(*rows[0]) if rows else None
         found = self._records(
             "WHERE r.sid=%(sid)s AND r.pos = (SELECT pos FROM holon_turns WHERE sid=%(sid)s "
             "AND intent AND seq<%(seq)s AND pos + 0 < %(lim)s ORDER BY seq DESC LIMIT 1)",
@@ -338,6 +376,10 @@ class _PostgresLedgerBase:
         lock keyed by the session, so one compaction at a time across processes and hosts;
         appends and reads never wait for it (holon_ctx.ledger.compaction_lock)."""
         key = {"cls": _COMPACTION_LOCK_CLASS, "obj": self.sid % _INT4}
+        # What a request read ahead is as of before the lock: a compaction (another runtime's
+        # finished while this one waited) reads the server (the try-lock is a SELECT, which
+        # would not drop it; postgres/ahead.py).
+        self._h.link.ahead.clear()
         wait_for(lambda: bool(self._one("SELECT pg_try_advisory_lock(%(cls)s, %(obj)s)", key)[0]),
                  lock_timeout(), self.where)
         try:

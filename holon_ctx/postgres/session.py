@@ -26,12 +26,14 @@ from holon_ctx.errors import StoreError, quote_value
 from holon_ctx.postgres.connection import connect, describe, psycopg_module, store_error
 from holon_ctx.postgres.schema import create_session, ensure_schema, find_session
 
-__all__ = ["ConnectionLost", "Link", "SessionHandle"]
+__all__ = ["MISSING", "ConnectionLost", "Link", "SessionHandle"]
 
 _T = TypeVar("_T")
 #: Up to this many rows an append's inserts are pipelined INSERTs (one round trip for all tables);
 #: more go through COPY, a round trip or two per table but far less work per row.
 _PIPELINED_ROWS = 64
+#: No answer was read ahead (``SessionHandle.ahead``): ask the server.
+MISSING: Any = object()
 
 
 class ConnectionLost(StoreError):
@@ -47,6 +49,10 @@ class Link:
         self.conn = conn
         self.url = url
         self.durable = durable
+        #: Answers a request read ahead on this connection (``holon_ctx.postgres.ahead``), by
+        #: the read, its session's ``sid`` and its arguments: every store sharing the connection
+        #: looks here before asking the server. Emptied by any statement that is not a read.
+        self.ahead: dict[tuple[Any, ...], Any] = {}
         _LINKS[conn] = self
 
     @classmethod
@@ -75,6 +81,7 @@ class Link:
                              "that the server is up and reachable (the next call tries again)"
                              ) from None
         self.conn = conn
+        self.ahead.clear()
         _LINKS[conn] = self
 
 
@@ -133,6 +140,10 @@ class SessionHandle:
         reads, so it runs again once on a new connection when the one it met was dead."""
         if self.closed:
             raise StoreError(f"{self.where}: the store is closed")
+        if not reads:
+            # A write (or a lock) may change what was read ahead: nothing is answered from it
+            # after (a compaction before a request's walk reads the server again).
+            self.link.ahead.clear()
         if self.link.dead:
             self.link.revive(self.where)
         # Outside a transaction (a statement of a write runs inside one: never run again here).
@@ -150,6 +161,10 @@ class SessionHandle:
                     raise store_error(self.where, again) from None
             raise ConnectionLost(f"{store_error(self.where, exc)} (the connection was lost; "
                                  "the next call reconnects)") from None
+
+    def ahead(self, *key: Any) -> Any:
+        """The answer read ahead for ``key`` (this session's), or :data:`MISSING`."""
+        return self.link.ahead.get((self.sid, *key), MISSING)
 
     def rows(self, sql: str, args: dict[str, Any] | tuple[Any, ...], *,
              binary: bool = False) -> list[tuple[Any, ...]]:
@@ -183,14 +198,14 @@ class SessionHandle:
                 cur.executemany(sql, rows)
         self.call(run)
 
-    def batch(self, statements: Sequence[tuple[str, tuple[Any, ...] | dict[str, Any]]]
-              ) -> list[list[tuple[Any, ...]]]:
+    def batch(self, statements: Sequence[tuple[str, tuple[Any, ...] | dict[str, Any]]], *,
+              binary: bool = False) -> list[list[tuple[Any, ...]]]:
         """Several independent statements in one round trip (pipeline mode); their rows. A
         dict of arguments gets ``sid`` added, as in ``rows``."""
         def run() -> list[list[tuple[Any, ...]]]:
             with self.conn.pipeline():
                 cursors = [self.conn.execute(sql, {"sid": self.sid, **args}
-                                             if isinstance(args, dict) else args)
+                                             if isinstance(args, dict) else args, binary=binary)
                            for sql, args in statements]
             # Read once the block has sent them all with its one sync: fetching inside it syncs
             # there too, and the exit waits for a second answer (two round trips, not one).

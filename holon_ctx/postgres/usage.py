@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from holon_ctx.ledger.usage import WINDOW, Observation
-from holon_ctx.postgres.session import SessionHandle
+from holon_ctx.postgres.session import MISSING, SessionHandle
 
 __all__ = ["PostgresUsageStore"]
 
@@ -36,9 +36,11 @@ class PostgresUsageStore:
                       "body": _encode(observation)})
 
     def recent(self, model: str, limit: int = WINDOW) -> list[Observation]:
-        rows = self._h.rows("SELECT observation FROM holon_usage WHERE sid=%(sid)s AND "
-                            "model=%(model)s ORDER BY seq DESC LIMIT %(n)s",
-                            {"model": model, "n": max(limit, 0)})
+        rows = self._h.ahead("usage", model, limit)  # a request's read ahead (ahead.py)
+        if rows is MISSING:
+            rows = self._h.rows("SELECT observation FROM holon_usage WHERE sid=%(sid)s AND "
+                                "model=%(model)s ORDER BY seq DESC LIMIT %(n)s",
+                                {"model": model, "n": max(limit, 0)})
         return [_decode(bytes(raw)) for (raw,) in reversed(rows)]
 
     def of_turns(self, turns: Sequence[str]) -> list[Observation]:

@@ -9,6 +9,7 @@ builders and turn items read a :class:`Context`; none of them changes it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeGuard
 
 import attrs
 
@@ -103,6 +104,17 @@ def _other_item(unit: TurnUnit, view: View) -> bool:
     return bool(mine and theirs and mine != theirs)
 
 
+def _said(rec: object) -> TypeGuard[Message]:
+    """An assistant message."""
+    return isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT
+
+
+def _asks(rec: object) -> bool:
+    """A record that asks the operator a question: an assistant message or a brief (any kind:
+    an agent asks in a result brief too)."""
+    return (isinstance(rec, Brief) or _said(rec)) and asks_question(rec.text)
+
+
 def _find_exchange(view: View, store: LedgerStore | None = None) -> Exchange | None:
     """When the operator speaks, what the assistant side said last before it: the newest record
     that asks a question since the operator last spoke, whichever record holds it — an
@@ -129,11 +141,9 @@ def _find_exchange(view: View, store: LedgerStore | None = None) -> Exchange | N
                 return newest  # the operator's previous words: nothing older is answered now
             if unit.turn.id == view.anchor_id:
                 continue  # the anchor is shown whole with the current input already
-            if isinstance(rec, Brief | Message) and asks_question(rec.text) and (
-                    isinstance(rec, Brief) or rec.role is MessageRole.ASSISTANT):
+            if _asks(rec):
                 return Exchange(unit, stored)
-            if isinstance(rec, Message) and rec.role is MessageRole.ASSISTANT \
-                    and seen <= _STATEMENT_TURNS and not _other_item(unit, view):
+            if _said(rec) and seen <= _STATEMENT_TURNS and not _other_item(unit, view):
                 # A statement is the exchange only when nothing since asked, and only from the
                 # newest few turns; a brief that reports (a result, progress) is shown in its
                 # turn, not as the exchange. Another work item's statement is that item's
@@ -165,8 +175,7 @@ def _question_before(store: LedgerStore, view: View, before_seq: int) -> Exchang
         turn_id = getattr(rec, "turn_id", None)
         if turn_id in (view.anchor_id, cur.turn.id):
             continue
-        if isinstance(rec, Brief | Message) and asks_question(rec.text) and (
-                isinstance(rec, Brief) or rec.role is MessageRole.ASSISTANT):
+        if _asks(rec):
             turn = store.turn(turn_id) if turn_id else None
             if turn is None:
                 return None

@@ -16,6 +16,7 @@ from holon_ctx.ledger.records import (
     Wait,
     WorkItem,
 )
+from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.formats import code_span, label_value, quote_text, run_status
 from holon_ctx.projection.model import TurnUnit
 from holon_ctx.projection.policy import TextLimits
@@ -66,37 +67,48 @@ def turn_digest(unit: TurnUnit, chars: TextLimits | None = None, *,
     parts: list[str] = []
     tools = [r.record for r in unit.records if isinstance(r.record, Tool)]
     for stored in unit.records:
-        rec = stored.record
-        match rec:
-            case Message(role=MessageRole.OPERATOR):
-                parts.append(f"operator said: {quote_text(rec.text, c.operator_excerpt, marked=True)}"
-                             if quote_operator else f"operator message {stored.ref} below")
-            case Message(role=MessageRole.ASSISTANT):
-                parts.append("assistant replied")
-            case TaskResult():
-                parts.append(f"task {label_value(rec.task_id, c.ident)} {rec.status.value}"
-                             + (" (verification)" if rec.verification else ""))
-            case Brief():
-                parts.append(f"brief {rec.kind.value}")
-            case ExternalEvent():
-                parts.append(f"external event from {label_value(rec.source, c.source_in_digest)}")
-            case WorkItem():
-                parts.append(f"work item {label_value(rec.work_item_id, c.ident)}: "
-                             f"{work_item_delta(rec, c)}")
-            case Wait():
-                parts.append(f"wait {label_value(rec.wait_id, c.ident)} {rec.status.value}")
-            case _:
-                pass
+        part = _record_fact(stored, c, quote_operator)
+        if part is not None:
+            parts.append(part)
     if tools:
         # A reply that issued commands is named by its commands (what the model did).
         parts = [p for p in parts if p != "assistant replied"]
-        if len(tools) <= _TOOLS_NAMED:
-            parts.extend(tool_outcome(t, c) for t in tools)
-        else:
-            failed = sum(1 for t in tools if t.failed)
-            names = sorted({t.tool_name for t in tools})
-            parts.append(f"{len(tools)} tool calls "
-                         f"[{', '.join(label_value(n, c.tool_name_in_digest) for n in names)}]"
-                         + (f", {failed} failed" if failed else "")
-                         + f"; last {tool_outcome(tools[-1], c)}")
+        parts.extend(_tool_facts(tools, c))
     return "; ".join(parts) or "no records"
+
+
+def _record_fact(stored: StoredRecord, c: TextLimits, quote_operator: bool) -> str | None:
+    """One record's fact in a turn's digest (None: the record says nothing there)."""
+    rec = stored.record
+    match rec:
+        case Message(role=MessageRole.OPERATOR):
+            return (f"operator said: {quote_text(rec.text, c.operator_excerpt, marked=True)}"
+                    if quote_operator else f"operator message {stored.ref} below")
+        case Message(role=MessageRole.ASSISTANT):
+            return "assistant replied"
+        case TaskResult():
+            return (f"task {label_value(rec.task_id, c.ident)} {rec.status.value}"
+                    + (" (verification)" if rec.verification else ""))
+        case Brief():
+            return f"brief {rec.kind.value}"
+        case ExternalEvent():
+            return f"external event from {label_value(rec.source, c.source_in_digest)}"
+        case WorkItem():
+            return f"work item {label_value(rec.work_item_id, c.ident)}: {work_item_delta(rec, c)}"
+        case Wait():
+            return f"wait {label_value(rec.wait_id, c.ident)} {rec.status.value}"
+        case _:
+            return None
+
+
+def _tool_facts(tools: list[Tool], c: TextLimits) -> list[str]:
+    """A turn's tool runs in its digest: each one's outcome, or a count, the tools' names and
+    the last outcome when there are more than :data:`_TOOLS_NAMED`."""
+    if len(tools) <= _TOOLS_NAMED:
+        return [tool_outcome(t, c) for t in tools]
+    failed = sum(1 for t in tools if t.failed)
+    names = sorted({t.tool_name for t in tools})
+    return [f"{len(tools)} tool calls "
+            f"[{', '.join(label_value(n, c.tool_name_in_digest) for n in names)}]"
+            + (f", {failed} failed" if failed else "")
+            + f"; last {tool_outcome(tools[-1], c)}"]

@@ -180,70 +180,87 @@ def measure_request(payload: Payload, framing: Framing) -> int:
     """Tokens of a request as ``framing`` counts it: every text content (a message's, or a
     block's), every call and result field, and the framing around them (see the module
     docstring)."""
-    count = framing.counter.count
-    total = framing.reply
-    previous: Role | None = None
-    texts: list[str] = []
-
-    def part(role: Role, text: str, call_id: str | None = None) -> None:
-        nonlocal total, previous
-        total += framing.between(previous, role, call_id=call_id)
-        texts.append(text)
-        previous = role
-
+    meter = _Meter(framing)
     if isinstance(payload, Mapping):
         system = payload.get("system") or []
         if isinstance(system, str):
             system = [{"type": "text", "text": system}]
         for block in system:
-            part(Role.SYSTEM, block["text"])
+            meter.part(Role.SYSTEM, block["text"])
         messages: Sequence[Mapping[str, Any]] = payload.get("messages", [])
     else:
         messages = payload
     for msg in messages:
+        meter.message(msg)
+    # Each content on its own: a provider frames messages (and Anthropic's blocks) apart, so no
+    # token runs from one into the next (which o200k's pre-tokeniser would do across "\n/").
+    count = framing.counter.count
+    return meter.total + sum(count(text) for text in meter.texts)
+
+
+class _Meter:
+    """A request's framing tokens so far, the role of its last part, and its texts (counted at
+    the end)."""
+
+    def __init__(self, framing: Framing) -> None:
+        self.framing = framing
+        self.total = framing.reply
+        self.previous: Role | None = None
+        self.texts: list[str] = []
+
+    def part(self, role: Role, text: str, call_id: str | None = None) -> None:
+        self.total += self.framing.between(self.previous, role, call_id=call_id)
+        self.texts.append(text)
+        self.previous = role
+
+    def call(self, call_id: str, name: str, arguments: str, *, turn: bool = True) -> None:
+        """An assistant's tool call; ``turn``: it opens an assistant turn unless one is open."""
+        if turn and self.previous is not Role.ASSISTANT:
+            self.total += self.framing.between(self.previous, Role.ASSISTANT)
+            self.previous = Role.ASSISTANT
+        self.total += self.framing.call(call_id, name, arguments)
+
+    def message(self, msg: Mapping[str, Any]) -> None:
         kind = msg.get("type")
         if kind in ("function_call", "custom_tool_call"):  # a Responses call item
-            total += framing.between(previous, Role.ASSISTANT) + framing.call(
-                str(msg["call_id"]), str(msg["name"]),
-                str(msg.get("arguments", msg.get("input", ""))))
-            previous = Role.ASSISTANT
-            continue
+            self.total += self.framing.between(self.previous, Role.ASSISTANT)
+            self.previous = Role.ASSISTANT
+            self.call(str(msg["call_id"]), str(msg["name"]),
+                      str(msg.get("arguments", msg.get("input", ""))), turn=False)
+            return
         if kind in ("function_call_output", "custom_tool_call_output"):
-            part(Role.TOOL, str(msg.get("output", "")), str(msg["call_id"]))
-            continue
+            self.part(Role.TOOL, str(msg.get("output", "")), str(msg["call_id"]))
+            return
         role = _role(msg.get("role"))
         content = msg.get("content")
         if role is Role.TOOL:
-            part(Role.TOOL, content or "", msg.get("tool_call_id"))
-            continue
+            self.part(Role.TOOL, content or "", msg.get("tool_call_id"))
+            return
         if isinstance(content, str):
-            part(role, content)
+            self.part(role, content)
         elif content is not None:
-            first = True
-            for block in content:
-                btype = block.get("type")
-                if btype == "tool_result":
-                    result = block.get("content", "")
-                    part(Role.TOOL, result if isinstance(result, str) else "".join(
-                        b.get("text", "") for b in result), str(block["tool_use_id"]))
-                elif btype == "tool_use":
-                    if first:
-                        total += framing.between(previous, Role.ASSISTANT)
-                        previous = Role.ASSISTANT
-                    total += framing.call(str(block["id"]), str(block["name"]),
-                                          arguments_json(block["input"]))
-                elif btype in ("text", "input_text", "output_text"):
-                    part(role, block["text"])
-                first = False
+            self.blocks(role, content)
         elif not msg.get("tool_calls"):
-            part(role, "")
+            self.part(role, "")
         for call in msg.get("tool_calls") or ():
-            if previous is not Role.ASSISTANT:
-                total += framing.between(previous, Role.ASSISTANT)
-                previous = Role.ASSISTANT
             function = call["function"]
-            total += framing.call(str(call["id"]), str(function["name"]),
-                                  str(function["arguments"]))
-    # Each content on its own: a provider frames messages (and Anthropic's blocks) apart, so no
-    # token runs from one into the next (which o200k's pre-tokeniser would do across "\n/").
-    return total + sum(count(text) for text in texts)
+            self.call(str(call["id"]), str(function["name"]), str(function["arguments"]))
+
+    def blocks(self, role: Role, content: Sequence[Mapping[str, Any]]) -> None:
+        """A message's content blocks (Anthropic's and the Responses API's)."""
+        first = True
+        for block in content:
+            btype = block.get("type")
+            if btype == "tool_result":
+                result = block.get("content", "")
+                self.part(Role.TOOL, result if isinstance(result, str) else "".join(
+                    b.get("text", "") for b in result), str(block["tool_use_id"]))
+            elif btype == "tool_use":
+                if first:
+                    self.total += self.framing.between(self.previous, Role.ASSISTANT)
+                    self.previous = Role.ASSISTANT
+                self.call(str(block["id"]), str(block["name"]), arguments_json(block["input"]),
+                          turn=False)
+            elif btype in ("text", "input_text", "output_text"):
+                self.part(role, block["text"])
+            first = False

@@ -237,27 +237,35 @@ def frontier(store: LedgerStore | None, view: View, units: list[TurnUnit], wid: 
     runs: dict[str, StoredRecord] = {r.ref: r for u in scope for r in u.records
                                      if isinstance(r.record, Tool)}
     complete = view.first_page.reached_start
-    oldest = min((u.turn.seq for u in view.window), default=view.current.turn.seq)
-    first = store.get(view.work_item.first_ref) if (
-        store is not None and view.work_item is not None and not complete) else None
-    scan = policy.frontier_scan_turns
-    if store is not None and first is not None and first.turn_seq is not None:
-        if first.turn_seq >= oldest:
-            complete = True
-        else:
-            turns = store.turns_before(oldest, scan + 1, view.limit_pos)
-            if len(turns) <= scan or min(t.turn_seq or 0 for t in turns) <= first.turn_seq:
-                keep = {t.turn_seq for t in turns if (t.turn_seq or 0) >= first.turn_seq
-                        and getattr(t.record, "work_item_id", None) in (wid, None)}
-                for older in store.records_of_turns(first.turn_seq, oldest - 1, view.limit_pos):
-                    if isinstance(older.record, Tool) and older.turn_seq in keep:
-                        runs.setdefault(older.ref, older)
-                complete = True
+    if store is not None and view.work_item is not None and not complete:
+        complete = _add_older_runs(store, view, view.work_item.first_ref, wid,
+                                   policy.frontier_scan_turns, runs)
     ordered = tuple(sorted(runs.values(), key=lambda r: r.pos))
     superseded, changed = _compare_reruns(ordered)
     since = None if complete else (scope[0].ref if scope else None)
     return Frontier(runs=ordered, complete=complete, since=since, superseded=superseded,
                     changed=changed)
+
+
+def _add_older_runs(store: LedgerStore, view: View, first_ref: str, wid: str | None, scan: int,
+                    runs: dict[str, StoredRecord]) -> bool:
+    """Add to ``runs`` the work item's tool runs before the window, when its first record is at
+    most ``scan`` turns before it; whether the runs are then complete."""
+    oldest = min((u.turn.seq for u in view.window), default=view.current.turn.seq)
+    first = store.get(first_ref)
+    if first is None or first.turn_seq is None:
+        return False
+    if first.turn_seq >= oldest:
+        return True
+    turns = store.turns_before(oldest, scan + 1, view.limit_pos)
+    if len(turns) > scan and min(t.turn_seq or 0 for t in turns) > first.turn_seq:
+        return False
+    keep = {t.turn_seq for t in turns if (t.turn_seq or 0) >= first.turn_seq
+            and getattr(t.record, "work_item_id", None) in (wid, None)}
+    for older in store.records_of_turns(first.turn_seq, oldest - 1, view.limit_pos):
+        if isinstance(older.record, Tool) and older.turn_seq in keep:
+            runs.setdefault(older.ref, older)
+    return True
 
 
 def _compare_reruns(ordered: tuple[StoredRecord, ...]) -> tuple[dict[str, str], dict[str, str]]:

@@ -154,67 +154,12 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
     decisions: list[ItemDecision] = []
     seen: set[str] = set()
     for section in SECTION_ORDER:
-        selected: list[str] = []
-        omitted: list[dict[str, str]] = []
-        forms_used: set[str] = set()
-        body: list[str] = []
-        used = 0
-        manifest_items: list[dict[str, object]] = []
-        for item in sorted(by_section[section], key=lambda it: it.position):
-            pick = chosen.chosen.get(item.key)
-            full_tokens = item.forms[max(item.forms)].tokens
-            if pick is None:
-                if item.refs:
-                    omitted.append({"ref": item.refs[0], "reason": Omission.BUDGET.value})
-                decisions.append(_decision(item, None, None, chosen.omitted.get(item.key),
-                                           full_tokens))
-                # Its reasons, kind, full size and entry budget as well: a session request's
-                # manifest is all that is kept of its plan, and the preview and ``explain`` of
-                # one read an item's left-out row from it (cli/session_view.py).
-                manifest_items.append({"key": item.key, "form": "omitted",
-                                       "priority": item.priority.label,
-                                       "reasons": list(item.reasons), "tokens": 0,
-                                       "full_tokens": full_tokens, "kind": item.kind,
-                                       **_entering(chosen.omitted.get(item.key))})
-                continue
-            form, rendered = pick
-            chosen_items[section].append((item.key, rendered))
-            forms_used.add("clipped" if rendered.clipped else form.label)
-            body.append(rendered.text)
-            used += rendered.tokens
-            for ref in rendered.refs:
-                if ref not in seen:
-                    seen.add(ref)
-                    selected.append(ref)
-            shown = set(rendered.refs)
-            missing = [ref for ref in item.refs if ref not in shown]
-            if missing:
-                dropped = (Omission.OTHER_WORK_ITEM
-                           if Omission.OTHER_WORK_ITEM.value in item.reasons else
-                           Omission.CLIPPED if rendered.clipped else
-                           Omission.COMPACTED if form is Form.COMPACT else Omission.REF_ONLY)
-                omitted.extend({"ref": ref, "reason": dropped.value} for ref in missing)
-            decisions.append(_decision(item, form, rendered, chosen.upgrade_at.get(item.key),
-                                       full_tokens))
-            manifest_items.append({"key": item.key, "form": form.label if not rendered.clipped
-                                   else "clipped", "priority": item.priority.label,
-                                   "reasons": list(item.reasons), "tokens": rendered.tokens,
-                                   "full_tokens": full_tokens, "kind": item.kind,
-                                   **_entering(chosen.upgrade_at.get(item.key)),
-                                   # Why a turn is current-chain evidence: the prompt's turn
-                                   # headings no longer say it (RFC 0012-densea).
-                                   **({"chain": item.chain} if item.chain else {})})
-        if body:
-            text = SECTION_TITLES[section] + "\n" + "".join(body)
-            used += chosen.header_tokens[section]
+        manifest_section, text = _assemble_section(section, by_section[section], chosen, seen,
+                                                   decisions, chosen_items[section])
+        sections.append(manifest_section)
+        if text is not None:
             parts.append(text)
             section_text[section] = text
-        representation = ("empty" if not forms_used else
-                          next(iter(forms_used)) if len(forms_used) == 1 else "mixed")
-        sections.append(SectionManifest(
-            name=section.value, representation=representation,
-            allocated_tokens=chosen.allocated.get(section, 0), used_tokens=used,
-            selected=selected, omitted=omitted, items=manifest_items))
     folds = _shown_folds(reading, chosen, seen, r)
     text = "".join(parts)
     view = reading.view
@@ -240,6 +185,86 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
                       section_items={s: tuple(pairs) for s, pairs in chosen_items.items() if pairs},
                       stable_fenced=any(b.fenced for _, rendered in chosen_items[Section.ENVIRONMENT]
                                         for b in rendered.blocks))
+
+
+def _assemble_section(section: Section, items: list[Item], chosen: Plan, seen: set[str],
+                      decisions: list[ItemDecision],
+                      pairs: list[tuple[str, Rendered]]) -> tuple[SectionManifest, str | None]:
+    """One section of the prompt: its manifest and its text (None when nothing in it is shown).
+    Appends each item's decision to ``decisions`` and each shown one to ``pairs``; ``seen`` holds
+    the refs earlier sections showed (a ref is selected once, where it first appears)."""
+    selected: list[str] = []
+    omitted: list[dict[str, str]] = []
+    forms_used: set[str] = set()
+    body: list[str] = []
+    used = 0
+    manifest_items: list[dict[str, object]] = []
+    for item in sorted(items, key=lambda it: it.position):
+        pick = chosen.chosen.get(item.key)
+        full_tokens = item.forms[max(item.forms)].tokens
+        if pick is None:
+            if item.refs:
+                omitted.append({"ref": item.refs[0], "reason": Omission.BUDGET.value})
+            decisions.append(_decision(item, None, None, chosen.omitted.get(item.key),
+                                       full_tokens))
+            manifest_items.append(_omitted_item(item, chosen, full_tokens))
+            continue
+        form, rendered = pick
+        pairs.append((item.key, rendered))
+        forms_used.add("clipped" if rendered.clipped else form.label)
+        body.append(rendered.text)
+        used += rendered.tokens
+        for ref in rendered.refs:
+            if ref not in seen:
+                seen.add(ref)
+                selected.append(ref)
+        omitted.extend(_dropped_refs(item, form, rendered))
+        decisions.append(_decision(item, form, rendered, chosen.upgrade_at.get(item.key),
+                                   full_tokens))
+        manifest_items.append(_shown_item(item, form, rendered, chosen, full_tokens))
+    text = None
+    if body:
+        text = SECTION_TITLES[section] + "\n" + "".join(body)
+        used += chosen.header_tokens[section]
+    representation = ("empty" if not forms_used else
+                      next(iter(forms_used)) if len(forms_used) == 1 else "mixed")
+    return SectionManifest(
+        name=section.value, representation=representation,
+        allocated_tokens=chosen.allocated.get(section, 0), used_tokens=used,
+        selected=selected, omitted=omitted, items=manifest_items), text
+
+
+def _omitted_item(item: Item, chosen: Plan, full_tokens: int) -> dict[str, object]:
+    """A left-out item's manifest row: its reasons, kind, full size and entry budget as well: a
+    session request's manifest is all that is kept of its plan, and the preview and ``explain``
+    of one read an item's left-out row from it (cli/session_view.py)."""
+    return {"key": item.key, "form": "omitted", "priority": item.priority.label,
+            "reasons": list(item.reasons), "tokens": 0, "full_tokens": full_tokens,
+            "kind": item.kind, **_entering(chosen.omitted.get(item.key))}
+
+
+def _shown_item(item: Item, form: Form, rendered: Rendered, chosen: Plan,
+                full_tokens: int) -> dict[str, object]:
+    """A shown item's manifest row."""
+    return {"key": item.key, "form": form.label if not rendered.clipped else "clipped",
+            "priority": item.priority.label, "reasons": list(item.reasons),
+            "tokens": rendered.tokens, "full_tokens": full_tokens, "kind": item.kind,
+            **_entering(chosen.upgrade_at.get(item.key)),
+            # Why a turn is current-chain evidence: the prompt's turn headings no longer say it
+            # (RFC 0012-densea).
+            **({"chain": item.chain} if item.chain else {})}
+
+
+def _dropped_refs(item: Item, form: Form, rendered: Rendered) -> list[dict[str, str]]:
+    """The item's refs its shown form leaves out, each with why."""
+    shown = set(rendered.refs)
+    missing = [ref for ref in item.refs if ref not in shown]
+    if not missing:
+        return []
+    dropped = (Omission.OTHER_WORK_ITEM if Omission.OTHER_WORK_ITEM.value in item.reasons else
+               Omission.CLIPPED if rendered.clipped else
+               Omission.COMPACTED if form is Form.COMPACT else Omission.REF_ONLY)
+    return [{"ref": ref, "reason": dropped.value} for ref in missing]
 
 
 def _shown_folds(reading: Reading, chosen: Plan, seen: set[str],

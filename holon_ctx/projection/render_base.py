@@ -53,7 +53,8 @@ class BlockRenderer:
     """Blocks of one record's text, counted, and the memo of a projector's renderings."""
 
     def __init__(self, counter: TokenCounter, store_counter: str,
-                 policy: Policy | None = None, framing: Framing | None = None) -> None:
+                 policy: Policy | None = None, framing: Framing | None = None, *,
+                 records_of: BlockRenderer | None = None) -> None:
         self.counter = counter
         #: How the provider frames a request of these blocks (RFC 0022; default OpenAI's).
         self.framing = framing if framing is not None else default_framing(counter)
@@ -67,6 +68,15 @@ class BlockRenderer:
         # projected (per-step cost stays flat as an agent's history grows). Keys carry every
         # input of the result; the memo is dropped whole when it grows past _MEMO_ENTRIES.
         self._memo: dict[tuple[object, ...], object] = {}
+        # A record's shown text and its capped bodies depend on the record, the cap asked for
+        # and the counter alone — not on this renderer's caps — so renderers that differ only
+        # in their caps (a session's history and its entry renderer) keep them in one memo:
+        # a re-plan then finds the text, its folding and its count that the walk already made
+        # when the record arrived, instead of tokenizing every new tool output again.
+        shares = (records_of is not None and records_of.counter is counter
+                  and records_of.trust_cached == self.trust_cached)
+        self._records: dict[tuple[object, ...], object] = (
+            records_of._records if records_of is not None and shares else {})
 
     def memo(self, key: tuple[object, ...], make: Callable[[], _T]) -> _T:
         """``make()``, remembered under ``key`` (which must name every input of the result)."""
@@ -77,6 +87,19 @@ class BlockRenderer:
             self._memo.clear()
         value = make()
         self._memo[key] = value
+        return value
+
+    def _record_memo(self, key: tuple[object, ...], make: Callable[[], _T]) -> _T:
+        """:meth:`memo` for what depends on a record, a cap and the counter only (shared with
+        the renderers this one was made beside; see ``records_of``)."""
+        table = self._records
+        hit = table.get(key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        if len(table) >= _MEMO_ENTRIES:
+            table.clear()
+        value = make()
+        table[key] = value
         return value
 
     # -- primitives --------------------------------------------------------------------
@@ -113,8 +136,8 @@ class BlockRenderer:
         """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens (``extra``:
         characters added to the excerpt's head and tail, finer than a token of cap; see
         turn_full_within; ``verbatim``: no repeated-lines note, see :meth:`_text`)."""
-        return self.memo(("body", stored.ref, cap, extra, verbatim),
-                         lambda: self._body_uncached(stored, cap, extra, verbatim))
+        return self._record_memo(("body", stored.ref, cap, extra, verbatim),
+                                 lambda: self._body_uncached(stored, cap, extra, verbatim))
 
     def body(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
         """The record's body as a form capped at ``cap`` tokens shows it: ``(text, tokens,
@@ -131,8 +154,8 @@ class BlockRenderer:
         body, stale = record_body_counted(stored.record)
         if isinstance(stored.record, Tool):
             # Folded and counted once per record (the grow search asks for many caps).
-            shown, tokens = self.memo(("tool_text", stored.ref, verbatim),
-                                      lambda: _folded(body, self.counter, verbatim))
+            shown, tokens = self._record_memo(("tool_text", stored.ref, verbatim),
+                                              lambda: _folded(body, self.counter, verbatim))
             if tokens >= 0:
                 return shown, tokens
         return body, stored.tokens if self.trust_cached and not stale else self.counter.count(body)

@@ -40,6 +40,7 @@ from holon_ctx.projection.model import (
 )
 from holon_ctx.projection.native import Part, parts_of_blocks, system_part, text_part
 from holon_ctx.projection.pins import SLOTS
+from holon_ctx.projection.planner import Plan
 from holon_ctx.projection.policy import Policy
 from holon_ctx.projection.projector import plan_and_assemble
 from holon_ctx.projection.render import Renderer
@@ -75,6 +76,9 @@ class Frozen:
     pinned_need: int | None = None
     #: Unresolved side effects among the turns the re-plan read (key → the run's ref).
     unresolved: dict[str, str] = attrs.Factory(dict)
+    #: Keys of the open items the episodes shown state ``STILL OPEN`` (in any form but left out):
+    #: a record that resolves one re-plans the epoch (``episode_item_resolved``, RFC 0023).
+    still_open: frozenset[str] = frozenset()
 
 
 def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Renderer) -> list[Item]:
@@ -125,26 +129,50 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
                                            budget_tokens=budget_tokens, headers=headers)
     records = _records(history.units, view)
     parts, prefix_count = _parts(projection, items, records, r)
-    # A turn counts as shown when the model can read what it said: its full form (clipped to
-    # the token at most, the operator's words first), or a pinned turn's compact form (which
-    # keeps the operator's words verbatim). A one-line digest does not: a pin or an anchor on
-    # such a turn makes the next request re-plan, so that the planner shows it whole.
-    shown = frozenset(d.key.removeprefix("turn:") for d in projection.decisions
-                      if d.kind == "turn" and (d.form is Form.FULL or (
-                          d.form is Form.COMPACT and d.priority is Priority.PINNED)))
-    last = projection.section_items.get(Section.RECENT_TURNS, ())
-    open_turn = None
-    if last:
-        key, form = last[-1]
-        pick = chosen.chosen.get(key)
-        if key.startswith("turn:") and pick is not None and pick[0] is Form.FULL \
-                and not form.clipped:
-            open_turn = key.removeprefix("turn:")
     tally = ctx.frontier.tally() if ctx.work_item_id else None
     unresolved: dict[str, str] = {}
     track_effects(unresolved, sorted(records.values(), key=lambda s: s.pos))
     cover = "" if ctx.frontier.complete else (
         f"; counts cover {ctx.frontier.since or 'the turns in view'} onward")
+    shown = _shown_turns(projection)
+    open_turn = _open_turn(projection, chosen)
+    pinned_need = _pinned_need(ctx, items, chosen)
+    # The keys the listed episodes say STILL OPEN: a record resolving one re-plans (RFC 0023).
+    listed = {e.ref for e in projection.manifest.episodes if e.representation != "omitted"}
+    still_open = frozenset(key for ep in recalled if ep.ref in listed
+                           for key in ep.open_keys or ())
+    return Frozen(projection=projection, parts=tuple(parts), prefix_count=prefix_count,
+                  view=view, ctx=ctx, shown=shown, open_turn=open_turn, tally=tally,
+                  frontier_cover=cover, pinned_need=pinned_need, unresolved=unresolved,
+                  still_open=still_open)
+
+
+def _shown_turns(projection: Projection) -> frozenset[str]:
+    """A turn counts as shown when the model can read what it said: its full form (clipped to
+    the token at most, the operator's words first), or a pinned turn's compact form (which
+    keeps the operator's words verbatim). A one-line digest does not: a pin or an anchor on
+    such a turn makes the next request re-plan, so that the planner shows it whole."""
+    return frozenset(d.key.removeprefix("turn:") for d in projection.decisions
+                     if d.kind == "turn" and (d.form is Form.FULL or (
+                         d.form is Form.COMPACT and d.priority is Priority.PINNED)))
+
+
+def _open_turn(projection: Projection, chosen: Plan) -> str | None:
+    """The history's last turn when it is shown whole (later records of it may join it)."""
+    last = projection.section_items.get(Section.RECENT_TURNS, ())
+    if not last:
+        return None
+    key, form = last[-1]
+    pick = chosen.chosen.get(key)
+    if key.startswith("turn:") and pick is not None and pick[0] is Form.FULL \
+            and not form.clipped:
+        return key.removeprefix("turn:")
+    return None
+
+
+def _pinned_need(ctx: Context, items: Sequence[Item], chosen: Plan) -> int | None:
+    """The budget at which the current input's pinned turns, exchange and required items would
+    all be shown whole, when some is not (None: all are)."""
     current_keys = {it.key for it in items if (it.priority.value == 0 and it.kind in (
         "turn", "exchange") and it.key.removeprefix("turn:") in ctx.pinned) or it.kind == "exchange"
         # A decision the current input is about (RFC 0030) is what it continues from too.
@@ -152,10 +180,7 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     needs = [chosen.upgrade_at.get(key, chosen.omitted.get(key)) for key in current_keys
              if key not in chosen.chosen or chosen.chosen[key][0] is not Form.FULL
              or chosen.chosen[key][1].clipped]
-    pinned_need = max((n for n in needs if n is not None), default=None)
-    return Frozen(projection=projection, parts=tuple(parts), prefix_count=prefix_count,
-                  view=view, ctx=ctx, shown=shown, open_turn=open_turn, tally=tally,
-                  frontier_cover=cover, pinned_need=pinned_need, unresolved=unresolved)
+    return max((n for n in needs if n is not None), default=None)
 
 
 def _records(units: Sequence[TurnUnit], view: View) -> dict[str, StoredRecord]:

@@ -329,57 +329,85 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: T
         if before_call is not None:
             before_call(turn, session_binds if "session" in approaches else binds)
         binds = session_binds = False
+        whole: list[Any] = []
         if history is not None:
             history.grow(limit)
             whole = history.messages()
         for name in approaches:
-            replanned, unwritten, why = False, 0, None
             if name == "session":
-                req = session.request(budget_tokens=budget_tokens, limit_pos=limit)
-                messages: list[Any] = list(req.openai_messages())
-                replanned, sent, why = req.replanned, req.request_tokens, req.replan_reason
-                session_binds = req.binds
-                binds = binds or req.binds
-                # The current-state tail comes after the rolling breakpoint: never written.
-                unwritten = counter.count(req.parts[-1].content) if req.has_tail else 0
+                call = _session_call(session, budget_tokens, limit, counter)
+                session_binds = call.binds
             elif name == "stateless":
                 assert stateless is not None
-                projection = stateless.project(budget_tokens=budget_tokens - framing_tokens(),
-                                               limit_pos=limit)
-                messages = list(to_openai_messages(projection))
-                # Split at a section boundary, the messages count as the text does (providers).
-                sent = projection.used_tokens + framing_tokens(len(messages))
-                binds = binds or any(sec.omitted for sec in projection.manifest.sections)
-                # Its one breakpoint ends the stable part: the rest is never written.
-                stable = projection.stable_prefix
-                unwritten = (projection.used_tokens - counter.count(stable)
-                             if stable and projection.text.startswith(stable)
-                             else projection.used_tokens)
-            elif name == "full":
-                messages, sent = whole, encoded[name].sent(whole)
-            elif name == "masking":
-                assert history is not None
-                messages = _newest(history.masked_messages(MASKED_KEEP), budget_tokens,
-                                   encoded[name])
-                sent = encoded[name].sent(messages)
+                call = _stateless_call(stateless, budget_tokens, limit, counter)
             else:
-                messages = _newest(whole, budget_tokens, encoded[name])
-                sent = encoded[name].sent(messages)
-            cost = meters[name].add(encoded[name].tokens(messages), replanned=replanned,
-                                    unwritten_tokens=unwritten)
-            rows[name].append(TurnRow(turn=f"turn:{turn}", cost=cost, request_tokens=sent,
-                                      replan_reason=why if replanned else None))
+                call = _history_call(name, history, whole, budget_tokens, encoded[name])
+            binds = binds or call.binds
+            cost = meters[name].add(encoded[name].tokens(call.messages), replanned=call.replanned,
+                                    unwritten_tokens=call.unwritten)
+            rows[name].append(TurnRow(turn=f"turn:{turn}", cost=cost, request_tokens=call.sent,
+                                      replan_reason=call.why if call.replanned else None))
         if on_turn is not None:
             on_turn(i + 1, len(points))
-    reports = []
-    for name in approaches:
-        meter = meters[name]
-        reports.append(ApproachReport(
-            name=name, rows=tuple(rows[name]), reuse=meter.reuse,
-            billed_share=meter.billed_share, sent_tokens=meter.sent_tokens, billed=meter.billed,
-            replans=meter.replans,
-            over_budget=sum(1 for r in rows[name] if r.request_tokens > budget_tokens)))
-    return reports
+    return [_report(name, meters[name], rows[name], budget_tokens) for name in approaches]
+
+
+def _report(name: str, meter: CostMeter, rows: list[TurnRow], budget_tokens: int) -> ApproachReport:
+    return ApproachReport(
+        name=name, rows=tuple(rows), reuse=meter.reuse, billed_share=meter.billed_share,
+        sent_tokens=meter.sent_tokens, billed=meter.billed, replans=meter.replans,
+        over_budget=sum(1 for r in rows if r.request_tokens > budget_tokens))
+
+
+@attrs.frozen
+class _Call:
+    """One approach's request at one call: what it sends, its size, and what the bill needs."""
+
+    messages: list[Any]
+    sent: int
+    binds: bool = False
+    replanned: bool = False
+    why: str | None = None
+    #: Tokens after the request's last cache breakpoint: never written to the cache.
+    unwritten: int = 0
+
+
+def _session_call(session: SessionProjector, budget_tokens: int, limit: int,
+                  counter: TokenCounter) -> _Call:
+    req = session.request(budget_tokens=budget_tokens, limit_pos=limit)
+    # The current-state tail comes after the rolling breakpoint: never written.
+    return _Call(messages=list(req.openai_messages()), sent=req.request_tokens, binds=req.binds,
+                 replanned=req.replanned, why=req.replan_reason,
+                 unwritten=counter.count(req.parts[-1].content) if req.has_tail else 0)
+
+
+def _stateless_call(stateless: Projector, budget_tokens: int, limit: int,
+                    counter: TokenCounter) -> _Call:
+    projection = stateless.project(budget_tokens=budget_tokens - framing_tokens(),
+                                   limit_pos=limit)
+    messages = list(to_openai_messages(projection))
+    # Its one breakpoint ends the stable part: the rest is never written.
+    stable = projection.stable_prefix
+    unwritten = (projection.used_tokens - counter.count(stable)
+                 if stable and projection.text.startswith(stable) else projection.used_tokens)
+    # Split at a section boundary, the messages count as the text does (providers).
+    return _Call(messages=messages, sent=projection.used_tokens + framing_tokens(len(messages)),
+                 binds=any(sec.omitted for sec in projection.manifest.sections),
+                 unwritten=unwritten)
+
+
+def _history_call(name: str, history: _History | None, whole: list[Any], budget_tokens: int,
+                  encoded: _Encoded) -> _Call:
+    """A baseline's request: the whole history, its newest messages within the budget, or
+    those with older tool outputs masked."""
+    if name == "full":
+        return _Call(messages=whole, sent=encoded.sent(whole))
+    if name == "masking":
+        assert history is not None
+        messages = _newest(history.masked_messages(MASKED_KEEP), budget_tokens, encoded)
+    else:
+        messages = _newest(whole, budget_tokens, encoded)
+    return _Call(messages=messages, sent=encoded.sent(messages))
 
 
 def call_points(store: LedgerStore) -> list[tuple[str, int]]:

@@ -83,10 +83,8 @@ def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
     """Facts of one turn; ``previous`` is the turn it is judged beside (for duplicate and repeat
     checks): the turn before it, or the one before a run of ticks and retries
     (:func:`judged_beside`)."""
-    turn = unit.turn
-    trigger = turn.kind
     records = [r.record for r in unit.records]
-    facts = trigger_facts(turn)
+    facts = trigger_facts(unit.turn)
     for rec in records:
         facts.extend(record_facts(rec))
     substantive = [f for f in facts if RULES[f] <= Priority.NORMAL]
@@ -97,24 +95,35 @@ def turn_facts(unit: TurnUnit, previous: TurnUnit | None = None) -> list[str]:
     # up). The two repeat rules look at content by definition and accept only repeats of it.
     if only_acks and not facts:
         return ["ack_only"]
+    low = _low_value(unit, previous, facts, substantive)
+    if low is not None:
+        return [low]
+    # Each fact once, in first-seen order: the reasons read as a set, not a tally.
+    return list(dict.fromkeys(facts)) or ["unclassified"]
+
+
+def _low_value(unit: TurnUnit, previous: TurnUnit | None, facts: list[str],
+               substantive: list[str]) -> str | None:
+    """The turn's low-value or diagnostic class when that is all it is (None: it has content)."""
+    turn = unit.turn
+    trigger = turn.kind
     # A retry, fallback or recovery whose only content is the runtime's own note about it
     # ("provider error, attempt 3/6") is still diagnostic: the note describes the retry itself.
     if trigger in _DIAGNOSTIC_TRIGGERS and set(substantive) <= {"runtime_note"}:
-        return [_DIAGNOSTIC_TRIGGERS[trigger]]
+        return _DIAGNOSTIC_TRIGGERS[trigger]
     if trigger in _TICK_TRIGGERS and not substantive:
-        return ["noop_tick"]
+        return "noop_tick"
     # The runtime's own verdict: a tick whose outcome is noop changed nothing, even if it polled
     # a status (progress counters differ, the state does not). Failures are not in the set.
     if (trigger in _TICK_TRIGGERS and turn.outcome is Outcome.NOOP
             and set(facts) <= {"tool_summary", "progress_brief"}):
-        return ["noop_tick"]
+        return "noop_tick"
     if _is_repeated_poll(unit, previous) and set(facts) <= {"tool_summary", "progress_brief"}:
-        return ["repeated_pending_poll"]
+        return "repeated_pending_poll"
     if (trigger is Trigger.EXTERNAL_EVENT and set(facts) <= {"external_event"}
             and _is_duplicate_wake(unit, previous)):
-        return ["duplicate_wake"]
-    # Each fact once, in first-seen order: the reasons read as a set, not a tally.
-    return list(dict.fromkeys(facts)) or ["unclassified"]
+        return "duplicate_wake"
+    return None
 
 
 def _is_repeated_poll(unit: TurnUnit, previous: TurnUnit | None) -> bool:

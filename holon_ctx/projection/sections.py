@@ -265,6 +265,35 @@ def work_refs(ctx: Context, r: Renderer) -> list[Item]:
     items: list[Item] = []
     wid = ctx.work_item_id
     chars = ctx.policy.text
+    files, tasks, tools, failed = _touched(ctx, wid)
+    scope = f" for {label_value(wid, chars.ident)}" if wid else ""
+    frontier = ctx.frontier.item(r, wid, ctx.policy) if wid else None
+    if frontier is not None:
+        items.append(frontier)
+        files = {}  # the frontier names every file of the work item, not only the window's
+    if files:
+        lines = [f"- {label_value(f, chars.path_in_list)} (written by {ref})"
+                 for f, ref in reversed(files.items())]
+        items.append(_list_item(ctx, r, "files", f"files touched{scope}:", lines, newest=True))
+    if tasks:
+        lines = [f"- task {label_value(t, chars.ident)}: {s}" for t, s in reversed(tasks.items())]
+        items.append(_list_item(ctx, r, "tasks", f"tasks{scope}:", lines, newest=True))
+    if tools and not _frontier_says_it(frontier, ctx, wid, tools, failed):
+        lines = [f"- {label_value(name, chars.tool_name)} ×{n}"
+                 + (f", {failed[name]} failed" if failed[name] else "")
+                 for name, n in sorted(tools.items())]
+        items.append(_list_item(ctx, r, "tools", f"tools used{scope}:", lines))
+    if ctx.view.open_waits:
+        items.append(_waits_item(ctx, r))
+    for i, (pin, target) in enumerate(ctx.view.pins):
+        items.append(_pin_item(ctx, r, pin, target, len(_REF_LISTS) + i))
+    return items
+
+
+def _touched(ctx: Context, wid: str | None) -> tuple[dict[str, str], dict[str, str],
+                                                     Counter[str], Counter[str]]:
+    """What the work item's turns in view touched: the files written (the run that wrote each
+    last), the tasks (their last result), the tools run and the failed runs per tool."""
     files: dict[str, str] = {}
     tools: Counter[str] = Counter()
     failed: Counter[str] = Counter()
@@ -287,33 +316,17 @@ def work_refs(ctx: Context, r: Renderer) -> list[Item]:
             elif isinstance(rec, TaskResult):
                 tasks.pop(rec.task_id, None)
                 tasks[rec.task_id] = f"{rec.status.value} ({stored.ref})"
-    scope = f" for {label_value(wid, chars.ident)}" if wid else ""
-    frontier = ctx.frontier.item(r, wid, ctx.policy) if wid else None
-    if frontier is not None:
-        items.append(frontier)
-        files = {}  # the frontier names every file of the work item, not only the window's
-    if files:
-        lines = [f"- {label_value(f, chars.path_in_list)} (written by {ref})"
-                 for f, ref in reversed(files.items())]
-        items.append(_list_item(ctx, r, "files", f"files touched{scope}:", lines, newest=True))
-    if tasks:
-        lines = [f"- task {label_value(t, chars.ident)}: {s}" for t, s in reversed(tasks.items())]
-        items.append(_list_item(ctx, r, "tasks", f"tasks{scope}:", lines, newest=True))
-    if tools and not _frontier_says_it(frontier, ctx, wid, tools, failed):
-        lines = [f"- {label_value(name, chars.tool_name)} ×{n}"
-                 + (f", {failed[name]} failed" if failed[name] else "")
-                 for name, n in sorted(tools.items())]
-        items.append(_list_item(ctx, r, "tools", f"tools used{scope}:", lines))
-    waits = list(ctx.view.open_waits)
-    if waits:
-        lines = [f"- {label_value(w.wait_id, chars.ident)} ({w.opened_ref}"
-                 + (f", work item {label_value(w.work_item_id, chars.ident)}" if w.work_item_id
-                    else "")
-                 + f"): {label_value(w.condition, chars.wait_condition_in_refs)}" for w in waits]
-        items.append(_list_item(ctx, r, "waits", "open waits:", lines, priority=Priority.HIGH))
-    for i, (pin, target) in enumerate(ctx.view.pins):
-        items.append(_pin_item(ctx, r, pin, target, len(_REF_LISTS) + i))
-    return items
+    return files, tasks, tools, failed
+
+
+def _waits_item(ctx: Context, r: Renderer) -> Item:
+    chars = ctx.policy.text
+    lines = [f"- {label_value(w.wait_id, chars.ident)} ({w.opened_ref}"
+             + (f", work item {label_value(w.work_item_id, chars.ident)}" if w.work_item_id
+                else "")
+             + f"): {label_value(w.condition, chars.wait_condition_in_refs)}"
+             for w in ctx.view.open_waits]
+    return _list_item(ctx, r, "waits", "open waits:", lines, priority=Priority.HIGH)
 
 
 def _frontier_says_it(frontier: Item | None, ctx: Context, wid: str | None,

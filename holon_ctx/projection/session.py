@@ -76,7 +76,7 @@ from holon_ctx.projection.session_state import (
 from holon_ctx.projection.spans import spans_of
 from holon_ctx.projection.topics import abandoned, input_topic, is_required
 from holon_ctx.projection.view import continuation_anchor, units_of
-from holon_ctx.projection.waits import settle_control
+from holon_ctx.projection.waits import resolves_listed, settle_control
 from holon_ctx.projection.work_state import say_work_state
 
 # cur_id is re-exported: it was defined here before the split (tests/test_session_bill.py).
@@ -184,6 +184,12 @@ class SessionProjector(_EpochPlanner):
             return found
         return ControlHistory.constant(source.control_state())
 
+    def walked(self, budget_tokens: int) -> int | None:
+        """Where the walk of ``budget_tokens`` kept in memory stopped (the next request reads
+        the records from there on), or None when none is kept."""
+        state = self._states.get(budget_tokens)
+        return None if state is None else state.pos
+
     def rebuild(self, *, budget_tokens: int) -> None:
         """Forget the persisted state of ``budget_tokens``: the next request walks the ledger
         again from its first turn (derived data, so the requests come out the same)."""
@@ -246,6 +252,10 @@ class SessionProjector(_EpochPlanner):
         limit = stored.pos + 1
         if isinstance(rec, Environment):
             return "environment_changed"
+        if state.still_open and resolves_listed(self.store, state.still_open, stored, limit):
+            # An episode the history shows says STILL OPEN what this record resolves: a line
+            # the prompt states as current would contradict it (RFC 0023, 2026-12-05).
+            return "episode_item_resolved"
         r = self._entry_renderer(state.budget)
         why = (self._step_turn(state, stored, rec, r, limit) if isinstance(rec, Turn)
                else self._step_record(state, stored, r, limit))

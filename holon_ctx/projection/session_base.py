@@ -45,7 +45,7 @@ from holon_ctx.tokens import TokenCounter, store_counter
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/9"
+ENGINE_VERSION: Final = "session/10"
 
 
 class _ProjectorBase:
@@ -93,7 +93,8 @@ class _ProjectorBase:
             scaled = TokenCaps(**{name: max(value, room) for name, value in
                                   attrs.asdict(caps).items()})
             found = Renderer(self.counter, self.store.counter_identity,
-                             attrs.evolve(self.policy, caps=scaled), self.framing)
+                             attrs.evolve(self.policy, caps=scaled), self.framing,
+                             records_of=self.renderer)
             self._entry_renderers[budget] = found
         return found
 

@@ -201,7 +201,7 @@ class _EpochPlanner(_ProjectorBase):
             tally=None if tally is None else tally.copy(),
             cover=frozen.frontier_cover, pos=limit, current=view.current,
             anchor=view.unit(view.anchor_id) if view.anchor_id else None,
-            unresolved=dict(frozen.unresolved))
+            unresolved=dict(frozen.unresolved), still_open=frozen.still_open)
         state.last_request_end = 0
         return state
 
@@ -216,7 +216,8 @@ class _EpochPlanner(_ProjectorBase):
                 tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files,
                 tally.pending_calls, tally.answered),
             cover=state.cover, plan_budget=state.plan_budget, unresolved=dict(state.unresolved),
-            whole=state.whole, low_water_tokens=state.low_water_tokens)
+            whole=state.whole, low_water_tokens=state.low_water_tokens,
+            still_open=sorted(state.still_open))
         self.epochs.save(EpochState(key=state.key, start=state.start,
                                     frozen=msgspec.json.encode(frozen)))
 
@@ -268,7 +269,8 @@ class _EpochPlanner(_ProjectorBase):
             cover=frozen.cover, pos=limit, current=current,
             anchor=self._unit(anchor_id, limit) if anchor_id else None,
             plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved),
-            whole=frozen.whole, low_water_tokens=frozen.low_water_tokens)
+            whole=frozen.whole, low_water_tokens=frozen.low_water_tokens,
+            still_open=frozenset(frozen.still_open))
         if not state.whole:  # the frozen part says the work state as of its re-plan
             state.work_stated = work_key(work_reads(self.store, state, limit))
         return state

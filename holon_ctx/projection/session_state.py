@@ -274,6 +274,8 @@ class WalkState:
     folds: list[FoldManifest] = attrs.Factory(list)
     #: Side effects not resolved yet (key → the run's ref) and those runs, for the tail.
     unresolved: dict[str, str] = attrs.Factory(dict)
+    #: Keys the frozen episodes state ``STILL OPEN`` (``Frozen.still_open``).
+    still_open: frozenset[str] = frozenset()
     effect_runs: dict[str, StoredRecord] = attrs.Factory(dict)
     #: The frozen parts' texts and counts, joined once per epoch (see :meth:`frozen_sums`).
     _frozen_sums: tuple[str, str, int, int, Role | None] | None = None
@@ -373,6 +375,8 @@ class Persisted(msgspec.Struct, frozen=True):
     unresolved: dict[str, str] = {}
     whole: bool = False
     low_water_tokens: int = 0
+    #: ``WalkState.still_open``, sorted (empty in an epoch saved before it was kept).
+    still_open: list[str] = []
 
 
 def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_turn: bool) -> None:

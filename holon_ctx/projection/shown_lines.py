@@ -73,34 +73,51 @@ def fold_shown_lines(chosen: Plan, items: Sequence[Item], counter: TokenCounter,
         if rendered.clipped:
             continue
         keep = item.section is Section.CURRENT_INPUT or item.key in verbatim
-        blocks: list[Block] = []
-        changed = False
-        for block in rendered.blocks:
-            if not _tool_output(block):
-                blocks.append(block)
-                continue
-            lines = block.body.split("\n")[:-1]  # block-safe: ends with one newline
-            kept = lines if keep else _fold(lines, outputs, where)
-            if kept != lines:
-                body = "\n".join(kept) + "\n"
-                tokens = block.tokens - counter.count(block.body) + counter.count(body)
-                block = attrs.evolve(block, body=body, tokens=tokens)
-                changed = True
-            blocks.append(block)
-            index = len(outputs)
-            outputs.append((block.ref or "", kept))
-            for i, line in enumerate(kept):
-                if line.strip() and not _note(line):
-                    where.setdefault(line, []).append((index, i))
-        if changed:
-            new = Rendered(blocks=tuple(blocks), tokens=sum(b.tokens for b in blocks),
-                           refs=rendered.refs)
+        new = _fold_rendered(rendered, keep, outputs, where, counter)
+        if new is not None:
             used += new.tokens - rendered.tokens
             picks[item.key] = (form, new)
     if used == chosen.used_tokens:
         return chosen
-    # The room the folds freed goes to a newest step cut to fit (its fields raised as far as the
-    # room allows), as the planner gives it the room a clip leaves (RFC 0015).
+    used = _grow_newest(ordered, picks, used, budget_tokens)
+    return attrs.evolve(chosen, chosen=picks, used_tokens=used)
+
+
+def _fold_rendered(rendered: Rendered, keep: bool, outputs: list[tuple[str, list[str]]],
+                   where: dict[str, list[tuple[int, int]]],
+                   counter: TokenCounter) -> Rendered | None:
+    """``rendered`` with its tool outputs' lines folded against the outputs shown above it (None
+    when nothing folds); its outputs join the shown ones either way (``keep``: folded or not)."""
+    blocks: list[Block] = []
+    changed = False
+    for block in rendered.blocks:
+        if not _tool_output(block):
+            blocks.append(block)
+            continue
+        lines = block.body.split("\n")[:-1]  # block-safe: ends with one newline
+        kept = lines if keep else _fold(lines, outputs, where)
+        if kept != lines:
+            body = "\n".join(kept) + "\n"
+            tokens = block.tokens - counter.count(block.body) + counter.count(body)
+            block = attrs.evolve(block, body=body, tokens=tokens)
+            changed = True
+        blocks.append(block)
+        index = len(outputs)
+        outputs.append((block.ref or "", kept))
+        for i, line in enumerate(kept):
+            if line.strip() and not _note(line):
+                where.setdefault(line, []).append((index, i))
+    if not changed:
+        return None
+    return Rendered(blocks=tuple(blocks), tokens=sum(b.tokens for b in blocks),
+                    refs=rendered.refs)
+
+
+def _grow_newest(ordered: list[Item], picks: dict[str, tuple[Form, Rendered]], used: int,
+                 budget_tokens: int) -> int:
+    """The room the folds freed goes to a newest step cut to fit (its fields raised as far as
+    the room allows), as the planner gives it the room a clip leaves (RFC 0015); the tokens
+    used after."""
     for item in ordered:
         form, rendered = picks[item.key]
         if (item.section is not Section.CURRENT_INPUT or form is not Form.FULL
@@ -111,7 +128,7 @@ def fold_shown_lines(chosen: Plan, items: Sequence[Item], counter: TokenCounter,
                 + budget_tokens - used and set(rendered.refs) <= set(grown.refs)):
             used += grown.tokens - rendered.tokens
             picks[item.key] = (form, grown)
-    return attrs.evolve(chosen, chosen=picks, used_tokens=used)
+    return used
 
 
 def _note(line: str) -> bool:

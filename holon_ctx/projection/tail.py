@@ -109,8 +109,7 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
     # Governed notices first: a blocked side effect is what the model must read before anything
     # else in the tail (the planner gives them the same precedence, RFC 0004).
     if control is not None:
-        for lines in control_blocks(r, control, held):
-            blocks.extend(lines)
+        blocks.extend(b for lines in control_blocks(r, control, held) for b in lines)
     # Then what the ledger itself has not resolved (before compaction hands it to the store).
     blocks.extend(effects)
     if not stated:
@@ -134,27 +133,36 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
         blocks.append(line)
         refs.extend(line.refs)
     if work_item is not None:
-        mine = [w for w in waits if w.work_item_id in (None, work_item.work_item_id)]
-        answered = [s for s in settled if s.wait.work_item_id in (None, work_item.work_item_id)]
-        # A work item's state is the fold of its transitions: the latest transition's ref names
-        # it, so its lines are made once per transition (and per set of open waits).
-        waiting = (tuple((w.wait_id, w.opened_ref) for w in mine),
-                   tuple((s.wait.wait_id, s.by) for s in answered))
-        if work_in_history:
-            # The waits stay: a wait answered must never read as open (RFC 0023), and a line
-            # once in the history stays there, so what may change under it is said here.
-            blocks.extend(r.memo(("tail_waits", *waiting),
-                                 lambda: wait_lines(r, mine, answered)))
-        else:
-            blocks.extend(r.memo(("tail_work_item", work_item.ref, *waiting),
-                                 lambda: work_item_lines(r, work_item, mine, answered)))
+        blocks.extend(_work_item_blocks(r, work_item, waits, settled, tally, frontier_cover,
+                                        work_in_history))
+        if not work_in_history:
             refs.append(work_item.ref)
-            if tally is not None and (tally.done or tally.pending):
-                blocks.extend(frontier_lines(r, tally, frontier_cover))
     if len(blocks) == 1 and not ends_request:
         return Tail(blocks=(), tokens=0, refs=())
     refs = list(dict.fromkeys([current.ref, *refs]))
     return Tail(blocks=tuple(blocks), tokens=sum(b.tokens for b in blocks), refs=tuple(refs))
+
+
+def _work_item_blocks(r: Renderer, work_item: WorkItemState, waits: list[WaitState],
+                      settled: Sequence[Settled], tally: Tally | None, frontier_cover: str,
+                      work_in_history: bool) -> list[Block]:
+    """The tail's work-item lines: its state, its waits (open and answered) and the frontier;
+    only the waits when the history says the rest (``work_in_history``)."""
+    mine = [w for w in waits if w.work_item_id in (None, work_item.work_item_id)]
+    answered = [s for s in settled if s.wait.work_item_id in (None, work_item.work_item_id)]
+    # A work item's state is the fold of its transitions: the latest transition's ref names
+    # it, so its lines are made once per transition (and per set of open waits).
+    waiting = (tuple((w.wait_id, w.opened_ref) for w in mine),
+               tuple((s.wait.wait_id, s.by) for s in answered))
+    if work_in_history:
+        # The waits stay: a wait answered must never read as open (RFC 0023), and a line
+        # once in the history stays there, so what may change under it is said here.
+        return r.memo(("tail_waits", *waiting), lambda: wait_lines(r, mine, answered))
+    blocks = list(r.memo(("tail_work_item", work_item.ref, *waiting),
+                         lambda: work_item_lines(r, work_item, mine, answered)))
+    if tally is not None and (tally.done or tally.pending):
+        blocks.extend(frontier_lines(r, tally, frontier_cover))
+    return blocks
 
 
 def records_by_ref(units: list[TurnUnit]) -> dict[str, StoredRecord]:

@@ -76,34 +76,11 @@ class TurnItems:
         # evidence the current work needs: shown and labelled like the chain's own (RFC 0018).
         other = (ctx.other_work_item(unit) and chain is None
                  and unit.turn.id != ctx.view.anchor_id)
-        # The previous exchange's assistant message is shown once, in the current-input section.
-        elsewhere: dict[str, Instead] = (
-            {ctx.exchange.message.ref: "shown below as the previous exchange"}
-            if ctx.exchange is not None and ctx.exchange.unit.turn.id == unit.turn.id else {})
-        if unit.turn.id not in ctx.pinned:
-            elsewhere.update(ctx.frontier.stubs(unit, r))
-        elsewhere.update(self.objectives_set(unit))
+        elsewhere = self._elsewhere(unit, r)
         # Forms and refs follow from these inputs alone (records never change; a turn can only
         # gain records), so the renderer's memo keeps them across the projections of a turn's
         # neighbours: most of a window is the same from one turn to the next.
-        cur = ctx.view.current.turn
-        # A step of the loop the current turn is in: the relation line and the current turn's
-        # heading state its trigger and anchor once for every step (RFC 0012-densea).
-        loop_step = self._in_loop(unit)
-        # A loop step among the recent turns shows no heading when the turn before it in the
-        # ledger is a step of the same loop: its message's fence opens it (see _forms), and its
-        # turn ref is in the manifest and on its stub (RFC 0019). The first step after the
-        # anchor or after another kind of turn, and every step of the current input, keep one:
-        # a step never reads as part of an operator's turn shown before it.
-        headless = (loop_step and section is Section.RECENT_TURNS
-                    and self._plain_step_before(unit))
-        # The current turn's relation line names its anchor right above its heading (the
-        # current-input section; a session's history has no relation line above it).
-        anchor_stated = (unit.turn.id == cur.id and section is Section.CURRENT_INPUT
-                         and unit.turn.anchor_turn_id is not None
-                         and unit.turn.anchor_turn_id == ctx.view.anchor_id)
-        # The newest evidence keeps every line of its tool outputs (RFC 0023).
-        verbatim = section is Section.CURRENT_INPUT or unit.turn.id in ctx.verbatim
+        loop_step, headless, anchor_stated, verbatim = self._shape(unit, section)
         memo_key = ("turn_item", unit.ref, len(unit.records), priority, reasons, other, chain,
                     loop_step, headless, anchor_stated, verbatim,
                     tuple(elsewhere.items()) if elsewhere else ())
@@ -135,6 +112,42 @@ class TurnItems:
                     deferred=(priority is not Priority.PINNED and chain is None
                               and unit.turn.id != ctx.view.anchor_id
                               and self._topic_rank(unit) == 2))
+
+    def _elsewhere(self, unit: TurnUnit, r: Renderer) -> dict[str, Instead]:
+        """The turn's records the prompt shows elsewhere, each with what to say instead."""
+        ctx = self.ctx
+        # The previous exchange's assistant message is shown once, in the current-input section.
+        elsewhere: dict[str, Instead] = (
+            {ctx.exchange.message.ref: "shown below as the previous exchange"}
+            if ctx.exchange is not None and ctx.exchange.unit.turn.id == unit.turn.id else {})
+        if unit.turn.id not in ctx.pinned:
+            elsewhere.update(ctx.frontier.stubs(unit, r))
+        elsewhere.update(self.objectives_set(unit))
+        return elsewhere
+
+    def _shape(self, unit: TurnUnit, section: Section) -> tuple[bool, bool, bool, bool]:
+        """How the turn is laid out where it is: (a step of the current loop, shown without a
+        heading, its anchor stated right above it, its tool outputs kept verbatim)."""
+        ctx = self.ctx
+        cur = ctx.view.current.turn
+        # A step of the loop the current turn is in: the relation line and the current turn's
+        # heading state its trigger and anchor once for every step (RFC 0012-densea).
+        loop_step = self._in_loop(unit)
+        # A loop step among the recent turns shows no heading when the turn before it in the
+        # ledger is a step of the same loop: its message's fence opens it (see _forms), and its
+        # turn ref is in the manifest and on its stub (RFC 0019). The first step after the
+        # anchor or after another kind of turn, and every step of the current input, keep one:
+        # a step never reads as part of an operator's turn shown before it.
+        headless = (loop_step and section is Section.RECENT_TURNS
+                    and self._plain_step_before(unit))
+        # The current turn's relation line names its anchor right above its heading (the
+        # current-input section; a session's history has no relation line above it).
+        anchor_stated = (unit.turn.id == cur.id and section is Section.CURRENT_INPUT
+                         and unit.turn.anchor_turn_id is not None
+                         and unit.turn.anchor_turn_id == ctx.view.anchor_id)
+        # The newest evidence keeps every line of its tool outputs (RFC 0023).
+        verbatim = section is Section.CURRENT_INPUT or unit.turn.id in ctx.verbatim
+        return loop_step, headless, anchor_stated, verbatim
 
     def _topic_rank(self, unit: TurnUnit) -> int:
         """:func:`.topics.topic_rank` of ``unit``, computed once per turn and projection."""

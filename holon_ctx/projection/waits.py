@@ -18,18 +18,19 @@ span for such runs: the effect is stated resolved, with the run's ref, not as bl
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 
-from holon_ctx.ledger.answers import SETTLE_SCAN, answered_waits
-from holon_ctx.ledger.records import Tool, Wait, WaitStatus, WorkItemStatus
+from holon_ctx.ledger.answers import SETTLE_SCAN, answered_waits, keyed_events
+from holon_ctx.ledger.records import ExternalEvent, TaskResult, Wait, WaitStatus, WorkItem, WorkItemStatus
 from holon_ctx.ledger.state import WaitState, WorkItemState
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.memory.unresolved import call_key, key_work_item, resolves, todo_key
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, todo_key, tool_events
 from holon_ctx.projection.model import ControlState
 
-__all__ = ["SETTLE_SCAN", "Settled", "obligation_key", "settle_control", "settle_waits"]
+__all__ = ["SETTLE_SCAN", "Settled", "obligation_key", "resolves_listed", "settle_control",
+           "settle_waits"]
 
 #: An obligation's key as the governed store's text holds it: ``[wait_id:ci-1; archived in …]``.
 _KEY = re.compile(r"\[([a-z_]+:[^;\]\s]+)[;\]]")
@@ -56,33 +57,58 @@ def settle_waits(store: LedgerStore, waits: Sequence[WaitState],
 
 def settle_control(store: LedgerStore, control: ControlState | None,
                    limit_pos: int) -> ControlState | None:
-    """``control`` with each blocking side effect that a tool run among the last
-    :data:`SETTLE_SCAN` records before ``limit_pos`` resolved (the same call, side effect
-    ``none`` or ``completed``, not reopened by a later unknown run) moved to ``settled``, and
-    each pending obligation the ledger as of ``limit_pos`` resolved (see :func:`_resolved_by`)
-    moved to ``settled_obligations``, with the ref of the record that says so."""
+    """``control`` with each blocking side effect that a tool run before ``limit_pos`` resolved
+    (the same call, side effect ``none`` or ``completed``, not reopened by a later unknown run)
+    moved to ``settled``, and each pending obligation the ledger as of ``limit_pos`` resolved
+    (see :func:`_resolved_by`) moved to ``settled_obligations``, with the ref of the record that
+    says so.
+
+    The ledger is read from its first record, not from the seal: a compaction carries the
+    obligations of the one before it without judging them again (a call answered before the
+    third seal was still sealed pending there), so only the records say what is resolved. They
+    are read through the store's :func:`~holon_ctx.ledger.answers.keyed_events` index: however
+    far back the resolving record lies it is found, and each record is read once per process."""
     if control is None or not (control.blocking or control.obligations):
         return control
     keys = {key for key, _ in control.blocking}
     keys.update(k for o in control.obligations if (k := obligation_key(o)))
+    by, closed = _scan_resolutions(store, keys, limit_pos)
+    pending, resolved = _split_obligations(store, control, by, closed, limit_pos)
+    if not by and not resolved:
+        return control
+    return attrs.evolve(
+        control,
+        blocking=tuple((k, st) for k, st in control.blocking if k not in by),
+        obligations=tuple(pending),
+        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by),
+        settled_obligations=tuple(resolved.items()))
+
+
+def _scan_resolutions(store: LedgerStore, keys: set[str],
+                      limit_pos: int) -> tuple[dict[str, str], dict[str, str]]:
+    """The record that resolved each of ``keys`` as of ``limit_pos`` (not reopened by a later
+    unknown or pending run), and the record that closed each wait (not opened again since)."""
+    wanted = {k: 0 for k in keys if k.startswith(("call:", "effect:", "wait_id:"))}
+    found = keyed_events(store, "control", _control_events, wanted, limit_pos)
     by: dict[str, str] = {}
     closed: dict[str, str] = {}
-    for stored in store.records_between(max(limit_pos - SETTLE_SCAN, 0), limit_pos):
-        rec = stored.record
-        if isinstance(rec, Wait):
-            if rec.status is WaitStatus.OPEN:
-                closed.pop(rec.wait_id, None)
-            else:
-                closed[rec.wait_id] = stored.ref
-        if not isinstance(rec, Tool):
-            continue
-        for key in resolves(rec, stored.ref):
-            if key in keys:
-                by[key] = stored.ref
-        if rec.side_effect_unresolved:
-            by.pop(f"effect:{call_key(rec, stored.ref)}", None)
-        if rec.pending:
-            by.pop(f"call:{call_key(rec, stored.ref)}", None)
+    for key, events in found.items():
+        for _, ref, tag in events:
+            if tag == "resolve":
+                by[key] = ref
+            elif tag == "reopen":
+                by.pop(key, None)
+            elif tag == "closed":
+                closed[key.partition(":")[2]] = ref
+            else:  # "open": the wait was opened again
+                closed.pop(key.partition(":")[2], None)
+    return by, closed
+
+
+def _split_obligations(store: LedgerStore, control: ControlState, by: dict[str, str],
+                       closed: dict[str, str],
+                       limit_pos: int) -> tuple[list[str], dict[str, str]]:
+    """The obligations still pending, and the key and resolving ref of each one resolved."""
     resolved: dict[str, str] = {}
     pending: list[str] = []
     blocking = {key for key, _ in control.blocking}
@@ -93,14 +119,16 @@ def settle_control(store: LedgerStore, control: ControlState | None,
             pending.append(text)
         elif said not in blocking:  # (a blocking one is stated settled with the side effects)
             resolved[said] = ref
-    if not by and not resolved:
-        return control
-    return attrs.evolve(
-        control,
-        blocking=tuple((k, st) for k, st in control.blocking if k not in by),
-        obligations=tuple(pending),
-        settled=tuple((k, by[k]) for k, _ in control.blocking if k in by),
-        settled_obligations=tuple(resolved.items()))
+    return pending, resolved
+
+
+def _control_events(stored: StoredRecord) -> Iterable[tuple[str, str]]:
+    """What one record does to the keys the governed store can hold open: a wait record opens or
+    closes ``wait_id:…``; a tool run resolves or reopens its call's keys (:func:`tool_events`)."""
+    rec = stored.record
+    if isinstance(rec, Wait):
+        return ((f"wait_id:{rec.wait_id}", "open" if rec.status is WaitStatus.OPEN else "closed"),)
+    return tool_events(stored)
 
 
 def obligation_key(text: str) -> str | None:
@@ -142,3 +170,24 @@ def _work_item_resolves(key: str, state: WorkItemState) -> bool:
         return not state.blocker and state.status is not WorkItemStatus.BLOCKED
     return not any(todo_key(state.work_item_id, t.text) == key and not t.done
                    for t in state.todos)
+
+
+def resolves_listed(store: LedgerStore, keys: frozenset[str], stored: StoredRecord,
+                    limit_pos: int) -> bool:
+    """Whether ``stored`` resolves one of ``keys`` (open items an episode the session shows
+    states ``STILL OPEN``), as the recall judges them: a wait closed by a wait record or
+    answered by a task result or event, a call or side effect by a run of it, a todo or
+    blocker by a work-item transition (the work item as of ``limit_pos``)."""
+    rec = stored.record
+    if isinstance(rec, Wait):
+        return rec.status is not WaitStatus.OPEN and f"wait_id:{rec.wait_id}" in keys
+    if isinstance(rec, TaskResult | ExternalEvent):
+        return rec.wait_id is not None and f"wait_id:{rec.wait_id}" in keys
+    if isinstance(rec, WorkItem):
+        mine = [k for k in keys if key_work_item(k) == rec.work_item_id]
+        if not mine:
+            return False
+        facts = LedgerFacts(open_wait_ids=frozenset(), work_items={
+            rec.work_item_id: store.work_item_state(rec.work_item_id, limit_pos)})
+        return any(not is_open(k, facts) for k in mine)
+    return any(tag == "resolve" and key in keys for key, tag in tool_events(stored))

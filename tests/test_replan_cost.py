@@ -1,0 +1,163 @@
+"""What a re-plan's cost cut must not change (issue 29, the real turn's p99; RFC 0024 decision 6).
+
+A re-plan renders the turns and episodes it has not rendered yet; the faster paths below were
+added for that and must give exactly what the slower ones gave — the request's bytes and counts
+depend on them:
+
+* a session's history renderer and its entry renderer share a record's shown text and capped
+  bodies (``records_of``): each still gets its own caps' body, never the other's;
+* :func:`~holon_ctx.ledger.body.id_problem` checks clean ASCII without a per-character loop;
+* :func:`~holon_ctx.projection.render_records._key_lines` searches ASCII text by substring;
+* :func:`~holon_ctx.projection.formats.neutralise_repeat_marks` skips text with no "line".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from holon_ctx.ledger.body import _MARKUP, id_problem, neutralise_fences, record_body
+from holon_ctx.ledger.records import Origin, Tool, ToolStatus, Trust
+from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.projection import formats, render_base
+from holon_ctx.projection.formats import neutralise_repeat_marks
+from holon_ctx.projection.policy import Policy, TokenCaps
+from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.render_records import _KEY_LINE, _key_lines
+from holon_ctx.tokens import TokenCounter, default_counter
+
+COUNTER = default_counter()
+
+
+def _tool(output: str, ref_id: str = "x1") -> StoredRecord:
+    rec = Tool(id=ref_id, tool_name="sh", args_preview="pytest -q", status=ToolStatus.OK,
+               exit_code=0, output=output, trust=Trust.UNTRUSTED_EXTERNAL, origin=Origin.TOOL)
+    return StoredRecord(pos=1, ref=f"tool:{ref_id}", record=rec,
+                        tokens=COUNTER.count(record_body(rec)), turn_seq=1)
+
+
+def _renderer(tool_cap: int, records_of: Renderer | None = None) -> Renderer:
+    return Renderer(COUNTER, COUNTER.identity, Policy(caps=TokenCaps(tool=tool_cap)),
+                    records_of=records_of)
+
+
+# A long output with runs of identical lines (folded, so its shown text is made and counted).
+_OUTPUT = "".join(f"tests/test_a.py::test_{i} PASSED\n" + "retrying...\n" * 4
+                  for i in range(120))
+
+
+def test_renderers_sharing_record_memo_each_get_their_own_caps_body() -> None:
+    """The entry renderer (large caps) renders a tool run first, the history renderer (small
+    caps) after it, sharing the memo: each gets the body a renderer of its own caps alone gets —
+    the small one an excerpt, the large one the whole folded text — never the other's."""
+    history = _renderer(60)
+    entry = _renderer(20_000, records_of=history)
+    stored = _tool(_OUTPUT)
+    entry_block = entry.record_blocks(stored, {})
+    history_block = history.record_blocks(stored, {})
+    assert [b.text for b in entry_block] == [b.text for b in
+                                             _renderer(20_000).record_blocks(stored, {})]
+    assert [b.text for b in history_block] == [b.text for b in
+                                               _renderer(60).record_blocks(stored, {})]
+    assert [b.tokens for b in history_block] == [b.tokens for b in
+                                                 _renderer(60).record_blocks(stored, {})]
+    assert history_block[0].excerpt
+    assert not entry_block[0].excerpt
+    # A body is remembered under its record's ref: another record never gets it.
+    other = _tool(_OUTPUT.replace("PASSED", "FAILED"), ref_id="x2")
+    assert "FAILED" in history.record_blocks(other, {})[0].text
+
+
+def test_the_shared_memo_folds_a_tool_output_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the sharing is for: the history renderer finds the shown text (folded, counted)
+    the entry renderer made when the record arrived, instead of making it again."""
+    calls: list[str] = []
+    real = render_base._folded
+
+    def counting(body: str, counter: TokenCounter, verbatim: bool = False) -> tuple[str, int]:
+        calls.append(body)
+        return real(body, counter, verbatim)
+
+    monkeypatch.setattr(render_base, "_folded", counting)
+    history = _renderer(60)
+    entry = _renderer(20_000, records_of=history)
+    stored = _tool(_OUTPUT)
+    entry.record_blocks(stored, {})
+    history.record_blocks(stored, {})
+    assert len(calls) == 1
+    alone = _renderer(60)
+    alone.record_blocks(stored, {})
+    assert len(calls) == 2  # a renderer made on its own keeps its own memo
+
+
+def _id_problem_per_character(value: str) -> str | None:
+    """id_problem as it was before its ASCII fast path (the reference)."""
+    for char in value:
+        if char in _MARKUP or any(c in _MARKUP for c in unicodedata.normalize("NFKC", char)):
+            return "must not contain markup characters (\" ' < > & `), in any width"
+        if unicodedata.category(char) in {"Cc", "Cf", "Cs", "Zl", "Zp", "Zs"}:
+            return f"must not contain invisible or control character U+{ord(char):04X}"
+    if neutralise_fences(value) != value:
+        return "must not look like a data fence tag or the 'operator (trusted)' label"
+    return None
+
+
+_ID_PIECES = st.sampled_from(["tool:x1", "a", "Z", "0", "-", ".", ":", "_", " ", "\t", "\x00",
+                              "\x7f", "<", ">", "&", "'", '"', "`", "\uff1c", "\u200b",
+                              "\u00a0", "data", "DATA", "<data", "operator (trusted)",
+                              "Operator(Trusted)", "é", "\u2028", "~", "/"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=st.lists(_ID_PIECES, max_size=8).map("".join))
+def test_id_problem_fast_path_says_what_the_per_character_check_says(value: str) -> None:
+    assert id_problem(value) == _id_problem_per_character(value)
+
+
+_LINE_PIECES = st.sampled_from(["ok", "OK", "Ok", "not ok", "NOT OK", "xok", "okx", "ok_",
+                                "_ok", "ok1", "(ok)", "ERROR", "Errors", "fail", "FAILED",
+                                "passed", "Success", "warning", "Traceback", "assert",
+                                "expected", "MisMatch", "exception", " ", "\t", "-", "x",
+                                "e", "rror", "o", "k"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(lines=st.lists(st.lists(_LINE_PIECES, max_size=6).map("".join), max_size=40),
+       limit=st.integers(1, 50))
+def test_key_lines_of_ascii_text_are_the_case_folding_search_of_each_line(lines: list[str],
+                                                                          limit: int) -> None:
+    """The substring search of lowercased ASCII finds the lines the case-folding pattern finds
+    in each line, the first ``limit`` of them (word boundaries of "ok" included)."""
+    each = [i for i, line in enumerate(lines) if _KEY_LINE.search(line)]
+    assert _key_lines(lines, limit) == each[:limit]
+
+
+def _neutralise_repeat_marks_reference(text: str) -> str:
+    """neutralise_repeat_marks without its "line" substring test (the reference)."""
+    if not formats._NOTE_START.search(formats._read_as(text)):
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if formats._REPEAT_LOOKALIKE.match(formats._read_as(line)):
+            for j, char in enumerate(line):
+                if formats._read_as(char) in ("[", "("):
+                    lines[i] = line[:j] + formats._QUOTED_BRACKET + line[j + 1:]
+                    break
+    return "\n".join(lines)
+
+
+_NOTE_PIECES = st.sampled_from(["[line above ×2]", "(LINES as in tool:x)", "[3 lines above x4]",
+                                "[Line", "line", "LİNE", "ｌｉｎｅ", "l\u200bine", "above", "×",
+                                "\n", " ", "[", "(", "]", ")", "2", "as in", "tool:x1", "é"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.lists(_NOTE_PIECES, max_size=12).map("".join))
+def test_repeat_marks_are_neutralised_as_without_the_substring_test(text: str) -> None:
+    assert neutralise_repeat_marks(text) == _neutralise_repeat_marks_reference(text)
+    assert re.search(r"line", formats._read_as(text)) is not None or \
+        neutralise_repeat_marks(text) == text
