@@ -413,8 +413,8 @@ def test_the_cli_api_names_resolve_where_it_says() -> None:
 
     tree = ast.parse((PKG / "cli" / "_api.py").read_text(encoding="utf-8"))
     typed = {a.name: node.module for node in ast.walk(tree)
-             if isinstance(node, ast.ImportFrom) and node.module != "holon_ctx"
-             and node.module != "__future__" and node.module != "typing"
+             if isinstance(node, ast.ImportFrom)
+             and node.module not in ("holon_ctx", "__future__", "typing")
              for a in node.names}
     homes = dict(_api._HOMES)
     assert typed == homes
