@@ -292,19 +292,10 @@ _TEXT_MATCHERS = frozenset({"startswith", "endswith", "find", "rfind", "index", 
                             "finditer", "findall"})
 #: Modules that still read rendered text, each with why; this list may only shrink.
 KNOWN_MARKUP_READERS: dict[str, str] = {
-    # A session request's parts carry text only (no blocks): the preview of a session request
-    # and its view re-tag trust by the fences they read. Parts that keep their blocks end it.
-    "cli/preview.py": "session request parts are text",
-    "cli/session_view.py": "session request parts are text",
-    # explain finds a record quoted inside a recalled episode by its fence line.
-    "cli/explain.py": "episode quotes located by fence",
     # The markup-share measure and the shown-lines count take the runtime's notes (excerpt,
     # repeated lines) out of a body's content by matching them.
     "projection/density.py": "notes counted inside bodies",
     "projection/shown_lines.py": "repeat notes counted inside bodies",
-    # The stateless provider formats decide the system role by a fence in the stable prefix
-    # text (a session view's projection has no blocks), and check tool pairing on the text.
-    "projection/providers.py": "system role and tool pairing read from text",
 }
 
 
@@ -371,3 +362,62 @@ def test_the_markup_scan_finds_a_reader(code: str) -> None:
 def test_the_markup_scan_passes_a_writer_and_a_data_read() -> None:
     assert not _markup_reads(ast.parse(
         'line = r.line(f"{HEADING}turn:t1")\nfenced = block.kind is BlockKind.FENCED'))
+
+
+# -- the CLI through the public API or its own documented one (issue 24 item 4) --------------
+#: The public modules (RFC 0028 decision 2): anyone, the CLI included, may import them.
+PUBLIC_MODULES = frozenset({"holon_ctx", "holon_ctx.lowlevel", "holon_ctx.errors",
+                            "holon_ctx.continuity", "holon_ctx.postgres"})
+#: The CLI's documented way into the internals (holon_ctx/cli/_api.py).
+CLI_API = "holon_ctx.cli._api"
+#: CLI modules that still import an internal module directly, each with why; this list may
+#: only shrink.
+KNOWN_CLI_INTERNAL: dict[str, str] = {}
+
+
+def _cli_reaches(imports: list[tuple[str, str]]) -> dict[str, set[str]]:
+    """CLI module → the internal library modules it imports directly (not through the API)."""
+    found: dict[str, set[str]] = {}
+    for importer, imported in imports:
+        if not importer.startswith("holon_ctx.cli") or importer == CLI_API:
+            continue
+        if imported in PUBLIC_MODULES or imported.startswith("holon_ctx.cli"):
+            continue
+        found.setdefault(importer, set()).add(imported)
+    return found
+
+
+def test_the_cli_reaches_the_internals_only_through_its_api() -> None:
+    """Every holon_ctx/cli module imports library names from the public modules or from
+    cli/_api.py, never from an internal module (but the known list, which may only shrink)."""
+    found = _cli_reaches(_holon_imports())
+    assert sorted(set(found) - set(KNOWN_CLI_INTERNAL)) == [], found
+    gone = sorted(set(KNOWN_CLI_INTERNAL) - set(found))
+    assert gone == [], f"now through the API: remove from KNOWN_CLI_INTERNAL: {gone}"
+
+
+def test_the_cli_check_finds_a_direct_import() -> None:
+    imports = [("holon_ctx.cli.preview", "holon_ctx.projection.items"),
+               ("holon_ctx.cli.preview", "holon_ctx.cli._api"),
+               ("holon_ctx.cli._api", "holon_ctx.projection.items"),
+               ("holon_ctx.cli.main", "holon_ctx.errors")]
+    assert _cli_reaches(imports) == {"holon_ctx.cli.preview": {"holon_ctx.projection.items"}}
+
+
+def test_the_cli_api_names_resolve_where_it_says() -> None:
+    """cli/_api.py's typed imports, its homes table and its ``__all__`` name the same names
+    from the same modules, and each name loads from its home."""
+    import importlib
+
+    from holon_ctx.cli import _api
+
+    tree = ast.parse((PKG / "cli" / "_api.py").read_text(encoding="utf-8"))
+    typed = {a.name: node.module for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom)
+             and node.module not in ("holon_ctx", "__future__", "typing")
+             for a in node.names}
+    homes = dict(_api._HOMES)
+    assert typed == homes
+    assert sorted(_api.__all__) == sorted(homes)
+    for name, home in homes.items():
+        assert getattr(_api, name) is getattr(importlib.import_module(home), name), name

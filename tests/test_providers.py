@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projection_builders import ledger_specs, memory_store
 from strategies import ledgers
+from tool_pairing import tool_pairing_problems
 
 from holon_ctx.cli.main import main
 from holon_ctx.errors import BudgetTooSmallError
@@ -37,7 +38,6 @@ from holon_ctx.projection.providers import (
     shares_stable_prefix,
     to_anthropic_messages,
     to_openai_messages,
-    tool_pairing_problems,
 )
 from holon_ctx.tokens import default_counter
 

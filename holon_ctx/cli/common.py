@@ -19,30 +19,30 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from holon_ctx.cli._api import (
+    LedgerStore,
+    MemoryStore,
+    ModelProfile,
+    PostgresStore,
+    SqliteStore,
+    TokenCounter,
+    UnknownModelWarning,
+    counter_for_encoding,
+    describe,
+    import_jsonl,
+    is_postgres_url,
+    missing_directory,
+    model_profile,
+)
 from holon_ctx.cli.inputs import regular_input
 from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
-from holon_ctx.ledger.importer import import_jsonl
-from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.models import ModelProfile, UnknownModelWarning, model_profile
-from holon_ctx.postgres.connection import describe, is_postgres_url
-from holon_ctx.postgres.ledger import PostgresStore
-from holon_ctx.tokens import TokenCounter, counter_for_encoding
 
 if TYPE_CHECKING:
-    from holon_ctx.compaction import GovernedControl
+    from holon_ctx.cli._api import EpisodeStore, GovernedControl
     from holon_ctx.continuity import ContinuityStore
-    from holon_ctx.memory.store import EpisodeStore
+from holon_ctx.cli._api import CLI_OPTION, TranscriptFormat, import_any, not_a_database, sniff_ledger
 from holon_ctx.errors import quote_value
-from holon_ctx.ledger.transcripts import (
-    CLI_OPTION,
-    TranscriptFormat,
-    import_any,
-    not_a_database,
-    sniff_ledger,
-)
 
 __all__ = [
     "add_model_arg",
@@ -220,14 +220,14 @@ def remove_empty_session(db: str, session: str) -> None:
 def open_episodes(store: LedgerStore, *, create: bool) -> EpisodeStore | None:
     """The episode store beside a database ledger; None for an in-memory one, and when ``create``
     is False and nothing was archived yet."""
-    from holon_ctx.ledger.episode_store import SqliteEpisodeStore, has_episode_tables  # noqa: PLC0415
+    from holon_ctx.cli._api import SqliteEpisodeStore, has_episode_tables  # noqa: PLC0415
 
     if isinstance(store, SqliteStore):
         if not create and not has_episode_tables(store.path):
             return None
         return SqliteEpisodeStore(store.path, create=create)
     if isinstance(store, PostgresStore):
-        from holon_ctx.postgres.episodes import PostgresEpisodeStore  # noqa: PLC0415
+        from holon_ctx.cli._api import PostgresEpisodeStore  # noqa: PLC0415
 
         if not create and not store.holds("holon_episodes"):
             return None
@@ -238,7 +238,7 @@ def open_episodes(store: LedgerStore, *, create: bool) -> EpisodeStore | None:
 def open_continuity(store: LedgerStore, *, create: bool = True) -> ContinuityStore | None:
     """The governed store beside a database ledger; None for an in-memory one, and when ``create``
     is False and no compaction sealed an envelope yet."""
-    from holon_ctx.compaction import has_continuity_state  # noqa: PLC0415
+    from holon_ctx.cli._api import has_continuity_state  # noqa: PLC0415
     from holon_ctx.continuity import ContinuityStore  # noqa: PLC0415
 
     if isinstance(store, SqliteStore):
@@ -247,7 +247,7 @@ def open_continuity(store: LedgerStore, *, create: bool = True) -> ContinuitySto
         # The governed store waits for other writers as long as the ledger does (RFC 0006).
         return ContinuityStore(store.path, timeout=store.lock_timeout)
     if isinstance(store, PostgresStore):
-        from holon_ctx.postgres.continuity import PostgresContinuityBackend  # noqa: PLC0415
+        from holon_ctx.cli._api import PostgresContinuityBackend  # noqa: PLC0415
 
         if not create and not store.holds("holon_continuity_envelopes"):
             return None
@@ -261,7 +261,7 @@ def control_source(store: LedgerStore) -> Iterator[GovernedControl | None]:
     closed on leaving. Closed, not left to the collector: an unclosed SQLite connection closing
     later checkpoints the ledger's write-ahead log, so a read-only command would rewrite the
     database file after it returned."""
-    from holon_ctx.compaction import GovernedControl  # noqa: PLC0415
+    from holon_ctx.cli._api import GovernedControl  # noqa: PLC0415
 
     continuity = open_continuity(store, create=False)
     try:

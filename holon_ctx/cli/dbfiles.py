@@ -21,10 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from holon_ctx.cli._api import LOCK_SUFFIX, SqliteStore, missing_directory
 from holon_ctx.cli.common import open_db
 from holon_ctx.errors import InputError, StoreError
-from holon_ctx.ledger.compaction_lock import LOCK_SUFFIX
-from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
 
 __all__ = ["write_db"]
 

@@ -18,13 +18,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from holon_ctx import __version__
+from holon_ctx.cli._api import LOCK_SUFFIX, LedgerStore, import_jsonl
 from holon_ctx.cli.common import db_name, open_continuity, open_db, open_episodes
 from holon_ctx.cli.terminal import say
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError
-from holon_ctx.ledger.compaction_lock import LOCK_SUFFIX
-from holon_ctx.ledger.importer import import_jsonl
-from holon_ctx.ledger.store import LedgerStore
 
 __all__ = ["DEMO_BUDGET", "DEMO_DB", "build_demo", "build_demo_session"]
 
@@ -38,8 +36,9 @@ def _demo_stamp(data: bytes) -> str:
     """What a built demo database must match: the bundled ledger and the code that imported it."""
     h = hashlib.sha256(data)
     # The recipe changes when the build does more (episodes, then a continuity envelope), so an
-    # older demo database is rebuilt rather than shown without what the build now adds.
-    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/5".encode())
+    # older demo database is rebuilt rather than shown without what the build now adds. epoch/6:
+    # the saved epoch's parts keep their blocks (EPOCH_FORMAT 2), so an older one is not read.
+    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/6".encode())
     return h.hexdigest()
 
 
@@ -132,8 +131,11 @@ def _archive(ledger: LedgerStore, stamp: str | None = None) -> int:
     The archive is built at once but stands for the one a runtime grew during the day, so its
     episodes count as archived from the start (as a rebuild's do, RFC 0020): a runtime's recall
     as of an earlier turn sees those the window has passed, not none of them."""
-    from holon_ctx.compaction import SessionConfig, compact  # noqa: PLC0415
-    from holon_ctx.memory.archiver import Archiver  # noqa: PLC0415
+    from holon_ctx.cli._api import (  # noqa: PLC0415
+        Archiver,
+        SessionConfig,
+        compact,
+    )
 
     episodes = open_episodes(ledger, create=True)
     continuity = open_continuity(ledger)
@@ -155,11 +157,14 @@ def _save_epoch(ledger: LedgerStore) -> None:
     """Make the request a runtime would send at the demo's budget, saving its epoch beside the
     ledger as a session does: the preview then reads the epoch instead of walking the demo's
     48 re-plans again on every run (RFC 0024; issue 27's second run)."""
+    from holon_ctx.cli._api import (  # noqa: PLC0415
+        Layout,
+        SessionProjector,
+        epoch_store_for,
+    )
     from holon_ctx.cli.common import control_source  # noqa: PLC0415
     from holon_ctx.cli.episodes_cmd import open_episode_source  # noqa: PLC0415
     from holon_ctx.cli.epochs_view import runtime_recall  # noqa: PLC0415
-    from holon_ctx.ledger.epochs_sqlite import epoch_store_for  # noqa: PLC0415
-    from holon_ctx.projection.session import Layout, SessionProjector  # noqa: PLC0415
 
     episodes = open_episode_source(ledger)
     epochs = epoch_store_for(ledger)

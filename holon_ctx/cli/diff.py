@@ -11,9 +11,7 @@ from typing import Any
 
 import msgspec
 
-from holon_ctx.projection.model import SECTION_ORDER
-from holon_ctx.projection.projector import ItemDecision, Projection
-from holon_ctx.tokens import TokenCounter
+from holon_ctx.cli._api import SECTION_ORDER, ItemDecision, Projection, TokenCounter
 
 __all__ = ["Difference", "SectionDelta", "diff"]
 

@@ -13,18 +13,22 @@ from typing import Any
 import msgspec
 from rich.table import Table
 
+from holon_ctx.cli._api import (
+    ArchivePolicy,
+    Archiver,
+    BoundaryPolicy,
+    Episode,
+    EpisodeStore,
+    LedgerStore,
+    StoreEpisodeSource,
+    full_text,
+    parse_episode_id,
+    with_recaps,
+)
 from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
 from holon_ctx.cli.terminal import terminal_safe, write_data_json
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError, StoreError, UnknownRefError, quote_value
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.memory.archiver import ArchivePolicy, Archiver
-from holon_ctx.memory.boundaries import BoundaryPolicy
-from holon_ctx.memory.episodes import Episode, parse_episode_id
-from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.memory.store import EpisodeStore
-from holon_ctx.memory.summarizer import with_recaps
-from holon_ctx.projection.episode_forms import full_text
 
 __all__ = ["open_episode_source", "register"]
 

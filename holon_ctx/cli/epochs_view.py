@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import attrs
 
-from holon_ctx.ledger.epochs import ReadThroughEpochs
-from holon_ctx.ledger.epochs_sqlite import epoch_store_for
-from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.ledger.records import Turn
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.projection.model import EpisodeSource
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
+from holon_ctx.cli._api import (
+    EpisodeSource,
+    Layout,
+    LedgerStore,
+    MemoryStore,
+    Projector,
+    ReadThroughEpochs,
+    SessionProjector,
+    SessionRequest,
+    StoreEpisodeSource,
+    Turn,
+    epoch_store_for,
+)
 
 __all__ = ["EpochView", "after_previous", "epoch_view", "runtime_recall"]
 

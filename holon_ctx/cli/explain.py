@@ -1,12 +1,13 @@
 """The analysis behind ``holon-ctx explain``: why one ref is in, shrunk, folded, archived or out.
 
-How it works. ``_status`` places the ref in a Projection by reading, in order, the manifest's
-selected and omitted lists, the items' decisions, the folds, the recent window and the recalled
-episodes; ``explain`` turns that into an :class:`Explanation` with the record's facts, and
-``_entry_budget`` projects again at larger budgets (doubling, then bisecting) to find the smallest
-budget that shows the ref. Where a record's text sits and what was defused in it come from the
-structured fields of the projection's blocks (kind, trust, excerpt); only an episode's
-pre-rendered text is read for the fence that quotes a record (``_in_episode_text``).
+How it works. ``_status`` places the ref in a Projection by asking a table of steps in order
+(``_STEPS``): the manifest's selected list, the items' decisions, the folds, the recent window
+and the recalled or archived episodes; ``explain`` turns that into an :class:`Explanation` with
+the record's facts, and ``_entry_budget`` projects again at larger budgets (doubling, then
+bisecting) to find the smallest budget that shows the ref. Where a record's text sits and what
+was defused in it come from the structured fields of the projection's blocks (kind, trust,
+excerpt, and the record an episode's quote shows: ``_in_episode_text``), never from the
+prompt's text.
 
 The commands live in :mod:`holon_ctx.cli.preview_cmds`; :mod:`holon_ctx.cli.preview` draws the result.
 """
@@ -16,17 +17,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import msgspec
 
+from holon_ctx.cli._api import (
+    BY_TRIGGER,
+    BlockKind,
+    Form,
+    ItemDecision,
+    LedgerStore,
+    Omission,
+    Projection,
+    Projector,
+    Section,
+    StoredRecord,
+    Turn,
+    TurnUnit,
+    classify,
+    forgeries,
+    turn_facts,
+)
 from holon_ctx.errors import UnknownRefError
-from holon_ctx.ledger.records import Turn
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.folding import BY_TRIGGER
-from holon_ctx.projection.formats import fence_parts, forgeries
-from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.model import Form, Omission, Section, TurnUnit
-from holon_ctx.projection.projector import ItemDecision, Projection, Projector
-from holon_ctx.projection.retention import classify, turn_facts
 
 __all__ = ["Explanation", "episode_lookup", "explain", "omission_reason"]
 
@@ -88,60 +99,123 @@ _SHRUNK = ("compacted", "ref_only", "clipped", "clipped_out")
 _OUT = ("omitted", "outside_window", "archived")
 
 
+@attrs.frozen
+class _Asked:
+    """One ref asked about in one projection: what every step of :func:`_status` reads."""
+
+    p: Projection
+    ref: str
+    owner: str | None
+    owner_seq: Callable[[str], int | None]
+    archived_in: Callable[[int], dict[str, Any] | None] | None
+    #: The items whose refs include the ref.
+    holders: list[ItemDecision]
+
+    @property
+    def seq(self) -> int | None:
+        """The sequence number of the turn the record belongs to."""
+        return self.owner_seq(self.owner) if self.owner else None
+
+
+#: ``(status, the item holding the ref, its fold or episode)``, or None: not this step's case.
+_Placed = tuple[str, ItemDecision | None, Any] | None
+
+
+def _selected(a: _Asked) -> _Placed:
+    """A ref the manifest lists as selected: shown in full, excerpted, clipped or shrunk."""
+    selected_in = next((s.name for s in a.p.manifest.sections if a.ref in s.selected), None)
+    if selected_in is None:
+        return None
+    d = next((h for h in a.holders if h.section.value == selected_in and h.form is not None),
+             a.holders[0] if a.holders else None)
+    if d is None:
+        return "in_full", None, None
+    if d.clipped:
+        return "clipped", d, None
+    if a.ref == d.refs[0] and d.form is not None and d.tokens < d.full_tokens:
+        return ("compacted" if d.form is Form.COMPACT else "ref_only"), d, None
+    blocks = [b for _, r in a.p.section_items.get(d.section, ()) for b in r.blocks
+              if a.ref in b.refs]
+    return ("excerpted" if any(b.excerpt for b in blocks) else "in_full"), d, None
+
+
+def _held(a: _Asked) -> _Placed:
+    """A ref an item stands for without selecting it: its item shows less than the record (a
+    digest, a ref, or a clip that ends before it), or is left out."""
+    shown = [h for h in a.holders if h.form is not None]
+    if shown:
+        d = shown[0]
+        return ("clipped_out" if d.clipped else "ref_only" if d.form is Form.REF
+                else "compacted"), d, None
+    return ("omitted", a.holders[0], None) if a.holders else None
+
+
+def _folded(a: _Asked) -> _Placed:
+    """A ref (or its turn) inside a fold run the prompt shows."""
+    keys = {a.ref, a.owner}
+    return next((("folded", None, f) for f in a.p.folds if keys & set(f.refs)), None)
+
+
+def _in_window(a: _Asked) -> _Placed:
+    """Not placed by the plan: no turn to place it by (not a candidate), or in the window yet
+    neither an item nor in a shown fold (its fold line was left out)."""
+    first = a.p.manifest.window.get("first")
+    first_seq = a.owner_seq(str(first)) if first else None
+    seq = a.seq
+    if seq is None or first_seq is None:
+        return "not_a_candidate", None, None
+    if seq < first_seq:
+        return None
+    folds = [(a.owner_seq(d.key.removeprefix("fold:")) or -1, d) for d in a.p.decisions
+             if d.kind == "fold"]
+    before = [(s, d) for s, d in folds if s <= seq]
+    return "folded", max(before, key=lambda sd: sd[0])[1] if before else None, None
+
+
+def _archived(a: _Asked) -> _Placed:
+    """Older than the window: in a recalled episode, or in one archived but not recalled."""
+    seq = a.seq
+    assert seq is not None  # _in_window placed every ref without one
+    for e in a.p.manifest.episodes:
+        lo, hi = (a.owner_seq(c) for c in e.covers)
+        if lo is not None and hi is not None and lo <= seq <= hi:
+            return "archived", next((d for d in a.p.decisions if d.key == e.ref), None), {
+                "ref": e.ref, "covers": list(e.covers), "score": e.score,
+                "representation": e.representation}
+    found = a.archived_in(seq) if a.archived_in is not None else None
+    return ("archived", None, found) if found is not None else None
+
+
+#: Where a ref can stand, asked in this order: the first step that places it decides; a ref
+#: none places is outside the window.
+_STEPS: tuple[Callable[[_Asked], _Placed], ...] = (_selected, _held, _folded, _in_window,
+                                                   _archived)
+
+
 def _status(p: Projection, ref: str, owner: str | None, owner_seq: Callable[[str], int | None],
             archived_in: Callable[[int], dict[str, Any] | None] | None = None,
             ) -> tuple[str, ItemDecision | None, Any]:
     """Where ``ref`` stands in ``p``: ``(status, the item holding it, fold or episode)``."""
-    holders = [d for d in p.decisions if ref in d.refs]
-    selected_in = next((s.name for s in p.manifest.sections if ref in s.selected), None)
-    if selected_in is not None:
-        d = next((h for h in holders if h.section.value == selected_in and h.form is not None),
-                 holders[0] if holders else None)
-        if d is None:
-            return "in_full", None, None
-        if d.clipped:
-            return "clipped", d, None
-        if ref == d.refs[0] and d.form is not None and d.tokens < d.full_tokens:
-            return ("compacted" if d.form is Form.COMPACT else "ref_only"), d, None
-        blocks = [b for _, r in p.section_items.get(d.section, ()) for b in r.blocks
-                  if ref in b.refs]
-        if any(b.excerpt for b in blocks):
-            return "excerpted", d, None
-        return "in_full", d, None
-    shown = [h for h in holders if h.form is not None]
-    if shown:
-        d = shown[0]
-        # Not selected itself: its item shows less than the record (a digest, a ref, or a clip
-        # that ends before it).
-        return ("clipped_out" if d.clipped else "ref_only" if d.form is Form.REF
-                else "compacted"), d, None
-    if holders:
-        return "omitted", holders[0], None
-    keys = {ref, owner}
-    for f in p.folds:
-        if keys & set(f.refs):
-            return "folded", None, f
-    seq = owner_seq(owner) if owner else None
-    first = p.manifest.window.get("first")
-    first_seq = owner_seq(str(first)) if first else None
-    if seq is None or first_seq is None:
-        return "not_a_candidate", None, None
-    if seq >= first_seq:
-        # In the window, yet neither an item nor in a shown fold: its fold line was left out.
-        folds = [(owner_seq(d.key.removeprefix("fold:")) or -1, d) for d in p.decisions
-                 if d.kind == "fold"]
-        before = [(s, d) for s, d in folds if s <= seq]
-        return "folded", max(before, key=lambda sd: sd[0])[1] if before else None, None
-    for e in p.manifest.episodes:
-        lo, hi = (owner_seq(c) for c in e.covers)
-        if lo is not None and hi is not None and lo <= seq <= hi:
-            return "archived", next((d for d in p.decisions if d.key == e.ref), None), {
-                "ref": e.ref, "covers": list(e.covers), "score": e.score,
-                "representation": e.representation}
-    found = archived_in(seq) if archived_in is not None else None
-    if found is not None:
-        return "archived", None, found
+    asked = _Asked(p=p, ref=ref, owner=owner, owner_seq=owner_seq, archived_in=archived_in,
+                   holders=[d for d in p.decisions if ref in d.refs])
+    for step in _STEPS:
+        placed = step(asked)
+        if placed is not None:
+            return placed
     return "outside_window", None, None
+
+
+def _record_facts(stored: StoredRecord, ref: str) -> tuple[str | None, dict[str, Any]]:
+    """The turn a record belongs to and its facts for the explanation."""
+    rec = stored.record
+    owner = ref if isinstance(rec, Turn) else (
+        f"turn:{rec.turn_id}" if getattr(rec, "turn_id", None) else None)
+    record: dict[str, Any] = {
+        "kind": ref.partition(":")[0], "origin": rec.origin.value if rec.origin else None,
+        "trust": rec.trust.value if rec.trust else None, "tokens": stored.tokens, "turn": owner}
+    if isinstance(rec, Turn):
+        record["trigger"] = rec.trigger
+    return owner, record
 
 
 def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: str) -> Explanation:
@@ -153,14 +227,7 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
     stored = store.get(ref)
     if stored is None:
         raise UnknownRefError(ref, hint="no such record in the ledger")
-    rec = stored.record
-    owner = ref if isinstance(rec, Turn) else (
-        f"turn:{rec.turn_id}" if getattr(rec, "turn_id", None) else None)
-    record: dict[str, Any] = {
-        "kind": ref.partition(":")[0], "origin": rec.origin.value if rec.origin else None,
-        "trust": rec.trust.value if rec.trust else None, "tokens": stored.tokens, "turn": owner}
-    if isinstance(rec, Turn):
-        record["trigger"] = rec.trigger
+    owner, record = _record_facts(stored, ref)
     limit_pos = p.manifest.window.get("limit_pos")
     if isinstance(limit_pos, int) and stored.pos >= limit_pos:
         return Explanation(**base, status="not_yet_appended", record=record,
@@ -175,8 +242,7 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
             seqs[turn_ref] = found.turn_seq if found is not None else None
         return seqs[turn_ref]
 
-    archived_in = episode_lookup(projector)
-    status, d, extra = _status(p, ref, owner, owner_seq, archived_in)
+    status, d, extra = _status(p, ref, owner, owner_seq, episode_lookup(projector))
     reason = next((o["reason"] for s in p.manifest.sections for o in s.omitted
                    if o["ref"] == ref), None)
     if reason is None and d is not None and status in _LEFT_OUT_OR_SHRUNK:
@@ -186,44 +252,64 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
     result = Explanation(**base, status=status, record=record, item=item, reason=reason,
                          summary=_summary(status, ref, record, item))
     if status == "folded":
-        if owner is not None and stored.turn_seq is not None:
-            record["priority"], record["facts"] = _turn_class(store, stored.turn_seq, limit_pos)
-        fold = extra
-        if fold is not None:
-            result.fold = {"first": fold.first, "last": fold.last, "count": fold.count,
-                           "kinds": fold.kinds}
-        elif d is not None:
-            result.fold = {**_fold_run(store, p, d.key.removeprefix("fold:"), limit_pos),
-                           "shown": False}
-        result.to_get_in = (
-            "nothing about the budget: runs of low-value turns (ticks, retries, polls) always fold "
-            "to one counted line; it would show on its own if it carried operator input or a state "
-            "change, became the current turn or continuation anchor, or were pinned by the "
-            "operator (a pin record targeting it)")
-        if fold is None and d is not None and d.next_budget:
-            result.to_get_in += f"; the fold line itself enters at a budget of ≥ {d.next_budget}"
+        _explain_fold(result, store, p, stored, owner, d, extra)
         return result
     if status == "archived":
         result.episode = extra
     if status in _SHOWN and owner != ref:
         result.shown_as = _shown_as(p, ref)
-    if status in ("in_full", "excerpted"):
-        result.to_get_in = ("nothing: it is in the prompt" + (
-            "; long text shows head and tail, the whole of it stays in the ledger"
-            if status == "excerpted" else ""))
+    if status in _SETTLED:
+        result.to_get_in = _SETTLED[status]
         return result
-    if status == "not_a_candidate":
-        result.to_get_in = ("records of this kind enter through the state they fold into (the "
-                            "current work item, open waits, the latest environment, the newest "
-                            "pins); this one is superseded or no longer current")
-        return result
-    window_note = (f"older than the recent window (first turn in window: {base['window_first']}); "
-                   "an operator pin on it or a continuation anchor to it brings it in at any budget"
-                   if status in ("outside_window", "archived") else "")
     if status == "archived":
         result.shown_as = _in_episode_text(p, ref)
-    found = _entry_budget(projector, p, ref, owner, status, owner_seq)
-    result.enters_at_budget = found
+    result.enters_at_budget = _entry_budget(projector, p, ref, owner, status, owner_seq)
+    result.to_get_in = _how_to_get_in(p, ref, owner, status, d, item, result.enters_at_budget)
+    return result
+
+
+#: What gets a ref in, for the statuses no budget changes.
+_SETTLED = {
+    "in_full": "nothing: it is in the prompt",
+    "excerpted": ("nothing: it is in the prompt; long text shows head and tail, the whole of it "
+                  "stays in the ledger"),
+    "not_a_candidate": ("records of this kind enter through the state they fold into (the "
+                        "current work item, open waits, the latest environment, the newest "
+                        "pins); this one is superseded or no longer current"),
+}
+
+
+def _explain_fold(result: Explanation, store: LedgerStore, p: Projection, stored: StoredRecord,
+                  owner: str | None, d: ItemDecision | None, fold: Any) -> None:
+    """A folded ref: the run it is folded into (shown, or its fold line left out) and why."""
+    limit_pos = p.manifest.window.get("limit_pos")
+    record = result.record
+    assert record is not None
+    if owner is not None and stored.turn_seq is not None:
+        record["priority"], record["facts"] = _turn_class(store, stored.turn_seq, limit_pos)
+    if fold is not None:
+        result.fold = {"first": fold.first, "last": fold.last, "count": fold.count,
+                       "kinds": fold.kinds}
+    elif d is not None:
+        result.fold = {**_fold_run(store, p, d.key.removeprefix("fold:"), limit_pos),
+                       "shown": False}
+    result.to_get_in = (
+        "nothing about the budget: runs of low-value turns (ticks, retries, polls) always fold "
+        "to one counted line; it would show on its own if it carried operator input or a state "
+        "change, became the current turn or continuation anchor, or were pinned by the "
+        "operator (a pin record targeting it)")
+    if fold is None and d is not None and d.next_budget:
+        result.to_get_in += f"; the fold line itself enters at a budget of ≥ {d.next_budget}"
+
+
+def _how_to_get_in(p: Projection, ref: str, owner: str | None, status: str,
+                   d: ItemDecision | None, item: dict[str, Any] | None,
+                   found: int | None) -> str:
+    """What would bring a shrunk, left-out or older ref (fully) into the prompt."""
+    window_note = (f"older than the recent window (first turn in window: "
+                   f"{p.manifest.window.get('first')}); an operator pin on it or a continuation "
+                   "anchor to it brings it in at any budget"
+                   if status in ("outside_window", "archived") else "")
     goal = ("shown in full" if status in _SHRUNK or owner not in (None, ref)
             else "in the prompt")
     if found is not None:
@@ -242,8 +328,7 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
                  f"; its episode {d.key} was recalled but left out for budget")
         if d.next_budget:
             hint += f" (its next form enters at a budget of ≥ {d.next_budget} tokens)"
-    result.to_get_in = f"{window_note}; {hint}" if window_note else hint
-    return result
+    return f"{window_note}; {hint}" if window_note else hint
 
 
 def omission_reason(d: ItemDecision) -> str | None:
@@ -275,14 +360,17 @@ def _item_dict(d: ItemDecision) -> dict[str, Any]:
 
 
 def _in_episode_text(p: Projection, ref: str) -> str | None:
-    """Where a recalled episode quotes the record: its fence, or the line that names the ref."""
+    """Where a recalled episode quotes the record: the fence its quote's block opens (the
+    block says which record it quotes: projection/episode_forms.py), or the line naming it."""
     for key, rendered in p.section_items.get(Section.EPISODES, ()):
-        text = rendered.text
-        fence = next((line for line in text.split("\n")
-                      if (parts := fence_parts(line)) and parts[0] == ref), None)
-        if fence is not None:
+        quote = next((b for block in rendered.blocks for b in (block.parts or (block,))
+                      if b.quote == ref and b.fenced), None)
+        if quote is not None:
+            # The quote's head is its claim line (if any), then the fence it opens.
+            fence = quote.head.splitlines()[-1]
             return (f"quoted by {key} inside {fence} … </data>: its text cannot close the fence "
                     "or pose as operator input")
+        text = rendered.text
         if f"({ref}" in text or f" {ref})" in text or f", {ref}" in text:
             return f"named by {key} (its text is not quoted there)"
     return None

@@ -20,15 +20,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from holon_ctx.ledger.episode_store import MemoryEpisodeStore
-from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.ledger.records import Turn
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.ledger.transcript_build import AGENT_STEP
-from holon_ctx.memory.archiver import ArchivePolicy, Archiver
-from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.projection.model import Manifest
-from holon_ctx.session_upkeep import CompactionPolicy, CompactionSchedule
+from holon_ctx.cli._api import (
+    AGENT_STEP,
+    ArchivePolicy,
+    Archiver,
+    CompactionPolicy,
+    CompactionSchedule,
+    LedgerStore,
+    Manifest,
+    MemoryEpisodeStore,
+    MemoryStore,
+    StoreEpisodeSource,
+    Turn,
+)
 
 __all__ = ["EPISODES_FROM", "FileArchive", "ReplayCompaction", "binds", "mark"]
 

@@ -12,6 +12,18 @@ from typing import Any
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
+from holon_ctx.cli._api import (
+    CLI_OPTION,
+    Detection,
+    LedgerStats,
+    LedgerStore,
+    TranscriptFormat,
+    export_jsonl,
+    import_any,
+    import_jsonl,
+    is_postgres_url,
+    sniff_ledger,
+)
 from holon_ctx.cli.common import (
     add_source_args,
     console,
@@ -26,16 +38,6 @@ from holon_ctx.cli.outputs import output_file
 from holon_ctx.cli.terminal import is_terminal, say, write_data_json
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError, StoreError
-from holon_ctx.ledger.importer import export_jsonl, import_jsonl
-from holon_ctx.ledger.store import LedgerStats, LedgerStore
-from holon_ctx.ledger.transcripts import (
-    CLI_OPTION,
-    Detection,
-    TranscriptFormat,
-    import_any,
-    sniff_ledger,
-)
-from holon_ctx.postgres.connection import is_postgres_url
 
 __all__ = ["register"]
 

@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from types import FrameType
 
 from holon_ctx import __version__
+from holon_ctx.cli._api import translate_lock_errors
 from holon_ctx.cli.terminal import terminal_safe
 from holon_ctx.errors import EngineError, HolonCtxError
-from holon_ctx.ledger.locking import translate_lock_errors
 
 __all__ = ["build_parser", "main"]
 

@@ -9,8 +9,9 @@ exact text of the prompt, in order). Each block is cut into lines and every line
     mdl  model-written text (assistant messages, briefs), inside a <data> fence
          (blank) structure written by holon_ctx itself: titles, turn headings, labels
 
-Fenced lines are tagged from the fence's own ``trust=`` attribute, which the renderer writes and the
-fenced text cannot forge (``neutralise_fences`` runs on every body). Unfenced bodies are the
+Fenced lines are tagged from the block's ``trust`` (the trust the renderer wrote into the fence's
+``trust=`` attribute, which the fenced text cannot forge: ``neutralise_fences`` runs on every
+body); a session request's parts keep their blocks as spans, so no line is read back. Unfenced bodies are the
 operator's or the runtime's: ``trust_of(ref)`` asks the ledger which. The tag is printed in a gutter
 on every physical line, so trust stays visible in ``--plain`` output and in a pipe, and colour only
 adds emphasis.
@@ -29,15 +30,25 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from rich.console import Console
 from rich.text import Text
 
+from holon_ctx.cli._api import (
+    ALERT,
+    FOLD_PREFIX,
+    HEADING,
+    RELATION_PREFIX,
+    SECTION_ORDER,
+    SECTION_TITLES,
+    Block,
+    BlockKind,
+    ControlState,
+    ItemDecision,
+    Projection,
+    Section,
+    SessionRequest,
+)
 from holon_ctx.cli.layout import emit, hang, kv, pct, visible
 from holon_ctx.cli.preview_summary import detail_lines, glance_lines
 from holon_ctx.cli.session_view import part_blocks
 from holon_ctx.cli.wording import plural
-from holon_ctx.projection.formats import ALERT, FOLD_PREFIX, HEADING, RELATION_PREFIX, fence_parts
-from holon_ctx.projection.items import Block, BlockKind
-from holon_ctx.projection.model import SECTION_ORDER, ControlState, Section
-from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection
-from holon_ctx.projection.session import SessionRequest
 
 __all__ = ["TAGS", "TrustOf", "print_preview", "tag_block_lines"]
 
@@ -74,10 +85,15 @@ _SECTION_NAMES = frozenset(s.value for s in Section)
 def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]]:
     """``(kind, line)`` for each line of a block; kind is a trust value, "fence" or "structure".
 
-    A block from a projection says what it is (``kind`` and ``trust``): those are read, never the
-    text. Blocks built without those fields (a session request's parts, session_view.py) are
-    tagged by their lines, as a reader of the prompt would.
+    A block says what it is (``kind``, ``trust``, and for a form kept whole its ``parts``):
+    those are read, never the text. A session request's parts give their blocks back from the
+    spans they keep (session_view.py), so both views tag the same way.
     """
+    if block.parts:
+        # A form kept whole (an episode's): its pieces say which lines are a fenced quote.
+        for piece in block.parts:
+            yield from tag_block_lines(piece, trust_of)
+        return
     if block.trust and (block.kind in (BlockKind.FENCED, BlockKind.OPERATOR, BlockKind.TRUSTED)
                         or _episode_quote(block)):
         # A record's block, or an episode's fenced quote (its claim line, the fence, the quote,
@@ -85,44 +101,27 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
         yield from _tag_structured(block)
         return
     head = block.head.splitlines()
-    fence: str | None = None
-    for line in head:
-        parts = fence_parts(line)
-        if parts:
-            fence = parts[2]
-            yield "fence:" + fence, line
-        elif fence is not None:
-            # Episode text blocks carry whole fenced excerpts in their head.
-            if line == "</data>":
-                yield "fence:" + fence, line
-                fence = None
-            else:
-                yield fence, line
-        else:
-            yield "structure", line
+    yield from (("structure", line) for line in head)
     if block.body:
-        if fence is None:
-            # An unfenced body is trusted text: the operator's words or a runtime fact. The ledger
-            # says which; a block that names no ref (a pin's copy of its target) has only its
-            # label, which untrusted text cannot wear (neutralise_fences rewrites the trusted one).
-            # Unknown stays the lower of the two: never promoted to the operator's trust.
-            trust = (trust_of(block.refs[0]) if block.refs else (
-                "trusted_operator" if head and head[-1].startswith(_OPERATOR_LABELS) else None)
-            ) or "runtime_fact"
-            if trust not in TAGS:
-                trust = "runtime_fact"
-        else:
-            trust = fence
+        # An unfenced body is trusted text: the operator's words or a runtime fact. The ledger
+        # says which; a block that names no ref (a pin's copy of its target) has only its
+        # label, which untrusted text cannot wear (neutralise_fences rewrites the trusted one).
+        # Unknown stays the lower of the two: never promoted to the operator's trust.
+        trust = (trust_of(block.refs[0]) if block.refs else (
+            "trusted_operator" if head and head[-1].startswith(_OPERATOR_LABELS) else None)
+        ) or "runtime_fact"
+        if trust not in TAGS:
+            trust = "runtime_fact"
         for line in block.body.splitlines():
             yield trust, line
     for line in block.tail.splitlines():
-        yield ("fence:" + fence if fence else "structure"), line
+        yield "structure", line
 
 
 def _episode_quote(block: Block) -> bool:
     """An episode's fenced quote: a text block with the quote's trust and the fence's closing
     line (projection/episode_forms.py)."""
-    return block.kind is BlockKind.TEXT and bool(block.trust) and bool(block.tail)
+    return block.kind is BlockKind.TEXT and block.fenced
 
 
 def _tag_structured(block: Block) -> Iterator[tuple[str, str]]:
@@ -204,7 +203,7 @@ def _representation(section: Section, decisions: Sequence[ItemDecision], fallbac
 
 def header_lines(p: Projection, console: Console, epoch: str | None = None, *,
                  session: bool = False) -> list[Text]:
-    from holon_ctx.projection.relation import RELATION_TEXT  # noqa: PLC0415 - cheap, keeps order
+    from holon_ctx.cli._api import RELATION_TEXT  # noqa: PLC0415 - cheap, keeps order
 
     m = p.manifest
     first = m.window.get("first", p.current_turn)
@@ -314,7 +313,7 @@ def request_lines(request: SessionRequest, console: Console, width: int,
     lines.out.extend(Text("the request, message by message, as the model reads it",
                           style="bold").wrap(console, width))
     lines.out.extend(_gutter_legend().wrap(console, width))
-    for place, part, blocks in part_blocks(request, trust_of):
+    for place, part, blocks in part_blocks(request):
         role = part.role.value + (f" (result of call {part.call_id})" if part.call_id else "")
         lines.out.extend(Text(f"── {role} · {place}", style="bold reverse").wrap(console, width))
         for block in blocks:

@@ -29,6 +29,14 @@ from typing import Any
 
 import msgspec
 
+from holon_ctx.cli._api import (
+    LedgerStore,
+    Projection,
+    Projector,
+    StoreEpisodeSource,
+    is_postgres_url,
+    usage_store_for,
+)
 from holon_ctx.cli.common import (
     add_source_args,
     console,
@@ -44,11 +52,6 @@ from holon_ctx.cli.file_episodes import FileArchive
 from holon_ctx.cli.session_view import MODES, as_projection, runtime_request
 from holon_ctx.cli.terminal import SafeConsole, write_data_json
 from holon_ctx.errors import InputError, StoreError, quote_value
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.ledger.usage_sqlite import usage_store_for
-from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.postgres.connection import is_postgres_url
-from holon_ctx.projection.projector import Projection, Projector
 
 __all__ = ["DEMO_BUDGET", "Difference", "Explanation", "diff", "explain", "register", "trust_lookup"]
 

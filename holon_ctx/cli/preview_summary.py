@@ -22,11 +22,10 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
+from holon_ctx.cli._api import SECTION_ORDER, ControlState, Form, ItemDecision, Priority, Projection, Section
 from holon_ctx.cli.explain import omission_reason
 from holon_ctx.cli.layout import hang, kv
 from holon_ctx.cli.wording import plural
-from holon_ctx.projection.model import SECTION_ORDER, ControlState, Form, Priority, Section
-from holon_ctx.projection.projector import ItemDecision, Projection
 
 __all__ = ["Column", "detail_lines", "glance_lines", "left_out_rows", "table_lines"]
 

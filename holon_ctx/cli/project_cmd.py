@@ -7,6 +7,21 @@ import json
 import sys
 from typing import Any
 
+from holon_ctx.cli._api import (
+    EpisodeSource,
+    Framing,
+    Layout,
+    Projection,
+    Projector,
+    ReadThroughEpochs,
+    SessionProjector,
+    SessionRequest,
+    counter_for_encoding,
+    epoch_store_for,
+    framing_tokens,
+    to_anthropic_messages,
+    to_openai_messages,
+)
 from holon_ctx.cli.common import (
     add_model_arg,
     add_source_args,
@@ -20,14 +35,6 @@ from holon_ctx.cli.epochs_view import after_previous
 from holon_ctx.cli.file_episodes import FileArchive
 from holon_ctx.cli.terminal import write_data_json, write_data_text
 from holon_ctx.errors import InputError
-from holon_ctx.ledger.epochs import ReadThroughEpochs
-from holon_ctx.ledger.epochs_sqlite import epoch_store_for
-from holon_ctx.projection.framing import Framing
-from holon_ctx.projection.model import EpisodeSource
-from holon_ctx.projection.projector import Projection, Projector
-from holon_ctx.projection.providers import framing_tokens, to_anthropic_messages, to_openai_messages
-from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
-from holon_ctx.tokens import counter_for_encoding
 
 #: Output formats of ``project --format``.
 FORMATS = ("text", "json", "openai", "anthropic")

@@ -23,6 +23,20 @@ from typing import Any
 
 from rich.text import Text
 
+from holon_ctx.cli._api import (
+    BASELINES,
+    PRICES,
+    ApproachReport,
+    Layout,
+    LedgerStore,
+    Observation,
+    PriceTable,
+    SessionProjector,
+    load_price_table,
+    replay,
+    store_counter,
+    usage_store_for,
+)
 from holon_ctx.cli.common import (
     add_model_arg,
     add_source_args,
@@ -37,13 +51,6 @@ from holon_ctx.cli.preview_cmds import _view_args
 from holon_ctx.cli.preview_summary import Column, table_lines
 from holon_ctx.cli.terminal import is_terminal, write_data_json
 from holon_ctx.errors import InputError, quote_value
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.ledger.usage import Observation
-from holon_ctx.ledger.usage_sqlite import usage_store_for
-from holon_ctx.projection.cost import PRICES, PriceTable, load_price_table
-from holon_ctx.projection.replay import BASELINES, ApproachReport, replay
-from holon_ctx.projection.session import Layout, SessionProjector
-from holon_ctx.tokens import store_counter
 
 __all__ = ["register", "verdict"]
 

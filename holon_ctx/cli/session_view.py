@@ -10,7 +10,7 @@ sees. :func:`as_projection` gives that request the shape the printers read (a
 sent, framing included), its decisions the manifest's items (the plan the request froze at its
 last re-plan: nothing else of a plan is kept), its sections the manifest's. The prompt itself is
 shown part by part (:func:`part_blocks`): each part's role and place in the request, then its
-content, tagged by the blocks the renderer made (the current state) or by the record's trust.
+content, tagged by the blocks the renderer made it from (the spans each part keeps).
 """
 
 from __future__ import annotations
@@ -18,14 +18,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from holon_ctx.cli._api import (
+    Block,
+    BlockKind,
+    Form,
+    ItemDecision,
+    LedgerStore,
+    Manifest,
+    Part,
+    Priority,
+    Projection,
+    Projector,
+    Relation,
+    Role,
+    Section,
+    SessionRequest,
+    blocks_of,
+)
 from holon_ctx.cli.epochs_view import EpochView, epoch_view
-from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.formats import fence_parts
-from holon_ctx.projection.items import Block, BlockKind
-from holon_ctx.projection.model import Form, Manifest, Priority, Relation, Section
-from holon_ctx.projection.native import Part, Role
-from holon_ctx.projection.projector import ItemDecision, Projection, Projector
-from holon_ctx.projection.session import SessionRequest
 
 __all__ = ["MODES", "as_projection", "part_blocks", "runtime_request"]
 
@@ -35,8 +45,6 @@ MODES = ("session", "stateless")
 
 _PRIORITIES = {p.label: p for p in Priority}
 _FORMS = {f.label: f for f in Form}
-#: The label the renderer writes above the operator's own words (neutralised in any other text).
-_OPERATOR_LABEL = "operator (trusted) "
 
 
 def runtime_request(store: LedgerStore, projector: Projector, budget: int,
@@ -57,7 +65,9 @@ def as_projection(request: SessionRequest) -> Projection:
                       # The stable prefix (what a provider's cache keeps across re-plans) as
                       # the environment's text: Projection.stable_prefix reads it there.
                       section_text={Section.ENVIRONMENT: "".join(
-                          p.content for p in request.parts[:request.prefix_count])})
+                          p.content for p in request.parts[:request.prefix_count])},
+                      stable_fenced=any(b.fenced for p in request.parts[:request.prefix_count]
+                                        for b in blocks_of(p.content, p.spans)))
 
 
 def _decisions(m: Manifest) -> Iterator[ItemDecision]:
@@ -102,35 +112,22 @@ def part_place(request: SessionRequest, index: int) -> str:
     return "history (appended since)"
 
 
-def part_blocks(request: SessionRequest,
-                trust_of: Any) -> Iterator[tuple[str, Part, tuple[Block, ...]]]:
+def part_blocks(request: SessionRequest) -> Iterator[tuple[str, Part, tuple[Block, ...]]]:
     """``(place, part, blocks)`` of every part that sends content, in request order: the blocks
     say what each line is, for the preview's trust gutter."""
-    last = len(request.parts) - 1
     for i, part in enumerate(request.parts):
         if not (part.content or part.calls):
             continue  # a turn heading: in the text layout only
-        place = part_place(request, i)
-        if request.has_tail and i == last and request.tail_blocks:
-            yield place, part, request.tail_blocks
-        else:
-            yield place, part, (_block_of(part, trust_of),)
+        yield part_place(request, i), part, _blocks(part)
 
 
-def _block_of(part: Part, trust_of: Any) -> Block:
-    """A history part as one block: the model's reply is model output (its role says who wrote
-    it, and the text is fence-neutralised); a record the ledger gives the operator's trust is
-    its label line then its words; anything else is read line by line, fences by their own
-    trust (``tag_block_lines``)."""
-    content = part.content
+def _blocks(part: Part) -> tuple[Block, ...]:
+    """A part's blocks: the model's reply is model output (its role says who wrote it, and the
+    text is fence-neutralised), with the calls it made; any other part's content is its text,
+    block by block as the renderer made it (:func:`~holon_ctx.projection.spans.blocks_of`)."""
     if part.role is Role.ASSISTANT:
         calls = "".join(f"tool call {c.name} {c.arguments_json} (id {c.call_id})\n"
                         for c in part.calls)
-        return Block(head="", body=content, tail=calls, refs=part.refs,
-                     kind=BlockKind.TRUSTED, trust="model_output")
-    first, newline, rest = content.partition("\n")
-    if (part.refs and first.startswith(_OPERATOR_LABEL) and fence_parts(first) is None
-            and trust_of(part.refs[0]) == "trusted_operator"):
-        return Block(head=first + newline, body=rest, refs=part.refs, kind=BlockKind.OPERATOR,
-                     trust="trusted_operator")
-    return Block(head=content, refs=part.refs, kind=BlockKind.TEXT)
+        return (Block(head="", body=part.content, tail=calls, refs=part.refs,
+                      kind=BlockKind.TRUSTED, trust="model_output"),)
+    return blocks_of(part.content, part.spans)

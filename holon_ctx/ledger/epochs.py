@@ -36,7 +36,7 @@ __all__ = ["EPOCH_FORMAT", "EpochStart", "EpochState", "EpochStore", "MemoryEpoc
 
 #: Version of the persisted :class:`EpochState` layout; part of every key, so a new layout starts
 #: afresh instead of misreading an old one.
-EPOCH_FORMAT: Final = 1
+EPOCH_FORMAT: Final = 2
 
 
 class EpochStart(msgspec.Struct, frozen=True, kw_only=True):

@@ -55,6 +55,8 @@ class Chunk:
     tail: str = ""
     #: Trust of the quoted text the chunk shows (a Trust value); None for builder-written lines.
     trust: str | None = None
+    #: The record a fenced quote shows (its fence names it): ``explain`` reads it here.
+    quote: str | None = None
 
     @property
     def text(self) -> str:
@@ -91,14 +93,16 @@ class _Writer:
             else:
                 self.chunks[-1] = attrs.evolve(last, head=last.head + line)
 
-    def fenced(self, fence: str, body: str, trust: str) -> None:
-        """A fenced quote, under the line above it when that line heads no fence yet."""
+    def fenced(self, fence: str, body: str, trust: str, quote: str) -> None:
+        """A fenced quote of record ``quote``, under the line above it when that line heads no
+        fence yet."""
         last = self.chunks[-1] if self.chunks else None
         if last is not None and not last.tail:
             self.chunks[-1] = Chunk(head=last.head + fence, body=body, tail=FENCE_CLOSE,
-                                    trust=trust)
+                                    trust=trust, quote=quote)
         else:
-            self.chunks.append(Chunk(head=fence, body=body, tail=FENCE_CLOSE, trust=trust))
+            self.chunks.append(Chunk(head=fence, body=body, tail=FENCE_CLOSE, trust=trust,
+                                     quote=quote))
 
     def done(self) -> Chunks:
         return Chunks(chunks=tuple(self.chunks), whole=self.whole)
@@ -157,7 +161,7 @@ def _quote(out: _Writer, claim: Claim) -> None:
         out.lines(body, _TRUSTED)
         return
     out.fenced(fence_open(claim.refs[0], claim.origin or "unknown", claim.trust or "unknown"),
-               body, claim.trust or "unknown")
+               body, claim.trust or "unknown", claim.refs[0])
 
 
 def _head(ep: Episode) -> str:
@@ -330,7 +334,8 @@ def form_blocks(form: Chunks, ref: str, counter: TokenCounter) -> tuple[Block, .
     if form.whole:
         return _whole(form, ref, counter)
     blocks = tuple(Block(head=c.head, body=c.body, tail=c.tail, tokens=counter.count(text),
-                         refs=(ref,), clippable=bool(c.body), kind=BlockKind.TEXT, trust=c.trust)
+                         refs=(ref,), clippable=bool(c.body), kind=BlockKind.TEXT, trust=c.trust,
+                         quote=c.quote)
                    for c, text in zip(form.chunks, texts, strict=True))
     if isinstance(counter, TiktokenCounter):
         if any(counter.seam(a, b) for a, b in itertools.pairwise(texts)):
@@ -342,4 +347,7 @@ def form_blocks(form: Chunks, ref: str, counter: TokenCounter) -> tuple[Block, .
 
 def _whole(form: Chunks, ref: str, counter: TokenCounter) -> tuple[Block, ...]:
     text = form.text
-    return (Block(head=text, tokens=counter.count(text), refs=(ref,), kind=BlockKind.TEXT),)
+    parts = tuple(Block(head=c.head, body=c.body, tail=c.tail, refs=(ref,), kind=BlockKind.TEXT,
+                        trust=c.trust, quote=c.quote) for c in form.chunks)
+    return (Block(head=text, tokens=counter.count(text), refs=(ref,), kind=BlockKind.TEXT,
+                  parts=parts),)

@@ -59,6 +59,14 @@ class Block:
     #: Tokens of ledger text its label lines quote (a command, an objective, a file path):
     #: content, not markup, for the prompt-density measure (formats.quoted).
     quoted: int = 0
+    #: The record an episode's fenced quote shows (its fence names it), None elsewhere: where
+    #: a recalled episode quotes a record is read here, not from the fence line.
+    quote: str | None = None
+    #: A form kept as one block where its pieces' token counts would not add up (an episode's
+    #: form: projection/episode_forms.py): the pieces, each with its kind and trust, so readers
+    #: still see which lines are a fenced quote without parsing the text. Their text joined is
+    #: this block's ``head``; no tokens (the block's count is the whole's).
+    parts: tuple[Block, ...] = attrs.field(default=(), eq=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -68,6 +76,15 @@ class Block:
     def ref(self) -> str | None:
         """The ref whose text the block shows (its first), if any."""
         return self.refs[0] if self.refs else None
+
+    @property
+    def fenced(self) -> bool:
+        """The block shows text inside a data fence: a record's fenced body, an episode's
+        fenced quote (text with the quote's trust and the fence's closing line), or a form
+        kept whole that holds one."""
+        return (self.kind is BlockKind.FENCED
+                or (self.kind is BlockKind.TEXT and bool(self.trust) and bool(self.tail))
+                or any(p.fenced for p in self.parts))
 
 
 @attrs.frozen

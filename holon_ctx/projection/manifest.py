@@ -87,6 +87,9 @@ class Projection:
     #: Chosen items per section in render order, with their blocks: for the preview, which styles
     #: each block by its kind and trust instead of re-parsing the prompt text.
     section_items: dict[Section, tuple[tuple[str, Rendered], ...]] = attrs.field(factory=dict)
+    #: The stable prefix shows text inside a data fence, so it may not sit in the system role
+    #: (providers.py): said by its blocks when they are laid out, never read from the text.
+    stable_fenced: bool = False
 
     def manifest_json(self) -> bytes:
         return msgspec.json.encode(self.manifest)
@@ -179,7 +182,9 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
                       relation=reading.relation, anchor_turn=manifest.anchor_turn,
                       decisions=tuple(decisions), folds=tuple(folds), manifest=manifest,
                       section_text=section_text,
-                      section_items={s: tuple(pairs) for s, pairs in chosen_items.items() if pairs})
+                      section_items={s: tuple(pairs) for s, pairs in chosen_items.items() if pairs},
+                      stable_fenced=any(b.fenced for _, rendered in chosen_items[Section.ENVIRONMENT]
+                                        for b in rendered.blocks))
 
 
 def _assemble_section(section: Section, items: list[Item], chosen: Plan, seen: set[str],

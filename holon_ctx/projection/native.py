@@ -49,6 +49,7 @@ from holon_ctx.projection.provider_types import (
     OpenAIToolCall,
 )
 from holon_ctx.projection.providers import CACHE_CONTROL
+from holon_ctx.projection.spans import Span, spans_of
 from holon_ctx.tokens import seam_tokens
 
 __all__ = ["Call", "Part", "Role", "anthropic_request", "framing_between", "openai_messages",
@@ -85,22 +86,27 @@ class Part(msgspec.Struct, frozen=True, kw_only=True):
     refs: tuple[str, ...] = ()
     #: Set on the last part of the stable prefix: a cache breakpoint goes after it.
     stable_end: bool = False
+    #: The blocks ``text`` was laid out from, as data (:mod:`holon_ctx.projection.spans`): the
+    #: preview tags a part's lines from them, never from its fences.
+    spans: tuple[Span, ...] = ()
 
     @property
     def call_tokens(self) -> int:
         return sum(c.tokens for c in self.calls)
 
 
-def text_part(text: str, tokens: int, refs: Iterable[str] = (), *, stable_end: bool = False) -> Part:
-    """A user-role part whose content is its text."""
+def text_part(text: str, tokens: int, refs: Iterable[str] = (), *, stable_end: bool = False,
+              spans: tuple[Span, ...] = ()) -> Part:
+    """A user-role part whose content is its text (made of the blocks ``spans`` describe)."""
     return Part(role=Role.USER, text=text, text_tokens=tokens, content=text, content_tokens=tokens,
-                refs=tuple(refs), stable_end=stable_end)
+                refs=tuple(refs), stable_end=stable_end, spans=spans)
 
 
-def system_part(text: str, tokens: int, refs: Iterable[str] = ()) -> Part:
+def system_part(text: str, tokens: int, refs: Iterable[str] = (),
+                spans: tuple[Span, ...] = ()) -> Part:
     """Runtime configuration for the system role (the environment, when it may sit there)."""
     return Part(role=Role.SYSTEM, text=text, text_tokens=tokens, content=text,
-                content_tokens=tokens, refs=tuple(refs), stable_end=True)
+                content_tokens=tokens, refs=tuple(refs), stable_end=True, spans=spans)
 
 
 def _call(tool: Tool, framing: Framing) -> Call | None:
@@ -142,27 +148,30 @@ def parts_of_blocks(blocks: Iterable[Block], records: Mapping[str, StoredRecord]
         ref = block.ref
         stored = records.get(ref) if ref is not None else None
         text = block.text
+        spans = spans_of((block,))
         if _is_assistant(stored):
             # The body's tokens are the block's less its label lines (blocks are additive).
             body_tokens = (block.tokens - counter.count(block.head) - counter.count(block.tail)
                            - seam_tokens(counter, block.head, block.body) if block.body else 0)
             part = Part(role=Role.ASSISTANT, text=text, text_tokens=block.tokens,
-                        content=block.body, content_tokens=body_tokens, refs=block.refs)
+                        content=block.body, content_tokens=body_tokens, refs=block.refs,
+                        spans=spans)
         elif stored is not None and isinstance(stored.record, Tool) and last is not None and (
                 last.role is Role.ASSISTANT or last.role is Role.TOOL) and (
                 call := _call(stored.record, framing)) is not None and _same_turn(
                     stored, last, records):
             part = Part(role=Role.TOOL, text=text, text_tokens=block.tokens, content=text,
-                        content_tokens=block.tokens, call_id=call.call_id, refs=block.refs)
+                        content_tokens=block.tokens, call_id=call.call_id, refs=block.refs,
+                        spans=spans)
             owner = _attach(parts, call)
             if owner is None:
-                part = text_part(text, block.tokens, block.refs)
+                part = text_part(text, block.tokens, block.refs, spans=spans)
         elif (ref is not None and ref.startswith("turn:") and block.kind is BlockKind.HEADING
               and not block.body):
             part = Part(role=Role.USER, text=text, text_tokens=block.tokens, content="",
-                        content_tokens=0, refs=block.refs)
+                        content_tokens=0, refs=block.refs, spans=spans)
         else:
-            part = text_part(text, block.tokens, block.refs)
+            part = text_part(text, block.tokens, block.refs, spans=spans)
         parts.append(part)
         last = part
     return parts

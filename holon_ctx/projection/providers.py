@@ -24,7 +24,7 @@ output is untrusted and must stay in fenced user-role data, and the renderer alr
 call with its own result in one block (``bash `ls` → ok`` then ``<data tool:x7 untrusted_external>``),
 or an explicit stub naming a ref (``output folded …``, ``[clipped …; full text: REF]``). So no
 request built here can carry an orphaned tool result or an unanswered call — the HTTP 400 that
-trimming libraries cause — and :func:`tool_pairing_problems` checks the rendered pairing.
+trimming libraries cause — and the tests check the rendered pairing (``tests/tool_pairing.py``).
 
 Token accounting. :func:`measure` counts a request as its provider frames it
 (:mod:`holon_ctx.projection.framing`, RFC 0022): the text contents, each message's role and markers,
@@ -38,10 +38,8 @@ project --format openai|anthropic`` does).
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
-from holon_ctx.projection.formats import fence_parts
 from holon_ctx.projection.framing import Framing, Payload, arguments_json, default_framing, measure_request
 from holon_ctx.projection.model import Section
 from holon_ctx.projection.projector import Projection
@@ -67,7 +65,6 @@ __all__ = [
     "split_stable",
     "to_anthropic_messages",
     "to_openai_messages",
-    "tool_pairing_problems",
 ]
 
 #: Fixed framing tokens per chat message (start, end and separator markers), per OpenAI's
@@ -80,7 +77,6 @@ REPLY_PRIMING_TOKENS: Final = 3
 CACHE_CONTROL: Final[CacheControl] = {"type": "ephemeral"}
 #: The most messages a request built here holds (system + user): what ``framing_tokens`` assumes.
 MAX_MESSAGES: Final = 2
-_FENCE: Final = re.compile(r"<data\b", re.IGNORECASE)
 
 
 def split_stable(projection: Projection) -> tuple[str, str, bool]:
@@ -92,7 +88,7 @@ def split_stable(projection: Projection) -> tuple[str, str, bool]:
         return "", text, False
     untrusted_env = any(d.section is Section.ENVIRONMENT and "untrusted" in d.reasons
                         for d in projection.decisions)
-    system_ok = not untrusted_env and _FENCE.search(stable) is None
+    system_ok = not untrusted_env and not projection.stable_fenced
     return stable, text[len(stable):], system_ok
 
 
@@ -140,46 +136,3 @@ def framing_tokens(messages: int = MAX_MESSAGES, framing: Framing | None = None)
     """Framing of a stateless request of ``messages`` messages (system, then user), reply priming
     included, under ``framing`` (default: OpenAI's rule on the default counter)."""
     return (framing or default_framing(default_counter())).stateless(messages)
-
-
-_CALL_LABEL: Final = re.compile(r"^(?:ALERT )?(?P<ref>tool:\S+)(?: .*?)? → (?P<rest>.*)$")
-#: The label right above a call's fenced result, which names no ref: the fence does (RFC 0015).
-_RESULT_LABEL: Final = re.compile(r"^(?:ALERT )?(?!tool:)[^<\s][^\n]*? → ")
-#: The clip marker the planner puts after a block it cut (with the full text's ref when it fits;
-#: the cut label line before it names the call's own ref either way).
-_CLIP_NOTE: Final = re.compile(r"^\[clipped\b")
-
-
-def tool_pairing_problems(text: str, outputs: dict[str, bool]) -> list[str]:
-    """Where rendered tool calls and results come apart, as messages (empty when none).
-
-    ``outputs`` maps each tool ref of the ledger to whether it recorded any output. A result
-    (``<data tool:… untrusted_external>``) must follow the label line of its own call (which
-    names no ref: the fence does). A call label that names the call's ref (a call shown without
-    its output) whose tool has output must be followed by that result, or say
-    why not: its status is ``pending`` (no result exists yet), its output is folded into a named
-    later run, or the planner's clip marker follows it (the rest omitted for the budget).
-    """
-    problems: list[str] = []
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        opened = fence_parts(line)
-        if opened and opened[0].startswith("tool:"):
-            ref = opened[0]
-            prev = lines[i - 1] if i else ""
-            label = _CALL_LABEL.match(prev)
-            own = (label.group("ref") == ref) if label else _RESULT_LABEL.match(prev) is not None
-            if not own:
-                problems.append(f"line {i + 1}: result of {ref} without its call just before")
-        label = _CALL_LABEL.match(line)
-        if label is None or not outputs.get(label.group("ref"), False):
-            continue
-        ref = label.group("ref")
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        shown = fence_parts(nxt)
-        rest = label.group("rest")
-        stub = ("output folded" in rest or "result omitted" in rest
-                or rest.startswith("pending") or _CLIP_NOTE.match(nxt) is not None)
-        if not stub and (shown is None or shown[0] != ref):
-            problems.append(f"line {i + 1}: call {ref} without its result or an omission stub")
-    return problems

@@ -45,6 +45,7 @@ from holon_ctx.projection.policy import Policy
 from holon_ctx.projection.projector import plan_and_assemble
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.retention import FactsCache, Retention, in_fold_run
+from holon_ctx.projection.spans import spans_of, title_span
 from holon_ctx.projection.turns import ChainOf, TurnItems
 from holon_ctx.projection.view import View, load_view
 
@@ -206,20 +207,22 @@ def _parts(projection: Projection, items: Sequence[Item], records: dict[str, Sto
         # Only vouched runtime configuration may sit in the system role (docs/providers.md).
         vouched = env_item is not None and "untrusted" not in env_item.reasons \
             and not any(b.kind is BlockKind.FENCED for _, form in env for b in form.blocks)
-        parts.append(system_part(text, tokens, refs) if vouched
-                     else text_part(text, tokens, refs, stable_end=True))
+        spans = (title_span(title), *spans_of(b for _, form in env for b in form.blocks))
+        parts.append(system_part(text, tokens, refs, spans) if vouched
+                     else text_part(text, tokens, refs, stable_end=True, spans=spans))
     eps = projection.section_items.get(Section.EPISODES, ())
     if eps:
         title = SECTION_TITLES[Section.EPISODES] + "\n"
         text = title + "".join(form.text for _, form in eps)
         tokens = counter.count(title) + sum(form.tokens for _, form in eps)
         parts.append(text_part(text, tokens, tuple(ref for _, f in eps for ref in f.refs),
-                               stable_end=True))
+                               stable_end=True, spans=(title_span(title), *spans_of(
+                                   b for _, form in eps for b in form.blocks))))
     prefix_count = len(parts)
     recent = projection.section_items.get(Section.RECENT_TURNS, ())
     if recent:
         title = SECTION_TITLES[Section.RECENT_TURNS] + "\n"
-        parts.append(text_part(title, counter.count(title)))
+        parts.append(text_part(title, counter.count(title), spans=(title_span(title),)))
         for _, form in recent:
             parts.extend(parts_of_form(form, records, r, previous=parts[-1]))
     return parts, prefix_count

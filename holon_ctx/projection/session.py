@@ -73,6 +73,7 @@ from holon_ctx.projection.session_state import (
     append_record,
     session_manifest,
 )
+from holon_ctx.projection.spans import spans_of
 from holon_ctx.projection.topics import abandoned, input_topic, is_required
 from holon_ctx.projection.view import continuation_anchor, units_of
 from holon_ctx.projection.waits import resolves_listed, settle_control
@@ -463,7 +464,8 @@ class SessionProjector(_EpochPlanner):
                  reason: str | None, moment: Moment | None = None) -> SessionRequest:
         tail = self._tail(state, end, control)
         # A whole epoch with nothing to state beyond its history sends no tail part at all.
-        tail_parts = (text_part(tail.text, tail.tokens, tail.refs),) if tail.blocks else ()
+        tail_parts = ((text_part(tail.text, tail.tokens, tail.refs, spans=spans_of(tail.blocks)),)
+                      if tail.blocks else ())
         last = state.segments[-1] if state.segments else None
         parts = (*state.frozen, *state.closed_parts, *(last.parts if last else ()), *tail_parts)
         history_end = len(parts) - 1 - len(tail_parts)

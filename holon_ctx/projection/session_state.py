@@ -49,6 +49,7 @@ from holon_ctx.projection.native import (
 from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
 from holon_ctx.projection.relation import current_relation
 from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.spans import spans_of
 from holon_ctx.projection.tail import Tail
 from holon_ctx.projection.waits import Settled
 
@@ -564,7 +565,7 @@ def append_fold(state: WalkState, r: Renderer, facts: Callable[[TurnUnit], list[
     run = [unit for unit, _ in state.pending]
     item, fold = fold_item(r, run, facts, order=0, tier=0)
     line = item.forms[Form.COMPACT]
-    parts = [text_part(line.text, line.tokens)]
+    parts = [text_part(line.text, line.tokens, spans=spans_of(line.blocks))]
     previous = _last_part_before(state, Segment(turn_id=None, records=[], parts=[]))
     seg = Segment(turn_id=None, records=[], parts=[])
     state.add_segment(seg)

@@ -31,6 +31,7 @@ from holon_ctx.projection.items import Block
 from holon_ctx.projection.native import Part, text_part
 from holon_ctx.projection.render import Renderer
 from holon_ctx.projection.session_state import WalkState
+from holon_ctx.projection.spans import spans_of
 from holon_ctx.projection.tail import TAIL_TITLE, frontier_lines, work_item_head
 from holon_ctx.projection.waits import Settled, settle_waits
 
@@ -65,7 +66,8 @@ def work_state_blocks(r: Renderer, reads: WorkReads, *, at: str, tally: Tally | 
 def state_part(blocks: Sequence[Block]) -> Part:
     """The blocks as one user-role part of the history (runtime facts, as the tail's are)."""
     refs = dict.fromkeys(ref for b in blocks for ref in b.refs)
-    return text_part("".join(b.text for b in blocks), sum(b.tokens for b in blocks), refs)
+    return text_part("".join(b.text for b in blocks), sum(b.tokens for b in blocks), refs,
+                     spans=spans_of(blocks))
 
 
 def work_reads(store: LedgerStore, state: WalkState, limit: int) -> WorkReads:
