@@ -440,7 +440,10 @@ def test_the_preview_reads_the_demo_epoch_and_shows_the_walked_request(
         if episodes is not None:
             episodes.close()
         store.close()
-    assert read_replans <= 2 < len(replans) - read_replans, replans
+    # What the read re-plans is the demo's last two turns only (asked one after the other, as
+    # a runtime does): t275 lays out an anchor, t276 resolves two items episodes listed as
+    # still open (RFC 0023); a walk from the last checkpoint re-plans many times more.
+    assert read_replans <= 3 < len(replans) - read_replans, replans
     assert (read.parts, read.request_tokens, read.epoch) == (
         walked.parts, walked.request_tokens, walked.epoch)
     assert read.manifest.sections == walked.manifest.sections
