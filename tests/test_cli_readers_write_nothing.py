@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ def _files(db: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def opened_connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[sqlite3.Connection]]:
+def opened_connections(monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connection]:
     """Every SQLite connection opened while the test runs, whichever module opens it."""
     made: list[sqlite3.Connection] = []
     real: Callable[..., sqlite3.Connection] = sqlite3.connect
@@ -49,7 +49,7 @@ def opened_connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[sqlite3
         return conn
 
     monkeypatch.setattr(sqlite3, "connect", connect)
-    yield made
+    return made
 
 
 def _still_open(conn: sqlite3.Connection) -> bool:

@@ -22,6 +22,7 @@ from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Tool, ToolStatus, Turn
 from holon_ctx.projection.providers import MAX_MESSAGES
 from holon_ctx.projection.session import Layout
+from holon_ctx.session_upkeep import Upkeep
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
@@ -194,6 +195,10 @@ def test_a_budget_within_the_message_framing_is_too_small_saying_what_it_needs()
         assert caught.value.required_tokens == math.ceil((framing + 1) * factor)
         assert caught.value.available_tokens == framing
         assert "message framing" in str(caught.value)
+        # Below the framing too (not only at it), whatever the figures' identity.
+        for budget in (1, framing - 1):
+            with pytest.raises(BudgetTooSmallError, match="message framing"):
+                session.next_request(budget)
         # One token more is planned past the framing: the refusal is then the projection's.
         with pytest.raises(BudgetTooSmallError, match="the pinned references"):
             session.next_request(framing + 1)
@@ -231,3 +236,26 @@ def test_close_writes_calls_still_waiting_as_pending_once() -> None:
     pending = [r for r in store.iter_records() if isinstance(r, Tool)]
     assert [(t.call_id, t.status, t.tool_name) for t in pending] == [
         ("c1", ToolStatus.PENDING, "bash")]
+
+
+def test_compacting_a_session_with_no_turn_counts_the_schedule_from_the_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compact()`` before the first turn (refused: there is nothing to archive or seal) leaves
+    the schedule where a new session's is: the first automatic compaction comes before the
+    request after the ``every_turns``-th turn."""
+    runs: list[int] = []
+    policy = holon_ctx.CompactionPolicy(recent_turns=2, every_turns=3, binding_turns=1)
+    with holon_ctx.open_session(":memory:", compaction=policy) as session:
+        with pytest.raises(InputError, match="no turn"):
+            session.compact()
+        real = Upkeep.compact
+
+        def counted(self: Upkeep, p: holon_ctx.CompactionPolicy) -> holon_ctx.CompactionResult:
+            runs.append(session._turn.seq if session._turn is not None else -1)
+            return real(self, p)
+
+        monkeypatch.setattr(Upkeep, "compact", counted)
+        for i in range(4):
+            session.operator_message(f"note {i}")
+            session.next_request(100_000)
+    assert runs == [2]  # the third turn (seq 2): three turns since the start

@@ -28,6 +28,7 @@ from holon_ctx.ledger.records import (
     Wait,
     WorkItem,
 )
+from holon_ctx.ledger.sqlite import SqliteStore
 
 
 def _last(store: MemoryStore, kind: type) -> object:
@@ -44,6 +45,8 @@ def test_the_work_item_new_turns_act_for_follows_each_transition() -> None:
     s.set_work_item("b", status="done")  # another item finished: the current one stays
     assert s.work_item == "a"
     s.set_work_item("c", status="blocked", blocker="waiting on review")
+    assert s.work_item == "c"
+    s.set_work_item("b", status="abandoned")  # another item, sorting before the current one
     assert s.work_item == "c"
     s.set_work_item("c", status="abandoned")
     assert s.work_item is None
@@ -171,3 +174,13 @@ def test_a_call_refused_against_this_sessions_state_is_made_again_after_another_
         b.close_wait("ci-404")
     a.close()
     b.close()
+
+
+def test_a_session_made_directly_on_a_store_leaves_it_open(tmp_path: Path) -> None:
+    """``Session(store)`` does not own the store it is given (only ``open_session`` on a path or
+    URL opens one): closing the session leaves the caller's store usable."""
+    store = SqliteStore(tmp_path / "given.db")
+    with holon_ctx.Session(store, compaction=None) as s:
+        s.operator_message("hello")
+    assert store.end_pos() == 2  # a closed connection would raise here
+    store.close()

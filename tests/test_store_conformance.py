@@ -446,6 +446,19 @@ def test_open_waits_asked_first_at_an_earlier_position(store: LedgerStore) -> No
     assert [w.wait_id for w in store.open_waits(END)] == ["review"]
 
 
+def test_open_waits_asked_first_on_an_empty_ledger(store: LedgerStore) -> None:
+    """A store's first ``open_waits`` may come before anything is appended (a session's first
+    request): a wait then opened at the ledger's first positions is listed by the next call.
+    The incremental set starts from "no transition yet", not from a position past the ones the
+    first records take (a start of 2 missed the wait at position 1)."""
+    assert store.open_waits(0) == []
+    store.append([Turn(id="t1", seq=1, trigger="operator_input"),
+                  Wait(id="wt1", wait_id="ci", status=WaitStatus.OPEN, turn_id="t1",
+                       condition="CI green")])
+    assert [(w.wait_id, w.pos) for w in store.open_waits(2)] == [("ci", 1)]
+    assert store.open_waits(1) == []
+
+
 def test_latest_environment(store: LedgerStore) -> None:
     """latest_environment is the newest environment record below limit_pos."""
     store.append(LEDGER)

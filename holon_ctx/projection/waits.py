@@ -93,13 +93,13 @@ def _scan_resolutions(store: LedgerStore, keys: set[str],
     by: dict[str, str] = {}
     closed: dict[str, str] = {}
     for key, events in found.items():
-        for _, ref, tag in events:
+        for _, at, tag in events:
             if tag == "resolve":
-                by[key] = ref
+                by[key] = at
             elif tag == "reopen":
                 by.pop(key, None)
             elif tag == "closed":
-                closed[key.partition(":")[2]] = ref
+                closed[key.partition(":")[2]] = at
             else:  # "open": the wait was opened again
                 closed.pop(key.partition(":")[2], None)
     return by, closed
