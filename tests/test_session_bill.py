@@ -10,6 +10,7 @@ import random
 import re
 from pathlib import Path
 
+import attrs
 import pytest
 from projection_builders import LedgerBuilder, memory_store
 from session_helpers import check_request
@@ -201,6 +202,69 @@ def test_the_derived_mark_bills_less_than_the_fixed_half_on_large_outputs() -> N
     [b] = replay(store, 4096, PRICES["anthropic"], counter, session_projector=fixed)
     assert a.replans <= b.replans
     assert a.billed < b.billed
+
+
+def test_a_planned_record_may_take_less_where_cache_writes_are_dear() -> None:
+    """The most of the budget a record takes in a planned epoch's history is the growth per
+    call at which a re-plan can still keep ``low_water`` of the budget: 0.065 at Anthropic's
+    prices (a write costs 12.5 reads), ``entry_share`` at OpenAI's (RFC 0025, decision 6)."""
+    assert SessionPolicy().planned_entry_share == pytest.approx(0.75 / 11.5)
+    assert SessionPolicy(cache_read=0.5, cache_write=1.0).planned_entry_share == 0.25
+    assert SessionPolicy(entry_share=0.05).planned_entry_share == 0.05
+
+
+def _tool_parts(request: SessionRequest) -> list[tuple[str, int, str]]:
+    """``(ref, tokens, content)`` of each tool output appended since the epoch's re-plan."""
+    return [(ref, part.content_tokens, part.content)
+            for part in request.parts[request.frozen_count:request.history_end + 1]
+            for ref in part.refs if ref.startswith("tool:")]
+
+
+def test_a_planned_epoch_clips_an_output_large_against_the_budget_as_it_is_appended() -> None:
+    """Outputs of ~1,800 tokens at 8,192: the whole epoch shows them whole (it sends what the
+    whole history does); once it is outgrown, each output joins the planned history clipped to
+    ``planned_entry_share`` of the budget — head, tail and the ref of its full text — and stays
+    so, byte for byte, in every later request of the epoch (the history is append-only)."""
+    budget = 8192
+    cap = int(budget * SessionPolicy().planned_entry_share)
+    requests = _requests(_tool_loop(150, 40), budget)
+    first_planned = next(i for i, r in enumerate(requests) if r.replan_reason == "over_budget")
+    whole = [tokens for r in requests[:first_planned] for _, tokens, _ in _tool_parts(r)]
+    assert whole
+    assert min(whole) > 3 * cap
+    planned = requests[first_planned:]
+    seen: dict[str, str] = {}
+    for request in planned:
+        for ref, tokens, content in _tool_parts(request):
+            assert tokens <= cap + 30, (ref, tokens)
+            assert f"full text: {ref}]" in content
+            assert seen.setdefault(ref, content) == content
+    assert len(seen) > 20
+
+
+@attrs.frozen
+class _EntryShareEverywhere(SessionPolicy):
+    """The layout before decision 6: a planned epoch's records take ``entry_share`` too."""
+
+    @property
+    def planned_entry_share(self) -> float:
+        return self.entry_share
+
+
+def test_clipping_large_outputs_bills_less_and_re_plans_less() -> None:
+    """The same loop at 8,192, Anthropic's prices: clipped as appended, an epoch holds twice
+    times as many steps, so the loop re-plans less often and bills less than when every
+    output joined the planned history at a quarter of the budget."""
+    store = _tool_loop(150, 40)
+    counter = default_counter()
+    clipped = SessionProjector(store, counter, layout=Layout.MESSAGES)
+    quarter = SessionProjector(store, counter, layout=Layout.MESSAGES,
+                               session=_EntryShareEverywhere())
+    [a] = replay(store, 8192, PRICES["anthropic"], counter, session_projector=clipped)
+    [b] = replay(store, 8192, PRICES["anthropic"], counter, session_projector=quarter)
+    assert a.replans * 2 <= b.replans
+    assert a.billed < 0.8 * b.billed
+    assert a.reuse > b.reuse
 
 
 def _switches(store: LedgerStore, budget: int) -> list[SessionRequest]:

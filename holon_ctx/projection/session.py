@@ -255,7 +255,7 @@ class SessionProjector(_EpochPlanner):
             # An episode the history shows says STILL OPEN what this record resolves: a line
             # the prompt states as current would contradict it (RFC 0023, 2026-12-05).
             return "episode_item_resolved"
-        r = self._entry_renderer(state.budget)
+        r = self._entry_renderer(state.budget, whole=state.whole)
         why = (self._step_turn(state, stored, rec, r, limit) if isinstance(rec, Turn)
                else self._step_record(state, stored, r, limit))
         if why is not None:

@@ -45,7 +45,7 @@ from holon_ctx.tokens import TokenCounter, store_counter
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/10"
+ENGINE_VERSION: Final = "session/11"
 
 
 class _ProjectorBase:
@@ -83,19 +83,23 @@ class _ProjectorBase:
                                     attrs.asdict(self.policy)])
         return hashlib.sha256(spec).hexdigest()[:32]
 
-    def _entry_renderer(self, budget: int) -> Renderer:
+    def _entry_renderer(self, budget: int, *, whole: bool) -> Renderer:
         """The renderer of records joining the history: each body may take ``entry_share`` of the
-        budget, so the newest steps are not cut to the stateless caps while there is room."""
-        found = self._entry_renderers.get(budget)
+        budget in a whole epoch, ``planned_entry_share`` in a planned one (RFC 0025, decision
+        6), so the newest steps are not cut to the stateless caps while there is room. Decided
+        by the budget, the policy and the epoch's kind alone: the appended form stays a function
+        of the record (a rebuild renders the same bytes)."""
+        share = self.session.entry_share if whole else self.session.planned_entry_share
+        room = int(budget * share)
+        found = self._entry_renderers.get(room)
         if found is None:
-            room = int(budget * self.session.entry_share)
             caps = self.policy.caps
             scaled = TokenCaps(**{name: max(value, room) for name, value in
                                   attrs.asdict(caps).items()})
             found = Renderer(self.counter, self.store.counter_identity,
                              attrs.evolve(self.policy, caps=scaled), self.framing,
                              records_of=self.renderer)
-            self._entry_renderers[budget] = found
+            self._entry_renderers[room] = found
         return found
 
     # -- the tail --------------------------------------------------------------------------------

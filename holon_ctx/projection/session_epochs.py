@@ -146,6 +146,9 @@ class _EpochPlanner(_ProjectorBase):
         seq = latest.record.seq  # type: ignore[union-attr]
         older = self.store.turns_before(seq, GROWTH_TURNS - 1, limit)
         first = older[-1].record.seq if older else seq  # type: ignore[union-attr]
+        # The records as a whole epoch caps them, not as a planned epoch now clips them
+        # (planned_entry_share): read through the lower cap the mark rose, each re-plan kept
+        # more, and the bill grew (twelve at 4,096: 445k → 478k; RFC 0025, decision 6).
         cap = int(budget * self.session.entry_share)
         grown = sum(min(s.tokens, cap) + RECORD_OVERHEAD
                     for s in self.store.records_of_turns(first, seq, limit))

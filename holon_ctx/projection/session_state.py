@@ -103,6 +103,20 @@ class SessionPolicy:
     #: every epoch is planned and ends with the full current-state tail (RFC 0010's layout).
     whole_history: bool = True
 
+    @property
+    def planned_entry_share(self) -> float:
+        """The most of the budget one record may take as it joins a *planned* epoch's history
+        (RFC 0025, decision 6): ``entry_share``, or less where cache writes are dear — the
+        growth per call ``γ`` at which the derived low-water mark is still ``low_water``
+        (``x² + ρ·γ·x = 1`` at ``x = low_water``, ``ρ = 2 (cache_write - cache_read) /
+        cache_read``): 0.065 of the budget at Anthropic's prices, ``entry_share`` at OpenAI's.
+        A longer body is clipped (head, tail and its ref) from the moment it is appended, so an
+        epoch holds several steps of outputs large against the budget instead of re-planning
+        every few calls; a whole epoch keeps ``entry_share`` (it sends what the baselines do)."""
+        rho = 2 * (self.cache_write - self.cache_read) / self.cache_read
+        steady = (1 - self.low_water ** 2) / (rho * self.low_water)
+        return min(self.entry_share, steady)
+
     def __attrs_post_init__(self) -> None:
         if self.checkpoint_turns < 1:
             raise InputError(f"checkpoint_turns must be at least 1, got {self.checkpoint_turns}",
