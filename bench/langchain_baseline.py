@@ -4,7 +4,7 @@ The baseline is what ``trim_messages(messages, strategy="last", include_system=T
 start_on="human", token_counter=..., max_tokens=N)`` does, written out: keep the system message,
 then walk the chat history from the newest message back, keeping whole messages while they fit,
 and drop leading messages until the kept history starts with a user message. Tokens are counted
-the way :func:`holon_ctx.projection.providers.measure` counts ours (content with the same
+the way :func:`holon_ctx.projection.provider_formats.providers.measure` counts ours (content with the same
 counter, plus 3 per message and 3 for reply priming), so both sides spend the same budget.
 
 Run ``python3 dev.py shell bench/langchain_baseline.py`` to print the execution-frontier tables of
@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from holon_ctx.projection.providers import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE
+from holon_ctx.projection.provider_formats.providers import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE
 from holon_ctx.tokens import TokenCounter
 
 __all__ = ["keep_newest", "trajectory_messages"]

@@ -26,7 +26,7 @@ from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.ledger.transcripts import import_any
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 
 ROOT = Path(__file__).resolve().parents[1]
 # The oracle the tests use (tests/folded_output.py), independent of the code it measures.

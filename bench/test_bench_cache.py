@@ -4,7 +4,7 @@ Run with ``python3 dev.py bench bench/test_bench_cache.py``. Figures and the mac
 taken on are in ``docs/performance.md`` ("Cache-stable projection").
 
 * ``test_the_bill``: every model call replayed as a runtime would make it
-  (``holon_ctx.projection.replay``: before each reply, after a turn without one, at the end), each
+  (``holon_ctx.projection.measure.replay``: before each reply, after a turn without one, at the end), each
   request priced at Anthropic's cache prices against the one before it, on four corpora — the
   twelve shared trajectories (the rules were tuned on them), the 39 validation trajectories
   (never tuned on: figures as measured), the demo ledger and a generated agent loop of 300 steps
@@ -45,10 +45,10 @@ from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcripts import import_any
-from holon_ctx.projection.cost import PRICES
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.replay import ApproachReport, replay
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.measure.cost import PRICES
+from holon_ctx.projection.measure.replay import ApproachReport, replay
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.session.session import Layout, SessionProjector
 from holon_ctx.tokens import default_counter
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"

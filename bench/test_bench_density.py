@@ -3,7 +3,7 @@
 Run with ``python3 dev.py bench bench/test_bench_density.py`` (pytest-benchmark; the frontier
 benchmark's sibling, on the same twelve trajectories). For each trajectory every agent step is
 projected as of that step (``at=``) at 4,096 and 8,192 tokens, and
-:func:`holon_ctx.projection.density.density` reports:
+:func:`holon_ctx.projection.measure.density.density` reports:
 
 * **markup share**: tokens that are not ledger content (section titles, turn headings, labels,
   fence lines, stubs, notes) as a share of the prompt — median, mean and p90 over the steps;
@@ -30,10 +30,10 @@ from targets import target
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.transcripts import import_any
-from holon_ctx.projection.density import Density, density
-from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.manifest import Projection
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.base.items import BlockKind
+from holon_ctx.projection.measure.density import Density, density
+from holon_ctx.projection.planning.manifest import Projection
+from holon_ctx.projection.planning.projector import Projector
 from holon_ctx.tokens import TokenCounter, default_counter
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "swe-trajectories"

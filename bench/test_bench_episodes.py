@@ -49,8 +49,8 @@ from holon_ctx.memory.episodes import Claim, Episode, Span
 from holon_ctx.memory.index import index_episode
 from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.memory.store import EpisodeStore
-from holon_ctx.projection.model import RecallQuery
-from holon_ctx.projection.view import load_view
+from holon_ctx.projection.base.model import RecallQuery
+from holon_ctx.projection.planning.view import load_view
 
 TARGET_RECALL_P50_MS = 5.0
 #: ms per archived turn at 4,000 turns may be at most this multiple of the figure at 1,000.

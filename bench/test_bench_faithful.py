@@ -4,7 +4,7 @@ Run with ``python3 dev.py bench bench/test_bench_faithful.py``. At 25/50/75/100%
 twelve trajectories' steps and at 4,096 and 8,192 tokens (the points of ``tests/test_frontier.py``),
 the projection's manifest lists the earlier tool runs each repeated-call fold hides; a fold hides
 a different result when such a run's status, exit code or output differs from the run shown for
-it (:func:`~holon_ctx.projection.folding.hidden_differences`). Target: 0. The figures are in
+it (:func:`~holon_ctx.projection.rendering.folding.hidden_differences`). Target: 0. The figures are in
 ``docs/performance.md`` ("Faithful folds").
 """
 
@@ -19,9 +19,9 @@ import pytest
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.transcripts import import_any
-from holon_ctx.projection.folding import hidden_differences
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.providers import framing_tokens
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.provider_formats.providers import framing_tokens
+from holon_ctx.projection.rendering.folding import hidden_differences
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "swe-trajectories"
 TRAJECTORIES = sorted(CORPUS.glob("*.traj.json")) if CORPUS.is_dir() else []

@@ -29,7 +29,7 @@ from targets import target
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.transcripts import import_any
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 from holon_ctx.tokens import default_counter
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "swe-trajectories"

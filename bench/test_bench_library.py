@@ -50,7 +50,7 @@ from langchain_core.messages import (
 
 import holon_ctx
 from holon_ctx import ToolCall
-from holon_ctx.projection.providers import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE
+from holon_ctx.projection.provider_formats.providers import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE
 from holon_ctx.tokens import default_counter
 
 TURNS = [300, 3_000]

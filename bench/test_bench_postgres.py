@@ -41,8 +41,8 @@ from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.postgres import PostgresStore
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.session.session import Layout, SessionProjector
 
 N_TURNS = 100_000
 BUDGET = 32_768
@@ -148,7 +148,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from pg_bench import next_turns
 from holon_ctx.postgres import PostgresStore
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 
 url, keys, seconds, n_turns = sys.argv[2], sys.argv[3].split(","), float(sys.argv[4]), int(sys.argv[5])
 groups = next_turns(n_turns, 2000)

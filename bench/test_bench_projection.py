@@ -38,7 +38,7 @@ from targets import target
 
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.sqlite import SqliteStore
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 from holon_ctx.tokens import default_counter
 
 SIZES = [10_000, 100_000, 1_000_000]

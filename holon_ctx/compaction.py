@@ -50,7 +50,7 @@ from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import Archiver, ArchiveReport
 from holon_ctx.memory.episodes import Episode, encode_episode
 from holon_ctx.memory.store import EpisodeStore
-from holon_ctx.projection.model import ControlHistory, ControlState
+from holon_ctx.projection.base.model import ControlHistory, ControlState
 
 __all__ = [
     "CompactionResult",
@@ -369,7 +369,7 @@ def _unsealed(episodes: EpisodeStore, continuity: ContinuityStore,
 
 @attrs.define(eq=False)
 class GovernedControl:
-    """A :class:`~holon_ctx.projection.model.ControlSource` over the governed store.
+    """A :class:`~holon_ctx.projection.base.model.ControlSource` over the governed store.
 
     ``control_history()`` is what a session projection reads (RFC 0020): the control snapshot
     recorded with each envelope, at the ledger position it was sealed at. It is kept in memory

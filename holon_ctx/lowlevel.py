@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from holon_ctx.ledger.sqlite import SqliteStore
     from holon_ctx.ledger.transcripts import detect_format, import_any, read_transcript
     from holon_ctx.memory import ArchivePolicy, Archiver, StoreEpisodeSource
-    from holon_ctx.projection.projector import Projection, Projector
-    from holon_ctx.projection.providers import (
+    from holon_ctx.projection.planning.projector import Projection, Projector
+    from holon_ctx.projection.provider_formats.providers import (
         framing_tokens,
         measure,
         shares_stable_prefix,
@@ -61,20 +61,20 @@ _HOMES = {
     "Archiver": "holon_ctx.memory",
     "GovernedControl": "holon_ctx.compaction",
     "MemoryStore": "holon_ctx.ledger.memory",
-    "Projection": "holon_ctx.projection.projector",
-    "Projector": "holon_ctx.projection.projector",
+    "Projection": "holon_ctx.projection.planning.projector",
+    "Projector": "holon_ctx.projection.planning.projector",
     "SqliteEpisodeStore": "holon_ctx.ledger.episode_store",
     "SqliteStore": "holon_ctx.ledger.sqlite",
     "StoreEpisodeSource": "holon_ctx.memory",
     "compact": "holon_ctx.compaction",
     "detect_format": "holon_ctx.ledger.transcripts",
-    "framing_tokens": "holon_ctx.projection.providers",
+    "framing_tokens": "holon_ctx.projection.provider_formats.providers",
     "import_any": "holon_ctx.ledger.transcripts",
-    "measure": "holon_ctx.projection.providers",
+    "measure": "holon_ctx.projection.provider_formats.providers",
     "read_transcript": "holon_ctx.ledger.transcripts",
-    "shares_stable_prefix": "holon_ctx.projection.providers",
-    "to_anthropic_messages": "holon_ctx.projection.providers",
-    "to_openai_messages": "holon_ctx.projection.providers",
+    "shares_stable_prefix": "holon_ctx.projection.provider_formats.providers",
+    "to_anthropic_messages": "holon_ctx.projection.provider_formats.providers",
+    "to_openai_messages": "holon_ctx.projection.provider_formats.providers",
 }
 
 

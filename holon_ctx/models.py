@@ -36,7 +36,7 @@ from typing import Final
 import attrs
 
 from holon_ctx.errors import InputError, quote_value
-from holon_ctx.projection.framing import ANTHROPIC, OPENAI, FramingRule
+from holon_ctx.projection.base.framing import ANTHROPIC, OPENAI, FramingRule
 from holon_ctx.tokens import DEFAULT_ENCODING
 
 __all__ = ["DEFAULT_MODEL_PROFILE", "FAMILIES", "Guarantee", "ModelProfile", "UnknownModelWarning",

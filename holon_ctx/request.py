@@ -9,8 +9,9 @@ and a runtime written against this class does not change when the engine does.
 
 Token accounting: ``budget_tokens`` is the whole request as a provider counts it, message framing
 and tool calls included; ``request_tokens`` is what the messages built here measure under the
-model's tokenizer and framing (:func:`holon_ctx.projection.providers.measure`), never more than
-``planned_tokens`` — the budget divided by the safety factor the model's reported usage teaches
+model's tokenizer and framing (:func:`holon_ctx.projection.provider_formats.providers.measure`),
+never more than ``planned_tokens`` — the budget divided by the safety factor the model's reported
+usage teaches
 (RFC 0022; ``Session.observe_usage``), the budget itself until usage says otherwise. The manifest
 and the cache figures describe the messages: they are the request a runtime sends.
 
@@ -32,8 +33,8 @@ import attrs
 import msgspec
 
 from holon_ctx.errors import BudgetTooSmallError
-from holon_ctx.projection.provider_types import AnthropicRequest, OpenAIMessage
-from holon_ctx.projection.session import SessionRequest
+from holon_ctx.projection.base.provider_types import AnthropicRequest, OpenAIMessage
+from holon_ctx.projection.session.session import SessionRequest
 
 __all__ = ["Request"]
 

@@ -61,9 +61,9 @@ from holon_ctx.ledger.usage import WINDOW, Observation
 from holon_ctx.memory import EpisodeStore
 from holon_ctx.models import UnknownModelWarning, model_profile
 from holon_ctx.postgres import PostgresStore, is_postgres_url
-from holon_ctx.projection.model import Moment
-from holon_ctx.projection.providers import MAX_MESSAGES
-from holon_ctx.projection.session import Layout, SessionRequest
+from holon_ctx.projection.base.model import Moment
+from holon_ctx.projection.provider_formats.providers import MAX_MESSAGES
+from holon_ctx.projection.session.session import Layout, SessionRequest
 from holon_ctx.request import Request
 from holon_ctx.session_args import (
     check_id,

@@ -42,7 +42,7 @@ from holon_ctx.ledger.usage_sqlite import usage_store_for
 from holon_ctx.ledger.writer import LedgerMovedError
 from holon_ctx.memory import EpisodeStore
 from holon_ctx.models import ModelProfile, model_profile
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.session.session import Layout, SessionProjector
 from holon_ctx.request import Request
 from holon_ctx.session_args import check_text
 from holon_ctx.session_upkeep import CompactionPolicy, CompactionSchedule, open_upkeep

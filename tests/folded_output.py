@@ -14,7 +14,7 @@ import re
 
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.records import Record
-from holon_ctx.projection.formats import neutralise_repeat_marks
+from holon_ctx.projection.base.formats import neutralise_repeat_marks
 
 _ABOVE = re.compile(r"^\[(?:line|(\d+) lines) above ×(\d+)\]$")
 _AS_IN = re.compile(r"^\[(?:line|(\d+) lines) as in (\S+)\]$")

@@ -52,7 +52,7 @@ from holon_ctx.ledger.records import (
 )
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.projector import Projection, Projector
+from holon_ctx.projection.planning.projector import Projection, Projector
 
 __all__ = [
     "LedgerBuilder",

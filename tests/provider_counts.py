@@ -1,6 +1,6 @@
 """Independent provider counts and stand-in providers for the budget tests (issue 28, RFC 0022).
 
-Written apart from ``holon_ctx.projection.framing`` on purpose: what a test compares a request's
+Written apart from ``holon_ctx.projection.base.framing`` on purpose: what a test compares a request's
 budget with must not share the code it checks.
 
 * :func:`cookbook_chat` — OpenAI's token-counting guide (``num_tokens_from_messages``): 3 per

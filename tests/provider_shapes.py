@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from holon_ctx.projection.provider_types import (
+from holon_ctx.projection.base.provider_types import (
     AnthropicTextBlock,
     AnthropicToolResultBlock,
     AnthropicToolUseBlock,

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.native import Part
-from holon_ctx.projection.providers import measure
-from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
+from holon_ctx.projection.provider_formats.native import Part
+from holon_ctx.projection.provider_formats.providers import measure
+from holon_ctx.projection.session.session import Layout, SessionProjector, SessionRequest
 from holon_ctx.tokens import default_counter
 
 __all__ = ["check_request", "content_stream", "turn_ids", "walk"]

@@ -44,8 +44,8 @@ from holon_ctx.ledger.records import (
     record_ref,
 )
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.model import Moment
-from holon_ctx.projection.session_state import SessionRequest
+from holon_ctx.projection.base.model import Moment
+from holon_ctx.projection.session.session_state import SessionRequest
 
 #: Small windows so that a few dozen turns compact many times.
 POLICY = holon_ctx.CompactionPolicy(recent_turns=3, every_turns=2)

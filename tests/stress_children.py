@@ -34,7 +34,7 @@ from holon_ctx.ledger.records import (
     WorkItemStatus,
 )
 from holon_ctx.ledger.sqlite import SqliteStore
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 
 
 def _batch(tag: str, b: int, rng: random.Random, open_wait: str | None) -> tuple[list[Record], str | None]:

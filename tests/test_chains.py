@@ -1,4 +1,4 @@
-"""Current-chain membership (holon_ctx/projection/chains.py), decided newest first by rule.
+"""Current-chain membership (holon_ctx/projection/base/chains.py), decided newest first by rule.
 
 Turns are hand-built and fed to a ChainTracker as the projection does (newest first); each test
 names the rule that links a turn, or the rule that keeps it out.
@@ -16,8 +16,8 @@ from holon_ctx.ledger.records import (
     WaitStatus,
 )
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.chains import ChainTracker, chain_links
-from holon_ctx.projection.model import TurnUnit
+from holon_ctx.projection.base.chains import ChainTracker, chain_links
+from holon_ctx.projection.base.model import TurnUnit
 
 
 def unit(tid: str, seq: int, *records: Record, anchor: str | None = None,

@@ -15,8 +15,8 @@ from holon_ctx.cli.main import main
 from holon_ctx.ledger.codec import write_jsonl
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.session.session import Layout, SessionProjector
 
 #: The operator's early decision and the exact words of it that must reach the prompt (the
 #: "marker" phrasing of tests/test_what_the_prompt_keeps.py's item 8).
@@ -141,8 +141,8 @@ def test_a_replay_of_a_file_grows_episodes_while_the_budget_binds(
     """``replay conv.jsonl``: the episodes grow along the calls as a session's would, and the
     last call's request holds the early decision's exact words."""
     from holon_ctx.cli.file_episodes import ReplayCompaction
-    from holon_ctx.projection.cost import PRICES
-    from holon_ctx.projection.replay import replay
+    from holon_ctx.projection.measure.cost import PRICES
+    from holon_ctx.projection.measure.replay import replay
     from holon_ctx.tokens import default_counter
 
     store = MemoryStore()
@@ -162,8 +162,8 @@ def test_a_replay_whose_budget_never_binds_is_unchanged(
     """At a budget that fits every call, ``replay`` archives nothing: its figures are those of
     the replay planned without episodes."""
     from holon_ctx.cli.replay_cmd import _report_json
-    from holon_ctx.projection.cost import PRICES
-    from holon_ctx.projection.replay import replay
+    from holon_ctx.projection.measure.cost import PRICES
+    from holon_ctx.projection.measure.replay import replay
     from holon_ctx.tokens import default_counter
 
     src = conversations[30]
@@ -203,8 +203,8 @@ def test_a_replay_archives_where_the_session_compacted(budget: int) -> None:
     the calls of the same turns, counted by seq, at budgets that bind often, now and then and
     never (every 16 turns then)."""
     from holon_ctx.cli.file_episodes import ReplayCompaction
-    from holon_ctx.projection.cost import PRICES
-    from holon_ctx.projection.replay import replay
+    from holon_ctx.projection.measure.cost import PRICES
+    from holon_ctx.projection.measure.replay import replay
     from holon_ctx.tokens import default_counter
 
     store = MemoryStore()

@@ -25,7 +25,7 @@ from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.cli.main import main
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.sqlite import SqliteStore
-from holon_ctx.projection.projector import Projection, Projector
+from holon_ctx.projection.planning.projector import Projection, Projector
 
 
 def project(db: Path, budget: int, at: str | None = None) -> Projection:
@@ -414,7 +414,7 @@ def test_the_preview_reads_the_demo_epoch_and_shows_the_walked_request(
     same request a walk from the last checkpoint makes (RFC 0024; issue 27's second run)."""
     from holon_ctx.cli.demo import DEMO_BUDGET
     from holon_ctx.cli.epochs_view import epoch_view
-    from holon_ctx.projection.session import SessionProjector
+    from holon_ctx.projection.session.session import SessionProjector
 
     replans: list[str] = []
     real = SessionProjector._replan

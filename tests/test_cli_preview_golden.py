@@ -59,7 +59,7 @@ def small_store() -> MemoryStore:
 
 def preview_text(store: MemoryStore, budget: int, *, colour: bool) -> str:
     from holon_ctx.cli.epochs_view import epoch_view
-    from holon_ctx.projection.projector import Projector
+    from holon_ctx.projection.planning.projector import Projector
 
     buf = io.StringIO()
     out = Console(file=buf, width=WIDTH, force_terminal=colour, no_color=not colour,

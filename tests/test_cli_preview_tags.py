@@ -12,8 +12,8 @@ from rich.text import Text
 from holon_ctx.cli.layout import hang, visible
 from holon_ctx.cli.main import main
 from holon_ctx.cli.preview import _bar, tag_block_lines
-from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.planner import Block
+from holon_ctx.projection.base.items import BlockKind
+from holon_ctx.projection.planning.planner import Block
 
 TRUST = {"message:m1": "trusted_operator", "message:m2": "runtime_fact",
          "external_event:e1": "untrusted_external"}

@@ -32,8 +32,8 @@ from holon_ctx.ledger.episode_store import SqliteEpisodeStore
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
-from holon_ctx.projection.projector import Projection, Projector
-from holon_ctx.projection.view import WindowLimits
+from holon_ctx.projection.planning.projector import Projection, Projector
+from holon_ctx.projection.planning.view import WindowLimits
 
 WIDTHS = (60, 80, 120)
 BUDGET = 900

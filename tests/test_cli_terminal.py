@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from holon_ctx.cli.terminal import json_safe, terminal_safe
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What a hostile tool output or event may carry: OSC retitle + BEL, clear screen, cursor up,

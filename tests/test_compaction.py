@@ -24,7 +24,7 @@ from holon_ctx.ledger.episode_store import SqliteEpisodeStore
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.memory.episodes import encode_episode
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 
 SESSION = SessionConfig()
 

@@ -39,7 +39,7 @@ from holon_ctx.ledger.episode_store import SqliteEpisodeStore
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory import EpisodeStore
-from holon_ctx.projection.session import Layout
+from holon_ctx.projection.session.session import Layout
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file locks")
 

@@ -64,8 +64,8 @@ SETUP = {
                     "from holon_ctx.tokens import default_counter\n"
                     "store, counter = SqliteStore('agent.db'), default_counter()\n",
     "typing.md": "from holon_ctx.ledger.sqlite import SqliteStore\n"
-                 "from holon_ctx.projection.projector import Projector\n"
-                 "from holon_ctx.projection.providers import to_openai_messages\n"
+                 "from holon_ctx.projection.planning.projector import Projector\n"
+                 "from holon_ctx.projection.provider_formats.providers import to_openai_messages\n"
                  "projection = Projector(SqliteStore('agent.db')).project(budget_tokens=4096)\n",
     "postgres.md": "from holon_ctx.ledger.codec import decode_line\n"
                    "records = [decode_line(line, source='demo.jsonl', line=n) for n, line in "

@@ -21,7 +21,7 @@ import pytest
 import holon_ctx
 from holon_ctx.cli.episodes_cmd import open_episode_source
 from holon_ctx.ledger.sqlite import SqliteStore
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 
 CODE = "MARIGOLD-42"
 BUDGETS = (2048, 4096)

@@ -161,7 +161,7 @@ def test_a_turn_is_never_covered_twice_by_the_store() -> None:
     assert first is not None
     assert episodes.append([index_episode(first)]) == 0
     units = []
-    from holon_ctx.projection.view import _single  # a TurnUnit of one turn, as the view builds it
+    from holon_ctx.projection.planning.view import _single  # a TurnUnit of one turn, as the view builds it
 
     for tid in ("t1", "t2"):
         turn = ledger.turn(tid)

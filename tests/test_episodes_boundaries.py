@@ -8,8 +8,8 @@ from test_episodes_kit import Conv
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import BriefKind, Outcome, WorkItemStatus
 from holon_ctx.memory.boundaries import CUT_AFTER, CUT_BEFORE, BoundaryPolicy, Segmenter
-from holon_ctx.projection.model import TurnUnit
-from holon_ctx.projection.view import _single
+from holon_ctx.projection.base.model import TurnUnit
+from holon_ctx.projection.planning.view import _single
 
 
 def _units(c: Conv) -> list[TurnUnit]:

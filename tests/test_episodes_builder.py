@@ -42,8 +42,8 @@ from holon_ctx.memory.episodes import (
     encode_episode,
     parse_episode_id,
 )
-from holon_ctx.projection.episode_forms import compact_text, full_text, ref_text
-from holon_ctx.projection.model import TurnUnit
+from holon_ctx.projection.base.model import TurnUnit
+from holon_ctx.projection.rendering.episode_forms import compact_text, full_text, ref_text
 
 
 def _only_episode(c: Conv, *, budget: FieldBudget | None = None) -> Episode:

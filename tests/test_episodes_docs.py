@@ -71,7 +71,7 @@ def blocks(tmp: Path) -> dict[str, str]:
     archive = _run(["episodes", "archive", "--db", str(db), "--recent", "4"])
     show = _run(["episodes", "show", "e0-3", "--db", str(db)])
     from holon_ctx.ledger.episode_store import SqliteEpisodeStore
-    from holon_ctx.projection.episode_forms import compact_text, ref_text
+    from holon_ctx.projection.rendering.episode_forms import compact_text, ref_text
 
     store = SqliteEpisodeStore(db, create=False)
     ep = store.get("e0-3")

@@ -38,8 +38,8 @@ from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.boundaries import BoundaryPolicy
 from holon_ctx.memory.interface import RecalledEpisode
 from holon_ctx.memory.store import EpisodeStore
-from holon_ctx.projection.episode_forms import compact_text, full_text, ref_text
-from holon_ctx.projection.formats import fence_parts
+from holon_ctx.projection.base.formats import fence_parts
+from holon_ctx.projection.rendering.episode_forms import compact_text, full_text, ref_text
 
 __all__ = [
     "Conv",
@@ -267,7 +267,7 @@ def test_fence_parser_rejects_an_unclosed_fence() -> None:
 
 def texts(ep: RecalledEpisode) -> tuple[str, str, str]:
     """A recalled episode's full, compact and ref forms as the prompt shows them: the projection
-    renders them from the episode it carries (projection/episode_forms.py)."""
+    renders them from the episode it carries (projection/rendering/episode_forms.py)."""
     return (full_text(ep.episode, ep.open_keys, ep.held),
             compact_text(ep.episode, ep.open_keys, ep.held),
             ref_text(ep.episode, ep.open_keys, ep.held))

@@ -21,9 +21,9 @@ from test_episodes_kit import (
 from holon_ctx.ledger.records import SideEffect, ToolStatus, WaitStatus
 from holon_ctx.memory.recall import RecallWeights, bm25_scores, query_terms, rank
 from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.projection.model import Priority, RecallQuery, Section
-from holon_ctx.projection.projector import Projection, Projector
-from holon_ctx.projection.view import WindowLimits, load_view
+from holon_ctx.projection.base.model import Priority, RecallQuery, Section
+from holon_ctx.projection.planning.projector import Projection, Projector
+from holon_ctx.projection.planning.view import WindowLimits, load_view
 
 #: Page 0 of the recent window holds 16 turns, so a 40-turn ledger has older turns to recall.
 LIMITS = WindowLimits(page_turns=16)

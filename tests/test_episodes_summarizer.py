@@ -9,9 +9,9 @@ from holon_ctx.memory.archiver import Archiver
 from holon_ctx.memory.episodes import Episode, RecapStatus, encode_episode
 from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.memory.summarizer import RecapClaim, RecapDraft, probe, summarize, with_recaps
-from holon_ctx.projection.episode_forms import full_text
-from holon_ctx.projection.model import Priority, RecallQuery
-from holon_ctx.projection.view import load_view
+from holon_ctx.projection.base.model import Priority, RecallQuery
+from holon_ctx.projection.planning.view import load_view
+from holon_ctx.projection.rendering.episode_forms import full_text
 
 
 def _ledger() -> Conv:

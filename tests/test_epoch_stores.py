@@ -26,7 +26,7 @@ from holon_ctx.ledger.epochs_sqlite import SqliteEpochStore, epoch_store_for
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.postgres import PostgresStore
 from holon_ctx.postgres.epochs import PostgresEpochStore
-from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
+from holon_ctx.projection.session.session import Layout, SessionProjector, SessionRequest
 
 GARBAGE = b"\xff{not an epoch"
 

@@ -2,7 +2,7 @@
 
 At the points and budgets of ``test_frontier.py`` (25/50/75/100% of each trajectory's steps, 4,096
 and 8,192 tokens), every earlier run a repeated-call fold hides printed what the run shown for it
-printed, and ended the same way (:func:`~holon_ctx.projection.folding.hidden_differences`). Before
+printed, and ended the same way (:func:`~holon_ctx.projection.rendering.folding.hidden_differences`). Before
 the fix, 134 of the 169 earlier runs folded at these points had printed something else
 (``docs/performance.md``, "Faithful folds").
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from test_frontier import BUDGETS, TRAJECTORIES, load, needs_corpus
 
-from holon_ctx.projection.folding import hidden_differences
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.providers import framing_tokens
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.provider_formats.providers import framing_tokens
+from holon_ctx.projection.rendering.folding import hidden_differences
 
 
 def fold_counts(path: Path) -> tuple[int, list[tuple[str, str]]]:

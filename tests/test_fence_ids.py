@@ -22,9 +22,9 @@ from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Message, MessageRole, Turn
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.transcripts import read_transcript
-from holon_ctx.projection.formats import fence_parts
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.providers import to_anthropic_messages, to_openai_messages
+from holon_ctx.projection.base.formats import fence_parts
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.provider_formats.providers import to_anthropic_messages, to_openai_messages
 from holon_ctx.session_args import check_id
 
 HOSTILE = [

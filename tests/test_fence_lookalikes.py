@@ -18,7 +18,7 @@ from holon_ctx.ledger import body, writer
 from holon_ctx.ledger.body import neutralise_fences, record_body, record_body_counted
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import ExternalEvent, Message, MessageRole, Tool, ToolStatus, Turn
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 from holon_ctx.tokens import default_counter
 
 COUNTER = default_counter()

@@ -1,4 +1,4 @@
-"""Folding (holon_ctx/projection/folding.py): runs of low-value turns, repeated tool calls.
+"""Folding (holon_ctx/projection/rendering/folding.py): runs of low-value turns, repeated tool calls.
 
 Unit tests on hand-built turns, then the rules as the projection applies them: a run never spans a
 turn shown on its own (the continuation anchor), and never hides operator input or a state change.
@@ -10,7 +10,8 @@ from projection_builders import LedgerBuilder, folded_refs, selected_refs
 
 from holon_ctx.ledger.records import Tool, ToolStatus, Turn
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.folding import (
+from holon_ctx.projection.base.model import FoldManifest, Form, Priority, Section, TurnUnit
+from holon_ctx.projection.rendering.folding import (
     BY_TRIGGER,
     fold_item,
     fold_kind,
@@ -19,8 +20,7 @@ from holon_ctx.projection.folding import (
     segment,
     tool_repeats,
 )
-from holon_ctx.projection.model import FoldManifest, Form, Priority, Section, TurnUnit
-from holon_ctx.projection.render import Renderer
+from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.tokens import default_counter
 
 
@@ -267,7 +267,7 @@ def test_duplicate_wakes_fold_also_when_ticks_and_retries_come_between() -> None
 def test_a_session_folds_duplicate_wakes_among_ticks_too() -> None:
     """The session projection judges each wake past the ticks and retries before it, as the
     planner does: the copies join the fold run instead of the history."""
-    from holon_ctx.projection.session import SessionProjector
+    from holon_ctx.projection.session.session import SessionProjector
 
     b, _first, _run, live = _wakes_among_noise()
     store = b.store()

@@ -31,15 +31,15 @@ from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Message, MessageRole, Record, Tool, ToolStatus, Turn
 from holon_ctx.ledger.transcript_swe import ACTION_RE, first_paragraph
 from holon_ctx.ledger.transcripts import import_any
-from holon_ctx.projection.density import density
-from holon_ctx.projection.folding import hidden_differences
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.providers import (
+from holon_ctx.projection.measure.density import density
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.provider_formats.providers import (
     framing_tokens,
     measure,
     to_anthropic_messages,
     to_openai_messages,
 )
+from holon_ctx.projection.rendering.folding import hidden_differences
 from holon_ctx.tokens import default_counter
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Message, MessageRole, Trust
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.transcripts import import_any
-from holon_ctx.projection.formats import fence_parts
+from holon_ctx.projection.base.formats import fence_parts
 
 
 def _step(thought: str, command: str) -> dict[str, str]:

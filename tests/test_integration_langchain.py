@@ -25,7 +25,7 @@ import holon_ctx
 from holon_ctx.integrations.langchain import LedgerHistory, append_messages, to_messages
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Environment, Message, MessageRole, Tool, ToolStatus, Trust
-from holon_ctx.projection.providers import measure
+from holon_ctx.projection.provider_formats.providers import measure
 from holon_ctx.tokens import default_counter
 
 

@@ -29,7 +29,7 @@ import holon_ctx
 from holon_ctx.integrations.mini_swe_agent import LedgerModel
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Message, MessageRole, Tool, Trust, Turn
-from holon_ctx.projection.providers import measure
+from holon_ctx.projection.provider_formats.providers import measure
 from holon_ctx.tokens import default_counter
 
 TASK = "The report generator drops the last line of every CSV file; make it keep every line."

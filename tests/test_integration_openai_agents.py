@@ -34,7 +34,7 @@ from openai.types.responses import (
 import holon_ctx
 from holon_ctx.integrations.openai_agents import LedgerSession
 from holon_ctx.ledger.records import Message, MessageRole, Tool, Trust, Turn
-from holon_ctx.projection.providers import measure
+from holon_ctx.projection.provider_formats.providers import measure
 from holon_ctx.tokens import default_counter
 
 set_tracing_disabled(True)

@@ -28,7 +28,7 @@ import holon_ctx
 from holon_ctx.cli.main import main
 from holon_ctx.errors import HolonCtxError
 from holon_ctx.integrations.openai_agents import input_items
-from holon_ctx.projection.formats import code_span, label_value, one_line, quote_text, speech
+from holon_ctx.projection.base.formats import code_span, label_value, one_line, quote_text, speech
 from holon_ctx.session import Session, ToolCall
 
 #: Values that imitate the prompt's own structure: headings, labels, refs, fences, alerts, list

@@ -138,12 +138,12 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("holon_ctx.ledger.episode_store", "holon_ctx.memory.index"): "store of memory's index",
     ("holon_ctx.ledger.episode_store", "holon_ctx.memory.store"): "store of memory's rows",
     # The episode builder writes a claim's one-line text with the prompt's label helpers
-    # (one_line, label_value, code_span, speech from projection/formats.py). Episodes themselves
-    # cross to the projection as data and are rendered there (projection/episode_forms.py).
-    ("holon_ctx.memory.builder", "holon_ctx.projection.formats"): "episode text uses prompt markup",
-    # A model profile names its provider's framing rule, which projection/framing.py defines
+    # (one_line, label_value, code_span, speech from projection/base/formats.py). Episodes themselves
+    # cross to the projection as data and are rendered there (projection/rendering/episode_forms.py).
+    ("holon_ctx.memory.builder", "holon_ctx.projection.base.formats"): "episode text uses prompt markup",
+    # A model profile names its provider's framing rule, which projection/base/framing.py defines
     # (being changed); the rule table belongs with the token counting, in layer 0.
-    ("holon_ctx.models", "holon_ctx.projection.framing"): "framing rules live in projection",
+    ("holon_ctx.models", "holon_ctx.projection.base.framing"): "framing rules live in projection",
 }
 
 
@@ -279,8 +279,8 @@ def test_no_import_cycle() -> None:
 #: Modules that write the prompt's markup and may read it: the markup's definitions, the
 #: renderer, the episode forms, and the neutraliser that defuses lookalikes in ledger text.
 MARKUP_WRITERS = frozenset({
-    "projection/formats.py", "projection/render.py", "projection/render_base.py",
-    "projection/render_records.py", "projection/episode_forms.py", "ledger/body.py"})
+    "projection/base/formats.py", "projection/rendering/render.py", "projection/rendering/render_base.py",
+    "projection/rendering/render_records.py", "projection/rendering/episode_forms.py", "ledger/body.py"})
 #: formats.py's readers of rendered text (fence lines, excerpt and repeat notes).
 MARKUP_PARSERS = frozenset({"fence_parts", "FENCE_OPEN", "LEGACY_FENCE_OPEN", "EXCERPT_MARK",
                             "REPEAT_MARK"})
@@ -294,8 +294,8 @@ _TEXT_MATCHERS = frozenset({"startswith", "endswith", "find", "rfind", "index", 
 KNOWN_MARKUP_READERS: dict[str, str] = {
     # The markup-share measure and the shown-lines count take the runtime's notes (excerpt,
     # repeated lines) out of a body's content by matching them.
-    "projection/density.py": "notes counted inside bodies",
-    "projection/shown_lines.py": "repeat notes counted inside bodies",
+    "projection/measure/density.py": "notes counted inside bodies",
+    "projection/planning/shown_lines.py": "repeat notes counted inside bodies",
 }
 
 
@@ -397,11 +397,11 @@ def test_the_cli_reaches_the_internals_only_through_its_api() -> None:
 
 
 def test_the_cli_check_finds_a_direct_import() -> None:
-    imports = [("holon_ctx.cli.preview", "holon_ctx.projection.items"),
+    imports = [("holon_ctx.cli.preview", "holon_ctx.projection.base.items"),
                ("holon_ctx.cli.preview", "holon_ctx.cli._api"),
-               ("holon_ctx.cli._api", "holon_ctx.projection.items"),
+               ("holon_ctx.cli._api", "holon_ctx.projection.base.items"),
                ("holon_ctx.cli.main", "holon_ctx.errors")]
-    assert _cli_reaches(imports) == {"holon_ctx.cli.preview": {"holon_ctx.projection.items"}}
+    assert _cli_reaches(imports) == {"holon_ctx.cli.preview": {"holon_ctx.projection.base.items"}}
 
 
 def test_the_cli_api_names_resolve_where_it_says() -> None:
@@ -421,3 +421,30 @@ def test_the_cli_api_names_resolve_where_it_says() -> None:
     assert sorted(_api.__all__) == sorted(homes)
     for name, home in homes.items():
         assert getattr(_api, name) is getattr(importlib.import_module(home), name), name
+
+
+# -- projection's stages (issue 24 item 5, RFC 0028) ------------------------------------------
+#: projection/'s subpackages in pipeline order: a module imports from its own stage and the ones
+#: before it, never one after (type-only and function-level imports too).
+PROJECTION_STAGES = ("base", "rendering", "planning", "provider_formats", "session", "measure")
+
+
+def test_projection_is_its_stages_each_importing_only_earlier_ones() -> None:
+    """Every module of projection/ sits in a stage (none flat beside them), and no stage imports
+    a later one: base ← rendering ← planning ← provider_formats ← session ← measure."""
+    root = PKG / "projection"
+    assert sorted(p.name for p in root.glob("*.py")) == ["__init__.py"]
+    assert {p.name for p in root.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(
+        PROJECTION_STAGES)
+    order = {name: i for i, name in enumerate(PROJECTION_STAGES)}
+    later: dict[str, list[str]] = {}
+    for mod, names in _imports("projection").items():
+        parts = Path(mod).parts  # holon_ctx/projection/<stage>/<module>.py
+        if len(parts) < 4:
+            continue
+        mine = order[parts[2]]
+        for name in sorted(names):
+            bits = name.split(".")
+            if bits[:2] == ["holon_ctx", "projection"] and len(bits) > 2 and order[bits[2]] > mine:
+                later.setdefault(mod, []).append(name)
+    assert later == {}

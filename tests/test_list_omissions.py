@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from projection_builders import LedgerBuilder
 
-from holon_ctx.projection.frontier import Tally, files_line
-from holon_ctx.projection.policy import Policy
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.session import SessionPolicy, SessionProjector
+from holon_ctx.projection.base.policy import Policy
+from holon_ctx.projection.planning.frontier import Tally, files_line
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.session.session import SessionPolicy, SessionProjector
 
 
 def _edits(files: int) -> tuple[LedgerBuilder, str]:

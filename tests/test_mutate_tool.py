@@ -28,10 +28,10 @@ def tool() -> ModuleType:
 
 
 @pytest.mark.parametrize(("given", "path"), [
-    ("holon_ctx/projection/planner.py", "holon_ctx/projection/planner.py"),
-    ("holon_ctx.projection.planner", "holon_ctx/projection/planner.py"),
-    ("planner", "holon_ctx/projection/planner.py"),
-    ("projection/session", "holon_ctx/projection/session.py"),
+    ("holon_ctx/projection/planning/planner.py", "holon_ctx/projection/planning/planner.py"),
+    ("holon_ctx.projection.planning.planner", "holon_ctx/projection/planning/planner.py"),
+    ("planner", "holon_ctx/projection/planning/planner.py"),
+    ("projection/session/session", "holon_ctx/projection/session/session.py"),
     ("holon_ctx.session", "holon_ctx/session.py"),
     ("ledger/sqlite.py", "holon_ctx/ledger/sqlite.py"),
 ])
@@ -47,7 +47,7 @@ def test_a_name_several_modules_end_with_is_refused_listing_them(tool: ModuleTyp
         tool.resolve("session")
     message = str(caught.value)
     assert "holon_ctx/session.py" in message
-    assert "holon_ctx/projection/session.py" in message
+    assert "holon_ctx/projection/session/session.py" in message
 
 
 def test_an_unknown_module_is_refused(tool: ModuleType) -> None:
@@ -56,8 +56,9 @@ def test_an_unknown_module_is_refused(tool: ModuleType) -> None:
 
 
 def test_reports_keep_the_old_short_names_and_name_new_modules_by_path(tool: ModuleType) -> None:
-    assert tool.report_name("holon_ctx/projection/planner.py") == "planner"
-    assert tool.report_name("holon_ctx/projection/session_state.py") == "projection.session_state"
+    assert tool.report_name("holon_ctx/projection/planning/planner.py") == "planner"
+    assert (tool.report_name("holon_ctx/projection/session/session_state.py")
+            == "projection.session.session_state")
     assert tool.report_name("holon_ctx/session.py") == "session"
 
 
@@ -104,7 +105,7 @@ def test_the_test_modules_of_a_module_are_those_that_name_what_it_defines(tool: 
                   "@pytest.fixture\ndef unrelated():\n    return 1\n"),
         test_fixture="def test_x(sqlite_ledger):\n    pass\n",
         test_other_fixture="def test_y(unrelated):\n    pass\n",
-        test_nothing="from holon_ctx.projection.planner import plan\n",
+        test_nothing="from holon_ctx.projection.planning.planner import plan\n",
         test_by_dotted_name="import holon_ctx.ledger.sqlite as s\n",
     )
     assert tool.select_test_files("holon_ctx/ledger/sqlite.py", files) == [

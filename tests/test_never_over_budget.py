@@ -28,14 +28,14 @@ from tiers import SLOW, sized
 import holon_ctx
 from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.providers import (
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.provider_formats.providers import (
     framing_tokens,
     measure,
     to_anthropic_messages,
     to_openai_messages,
 )
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.session.session import Layout, SessionProjector
 
 pytestmark = pytest.mark.scaled
 

@@ -17,8 +17,8 @@ from projection_builders import LedgerBuilder
 from session_helpers import check_request, turn_ids, walk
 
 from holon_ctx.ledger.records import Tool, Turn
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.session import SessionProjector
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.session.session import SessionProjector
 
 BANNER = ("/usr/lib/python3/site-packages/django/conf/__init__.py:267: RemovedInDjango50Warning: "
           "The USE_L10N setting is deprecated.\n"

@@ -11,8 +11,8 @@ import pytest
 from provider_counts import agent_loop
 
 import holon_ctx
-from holon_ctx.projection.providers import measure
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.provider_formats.providers import measure
+from holon_ctx.projection.session.session import Layout, SessionProjector
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The planner on its own (holon_ctx/projection/planner.py): synthetic items with exact costs.
+"""The planner on its own (holon_ctx/projection/planning/planner.py): synthetic items with exact costs.
 
 No ledger and no tokenizer: items are forms of given token counts, so each rule of the step order
 (rounds, tiers, section shares, pinned order), the prefix rule, clipping, the lazy sources and the
@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from holon_ctx.errors import BudgetTooSmallError
-from holon_ctx.projection.items import Block, Item, Rendered
-from holon_ctx.projection.model import Form, Priority, Section
-from holon_ctx.projection.planner import (
+from holon_ctx.projection.base.items import Block, Item, Rendered
+from holon_ctx.projection.base.model import Form, Priority, Section
+from holon_ctx.projection.planning.planner import (
     SECTION_WEIGHTS,
     Bound,
     Plan,

@@ -174,7 +174,7 @@ def test_delete_session_empties_every_session_table(pg_url: str, pg_session_key:
     from holon_ctx.compaction import SessionConfig, compact
     from holon_ctx.memory.archiver import Archiver
     from holon_ctx.memory.episodes import Recap, RecapStatus
-    from holon_ctx.projection.session import SessionProjector
+    from holon_ctx.projection.session.session import SessionProjector
 
     def filled(key: str) -> int:
         ledger = PostgresStore(pg_url, session=key)

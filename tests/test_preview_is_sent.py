@@ -25,7 +25,7 @@ import holon_ctx
 from holon_ctx.cli.main import main
 from holon_ctx.cli.preview_cmds import opened, viewed
 from holon_ctx.cli.preview_summary import left_out_rows
-from holon_ctx.projection.projector import Projection
+from holon_ctx.projection.planning.projector import Projection
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAJECTORY = (ROOT.parent / "shared" / "corpora" / "swe-trajectories"

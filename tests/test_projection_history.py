@@ -14,8 +14,8 @@ import pytest
 from projection_builders import LedgerBuilder, selected_refs
 
 from holon_ctx.ledger.records import TaskStatus, Tool, ToolStatus
-from holon_ctx.projection.model import Form, Priority
-from holon_ctx.projection.projector import Projection, Projector
+from holon_ctx.projection.base.model import Form, Priority
+from holon_ctx.projection.planning.projector import Projection, Projector
 
 BUDGETS = [512, 1024, 2048, 4096, 8192, 16384]
 PER_TIER = 64  # Policy().high_turns_per_tier

@@ -63,11 +63,11 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.projection.formats import QUOTE_END, QUOTE_START, clip_notes
-from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.model import Form, Section
-from holon_ctx.projection.projector import SECTION_TITLES, Projection, Projector
-from holon_ctx.projection.view import WindowLimits
+from holon_ctx.projection.base.formats import QUOTE_END, QUOTE_START, clip_notes
+from holon_ctx.projection.base.items import BlockKind
+from holon_ctx.projection.base.model import Form, Section
+from holon_ctx.projection.planning.projector import SECTION_TITLES, Projection, Projector
+from holon_ctx.projection.planning.view import WindowLimits
 from holon_ctx.tokens import default_counter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -488,7 +488,7 @@ _DETERMINISM_SCRIPT = """
 import sys
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 out = open(sys.argv[1], "wb")
 for line in sys.stdin.read().split():
     path, budget = line.rsplit(",", 1)

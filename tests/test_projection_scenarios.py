@@ -24,10 +24,10 @@ from holon_ctx.ledger.records import (
 )
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.projection.formats import fence_parts
-from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.model import Form, Priority, Section
-from holon_ctx.projection.projector import Projection, Projector
+from holon_ctx.projection.base.formats import fence_parts
+from holon_ctx.projection.base.items import BlockKind
+from holon_ctx.projection.base.model import Form, Priority, Section
+from holon_ctx.projection.planning.projector import Projection, Projector
 from holon_ctx.tokens import default_counter
 
 BUDGETS = [512, 1024, 2048, 4096, 8192, 16384]
@@ -496,7 +496,7 @@ def test_a_forty_turn_conversation_recalls_its_early_decision_from_an_episode(bu
     store = b.store()
     episodes = MemoryEpisodeStore()
     Archiver(store, episodes, policy=ArchivePolicy(recent_turns=16)).archive()
-    from holon_ctx.projection.view import WindowLimits
+    from holon_ctx.projection.planning.view import WindowLimits
 
     p = Projector(store, episodes=StoreEpisodeSource(episodes, store),
                   limits=WindowLimits(page_turns=16)).project(budget_tokens=budget, verify=True)

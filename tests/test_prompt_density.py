@@ -16,10 +16,10 @@ from projection_builders import LedgerBuilder
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import ToolStatus, Turn
 from holon_ctx.ledger.transcripts import import_any
-from holon_ctx.projection.density import content_tokens, density
-from holon_ctx.projection.formats import fence_open, fence_parts
-from holon_ctx.projection.model import Form
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.base.formats import fence_open, fence_parts
+from holon_ctx.projection.base.model import Form
+from holon_ctx.projection.measure.density import content_tokens, density
+from holon_ctx.projection.planning.projector import Projector
 from holon_ctx.tokens import default_counter
 
 ROOT = Path(__file__).resolve().parents[1]

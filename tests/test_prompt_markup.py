@@ -21,14 +21,14 @@ from projection_builders import LedgerBuilder
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Message, Outcome, Tool, Turn, WorkItemStatus
 from holon_ctx.ledger.transcripts import import_any
-from holon_ctx.projection.density import density
-from holon_ctx.projection.formats import EXCERPT_MARK, command_line
-from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.manifest import Projection
-from holon_ctx.projection.model import Form, Section
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.render import Renderer
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.base.formats import EXCERPT_MARK, command_line
+from holon_ctx.projection.base.items import BlockKind
+from holon_ctx.projection.base.model import Form, Section
+from holon_ctx.projection.measure.density import density
+from holon_ctx.projection.planning.manifest import Projection
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.rendering.render import Renderer
+from holon_ctx.projection.session.session import Layout, SessionProjector
 from holon_ctx.tokens import default_counter
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "swe-trajectories"

@@ -22,8 +22,8 @@ from holon_ctx.integrations.openai_agents import input_items
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.models import FAMILIES, Guarantee, UnknownModelWarning, model_profile
-from holon_ctx.projection.framing import ANTHROPIC, OPENAI, Framing
-from holon_ctx.projection.providers import measure
+from holon_ctx.projection.base.framing import ANTHROPIC, OPENAI, Framing
+from holon_ctx.projection.provider_formats.providers import measure
 from holon_ctx.tokens import O200K_SHA256, TiktokenCounter, counter_for_encoding
 
 

@@ -1,4 +1,5 @@
-"""Provider-ready projections (holon_ctx.projection.providers): layout, cache, trust, tokens."""
+"""Provider-ready projections (holon_ctx.projection.provider_formats.providers): layout, cache,
+trust, tokens."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ from holon_ctx.ledger.records import (
     Trust,
     Turn,
 )
-from holon_ctx.projection.projector import Projection, Projector
-from holon_ctx.projection.providers import (
+from holon_ctx.projection.planning.projector import Projection, Projector
+from holon_ctx.projection.provider_formats.providers import (
     CACHE_CONTROL,
     framing_tokens,
     measure,

@@ -10,8 +10,8 @@ import pytest
 
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.transcripts import import_any
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.providers import (
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.provider_formats.providers import (
     CACHE_CONTROL,
     framing_tokens,
     measure,

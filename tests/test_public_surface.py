@@ -115,8 +115,8 @@ def test_the_lowlevel_module_loads_a_name_only_when_it_is_used() -> None:
     import sys
 
     code = ("import sys, holon_ctx.lowlevel as low\n"
-            "print('holon_ctx.projection.projector' in sys.modules)\n"
-            "from holon_ctx.projection.projector import Projector\n"
+            "print('holon_ctx.projection.planning.projector' in sys.modules)\n"
+            "from holon_ctx.projection.planning.projector import Projector\n"
             "print(low.Projector is Projector)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]

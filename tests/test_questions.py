@@ -6,8 +6,8 @@ import pytest
 from projection_builders import LedgerBuilder
 
 from holon_ctx.ledger.records import BriefKind
-from holon_ctx.projection.model import Section
-from holon_ctx.projection.questions import QUESTION_MARKS, asks_question, ends_with_question
+from holon_ctx.projection.base.model import Section
+from holon_ctx.projection.base.questions import QUESTION_MARKS, asks_question, ends_with_question
 
 
 @pytest.mark.parametrize(("text", "asks"), [

@@ -23,11 +23,11 @@ from holon_ctx.ledger.records import (
     WaitStatus,
     WorkItemStatus,
 )
-from holon_ctx.projection.model import Priority, Relation, TurnUnit
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.relation import RELATION_TEXT, current_relation
-from holon_ctx.projection.retention import RULES, classify, turn_facts
-from holon_ctx.projection.view import load_view
+from holon_ctx.projection.base.model import Priority, Relation, TurnUnit
+from holon_ctx.projection.base.relation import RELATION_TEXT, current_relation
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.planning.retention import RULES, classify, turn_facts
+from holon_ctx.projection.planning.view import load_view
 
 
 def _unit(b: LedgerBuilder) -> tuple[TurnUnit, TurnUnit | None]:

@@ -1,4 +1,4 @@
-"""The renderer (holon_ctx/projection/render.py): labels, fences, trust, alerts and exact counts.
+"""The renderer (holon_ctx/projection/rendering/render.py): labels, fences, trust, alerts and exact counts.
 
 Each test renders hand-built records and checks the text a model reads and the structured fields
 readers of a projection use instead of parsing it (kind, trust, excerpt, refs).
@@ -30,15 +30,7 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.memory.episodes import Claim, Episode, Span
 from holon_ctx.memory.interface import RecalledEpisode
-from holon_ctx.projection.episode_forms import (
-    Chunk,
-    Chunks,
-    episode_forms,
-    form_blocks,
-    full_chunks,
-    full_text,
-)
-from holon_ctx.projection.formats import (
+from holon_ctx.projection.base.formats import (
     EXCERPT_MARK,
     FENCE_OPEN,
     fence_open,
@@ -46,10 +38,18 @@ from holon_ctx.projection.formats import (
     forgeries,
     one_line,
 )
-from holon_ctx.projection.items import BlockKind
-from holon_ctx.projection.model import Form, Priority, TurnUnit
-from holon_ctx.projection.policy import Policy, TokenCaps
-from holon_ctx.projection.render import Renderer, changed_lines
+from holon_ctx.projection.base.items import BlockKind
+from holon_ctx.projection.base.model import Form, Priority, TurnUnit
+from holon_ctx.projection.base.policy import Policy, TokenCaps
+from holon_ctx.projection.rendering.episode_forms import (
+    Chunk,
+    Chunks,
+    episode_forms,
+    form_blocks,
+    full_chunks,
+    full_text,
+)
+from holon_ctx.projection.rendering.render import Renderer, changed_lines
 from holon_ctx.tokens import default_counter
 
 COUNTER = default_counter()
@@ -382,7 +382,7 @@ def test_a_continuation_with_no_line_to_continue_leaves_the_form_whole() -> None
 def test_a_clipped_episode_keeps_its_first_lines_and_names_its_full_text() -> None:
     """Clipped anywhere, an episode's form keeps a prefix of its lines, never an open fence, and
     ends with the note naming the episode."""
-    from holon_ctx.projection.clipping import Clipper
+    from holon_ctx.projection.rendering.clipping import Clipper
 
     r = renderer()
     form = episode_forms(r, _recalled())[Form.FULL]
@@ -398,7 +398,7 @@ def test_a_clipped_episode_keeps_its_first_lines_and_names_its_full_text() -> No
 def test_no_block_is_dropped_without_the_note_naming_the_full_text() -> None:
     """When the block that does not fit cannot be cut short, the blocks before it give back the
     room the note needs: what is left out is always said, with the ref of the full text."""
-    from holon_ctx.projection.clipping import Clipper
+    from holon_ctx.projection.rendering.clipping import Clipper
 
     r = renderer()
     lines = [r.line(f"line {i}: {'word ' * 6}", ["turn:t9"]) for i in range(6)]
@@ -461,7 +461,7 @@ def test_an_excerpt_spends_about_its_cap_and_says_how_much_it_left_out(cap: int,
     and near the body's count less the cap."""
     import re
 
-    from holon_ctx.projection.formats import excerpt_mark
+    from holon_ctx.projection.base.formats import excerpt_mark
 
     s = stored(Tool(id="x1", tool_name="make", status=ToolStatus.OK, exit_code=0,
                     output=output))
@@ -592,7 +592,7 @@ def test_key_lines_are_the_lines_a_search_of_each_line_finds(lines: list[str],
                                                              limit: int) -> None:
     """One search of the joined lines picks the same key lines as a search of each line: word
     boundaries at a line's ends, case folded, the first ``limit`` of them."""
-    from holon_ctx.projection.render_records import _KEY_LINE, _key_lines
+    from holon_ctx.projection.rendering.render_records import _KEY_LINE, _key_lines
 
     each = [i for i, line in enumerate(lines) if _KEY_LINE.search(line)]
     assert _key_lines(lines, limit) == each[:limit]

@@ -13,17 +13,17 @@ from session_helpers import check_request, content_stream, walk
 
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.records import Tool, ToolStatus
-from holon_ctx.projection.density import content_tokens
-from holon_ctx.projection.folding import fold_repeated_lines, tool_output_text
-from holon_ctx.projection.formats import (
+from holon_ctx.projection.base.formats import (
     REPEAT_MARK,
     neutralise_repeat_marks,
     repeat_mark,
     same_lines_mark,
 )
-from holon_ctx.projection.model import Form
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.session import SessionProjector
+from holon_ctx.projection.base.model import Form
+from holon_ctx.projection.measure.density import content_tokens
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.rendering.folding import fold_repeated_lines, tool_output_text
+from holon_ctx.projection.session.session import SessionProjector
 from holon_ctx.tokens import default_counter
 
 #: What every `python …` run printed before its own output (the corpus's "settings banner").

@@ -7,8 +7,8 @@ depend on them:
 * a session's history renderer and its entry renderer share a record's shown text and capped
   bodies (``records_of``): each still gets its own caps' body, never the other's;
 * :func:`~holon_ctx.ledger.body.id_problem` checks clean ASCII without a per-character loop;
-* :func:`~holon_ctx.projection.render_records._key_lines` searches ASCII text by substring;
-* :func:`~holon_ctx.projection.formats.neutralise_repeat_marks` skips text with no "line".
+* :func:`~holon_ctx.projection.rendering.render_records._key_lines` searches ASCII text by substring;
+* :func:`~holon_ctx.projection.base.formats.neutralise_repeat_marks` skips text with no "line".
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 from holon_ctx.ledger.body import _MARKUP, id_problem, neutralise_fences, record_body
 from holon_ctx.ledger.records import Origin, Tool, ToolStatus, Trust
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection import formats, render_base
-from holon_ctx.projection.formats import neutralise_repeat_marks
-from holon_ctx.projection.policy import Policy, TokenCaps
-from holon_ctx.projection.render import Renderer
-from holon_ctx.projection.render_records import _KEY_LINE, _key_lines
+from holon_ctx.projection.base import formats
+from holon_ctx.projection.base.formats import neutralise_repeat_marks
+from holon_ctx.projection.base.policy import Policy, TokenCaps
+from holon_ctx.projection.rendering import render_base
+from holon_ctx.projection.rendering.render import Renderer
+from holon_ctx.projection.rendering.render_records import _KEY_LINE, _key_lines
 from holon_ctx.tokens import TokenCounter, default_counter
 
 COUNTER = default_counter()

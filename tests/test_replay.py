@@ -15,14 +15,14 @@ from holon_ctx.cli.main import main
 from holon_ctx.cli.replay_cmd import chart_lines, verdict
 from holon_ctx.ledger.records import Message, MessageRole
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.cost import (
+from holon_ctx.projection.measure.cost import (
     PRICES,
     CostMeter,
     PriceTable,
     RequestCost,
     shared_prefix_tokens,
 )
-from holon_ctx.projection.replay import (
+from holon_ctx.projection.measure.replay import (
     APPROACHES,
     MASKED_KEEP,
     ApproachReport,
@@ -32,7 +32,7 @@ from holon_ctx.projection.replay import (
     replay,
     request_tokens,
 )
-from holon_ctx.projection.session import Layout, SessionPolicy, SessionProjector
+from holon_ctx.projection.session.session import Layout, SessionPolicy, SessionProjector
 from holon_ctx.tokens import default_counter
 
 ANTHROPIC = PRICES["anthropic"]
@@ -372,8 +372,8 @@ def test_the_cached_counts_are_the_budgets_counts() -> None:
     at every call point that sum is exactly what :func:`measure` counts for the whole history
     and for keep-newest's request (the renderer's blocks are additive), and the token stream is
     the messages' streams end to end."""
-    from holon_ctx.projection.providers import measure
-    from holon_ctx.projection.replay import _Encoded, _History, _newest
+    from holon_ctx.projection.measure.replay import _Encoded, _History, _newest
+    from holon_ctx.projection.provider_formats.providers import measure
 
     counter = default_counter()
     store = _agent_run(11, 40)

@@ -26,7 +26,7 @@ from generated_turns import agent_turn
 
 import holon_ctx
 from holon_ctx.ledger.sqlite import SqliteStore
-from holon_ctx.projection.session import Layout
+from holon_ctx.projection.session.session import Layout
 
 POLICY = holon_ctx.CompactionPolicy(recent_turns=3, every_turns=2)
 #: (seed, budget, turns): seed 0 at 3,000 tokens differed at turns 12 and 16 before the text view

@@ -1,7 +1,7 @@
 """A session request's parts keep the blocks they were made from (issue 24 item 3, RFC 0028).
 
 Every part of a request is laid out from rendered blocks; it keeps them as spans (kind, trust,
-the ref shown, the lengths of head, body and tail: ``projection/spans.py``), so the preview and
+the ref shown, the lengths of head, body and tail: ``projection/base/spans.py``), so the preview and
 the session view read what each line is instead of reading the fences back out of the text.
 
 The proof that nothing is lost: on the demo and a shared trajectory, at three budgets and many
@@ -28,13 +28,13 @@ from holon_ctx.cli.preview import tag_block_lines
 from holon_ctx.cli.preview_cmds import opened, trust_lookup, viewed
 from holon_ctx.cli.session_view import part_blocks
 from holon_ctx.ledger.epochs import EPOCH_FORMAT
-from holon_ctx.projection.formats import fence_parts
-from holon_ctx.projection.items import Block, BlockKind
-from holon_ctx.projection.model import Section
-from holon_ctx.projection.native import Part, Role
-from holon_ctx.projection.projector import Projection
-from holon_ctx.projection.session import SessionRequest
-from holon_ctx.projection.spans import Span, blocks_of, spans_of
+from holon_ctx.projection.base.formats import fence_parts
+from holon_ctx.projection.base.items import Block, BlockKind
+from holon_ctx.projection.base.model import Section
+from holon_ctx.projection.base.spans import Span, blocks_of, spans_of
+from holon_ctx.projection.planning.projector import Projection
+from holon_ctx.projection.provider_formats.native import Part, Role
+from holon_ctx.projection.session.session import SessionRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAJECTORY = (ROOT.parent / "shared" / "corpora" / "swe-trajectories"

@@ -1,4 +1,4 @@
-"""Retention facts and classes (holon_ctx/ledger/facts.py, holon_ctx/projection/retention.py).
+"""Retention facts and classes (holon_ctx/ledger/facts.py, holon_ctx/projection/planning/retention.py).
 
 Table tests for the facts each record gives its turn and the rules that need a neighbour, and the
 property the high-turn index rests on: a turn is marked high at append time exactly when the
@@ -32,8 +32,8 @@ from holon_ctx.ledger.records import (
     WorkItemStatus,
 )
 from holon_ctx.ledger.store import StoredRecord
-from holon_ctx.projection.model import TurnUnit
-from holon_ctx.projection.retention import classify, in_fold_run, turn_facts
+from holon_ctx.projection.base.model import TurnUnit
+from holon_ctx.projection.planning.retention import classify, in_fold_run, turn_facts
 
 
 def unit(trigger: str, *records: Record, seq: int = 1, outcome: Outcome | None = None) -> TurnUnit:
@@ -189,9 +189,9 @@ def test_a_noop_tick_with_only_progress_is_low_and_a_wake_repeats_only_exactly()
 def test_retention_reads_each_page_turn_beside_its_predecessor() -> None:
     """Facts of a page's turns are judged beside the turn before them (the first beside the
     page's `before`), and pinned turns are pinned whatever their facts."""
-    from holon_ctx.projection.model import Priority as P
-    from holon_ctx.projection.retention import FactsCache, Retention
-    from holon_ctx.projection.view import Page
+    from holon_ctx.projection.base.model import Priority as P
+    from holon_ctx.projection.planning.retention import FactsCache, Retention
+    from holon_ctx.projection.planning.view import Page
 
     event = ExternalEvent(id="e", source="bot", text="ping")
     before = unit("external_event", event, seq=1)
@@ -232,9 +232,9 @@ def test_a_wake_repeats_only_a_wake(trigger: str) -> None:
 def test_asking_before_a_page_is_read_does_not_freeze_the_answer() -> None:
     """A turn's class asked for before its page is read (judged without a neighbour) is not
     remembered: once the page is read, the turn is judged beside its predecessor."""
-    from holon_ctx.projection.model import Priority as P
-    from holon_ctx.projection.retention import FactsCache, Retention
-    from holon_ctx.projection.view import Page
+    from holon_ctx.projection.base.model import Priority as P
+    from holon_ctx.projection.planning.retention import FactsCache, Retention
+    from holon_ctx.projection.planning.view import Page
 
     event = ExternalEvent(id="e", source="bot", text="ping")
     before, again = unit("external_event", event, seq=1), unit("external_event", event, seq=2)
@@ -248,8 +248,8 @@ def test_the_caches_remember_and_stay_bounded() -> None:
     """A turn's facts and a read turn's class are computed once and then handed back as they
     are; the facts cache never holds more than ``_FACTS_CACHE`` turns (it starts over when
     full), however many a long-lived projector meets."""
-    from holon_ctx.projection.retention import _FACTS_CACHE, FactsCache, Retention
-    from holon_ctx.projection.view import Page
+    from holon_ctx.projection.planning.retention import _FACTS_CACHE, FactsCache, Retention
+    from holon_ctx.projection.planning.view import Page
 
     cache = FactsCache()
     first, second = unit("timer", seq=1), unit("timer", seq=2)
@@ -271,8 +271,8 @@ def test_a_wake_is_judged_past_the_ticks_and_retries_before_it() -> None:
     """A wake repeating the one before a run of ticks and retries is still a duplicate (the run
     folds into one line); a turn that did something, or a different wake, ends that: the next
     wake is judged beside it."""
-    from holon_ctx.projection.retention import FactsCache, Retention, judged_beside
-    from holon_ctx.projection.view import Page
+    from holon_ctx.projection.planning.retention import FactsCache, Retention, judged_beside
+    from holon_ctx.projection.planning.view import Page
 
     ping = ExternalEvent(id="e", source="bot", text="ping")
     other = ExternalEvent(id="o", source="bot", text="pong")
@@ -302,7 +302,7 @@ def test_a_turn_read_as_it_arrives_may_join_a_fold_run_only_if_it_may_prove_low(
     """A session reads a turn before its records arrive: a turn already low may join a fold run,
     and so may a wake with no event yet right after a wake (its event may repeat that one's);
     a wake after anything else, a wake with a new event, or another empty turn may not."""
-    from holon_ctx.projection.retention import may_join_fold_run
+    from holon_ctx.projection.planning.retention import may_join_fold_run
 
     wake = unit("external_event", ExternalEvent(id="e", source="bot", text="ping"), seq=1)
     empty_wake = unit("external_event", seq=2)
@@ -401,8 +401,8 @@ def test_a_noop_tick_with_a_poll_and_a_progress_note_is_low() -> None:
 def test_a_wake_repeats_the_last_event_of_each_of_its_sources() -> None:
     """Two sources interleaved: each copy repeats its own source's last event (issue 12, item 5);
     a source whose last event differs, or a wake adding a new source, is news."""
-    from holon_ctx.projection.retention import FactsCache, Retention
-    from holon_ctx.projection.view import Page
+    from holon_ctx.projection.planning.retention import FactsCache, Retention
+    from holon_ctx.projection.planning.view import Page
 
     a, b = ExternalEvent(id="a", source="deploy", text="3/10"), ExternalEvent(
         id="b", source="canary", text="0.2%")
@@ -426,7 +426,7 @@ def test_a_wake_repeats_the_last_event_of_each_of_its_sources() -> None:
 def test_the_facts_cache_tells_a_wake_with_other_sources_from_the_wake_alone() -> None:
     """The same neighbour turn with the same number of records, once holding another source's
     event first (judged_beside's merged unit), once its own events only: two entries."""
-    from holon_ctx.projection.retention import FactsCache
+    from holon_ctx.projection.planning.retention import FactsCache
 
     mine = ExternalEvent(id="m", source="deploy", text="3/10")
     theirs = ExternalEvent(id="t", source="canary", text="0.2%")
@@ -445,8 +445,8 @@ def test_a_run_remembers_the_last_events_of_eight_sources() -> None:
     """A run of wakes remembers the last event of at most eight sources (its own among them,
     _WAKE_SOURCES): with nine, the oldest is forgotten and its repeat is news again; with
     eight, its repeat is still a duplicate wake."""
-    from holon_ctx.projection.retention import FactsCache, Retention
-    from holon_ctx.projection.view import Page
+    from holon_ctx.projection.planning.retention import FactsCache, Retention
+    from holon_ctx.projection.planning.view import Page
 
     def last_facts(sources: int) -> list[str]:
         events = [ExternalEvent(id=f"e{k}", source=f"s{k}", text=f"state {k}")

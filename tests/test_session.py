@@ -14,7 +14,7 @@ from holon_ctx import InputError, ToolCall, open_session
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Message, MessageRole, Tool, ToolStatus, Turn
 from holon_ctx.ledger.sqlite import SqliteStore
-from holon_ctx.projection.providers import framing_tokens, measure
+from holon_ctx.projection.provider_formats.providers import framing_tokens, measure
 from holon_ctx.tokens import default_counter
 
 

@@ -20,8 +20,8 @@ import holon_ctx
 from holon_ctx.errors import BudgetTooSmallError, InputError
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Tool, ToolStatus, Turn
-from holon_ctx.projection.providers import MAX_MESSAGES
-from holon_ctx.projection.session import Layout
+from holon_ctx.projection.provider_formats.providers import MAX_MESSAGES
+from holon_ctx.projection.session.session import Layout
 from holon_ctx.session_upkeep import Upkeep
 
 

@@ -21,16 +21,16 @@ from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import WorkItem
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.cost import PRICES
-from holon_ctx.projection.replay import call_points, replay
-from holon_ctx.projection.session import (
+from holon_ctx.projection.measure.cost import PRICES
+from holon_ctx.projection.measure.replay import call_points, replay
+from holon_ctx.projection.planning.tail import TAIL_TITLE
+from holon_ctx.projection.session.session import (
     Layout,
     SessionPolicy,
     SessionProjector,
     SessionRequest,
     cur_id,
 )
-from holon_ctx.projection.tail import TAIL_TITLE
 from holon_ctx.tokens import default_counter
 
 

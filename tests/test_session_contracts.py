@@ -12,9 +12,9 @@ import holon_ctx
 from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.epochs import MemoryEpochStore
 from holon_ctx.ledger.records import SideEffect, Tool, ToolStatus, Turn
-from holon_ctx.projection.effects import EFFECTS_HEADING
-from holon_ctx.projection.model import ControlState
-from holon_ctx.projection.session import Layout, SessionPolicy, SessionProjector
+from holon_ctx.projection.base.model import ControlState
+from holon_ctx.projection.rendering.effects import EFFECTS_HEADING
+from holon_ctx.projection.session.session import Layout, SessionPolicy, SessionProjector
 
 #: The planned epochs' layout (RFC 0010): every request ends with the full current-state tail.
 #: A small ledger otherwise fits whole, and a whole epoch states only what no record says.

@@ -15,11 +15,11 @@ import holon_ctx
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Environment, Turn, WorkItem
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.model import Form
-from holon_ctx.projection.sections import environment_blocks
-from holon_ctx.projection.session import Layout, SessionProjector
-from holon_ctx.projection.session_epochs import GROWTH_TURNS, MIN_LOW_WATER, RECORD_OVERHEAD
-from holon_ctx.projection.session_state import SessionPolicy
+from holon_ctx.projection.base.model import Form
+from holon_ctx.projection.planning.sections import environment_blocks
+from holon_ctx.projection.session.session import Layout, SessionProjector
+from holon_ctx.projection.session.session_epochs import GROWTH_TURNS, MIN_LOW_WATER, RECORD_OVERHEAD
+from holon_ctx.projection.session.session_state import SessionPolicy
 
 
 def _ledger(sizes: list[int]) -> LedgerStore:

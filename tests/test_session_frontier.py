@@ -21,8 +21,8 @@ from test_frontier import (
 )
 from test_session_native import _openai_pairing
 
-from holon_ctx.projection.providers import measure
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.provider_formats.providers import measure
+from holon_ctx.projection.session.session import Layout, SessionProjector
 from holon_ctx.tokens import default_counter
 
 BUDGETS = (4096, 8192)

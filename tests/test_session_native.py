@@ -14,7 +14,7 @@ from session_helpers import check_request, content_stream, walk
 
 import holon_ctx
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
+from holon_ctx.projection.session.session import Layout, SessionProjector, SessionRequest
 
 
 def agent_loop(seed: int, steps: int) -> LedgerStore:

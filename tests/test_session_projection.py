@@ -21,11 +21,11 @@ from holon_ctx.ledger.epochs import MemoryEpochStore
 from holon_ctx.ledger.epochs_sqlite import SqliteEpochStore
 from holon_ctx.ledger.records import SideEffect, Turn
 from holon_ctx.ledger.sqlite import SqliteStore
-from holon_ctx.projection.model import ControlState
-from holon_ctx.projection.replan import replan
-from holon_ctx.projection.retention import FactsCache
-from holon_ctx.projection.session import Layout, SessionPolicy, SessionProjector
-from holon_ctx.projection.tail import TAIL_TITLE
+from holon_ctx.projection.base.model import ControlState
+from holon_ctx.projection.planning.retention import FactsCache
+from holon_ctx.projection.planning.tail import TAIL_TITLE
+from holon_ctx.projection.session.replan import replan
+from holon_ctx.projection.session.session import Layout, SessionPolicy, SessionProjector
 
 LAYOUTS = [Layout.TEXT, Layout.MESSAGES]
 
@@ -157,7 +157,7 @@ _DIGEST_SCRIPT = """
 import hashlib, sys
 sys.path.insert(0, sys.argv[1])
 from projection_builders import memory_store, random_ledger
-from holon_ctx.projection.session import Layout, SessionProjector
+from holon_ctx.projection.session.session import Layout, SessionProjector
 from session_helpers import walk
 h = hashlib.sha256()
 for layout in (Layout.TEXT, Layout.MESSAGES):
@@ -314,7 +314,7 @@ def test_a_cold_renderer_memo_makes_the_same_requests(monkeypatch: pytest.Monkey
     store = memory_store(random_ledger(13, 120).records)
     warm = [(r.text, r.replanned) for r in walk(SessionProjector(store, layout=Layout.MESSAGES),
                                                 3500)]
-    monkeypatch.setattr("holon_ctx.projection.render_base._MEMO_ENTRIES", 1)
+    monkeypatch.setattr("holon_ctx.projection.rendering.render_base._MEMO_ENTRIES", 1)
     cold = [(r.text, r.replanned) for r in walk(SessionProjector(store, layout=Layout.MESSAGES),
                                                 3500)]
     assert cold == warm

@@ -14,7 +14,7 @@ from holon_ctx import ToolCall
 from holon_ctx.ledger.codec import iter_jsonl, write_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Tool, ToolStatus, Turn
-from holon_ctx.projection.providers import measure
+from holon_ctx.projection.provider_formats.providers import measure
 from holon_ctx.tokens import default_counter
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=80) | \

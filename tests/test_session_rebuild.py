@@ -24,7 +24,7 @@ import holon_ctx
 from holon_ctx.compaction import GovernedControl
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.session import Layout
+from holon_ctx.projection.session.session import Layout
 
 #: Compaction every two turns with a window of three: many envelopes and episodes per run.
 POLICY = holon_ctx.CompactionPolicy(recent_turns=3, every_turns=2, binding_turns=2)
@@ -152,7 +152,7 @@ def test_a_snapshot_committed_after_its_envelope_is_read_on_the_next_request(
 def test_governed_notices_are_bounded_with_many_open_waits(tmp_path: Path) -> None:
     """Sixty open waits become sixty obligations: the notice lists ten, counts the other fifty
     and names the envelope that holds them all, instead of growing with every wait."""
-    from holon_ctx.projection.sections import GOVERNED_ITEMS
+    from holon_ctx.projection.planning.sections import GOVERNED_ITEMS
 
     with holon_ctx.open_session(tmp_path / "ledger.db", compaction=None) as session:
         session.operator_message("start")

@@ -1,4 +1,4 @@
-"""projection/session_state.py on its own: the policy's bounds, where a request shows a ref, the
+"""projection/session/session_state.py on its own: the policy's bounds, where a request shows a ref, the
 checkpoint blocks, the heading a turn joins the history with, and what parts cost (issue 23)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from holon_ctx.errors import InputError
 from holon_ctx.ledger.records import Message, MessageRole, Outcome, Turn
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.ledger.units import TurnUnit
-from holon_ctx.projection.framing import ANTHROPIC, Framing
-from holon_ctx.projection.native import Part, Role, text_part
-from holon_ctx.projection.render import Renderer
-from holon_ctx.projection.session import SessionProjector
-from holon_ctx.projection.session_state import (
+from holon_ctx.projection.base.framing import ANTHROPIC, Framing
+from holon_ctx.projection.provider_formats.native import Part, Role, text_part
+from holon_ctx.projection.rendering.render import Renderer
+from holon_ctx.projection.session.session import SessionProjector
+from holon_ctx.projection.session.session_state import (
     Layout,
     SessionPolicy,
     SessionRequest,

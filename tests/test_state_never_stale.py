@@ -43,9 +43,9 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.memory import source
 from holon_ctx.memory.unresolved import todo_key
-from holon_ctx.projection import waits
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.session import SessionProjector
+from holon_ctx.projection.base import waits
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.session.session import SessionProjector
 
 _WAITING = re.compile(r"^waiting on (\S+?)[: ]", re.MULTILINE)
 _OPEN_ENTRY = re.compile(r"^- (\S+) \((wait:\S+?)[,)]", re.MULTILINE)

@@ -50,7 +50,7 @@ from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.verify import verify_ledger
 from holon_ctx.memory.archiver import Archiver
 from holon_ctx.memory.episodes import encode_episode
-from holon_ctx.projection.projector import Projector
+from holon_ctx.projection.planning.projector import Projector
 
 pytestmark = [pytest.mark.stress, pytest.mark.scaled,
               pytest.mark.skipif(sys.platform == "win32", reason="uses SIGKILL")]

@@ -12,10 +12,10 @@ import pytest
 from projection_builders import LedgerBuilder, selected_refs
 from session_helpers import turn_ids
 
-from holon_ctx.projection.projector import Projection
-from holon_ctx.projection.session import SessionProjector, SessionRequest
-from holon_ctx.projection.topics import RELEVANT, input_topic, is_relevant
-from holon_ctx.projection.view import units_of
+from holon_ctx.projection.base.topics import RELEVANT, input_topic, is_relevant
+from holon_ctx.projection.planning.projector import Projection
+from holon_ctx.projection.planning.view import units_of
+from holon_ctx.projection.session.session import SessionProjector, SessionRequest
 
 _FILLER = {
     "en": ("We went over the wording of the changelog entry for the release notes once more; "

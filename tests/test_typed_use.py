@@ -17,15 +17,15 @@ from provider_shapes import OPENAI_BY_ROLE, assert_anthropic_declared, assert_de
 
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.projection.projector import Projection, Projector
-from holon_ctx.projection.providers import to_anthropic_messages, to_openai_messages
+from holon_ctx.projection.planning.projector import Projection, Projector
+from holon_ctx.projection.provider_formats.providers import to_anthropic_messages, to_openai_messages
 
 SMALL = Path(__file__).parent / "golden" / "small.jsonl"
 
 USER_SCRIPT = '''\
 from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.providers import to_anthropic_messages, to_openai_messages
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.provider_formats.providers import to_anthropic_messages, to_openai_messages
 
 
 def prompt_parts(store: MemoryStore) -> list[str]:
@@ -40,8 +40,8 @@ def prompt_parts(store: MemoryStore) -> list[str]:
 '''
 MISTAKE = '''\
 from holon_ctx.ledger.memory import MemoryStore
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.providers import to_openai_messages
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.provider_formats.providers import to_openai_messages
 
 
 def first(store: MemoryStore) -> str:

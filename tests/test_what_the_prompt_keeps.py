@@ -25,9 +25,9 @@ from holon_ctx.ledger.records import BriefKind
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.source import StoreEpisodeSource
-from holon_ctx.projection.model import Section
-from holon_ctx.projection.projector import Projector
-from holon_ctx.projection.session import SessionProjector
+from holon_ctx.projection.base.model import Section
+from holon_ctx.projection.planning.projector import Projector
+from holon_ctx.projection.session.session import SessionProjector
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from holon_ctx.projection.formats import fence_parts
+from holon_ctx.projection.base.formats import fence_parts
 
 __all__ = ["tool_pairing_problems"]
 

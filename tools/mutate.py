@@ -19,7 +19,7 @@ Samples. ``--sample N`` draws N of the module's mutants with a seed that is fres
 document reports is measured on a sample whose seed was drawn *after* the tests it credits were
 written: the seed is in the report's first line, and docs/testing.md records it.
 
-    python3 dev.py mutate holon_ctx/projection/session.py --sample 40
+    python3 dev.py mutate holon_ctx/projection/session/session.py --sample 40
     python3 dev.py mutate session_state --sample 40    # a unique suffix of a module's path
     python3 dev.py mutate planner --limit 20           # the first 20 mutants only (a quick look)
     python3 dev.py mutate planner --recheck            # only the survivors of the last report
@@ -28,7 +28,7 @@ written: the seed is in the report's first line, and docs/testing.md records it.
 The run happens in copies of the repository, so the working tree is never touched. The report
 (kill rate, seed, commit, each survivor with file, line, operator and the line's text) is printed
 and written to ``mutation/NAME.txt``, NAME being the module's path under ``holon_ctx`` with dots
-(``projection.session``; the seven modules measured before this tool keep their short names).
+(``projection.session.session``; the seven modules measured before this tool keep their short names).
 
 Mutants inside type annotations are not run: with ``from __future__ import annotations`` an
 annotation is never evaluated, so they are equivalent by construction (counted in the report).
@@ -59,12 +59,12 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".mutate-cache"
 #: Report names kept from the hand-kept table this tool replaced (mutation/*.txt, docs/testing.md).
 LEGACY_NAMES = {
-    "holon_ctx/projection/planner.py": "planner",
-    "holon_ctx/projection/retention.py": "retention",
+    "holon_ctx/projection/planning/planner.py": "planner",
+    "holon_ctx/projection/planning/retention.py": "retention",
     "holon_ctx/ledger/facts.py": "facts",
-    "holon_ctx/projection/render.py": "render",
-    "holon_ctx/projection/folding.py": "folding",
-    "holon_ctx/projection/chains.py": "chains",
+    "holon_ctx/projection/rendering/render.py": "render",
+    "holon_ctx/projection/rendering/folding.py": "folding",
+    "holon_ctx/projection/base/chains.py": "chains",
     "holon_ctx/memory/builder.py": "builder",
     "holon_ctx/continuity/validator.py": "validator",
 }

@@ -70,13 +70,10 @@ if TYPE_CHECKING:
     from holon_ctx.postgres.continuity import PostgresContinuityBackend
     from holon_ctx.postgres.episodes import PostgresEpisodeStore
     from holon_ctx.postgres.ledger import PostgresStore
-    from holon_ctx.projection.cost import PRICES, PriceTable, load_price_table
-    from holon_ctx.projection.episode_forms import full_text
-    from holon_ctx.projection.folding import BY_TRIGGER
-    from holon_ctx.projection.formats import ALERT, FOLD_PREFIX, HEADING, RELATION_PREFIX, forgeries
-    from holon_ctx.projection.framing import Framing
-    from holon_ctx.projection.items import Block, BlockKind
-    from holon_ctx.projection.model import (
+    from holon_ctx.projection.base.formats import ALERT, FOLD_PREFIX, HEADING, RELATION_PREFIX, forgeries
+    from holon_ctx.projection.base.framing import Framing
+    from holon_ctx.projection.base.items import Block, BlockKind
+    from holon_ctx.projection.base.model import (
         SECTION_ORDER,
         ControlState,
         EpisodeSource,
@@ -88,14 +85,21 @@ if TYPE_CHECKING:
         Section,
         TurnUnit,
     )
-    from holon_ctx.projection.native import Part, Role
-    from holon_ctx.projection.projector import SECTION_TITLES, ItemDecision, Projection, Projector
-    from holon_ctx.projection.providers import framing_tokens, to_anthropic_messages, to_openai_messages
-    from holon_ctx.projection.relation import RELATION_TEXT
-    from holon_ctx.projection.replay import BASELINES, ApproachReport, replay
-    from holon_ctx.projection.retention import classify, turn_facts
-    from holon_ctx.projection.session import Layout, SessionProjector, SessionRequest
-    from holon_ctx.projection.spans import blocks_of
+    from holon_ctx.projection.base.relation import RELATION_TEXT
+    from holon_ctx.projection.base.spans import blocks_of
+    from holon_ctx.projection.measure.cost import PRICES, PriceTable, load_price_table
+    from holon_ctx.projection.measure.replay import BASELINES, ApproachReport, replay
+    from holon_ctx.projection.planning.projector import SECTION_TITLES, ItemDecision, Projection, Projector
+    from holon_ctx.projection.planning.retention import classify, turn_facts
+    from holon_ctx.projection.provider_formats.native import Part, Role
+    from holon_ctx.projection.provider_formats.providers import (
+        framing_tokens,
+        to_anthropic_messages,
+        to_openai_messages,
+    )
+    from holon_ctx.projection.rendering.episode_forms import full_text
+    from holon_ctx.projection.rendering.folding import BY_TRIGGER
+    from holon_ctx.projection.session.session import Layout, SessionProjector, SessionRequest
     from holon_ctx.session_upkeep import CompactionPolicy, CompactionSchedule
     from holon_ctx.tokens import TokenCounter, counter_for_encoding, store_counter
 
@@ -205,63 +209,63 @@ __all__ = [
 #: Where each name lives now: the one place to change when an internal module moves.
 _HOMES = {
     "AGENT_STEP": "holon_ctx.ledger.transcript_build",
-    "ALERT": "holon_ctx.projection.formats",
-    "ApproachReport": "holon_ctx.projection.replay",
+    "ALERT": "holon_ctx.projection.base.formats",
+    "ApproachReport": "holon_ctx.projection.measure.replay",
     "ArchivePolicy": "holon_ctx.memory.archiver",
     "Archiver": "holon_ctx.memory.archiver",
-    "BASELINES": "holon_ctx.projection.replay",
-    "BY_TRIGGER": "holon_ctx.projection.folding",
-    "Block": "holon_ctx.projection.items",
-    "BlockKind": "holon_ctx.projection.items",
+    "BASELINES": "holon_ctx.projection.measure.replay",
+    "BY_TRIGGER": "holon_ctx.projection.rendering.folding",
+    "Block": "holon_ctx.projection.base.items",
+    "BlockKind": "holon_ctx.projection.base.items",
     "BoundaryPolicy": "holon_ctx.memory.boundaries",
     "CLI_OPTION": "holon_ctx.ledger.transcripts",
     "CompactionPolicy": "holon_ctx.session_upkeep",
     "CompactionSchedule": "holon_ctx.session_upkeep",
-    "ControlState": "holon_ctx.projection.model",
+    "ControlState": "holon_ctx.projection.base.model",
     "DecisionKind": "holon_ctx.continuity.codes",
     "Detection": "holon_ctx.ledger.transcripts",
     "Episode": "holon_ctx.memory.episodes",
-    "EpisodeSource": "holon_ctx.projection.model",
+    "EpisodeSource": "holon_ctx.projection.base.model",
     "EpisodeStore": "holon_ctx.memory.store",
     "ExperimentResult": "holon_ctx.continuity.experiment",
-    "FOLD_PREFIX": "holon_ctx.projection.formats",
-    "Form": "holon_ctx.projection.model",
-    "Framing": "holon_ctx.projection.framing",
+    "FOLD_PREFIX": "holon_ctx.projection.base.formats",
+    "Form": "holon_ctx.projection.base.model",
+    "Framing": "holon_ctx.projection.base.framing",
     "GovernedControl": "holon_ctx.compaction",
-    "HEADING": "holon_ctx.projection.formats",
-    "ItemDecision": "holon_ctx.projection.projector",
+    "HEADING": "holon_ctx.projection.base.formats",
+    "ItemDecision": "holon_ctx.projection.planning.projector",
     "LOCK_SUFFIX": "holon_ctx.ledger.compaction_lock",
-    "Layout": "holon_ctx.projection.session",
+    "Layout": "holon_ctx.projection.session.session",
     "LedgerStats": "holon_ctx.ledger.store",
     "LedgerStore": "holon_ctx.ledger.store",
-    "Manifest": "holon_ctx.projection.model",
+    "Manifest": "holon_ctx.projection.base.model",
     "MemoryEpisodeStore": "holon_ctx.ledger.episode_store",
     "MemoryStore": "holon_ctx.ledger.memory",
     "ModelProfile": "holon_ctx.models",
     "Observation": "holon_ctx.ledger.usage",
-    "Omission": "holon_ctx.projection.model",
-    "PRICES": "holon_ctx.projection.cost",
-    "Part": "holon_ctx.projection.native",
+    "Omission": "holon_ctx.projection.base.model",
+    "PRICES": "holon_ctx.projection.measure.cost",
+    "Part": "holon_ctx.projection.provider_formats.native",
     "PostgresContinuityBackend": "holon_ctx.postgres.continuity",
     "PostgresEpisodeStore": "holon_ctx.postgres.episodes",
     "PostgresStore": "holon_ctx.postgres.ledger",
-    "PriceTable": "holon_ctx.projection.cost",
-    "Priority": "holon_ctx.projection.model",
-    "Projection": "holon_ctx.projection.projector",
-    "Projector": "holon_ctx.projection.projector",
-    "RELATION_PREFIX": "holon_ctx.projection.formats",
-    "RELATION_TEXT": "holon_ctx.projection.relation",
+    "PriceTable": "holon_ctx.projection.measure.cost",
+    "Priority": "holon_ctx.projection.base.model",
+    "Projection": "holon_ctx.projection.planning.projector",
+    "Projector": "holon_ctx.projection.planning.projector",
+    "RELATION_PREFIX": "holon_ctx.projection.base.formats",
+    "RELATION_TEXT": "holon_ctx.projection.base.relation",
     "ReadThroughEpochs": "holon_ctx.ledger.epochs",
-    "Relation": "holon_ctx.projection.model",
-    "Role": "holon_ctx.projection.native",
-    "SECTION_ORDER": "holon_ctx.projection.model",
-    "SECTION_TITLES": "holon_ctx.projection.projector",
+    "Relation": "holon_ctx.projection.base.model",
+    "Role": "holon_ctx.projection.provider_formats.native",
+    "SECTION_ORDER": "holon_ctx.projection.base.model",
+    "SECTION_TITLES": "holon_ctx.projection.planning.projector",
     "SEED": "holon_ctx.continuity.scenario",
     "ScenarioResult": "holon_ctx.continuity.evaluation",
-    "Section": "holon_ctx.projection.model",
+    "Section": "holon_ctx.projection.base.model",
     "SessionConfig": "holon_ctx.compaction",
-    "SessionProjector": "holon_ctx.projection.session",
-    "SessionRequest": "holon_ctx.projection.session",
+    "SessionProjector": "holon_ctx.projection.session.session",
+    "SessionRequest": "holon_ctx.projection.session.session",
     "SideEffectStatus": "holon_ctx.continuity.envelope",
     "SqliteEpisodeStore": "holon_ctx.ledger.episode_store",
     "SqliteStore": "holon_ctx.ledger.sqlite",
@@ -270,38 +274,38 @@ _HOMES = {
     "TokenCounter": "holon_ctx.tokens",
     "TranscriptFormat": "holon_ctx.ledger.transcripts",
     "Turn": "holon_ctx.ledger.records",
-    "TurnUnit": "holon_ctx.projection.model",
+    "TurnUnit": "holon_ctx.projection.base.model",
     "UnknownModelWarning": "holon_ctx.models",
-    "blocks_of": "holon_ctx.projection.spans",
-    "classify": "holon_ctx.projection.retention",
+    "blocks_of": "holon_ctx.projection.base.spans",
+    "classify": "holon_ctx.projection.planning.retention",
     "compact": "holon_ctx.compaction",
     "counter_for_encoding": "holon_ctx.tokens",
     "describe": "holon_ctx.postgres.connection",
     "epoch_store_for": "holon_ctx.ledger.epochs_sqlite",
     "export_jsonl": "holon_ctx.ledger.importer",
-    "forgeries": "holon_ctx.projection.formats",
-    "framing_tokens": "holon_ctx.projection.providers",
-    "full_text": "holon_ctx.projection.episode_forms",
+    "forgeries": "holon_ctx.projection.base.formats",
+    "framing_tokens": "holon_ctx.projection.provider_formats.providers",
+    "full_text": "holon_ctx.projection.rendering.episode_forms",
     "has_continuity_state": "holon_ctx.compaction",
     "has_episode_tables": "holon_ctx.ledger.episode_store",
     "id_problem": "holon_ctx.continuity.envelope",
     "import_any": "holon_ctx.ledger.transcripts",
     "import_jsonl": "holon_ctx.ledger.importer",
     "is_postgres_url": "holon_ctx.postgres.connection",
-    "load_price_table": "holon_ctx.projection.cost",
+    "load_price_table": "holon_ctx.projection.measure.cost",
     "missing_directory": "holon_ctx.ledger.sqlite",
     "model_profile": "holon_ctx.models",
     "not_a_database": "holon_ctx.ledger.transcripts",
     "parse_episode_id": "holon_ctx.memory.episodes",
-    "replay": "holon_ctx.projection.replay",
+    "replay": "holon_ctx.projection.measure.replay",
     "run_evaluation": "holon_ctx.continuity.evaluation",
     "run_experiment": "holon_ctx.continuity.experiment",
     "sniff_ledger": "holon_ctx.ledger.transcripts",
     "store_counter": "holon_ctx.tokens",
-    "to_anthropic_messages": "holon_ctx.projection.providers",
-    "to_openai_messages": "holon_ctx.projection.providers",
+    "to_anthropic_messages": "holon_ctx.projection.provider_formats.providers",
+    "to_openai_messages": "holon_ctx.projection.provider_formats.providers",
     "translate_lock_errors": "holon_ctx.ledger.locking",
-    "turn_facts": "holon_ctx.projection.retention",
+    "turn_facts": "holon_ctx.projection.planning.retention",
     "usage_store_for": "holon_ctx.ledger.usage_sqlite",
     "with_recaps": "holon_ctx.memory.summarizer",
 }

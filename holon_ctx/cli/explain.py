@@ -333,7 +333,7 @@ def _how_to_get_in(p: Projection, ref: str, owner: str | None, status: str,
 
 def omission_reason(d: ItemDecision) -> str | None:
     """The reason code of an item left out or shrunk, None for one in full: the manifest's own
-    rule for the refs an item leaves out (projection/manifest.py), so the preview, ``explain``
+    rule for the refs an item leaves out (projection/planning/manifest.py), so the preview, ``explain``
     and ``project --json`` give one item one reason (issue 27)."""
     if d.form is None:
         return Omission.BUDGET.value
@@ -361,7 +361,7 @@ def _item_dict(d: ItemDecision) -> dict[str, Any]:
 
 def _in_episode_text(p: Projection, ref: str) -> str | None:
     """Where a recalled episode quotes the record: the fence its quote's block opens (the
-    block says which record it quotes: projection/episode_forms.py), or the line naming it."""
+    block says which record it quotes: projection/rendering/episode_forms.py), or the line naming it."""
     for key, rendered in p.section_items.get(Section.EPISODES, ()):
         quote = next((b for block in rendered.blocks for b in (block.parts or (block,))
                       if b.quote == ref and b.fenced), None)

@@ -97,7 +97,7 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
     if block.trust and (block.kind in (BlockKind.FENCED, BlockKind.OPERATOR, BlockKind.TRUSTED)
                         or _episode_quote(block)):
         # A record's block, or an episode's fenced quote (its claim line, the fence, the quote,
-        # the closing line: projection/episode_forms.py).
+        # the closing line: projection/rendering/episode_forms.py).
         yield from _tag_structured(block)
         return
     head = block.head.splitlines()
@@ -120,7 +120,7 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
 
 def _episode_quote(block: Block) -> bool:
     """An episode's fenced quote: a text block with the quote's trust and the fence's closing
-    line (projection/episode_forms.py)."""
+    line (projection/rendering/episode_forms.py)."""
     return block.kind is BlockKind.TEXT and block.fenced
 
 

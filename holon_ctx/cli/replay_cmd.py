@@ -1,6 +1,6 @@
 """``holon-ctx replay SOURCE --budget N [--price …] [--baseline …] [--width W] [--json]``: the bill.
 
-Makes every model call of the ledger as a runtime would (:mod:`holon_ctx.projection.replay`:
+Makes every model call of the ledger as a runtime would (:mod:`holon_ctx.projection.measure.replay`:
 right before each reply the ledger holds, and at the end) with the session projection and each
 baseline, and prices every request against the one before it under a price table. What a person
 reads, top to bottom (RFC 0021): every call (tokens sent, cached, billed; the session's

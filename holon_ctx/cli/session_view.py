@@ -6,7 +6,7 @@ projection (messages layout, the provider's framing) over the ledger's *saved* e
 through :class:`~holon_ctx.ledger.epochs.ReadThroughEpochs` so that nothing is written, after the
 request of the turn before it, so that its cached share is the one a runtime asking every turn
 sees. :func:`as_projection` gives that request the shape the printers read (a
-:class:`~holon_ctx.projection.projector.Projection`): its tokens are ``request_tokens`` (what is
+:class:`~holon_ctx.projection.planning.projector.Projection`): its tokens are ``request_tokens`` (what is
 sent, framing included), its decisions the manifest's items (the plan the request froze at its
 last re-plan: nothing else of a plan is kept), its sections the manifest's. The prompt itself is
 shown part by part (:func:`part_blocks`): each part's role and place in the request, then its
@@ -124,7 +124,7 @@ def part_blocks(request: SessionRequest) -> Iterator[tuple[str, Part, tuple[Bloc
 def _blocks(part: Part) -> tuple[Block, ...]:
     """A part's blocks: the model's reply is model output (its role says who wrote it, and the
     text is fence-neutralised), with the calls it made; any other part's content is its text,
-    block by block as the renderer made it (:func:`~holon_ctx.projection.spans.blocks_of`)."""
+    block by block as the renderer made it (:func:`~holon_ctx.projection.base.spans.blocks_of`)."""
     if part.role is Role.ASSISTANT:
         calls = "".join(f"tool call {c.name} {c.arguments_json} (id {c.call_id})\n"
                         for c in part.calls)

@@ -3,7 +3,7 @@
 Theory of operation. :func:`record_facts` lists the facts one record exhibits on its own
 (``operator_input``, ``tool_failure``, ``task_result``…); :func:`trigger_facts` those a turn's
 trigger gives it. ``RULES`` maps each fact to a :class:`Priority`. The projection
-(:mod:`holon_ctx.projection.retention`) combines a turn's facts with the few rules that need its
+(:mod:`holon_ctx.projection.planning.retention`) combines a turn's facts with the few rules that need its
 neighbour (repeated polls, duplicate wakes) and classifies the turn by its highest fact.
 
 The facts live here, beside the records, because the store indexes them when a record is appended:

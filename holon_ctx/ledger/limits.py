@@ -1,6 +1,6 @@
 """Where a reader of the ledger stops: the current turn and the position limit "as of" a turn or a
 position. Here rather than in the projection because the archiver asks the same question, and
-memory sits below projection (RFC 0028); ``holon_ctx.projection.view`` re-exports it."""
+memory sits below projection (RFC 0028); ``holon_ctx.projection.planning.view`` re-exports it."""
 
 from __future__ import annotations
 

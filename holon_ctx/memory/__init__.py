@@ -16,7 +16,7 @@ The pure core of issue 4 (see ``docs/episodes.md`` and ``rfcs/0003-episodes.md``
     source       the projector's EpisodeSource over a store
 
 An episode's prompt forms (full, compact, ref) are written by the projection
-(``holon_ctx.projection.episode_forms``): memory writes no prompt markup of its own.
+(``holon_ctx.projection.rendering.episode_forms``): memory writes no prompt markup of its own.
 
 Nothing here opens a file or a database: stores and the ledger come in as arguments.
 """

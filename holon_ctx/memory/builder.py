@@ -52,7 +52,7 @@ from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.memory.episodes import Claim, Episode, Field, Span, episode_id, source_digest
 from holon_ctx.memory.unresolved import OpenKind, call_key, is_approval, resolves, todo_key
-from holon_ctx.projection.formats import code_span, label_value, one_line, speech
+from holon_ctx.projection.base.formats import code_span, label_value, one_line, speech
 
 __all__ = ["DECISION_MARKERS", "FIELD_OF", "SHORT_REPLY", "FieldBudget", "build_episode",
            "link_keys", "source_records"]

@@ -1,7 +1,7 @@
 """What the projection asks episode memory and what it gets back: the recall interface.
 
 Declared here, on memory's side, because memory implements it and sits below the projection in
-the layer order (RFC 0028); :mod:`holon_ctx.projection.model` re-exports the names.
+the layer order (RFC 0028); :mod:`holon_ctx.projection.base.model` re-exports the names.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class RecallQuery:
 @attrs.frozen
 class RecalledEpisode:
     """An episode offered to the planner, as data: the projection renders its forms
-    (:mod:`holon_ctx.projection.episode_forms`), memory writes no prompt text."""
+    (:mod:`holon_ctx.projection.rendering.episode_forms`), memory writes no prompt text."""
 
     ref: str
     covers: tuple[str, str]

@@ -42,7 +42,7 @@ _EVERY: Final = 1 << 62
 
 
 class StoreEpisodeSource:
-    """An :class:`~holon_ctx.projection.model.EpisodeSource` over an :class:`EpisodeStore`."""
+    """An :class:`~holon_ctx.projection.base.model.EpisodeSource` over an :class:`EpisodeStore`."""
 
     def __init__(self, episodes: EpisodeStore, ledger: LedgerStore,
                  weights: RecallWeights | None = None, *, as_of_position: bool = False,

@@ -1,0 +1,144 @@
+"""The planner's vocabulary: blocks of text, the rendered forms they make, and items offering forms.
+
+A :class:`Block` is a few lines whose token count adds exactly to its neighbours' (RFC 0002,
+decision 3): ``head`` and ``tail`` are label lines, ``body`` is block-safe record text. Besides its
+text a block says what it is — ``kind``, the ``trust`` of the text it shows, whether that text is
+an ``excerpt`` (head and tail of a longer body) and the ``refs`` it shows — so a reader (the
+preview, ``explain``, ``diff``) never parses the prompt back. A :class:`Rendered` form is a tuple of
+blocks with its exact token count; an :class:`Item` offers one to three forms to the planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+
+import attrs
+
+from holon_ctx.projection.base.model import Form, Priority, Section
+
+__all__ = ["Block", "BlockKind", "ClipFn", "GrowFn", "Item", "Rendered"]
+
+
+class BlockKind(StrEnum):
+    """What a block's text is, for readers of a projection (the prompt itself shows it in words)."""
+
+    #: A runtime-written line: a fact, a stub, a fold line, a list line.
+    LABEL = "label"
+    #: A turn's heading line (``### turn:…``): the text layout's, which messages leave out.
+    HEADING = "heading"
+    #: The operator's own words under an ``operator (trusted)`` label, unfenced.
+    OPERATOR = "operator"
+    #: Text the runtime vouches for (a runtime note, vouched guidance) under its label, unfenced.
+    TRUSTED = "trusted"
+    #: Untrusted or model-written text inside a data fence, under its label.
+    FENCED = "fenced"
+    #: Pre-rendered text that carries its own labels and fences (an episode's forms).
+    TEXT = "text"
+    #: A note the clipper adds after a clipped block ("[clipped; full text: …]").
+    NOTE = "note"
+
+
+@attrs.frozen
+class Block:
+    """Lines that count additively: ``head`` and ``tail`` are label lines, ``body`` is block-safe."""
+
+    head: str
+    body: str = ""
+    tail: str = ""
+    tokens: int = 0
+    #: Refs whose content this block shows.
+    refs: tuple[str, ...] = ()
+    clippable: bool = False
+    kind: BlockKind = BlockKind.LABEL
+    #: Trust of the record whose text ``body`` shows (a :class:`~holon_ctx.ledger.records.Trust`
+    #: value), None when the block shows no record text.
+    trust: str | None = None
+    #: The body is a head-and-tail excerpt of a longer text (the excerpt names the full ref).
+    excerpt: bool = False
+    #: Tokens of ledger text its label lines quote (a command, an objective, a file path):
+    #: content, not markup, for the prompt-density measure (formats.quoted).
+    quoted: int = 0
+    #: The record an episode's fenced quote shows (its fence names it), None elsewhere: where
+    #: a recalled episode quotes a record is read here, not from the fence line.
+    quote: str | None = None
+    #: A form kept as one block where its pieces' token counts would not add up (an episode's
+    #: form: projection/rendering/episode_forms.py): the pieces, each with its kind and trust, so readers
+    #: still see which lines are a fenced quote without parsing the text. Their text joined is
+    #: this block's ``head``; no tokens (the block's count is the whole's).
+    parts: tuple[Block, ...] = attrs.field(default=(), eq=False, repr=False)
+
+    @property
+    def text(self) -> str:
+        return self.head + self.body + self.tail
+
+    @property
+    def ref(self) -> str | None:
+        """The ref whose text the block shows (its first), if any."""
+        return self.refs[0] if self.refs else None
+
+    @property
+    def fenced(self) -> bool:
+        """The block shows text inside a data fence: a record's fenced body, an episode's
+        fenced quote (text with the quote's trust and the fence's closing line), or a form
+        kept whole that holds one."""
+        return (self.kind is BlockKind.FENCED
+                or (self.kind is BlockKind.TEXT and bool(self.trust) and bool(self.tail))
+                or any(p.fenced for p in self.parts))
+
+
+@attrs.frozen
+class Rendered:
+    blocks: tuple[Block, ...]
+    tokens: int
+    refs: tuple[str, ...]
+    clipped: bool = False
+    #: The blocks' text, joined once (a rendered form is reused across a projector's calls).
+    text: str = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "text", "".join(
+            b.head + b.body + b.tail for b in self.blocks))
+
+
+#: ``clip(form, limit)``: the form cut to at most ``limit`` tokens, or None (see clipping.py).
+ClipFn = Callable[[Rendered, int], Rendered | None]
+#: ``grow(limit)``: the full form with its per-field caps lifted — every field whole (``limit``
+#: None), or the fields raised as far as fits ``limit`` tokens (None: not even the capped form).
+GrowFn = Callable[[int | None], Rendered | None]
+
+
+@attrs.frozen
+class Item:
+    key: str
+    section: Section
+    priority: Priority
+    reasons: tuple[str, ...]
+    #: Rank for steps inside the section (0 first).
+    order: int
+    #: Position when rendering the section (chronological for turns).
+    position: tuple[int, ...]
+    forms: dict[Form, Rendered]
+    #: Refs this item stands for (shown in any form); the first is the item's own ref.
+    refs: tuple[str, ...]
+    chain: str | None = None
+    kind: str = "item"
+    #: 0 outside the recent window and for its page 0; k for window page k (see planner.py).
+    tier: int = 0
+    #: A turn whose full form cuts a field to its per-field cap offers the field whole when the
+    #: budget has room (planner.py, "grow" steps); None when nothing in it is cut.
+    grow: GrowFn | None = attrs.field(default=None, eq=False)
+    #: A larger form shown whole or not at all: a list whose smaller form already names what
+    #: matters and counts what it leaves out (the execution frontier) is never replaced by its
+    #: larger form cut short, which would drop the newest entries behind a clip note.
+    whole: bool = False
+    #: A decision the current input is about (RFC 0030): its steps lead the first round of its
+    #: tier, before any other older evidence.
+    required: bool = False
+    #: A decision of another topic than the current input's (RFC 0030): its full form enters
+    #: after every other step, whole or not at all, so it is the first evidence to go.
+    deferred: bool = False
+
+    @property
+    def min_form(self) -> Form:
+        return min(self.forms)

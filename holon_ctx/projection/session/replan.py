@@ -1,0 +1,234 @@
+"""A session projection's re-plan: the stateless planner's choice, laid out to be appended to.
+
+At a re-plan (RFC 0010, decision 2) the planner of RFC 0002 chooses, at the low-water budget,
+among the same items as a stateless projection — the environment, recalled episodes, the turns of
+the window (folded and ranked as ever) — except those the tail states instead (work item, work
+refs, governed notices), and with the current input's turns (the continuation anchor, an agent
+loop's previous step, the current turn, the exchange a short reply answers) placed among the
+recent turns in ledger order rather than in a section of their own. Assembled as usual, that is
+the *frozen* part of every request until the next re-plan:
+
+    stable prefix   ## Environment, ## Episode memory   (a system part, when the environment may
+                                                         sit in the system role; user parts)
+    history         ## Recent turns, items in ledger order, as parts (native.py)
+
+The parts keep the planner's forms byte for byte: the frozen text is the assembled projection's
+text, and its token count the plan's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.base.items import BlockKind, Item, Rendered
+from holon_ctx.projection.base.model import (
+    ControlState,
+    EpisodeSource,
+    Form,
+    Priority,
+    Section,
+    TurnUnit,
+)
+from holon_ctx.projection.base.policy import Policy
+from holon_ctx.projection.base.spans import spans_of, title_span
+from holon_ctx.projection.planning import sections
+from holon_ctx.projection.planning.context import Context, analyse
+from holon_ctx.projection.planning.frontier import Tally
+from holon_ctx.projection.planning.history import History
+from holon_ctx.projection.planning.manifest import SECTION_TITLES, Projection
+from holon_ctx.projection.planning.pins import SLOTS
+from holon_ctx.projection.planning.planner import Plan
+from holon_ctx.projection.planning.projector import plan_and_assemble
+from holon_ctx.projection.planning.retention import FactsCache, Retention, in_fold_run
+from holon_ctx.projection.planning.turns import ChainOf, TurnItems
+from holon_ctx.projection.planning.view import View, load_view
+from holon_ctx.projection.provider_formats.native import Part, parts_of_blocks, system_part, text_part
+from holon_ctx.projection.rendering.effects import track_effects
+from holon_ctx.projection.rendering.render import Renderer
+
+__all__ = ["Frozen", "replan"]
+
+
+@attrs.frozen
+class Frozen:
+    """What a re-plan freezes, and what the walk after it starts from."""
+
+    projection: Projection
+    parts: tuple[Part, ...]
+    #: How many of ``parts`` are the stable prefix (the rest is the history).
+    prefix_count: int
+    view: View
+    ctx: Context
+    #: Turn ids the history shows (in any form but a fold line).
+    shown: frozenset[str]
+    #: The turn the history ends with in its full form, if any (a later record of it continues
+    #: that turn without a new heading).
+    open_turn: str | None
+    #: The execution frontier's counts for the current work item, as of the re-plan.
+    tally: Tally | None
+    frontier_cover: str
+    #: The smallest plan budget at which the next form of every pinned turn not yet in its full
+    #: form would enter (None: all are full). A re-plan raises its budget toward it: the current
+    #: input, its anchor and the previous step are what the next turns continue from.
+    pinned_need: int | None = None
+    #: Unresolved side effects among the turns the re-plan read (key → the run's ref).
+    unresolved: dict[str, str] = attrs.Factory(dict)
+    #: Keys of the open items the episodes shown state ``STILL OPEN`` (in any form but left out):
+    #: a record that resolves one re-plans the epoch (``episode_item_resolved``, RFC 0023).
+    still_open: frozenset[str] = frozenset()
+
+
+def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Renderer) -> list[Item]:
+    """The current input's turns as recent turns, in ledger order (each keeps its pinned slot
+    order, so the planner upgrades them in the usual precedence)."""
+    view = ctx.view
+    items: list[Item] = []
+    wanted: list[tuple[TurnUnit, str]] = []
+    if view.anchor_id and view.anchor_id != view.current.turn.id:
+        anchor = view.unit(view.anchor_id)
+        if anchor is not None:
+            wanted.append((anchor, "continuation_anchor"))
+    if ctx.previous_step is not None:
+        wanted.append((ctx.previous_step, "previous_step"))
+    wanted.append((view.current, "current_turn"))
+    for unit, slot_name in wanted:
+        items.append(turns.item(unit, Section.RECENT_TURNS, SLOTS[slot_name].order,
+                                (unit.turn.seq,), chain_of(unit.turn.id)))
+    if ctx.exchange is not None:
+        exchange = sections.exchange_item(ctx, r)
+        items.append(attrs.evolve(exchange, section=Section.RECENT_TURNS,
+                                  position=(ctx.exchange.unit.turn.seq, 1)))
+    return items
+
+
+def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
+           episodes: EpisodeSource | None, control: ControlState | None, *, limit_pos: int,
+           budget_tokens: int, headers: dict[Section, int],
+           environment_form: Form | None = None) -> Frozen:
+    """Plan the ledger as of ``limit_pos`` under ``budget_tokens`` and lay it out (see above).
+
+    ``environment_form``: the environment's one form, decided by the caller (None: the planner
+    chooses, as a stateless projection does). A session fixes it for its budget, so that the
+    stable prefix reads the same at every re-plan whatever the plan budget (RFC 0025)."""
+    view = load_view(store, limit_pos=limit_pos, extend=in_fold_run, policy=policy)
+    ctx = analyse(view, store, policy, control)
+    retention = Retention(ctx.pinned, facts)
+    turns = TurnItems(ctx, r, retention)
+    history = History(ctx, store, retention, turns, episodes)
+    episode_items, recalled = sections.episodes(ctx, r, episodes)
+    environment = sections.environment(ctx, r)
+    if environment_form is not None:
+        environment = [attrs.evolve(it, forms={environment_form: it.forms[environment_form]})
+                       for it in environment]
+    items = [*environment, *episode_items,
+             *history.tier0(recalled).items, *_current_items(ctx, turns, history.chain_of, r)]
+    projection, chosen = plan_and_assemble(ctx, history, items, recalled, r,
+                                           budget_tokens=budget_tokens, headers=headers)
+    records = _records(history.units, view)
+    parts, prefix_count = _parts(projection, items, records, r)
+    tally = ctx.frontier.tally() if ctx.work_item_id else None
+    unresolved: dict[str, str] = {}
+    track_effects(unresolved, sorted(records.values(), key=lambda s: s.pos))
+    cover = "" if ctx.frontier.complete else (
+        f"; counts cover {ctx.frontier.since or 'the turns in view'} onward")
+    shown = _shown_turns(projection)
+    open_turn = _open_turn(projection, chosen)
+    pinned_need = _pinned_need(ctx, items, chosen)
+    # The keys the listed episodes say STILL OPEN: a record resolving one re-plans (RFC 0023).
+    listed = {e.ref for e in projection.manifest.episodes if e.representation != "omitted"}
+    still_open = frozenset(key for ep in recalled if ep.ref in listed
+                           for key in ep.open_keys or ())
+    return Frozen(projection=projection, parts=tuple(parts), prefix_count=prefix_count,
+                  view=view, ctx=ctx, shown=shown, open_turn=open_turn, tally=tally,
+                  frontier_cover=cover, pinned_need=pinned_need, unresolved=unresolved,
+                  still_open=still_open)
+
+
+def _shown_turns(projection: Projection) -> frozenset[str]:
+    """A turn counts as shown when the model can read what it said: its full form (clipped to
+    the token at most, the operator's words first), or a pinned turn's compact form (which
+    keeps the operator's words verbatim). A one-line digest does not: a pin or an anchor on
+    such a turn makes the next request re-plan, so that the planner shows it whole."""
+    return frozenset(d.key.removeprefix("turn:") for d in projection.decisions
+                     if d.kind == "turn" and (d.form is Form.FULL or (
+                         d.form is Form.COMPACT and d.priority is Priority.PINNED)))
+
+
+def _open_turn(projection: Projection, chosen: Plan) -> str | None:
+    """The history's last turn when it is shown whole (later records of it may join it)."""
+    last = projection.section_items.get(Section.RECENT_TURNS, ())
+    if not last:
+        return None
+    key, form = last[-1]
+    pick = chosen.chosen.get(key)
+    if key.startswith("turn:") and pick is not None and pick[0] is Form.FULL \
+            and not form.clipped:
+        return key.removeprefix("turn:")
+    return None
+
+
+def _pinned_need(ctx: Context, items: Sequence[Item], chosen: Plan) -> int | None:
+    """The budget at which the current input's pinned turns, exchange and required items would
+    all be shown whole, when some is not (None: all are)."""
+    current_keys = {it.key for it in items if (it.priority.value == 0 and it.kind in (
+        "turn", "exchange") and it.key.removeprefix("turn:") in ctx.pinned) or it.kind == "exchange"
+        # A decision the current input is about (RFC 0030) is what it continues from too.
+        or it.required}
+    needs = [chosen.upgrade_at.get(key, chosen.omitted.get(key)) for key in current_keys
+             if key not in chosen.chosen or chosen.chosen[key][0] is not Form.FULL
+             or chosen.chosen[key][1].clipped]
+    return max((n for n in needs if n is not None), default=None)
+
+
+def _records(units: Sequence[TurnUnit], view: View) -> dict[str, StoredRecord]:
+    out: dict[str, StoredRecord] = {}
+    for unit in (*units, *view.extra.values(), view.current):
+        out[unit.ref] = unit.stored
+        for stored in unit.records:
+            out[stored.ref] = stored
+    return out
+
+
+def _parts(projection: Projection, items: Sequence[Item], records: dict[str, StoredRecord],
+           r: Renderer) -> tuple[list[Part], int]:
+    """The frozen parts: the stable prefix, then the history (see the module docstring)."""
+    counter = r.counter
+    parts: list[Part] = []
+    env = projection.section_items.get(Section.ENVIRONMENT, ())
+    if env:
+        title = SECTION_TITLES[Section.ENVIRONMENT] + "\n"
+        text = title + "".join(form.text for _, form in env)
+        tokens = counter.count(title) + sum(form.tokens for _, form in env)
+        refs = tuple(ref for _, form in env for ref in form.refs)
+        env_item = next((it for it in items if it.section is Section.ENVIRONMENT), None)
+        # Only vouched runtime configuration may sit in the system role (docs/providers.md).
+        vouched = env_item is not None and "untrusted" not in env_item.reasons \
+            and not any(b.kind is BlockKind.FENCED for _, form in env for b in form.blocks)
+        spans = (title_span(title), *spans_of(b for _, form in env for b in form.blocks))
+        parts.append(system_part(text, tokens, refs, spans) if vouched
+                     else text_part(text, tokens, refs, stable_end=True, spans=spans))
+    eps = projection.section_items.get(Section.EPISODES, ())
+    if eps:
+        title = SECTION_TITLES[Section.EPISODES] + "\n"
+        text = title + "".join(form.text for _, form in eps)
+        tokens = counter.count(title) + sum(form.tokens for _, form in eps)
+        parts.append(text_part(text, tokens, tuple(ref for _, f in eps for ref in f.refs),
+                               stable_end=True, spans=(title_span(title), *spans_of(
+                                   b for _, form in eps for b in form.blocks))))
+    prefix_count = len(parts)
+    recent = projection.section_items.get(Section.RECENT_TURNS, ())
+    if recent:
+        title = SECTION_TITLES[Section.RECENT_TURNS] + "\n"
+        parts.append(text_part(title, counter.count(title), spans=(title_span(title),)))
+        for _, form in recent:
+            parts.extend(parts_of_form(form, records, r, previous=parts[-1]))
+    return parts, prefix_count
+
+
+def parts_of_form(form: Rendered, records: dict[str, StoredRecord], r: Renderer, *,
+                  previous: Part | None) -> list[Part]:
+    """A rendered form as parts (:func:`~holon_ctx.projection.provider_formats.native.parts_of_blocks`)."""
+    return parts_of_blocks(form.blocks, records, r.framing, previous=previous)

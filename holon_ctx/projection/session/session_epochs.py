@@ -1,0 +1,282 @@
+"""The session projector's re-plans and their persistence (split from session.py, RFC 0010 and
+RFC 0025): a new epoch planned at the low-water mark, whether a re-plan pays for itself, and the
+epoch state saved at each re-plan and loaded (or rebuilt) by the next process. :mod:`.session`
+has the theory of operation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import msgspec
+
+from holon_ctx.errors import BudgetTooSmallError
+from holon_ctx.ledger.epochs import EpochStart, EpochState
+from holon_ctx.ledger.records import Environment, Turn
+from holon_ctx.projection.base.model import ControlHistory, Form
+from holon_ctx.projection.planning.frontier import Tally
+from holon_ctx.projection.planning.sections import environment_blocks
+from holon_ctx.projection.planning.view import continuation_anchor
+from holon_ctx.projection.session.replan import Frozen, replan
+from holon_ctx.projection.session.session_base import _ProjectorBase
+from holon_ctx.projection.session.session_state import (
+    Layout,
+    Persisted,
+    PersistedTally,
+    WalkState,
+    parts_cost,
+)
+from holon_ctx.projection.session.work_state import say_work_state, work_key, work_reads
+
+#: Turns whose records measure how fast the history grows, for the low-water mark.
+GROWTH_TURNS: Final = 16
+#: Tokens a record's label line and framing add to its body in the history (about).
+RECORD_OVERHEAD: Final = 12
+#: The lowest share of the budget a re-plan fills, however fast the history grows: below it a
+#: re-plan keeps little beyond the pinned turns (which raise the plan's budget anyway).
+MIN_LOW_WATER: Final = 0.1
+
+
+class _EpochPlanner(_ProjectorBase):
+    """Re-plans and the persisted epochs of ``SessionProjector``."""
+
+    # -- re-plans and persistence -------------------------------------------------------------------
+    def _replan(self, budget: int, limit: int, control: object, *, reason: str) -> WalkState:
+        """A new epoch at position ``limit``, planned at the low-water budget — raised until the
+        pinned turns (the current input, its anchor, the previous step) are in their full forms,
+        lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
+        low_water = plan_budget = self._low_water(budget, limit)
+        whole = self._opens_ledger(limit)
+        # A whole epoch's plan holds the environment as the planner chooses (the baselines send
+        # it whole); a planned epoch's form is fixed by the budget alone (_environment_form).
+        env_form = None if whole else self._environment_form(budget, limit)
+        tried_full = shrinking = False
+        over = step = 0
+        for _ in range(16):
+            try:
+                frozen = replan(self.store, self.renderer, self.policy, self._facts,
+                                self.episodes, control,  # type: ignore[arg-type]
+                                limit_pos=limit, budget_tokens=plan_budget,
+                                headers=self._headers, environment_form=env_form)
+            except BudgetTooSmallError as exc:
+                if tried_full or plan_budget >= budget:
+                    # Said against the caller's budget: the pinned part the planner could not
+                    # fit in its share, plus what the request needs beside the plan (the tail
+                    # and the framing took the rest of the budget).
+                    raise BudgetTooSmallError(
+                        max(exc.required_tokens + budget - plan_budget, budget + 1), budget,
+                        "the pinned references and the current state") from None
+                # The low-water mark is below the pinned minimum: use the whole budget instead.
+                tried_full, plan_budget = True, budget
+                continue
+            state = self._state_from(frozen, budget, limit, reason)
+            state.whole = whole
+            say_work_state(self.store, self.renderer, state, limit, replan=True)
+            tail_cost = self._tail_cost(state, self._tail(state, limit, control))
+            over = state.frozen_tokens + tail_cost - budget
+            if over > 0:
+                # Less by the overshoot, then by more each time: a plan does not always shrink
+                # token for token (its forms step; message framing is not planned).
+                step = over if not shrinking else max(over, step * 2)
+                shrinking = True
+                plan_budget -= step
+                if plan_budget <= 0:
+                    break
+                continue
+            room = budget - tail_cost - (state.frozen_tokens - frozen.projection.used_tokens)
+            need = frozen.pinned_need
+            if not shrinking and need is not None and plan_budget < min(need, room):
+                # Up to the room there is: a pinned turn that still does not fit whole is then
+                # clipped to the token, with the ref of its full text, rather than reduced to a
+                # line.
+                plan_budget = min(need, room)
+                continue
+            state.plan_budget, state.low_water_tokens = plan_budget, low_water
+            self._persist(state)
+            return state
+        raise BudgetTooSmallError(budget + max(over, 1), budget,
+                                  "the pinned references and the current state")
+
+    def _environment_form(self, budget: int, limit: int) -> Form | None:
+        """The environment's form in a planned epoch: whole when its full form takes at most
+        ``entry_share`` of the budget (the most one record may take in the history), else its
+        compact lines. Decided by the budget and the record alone, so every re-plan of a
+        session at this budget sends the same stable prefix: left to the planner, the form
+        followed the plan budget (whole, clipped at one point, clipped at another), and each
+        re-plan rewrote the whole request from its system message on (RFC 0025)."""
+        env = self.store.latest_environment(limit)
+        if env is None:
+            return None
+        _, full, _ = environment_blocks(env, self.renderer)
+        fits = self.renderer.rendered(full).tokens <= budget * self.session.entry_share
+        return Form.FULL if fits else Form.COMPACT
+
+    def _low_water(self, budget: int, limit: int) -> int:
+        """The low-water mark of a re-plan at ``limit`` (RFC 0025, decision 2): the largest share
+        of the budget at which the re-plan's cache write, spread over the calls until the next
+        re-plan, costs no more than reading the cached prefix does on those calls.
+
+        With the history growing by ``g`` tokens a call and a mark of ``L`` of a budget ``B``,
+        the next re-plan comes after ``(B - L) / g`` calls; the re-plan writes ``L`` tokens
+        where reading them costs ``cache_read``, a premium of ``(cache_write - cache_read) * L``;
+        the calls read ``(L + B) / 2`` tokens each on average. The premium per call is at most
+        the read per call when ``x² + ρ·γ·x ≤ 1`` (``x = L / B``, ``γ = g / B``,
+        ``ρ = 2 (cache_write - cache_read) / cache_read``), so the mark is that equation's root,
+        never above ``low_water`` (context the planner keeps) nor below ``MIN_LOW_WATER``. ``L``
+        counts the whole frozen part, the environment too, although a re-plan leaves that
+        cached: measured on the twelve trajectories, the lower mark this gives bills less than
+        leaving the environment out (RFC 0025). The growth is read from the ledger — the
+        records of the last ``GROWTH_TURNS`` turns, each body as the history caps it — so any
+        process derives the same mark."""
+        policy = self.session
+        ceiling = max(1, int(budget * policy.low_water))
+        gamma = self._growth(budget, limit) / budget
+        rho_gamma = 2 * (policy.cache_write - policy.cache_read) / policy.cache_read * gamma
+        share = (math.sqrt(rho_gamma * rho_gamma + 4) - rho_gamma) / 2
+        return min(ceiling, max(1, int(budget * max(MIN_LOW_WATER, share))))
+
+    def _growth(self, budget: int, limit: int) -> float:
+        """Tokens the history grows by per turn, as of ``limit``: the records of the last
+        ``GROWTH_TURNS`` turns, each body capped as the history caps it, plus a label's worth
+        (read from the ledger, so any process gets the same figure)."""
+        latest = self.store.latest_turn(limit)
+        if latest is None:
+            return 0.0
+        seq = latest.record.seq  # type: ignore[union-attr]
+        older = self.store.turns_before(seq, GROWTH_TURNS - 1, limit)
+        first = older[-1].record.seq if older else seq  # type: ignore[union-attr]
+        # The records as a whole epoch caps them, not as a planned epoch now clips them
+        # (planned_entry_share): read through the lower cap the mark rose, each re-plan kept
+        # more, and the bill grew (twelve at 4,096: 445k → 478k; RFC 0025, decision 6).
+        cap = int(budget * self.session.entry_share)
+        grown = sum(min(s.tokens, cap) + RECORD_OVERHEAD
+                    for s in self.store.records_of_turns(first, seq, limit))
+        return grown / (1 + len(older))
+
+    def _replan_pays(self, state: WalkState, limit: int) -> bool:
+        """A re-plan at a work-item switch or at an anchor the history does not show pays for
+        itself (RFC 0025, decisions 2 and 4): re-planned,
+        the calls until the next forced re-plan read the mark ``L`` instead of the history's
+        ``S`` tokens, after one call that writes ``L``. Over ``n = (B - S) / g`` calls it saves
+        ``cache_read·(S - L)·n`` and costs ``(cache_write - cache_read)·L``."""
+        budget, policy = state.budget, self.session
+        size = state.frozen_tokens + state.appended_tokens()
+        mark = self._low_water(budget, limit)
+        if size <= mark:
+            return False
+        calls = max(1.0, (budget - size) / max(1.0, self._growth(budget, limit)))
+        return (policy.cache_read * (size - mark) * calls
+                > (policy.cache_write - policy.cache_read) * mark)
+
+    def _opens_ledger(self, limit: int) -> bool:
+        """The epoch starting at ``limit`` is *whole* (RFC 0025): ``limit`` is right after the
+        ledger's first turn record, with nothing but environments before it — so the plan holds
+        every record there is, and every later one joins the history as it is walked."""
+        if not self.session.whole_history:
+            return False
+        latest = self.store.latest_turn(limit)
+        if latest is None or latest.pos + 1 != limit:
+            return False
+        assert isinstance(latest.record, Turn)
+        if self.store.turns_before(latest.record.seq, 1, limit):
+            return False
+        return all(isinstance(s.record, Environment)
+                   for s in self.store.records_between(0, latest.pos))
+
+    def _state_from(self, frozen: Frozen, budget: int, limit: int, reason: str) -> WalkState:
+        view, ctx = frozen.view, frozen.ctx
+        parts = list(frozen.parts)
+        # Epochs are numbered by where they start, so any process numbers them alike.
+        start = EpochStart(epoch=limit, turn_id=view.current.turn.id,
+                           turn_seq=view.current.turn.seq, limit_pos=limit, reason=reason)
+        tally = frozen.tally
+        state = WalkState(
+            key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
+            frozen=parts, prefix_count=frozen.prefix_count,
+            frozen_tokens=(frozen.projection.used_tokens if self.layout is Layout.TEXT
+                           else parts_cost(parts, None, self.layout, self.renderer.framing)),
+            # Without its text: a request's manifest states the request's own text, so the
+            # plan's (as long as the frozen part) would only be persisted at every re-plan.
+            manifest=msgspec.structs.replace(frozen.projection.manifest, text=""),
+            env_ref=view.environment.ref if view.environment else None,
+            work_item_id=ctx.work_item_id, shown=set(frozen.shown), open_turn=frozen.open_turn,
+            tally=None if tally is None else tally.copy(),
+            cover=frozen.frontier_cover, pos=limit, current=view.current,
+            anchor=view.unit(view.anchor_id) if view.anchor_id else None,
+            unresolved=dict(frozen.unresolved), still_open=frozen.still_open)
+        state.last_request_end = 0
+        return state
+
+    def _persist(self, state: WalkState) -> None:
+        tally = state.tally
+        frozen = Persisted(
+            parts=state.frozen, prefix_count=state.prefix_count,
+            frozen_tokens=state.frozen_tokens, manifest=state.manifest, env_ref=state.env_ref,
+            work_item_id=state.work_item_id, shown=sorted(state.shown),
+            open_turn=state.open_turn,
+            tally=None if tally is None else PersistedTally(
+                tally.done, tally.failed, tally.pending, sorted(tally.run_keys), tally.files,
+                tally.pending_calls, tally.answered),
+            cover=state.cover, plan_budget=state.plan_budget, unresolved=dict(state.unresolved),
+            whole=state.whole, low_water_tokens=state.low_water_tokens,
+            still_open=sorted(state.still_open))
+        self.epochs.save(EpochState(key=state.key, start=state.start,
+                                    frozen=msgspec.json.encode(frozen)))
+
+    def _load(self, budget: int, end: int, controls: ControlHistory) -> WalkState | None:
+        """The persisted epoch that holds position ``end`` (re-planned again when it is an
+        earlier epoch than the persisted one), or None when the walk must start over."""
+        key = self.state_key(budget)
+        saved = self.epochs.load(key)
+        if saved is not None and saved.start.limit_pos <= end:
+            try:
+                frozen = _persisted_decoder.decode(saved.frozen)
+            except msgspec.DecodeError:
+                frozen = None  # derived data that no longer decodes is rebuilt, never trusted
+            if frozen is not None:
+                restored = self._restore(budget, saved.start, frozen)
+                if restored is not None:
+                    return restored
+                # Saved beside another ledger: none of the key's epoch starts can be trusted
+                # either, so the walk starts over from the beginning of this ledger.
+                self.epochs.clear(key)
+                return None
+        earlier = [s for s in self.epochs.starts(key) if s.limit_pos <= end]
+        if not earlier:
+            return None
+        start = earlier[-1]
+        return self._replan(budget, start.limit_pos, controls.at(start.limit_pos),
+                            reason=start.reason)
+
+    def _restore(self, budget: int, start: EpochStart, frozen: Persisted) -> WalkState | None:
+        """The saved epoch as a walk state; None when it names a turn the ledger does not hold
+        there (state saved beside another ledger): derived data that does not match is rebuilt,
+        never trusted."""
+        limit = start.limit_pos
+        current = self._unit(start.turn_id, limit)
+        if current is None or current.turn.seq != start.turn_seq:
+            return None
+        anchor_id, _ = continuation_anchor(self.store, current, {}, limit, self.policy)
+        t = frozen.tally
+        state = WalkState(
+            key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
+            frozen=list(frozen.parts), prefix_count=frozen.prefix_count,
+            frozen_tokens=frozen.frozen_tokens, manifest=frozen.manifest, env_ref=frozen.env_ref,
+            work_item_id=frozen.work_item_id, shown=set(frozen.shown),
+            open_turn=frozen.open_turn,
+            tally=None if t is None else Tally(t.done, t.failed, t.pending,
+                                               {tuple(k) for k in t.run_keys},  # type: ignore[misc]
+                                               {k: list(v) for k, v in t.files.items()},
+                                               dict(t.pending_calls), dict(t.answered)),
+            cover=frozen.cover, pos=limit, current=current,
+            anchor=self._unit(anchor_id, limit) if anchor_id else None,
+            plan_budget=frozen.plan_budget, unresolved=dict(frozen.unresolved),
+            whole=frozen.whole, low_water_tokens=frozen.low_water_tokens,
+            still_open=frozenset(frozen.still_open))
+        if not state.whole:  # the frozen part says the work state as of its re-plan
+            state.work_stated = work_key(work_reads(self.store, state, limit))
+        return state
+
+
+_persisted_decoder = msgspec.json.Decoder(Persisted)
