@@ -20,10 +20,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from test_preview_is_sent import demo_db, trajectory_db
 
 import holon_ctx
 from holon_ctx.cli.explain import _in_episode_text
-from holon_ctx.cli.main import main
 from holon_ctx.cli.preview import tag_block_lines
 from holon_ctx.cli.preview_cmds import opened, trust_lookup, viewed
 from holon_ctx.cli.session_view import part_blocks
@@ -36,9 +36,6 @@ from holon_ctx.projection.planning.projector import Projection
 from holon_ctx.projection.provider_formats.native import Part, Role
 from holon_ctx.projection.session.session import SessionRequest
 
-ROOT = Path(__file__).resolve().parents[1]
-TRAJECTORY = (ROOT.parent / "shared" / "corpora" / "swe-trajectories"
-              / "sympy__sympy-23534.traj.json")
 TrustOf = Callable[[str], str | None]
 
 
@@ -80,22 +77,10 @@ def read_part(part: Part, trust_of: TrustOf) -> list[tuple[str, str]]:
     return list(read_tags(Block(head=content, refs=part.refs), trust_of))
 
 
-# -- the ledgers ------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("demo") / "demo.db"
-    assert main(["demo", "--db", str(db), "--plain", "--width", "100", "--no-pager"]) == 0
-    return db
+# The ledgers are the preview-is-sent module's fixtures (the demo; a shared trajectory imported
+# by a library session), imported above: both modules compare the same runtime requests.
+__all__ = ["demo_db", "trajectory_db"]
 
-
-@pytest.fixture(scope="module")
-def trajectory_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not TRAJECTORY.is_file():
-        pytest.skip(f"shared trajectory missing: {TRAJECTORY}")
-    db = tmp_path_factory.mktemp("traj") / "traj.db"
-    with holon_ctx.open_session(db) as session:
-        session.import_history(TRAJECTORY)
-    return db
 
 
 def _turns(db: Path, every: int) -> list[str]:
