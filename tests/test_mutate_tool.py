@@ -238,15 +238,19 @@ def test_a_line_run_at_import_runs_the_tests_of_the_lines_that_use_it(tool: Modu
 def test_several_modules_share_one_coverage_run(tool: ModuleType, tmp_path: Path,
                                                 fake_repo: list[list[str]]) -> None:
     """Modules mutated as one (a module split into siblings) run the test modules any of them
-    needs measured in one coverage run; each keeps its own map and its own cache."""
+    needs measured in one coverage run; each keeps its own map and its own cache, and each
+    map holds every selected module's coverage of it: a sibling named by no test (imported by
+    public names from another) is still run by the tests naming the other."""
     (tmp_path / "holon_ctx/sibling.py").write_text("def other():\n    return 1\n")
     (tmp_path / "tests/test_c.py").write_text("from holon_ctx.sibling import other\n")
     maps = tool.TestMap.load_or_measure_many(tmp_path, ["holon_ctx/mod.py",
                                                         "holon_ctx/sibling.py"])
     assert fake_repo == [["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"]]
-    assert maps["holon_ctx/mod.py"].tests_for(2, 2) == ["tests/test_a.py::test_1",
-                                                         "tests/test_b.py::test_1"]
-    assert maps["holon_ctx/sibling.py"].tests_for(2, 2) == ["tests/test_c.py::test_1"]
+    every = ["tests/test_a.py::test_1", "tests/test_b.py::test_1", "tests/test_c.py::test_1"]
+    assert maps["holon_ctx/mod.py"].tests_for(2, 2) == every
+    assert maps["holon_ctx/sibling.py"].tests_for(2, 2) == every
+    assert tool.TestMap.load_or_measure(tmp_path, "holon_ctx/sibling.py").tests_for(2, 2) == [
+        "tests/test_c.py::test_1"]  # alone, a module's map is its own selection's
     (tmp_path / "tests/test_c.py").write_text("from holon_ctx.sibling import other  # more\n")
     tool.TestMap.load_or_measure(tmp_path, "holon_ctx/mod.py")
     assert len(fake_repo) == 1  # mod.py's map is cached and test_c.py is not one of its tests
