@@ -562,7 +562,8 @@ class SqliteStore:
         transaction holds it, no append commits, so the end read here (on this connection, in
         autocommit: the newest commit) is the end when the writer commits. Not this
         connection's own transaction: the episode and governed stores write on their own
-        connections, which would then wait for it (RFC 0020's "Not done: SQLite")."""
+        connections, which would then wait for it (RFC 0020, "Stamps read where appends wait,
+        on SQLite")."""
         database = getattr(writer, "database_file", None)
         file = database() if callable(database) else None
         if file is None or self.path == ":memory:" or not _same_file(file, self.path):
