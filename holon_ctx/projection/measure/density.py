@@ -29,8 +29,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from holon_ctx.projection.base.formats import EXCERPT_MARK, REPEAT_MARK
-from holon_ctx.projection.base.items import Block, BlockKind
+from holon_ctx.projection.base.items import Block, BlockKind, NoteKind
 from holon_ctx.projection.base.model import Form
 from holon_ctx.projection.planning.manifest import Projection
 from holon_ctx.tokens import TokenCounter
@@ -90,16 +89,15 @@ def content_tokens(blocks: Iterable[Block], counter: TokenCounter) -> int:
         elif block.kind in _CONTENT_BODY and block.body:
             total += block.tokens - counter.count(block.head) - (
                 counter.count(block.tail) if block.tail else 0)
-            if block.excerpt:
-                # The note is a line of its own between head and tail lines (block-safe), so
-                # its count comes off the body's exactly.
-                total -= sum(counter.count(m.group(0))
-                             for m in EXCERPT_MARK.finditer(block.body))
-            if block.kind is BlockKind.FENCED and "above ×" in block.body:
-                # A repeat note (RFC 0016) is the runtime's line too, and quoted text cannot
-                # pose as one (neutralise_repeat_marks).
-                total -= sum(counter.count(m.group(0))
-                             for m in REPEAT_MARK.finditer(block.body))
+            # The runtime's notes in the body (an excerpt's, the repeat notes: RFC 0015, 0016)
+            # are its lines, not the record's; each is a line of its own (block-safe), so its
+            # count comes off the body's exactly. The renderer recorded where each is.
+            notes = block.notes
+            if not any(n.kind is NoteKind.REPEAT for n in notes):
+                # The rule the text match had: a same-lines note ("[4 lines as in tool:x9]") is
+                # markup only in a body that also holds a repeat note ("above ×").
+                notes = tuple(n for n in notes if n.kind is NoteKind.EXCERPT)
+            total -= sum(counter.count(block.body[n.start:n.end]) for n in notes)
     return total
 
 
