@@ -160,3 +160,32 @@ def test_a_tool_printing_an_excerpt_note_keeps_it_as_content() -> None:
     assert block.body[note.start:note.end] != forged
     whole = block.tokens - counter.count(block.head) - counter.count(block.tail) + block.quoted
     assert content_tokens(blocks, counter) == whole - counter.count(block.body[note.start:note.end])
+
+
+def test_a_same_lines_note_is_markup_in_any_body() -> None:
+    """A note standing for lines an output above printed (``[3 lines as in tool:x1]``) is the
+    runtime's line wherever it is: markup, also in a body with no ``line above`` note (the text
+    match counted it as content there)."""
+    banner = ("/usr/lib/python3/site-packages/django/conf/__init__.py:267: "
+              "RemovedInDjango50Warning: The USE_L10N setting is deprecated.\n"
+              "System check identified no issues (0 silenced).\n")
+    b = LedgerBuilder()
+    ask = b.operator("Fix the timezone bug; run the checks after each change.")
+    tools = []
+    for i in range(2):
+        b.turn("x-agent-step", anchor=ask)
+        tools.append(b.tool("bash", f"python check_{i}.py", banner + f"result {i}\n"))
+    for i in range(2):  # the newest two steps keep every line (RFC 0023)
+        b.turn("x-agent-step", anchor=ask)
+        b.tool("bash", f"git diff --stat {i}", f"{i + 1} files changed\n")
+    p = b.project(4096)
+    counter = default_counter()
+    blocks = [bl for bl in _blocks(p) if bl.ref == f"tool:{tools[1]}"]
+    [block] = blocks
+    [note] = block.notes
+    assert note.kind is NoteKind.SAME
+    assert block.body[note.start:note.end] == same_lines_mark(2, f"tool:{tools[0]}") + "\n"
+    assert "above ×" not in block.body
+    whole = block.tokens - counter.count(block.head) - counter.count(block.tail) + block.quoted
+    assert content_tokens(blocks, counter) == whole - counter.count(same_lines_mark(
+        2, f"tool:{tools[0]}") + "\n")
