@@ -5,6 +5,7 @@ from there, never by matching the body's text."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,8 @@ def _check_notes(block: Block) -> int:
 def test_every_note_a_block_records_is_the_line_written_there(path: Path) -> None:
     """Every step of a shared trajectory at 4,096 and 8,192 tokens: each tool output's notes
     (repeat, same-lines, excerpt: folded, excerpted, clipped and re-folded against the outputs
-    above) are the note lines of its body, and no other block records one but an excerpt's."""
+    above) are the note lines of its body, no other block records one but an excerpt's, and
+    the manifest's repeated lines are those the text shows."""
     store = MemoryStore()
     import_any(path, store)
     steps = [r.id for r in store.iter_records()
@@ -79,7 +81,10 @@ def test_every_note_a_block_records_is_the_line_written_there(path: Path) -> Non
     kinds: set[NoteKind] = set()
     for budget in (4096, 8192):
         for step in steps:
-            for block in _blocks(projector.project(budget_tokens=budget, at=step)):
+            p = projector.project(budget_tokens=budget, at=step)
+            # The manifest lists the repeat notes from the data as the text shows them.
+            assert p.manifest.repeated_lines == _repeated_lines_read(_blocks(p))
+            for block in _blocks(p):
                 if block.kind is BlockKind.FENCED and (block.ref or "").startswith("tool:"):
                     _check_notes(block)
                 else:  # an operator's, a message's, a runtime note's body: only excerpts
@@ -122,12 +127,30 @@ def test_an_excerpt_keeps_the_notes_of_its_head_and_tail(runs: list[tuple[str, i
     ("a\n[line ab…\n", 0),               # cut inside it
     ("a…\n", 0),
     ("z\n[line above ×3]\nb…\n", 0),     # a body that differs before it (re-neutralised)
+    ("a\n[line above ×3]\nz\n", 1),      # one that differs right after it: still whole
 ])
 def test_a_clipped_body_keeps_the_notes_whole_before_the_cut(cut: str, kept: int) -> None:
     body = "a\n[line above ×3]\nb\nc\n"
     notes = (Note(NoteKind.REPEAT, 2, 18, lines=1, times=3),)
     assert notes_kept(notes, body, cut) == notes[:kept]
     assert len(REPEAT_MARK.findall(cut)) == kept or cut.startswith("z")
+
+
+#: The parts of a repeat note, as the manifest read them from the text before the notes were
+#: data: the oracle the manifest's list is checked against.
+_NOTE_PARTS = re.compile(r"^\[(?:line|(\d+) lines) (?:above ×(\d+)|as in ([^\s\]]+))\]$",
+                         re.MULTILINE)
+
+
+def _repeated_lines_read(blocks: list[Block]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for block in blocks:
+        if block.kind is BlockKind.FENCED and (block.ref or "").startswith("tool:"):
+            for m in _NOTE_PARTS.finditer(block.body):
+                lines = int(m.group(1) or 1)
+                out.append({"ref": block.ref, "lines": lines, "as_in": m.group(3)} if m.group(3)
+                           else {"ref": block.ref, "lines": lines, "times": int(m.group(2))})
+    return out
 
 
 def _long_output(first_lines: str) -> str:
