@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import holon_ctx
+from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.epochs import MemoryEpochStore
 from holon_ctx.ledger.facts import Priority
 from holon_ctx.ledger.records import Message, Turn
@@ -24,7 +25,13 @@ from holon_ctx.memory.interface import RecalledEpisode, RecallQuery
 from holon_ctx.projection.base.model import EpisodeManifest, TurnUnit
 from holon_ctx.projection.base.policy import Policy
 from holon_ctx.projection.session import session_epochs
-from holon_ctx.projection.session.session import _REWEIGH, _SINGLED_OUT, SessionProjector, _singled_out
+from holon_ctx.projection.session.session import (
+    _REWEIGH,
+    _SINGLED_OUT,
+    Layout,
+    SessionProjector,
+    _singled_out,
+)
 from holon_ctx.projection.session.session_state import SessionPolicy
 
 
@@ -296,3 +303,20 @@ def test_a_current_input_above_the_low_water_mark_is_planned_whole_when_it_fits(
     assert low_water < planned <= 3000
     assert "step349 does item349" in request.text
     assert "clipped" not in request.text
+
+
+@pytest.mark.parametrize("layout", [Layout.TEXT, Layout.MESSAGES])
+def test_a_budget_the_frozen_part_and_tail_overrun_at_every_plan_is_refused_above_it(
+        layout: Layout) -> None:
+    """When the planner fits its share but the frozen part and the stated tail (a long work
+    item's objective) overrun the caller's budget however far the plan shrinks, the error names
+    that budget and a need above it (the overrun), never a figure below the budget."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.operator_message("go")
+    session.set_work_item("w1", objective="migrate the billing tables " * 60)
+    session.operator_message("continue", work_item="w1")
+    with pytest.raises(BudgetTooSmallError) as caught:
+        SessionProjector(session.store, layout=layout).request(budget_tokens=60)
+    assert caught.value.available_tokens == 60
+    assert caught.value.required_tokens > 60
+    assert "only 60 available" in str(caught.value)
