@@ -11,12 +11,14 @@ recall (what the source would rank is another module's business, test_episodes_r
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 import holon_ctx
+from holon_ctx.compaction import GovernedControl
 from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.epochs import MemoryEpochStore
 from holon_ctx.ledger.facts import Priority
@@ -320,3 +322,47 @@ def test_a_budget_the_frozen_part_and_tail_overrun_at_every_plan_is_refused_abov
     assert caught.value.available_tokens == 60
     assert caught.value.required_tokens > 60
     assert "only 60 available" in str(caught.value)
+
+
+class _Switch:
+    """A control source whose governed state the test sets (read afresh by every request)."""
+
+    def __init__(self) -> None:
+        self.state: object = None
+
+    def control_state(self) -> object:
+        return self.state
+
+
+def test_a_request_holds_its_budget_when_the_governed_state_grows_after_the_walk(
+        tmp_path: Path) -> None:
+    """The governed state can grow with no record walked (a compaction sealed at this very
+    position): the request states it in its tail and must still hold its budget, re-planning
+    (``over_budget``) when the walked state and the larger tail no longer fit — at every budget
+    from below the first request's size to well above it, in both layouts."""
+    with holon_ctx.open_session(tmp_path / "ledger.db", compaction=None) as session:
+        session.operator_message("deploy the service")
+        for w in range(3):
+            session.open_wait(f"ci{w}", f"CI run {w} for the deploy of the payments service")
+        for i in range(6):
+            session.operator_message(f"and then step {i}: " + "check the logs " * 5)
+        end = session.store.end_pos()
+        session.compact(holon_ctx.CompactionPolicy(recent_turns=2))
+        upkeep = session._upkeep
+        assert upkeep.continuity is not None
+        sealed = GovernedControl(upkeep.continuity, upkeep.identity.session_id) \
+            .control_history().at(end)
+        assert sealed is not None
+        reasons = []
+        for layout in (Layout.TEXT, Layout.MESSAGES):
+            for budget in range(300, 520, 7):
+                switch = _Switch()
+                projector = SessionProjector(session.store, control=switch, layout=layout)  # type: ignore[arg-type]
+                before = projector.request(budget_tokens=budget, limit_pos=end)
+                switch.state = sealed
+                after = projector.request(budget_tokens=budget, limit_pos=end)
+                assert after.request_tokens <= budget, (layout, budget)
+                assert after.request_tokens > before.request_tokens or after.replanned
+                reasons.append(after.replan_reason)
+    # Shaped so: some budgets fit the larger tail as they are, others must re-plan.
+    assert {None, "over_budget"} <= set(reasons)
