@@ -366,3 +366,24 @@ def test_a_request_holds_its_budget_when_the_governed_state_grows_after_the_walk
                 reasons.append(after.replan_reason)
     # Shaped so: some budgets fit the larger tail as they are, others must re-plan.
     assert {None, "over_budget"} <= set(reasons)
+
+
+# -- the tail of a whole epoch ---------------------------------------------------------------------
+def test_a_whole_epochs_tail_follows_whether_the_history_ends_on_the_models_reply() -> None:
+    """In the messages layout a whole epoch states its tail only while its history ends with
+    the model's reply (a provider request must end on a user turn); a runtime note after the
+    reply ends it on a user part again, and the next request — the same walk, its tail kept
+    since no record that changes it was walked — sends no tail, as a fresh walk does."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.operator_message("Summarise the incident.")
+    session.assistant_message("The incident was a bad deploy.")
+    projector = SessionProjector(session.store, layout=Layout.MESSAGES)
+    replied = projector.request(budget_tokens=4000)
+    assert replied.has_tail
+    assert replied.openai_messages()[-1]["role"] == "user"
+    session.runtime_note("the reply was too short; answer in three sentences")
+    noted = projector.request(budget_tokens=4000)
+    assert not noted.replanned
+    assert not noted.has_tail
+    fresh = SessionProjector(session.store, layout=Layout.MESSAGES).request(budget_tokens=4000)
+    assert noted.parts == fresh.parts
