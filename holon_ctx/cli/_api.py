@@ -7,7 +7,7 @@ names from the public modules (``holon_ctx``, ``holon_ctx.lowlevel``, ``holon_ct
 (``tests/test_layering.py`` fails otherwise). A name a library user would also call or receive
 (the stores, the stateless projection and its manifest's types, episodes, transcripts) is public
 in ``holon_ctx.lowlevel``; what is left here is what only a tool that shows the machinery needs,
-in 6 groups of 39 names, each with its reason above it in ``_HOMES``. Where the CLI
+39 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
 stitched several internals into one step, the step is a function of the library's and is named
 here instead (``read_through_request``, ``save_epoch``, ``stored_turn_class``,
 ``recapped_text``, ``price_table``). ``tests/test_layering.py`` holds the list to at most
