@@ -459,7 +459,7 @@ def test_the_cli_api_names_resolve_where_it_says() -> None:
         assert getattr(_api, name) is getattr(importlib.import_module(home), name), name
 
 
-#: At most this many names in cli/_api.py (RFC 0028, fourth amendment): 100 on 2026-12-05
+#: At most this many names in cli/_api.py (RFC 0028, fifth amendment): 100 on 2026-12-05
 #: before the names a user also needs went public (``holon_ctx.lowlevel``) and the steps the CLI
 #: stitched became functions of the library's. Raise it only with the name's reason.
 CLI_API_MAX_NAMES = 39
