@@ -3,10 +3,11 @@
 A :class:`Block` is a few lines whose token count adds exactly to its neighbours' (RFC 0002,
 decision 3): ``head`` and ``tail`` are label lines, ``body`` is block-safe record text. Besides its
 text a block says what it is — ``kind``, the ``trust`` of the text it shows, whether that text is
-an ``excerpt`` (head and tail of a longer body), the ``refs`` it shows and the ``notes`` the runtime
-wrote inside its body (:class:`Note`) — so a reader (the preview, ``explain``, ``diff``, the
-density measure, the shown-lines pass) never parses the prompt back. A :class:`Rendered` form is a tuple of
-blocks with its exact token count; an :class:`Item` offers one to three forms to the planner.
+an ``excerpt`` (head and tail of a longer body), the ``refs`` it shows and the ``notes`` the
+runtime wrote inside its body (:class:`Note`) — so a reader (the preview, ``explain``, ``diff``,
+the density measure, the shown-lines pass) never parses the prompt back. A :class:`Rendered` form
+is a tuple of blocks with its exact token count; an :class:`Item` offers one to three forms to
+the planner.
 """
 
 from __future__ import annotations
