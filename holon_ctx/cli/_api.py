@@ -7,11 +7,12 @@ names from the public modules (``holon_ctx``, ``holon_ctx.lowlevel``, ``holon_ct
 (``tests/test_layering.py`` fails otherwise). A name a library user would also call or receive
 (the stores, the stateless projection and its manifest's types, episodes, transcripts) is public
 in ``holon_ctx.lowlevel``; what is left here is what only a tool that shows the machinery needs,
-39 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
+33 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
 stitched several internals into one step, the step is a function of the library's and is named
 here instead (``read_through_request``, ``save_epoch``, ``stored_turn_class``,
-``recapped_text``, ``price_table``). ``tests/test_layering.py`` holds the list to at most
-39 names, each with its reason; a new one needs a reason and a higher bound there.
+``recapped_text``, ``price_table``, ``StoresBeside``, ``ReplayCompaction``,
+``ContinuityHarness``). ``tests/test_layering.py`` holds the list to at most
+33 names, each with its reason; a new one needs a reason and a higher bound there.
 
 The names load on first use (PEP 562, as ``holon_ctx.lowlevel``'s): a command imports only
 what it uses, so ``holon-ctx --help`` stays fast.
@@ -24,16 +25,11 @@ from typing import TYPE_CHECKING
 from holon_ctx import _lazy_names
 
 if TYPE_CHECKING:
-    from holon_ctx.compaction import has_continuity_state
-    from holon_ctx.continuity.evaluation import ScenarioResult, run_evaluation
-    from holon_ctx.continuity.experiment import ExperimentResult, run_experiment
-    from holon_ctx.continuity.scenario import SEED
+    from holon_ctx.continuity.harness import ContinuityHarness
     from holon_ctx.ledger.compaction_lock import LOCK_SUFFIX
-    from holon_ctx.ledger.episode_store import has_episode_tables
     from holon_ctx.ledger.locking import translate_lock_errors
     from holon_ctx.ledger.records import Turn
     from holon_ctx.ledger.sqlite import missing_directory
-    from holon_ctx.ledger.transcript_build import AGENT_STEP
     from holon_ctx.ledger.transcripts import CLI_OPTION, not_a_database, sniff_ledger
     from holon_ctx.ledger.usage_sqlite import usage_store_for
     from holon_ctx.memory.episodes import parse_episode_id
@@ -51,33 +47,29 @@ if TYPE_CHECKING:
     from holon_ctx.projection.rendering.folding import BY_TRIGGER
     from holon_ctx.projection.session.read_through import read_through_request, save_epoch
     from holon_ctx.projection.session.session import SessionRequest
-    from holon_ctx.session_upkeep import CompactionSchedule
+    from holon_ctx.session_upkeep import ReplayCompaction, StoresBeside
 
 __all__ = [
-    "AGENT_STEP",
     "BASELINES",
     "BY_TRIGGER",
     "CLI_OPTION",
     "LOCK_SUFFIX",
     "RELATION_TEXT",
     "SECTION_TITLES",
-    "SEED",
     "STRUCTURE_PREFIXES",
     "ApproachReport",
     "Block",
     "BlockKind",
-    "CompactionSchedule",
-    "ExperimentResult",
+    "ContinuityHarness",
     "ModelProfile",
     "Part",
     "PriceTable",
-    "ScenarioResult",
+    "ReplayCompaction",
     "SessionRequest",
+    "StoresBeside",
     "Turn",
     "describe",
     "forgeries",
-    "has_continuity_state",
-    "has_episode_tables",
     "missing_directory",
     "model_profile",
     "not_a_database",
@@ -86,8 +78,6 @@ __all__ = [
     "read_through_request",
     "recapped_text",
     "replay",
-    "run_evaluation",
-    "run_experiment",
     "save_epoch",
     "sniff_ledger",
     "stored_turn_class",
@@ -113,10 +103,8 @@ _HOMES = {
     "describe": "holon_ctx.postgres.connection",
     #: a locked database as one line of error, every command
     "translate_lock_errors": "holon_ctx.ledger.locking",
-    #: a read-only command opens no episode store a file lacks
-    "has_episode_tables": "holon_ctx.ledger.episode_store",
-    #: a read-only command opens no governed store a file lacks
-    "has_continuity_state": "holon_ctx.compaction",
+    #: the episode and governed stores beside a --db, opened only where a file has them
+    "StoresBeside": "holon_ctx.session_upkeep",
     #: the usage a runtime observed (preview's usage row, replay)
     "usage_store_for": "holon_ctx.ledger.usage_sqlite",
     #: --model NAME as a tokenizer and framing
@@ -156,10 +144,8 @@ _HOMES = {
     "parse_episode_id": "holon_ctx.memory.episodes",
     #: an episode as shown, its recaps applied
     "recapped_text": "holon_ctx.projection.rendering.episode_forms",
-    #: when a session compacts, replayed for a file's ledger
-    "CompactionSchedule": "holon_ctx.session_upkeep",
-    #: the trigger of a turn a reply opens (asked in the turn before)
-    "AGENT_STEP": "holon_ctx.ledger.transcript_build",
+    #: a file's episodes grown along a replay as a session's compactions grow them
+    "ReplayCompaction": "holon_ctx.session_upkeep",
     # -- replay
     #: every model call of a ledger, with each approach
     "replay": "holon_ctx.projection.measure.replay",
@@ -171,17 +157,9 @@ _HOMES = {
     "price_table": "holon_ctx.projection.measure.cost",
     #: a provider's cache prices, for the report
     "PriceTable": "holon_ctx.projection.measure.cost",
-    # -- the continuity harness (continuity run, experiment)
-    #: the seed envelope's policy version, the options' default
-    "SEED": "holon_ctx.continuity.scenario",
-    #: run the scenarios
-    "run_evaluation": "holon_ctx.continuity.evaluation",
-    #: one scenario's result, for the table and JSON
-    "ScenarioResult": "holon_ctx.continuity.evaluation",
-    #: run the resumption experiment
-    "run_experiment": "holon_ctx.continuity.experiment",
-    #: its result, for the table and JSON
-    "ExperimentResult": "holon_ctx.continuity.experiment",
+    # -- the continuity harness (inspect-continuity, eval-continuity)
+    #: its two runs, their results and the seed's policy version, as one entry point
+    "ContinuityHarness": "holon_ctx.continuity.harness",
 }
 
 

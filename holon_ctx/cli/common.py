@@ -210,40 +210,17 @@ def remove_empty_session(db: str, session: str) -> None:
 def open_episodes(store: LedgerStore, *, create: bool) -> EpisodeStore | None:
     """The episode store beside a database ledger; None for an in-memory one, and when ``create``
     is False and nothing was archived yet."""
-    from holon_ctx.cli._api import has_episode_tables  # noqa: PLC0415
-    from holon_ctx.lowlevel import SqliteEpisodeStore  # noqa: PLC0415
+    from holon_ctx.cli._api import StoresBeside  # noqa: PLC0415
 
-    if isinstance(store, SqliteStore):
-        if not create and not has_episode_tables(store.path):
-            return None
-        return SqliteEpisodeStore(store.path, create=create)
-    if isinstance(store, PostgresStore):
-        from holon_ctx.postgres import PostgresEpisodeStore  # noqa: PLC0415
-
-        if not create and not store.holds("holon_episodes"):
-            return None
-        return PostgresEpisodeStore(store.connection, session=store.session)
-    return None
+    return StoresBeside(store).episodes(create=create)
 
 
 def open_continuity(store: LedgerStore, *, create: bool = True) -> ContinuityStore | None:
     """The governed store beside a database ledger; None for an in-memory one, and when ``create``
     is False and no compaction sealed an envelope yet."""
-    from holon_ctx.cli._api import has_continuity_state  # noqa: PLC0415
-    from holon_ctx.continuity import ContinuityStore  # noqa: PLC0415
+    from holon_ctx.cli._api import StoresBeside  # noqa: PLC0415
 
-    if isinstance(store, SqliteStore):
-        if not create and not has_continuity_state(store.path):
-            return None
-        # The governed store waits for other writers as long as the ledger does (RFC 0006).
-        return ContinuityStore(store.path, timeout=store.lock_timeout)
-    if isinstance(store, PostgresStore):
-        from holon_ctx.postgres import PostgresContinuityBackend  # noqa: PLC0415
-
-        if not create and not store.holds("holon_continuity_envelopes"):
-            return None
-        return ContinuityStore(PostgresContinuityBackend(store.connection, session=store.session))
-    return None
+    return StoresBeside(store).continuity(create=create)
 
 
 @contextmanager
