@@ -7,12 +7,12 @@ names from the public modules (``holon_ctx``, ``holon_ctx.lowlevel``, ``holon_ct
 (``tests/test_layering.py`` fails otherwise). A name a library user would also call or receive
 (the stores, the stateless projection and its manifest's types, episodes, transcripts) is public
 in ``holon_ctx.lowlevel``; what is left here is what only a tool that shows the machinery needs,
-33 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
+32 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
 stitched several internals into one step, the step is a function of the library's and is named
 here instead (``read_through_request``, ``save_epoch``, ``stored_turn_class``,
 ``recapped_text``, ``price_table``, ``StoresBeside``, ``ReplayCompaction``,
 ``ContinuityHarness``). ``tests/test_layering.py`` holds the list to at most
-33 names, each with its reason; a new one needs a reason and a higher bound there.
+32 names, each with its reason; a new one needs a reason and a higher bound there.
 
 The names load on first use (PEP 562, as ``holon_ctx.lowlevel``'s): a command imports only
 what it uses, so ``holon-ctx --help`` stays fast.
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from holon_ctx.ledger.locking import translate_lock_errors
     from holon_ctx.ledger.records import Turn
     from holon_ctx.ledger.sqlite import missing_directory
-    from holon_ctx.ledger.transcripts import CLI_OPTION, not_a_database, sniff_ledger
+    from holon_ctx.ledger.transcripts import not_a_database, sniff_ledger
     from holon_ctx.ledger.usage_sqlite import usage_store_for
     from holon_ctx.memory.episodes import parse_episode_id
     from holon_ctx.models import ModelProfile, model_profile
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 __all__ = [
     "BASELINES",
     "BY_TRIGGER",
-    "CLI_OPTION",
     "LOCK_SUFFIX",
     "RELATION_TEXT",
     "SECTION_TITLES",
@@ -89,8 +88,6 @@ __all__ = [
 #: under the reason the CLI needs it, by group.
 _HOMES = {
     # -- opening a SOURCE or --db: files, stores and the model to count with
-    #: an import's errors name the CLI's --from (the library names its own argument)
-    "CLI_OPTION": "holon_ctx.ledger.transcripts",
     #: a SOURCE file is ledger JSONL, not a transcript (one line read)
     "sniff_ledger": "holon_ctx.ledger.transcripts",
     #: what a file given as --db holds instead, for the error

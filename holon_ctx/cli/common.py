@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from rich.console import Console
 
@@ -30,11 +30,12 @@ from holon_ctx.postgres import PostgresStore, is_postgres_url
 if TYPE_CHECKING:
     from holon_ctx.continuity import ContinuityStore
     from holon_ctx.lowlevel import EpisodeStore, GovernedControl
-from holon_ctx.cli._api import CLI_OPTION, not_a_database, sniff_ledger
+from holon_ctx.cli._api import not_a_database, sniff_ledger
 from holon_ctx.errors import quote_value
 from holon_ctx.lowlevel import TranscriptFormat, import_any
 
 __all__ = [
+    "FORMAT_OPTION",
     "add_model_arg",
     "add_session_key_options",
     "add_source_args",
@@ -50,6 +51,10 @@ __all__ = [
     "positive_int",
     "remove_empty_session",
 ]
+
+#: How an import's errors tell the user to name a format (``{}`` is the format): the CLI's flag,
+#: passed as the library's ``option=`` (its own default names its argument, ``format=``).
+FORMAT_OPTION: Final = "--from {}"
 
 
 def positive_int(text: str) -> int:
@@ -172,7 +177,7 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
         else:
             # A chat transcript or agent trajectory, detected by name and content unless --from
             # says (docs/import.md).
-            import_any(path, store, fmt, option=CLI_OPTION)
+            import_any(path, store, fmt, option=FORMAT_OPTION)
     return store
 
 
