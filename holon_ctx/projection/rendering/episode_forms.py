@@ -350,7 +350,10 @@ def derive_form_counts(ep: Episode, counter: TokenCounter) -> FormCounts:
         key = chunk_key(text)
         n = made.get(key)
         if n is None:
-            n = made[key] = counter.count(text)
+            # count_many, not count: these texts are stored, not counted again, and would push
+            # the labels every request counts out of the counter's cache of short texts (65,536
+            # entries; an import of 10k messages archived ~8k short chunks through it).
+            n = made[key] = counter.count_many([text])[0]
         return n
     states: list[frozenset[str]] = [frozenset()]
     if ep.unresolved:
