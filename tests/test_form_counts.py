@@ -136,3 +136,34 @@ def test_a_session_stores_each_archived_episodes_counts_and_recall_reads_them(
     assert len(rows) == episodes
     assert {counter for counter, _ in rows} == {COUNTER.identity}
     assert all(unpack_counts(data) for _, data in rows)
+
+
+def test_the_episode_commands_store_counts_for_what_they_archive_and_rebuild(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``holon-ctx episodes archive`` and ``rebuild`` write a row of form counts per episode, so
+    a rebuilt archive is not left to be counted cold by every process that recalls it."""
+    from test_episodes_kit import billing_conversation
+
+    from holon_ctx.cli.main import main
+    from holon_ctx.ledger.codec import write_jsonl
+
+    conv, _ = billing_conversation(frontend_turns=90)
+    src, db = tmp_path / "conv.jsonl", tmp_path / "conv.db"
+    with src.open("wb") as out:
+        write_jsonl(conv.records, out)
+    assert main(["import", str(src), "--db", str(db)]) == 0
+
+    def rows() -> tuple[int, int]:
+        con = sqlite3.connect(db)
+        try:
+            return (con.execute("SELECT count(*) FROM episodes").fetchone()[0],
+                    con.execute("SELECT count(*) FROM episodes_forms").fetchone()[0])
+        finally:
+            con.close()
+    assert main(["episodes", "archive", "--db", str(db)]) == 0
+    archived = rows()
+    assert archived[0] > 0
+    assert archived == (archived[0], archived[0])
+    assert main(["episodes", "rebuild", "--db", str(db)]) == 0
+    assert rows() == archived
+    capsys.readouterr()

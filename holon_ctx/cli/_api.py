@@ -97,7 +97,7 @@ if TYPE_CHECKING:
         to_anthropic_messages,
         to_openai_messages,
     )
-    from holon_ctx.projection.rendering.episode_forms import full_text
+    from holon_ctx.projection.rendering.episode_forms import form_counts_maker, full_text
     from holon_ctx.projection.rendering.folding import BY_TRIGGER
     from holon_ctx.projection.session.session import Layout, SessionProjector, SessionRequest
     from holon_ctx.session_upkeep import CompactionPolicy, CompactionSchedule
@@ -180,6 +180,7 @@ __all__ = [
     "epoch_store_for",
     "export_jsonl",
     "forgeries",
+    "form_counts_maker",
     "framing_tokens",
     "full_text",
     "has_continuity_state",
@@ -285,6 +286,7 @@ _HOMES = {
     "export_jsonl": "holon_ctx.ledger.importer",
     "forgeries": "holon_ctx.projection.base.formats",
     "framing_tokens": "holon_ctx.projection.provider_formats.providers",
+    "form_counts_maker": "holon_ctx.projection.rendering.episode_forms",
     "full_text": "holon_ctx.projection.rendering.episode_forms",
     "has_continuity_state": "holon_ctx.compaction",
     "has_episode_tables": "holon_ctx.ledger.episode_store",

@@ -135,6 +135,8 @@ def _archive(ledger: LedgerStore, stamp: str | None = None) -> int:
         Archiver,
         SessionConfig,
         compact,
+        form_counts_maker,
+        store_counter,
     )
 
     episodes = open_episodes(ledger, create=True)
@@ -142,7 +144,8 @@ def _archive(ledger: LedgerStore, stamp: str | None = None) -> int:
     assert episodes is not None  # the demo is built into a database ledger
     assert continuity is not None
     try:
-        archiver = Archiver(ledger, episodes, positioned=False)
+        archiver = Archiver(ledger, episodes, positioned=False,
+                            forms=form_counts_maker(store_counter(ledger)))
         archived = len(compact(ledger, episodes, continuity, session=SessionConfig(),
                                clock=_demo_clock(), archiver=archiver).archive.archived)
         if stamp is not None:

@@ -21,8 +21,10 @@ from holon_ctx.cli._api import (
     EpisodeStore,
     LedgerStore,
     StoreEpisodeSource,
+    form_counts_maker,
     full_text,
     parse_episode_id,
+    store_counter,
     with_recaps,
 )
 from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
@@ -198,7 +200,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
     try:
         assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), recent=args.recent, max_range=args.max_range)
-        report = Archiver(ledger, store, policy=policy).archive(at=args.at, to_edge=True)
+        report = Archiver(ledger, store, policy=policy, forms=form_counts_maker(
+            store_counter(ledger))).archive(at=args.at, to_edge=True)
         total = store.count()
     finally:
         _close(ledger, store)
@@ -223,7 +226,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), max_range=args.max_range)
         store.set_meta(policy.identity())
-        report = Archiver(ledger, store, policy=policy).rebuild()
+        report = Archiver(ledger, store, policy=policy,
+                          forms=form_counts_maker(store_counter(ledger))).rebuild()
     finally:
         _close(ledger, store)
     if report.identical:

@@ -22,6 +22,7 @@ marked ``still open`` or ``resolved since``; without it they read ``open at rang
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Collection
 from typing import Final
@@ -41,7 +42,7 @@ from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.tokens import TiktokenCounter, TokenCounter
 
 __all__ = ["Chunk", "Chunks", "compact_chunks", "compact_text", "derive_form_counts",
-           "episode_forms", "form_blocks", "full_chunks", "full_text", "ref_text",
+           "episode_forms", "form_blocks", "form_counts_maker", "full_chunks", "full_text", "ref_text",
            "retrieval_hint"]
 
 
@@ -362,6 +363,12 @@ def derive_form_counts(ep: Episode, counter: TokenCounter) -> FormCounts:
         form_blocks(full_chunks(ep, keys), ep.ref, counter, count)
         form_blocks(compact_chunks(ep, keys), ep.ref, counter, count)
     return FormCounts(counter.identity, pack_counts(made))
+
+
+def form_counts_maker(counter: TokenCounter) -> Callable[[Episode], FormCounts]:
+    """:func:`derive_form_counts` with ``counter``: what an archiver that writes to a store read
+    by later processes is given (``Archiver(..., forms=...)``, RFC 0024 decision 6)."""
+    return functools.partial(derive_form_counts, counter=counter)
 
 
 def form_blocks(form: Chunks, ref: str, counter: TokenCounter,
