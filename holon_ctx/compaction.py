@@ -162,7 +162,7 @@ def _compact_locked(
         # as of now (requests before kept the previous one; RFC 0020). The newest envelope is
         # the one _unsealed read (read again, a round trip more on a server, every run).
         if latest is not None and not control_snapshots(continuity, sid, latest.envelope_id):
-            with appends_held(ledger) as at:
+            with appends_held(ledger, writer=continuity.backend) as at:
                 _record_snapshot(continuity, sid, latest.envelope_id, at, clock)
         return CompactionResult(report, None, (), ())
     # The governed facts, the journal and the envelope in one transaction (one commit, one disk
@@ -213,7 +213,7 @@ def _govern_and_seal(
         checkpoint_ref=checkpoint, budget_remaining=resources.budget_remaining,
         sandbox_snapshot_ref=resources.sandbox_snapshot_ref, idempotency_key=key)
     envelope = _seal(continuity, request, clock)
-    with appends_held(ledger, end) as at:
+    with appends_held(ledger, end, writer=continuity.backend) as at:
         _record_snapshot(continuity, sid, envelope.envelope_id, at, clock)
     return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
                             tuple(blocking))

@@ -36,7 +36,6 @@ from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory import ArchivePolicy, Archiver, EpisodeStore, StoreEpisodeSource
 from holon_ctx.postgres import PostgresStore
 from holon_ctx.projection.rendering.episode_forms import form_counts_maker
-from holon_ctx.tokens import store_counter
 
 __all__ = ["CompactionPolicy", "CompactionSchedule", "Upkeep", "open_upkeep"]
 
@@ -127,7 +126,7 @@ class Upkeep:
         # re-plan recalling it later, in any process, tokenizes little of it (RFC 0024 d. 6).
         archiver = Archiver(self.ledger, self.episodes,
                             policy=ArchivePolicy(recent_turns=policy.recent_turns),
-                            forms=form_counts_maker(store_counter(self.ledger)))
+                            forms=form_counts_maker(self.ledger))
         if not policy.seal_envelope:
             return CompactionResult(archiver.archive(), None, (), ())
         if self.continuity is None:

@@ -31,15 +31,16 @@ import attrs
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences
 from holon_ctx.ledger.records import Trust
-from holon_ctx.memory.episodes import Claim, Episode, Field
+from holon_ctx.memory.episodes import Claim, Episode, Field, Recap
 from holon_ctx.memory.index import FormCounts, chunk_key, pack_counts
 from holon_ctx.memory.interface import RecalledEpisode
+from holon_ctx.memory.summarizer import with_recaps
 from holon_ctx.memory.unresolved import KINDS, OpenKind
 from holon_ctx.projection.base.formats import FENCE_CLOSE, fence_open, one_line
 from holon_ctx.projection.base.items import Block, BlockKind, Rendered
 from holon_ctx.projection.base.model import Form
 from holon_ctx.projection.rendering.render import Renderer
-from holon_ctx.tokens import TiktokenCounter, TokenCounter
+from holon_ctx.tokens import TiktokenCounter, TokenCounter, store_counter
 
 __all__ = ["Chunk", "Chunks", "compact_chunks", "compact_text", "derive_form_counts",
            "episode_forms", "form_blocks", "form_counts_maker", "full_chunks", "full_text", "ref_text",
@@ -195,6 +196,12 @@ def full_text(ep: Episode, open_keys: Collection[str] | None = None,
               shown: Collection[str] = ()) -> str:
     """Every field, quotes included (:func:`full_chunks`), as one text."""
     return full_chunks(ep, open_keys, shown).text
+
+
+def recapped_text(ep: Episode, recaps: list[Recap]) -> str:
+    """The episode as a reader is shown it (``holon-ctx episodes show``): its accepted recaps
+    bound to its digest applied (:func:`~holon_ctx.memory.summarizer.with_recaps`), every field."""
+    return full_text(with_recaps(ep, recaps))
 
 
 def full_chunks(ep: Episode, open_keys: Collection[str] | None = None,
@@ -365,10 +372,12 @@ def derive_form_counts(ep: Episode, counter: TokenCounter) -> FormCounts:
     return FormCounts(counter.identity, pack_counts(made))
 
 
-def form_counts_maker(counter: TokenCounter) -> Callable[[Episode], FormCounts]:
-    """:func:`derive_form_counts` with ``counter``: what an archiver that writes to a store read
-    by later processes is given (``Archiver(..., forms=...)``, RFC 0024 decision 6)."""
-    return functools.partial(derive_form_counts, counter=counter)
+def form_counts_maker(ledger: object) -> Callable[[Episode], FormCounts]:
+    """:func:`derive_form_counts` with the counter whose counts ``ledger`` caches: what an
+    archiver writing to a store that later processes read is given (``Archiver(..., forms=...)``:
+    a session's compaction, ``holon-ctx episodes archive`` and ``rebuild``, the demo build; RFC
+    0024 decision 6)."""
+    return functools.partial(derive_form_counts, counter=store_counter(ledger))
 
 
 def form_blocks(form: Chunks, ref: str, counter: TokenCounter,
