@@ -7,12 +7,12 @@ names from the public modules (``holon_ctx``, ``holon_ctx.lowlevel``, ``holon_ct
 (``tests/test_layering.py`` fails otherwise). A name a library user would also call or receive
 (the stores, the stateless projection and its manifest's types, episodes, transcripts) is public
 in ``holon_ctx.lowlevel``; what is left here is what only a tool that shows the machinery needs,
-32 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
+33 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
 stitched several internals into one step, the step is a function of the library's and is named
 here instead (``read_through_request``, ``save_epoch``, ``stored_turn_class``,
 ``recapped_text``, ``price_table``, ``StoresBeside``, ``ReplayCompaction``,
 ``ContinuityHarness``). ``tests/test_layering.py`` holds the list to at most
-32 names, each with its reason; a new one needs a reason and a higher bound there.
+33 names, each with its reason; a new one needs a reason and a higher bound there.
 
 The names load on first use (PEP 562, as ``holon_ctx.lowlevel``'s): a command imports only
 what it uses, so ``holon-ctx --help`` stays fast.
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from holon_ctx.projection.planning.projector import SECTION_TITLES
     from holon_ctx.projection.planning.retention import stored_turn_class
     from holon_ctx.projection.provider_formats.native import Part
-    from holon_ctx.projection.rendering.episode_forms import recapped_text
+    from holon_ctx.projection.rendering.episode_forms import form_counts_maker, recapped_text
     from holon_ctx.projection.rendering.folding import BY_TRIGGER
     from holon_ctx.projection.session.read_through import read_through_request, save_epoch
     from holon_ctx.projection.session.session import SessionRequest
@@ -69,6 +69,7 @@ __all__ = [
     "Turn",
     "describe",
     "forgeries",
+    "form_counts_maker",
     "missing_directory",
     "model_profile",
     "not_a_database",
@@ -143,6 +144,8 @@ _HOMES = {
     "recapped_text": "holon_ctx.projection.rendering.episode_forms",
     #: a file's episodes grown along a replay as a session's compactions grow them
     "ReplayCompaction": "holon_ctx.session_upkeep",
+    #: archive, rebuild and the demo build store each episode's form counts, as a session does
+    "form_counts_maker": "holon_ctx.projection.rendering.episode_forms",
     # -- replay
     #: every model call of a ledger, with each approach
     "replay": "holon_ctx.projection.measure.replay",
