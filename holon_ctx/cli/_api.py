@@ -7,12 +7,12 @@ names from the public modules (``holon_ctx``, ``holon_ctx.lowlevel``, ``holon_ct
 (``tests/test_layering.py`` fails otherwise). A name a library user would also call or receive
 (the stores, the stateless projection and its manifest's types, episodes, transcripts) is public
 in ``holon_ctx.lowlevel``; what is left here is what only a tool that shows the machinery needs,
-33 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
+32 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
 stitched several internals into one step, the step is a function of the library's and is named
 here instead (``read_through_request``, ``save_epoch``, ``stored_turn_class``,
 ``recapped_text``, ``price_table``, ``StoresBeside``, ``ReplayCompaction``,
 ``ContinuityHarness``). ``tests/test_layering.py`` holds the list to at most
-33 names, each with its reason; a new one needs a reason and a higher bound there.
+32 names, each with its reason; a new one needs a reason and a higher bound there.
 
 The names load on first use (PEP 562, as ``holon_ctx.lowlevel``'s): a command imports only
 what it uses, so ``holon-ctx --help`` stays fast.
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from holon_ctx.ledger.usage_sqlite import usage_store_for
     from holon_ctx.memory.episodes import parse_episode_id
     from holon_ctx.models import ModelProfile, model_profile
-    from holon_ctx.postgres.connection import describe
     from holon_ctx.projection.base.formats import STRUCTURE_PREFIXES, forgeries
     from holon_ctx.projection.base.items import Block, BlockKind
     from holon_ctx.projection.base.relation import RELATION_TEXT
@@ -67,7 +66,6 @@ __all__ = [
     "SessionRequest",
     "StoresBeside",
     "Turn",
-    "describe",
     "forgeries",
     "form_counts_maker",
     "missing_directory",
@@ -97,8 +95,6 @@ _HOMES = {
     "missing_directory": "holon_ctx.ledger.sqlite",
     #: the compaction lock file a database leaves beside it
     "LOCK_SUFFIX": "holon_ctx.ledger.compaction_lock",
-    #: a postgresql:// URL without its password, for messages
-    "describe": "holon_ctx.postgres.connection",
     #: a locked database as one line of error, every command
     "translate_lock_errors": "holon_ctx.ledger.locking",
     #: the episode and governed stores beside a --db, opened only where a file has them

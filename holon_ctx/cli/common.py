@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Final
 from rich.console import Console
 
 from holon_ctx import LedgerStore, UnknownModelWarning
-from holon_ctx.cli._api import ModelProfile, describe, missing_directory, model_profile
+from holon_ctx.cli._api import ModelProfile, missing_directory, model_profile
 from holon_ctx.cli.inputs import regular_input
 from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
 from holon_ctx.lowlevel import MemoryStore, SqliteStore, TokenCounter, import_jsonl
-from holon_ctx.postgres import PostgresStore, is_postgres_url
+from holon_ctx.postgres import PostgresStore, describe, is_postgres_url
 
 if TYPE_CHECKING:
     from holon_ctx.continuity import ContinuityStore
