@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from generated_turns import agent_turn
@@ -234,8 +236,19 @@ def test_a_compactions_state_never_lands_behind_a_position_already_read(
                 session.operator_message(f"and then step {i}")
             episodes = session._upkeep.episodes
             monkeypatch.setattr(episodes, "append", meanwhile(episodes.append))
-            monkeypatch.setattr(compaction_module, "record_control_snapshot",
-                                meanwhile(compaction_module.record_control_snapshot))
+            # The seal holds appends from the end it reads to its commit (RFC 0026 decision
+            # 9): the other runtime starts inside the hold, and an earlier one is waited for
+            # before it (inside, its append would wait for this thread, which waits for it).
+            hold = compaction_module.appends_held
+
+            @contextmanager
+            def held_meanwhile(*args: Any) -> Iterator[int]:
+                for earlier in runs:
+                    earlier.join()
+                with hold(*args) as end:
+                    meanwhile(lambda: None)()
+                    yield end
+            monkeypatch.setattr(compaction_module, "appends_held", held_meanwhile)
             result = session.compact(holon_ctx.CompactionPolicy(recent_turns=2))
             assert result.envelope_id is not None
         for run in runs:
