@@ -161,18 +161,20 @@ def _compact_locked(
         # as of now (requests before kept the previous one; RFC 0020). The newest envelope is
         # the one _unsealed read (read again, a round trip more on a server, every run).
         if latest is not None and not control_snapshots(continuity, sid, latest.envelope_id):
-            with appends_held(ledger) as at:
+            with appends_held(ledger, writer=continuity.backend) as at:
                 _record_snapshot(continuity, sid, latest.envelope_id, at, clock)
         return CompactionResult(report, None, (), ())
     # The governed facts, the journal, the envelope and its control snapshot in one transaction
     # (one commit, one disk flush on SQLite, where each fact was its own: RFC 0024; on
     # PostgreSQL one statement, its reads answered ahead: RFC 0026 decision 9); the archive
     # above is the episode store's and is written before, so this holds no lock another store
-    # waits for. The ledger's end is read where appends wait until the seal is committed (a
-    # store that can hold them: PostgreSQL), so the state is governed as of the position its
-    # snapshot is stamped with (RFC 0020).
+    # waits for. The ledger's end is read where appends wait until the seal is committed
+    # (PostgreSQL: the session row; SQLite: the governed store's write transaction on the
+    # ledger's file), so the state is governed as of the position its snapshot is stamped
+    # with (RFC 0020; RFC 0026 decision 9).
     batch = getattr(continuity.backend, "batch", None)
-    with appends_held(ledger) as end, batch() if callable(batch) else contextlib.nullcontext():
+    with (appends_held(ledger, writer=continuity.backend) as end,
+          batch() if callable(batch) else contextlib.nullcontext()):
         return _govern_and_seal(ledger, episodes, continuity, archived, report, end,
                                 session=session, clock=clock)
 

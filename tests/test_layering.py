@@ -290,19 +290,20 @@ MARKUP_CONSTANTS = frozenset({"HEADING", "ALERT", "FOLD_PREFIX", "RELATION_PREFI
 _TEXT_MATCHERS = frozenset({"startswith", "endswith", "find", "rfind", "index", "split",
                             "partition", "rpartition", "match", "search", "fullmatch",
                             "finditer", "findall"})
-#: Modules that still read rendered text, each with why; this list may only shrink.
-KNOWN_MARKUP_READERS: dict[str, str] = {
-    # The markup-share measure and the shown-lines count take the runtime's notes (excerpt,
-    # repeated lines) out of a body's content by matching them.
-    "projection/measure/density.py": "notes counted inside bodies",
-    "projection/planning/shown_lines.py": "repeat notes counted inside bodies",
-}
+#: Modules that still read rendered text, each with why; this list may only shrink. (Empty
+#: since the renderer records its notes inside bodies as data, Block.notes: the density
+#: measure and the shown-lines pass matched them in the text.)
+KNOWN_MARKUP_READERS: dict[str, str] = {}
+#: Pieces of the prompt's markup a literal that text is matched against may not hold: fences,
+#: headings, and the runtime's notes inside bodies (an excerpt's, the repeat notes).
+MARKUP_LITERALS = ("<data", "</data", "### ", "tokens omitted", "above ×", "lines as in",
+                   "line as in")
 
 
 def _reads_markup(node: ast.AST) -> bool:
-    """A fence or heading literal, or a markup constant of formats.py."""
+    """A markup literal (fence, heading, note), or a markup constant of formats.py."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return any(mark in node.value for mark in ("<data", "</data", "### "))
+        return any(mark in node.value for mark in MARKUP_LITERALS)
     if isinstance(node, ast.Name):
         return node.id in MARKUP_CONSTANTS
     if isinstance(node, ast.Tuple | ast.JoinedStr):
@@ -330,18 +331,25 @@ def _markup_reads(tree: ast.AST) -> set[str]:
     return found
 
 
-def test_no_code_outside_the_renderer_parses_rendered_prompt_text() -> None:
-    """Stages read a block's data (kind, trust, refs), never the prompt's text: outside the
-    markup's writers, no module matches text against a fence or a heading, nor calls formats'
-    parsers, except the known list (which may only shrink)."""
+def _markup_readers(root: Path) -> dict[str, list[str]]:
+    """Module (relative to ``root``) → how it reads rendered text, for every module under
+    ``root`` but the markup's writers."""
     readers = {}
-    for path in sorted(PKG.rglob("*.py")):
-        rel = path.relative_to(PKG).as_posix()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
         if rel in MARKUP_WRITERS:
             continue
         found = _markup_reads(ast.parse(path.read_text(encoding="utf-8")))
         if found:
             readers[rel] = sorted(found)
+    return readers
+
+
+def test_no_code_outside_the_renderer_parses_rendered_prompt_text() -> None:
+    """Stages read a block's data (kind, trust, refs, notes), never the prompt's text: outside
+    the markup's writers, no module matches text against a fence, a heading or a note, nor
+    calls formats' parsers, except the known list (which may only shrink)."""
+    readers = _markup_readers(PKG)
     assert sorted(set(readers) - set(KNOWN_MARKUP_READERS)) == [], readers
     gone = sorted(set(KNOWN_MARKUP_READERS) - set(readers))
     assert gone == [], f"no longer reads rendered text: remove from KNOWN_MARKUP_READERS: {gone}"
@@ -353,6 +361,14 @@ def test_no_code_outside_the_renderer_parses_rendered_prompt_text() -> None:
     "parts = fence_parts(line)",
     'closed = line == "</data>"',
     'm = re.compile(r"^### turn:")',
+    # The notes inside bodies, as the density measure, the shown-lines pass and the manifest
+    # read them before the renderer recorded them (Block.notes).
+    "n = sum(count(m.group(0)) for m in EXCERPT_MARK.finditer(block.body))",
+    'gated = block.kind is BlockKind.FENCED and "above ×" in block.body',
+    "note = line.startswith('[') and REPEAT_MARK.match(line + '\\n') is not None",
+    'parts = re.compile(r"^\\[(?:line|(\\d+) lines) (?:above ×(\\d+)|as in ([^\\s\\]]+))\\]$")',
+    'cut = "tokens omitted; full text:" in block.body',
+    'folded = line.endswith("lines as in tool:x1]")',
 ])
 def test_the_markup_scan_finds_a_reader(code: str) -> None:
     """Each way the stages parsed rendered text before (issue 24) is caught by the scan."""
@@ -361,7 +377,27 @@ def test_the_markup_scan_finds_a_reader(code: str) -> None:
 
 def test_the_markup_scan_passes_a_writer_and_a_data_read() -> None:
     assert not _markup_reads(ast.parse(
-        'line = r.line(f"{HEADING}turn:t1")\nfenced = block.kind is BlockKind.FENCED'))
+        'line = r.line(f"{HEADING}turn:t1")\nfenced = block.kind is BlockKind.FENCED\n'
+        "n = sum(count(block.body[n.start:n.end]) for n in block.notes)\n"
+        "mark = same_lines_mark(n, ref)"))
+
+
+def test_a_reader_planted_in_a_stage_fails_the_check(tmp_path: Path) -> None:
+    """A copy of holon_ctx with one stage reading a note back from a body (as density.py did)
+    is reported, and only that module: the check fails on a new reader."""
+    import shutil
+
+    root = tmp_path / "holon_ctx"
+    shutil.copytree(PKG, root, ignore=shutil.ignore_patterns("__pycache__"))
+    assert _markup_readers(root) == {}
+    (root / "projection" / "measure" / "planted.py").write_text(
+        "from holon_ctx.projection.base.formats import REPEAT_MARK\n\n\n"
+        "def notes(body: str) -> int:\n"
+        "    return len(REPEAT_MARK.findall(body)) if 'above ×' in body else 0\n",
+        encoding="utf-8")
+    readers = _markup_readers(root)
+    assert readers == {"projection/measure/planted.py": ["REPEAT_MARK", "compare(markup)"]}
+    assert sorted(set(readers) - set(KNOWN_MARKUP_READERS)) == ["projection/measure/planted.py"]
 
 
 # -- the CLI through the public API or its own documented one (issue 24 item 4) --------------

@@ -12,11 +12,10 @@ manifest, on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import random
+import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from generated_turns import agent_turn
@@ -24,8 +23,10 @@ from tiers import sized
 
 import holon_ctx
 from holon_ctx.compaction import GovernedControl
+from holon_ctx.continuity import ContinuityStore
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory import EpisodeStore
 from holon_ctx.projection.session.session import Layout
 
 #: Compaction every two turns with a window of three: many envelopes and episodes per run.
@@ -173,24 +174,63 @@ def test_governed_notices_are_bounded_with_many_open_waits(tmp_path: Path) -> No
 
 def test_a_compactions_state_never_lands_behind_a_position_already_read(
         pg_url: str, pg_session_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Another runtime appends while a compaction runs (after it read the ledger's end) and reads
-    the archive and the governed state at its new end before the compaction has committed them.
-    What it read there is what anyone reads there afterwards (a rebuild): the archive run and the
-    control snapshot are stamped with the ledger's end when they commit, appends waiting for the
-    commit. Stamped with the end the compaction read at its start, both landed behind the other
-    runtime's position: the eight-runtime test's continue != rebuild on PostgreSQL (RFC 0020)."""
-    import holon_ctx.compaction as compaction_module
-    from holon_ctx.continuity import ContinuityStore
-    from holon_ctx.continuity.snapshots import control_snapshots
-    from holon_ctx.ledger.records import Message, MessageRole, Turn
+    """PostgreSQL: another runtime appends while a compaction runs (after it read the ledger's
+    end) and reads the archive and the governed state at its new end before the compaction has
+    committed them. What it read there is what anyone reads there afterwards (a rebuild): the
+    archive run and the control snapshot are stamped with the ledger's end when they commit,
+    appends waiting for the commit. Stamped with the end the compaction read at its start, both
+    landed behind the other runtime's position: the eight-runtime test's continue != rebuild on
+    PostgreSQL (RFC 0020)."""
     from holon_ctx.postgres import PostgresStore
     from holon_ctx.postgres.continuity import PostgresContinuityBackend
     from holon_ctx.postgres.episodes import PostgresEpisodeStore
 
     other = PostgresStore(pg_url, session=pg_session_key)
-    other_archive = PostgresEpisodeStore(other.connection, session=pg_session_key)
-    other_governed = ContinuityStore(PostgresContinuityBackend(other.connection,
-                                                               session=pg_session_key))
+    try:
+        _check_never_behind(
+            monkeypatch, other, PostgresEpisodeStore(other.connection, session=pg_session_key),
+            ContinuityStore(PostgresContinuityBackend(other.connection, session=pg_session_key)),
+            lambda: PostgresStore(pg_url, session=pg_session_key))
+    finally:
+        other.close()
+
+
+def test_a_compactions_state_never_lands_behind_a_position_already_read_on_sqlite(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite: the same, with the other runtime's stores on their own connections to the file.
+    The archive run was stamped with the end the archiver read at its start (RFC 0020's "Not
+    done: SQLite"), so the other runtime's read after the archive's commit saw no new episode
+    where a rebuild sees them; the run is now stamped with the end read inside the episode
+    store's write transaction, which holds the file's one write lock (appends wait)."""
+    from holon_ctx.ledger.episode_store import SqliteEpisodeStore
+
+    db = tmp_path / "ledger.db"
+    other = SqliteStore(db)
+    other_archive = SqliteEpisodeStore(db)
+    # Its own connection, usable from the other runtime's thread (as the other two stores').
+    governed_db = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other_governed = ContinuityStore(governed_db)
+    try:
+        _check_never_behind(monkeypatch, other, other_archive, other_governed,
+                            lambda: SqliteStore(db))
+    finally:
+        other_governed.close()
+        governed_db.close()
+        other_archive.close()
+        other.close()
+
+
+def _check_never_behind(monkeypatch: pytest.MonkeyPatch, other: LedgerStore,
+                        other_archive: EpisodeStore, other_governed: ContinuityStore,
+                        open_store: Callable[[], LedgerStore]) -> None:
+    """A compaction whose archive and snapshot writes each let ``other`` (a second runtime on
+    the same ledger, with its own stores) append a turn, read the state at its end and append
+    one more record just before the write commits; then what ``other`` read at each position is
+    what is read there afterwards."""
+    import holon_ctx.compaction as compaction_module
+    from holon_ctx.continuity.snapshots import control_snapshots
+    from holon_ctx.ledger.records import Message, MessageRole, Turn
+
     seen: list[tuple[int, int, int]] = []
     runs: list[threading.Thread] = []
     sid: list[str] = []
@@ -215,10 +255,7 @@ def test_a_compactions_state_never_lands_behind_a_position_already_read(
     def meanwhile(write: Callable[..., object]) -> Callable[..., object]:
         def wrapped(*args: object, **kwargs: object) -> object:
             # The other runtime runs while this write is about to commit: it either finishes
-            # first (its appends not held) or waits for the commit (held: the join times out,
-            # and the next write waits for it to finish).
-            for earlier in runs:
-                earlier.join()
+            # first (its appends not held) or waits for the commit (held: the join times out).
             run = threading.Thread(target=other_runtime)
             run.start()
             run.join(timeout=1.0)
@@ -226,36 +263,32 @@ def test_a_compactions_state_never_lands_behind_a_position_already_read(
             return write(*args, **kwargs)
         return wrapped
 
-    try:
-        with holon_ctx.Session(PostgresStore(pg_url, session=pg_session_key), compaction=None,
-                               owns_store=True) as session:
-            sid.append(session._upkeep.identity.session_id)
-            session.operator_message("deploy the service")
-            session.open_wait("build", "the build for the deploy")
-            for i in range(4):
-                session.operator_message(f"and then step {i}")
-            episodes = session._upkeep.episodes
-            monkeypatch.setattr(episodes, "append", meanwhile(episodes.append))
-            # The seal holds appends from the end it reads to its commit (RFC 0026 decision
-            # 9): the other runtime starts inside the hold, and an earlier one is waited for
-            # before it (inside, its append would wait for this thread, which waits for it).
-            hold = compaction_module.appends_held
+    def settled(step: Callable[..., object]) -> Callable[..., object]:
+        def wrapped(*args: object, **kwargs: object) -> object:
+            # Between the archive and the seal, nothing held: the other runtime finishes its
+            # reads (SQLite hands its lock to no waiter in particular: the seal's transaction
+            # would otherwise take it first and wait for the other runtime for ever).
+            for run in runs:
+                run.join()
+            return step(*args, **kwargs)
+        return wrapped
 
-            @contextmanager
-            def held_meanwhile(*args: Any) -> Iterator[int]:
-                for earlier in runs:
-                    earlier.join()
-                with hold(*args) as end:
-                    meanwhile(lambda: None)()
-                    yield end
-            monkeypatch.setattr(compaction_module, "appends_held", held_meanwhile)
-            result = session.compact(holon_ctx.CompactionPolicy(recent_turns=2))
-            assert result.envelope_id is not None
-        for run in runs:
-            run.join()
-        assert len(seen) >= 2, "the other runtime read during the archive and the snapshot"
-        assert [state_at(end) for end, _, _ in seen] == seen
-        assert seen[0][1:] == (other_archive.count(), 0), "read after the archive's commit"
-        assert seen[-1][1:] == (other_archive.count(), 1), "read after the snapshot's commit"
-    finally:
-        other.close()
+    with holon_ctx.Session(open_store(), compaction=None, owns_store=True) as session:
+        sid.append(session._upkeep.identity.session_id)
+        session.operator_message("deploy the service")
+        session.open_wait("build", "the build for the deploy")
+        for i in range(4):
+            session.operator_message(f"and then step {i}")
+        episodes = session._upkeep.episodes
+        monkeypatch.setattr(episodes, "append", meanwhile(episodes.append))
+        monkeypatch.setattr(compaction_module, "_unsealed", settled(compaction_module._unsealed))
+        monkeypatch.setattr(compaction_module, "record_control_snapshot",
+                            meanwhile(compaction_module.record_control_snapshot))
+        result = session.compact(holon_ctx.CompactionPolicy(recent_turns=2))
+        assert result.envelope_id is not None
+    for run in runs:
+        run.join()
+    assert len(seen) >= 2, "the other runtime read during the archive and the snapshot"
+    assert [state_at(end) for end, _, _ in seen] == seen
+    assert seen[0][1:] == (other_archive.count(), 0), "read after the archive's commit"
+    assert seen[-1][1:] == (other_archive.count(), 1), "read after the snapshot's commit"

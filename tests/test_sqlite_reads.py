@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,52 @@ def test_the_compaction_lock_of_a_file_is_held_across_stores(
             assert not list(tmp_path.glob(":memory:*"))
     finally:
         memory.close()
+
+
+@pytest.mark.parametrize("writer_kind", ["episodes", "governed"])
+def test_appends_wait_while_a_writer_in_the_ledgers_file_holds_them(
+        tmp_path: Path, writer_kind: str) -> None:
+    """``appends_held`` with a store writing to the ledger's file (RFC 0020, "Stamps read where
+    appends wait, on SQLite"): inside the block another runtime's append gives up on the file's
+    write lock and the end yielded is the ledger's; after it the append goes through. A writer
+    on another file (or in memory) holds nothing: the fallback, appends go on."""
+    from holon_ctx.continuity import ContinuityStore
+    from holon_ctx.ledger.compaction_lock import appends_held
+    from holon_ctx.ledger.episode_store import SqliteEpisodeStore
+
+    def writer_on(path: Path | str) -> tuple[object, Callable[[], None]]:
+        if writer_kind == "episodes":
+            episodes = SqliteEpisodeStore(path)
+            return episodes, episodes.close
+        governed = ContinuityStore(path)
+        return governed.backend, governed.close
+
+    built = LedgerBuilder()
+    for i in range(5):
+        built.chat(f"question {i}", f"answer {i}")
+    chats = [built.records[3 * i:3 * i + 3] for i in range(5)]
+    db = tmp_path / "l.db"
+    ledger, other = SqliteStore(db), SqliteStore(db, lock_timeout=0.2)
+    closers: list[Callable[[], None]] = [ledger.close, other.close]
+    try:
+        ledger.append(chats[0])
+        same, close = writer_on(db)
+        closers.append(close)
+        with appends_held(ledger, 0, writer=same) as at:
+            assert at == ledger.end_pos() == 3
+            with pytest.raises(StoreError, match="locked"):
+                other.append(chats[1])
+        other.append(chats[1])
+        assert ledger.end_pos() == 6
+        elsewhere, close = writer_on(tmp_path / "other.db")
+        closers.append(close)
+        memory, close = writer_on(":memory:")
+        closers.append(close)
+        for chat, unheld in zip(chats[2:], (elsewhere, memory, None), strict=True):
+            with appends_held(ledger, 1, writer=unheld) as at:
+                assert at == 1
+                other.append(chat)
+        assert ledger.end_pos() == 15
+    finally:
+        for closing in reversed(closers):
+            closing()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -40,48 +40,60 @@ _SESSION_PLACE: dict[object, str] = {
 }
 
 
+#: A label and its value, as kv() lays them out.
+_Row = tuple[str, str | Text]
+
+
 def print_explanation(console: Console, e: Explanation) -> None:
     """Write one explanation: status first, then the facts it rests on, then what would change it."""
     title = Text.assemble(("explain ", "bold"), (e.ref, "bold"),
                           f" · budget {e.budget_tokens} · as of {e.current_turn}")
-    rows: list[tuple[str, str | Text]] = [
+    rows: list[_Row] = [
         ("status", Text.assemble((e.status, _STATUS_STYLE.get(e.status, "bold")), f" — {e.summary}"))]
     if e.record is not None:
-        r = e.record
-        trust = r["trust"] or "unknown"
-        if "trigger" in r:
-            what = Text(f"turn · trigger {r['trigger']} · origin {r['origin']}")
-            if "priority" in r:
-                what.append(f" · on its own: {r['priority']} ({', '.join(r['facts'])})")
-        else:
-            owner = f" · owned by {r['turn']}" if r["turn"] else ""
-            what = Text.assemble(f"{r['kind']} · origin {r['origin']} · trust ",
-                                 (trust, TAGS.get(trust, ("", ""))[1]),
-                                 f" · {plural(r['tokens'], 'token')}{owner}")
-        rows.append(("record", what))
+        rows.append(("record", _record_what(e.record)))
     if e.item is not None:
-        i = e.item
-        rows.append(("item", f"{i['key']} in {i['section']} ({i['kind']})"))
-        rows.append(("priority", f"{i['priority']}: {', '.join(i['reasons']) or '-'}"))
-        if i["kind"] == "turn":
-            rows.append(("chain", "the current turn" if i["chain"] == "current" else
-                         f"current chain, linked by rule {i['chain']}" if i["chain"] else
-                         "not in the current chain"))
-        rows.append(("tokens", f"{i['tokens']} of {i['full_tokens']} ({i['form']})"))
+        rows.extend(_item_rows(e.item))
     if e.shown_as:
         rows.append(("shown", e.shown_as))
     if e.reason:
         rows.append(("reason", e.reason))
+    rows.extend(_context_rows(e))
+    rows.append(("to get in", e.to_get_in))
+    emit(console, [*hang(console, title, console.width), *kv(console, rows)])
+
+
+def _record_what(r: dict[str, Any]) -> Text:
+    """The record row: a turn's trigger and origin, or an entry's kind, trust, size and owner."""
+    if "trigger" in r:
+        what = Text(f"turn · trigger {r['trigger']} · origin {r['origin']}")
+        if "priority" in r:
+            what.append(f" · on its own: {r['priority']} ({', '.join(r['facts'])})")
+        return what
+    trust = r["trust"] or "unknown"
+    owner = f" · owned by {r['turn']}" if r["turn"] else ""
+    return Text.assemble(f"{r['kind']} · origin {r['origin']} · trust ",
+                         (trust, TAGS.get(trust, ("", ""))[1]),
+                         f" · {plural(r['tokens'], 'token')}{owner}")
+
+
+def _item_rows(i: dict[str, Any]) -> list[_Row]:
+    """The plan's item: its key and section, priority, chain (a turn's) and tokens."""
+    rows: list[_Row] = [("item", f"{i['key']} in {i['section']} ({i['kind']})"),
+                       ("priority", f"{i['priority']}: {', '.join(i['reasons']) or '-'}")]
+    if i["kind"] == "turn":
+        rows.append(("chain", "the current turn" if i["chain"] == "current" else
+                     f"current chain, linked by rule {i['chain']}" if i["chain"] else
+                     "not in the current chain"))
+    rows.append(("tokens", f"{i['tokens']} of {i['full_tokens']} ({i['form']})"))
+    return rows
+
+
+def _context_rows(e: Explanation) -> list[_Row]:
+    """What around the ref bears on it: its fold, episode, the window, the session, the usage."""
+    rows: list[_Row] = []
     if e.fold is not None:
-        f = e.fold
-        if "count" in f:
-            kinds = ", ".join(f"{k}×{n}" for k, n in sorted(f["kinds"].items(),
-                                                           key=lambda kv: (-kv[1], kv[0])))
-            span = f["first"] if f["first"] == f["last"] else f"{f['first']}–{f['last']}"
-            left_out = " (the fold line itself is left out)" if f.get("shown") is False else ""
-            rows.append(("fold", f"{span} · {plural(f['count'], 'turn')} · {kinds}{left_out}"))
-        else:
-            rows.append(("fold", f"the run starting at {f['first']} (its fold line is left out)"))
+        rows.append(("fold", _fold_text(e.fold)))
     if e.episode is not None:
         ep = e.episode
         score = "" if ep["score"] is None else f" · score {ep['score']:.3f}"
@@ -100,8 +112,18 @@ def print_explanation(console: Console, e: Explanation) -> None:
                               f": estimated {u['estimated_tokens']:,} tokens, the provider "
                               f"counted {u['observed_tokens']:,} (×{u['ratio']:.3f}; planned "
                               f"under {u['planned_tokens']:,} of {u['budget_tokens']:,})"))
-    rows.append(("to get in", e.to_get_in))
-    emit(console, [*hang(console, title, console.width), *kv(console, rows)])
+    return rows
+
+
+def _fold_text(f: dict[str, Any]) -> str:
+    """A fold's span, size and kinds; or, for a run whose fold line is left out, its start."""
+    if "count" not in f:
+        return f"the run starting at {f['first']} (its fold line is left out)"
+    kinds = ", ".join(f"{k}×{n}" for k, n in sorted(f["kinds"].items(),
+                                                   key=lambda kv: (-kv[1], kv[0])))
+    span = f["first"] if f["first"] == f["last"] else f"{f['first']}–{f['last']}"
+    left_out = " (the fold line itself is left out)" if f.get("shown") is False else ""
+    return f"{span} · {plural(f['count'], 'turn')} · {kinds}{left_out}"
 
 
 def _ref_list(console: Console, label: str, refs: Sequence[str]) -> list[Text]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Final
 
 from holon_ctx.continuity.backend import StoredEvent
@@ -162,6 +162,17 @@ class SQLiteBackend:
         except sqlite3.Error as exc:
             self._conn.execute("ROLLBACK")
             raise StoreError(f"continuity store write failed: {exc}") from exc
+
+    def database_file(self) -> str | None:
+        """The file this backend writes to, None in memory (ledger.compaction_lock's
+        SameFileWriter: a control snapshot stamped where the ledger's appends wait)."""
+        self._check_open()
+        rows = self._conn.execute("PRAGMA database_list").fetchall()
+        return next((str(file) or None for _, name, file in rows if name == "main"), None)
+
+    def write_transaction(self) -> AbstractContextManager[None]:
+        """:meth:`batch`: the write lock from its start (SameFileWriter)."""
+        return self.batch()
 
     def _read(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
         self._check_open()

@@ -26,8 +26,8 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, Final
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Final, Protocol
 
 from holon_ctx.errors import StoreError
 
@@ -36,7 +36,8 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: SQLite's own locks are all there is
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_SUFFIX", "appends_held", "file_lock", "process_lock", "wait_for"]
+__all__ = ["LOCK_SUFFIX", "SameFileWriter", "appends_held", "file_lock", "process_lock",
+           "wait_for"]
 
 #: Appended to a SQLite database's path for its compaction lock file.
 LOCK_SUFFIX: Final = "-compaction.lock"
@@ -99,22 +100,36 @@ def process_lock(store: object) -> Iterator[None]:
         yield
 
 
-@contextmanager
-def appends_held(ledger: Any, fallback: int | None = None) -> Iterator[int]:
-    """The position a compaction's archive run or control snapshot is stamped with: the ledger's
-    end, read where appends wait until the block's writes are committed (RFC 0020, "Several
-    runtimes"). A request asked before the commit read an end at or below it, so it and a
-    rebuild at its position agree on the state: a rebuild counts the state from the stamp on,
-    where the request was not. Stamped with an end read earlier, a request at a later position
-    that read before the commit missed the state a rebuild there states.
+class SameFileWriter(Protocol):
+    """A store that writes to a SQLite file in transactions of its own (the episode store, the
+    governed store's SQLite backend): what ``SqliteStore.appends_held`` needs of it."""
 
-    A store that can hold its appends (PostgreSQL: ``appends_held``, the session row's lock)
-    holds them; any other gives ``fallback`` (the end the compaction read) or its end now, as
-    before: a SQLite ledger's append lock is the file's, which the episode and governed stores'
-    connections on the same file need to commit."""
+    def database_file(self) -> str | None:
+        """The database file its writes go to (None: in memory)."""
+
+    def write_transaction(self) -> AbstractContextManager[None]:
+        """One write transaction, holding the file's write lock from its start to its commit;
+        the store's writes inside it join it."""
+
+
+@contextmanager
+def appends_held(ledger: Any, fallback: int | None = None, *,
+                 writer: object = None) -> Iterator[int]:
+    """The position a compaction's archive run or control snapshot is stamped with: the ledger's
+    end, read where appends wait until the block's writes (``writer``'s) are committed (RFC
+    0020, "Several runtimes"). A request asked before the commit read an end at or below it, so
+    it and a rebuild at its position agree on the state: a rebuild counts the state from the
+    stamp on, where the request was not. Stamped with an end read earlier, a request at a later
+    position that read before the commit missed the state a rebuild there states.
+
+    A store that can hold its appends does (``appends_held(writer)``: PostgreSQL the session
+    row's lock; SQLite the file's one write lock, taken by ``writer``'s own transaction when it
+    writes to the ledger's file) and yields the end; one that cannot (any other store, a SQLite
+    writer on another file) gives ``fallback`` (the end the compaction read) or its end now."""
     hold = getattr(ledger, "appends_held", None)
     if callable(hold):
-        with hold() as end:
-            yield int(end)
-        return
+        with hold(writer) as end:
+            if end is not None:
+                yield int(end)
+                return
     yield ledger.end_pos() if fallback is None else fallback

@@ -169,6 +169,15 @@ class SqliteEpisodeStore:
                                  sorted(items.items()))
 
     # -- writes --------------------------------------------------------------------------------
+    def database_file(self) -> str:
+        """The file the episodes are written to (compaction_lock.SameFileWriter)."""
+        return self.path
+
+    def write_transaction(self) -> _Tx:
+        """``BEGIN IMMEDIATE … COMMIT``: the file's write lock from its start; the writes
+        inside join it (compaction_lock.SameFileWriter: a run stamped where appends wait)."""
+        return self._tx()
+
     def append(self, batch: Sequence[IndexedEpisode], *, archived_pos: int | None = None) -> int:
         db = self._db
         added = 0

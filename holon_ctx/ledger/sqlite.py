@@ -19,11 +19,12 @@ that batch (WAL rollback on next open); readers in other processes see only comm
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import msgspec
 
@@ -552,5 +553,31 @@ class SqliteStore:
         with compaction_lock.file_lock(self.path, self.lock_timeout):
             yield
 
+    @contextmanager
+    def appends_held(self, writer: object = None) -> Iterator[int | None]:
+        """The ledger's end, read inside ``writer``'s write transaction when it writes to this
+        file (holon_ctx.ledger.compaction_lock.appends_held); else None (nothing held).
+
+        SQLite has one write lock per file, whichever connection takes it: while the writer's
+        transaction holds it, no append commits, so the end read here (on this connection, in
+        autocommit: the newest commit) is the end when the writer commits. Not this
+        connection's own transaction: the episode and governed stores write on their own
+        connections, which would then wait for it (RFC 0020, "Stamps read where appends wait,
+        on SQLite")."""
+        database = getattr(writer, "database_file", None)
+        file = database() if callable(database) else None
+        if file is None or self.path == ":memory:" or not _same_file(file, self.path):
+            yield None
+            return
+        with cast(compaction_lock.SameFileWriter, writer).write_transaction():
+            yield self.end_pos()
+
     def close(self) -> None:
         self._db.close()
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False

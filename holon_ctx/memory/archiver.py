@@ -233,7 +233,7 @@ class Archiver:
                 if summarize_new and self.positioned:
                     # Stamped with the end when the run commits, appends held until it has
                     # (not limit_pos, which appends may have passed by then: RFC 0020).
-                    with appends_held(self.ledger, limit_pos) as at:
+                    with appends_held(self.ledger, limit_pos, writer=self.store) as at:
                         self.store.append(batch, archived_pos=at)
                 else:
                     self.store.append(batch)

@@ -363,10 +363,11 @@ class PostgresStore(_PostgresLedgerBase):
                                  renumber_turns=renumber_turns, expect_end=expect_end)
 
     @contextmanager
-    def appends_held(self) -> Iterator[int]:
+    def appends_held(self, writer: object = None) -> Iterator[int]:  # noqa: ARG002 - SqliteStore's
         """The ledger's end, in a transaction holding the session row (the lock every append
         takes first), so no append lands until what the block writes on this connection, or
-        commits on another, is committed (holon_ctx.ledger.compaction_lock.appends_held)."""
+        commits on another, is committed (holon_ctx.ledger.compaction_lock.appends_held;
+        ``writer``, the store that writes in the block, makes no difference here)."""
         self._h.call(lambda: None)  # a connection the server dropped is replaced first
         conn = self._h.conn
         try:

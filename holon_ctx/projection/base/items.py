@@ -3,9 +3,11 @@
 A :class:`Block` is a few lines whose token count adds exactly to its neighbours' (RFC 0002,
 decision 3): ``head`` and ``tail`` are label lines, ``body`` is block-safe record text. Besides its
 text a block says what it is — ``kind``, the ``trust`` of the text it shows, whether that text is
-an ``excerpt`` (head and tail of a longer body) and the ``refs`` it shows — so a reader (the
-preview, ``explain``, ``diff``) never parses the prompt back. A :class:`Rendered` form is a tuple of
-blocks with its exact token count; an :class:`Item` offers one to three forms to the planner.
+an ``excerpt`` (head and tail of a longer body), the ``refs`` it shows and the ``notes`` the
+runtime wrote inside its body (:class:`Note`) — so a reader (the preview, ``explain``, ``diff``,
+the density measure, the shown-lines pass) never parses the prompt back. A :class:`Rendered` form
+is a tuple of blocks with its exact token count; an :class:`Item` offers one to three forms to
+the planner.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import attrs
 
 from holon_ctx.projection.base.model import Form, Priority, Section
 
-__all__ = ["Block", "BlockKind", "ClipFn", "GrowFn", "Item", "Rendered"]
+__all__ = ["Block", "BlockKind", "ClipFn", "GrowFn", "Item", "Note", "NoteKind", "Rendered",
+           "notes_kept"]
 
 
 class BlockKind(StrEnum):
@@ -37,6 +40,58 @@ class BlockKind(StrEnum):
     TEXT = "text"
     #: A note the clipper adds after a clipped block ("[clipped; full text: …]").
     NOTE = "note"
+
+
+class NoteKind(StrEnum):
+    """Which of the runtime's notes a line inside a record's body is (the body is the record's
+    text; these lines are not, so the density measure counts them as markup)."""
+
+    #: ``… [N+ tokens omitted; full text: REF] …`` between an excerpt's head and tail.
+    EXCERPT = "excerpt"
+    #: ``[line above ×40]`` (or ``[3 lines above ×40]``) after lines shown once (RFC 0016).
+    REPEAT = "repeat"
+    #: ``[4 lines as in tool:x9]`` for lines an output shown above printed (RFC 0016).
+    SAME = "same"
+
+
+@attrs.frozen
+class Note:
+    """A line the runtime wrote inside a block's body, recorded where it is written: readers
+    take it from here, never by matching the body's text (a tool's own line that reads like a
+    note is neutralised, but the text alone cannot say whose a line is)."""
+
+    kind: NoteKind
+    #: Where the line is in the body, half-open, its newline included.
+    start: int
+    end: int
+    #: Lines it stands for: the repeated group's size (REPEAT), the run's length (SAME).
+    lines: int = 0
+    #: Copies in a row, the one shown included (REPEAT).
+    times: int = 0
+    #: The output shown above that prints the run (SAME).
+    as_in: str | None = None
+
+    def moved(self, by: int) -> Note:
+        return attrs.evolve(self, start=self.start + by, end=self.end + by)
+
+
+def notes_kept(notes: tuple[Note, ...], old: str, new: str) -> tuple[Note, ...]:
+    """The ``notes`` of body ``old`` still whole in ``new``, a body made by cutting ``old``
+    short (the clipper): those inside the text the two share from their start. A note ends in
+    a newline and starts a line, so one kept is still a line of its own in ``new``."""
+    if not notes:
+        return ()
+    # The length of the shared start, by bisection (each step one comparison in C).
+    lo, hi = 0, min(len(old), len(new))
+    if not old.startswith(new[:hi]):
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if old.startswith(new[:mid]):
+                lo = mid
+            else:
+                hi = mid
+        hi = lo
+    return tuple(n for n in notes if n.end <= hi)
 
 
 @attrs.frozen
@@ -62,6 +117,8 @@ class Block:
     #: The record an episode's fenced quote shows (its fence names it), None elsewhere: where
     #: a recalled episode quotes a record is read here, not from the fence line.
     quote: str | None = None
+    #: The runtime's notes inside ``body`` (excerpt, repeat and same-lines notes), in order.
+    notes: tuple[Note, ...] = ()
     #: A form kept as one block where its pieces' token counts would not add up (an episode's
     #: form: projection/rendering/episode_forms.py): the pieces, each with its kind and trust, so readers
     #: still see which lines are a fenced quote without parsing the text. Their text joined is

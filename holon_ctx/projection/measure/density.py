@@ -8,11 +8,15 @@ structured blocks it carries, never by parsing the text back:
   pre-rendered text); everything else — section titles, turn headings, record labels, fence
   lines, one-line stubs, fold lines, clip notes, and the line an excerpt puts between the head
   and the tail of a body it cut (``… [N+ tokens omitted; full text: REF] …``, counted as content
-  before RFC 0015) and the note after a run of identical lines shown once (``[line above ×40]``,
-  RFC 0016) — is markup. Ledger text a label line quotes verbatim (a command on a stub or
-  a tool line, an objective, a file path, the workspace) is content: the frame around it is
-  markup (RFC 0015, "quoted content"; :attr:`Density.strict_markup_share` counts label lines
-  whole, and both are reported). Blocks count additively (:mod:`holon_ctx.tokens`), so a block's
+  before RFC 0015), the note after a run of identical lines shown once (``[line above ×40]``,
+  RFC 0016) and the note standing for lines an output above printed (``[4 lines as in
+  tool:x9]``, RFC 0016; counted as content before the notes were data unless its body also
+  held a ``line above`` note) — is markup. The notes are read from the blocks
+  (:attr:`~holon_ctx.projection.base.items.Block.notes`), where the renderer recorded them.
+  Ledger text a label line quotes verbatim (a command on a stub or a tool line, an objective,
+  a file path, the workspace) is content: the frame around it is markup (RFC 0015, "quoted
+  content"; :attr:`Density.strict_markup_share` counts label lines whole, and both are
+  reported). Blocks count additively (:mod:`holon_ctx.tokens`), so a block's
   markup is its tokens less its body's and its quotes', and an excerpt's note is its own line.
 * **cut with room**: a field (message, tool output) of one of the newest steps is shown cut to a
   per-field limit — excerpted at its cap, clipped, or the step shown in less than its full form
@@ -29,7 +33,6 @@ from collections.abc import Iterable
 
 import attrs
 
-from holon_ctx.projection.base.formats import EXCERPT_MARK, REPEAT_MARK
 from holon_ctx.projection.base.items import Block, BlockKind
 from holon_ctx.projection.base.model import Form
 from holon_ctx.projection.planning.manifest import Projection
@@ -90,16 +93,11 @@ def content_tokens(blocks: Iterable[Block], counter: TokenCounter) -> int:
         elif block.kind in _CONTENT_BODY and block.body:
             total += block.tokens - counter.count(block.head) - (
                 counter.count(block.tail) if block.tail else 0)
-            if block.excerpt:
-                # The note is a line of its own between head and tail lines (block-safe), so
-                # its count comes off the body's exactly.
-                total -= sum(counter.count(m.group(0))
-                             for m in EXCERPT_MARK.finditer(block.body))
-            if block.kind is BlockKind.FENCED and "above ×" in block.body:
-                # A repeat note (RFC 0016) is the runtime's line too, and quoted text cannot
-                # pose as one (neutralise_repeat_marks).
-                total -= sum(counter.count(m.group(0))
-                             for m in REPEAT_MARK.finditer(block.body))
+            # The runtime's notes in the body (an excerpt's, the repeat and same-lines notes:
+            # RFC 0015, 0016) are its lines, not the record's; each is a line of its own
+            # (block-safe), so its count comes off the body's exactly. The renderer recorded
+            # where each is (Block.notes).
+            total -= sum(counter.count(block.body[n.start:n.end]) for n in block.notes)
     return total
 
 

@@ -8,14 +8,13 @@ counted line is in the prompt whole, the recalled episodes and how deep the wind
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import Final
 
 import attrs
 import msgspec
 
-from holon_ctx.projection.base.items import Block, BlockKind, Item, Rendered
+from holon_ctx.projection.base.items import Block, BlockKind, Item, NoteKind, Rendered
 from holon_ctx.projection.base.model import (
     SECTION_ORDER,
     EpisodeManifest,
@@ -119,26 +118,18 @@ class Reading:
     high_read: int = 0
 
 
-#: The parts of a repeat note (formats.repeat_mark, same_lines_mark).
-_NOTE_PARTS: Final = re.compile(
-    r"^\[(?:line|(\d+) lines) (?:above ×(\d+)|as in ([^\s\]]+))\]$", re.MULTILINE)
-
-
 def _repeated_lines(blocks: Iterable[Block]) -> list[dict[str, object]]:
-    """One entry per repeat note in the tool outputs shown (see Manifest.repeated_lines). The
-    notes are the runtime's: tool text that reads like one is neutralised before any is
-    written (formats.neutralise_repeat_marks), so reading them back is exact."""
+    """One entry per repeat note in the tool outputs shown (see Manifest.repeated_lines), read
+    from the notes each block records where the renderer and the shown-lines pass wrote them."""
     out: list[dict[str, object]] = []
     for block in blocks:
-        if (block.kind is not BlockKind.FENCED or not (block.ref or "").startswith("tool:")
-                or "]" not in block.body):
+        if block.kind is not BlockKind.FENCED or not (block.ref or "").startswith("tool:"):
             continue
-        for note in _NOTE_PARTS.finditer(block.body):
-            lines = int(note.group(1) or 1)
-            if note.group(3):
-                out.append({"ref": block.ref, "lines": lines, "as_in": note.group(3)})
-            else:
-                out.append({"ref": block.ref, "lines": lines, "times": int(note.group(2))})
+        for note in block.notes:
+            if note.kind is NoteKind.SAME:
+                out.append({"ref": block.ref, "lines": note.lines, "as_in": note.as_in})
+            elif note.kind is NoteKind.REPEAT:
+                out.append({"ref": block.ref, "lines": note.lines, "times": note.times})
     return out
 
 

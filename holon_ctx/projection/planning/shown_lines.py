@@ -27,8 +27,8 @@ from typing import Final
 
 import attrs
 
-from holon_ctx.projection.base.formats import REPEAT_MARK, same_lines_mark
-from holon_ctx.projection.base.items import Block, BlockKind, Item, Rendered
+from holon_ctx.projection.base.formats import same_lines_mark
+from holon_ctx.projection.base.items import Block, BlockKind, Item, Note, NoteKind, Rendered
 from holon_ctx.projection.base.model import SECTION_ORDER, Form, Section
 from holon_ctx.projection.planning.planner import Plan
 from holon_ctx.tokens import TokenCounter
@@ -95,17 +95,19 @@ def _fold_rendered(rendered: Rendered, keep: bool, outputs: list[tuple[str, list
             blocks.append(block)
             continue
         lines = block.body.split("\n")[:-1]  # block-safe: ends with one newline
-        kept = lines if keep else _fold(lines, outputs, where)
+        marks = _line_notes(lines, block.notes)
+        kept, kept_marks = (lines, marks) if keep else _fold(lines, marks, outputs, where)
         if kept != lines:
             body = "\n".join(kept) + "\n"
             tokens = block.tokens - counter.count(block.body) + counter.count(body)
-            block = attrs.evolve(block, body=body, tokens=tokens)
+            block = attrs.evolve(block, body=body, tokens=tokens,
+                                 notes=_placed(kept, kept_marks))
             changed = True
         blocks.append(block)
         index = len(outputs)
         outputs.append((block.ref or "", kept))
         for i, line in enumerate(kept):
-            if line.strip() and not _note(line):
+            if line.strip() and kept_marks[i] is None:
                 where.setdefault(line, []).append((index, i))
     if not changed:
         return None
@@ -131,17 +133,37 @@ def _grow_newest(ordered: list[Item], picks: dict[str, tuple[Form, Rendered]], u
     return used
 
 
-def _note(line: str) -> bool:
-    """Whether ``line`` of a tool output's shown body is the runtime's note (quoted ones are
-    neutralised before any note is written, so none is the tool's)."""
-    return line.startswith("[") and REPEAT_MARK.match(line + "\n") is not None
+def _line_notes(lines: list[str], notes: tuple[Note, ...]) -> list[Note | None]:
+    """For each of a body's ``lines``, the runtime's note it is (the block's data), or None."""
+    if not notes:
+        return [None] * len(lines)  # most outputs: nothing folded in them
+    by_start = {n.start: n for n in notes}
+    marks: list[Note | None] = []
+    at = 0
+    for line in lines:
+        marks.append(by_start.get(at))
+        at += len(line) + 1
+    return marks
 
 
-def _fold(lines: list[str], outputs: list[tuple[str, list[str]]],
-          where: dict[str, list[tuple[int, int]]]) -> list[str]:
+def _placed(lines: list[str], marks: list[Note | None]) -> tuple[Note, ...]:
+    """The notes among ``lines`` (``marks``), each placed where its line is in their text."""
+    notes: list[Note] = []
+    at = 0
+    for line, mark in zip(lines, marks, strict=True):
+        if mark is not None:
+            notes.append(attrs.evolve(mark, start=at, end=at + len(line) + 1))
+        at += len(line) + 1
+    return tuple(notes)
+
+
+def _fold(lines: list[str], marks: list[Note | None], outputs: list[tuple[str, list[str]]],
+          where: dict[str, list[tuple[int, int]]]) -> tuple[list[str], list[Note | None]]:
     """``lines`` with each run of lines an earlier output shows in the same order replaced by a
-    note naming it (runs of at least :data:`MIN_FOLD_CHARS` characters)."""
+    note naming it (runs of at least :data:`MIN_FOLD_CHARS` characters), and which of the lines
+    left are notes (``marks``: the runtime's notes among ``lines``; the new ones unplaced)."""
     out: list[str] = []
+    out_marks: list[Note | None] = []
     j = 0
     while j < len(lines):
         best = (0, 0, -1)  # (characters, lines, output index)
@@ -151,7 +173,7 @@ def _fold(lines: list[str], outputs: list[tuple[str, list[str]]],
             # A run never takes in a note (``[line above ×12]``): "N lines as in REF" counts
             # lines the run printed, each shown in REF as it is.
             while (j + n < len(lines) and start + n < len(theirs)
-                   and lines[j + n] == theirs[start + n] and not _note(lines[j + n])):
+                   and lines[j + n] == theirs[start + n] and marks[j + n] is None):
                 n += 1
             chars = sum(len(line) + 1 for line in lines[j:j + n])
             if chars > best[0]:
@@ -159,8 +181,10 @@ def _fold(lines: list[str], outputs: list[tuple[str, list[str]]],
         chars, n, index = best
         if chars >= MIN_FOLD_CHARS:
             out.append(same_lines_mark(n, outputs[index][0]))
+            out_marks.append(Note(NoteKind.SAME, 0, 0, lines=n, as_in=outputs[index][0]))
             j += n
         else:
             out.append(lines[j])
+            out_marks.append(marks[j])
             j += 1
-    return out
+    return out, out_marks

@@ -22,7 +22,7 @@ import attrs
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences
 from holon_ctx.projection.base.formats import clip_notes
-from holon_ctx.projection.base.items import Block, BlockKind, Rendered
+from holon_ctx.projection.base.items import Block, BlockKind, Rendered, notes_kept
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.tokens import TokenCounter, seam_tokens
 
@@ -83,7 +83,8 @@ class Clipper:
             if body:
                 tokens = fixed + counter.count(body) + seam_tokens(counter, block.head, body)
                 if tokens <= room:
-                    parts.append(attrs.evolve(block, body=body, tokens=tokens))
+                    parts.append(attrs.evolve(block, body=body, tokens=tokens, notes=notes_kept(
+                        block.notes, block.body, body)))
         label = block.head.split("\n", 1)[0]
         if label.startswith("<"):
             # A block with no label opens with its fence: a fence line is never cut short

@@ -33,12 +33,12 @@ from typing import Final, Protocol
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.base.formats import fold_line, neutralise_repeat_marks, repeat_mark
-from holon_ctx.projection.base.items import Block, Item, Rendered
+from holon_ctx.projection.base.items import Block, Item, Note, NoteKind, Rendered
 from holon_ctx.projection.base.model import FoldManifest, Form, Priority, Section, TurnUnit
 
-__all__ = ["BY_TRIGGER", "LineWriter", "fold_item", "fold_kind", "fold_repeated_lines", "hidden_differences",
-           "repeat_folds", "result_key", "same_result", "segment", "tool_output_text",
-           "tool_repeats"]
+__all__ = ["BY_TRIGGER", "LineWriter", "fold_item", "fold_kind", "fold_repeated_lines",
+           "fold_repeated_lines_noted", "hidden_differences", "repeat_folds", "result_key",
+           "same_result", "segment", "tool_output_shown", "tool_output_text", "tool_repeats"]
 
 #: Facts a fold line counts under the turn's trigger instead: they say only "nothing happened"
 #: (a tick, a retry), so the trigger is the more telling name ("scheduler_tick×40").
@@ -62,14 +62,20 @@ def fold_repeated_lines(text: str) -> str:
     append-only). ``text`` must hold no note of its own (:func:`tool_output_text` neutralises
     quoted ones first).
     """
+    return fold_repeated_lines_noted(text)[0]
+
+
+def fold_repeated_lines_noted(text: str) -> tuple[str, tuple[Note, ...]]:
+    """:func:`fold_repeated_lines`, and the notes it wrote (where each is, what it counts)."""
     lines = text.split("\n")
     n = len(lines)
     if not any(a == b for period in range(1, REPEAT_PERIOD + 1)
                for a, b in zip(lines, lines[period:], strict=False)):
-        return text  # no line repeats within a group's reach (most outputs): one pass each
+        return text, ()  # no line repeats within a group's reach (most outputs): one pass each
     out: list[str] = []
+    notes: list[Note] = []
+    at = 0  # where the next line of ``out`` starts in the folded text
     i = 0
-    folded = False
     while i < n:
         best: tuple[int, int, int] | None = None  # (saved characters, period, copies)
         for period in range(1, REPEAT_PERIOD + 1):
@@ -88,20 +94,29 @@ def fold_repeated_lines(text: str) -> str:
                 best = (saved, period, copies)
         if best is None:
             out.append(lines[i])
+            at += len(lines[i]) + 1
             i += 1
             continue
         _, period, copies = best
         out.extend(lines[i:i + period])
-        out.append(repeat_mark(copies, period))
+        at += sum(len(line) + 1 for line in lines[i:i + period])
+        mark = repeat_mark(copies, period)
+        out.append(mark)
+        notes.append(Note(NoteKind.REPEAT, at, at + len(mark) + 1, lines=period, times=copies))
+        at += len(mark) + 1
         i += period * copies
-        folded = True
-    return "\n".join(out) if folded else text
+    return ("\n".join(out), tuple(notes)) if notes else (text, ())
 
 
 def tool_output_text(body: str) -> str:
     """A tool output's body as the prompt shows it: quoted repeat notes neutralised, then runs of
     identical lines folded (:func:`fold_repeated_lines`)."""
-    return fold_repeated_lines(neutralise_repeat_marks(body))
+    return tool_output_shown(body)[0]
+
+
+def tool_output_shown(body: str) -> tuple[str, tuple[Note, ...]]:
+    """:func:`tool_output_text`, and the notes the fold wrote in it."""
+    return fold_repeated_lines_noted(neutralise_repeat_marks(body))
 
 
 def fold_kind(unit: TurnUnit, facts: Sequence[str]) -> str:

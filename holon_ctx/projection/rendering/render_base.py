@@ -35,9 +35,9 @@ from holon_ctx.projection.base.formats import (
     split_quotes,
 )
 from holon_ctx.projection.base.framing import Framing, default_framing
-from holon_ctx.projection.base.items import Block, BlockKind, Rendered
+from holon_ctx.projection.base.items import Block, BlockKind, Note, NoteKind, Rendered
 from holon_ctx.projection.base.policy import Policy, TokenCaps
-from holon_ctx.projection.rendering.folding import tool_output_text
+from holon_ctx.projection.rendering.folding import tool_output_shown
 from holon_ctx.tokens import TokenCounter, seam_tokens
 
 __all__ = ["BlockRenderer", "Extra"]
@@ -45,6 +45,8 @@ __all__ = ["BlockRenderer", "Extra"]
 _T = TypeVar("_T")
 #: Characters added to an excerpt's head and tail past what its cap gives (turn_full_within).
 Extra: TypeAlias = tuple[int, int]
+#: A body as a form shows it: ``(text, tokens, excerpt, notes)`` (see BlockRenderer._body).
+Shown: TypeAlias = tuple[str, int, bool, tuple[Note, ...]]
 #: Entries of a renderer's memo before it is dropped (a few thousand turns of forms).
 _MEMO_ENTRIES = 16384
 
@@ -132,39 +134,43 @@ class BlockRenderer:
         return shown, tokens, (tokens - self.counter.count(frame) if frame != shown else 0)
 
     def _body(self, stored: StoredRecord, cap: int, extra: Extra = (0, 0),
-              verbatim: bool = False) -> tuple[str, int, bool]:
+              verbatim: bool = False) -> Shown:
         """The record body, or a head-and-tail excerpt when it exceeds ``cap`` tokens (``extra``:
         characters added to the excerpt's head and tail, finer than a token of cap; see
-        turn_full_within; ``verbatim``: no repeated-lines note, see :meth:`_text`)."""
+        turn_full_within; ``verbatim``: no repeated-lines note, see :meth:`_text`): ``(text,
+        tokens, excerpt, notes)``, the notes being the runtime's lines in the text."""
         return self._record_memo(("body", stored.ref, cap, extra, verbatim),
                                  lambda: self._body_uncached(stored, cap, extra, verbatim))
 
     def body(self, stored: StoredRecord, cap: int) -> tuple[str, int, bool]:
         """The record's body as a form capped at ``cap`` tokens shows it: ``(text, tokens,
         excerpt)``."""
-        return self._body(stored, cap)
+        return self._body(stored, cap)[:3]
 
-    def _text(self, stored: StoredRecord, verbatim: bool = False) -> tuple[str, int]:
+    def _text(self, stored: StoredRecord,
+              verbatim: bool = False) -> tuple[str, int, tuple[Note, ...]]:
         """The record's body as the prompt shows it, and its token count: a tool output with
         its runs of identical lines folded (RFC 0016), any other body as it is.
 
         ``verbatim``: a tool output of the newest evidence (the current input, the newest two
         steps) keeps every line; only quoted notes are neutralised, so that a line the tool
-        printed never reads as the runtime's note (RFC 0023)."""
+        printed never reads as the runtime's note (RFC 0023). The notes the fold wrote come
+        with it."""
         body, stale = record_body_counted(stored.record)
         if isinstance(stored.record, Tool):
             # Folded and counted once per record (the grow search asks for many caps).
-            shown, tokens = self._record_memo(("tool_text", stored.ref, verbatim),
-                                              lambda: _folded(body, self.counter, verbatim))
+            shown, tokens, notes = self._record_memo(("tool_text", stored.ref, verbatim),
+                                                     lambda: _folded(body, self.counter, verbatim))
             if tokens >= 0:
-                return shown, tokens
-        return body, stored.tokens if self.trust_cached and not stale else self.counter.count(body)
+                return shown, tokens, notes
+        return body, (stored.tokens if self.trust_cached and not stale
+                      else self.counter.count(body)), ()
 
     def _body_uncached(self, stored: StoredRecord, cap: int,
-                       extra: Extra, verbatim: bool = False) -> tuple[str, int, bool]:
-        body, tokens = self._text(stored, verbatim)
+                       extra: Extra, verbatim: bool = False) -> Shown:
+        body, tokens, notes = self._text(stored, verbatim)
         if tokens <= cap:
-            return body, tokens, False
+            return body, tokens, False, notes
         # Cut by characters first so a 275 KB output never goes through the tokenizer here;
         # the excerpt is then counted exactly.
         chars = max(80, int(len(body) * cap / tokens * 0.95))
@@ -173,7 +179,7 @@ class BlockRenderer:
         if tail_start <= head_end:
             # Head and tail meet (a long tail asked for by the exact-fill search): that is
             # the whole text, not an excerpt of it.
-            return body, tokens, False
+            return body, tokens, False, notes
         head, tail = body[:head_end].rstrip(), body[tail_start:].lstrip()
         ref = getattr(stored.record, "output_ref", None) or stored.ref
         # "N+ omitted", measured: text cut in three never takes fewer tokens than it did whole,
@@ -181,19 +187,21 @@ class BlockRenderer:
         # alone over-claimed by some 0.1% where the shown text is denser than the average). At
         # least one: head and tail do not meet.
         omitted = max(1, tokens - self.counter.count(head) - self.counter.count(tail))
-        excerpt = block_safe(f"{head}\n{excerpt_mark(omitted, ref)}\n{tail}")
+        mark = excerpt_mark(omitted, ref)
+        excerpt = block_safe(f"{head}\n{mark}\n{tail}")
         excerpt_tokens = self.counter.count(excerpt)
         if excerpt_tokens >= tokens:
             # Just over the cap, the note costs what it would save: the body is shown whole.
-            return body, tokens, False
-        return excerpt, excerpt_tokens, True
+            return body, tokens, False, notes
+        return excerpt, excerpt_tokens, True, _excerpt_notes(notes, len(head), len(mark),
+                                                             len(body) - len(tail))
 
     def fenced(self, stored: StoredRecord, label: str | None, cap: int, *,
                clippable: bool = True, extra: Extra = (0, 0), verbatim: bool = False) -> Block:
         """The record's body in a data fence, under ``label`` (None: the fence alone says what
         it is — its ref, origin and trust — and a label would repeat it)."""
         rec = stored.record
-        body, body_tokens, excerpt = self._body(stored, cap, extra, verbatim)
+        body, body_tokens, excerpt, notes = self._body(stored, cap, extra, verbatim)
         if not body:
             return self.line(f"{label or stored.ref + ':'} (empty)", [stored.ref])
         origin = rec.origin.value if rec.origin else "unknown"
@@ -207,18 +215,18 @@ class BlockRenderer:
                      tokens=(head_tokens + body_tokens + self.counter.count(FENCE_CLOSE)
                              + seam_tokens(self.counter, head, body)),
                      refs=(stored.ref,), clippable=clippable, kind=BlockKind.FENCED, trust=trust,
-                     excerpt=excerpt, quoted=quoted_tokens)
+                     excerpt=excerpt, quoted=quoted_tokens, notes=notes)
 
     def trusted(self, stored: StoredRecord, label: str, cap: int, extra: Extra = (0, 0)) -> Block:
         """Text the operator wrote or the runtime vouches for: labelled, not fenced."""
-        body, body_tokens, excerpt = self._body(stored, cap, extra)
+        body, body_tokens, excerpt, notes = self._body(stored, cap, extra)
         head = label + "\n"
         trust = stored.record.trust
         return Block(head=head, body=body, tokens=(self.counter.count(head) + body_tokens
                                                    + seam_tokens(self.counter, head, body)),
                      refs=(stored.ref,), clippable=True,
                      kind=BlockKind.OPERATOR if trust is Trust.TRUSTED_OPERATOR else BlockKind.TRUSTED,
-                     trust=trust.value if trust else None, excerpt=excerpt)
+                     trust=trust.value if trust else None, excerpt=excerpt, notes=notes)
 
     @staticmethod
     def rendered(blocks: Iterable[Block]) -> Rendered:
@@ -235,9 +243,25 @@ class BlockRenderer:
             name: max(value, floor) for name, value in attrs.asdict(self.caps).items()}))
 
 
-def _folded(body: str, counter: TokenCounter, verbatim: bool = False) -> tuple[str, int]:
-    """A tool output's body as the prompt shows it (:func:`~.folding.tool_output_text`; with
-    ``verbatim``, quoted notes neutralised and no line folded) and its count; ``("", -1)`` when
-    that is the body itself (whose count the store cached)."""
-    shown = neutralise_repeat_marks(body) if verbatim else tool_output_text(body)
-    return ("", -1) if shown == body else (shown, counter.count(shown))
+def _folded(body: str, counter: TokenCounter,
+            verbatim: bool = False) -> tuple[str, int, tuple[Note, ...]]:
+    """A tool output's body as the prompt shows it (:func:`~.folding.tool_output_shown`; with
+    ``verbatim``, quoted notes neutralised and no line folded), its count and its notes;
+    ``("", -1, ())`` when that is the body itself (whose count the store cached)."""
+    shown, notes = (neutralise_repeat_marks(body), ()) if verbatim else tool_output_shown(body)
+    return ("", -1, ()) if shown == body else (shown, counter.count(shown), notes)
+
+
+def _excerpt_notes(notes: tuple[Note, ...], head_chars: int, mark_chars: int,
+                   tail_start: int) -> tuple[Note, ...]:
+    """The notes of an excerpt ``head + "\\n" + mark + "\\n" + tail`` of a body with ``notes``:
+    the head's (a note whose line ends within the head: the newline after the head ends it
+    again), the excerpt's own, then the tail's (those starting at or after ``tail_start``,
+    where the tail starts in the body), moved to where they are in the excerpt. block_safe
+    moves nothing but an empty head's line (a head inside the first line's indent, which holds
+    no note): the excerpt then starts at the mark."""
+    mark_at = head_chars + 1 if head_chars else 0
+    tail_at = mark_at + mark_chars + 1
+    return (*(n for n in notes if n.end - 1 <= head_chars),
+            Note(NoteKind.EXCERPT, mark_at, tail_at),
+            *(n.moved(tail_at - tail_start) for n in notes if n.start >= tail_start))

@@ -48,6 +48,7 @@ from holon_ctx.projection.planning.view import View, load_view
 from holon_ctx.projection.provider_formats.native import Part, parts_of_blocks, system_part, text_part
 from holon_ctx.projection.rendering.effects import track_effects
 from holon_ctx.projection.rendering.render import Renderer
+from holon_ctx.tokens import TokenCounter
 
 __all__ = ["Frozen", "replan"]
 
@@ -195,37 +196,54 @@ def _records(units: Sequence[TurnUnit], view: View) -> dict[str, StoredRecord]:
 def _parts(projection: Projection, items: Sequence[Item], records: dict[str, StoredRecord],
            r: Renderer) -> tuple[list[Part], int]:
     """The frozen parts: the stable prefix, then the history (see the module docstring)."""
-    counter = r.counter
-    parts: list[Part] = []
+    prefix = [part for part in (_environment_part(projection, items, r.counter),
+                                _episodes_part(projection, r.counter)) if part is not None]
+    return [*prefix, *_history_parts(projection, records, r)], len(prefix)
+
+
+def _environment_part(projection: Projection, items: Sequence[Item],
+                      counter: TokenCounter) -> Part | None:
+    """The environment section as one stable part: the system role when vouched for."""
     env = projection.section_items.get(Section.ENVIRONMENT, ())
-    if env:
-        title = SECTION_TITLES[Section.ENVIRONMENT] + "\n"
-        text = title + "".join(form.text for _, form in env)
-        tokens = counter.count(title) + sum(form.tokens for _, form in env)
-        refs = tuple(ref for _, form in env for ref in form.refs)
-        env_item = next((it for it in items if it.section is Section.ENVIRONMENT), None)
-        # Only vouched runtime configuration may sit in the system role (docs/providers.md).
-        vouched = env_item is not None and "untrusted" not in env_item.reasons \
-            and not any(b.kind is BlockKind.FENCED for _, form in env for b in form.blocks)
-        spans = (title_span(title), *spans_of(b for _, form in env for b in form.blocks))
-        parts.append(system_part(text, tokens, refs, spans) if vouched
-                     else text_part(text, tokens, refs, stable_end=True, spans=spans))
+    if not env:
+        return None
+    title = SECTION_TITLES[Section.ENVIRONMENT] + "\n"
+    text = title + "".join(form.text for _, form in env)
+    tokens = counter.count(title) + sum(form.tokens for _, form in env)
+    refs = tuple(ref for _, form in env for ref in form.refs)
+    env_item = next((it for it in items if it.section is Section.ENVIRONMENT), None)
+    # Only vouched runtime configuration may sit in the system role (docs/providers.md).
+    vouched = env_item is not None and "untrusted" not in env_item.reasons \
+        and not any(b.kind is BlockKind.FENCED for _, form in env for b in form.blocks)
+    spans = (title_span(title), *spans_of(b for _, form in env for b in form.blocks))
+    return system_part(text, tokens, refs, spans) if vouched \
+        else text_part(text, tokens, refs, stable_end=True, spans=spans)
+
+
+def _episodes_part(projection: Projection, counter: TokenCounter) -> Part | None:
+    """The episodes section as one stable part (the stable prefix's end)."""
     eps = projection.section_items.get(Section.EPISODES, ())
-    if eps:
-        title = SECTION_TITLES[Section.EPISODES] + "\n"
-        text = title + "".join(form.text for _, form in eps)
-        tokens = counter.count(title) + sum(form.tokens for _, form in eps)
-        parts.append(text_part(text, tokens, tuple(ref for _, f in eps for ref in f.refs),
-                               stable_end=True, spans=(title_span(title), *spans_of(
-                                   b for _, form in eps for b in form.blocks))))
-    prefix_count = len(parts)
+    if not eps:
+        return None
+    title = SECTION_TITLES[Section.EPISODES] + "\n"
+    text = title + "".join(form.text for _, form in eps)
+    tokens = counter.count(title) + sum(form.tokens for _, form in eps)
+    return text_part(text, tokens, tuple(ref for _, f in eps for ref in f.refs),
+                     stable_end=True, spans=(title_span(title), *spans_of(
+                         b for _, form in eps for b in form.blocks)))
+
+
+def _history_parts(projection: Projection, records: dict[str, StoredRecord],
+                   r: Renderer) -> list[Part]:
+    """The recent turns' title, then each turn's form as parts (a part may join the one before)."""
     recent = projection.section_items.get(Section.RECENT_TURNS, ())
-    if recent:
-        title = SECTION_TITLES[Section.RECENT_TURNS] + "\n"
-        parts.append(text_part(title, counter.count(title), spans=(title_span(title),)))
-        for _, form in recent:
-            parts.extend(parts_of_form(form, records, r, previous=parts[-1]))
-    return parts, prefix_count
+    if not recent:
+        return []
+    title = SECTION_TITLES[Section.RECENT_TURNS] + "\n"
+    parts = [text_part(title, r.counter.count(title), spans=(title_span(title),))]
+    for _, form in recent:
+        parts.extend(parts_of_form(form, records, r, previous=parts[-1]))
+    return parts
 
 
 def parts_of_form(form: Rendered, records: dict[str, StoredRecord], r: Renderer, *,
