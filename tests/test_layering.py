@@ -459,6 +459,34 @@ def test_the_cli_api_names_resolve_where_it_says() -> None:
         assert getattr(_api, name) is getattr(importlib.import_module(home), name), name
 
 
+#: At most this many names in cli/_api.py (RFC 0028, fifth amendment): 100 on 2026-12-05
+#: before the names a user also needs went public (``holon_ctx.lowlevel``) and the steps the CLI
+#: stitched became functions of the library's. Raise it only with the name's reason.
+CLI_API_MAX_NAMES = 39
+
+
+def test_the_cli_api_stays_short_and_says_why_for_each_name() -> None:
+    """cli/_api.py names at most CLI_API_MAX_NAMES names, each under a ``#:`` line saying why
+    the CLI needs it."""
+    from holon_ctx.cli import _api
+
+    assert len(_api.__all__) <= CLI_API_MAX_NAMES, sorted(_api.__all__)
+    assert _unexplained_homes((PKG / "cli" / "_api.py").read_text(encoding="utf-8")) == []
+
+
+def _unexplained_homes(source: str) -> list[str]:
+    """The names in the source's ``_HOMES`` whose entry is not right under a ``#:`` reason."""
+    lines = source[source.index("_HOMES = {"):].splitlines()
+    body = lines[1:lines.index("}")]
+    return [line.split('"')[1] for before, line in zip(["", *body], body, strict=False)
+            if line.lstrip().startswith('"') and not before.lstrip().startswith("#: ")]
+
+
+def test_the_reason_check_finds_a_name_without_one() -> None:
+    source = '_HOMES = {\n    #: why\n    "a": "m",\n    # -- group\n    "b": "m",\n    "c": "m",\n}\n'
+    assert _unexplained_homes(source) == ["b", "c"]
+
+
 # -- projection's stages (issue 24 item 5, RFC 0028) ------------------------------------------
 #: projection/'s subpackages in pipeline order: a module imports from its own stage and the ones
 #: before it, never one after (type-only and function-level imports too).

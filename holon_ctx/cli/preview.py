@@ -30,25 +30,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from rich.console import Console
 from rich.text import Text
 
-from holon_ctx.cli._api import (
-    ALERT,
-    FOLD_PREFIX,
-    HEADING,
-    RELATION_PREFIX,
-    SECTION_ORDER,
-    SECTION_TITLES,
-    Block,
-    BlockKind,
-    ControlState,
-    ItemDecision,
-    Projection,
-    Section,
-    SessionRequest,
-)
+from holon_ctx.cli._api import SECTION_TITLES, STRUCTURE_PREFIXES, Block, BlockKind, SessionRequest
 from holon_ctx.cli.layout import emit, hang, kv, pct, visible
 from holon_ctx.cli.preview_summary import detail_lines, glance_lines
 from holon_ctx.cli.session_view import part_blocks
 from holon_ctx.cli.wording import plural
+from holon_ctx.lowlevel import ControlState, ItemDecision, Projection, Section
 
 __all__ = ["TAGS", "TrustOf", "print_preview", "tag_block_lines"]
 
@@ -71,12 +58,10 @@ _OPERATOR_LABELS = ("operator (trusted) ", "pinned operator words:")
 _GUTTER = 4  # "ext" plus the bar
 
 # Structure lines keep their own emphasis: headings, alerts, folds and the relation line.
-_STRUCTURE_STYLES: tuple[tuple[str, str], ...] = (
-    (HEADING, "bold"),
-    (ALERT, "bold red"),
-    (FOLD_PREFIX, "italic dim"),
-    (RELATION_PREFIX, "bold blue"),
-)
+_STRUCTURE_STYLES: tuple[tuple[str, str], ...] = tuple(
+    (STRUCTURE_PREFIXES[kind], style) for kind, style in (
+        ("heading", "bold"), ("alert", "bold red"), ("fold", "italic dim"),
+        ("relation", "bold blue")))
 
 BAR_CELLS = 40
 _SECTION_NAMES = frozenset(s.value for s in Section)
@@ -289,7 +274,7 @@ def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf
     lines = _Lines(console, width)
     lines.text(Text("the prompt, as the model reads it", style="bold"))
     lines.out.extend(_gutter_legend().wrap(console, width))
-    for section in SECTION_ORDER:
+    for section in Section:  # render order (the enum's order)
         items = p.section_items.get(section)
         if not items:
             continue
