@@ -70,9 +70,9 @@ if TYPE_CHECKING:
     from holon_ctx.postgres.continuity import PostgresContinuityBackend
     from holon_ctx.postgres.episodes import PostgresEpisodeStore
     from holon_ctx.postgres.ledger import PostgresStore
-    from holon_ctx.projection.base.formats import ALERT, FOLD_PREFIX, HEADING, RELATION_PREFIX, forgeries
+    from holon_ctx.projection.base.formats import forgeries
     from holon_ctx.projection.base.framing import Framing
-    from holon_ctx.projection.base.items import Block, BlockKind
+    from holon_ctx.projection.base.items import Block, BlockKind, Mark
     from holon_ctx.projection.base.model import (
         SECTION_ORDER,
         ControlState,
@@ -105,15 +105,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_STEP",
-    "ALERT",
     "BASELINES",
     "BY_TRIGGER",
     "CLI_OPTION",
-    "FOLD_PREFIX",
-    "HEADING",
     "LOCK_SUFFIX",
     "PRICES",
-    "RELATION_PREFIX",
     "RELATION_TEXT",
     "SECTION_ORDER",
     "SECTION_TITLES",
@@ -141,6 +137,7 @@ __all__ = [
     "LedgerStats",
     "LedgerStore",
     "Manifest",
+    "Mark",
     "MemoryEpisodeStore",
     "MemoryStore",
     "ModelProfile",
@@ -209,7 +206,6 @@ __all__ = [
 #: Where each name lives now: the one place to change when an internal module moves.
 _HOMES = {
     "AGENT_STEP": "holon_ctx.ledger.transcript_build",
-    "ALERT": "holon_ctx.projection.base.formats",
     "ApproachReport": "holon_ctx.projection.measure.replay",
     "ArchivePolicy": "holon_ctx.memory.archiver",
     "Archiver": "holon_ctx.memory.archiver",
@@ -228,17 +224,16 @@ _HOMES = {
     "EpisodeSource": "holon_ctx.projection.base.model",
     "EpisodeStore": "holon_ctx.memory.store",
     "ExperimentResult": "holon_ctx.continuity.experiment",
-    "FOLD_PREFIX": "holon_ctx.projection.base.formats",
     "Form": "holon_ctx.projection.base.model",
     "Framing": "holon_ctx.projection.base.framing",
     "GovernedControl": "holon_ctx.compaction",
-    "HEADING": "holon_ctx.projection.base.formats",
     "ItemDecision": "holon_ctx.projection.planning.projector",
     "LOCK_SUFFIX": "holon_ctx.ledger.compaction_lock",
     "Layout": "holon_ctx.projection.session.session",
     "LedgerStats": "holon_ctx.ledger.store",
     "LedgerStore": "holon_ctx.ledger.store",
     "Manifest": "holon_ctx.projection.base.model",
+    "Mark": "holon_ctx.projection.base.items",
     "MemoryEpisodeStore": "holon_ctx.ledger.episode_store",
     "MemoryStore": "holon_ctx.ledger.memory",
     "ModelProfile": "holon_ctx.models",
@@ -253,7 +248,6 @@ _HOMES = {
     "Priority": "holon_ctx.projection.base.model",
     "Projection": "holon_ctx.projection.planning.projector",
     "Projector": "holon_ctx.projection.planning.projector",
-    "RELATION_PREFIX": "holon_ctx.projection.base.formats",
     "RELATION_TEXT": "holon_ctx.projection.base.relation",
     "ReadThroughEpochs": "holon_ctx.ledger.epochs",
     "Relation": "holon_ctx.projection.base.model",
