@@ -19,30 +19,20 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from holon_ctx.cli._api import (
-    LedgerStore,
-    MemoryStore,
-    ModelProfile,
-    PostgresStore,
-    SqliteStore,
-    TokenCounter,
-    UnknownModelWarning,
-    counter_for_encoding,
-    describe,
-    import_jsonl,
-    is_postgres_url,
-    missing_directory,
-    model_profile,
-)
+from holon_ctx import LedgerStore, UnknownModelWarning
+from holon_ctx.cli._api import ModelProfile, describe, missing_directory, model_profile
 from holon_ctx.cli.inputs import regular_input
 from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
+from holon_ctx.lowlevel import MemoryStore, SqliteStore, TokenCounter, import_jsonl
+from holon_ctx.postgres import PostgresStore, is_postgres_url
 
 if TYPE_CHECKING:
-    from holon_ctx.cli._api import EpisodeStore, GovernedControl
     from holon_ctx.continuity import ContinuityStore
-from holon_ctx.cli._api import CLI_OPTION, TranscriptFormat, import_any, not_a_database, sniff_ledger
+    from holon_ctx.lowlevel import EpisodeStore, GovernedControl
+from holon_ctx.cli._api import CLI_OPTION, not_a_database, sniff_ledger
 from holon_ctx.errors import quote_value
+from holon_ctx.lowlevel import TranscriptFormat, import_any
 
 __all__ = [
     "add_model_arg",
@@ -110,7 +100,7 @@ def counter_of(args: argparse.Namespace) -> TokenCounter | None:
     """The counter ``--model`` asks for (None without one: each store's own)."""
     if getattr(args, "model", None) is None:
         return None
-    return counter_for_encoding(model_of(args).encoding)
+    return model_of(args).counter()
 
 
 def add_session_key_options(parser: argparse.ArgumentParser) -> None:
@@ -220,14 +210,15 @@ def remove_empty_session(db: str, session: str) -> None:
 def open_episodes(store: LedgerStore, *, create: bool) -> EpisodeStore | None:
     """The episode store beside a database ledger; None for an in-memory one, and when ``create``
     is False and nothing was archived yet."""
-    from holon_ctx.cli._api import SqliteEpisodeStore, has_episode_tables  # noqa: PLC0415
+    from holon_ctx.cli._api import has_episode_tables  # noqa: PLC0415
+    from holon_ctx.lowlevel import SqliteEpisodeStore  # noqa: PLC0415
 
     if isinstance(store, SqliteStore):
         if not create and not has_episode_tables(store.path):
             return None
         return SqliteEpisodeStore(store.path, create=create)
     if isinstance(store, PostgresStore):
-        from holon_ctx.cli._api import PostgresEpisodeStore  # noqa: PLC0415
+        from holon_ctx.postgres import PostgresEpisodeStore  # noqa: PLC0415
 
         if not create and not store.holds("holon_episodes"):
             return None
@@ -247,7 +238,7 @@ def open_continuity(store: LedgerStore, *, create: bool = True) -> ContinuitySto
         # The governed store waits for other writers as long as the ledger does (RFC 0006).
         return ContinuityStore(store.path, timeout=store.lock_timeout)
     if isinstance(store, PostgresStore):
-        from holon_ctx.cli._api import PostgresContinuityBackend  # noqa: PLC0415
+        from holon_ctx.postgres import PostgresContinuityBackend  # noqa: PLC0415
 
         if not create and not store.holds("holon_continuity_envelopes"):
             return None
@@ -261,7 +252,7 @@ def control_source(store: LedgerStore) -> Iterator[GovernedControl | None]:
     closed on leaving. Closed, not left to the collector: an unclosed SQLite connection closing
     later checkpoints the ledger's write-ahead log, so a read-only command would rewrite the
     database file after it returned."""
-    from holon_ctx.cli._api import GovernedControl  # noqa: PLC0415
+    from holon_ctx.lowlevel import GovernedControl  # noqa: PLC0415
 
     continuity = open_continuity(store, create=False)
     try:

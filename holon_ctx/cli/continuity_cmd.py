@@ -26,17 +26,9 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from holon_ctx.cli._api import (
-    SEED,
-    DecisionKind,
-    ExperimentResult,
-    ScenarioResult,
-    SideEffectStatus,
-    id_problem,
-    run_evaluation,
-    run_experiment,
-)
+from holon_ctx.cli._api import SEED, ExperimentResult, ScenarioResult, run_evaluation, run_experiment
 from holon_ctx.cli.terminal import SafeConsole
+from holon_ctx.continuity import DecisionKind, SideEffectStatus, id_problem
 from holon_ctx.errors import InputError, quote_value
 
 __all__ = ["EVAL_FAILED_STATUS", "EXIT_STATUS", "cmd_eval", "cmd_inspect", "register"]

@@ -13,22 +13,20 @@ from typing import Any
 import msgspec
 from rich.table import Table
 
-from holon_ctx.cli._api import (
+from holon_ctx import LedgerStore
+from holon_ctx.cli._api import parse_episode_id, recapped_text
+from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
+from holon_ctx.cli.terminal import terminal_safe, write_data_json
+from holon_ctx.cli.wording import plural
+from holon_ctx.errors import InputError, StoreError, UnknownRefError, quote_value
+from holon_ctx.lowlevel import (
     ArchivePolicy,
     Archiver,
     BoundaryPolicy,
     Episode,
     EpisodeStore,
-    LedgerStore,
     StoreEpisodeSource,
-    full_text,
-    parse_episode_id,
-    with_recaps,
 )
-from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
-from holon_ctx.cli.terminal import terminal_safe, write_data_json
-from holon_ctx.cli.wording import plural
-from holon_ctx.errors import InputError, StoreError, UnknownRefError, quote_value
 
 __all__ = ["open_episode_source", "register"]
 
@@ -189,7 +187,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for recap in recaps:
         why = f" ({', '.join(recap.reasons)})" if recap.reasons else ""
         out.append(f"recap by model {recap.model}: {recap.status.value}{why}")
-    sys.stdout.write(terminal_safe("\n".join(out) + "\n\n" + full_text(with_recaps(ep, recaps))))
+    sys.stdout.write(terminal_safe("\n".join(out) + "\n\n" + recapped_text(ep, recaps)))
     return 0
 
 

@@ -20,18 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from holon_ctx.cli._api import (
-    AGENT_STEP,
+from holon_ctx import CompactionPolicy, LedgerStore
+from holon_ctx.cli._api import AGENT_STEP, CompactionSchedule, Turn
+from holon_ctx.lowlevel import (
     ArchivePolicy,
     Archiver,
-    CompactionPolicy,
-    CompactionSchedule,
-    LedgerStore,
     Manifest,
     MemoryEpisodeStore,
     MemoryStore,
     StoreEpisodeSource,
-    Turn,
 )
 
 __all__ = ["EPISODES_FROM", "FileArchive", "ReplayCompaction", "binds", "mark"]

@@ -12,18 +12,8 @@ from typing import Any
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from holon_ctx.cli._api import (
-    CLI_OPTION,
-    Detection,
-    LedgerStats,
-    LedgerStore,
-    TranscriptFormat,
-    export_jsonl,
-    import_any,
-    import_jsonl,
-    is_postgres_url,
-    sniff_ledger,
-)
+from holon_ctx import LedgerStore
+from holon_ctx.cli._api import CLI_OPTION, sniff_ledger
 from holon_ctx.cli.common import (
     add_source_args,
     console,
@@ -38,6 +28,15 @@ from holon_ctx.cli.outputs import output_file
 from holon_ctx.cli.terminal import is_terminal, say, write_data_json
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError, StoreError
+from holon_ctx.lowlevel import (
+    Detection,
+    LedgerStats,
+    TranscriptFormat,
+    export_jsonl,
+    import_any,
+    import_jsonl,
+)
+from holon_ctx.postgres import is_postgres_url
 
 __all__ = ["register"]
 

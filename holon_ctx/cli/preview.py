@@ -31,22 +31,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from rich.console import Console
 from rich.text import Text
 
-from holon_ctx.cli._api import (
-    SECTION_ORDER,
-    SECTION_TITLES,
-    Block,
-    BlockKind,
-    ControlState,
-    ItemDecision,
-    Mark,
-    Projection,
-    Section,
-    SessionRequest,
-)
+from holon_ctx.cli._api import SECTION_TITLES, Block, BlockKind, Mark, SessionRequest
 from holon_ctx.cli.layout import emit, hang, kv, pct, visible
 from holon_ctx.cli.preview_summary import detail_lines, glance_lines
 from holon_ctx.cli.session_view import part_blocks
 from holon_ctx.cli.wording import plural
+from holon_ctx.lowlevel import ControlState, ItemDecision, Projection, Section
 
 __all__ = ["TAGS", "TrustOf", "print_preview", "tag_block_lines"]
 
@@ -297,7 +287,7 @@ def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf
     lines = _Lines(console, width)
     lines.text(Text("the prompt, as the model reads it", style="bold"))
     lines.out.extend(_gutter_legend().wrap(console, width))
-    for section in SECTION_ORDER:
+    for section in Section:  # render order (the enum's order)
         items = p.section_items.get(section)
         if not items:
             continue

@@ -30,8 +30,9 @@ import attrs
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences
 from holon_ctx.ledger.records import Trust
-from holon_ctx.memory.episodes import Claim, Episode, Field
+from holon_ctx.memory.episodes import Claim, Episode, Field, Recap
 from holon_ctx.memory.interface import RecalledEpisode
+from holon_ctx.memory.summarizer import with_recaps
 from holon_ctx.memory.unresolved import KINDS, OpenKind
 from holon_ctx.projection.base.formats import FENCE_CLOSE, fence_open, one_line
 from holon_ctx.projection.base.items import Block, BlockKind, Mark, Rendered
@@ -196,6 +197,12 @@ def full_text(ep: Episode, open_keys: Collection[str] | None = None,
               shown: Collection[str] = ()) -> str:
     """Every field, quotes included (:func:`full_chunks`), as one text."""
     return full_chunks(ep, open_keys, shown).text
+
+
+def recapped_text(ep: Episode, recaps: list[Recap]) -> str:
+    """The episode as a reader is shown it (``holon-ctx episodes show``): its accepted recaps
+    bound to its digest applied (:func:`~holon_ctx.memory.summarizer.with_recaps`), every field."""
+    return full_text(with_recaps(ep, recaps))
 
 
 def full_chunks(ep: Episode, open_keys: Collection[str] | None = None,
