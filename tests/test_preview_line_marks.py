@@ -27,6 +27,7 @@ from holon_ctx.projection.base.formats import ALERT, FOLD_PREFIX, HEADING, RELAT
 from holon_ctx.projection.base.items import Block, BlockKind, Mark
 from holon_ctx.projection.base.spans import Span, blocks_of, spans_of
 from holon_ctx.projection.provider_formats.native import Part, Role
+from holon_ctx.projection.session.session import SessionRequest
 
 __all__ = ["demo_db", "trajectory_db"]
 
@@ -80,7 +81,8 @@ def test_the_demos_lines_are_emphasised_by_their_marks_as_by_their_starts(demo_d
 def test_a_trajectorys_lines_are_emphasised_by_their_marks_as_by_their_starts(
         trajectory_db: Path) -> None:
     seen = _compare(trajectory_db, (4096, 8192, 32768), every=10)
-    assert sum(seen.values()) > 100, seen
+    # 60 styled lines when written (headings, alerts, relation lines: this ledger folds none).
+    assert sum(seen.values()) >= 50, seen
 
 
 def test_the_mark_is_read_not_the_line() -> None:
@@ -115,3 +117,33 @@ def test_a_parts_spans_carry_the_marks() -> None:
     # A span saved before marks (format 2: six values) would decode as plain: why the format
     # moved to 3, so that such an epoch is re-planned instead.
     assert msgspec.json.decode(b'["label", null, 6, 0, 0, null]', type=Span).mark is None
+
+
+def _sent(request: object) -> SessionRequest:
+    """The session request (messages layout) behind a library request: it says whether it
+    re-planned."""
+    return request._messages  # type: ignore[attr-defined,no-any-return]
+
+
+def test_an_epoch_saved_before_marks_is_replanned_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An epoch saved at EPOCH_FORMAT 2 (spans without marks) is not found by code at 3: the
+    session re-plans instead of showing the old parts' headings plain. The same epoch read
+    back at its own format is appended to, not re-planned (the control)."""
+    import holon_ctx
+    from holon_ctx.projection.session import session_base
+
+    db = tmp_path / "agent.db"
+    monkeypatch.setattr(session_base, "EPOCH_FORMAT", 2)
+    with holon_ctx.open_session(db, compaction=None) as session:
+        session.operator_message("Upgrade the payments service to Python 3.12.")
+        assert _sent(session.next_request(budget_tokens=4096)).replanned
+    with holon_ctx.open_session(db, compaction=None) as session:
+        session.operator_message("Then the billing service.")
+        assert not _sent(session.next_request(budget_tokens=4096)).replanned
+    monkeypatch.undo()
+    with holon_ctx.open_session(db, compaction=None) as session:
+        session.operator_message("And the ledger service.")
+        request = _sent(session.next_request(budget_tokens=4096))
+    assert request.replanned
+    assert any(s.mark for part in request.parts for s in part.spans)
