@@ -35,6 +35,7 @@ from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory import ArchivePolicy, Archiver, EpisodeStore, StoreEpisodeSource
 from holon_ctx.postgres import PostgresStore
+from holon_ctx.projection.rendering.episode_forms import form_counts_maker
 
 __all__ = ["CompactionPolicy", "CompactionSchedule", "Upkeep", "open_upkeep"]
 
@@ -121,8 +122,11 @@ class Upkeep:
 
     def compact(self, policy: CompactionPolicy) -> CompactionResult:
         """Archive aged-out turn ranges and (per policy) seal an envelope for them."""
+        # Each new episode's form counts are made as it is archived and stored beside it: a
+        # re-plan recalling it later, in any process, tokenizes little of it (RFC 0024 d. 6).
         archiver = Archiver(self.ledger, self.episodes,
-                            policy=ArchivePolicy(recent_turns=policy.recent_turns))
+                            policy=ArchivePolicy(recent_turns=policy.recent_turns),
+                            forms=form_counts_maker(self.ledger))
         if not policy.seal_envelope:
             return CompactionResult(archiver.archive(), None, (), ())
         if self.continuity is None:

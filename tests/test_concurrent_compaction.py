@@ -222,7 +222,7 @@ def test_stress_eight_runtimes_on_one_sqlite_ledger(tmp_path: Path) -> None:
 #: Was a non-strict expected failure until 2026-12-05 (RFC 0020, "Stamps read where appends
 #: wait, on SQLite"): the archive run was stamped with the end the archiver read at its start
 #: (tests/test_session_rebuild.py's SQLite two-connection test shows the window). Since the fix:
-#: 8 of 8 slow runs passed (2026-12-05, load 7.5-10.2), as its PostgreSQL twin's 10 of 10.
+#: 10 of 10 slow runs passed (2026-12-05, load 7.5-40), as its PostgreSQL twin's 10 of 10.
 @pytest.mark.scaled
 def test_continue_equals_rebuild_with_eight_sqlite_runtimes(tmp_path: Path) -> None:
     """Continue == rebuild with 8 runtimes appending, asking and compacting on SQLite."""

@@ -49,6 +49,7 @@ _LONG: list[Record] = [Turn(id="t1", seq=1, trigger="operator_input"), *(
     for i in range(RECORDS_AHEAD + 1))]
 
 
+@pytest.mark.scaled
 @settings(max_examples=sized(10, 40), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(records=ledgers(1, 14), lo=st.integers(0, 200))

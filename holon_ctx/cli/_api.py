@@ -7,11 +7,11 @@ names from the public modules (``holon_ctx``, ``holon_ctx.lowlevel``, ``holon_ct
 (``tests/test_layering.py`` fails otherwise). A name a library user would also call or receive
 (the stores, the stateless projection and its manifest's types, episodes, transcripts) is public
 in ``holon_ctx.lowlevel``; what is left here is what only a tool that shows the machinery needs,
-39 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
+40 names in 6 groups, each under its reason in ``_HOMES``. Where the CLI
 stitched several internals into one step, the step is a function of the library's and is named
 here instead (``read_through_request``, ``save_epoch``, ``stored_turn_class``,
 ``recapped_text``, ``price_table``). ``tests/test_layering.py`` holds the list to at most
-39 names, each with its reason; a new one needs a reason and a higher bound there.
+40 names, each with its reason; a new one needs a reason and a higher bound there.
 
 The names load on first use (PEP 562, as ``holon_ctx.lowlevel``'s): a command imports only
 what it uses, so ``holon-ctx --help`` stays fast.
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from holon_ctx.projection.planning.projector import SECTION_TITLES
     from holon_ctx.projection.planning.retention import stored_turn_class
     from holon_ctx.projection.provider_formats.native import Part
-    from holon_ctx.projection.rendering.episode_forms import recapped_text
+    from holon_ctx.projection.rendering.episode_forms import form_counts_maker, recapped_text
     from holon_ctx.projection.rendering.folding import BY_TRIGGER
     from holon_ctx.projection.session.read_through import read_through_request, save_epoch
     from holon_ctx.projection.session.session import SessionRequest
@@ -76,6 +76,7 @@ __all__ = [
     "Turn",
     "describe",
     "forgeries",
+    "form_counts_maker",
     "has_continuity_state",
     "has_episode_tables",
     "missing_directory",
@@ -156,6 +157,8 @@ _HOMES = {
     "parse_episode_id": "holon_ctx.memory.episodes",
     #: an episode as shown, its recaps applied
     "recapped_text": "holon_ctx.projection.rendering.episode_forms",
+    #: archive, rebuild and the demo build store each episode's form counts, as a session does
+    "form_counts_maker": "holon_ctx.projection.rendering.episode_forms",
     #: when a session compacts, replayed for a file's ledger
     "CompactionSchedule": "holon_ctx.session_upkeep",
     #: the trigger of a turn a reply opens (asked in the turn before)

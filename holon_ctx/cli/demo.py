@@ -134,6 +134,7 @@ def _archive(ledger: LedgerStore, stamp: str | None = None) -> int:
     episodes count as archived from the start (as a rebuild's do, RFC 0020): a runtime's recall
     as of an earlier turn sees those the window has passed, not none of them."""
     from holon_ctx import SessionConfig  # noqa: PLC0415
+    from holon_ctx.cli._api import form_counts_maker  # noqa: PLC0415
     from holon_ctx.lowlevel import Archiver, compact  # noqa: PLC0415
 
     episodes = open_episodes(ledger, create=True)
@@ -141,7 +142,7 @@ def _archive(ledger: LedgerStore, stamp: str | None = None) -> int:
     assert episodes is not None  # the demo is built into a database ledger
     assert continuity is not None
     try:
-        archiver = Archiver(ledger, episodes, positioned=False)
+        archiver = Archiver(ledger, episodes, positioned=False, forms=form_counts_maker(ledger))
         archived = len(compact(ledger, episodes, continuity, session=SessionConfig(),
                                clock=_demo_clock(), archiver=archiver).archive.archived)
         if stamp is not None:

@@ -14,7 +14,7 @@ import msgspec
 from rich.table import Table
 
 from holon_ctx import LedgerStore
-from holon_ctx.cli._api import parse_episode_id, recapped_text
+from holon_ctx.cli._api import form_counts_maker, parse_episode_id, recapped_text
 from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
 from holon_ctx.cli.terminal import terminal_safe, write_data_json
 from holon_ctx.cli.wording import plural
@@ -196,7 +196,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
     try:
         assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), recent=args.recent, max_range=args.max_range)
-        report = Archiver(ledger, store, policy=policy).archive(at=args.at, to_edge=True)
+        report = Archiver(ledger, store, policy=policy, forms=form_counts_maker(ledger)).archive(
+            at=args.at, to_edge=True)
         total = store.count()
     finally:
         _close(ledger, store)
@@ -221,7 +222,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), max_range=args.max_range)
         store.set_meta(policy.identity())
-        report = Archiver(ledger, store, policy=policy).rebuild()
+        report = Archiver(ledger, store, policy=policy,
+                          forms=form_counts_maker(ledger)).rebuild()
     finally:
         _close(ledger, store)
     if report.identical:

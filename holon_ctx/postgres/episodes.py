@@ -30,7 +30,7 @@ from holon_ctx.memory.episodes import (
     encode_episode,
     encode_recap,
 )
-from holon_ctx.memory.index import IndexedEpisode
+from holon_ctx.memory.index import FormCounts, IndexedEpisode
 from holon_ctx.memory.store import OpenRow, Resolution
 from holon_ctx.postgres.session import MISSING, SessionHandle
 
@@ -87,7 +87,7 @@ class PostgresEpisodeStore:
             {"ids": [item.episode.id for item in batch]})}
         pending: dict[str, list[int]] = {}
         rows: dict[str, list[tuple[Any, ...]]] = {"turns": [], "episodes": [], "links": [],
-                                                  "open": []}
+                                                  "open": [], "forms": []}
         added = total = 0
         new: set[str] = set()
         for item in batch:
@@ -107,6 +107,8 @@ class PostgresEpisodeStore:
             rows["links"].extend((sid, k, num) for k in item.links)
             rows["open"].extend((sid, num, o.key, o.kind, o.pinned, ep.span.last_seq, ep.id)
                                 for o in item.open_items)
+            if item.forms is not None:
+                rows["forms"].append((sid, num, item.forms.counter, item.forms.data))
             for term, tf in item.terms.items():
                 pending.setdefault(term, []).extend((num, tf, item.length))
             total += item.length
@@ -120,6 +122,8 @@ class PostgresEpisodeStore:
                rows["links"])
         h.many("INSERT INTO holon_episodes_open (sid, num, key, kind, pinned, last_seq, episode_id) "
                "VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING", rows["open"])
+        h.many("INSERT INTO holon_episodes_forms VALUES (%s, %s, %s, %s) ON CONFLICT (sid, num) "
+               "DO UPDATE SET counter = excluded.counter, data = excluded.data", rows["forms"])
         self._add_postings(pending)
         if archived_pos is not None:
             h.rows("INSERT INTO holon_episodes_runs VALUES (%(sid)s, %(first)s, %(pos)s) "
@@ -175,7 +179,7 @@ class PostgresEpisodeStore:
         def run() -> None:
             for table in ("holon_episodes", "holon_episodes_turns", "holon_episodes_terms",
                           "holon_episodes_postings", "holon_episodes_links", "holon_episodes_open",
-                          "holon_episodes_runs"):
+                          "holon_episodes_runs", "holon_episodes_forms"):
                 self._h.rows(f"DELETE FROM {table} WHERE sid=%(sid)s", {})
             self._h.rows("DELETE FROM holon_episodes_meta WHERE sid=%(sid)s "
                          "AND key LIKE 'corpus_%%'", {})
@@ -288,6 +292,13 @@ class PostgresEpisodeStore:
         return {int(num): decode_episode_shared(body) for num, body in self._h.rows(
             "SELECT num, body FROM holon_episodes WHERE sid=%(sid)s AND num = ANY(%(nums)s)",
             {"nums": list(nums)})}
+
+    def form_counts(self, nums: Collection[int]) -> dict[int, FormCounts]:
+        if not nums:
+            return {}
+        return {int(num): FormCounts(counter, bytes(data)) for num, counter, data in self._h.rows(
+            "SELECT num, counter, data FROM holon_episodes_forms WHERE sid=%(sid)s "
+            "AND num = ANY(%(nums)s)", {"nums": list(nums)})}
 
     def recaps(self, episode_id: str) -> list[Recap]:
         return self.recaps_for([episode_id]).get(episode_id, [])
