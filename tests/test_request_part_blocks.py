@@ -190,9 +190,9 @@ def test_spans_are_persisted_with_the_epoch() -> None:
                 content_tokens=1, spans=(span,))
     decoded = msgspec.json.decode(msgspec.json.encode(part), type=Part)
     assert decoded.spans == (span,)
-    assert EPOCH_FORMAT == 2
+    assert EPOCH_FORMAT == 3
     frozen = msgspec.json.decode(msgspec.json.encode({"parts": [part]}))
-    assert frozen["parts"][0]["spans"] == [["fenced", "untrusted_external", 3, 4, 8, "tool:x1"]]
+    assert frozen["parts"][0]["spans"] == [["fenced", "untrusted_external", 3, 4, 8, "tool:x1", None]]
 
 
 def test_a_part_gives_the_blocks_it_sends() -> None:

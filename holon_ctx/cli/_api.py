@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from holon_ctx.ledger.usage_sqlite import usage_store_for
     from holon_ctx.memory.episodes import parse_episode_id
     from holon_ctx.models import ModelProfile, model_profile
-    from holon_ctx.projection.base.formats import STRUCTURE_PREFIXES, forgeries
-    from holon_ctx.projection.base.items import Block, BlockKind
+    from holon_ctx.projection.base.formats import forgeries
+    from holon_ctx.projection.base.items import Block, BlockKind, Mark
     from holon_ctx.projection.base.relation import RELATION_TEXT
     from holon_ctx.projection.measure.cost import PriceTable, price_table
     from holon_ctx.projection.measure.replay import BASELINES, ApproachReport, replay
@@ -54,11 +54,11 @@ __all__ = [
     "LOCK_SUFFIX",
     "RELATION_TEXT",
     "SECTION_TITLES",
-    "STRUCTURE_PREFIXES",
     "ApproachReport",
     "Block",
     "BlockKind",
     "ContinuityHarness",
+    "Mark",
     "ModelProfile",
     "Part",
     "PriceTable",
@@ -122,8 +122,8 @@ _HOMES = {
     "SECTION_TITLES": "holon_ctx.projection.planning.projector",
     #: the relation of the current input in words
     "RELATION_TEXT": "holon_ctx.projection.base.relation",
-    #: the structure lines the preview emphasises
-    "STRUCTURE_PREFIXES": "holon_ctx.projection.base.formats",
+    #: what a block's first line stands out as: the preview emphasises it (heading, alert, …)
+    "Mark": "holon_ctx.projection.base.items",
     # -- explain
     #: a turn's priority on its own, and the facts behind it
     "stored_turn_class": "holon_ctx.projection.planning.retention",

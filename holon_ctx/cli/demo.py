@@ -37,9 +37,10 @@ def _demo_stamp(data: bytes) -> str:
     """What a built demo database must match: the bundled ledger and the code that imported it."""
     h = hashlib.sha256(data)
     # The recipe changes when the build does more (episodes, then a continuity envelope), so an
-    # older demo database is rebuilt rather than shown without what the build now adds. epoch/6:
-    # the saved epoch's parts keep their blocks (EPOCH_FORMAT 2), so an older one is not read.
-    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/6".encode())
+    # older demo database is rebuilt rather than shown without what the build now adds. epoch/7:
+    # the saved epoch's parts keep their blocks and their marks (EPOCH_FORMAT 3), so an older
+    # one is not read.
+    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/7".encode())
     return h.hexdigest()
 
 

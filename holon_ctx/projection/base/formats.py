@@ -16,8 +16,6 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Final
 
 from holon_ctx.ledger.body import (
@@ -43,7 +41,6 @@ __all__ = [
     "QUOTE_START",
     "RELATION_PREFIX",
     "REPEAT_MARK",
-    "STRUCTURE_PREFIXES",
     "clip_notes",
     "code_span",
     "command_line",
@@ -97,10 +94,6 @@ ALERT: Final = "ALERT "
 FOLD_PREFIX: Final = "- folded "
 #: Starts the current input's relation line.
 RELATION_PREFIX: Final = "relation: "
-#: The structure lines by what they open, with their prefixes: what a reader of the prompt may
-#: emphasise (the CLI's preview styles each kind its own way).
-STRUCTURE_PREFIXES: Final[Mapping[str, str]] = MappingProxyType(
-    {"heading": HEADING, "alert": ALERT, "fold": FOLD_PREFIX, "relation": RELATION_PREFIX})
 _TRUST_WORD = re.compile(r"^[a-z_]+$")
 _FENCE_LIKE = re.compile(rf"\u2039/?{FENCE_TAG}\b", re.IGNORECASE)
 

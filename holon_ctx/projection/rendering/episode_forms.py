@@ -37,7 +37,7 @@ from holon_ctx.memory.interface import RecalledEpisode
 from holon_ctx.memory.summarizer import with_recaps
 from holon_ctx.memory.unresolved import KINDS, OpenKind
 from holon_ctx.projection.base.formats import FENCE_CLOSE, fence_open, one_line
-from holon_ctx.projection.base.items import Block, BlockKind, Rendered
+from holon_ctx.projection.base.items import Block, BlockKind, Mark, Rendered
 from holon_ctx.projection.base.model import Form
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.tokens import TiktokenCounter, TokenCounter, store_counter
@@ -61,6 +61,8 @@ class Chunk:
     trust: str | None = None
     #: The record a fenced quote shows (its fence names it): ``explain`` reads it here.
     quote: str | None = None
+    #: What the chunk's first line stands out as (the episode's heading line), for readers.
+    mark: Mark | None = None
 
     @property
     def text(self) -> str:
@@ -87,13 +89,15 @@ class _Writer:
         self.chunks: list[Chunk] = []
         self.whole = False
 
-    def lines(self, text: str, trust: str | None = None) -> None:
+    def lines(self, text: str, trust: str | None = None, mark: Mark | None = None) -> None:
+        """``text``'s lines; ``mark``: what the first of them stands out as (it starts a chunk)."""
         for line in text.splitlines(keepends=True):
             last = self.chunks[-1] if self.chunks else None
             if line[:1].strip() or last is None or last.tail:
                 # A continuation with nothing open to continue leaves the form whole.
                 self.whole = self.whole or not line[:1].strip()
-                self.chunks.append(Chunk(head=line, trust=trust))
+                self.chunks.append(Chunk(head=line, trust=trust, mark=mark))
+                mark = None
             else:
                 self.chunks[-1] = attrs.evolve(last, head=last.head + line)
 
@@ -103,7 +107,7 @@ class _Writer:
         last = self.chunks[-1] if self.chunks else None
         if last is not None and not last.tail:
             self.chunks[-1] = Chunk(head=last.head + fence, body=body, tail=FENCE_CLOSE,
-                                    trust=trust, quote=quote)
+                                    trust=trust, quote=quote, mark=last.mark)
         else:
             self.chunks.append(Chunk(head=fence, body=body, tail=FENCE_CLOSE, trust=trust,
                                      quote=quote))
@@ -209,7 +213,7 @@ def full_chunks(ep: Episode, open_keys: Collection[str] | None = None,
     """Every field, quotes included (fenced unless they are the operator's words); a record in
     ``shown`` (held by a pinned turn the prompt shows) is named, not quoted again."""
     out = _Writer()
-    out.lines(f"### {_head(ep)}\n")
+    out.lines(f"### {_head(ep)}\n", mark=Mark.HEADING)
     for field in Field:
         claims = ep.field(field)
         if not claims:
@@ -397,7 +401,7 @@ def form_blocks(form: Chunks, ref: str, counter: TokenCounter,
         return _whole(form, ref, count)
     blocks = tuple(Block(head=c.head, body=c.body, tail=c.tail, tokens=count(text),
                          refs=(ref,), clippable=bool(c.body), kind=BlockKind.TEXT, trust=c.trust,
-                         quote=c.quote)
+                         quote=c.quote, mark=c.mark)
                    for c, text in zip(form.chunks, texts, strict=True))
     if isinstance(counter, TiktokenCounter):
         if any(counter.seam(a, b) for a, b in itertools.pairwise(texts)):
@@ -410,6 +414,6 @@ def form_blocks(form: Chunks, ref: str, counter: TokenCounter,
 def _whole(form: Chunks, ref: str, count: Callable[[str], int]) -> tuple[Block, ...]:
     text = form.text
     parts = tuple(Block(head=c.head, body=c.body, tail=c.tail, refs=(ref,), kind=BlockKind.TEXT,
-                        trust=c.trust, quote=c.quote) for c in form.chunks)
+                        trust=c.trust, quote=c.quote, mark=c.mark) for c in form.chunks)
     return (Block(head=text, tokens=count(text), refs=(ref,), kind=BlockKind.TEXT,
                   parts=parts),)
