@@ -5,8 +5,8 @@
 the directory ``WHERE``), imports a ``MESSAGES``-message agent history and asks for one request,
 then prints ``ready`` and waits for a line on stdin. It then runs the loop for ``SECONDS``: append
 a step (bench/agent_history.py), ask for the next request, read its OpenAI messages. It prints
-one JSON object: each turn's milliseconds, and the error of every turn that raised (a turn that
-raises is counted, and the loop goes on).
+one JSON object: each turn's milliseconds, the error of every turn that raised (a turn that
+raises is counted, and the loop goes on), the loop's seconds and the close's.
 """
 
 from __future__ import annotations
@@ -44,10 +44,15 @@ def main(kind: str, where: str, key: str, messages: int, seconds: float, budget:
             errors.append(f"{type(exc).__name__}: {exc}"[:300])
         laps.append((time.perf_counter() - t0) * 1000)
         k += 1
+    loop_s = time.monotonic() - deadline + seconds
+    t0 = time.perf_counter()
     session.close()
     if isinstance(store, PostgresStore):
         store.close()
-    print(json.dumps({"laps": laps, "errors": errors}), flush=True)
+    # The loop's own seconds (its last turn ends after the deadline) and the close's: the
+    # fleet's turns/s is over the loops, not over the stragglers' closes.
+    print(json.dumps({"laps": laps, "errors": errors, "loop_s": loop_s,
+                      "close_s": time.perf_counter() - t0}), flush=True)
 
 
 if __name__ == "__main__":

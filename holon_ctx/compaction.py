@@ -96,10 +96,9 @@ class CompactionResult:
     blocking: tuple[str, ...]
 
 
-def _obligation(episodes: EpisodeStore, kind: str, key: str, episode_id: str) -> str:
+def _obligation(episode: Episode | None, kind: str, key: str, episode_id: str) -> str:
     """The obligation as a person reads it: the episode's own claim (naming its ref) and key,
     fitted to the envelope's rules (a long or invisible-character wait condition, RFC 0020)."""
-    episode = episodes.get(episode_id)
     claim = next((c for c in episode.unresolved if c.key == key), None) if episode else None
     what = f"{claim.text} ({', '.join(claim.refs)})" if claim is not None else kind
     return fit_id(what, suffix=f" [{fit_id(key)}; archived in episode:{episode_id}]",
@@ -165,12 +164,18 @@ def _compact_locked(
             with appends_held(ledger, writer=continuity.backend) as at:
                 _record_snapshot(continuity, sid, latest.envelope_id, at, clock)
         return CompactionResult(report, None, (), ())
-    # The governed facts, the journal and the envelope in one transaction (one commit, one disk
-    # flush on SQLite, where each fact was its own: RFC 0024); the archive above is the episode
-    # store's and is written before, so this holds no lock another store waits for.
+    # The governed facts, the journal, the envelope and its control snapshot in one transaction
+    # (one commit, one disk flush on SQLite, where each fact was its own: RFC 0024; on
+    # PostgreSQL one statement, its reads answered ahead: RFC 0026 decision 9); the archive
+    # above is the episode store's and is written before, so this holds no lock another store
+    # waits for. The ledger's end is read where appends wait until the seal is committed
+    # (PostgreSQL: the session row; SQLite: the governed store's write transaction on the
+    # ledger's file), so the state is governed as of the position its snapshot is stamped
+    # with (RFC 0020; RFC 0026 decision 9).
     batch = getattr(continuity.backend, "batch", None)
-    with batch() if callable(batch) else contextlib.nullcontext():
-        return _govern_and_seal(ledger, episodes, continuity, archived, report,
+    with (appends_held(ledger, writer=continuity.backend) as end,
+          batch() if callable(batch) else contextlib.nullcontext()):
+        return _govern_and_seal(ledger, episodes, continuity, archived, report, end,
                                 session=session, clock=clock)
 
 
@@ -180,15 +185,16 @@ def _govern_and_seal(
     continuity: ContinuityStore,
     archived: list[Episode],
     report: ArchiveReport,
+    end: int,
     *,
     session: SessionConfig,
     clock: Callable[[], datetime],
 ) -> CompactionResult:
-    """The governed state the archived ``episodes`` leave, then the envelope sealing them."""
+    """The governed state the archived ``episodes`` leave as of ledger position ``end``, then
+    the envelope sealing them and the control snapshot stamped ``end``."""
     now = clock()
     sid = session.session_id
     resources = _govern_session(continuity, session, now)
-    end = ledger.end_pos()
     open_now, blocking = _govern_open_items(episodes, continuity, session, end, now)
     constraint_refs = _govern_pins(ledger, continuity, sid, end, now)
 
@@ -213,8 +219,7 @@ def _govern_and_seal(
         checkpoint_ref=checkpoint, budget_remaining=resources.budget_remaining,
         sandbox_snapshot_ref=resources.sandbox_snapshot_ref, idempotency_key=key)
     envelope = _seal(continuity, request, clock)
-    with appends_held(ledger, end, writer=continuity.backend) as at:
-        _record_snapshot(continuity, sid, envelope.envelope_id, at, clock)
+    _record_snapshot(continuity, sid, envelope.envelope_id, end, clock)
     return CompactionResult(report, envelope.envelope_id, tuple(sorted(open_now)),
                             tuple(blocking))
 
@@ -246,8 +251,11 @@ def _govern_open_items(episodes: EpisodeStore, continuity: ContinuityStore,
     sid = session.session_id
     open_now: set[str] = set()
     blocking: list[str] = []
-    for row in episodes.open_rows(episodes.count(), end, 10_000):
-        text = _obligation(episodes, row.kind, row.key, row.episode_id)
+    rows = episodes.open_rows(episodes.count(), end, 10_000)
+    # Their episodes in one read (one round trip on a server, where each was one).
+    bodies = episodes.episodes({row.num for row in rows})
+    for row in rows:
+        text = _obligation(bodies.get(row.num), row.kind, row.key, row.episode_id)
         effect = _EFFECT_KINDS.get(row.kind)
         resolved = row.resolved_pos is not None and row.resolved_pos <= end
         if effect is not None:

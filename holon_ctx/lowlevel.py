@@ -20,12 +20,33 @@ from holon_ctx import _lazy_names
 
 if TYPE_CHECKING:
     from holon_ctx.compaction import GovernedControl, compact
-    from holon_ctx.ledger.episode_store import SqliteEpisodeStore
+    from holon_ctx.ledger.episode_store import MemoryEpisodeStore, SqliteEpisodeStore
+    from holon_ctx.ledger.importer import export_jsonl, import_jsonl
     from holon_ctx.ledger.memory import MemoryStore
     from holon_ctx.ledger.sqlite import SqliteStore
-    from holon_ctx.ledger.transcripts import detect_format, import_any, read_transcript
+    from holon_ctx.ledger.store import LedgerStats, StoredRecord
+    from holon_ctx.ledger.transcripts import (
+        Detection,
+        TranscriptFormat,
+        detect_format,
+        import_any,
+        read_transcript,
+    )
     from holon_ctx.memory import ArchivePolicy, Archiver, StoreEpisodeSource
-    from holon_ctx.projection.planning.projector import Projection, Projector
+    from holon_ctx.memory.boundaries import BoundaryPolicy
+    from holon_ctx.memory.episodes import Episode
+    from holon_ctx.memory.store import EpisodeStore
+    from holon_ctx.projection.base.model import (
+        ControlState,
+        EpisodeSource,
+        Form,
+        Manifest,
+        Omission,
+        Priority,
+        Relation,
+        Section,
+    )
+    from holon_ctx.projection.planning.projector import ItemDecision, Projection, Projector
     from holon_ctx.projection.provider_formats.providers import (
         framing_tokens,
         measure,
@@ -33,21 +54,42 @@ if TYPE_CHECKING:
         to_anthropic_messages,
         to_openai_messages,
     )
+    from holon_ctx.tokens import TokenCounter
 
 __all__ = [
     "ArchivePolicy",
     "Archiver",
+    "BoundaryPolicy",
+    "ControlState",
+    "Detection",
+    "Episode",
+    "EpisodeSource",
+    "EpisodeStore",
+    "Form",
     "GovernedControl",
+    "ItemDecision",
+    "LedgerStats",
+    "Manifest",
+    "MemoryEpisodeStore",
     "MemoryStore",
+    "Omission",
+    "Priority",
     "Projection",
     "Projector",
+    "Relation",
+    "Section",
     "SqliteEpisodeStore",
     "SqliteStore",
     "StoreEpisodeSource",
+    "StoredRecord",
+    "TokenCounter",
+    "TranscriptFormat",
     "compact",
     "detect_format",
+    "export_jsonl",
     "framing_tokens",
     "import_any",
+    "import_jsonl",
     "measure",
     "read_transcript",
     "shares_stable_prefix",
@@ -59,17 +101,37 @@ __all__ = [
 _HOMES = {
     "ArchivePolicy": "holon_ctx.memory",
     "Archiver": "holon_ctx.memory",
+    "BoundaryPolicy": "holon_ctx.memory.boundaries",
+    "ControlState": "holon_ctx.projection.base.model",
+    "Detection": "holon_ctx.ledger.transcripts",
+    "Episode": "holon_ctx.memory.episodes",
+    "EpisodeSource": "holon_ctx.projection.base.model",
+    "EpisodeStore": "holon_ctx.memory.store",
+    "Form": "holon_ctx.projection.base.model",
     "GovernedControl": "holon_ctx.compaction",
+    "ItemDecision": "holon_ctx.projection.planning.projector",
+    "LedgerStats": "holon_ctx.ledger.store",
+    "Manifest": "holon_ctx.projection.base.model",
+    "MemoryEpisodeStore": "holon_ctx.ledger.episode_store",
     "MemoryStore": "holon_ctx.ledger.memory",
+    "Omission": "holon_ctx.projection.base.model",
+    "Priority": "holon_ctx.projection.base.model",
     "Projection": "holon_ctx.projection.planning.projector",
     "Projector": "holon_ctx.projection.planning.projector",
+    "Relation": "holon_ctx.projection.base.model",
+    "Section": "holon_ctx.projection.base.model",
     "SqliteEpisodeStore": "holon_ctx.ledger.episode_store",
     "SqliteStore": "holon_ctx.ledger.sqlite",
     "StoreEpisodeSource": "holon_ctx.memory",
+    "StoredRecord": "holon_ctx.ledger.store",
+    "TokenCounter": "holon_ctx.tokens",
+    "TranscriptFormat": "holon_ctx.ledger.transcripts",
     "compact": "holon_ctx.compaction",
     "detect_format": "holon_ctx.ledger.transcripts",
+    "export_jsonl": "holon_ctx.ledger.importer",
     "framing_tokens": "holon_ctx.projection.provider_formats.providers",
     "import_any": "holon_ctx.ledger.transcripts",
+    "import_jsonl": "holon_ctx.ledger.importer",
     "measure": "holon_ctx.projection.provider_formats.providers",
     "read_transcript": "holon_ctx.ledger.transcripts",
     "shares_stable_prefix": "holon_ctx.projection.provider_formats.providers",

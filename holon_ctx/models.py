@@ -36,8 +36,8 @@ from typing import Final
 import attrs
 
 from holon_ctx.errors import InputError, quote_value
-from holon_ctx.projection.base.framing import ANTHROPIC, OPENAI, FramingRule
-from holon_ctx.tokens import DEFAULT_ENCODING
+from holon_ctx.projection.base.framing import ANTHROPIC, OPENAI, Framing, FramingRule
+from holon_ctx.tokens import DEFAULT_ENCODING, TokenCounter, counter_for_encoding
 
 __all__ = ["DEFAULT_MODEL_PROFILE", "FAMILIES", "Guarantee", "ModelProfile", "UnknownModelWarning",
            "model_profile"]
@@ -76,6 +76,14 @@ class ModelProfile:
     def calibration_key(self) -> str:
         """Observations of one model calibrate that model: the name, or the family's default."""
         return self.model or f"default:{self.family}"
+
+    def counter(self) -> TokenCounter:
+        """The counter of this model's encoding (offline, verified: holon_ctx.tokens)."""
+        return counter_for_encoding(self.encoding)
+
+    def counted_framing(self) -> Framing:
+        """This model's framing rule bound to its counter: what each piece of framing costs."""
+        return Framing(self.framing, self.counter())
 
 
 @attrs.frozen

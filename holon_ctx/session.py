@@ -294,6 +294,11 @@ class Session(_SessionEvents):
             self._write_pending()
             self._late.update(self._pending)
             self._pending.clear()
+        # Only the requests the caller still holds have their text made now: the session's
+        # own reference to its last one goes first, or closing a runtime that never reads
+        # `.text` walked the text layout over every turn since it was last made (seconds at
+        # the end of a long session; the 32-process fleet's timeout, issue 29).
+        self._last_request = None
         for request in list(self._unread):
             request._settle_text()  # while the stores are open (see _text_view)
         self._unread.clear()

@@ -30,13 +30,21 @@ from holon_ctx.compaction import (
 )
 from holon_ctx.continuity import ContinuityStore
 from holon_ctx.errors import InputError
-from holon_ctx.ledger.episode_store import MemoryEpisodeStore, SqliteEpisodeStore
+from holon_ctx.ledger.episode_store import (
+    MemoryEpisodeStore,
+    SqliteEpisodeStore,
+    has_episode_tables,
+)
+from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.ledger.transcript_build import AGENT_STEP
 from holon_ctx.memory import ArchivePolicy, Archiver, EpisodeStore, StoreEpisodeSource
 from holon_ctx.postgres import PostgresStore
+from holon_ctx.projection.rendering.episode_forms import form_counts_maker
 
-__all__ = ["CompactionPolicy", "CompactionSchedule", "Upkeep", "open_upkeep"]
+__all__ = ["CompactionPolicy", "CompactionSchedule", "ReplayCompaction", "StoresBeside", "Upkeep",
+           "open_upkeep"]
 
 
 @attrs.frozen
@@ -121,8 +129,11 @@ class Upkeep:
 
     def compact(self, policy: CompactionPolicy) -> CompactionResult:
         """Archive aged-out turn ranges and (per policy) seal an envelope for them."""
+        # Each new episode's form counts are made as it is archived and stored beside it: a
+        # re-plan recalling it later, in any process, tokenizes little of it (RFC 0024 d. 6).
         archiver = Archiver(self.ledger, self.episodes,
-                            policy=ArchivePolicy(recent_turns=policy.recent_turns))
+                            policy=ArchivePolicy(recent_turns=policy.recent_turns),
+                            forms=form_counts_maker(self.ledger))
         if not policy.seal_envelope:
             return CompactionResult(archiver.archive(), None, (), ())
         if self.continuity is None:
@@ -171,3 +182,90 @@ def open_upkeep(ledger: LedgerStore, *, policy: CompactionPolicy | None,
     return Upkeep(ledger=ledger, episodes=episodes, continuity=continuity,
                   identity=identity or SessionConfig(),
                   clock=clock or (lambda: datetime.now(UTC)), path=path, owned=owned)
+
+
+@attrs.frozen
+class StoresBeside:
+    """The episode and governed stores beside a database ledger, opened one at a time, for a
+    tool that reads or compacts a ledger it did not open as a session (the CLI's commands).
+    :func:`open_upkeep` makes the same choice of place for a session, but opens both at once and
+    always has an episode store; a read-only command must not create tables a file lacks."""
+
+    ledger: LedgerStore
+
+    def episodes(self, *, create: bool) -> EpisodeStore | None:
+        """The episode store; None for a ledger that is not in a database, and when ``create``
+        is False and nothing was archived yet."""
+        store = self.ledger
+        if isinstance(store, SqliteStore):
+            if not create and not has_episode_tables(store.path):
+                return None
+            return SqliteEpisodeStore(store.path, create=create)
+        if isinstance(store, PostgresStore):
+            from holon_ctx.postgres.episodes import PostgresEpisodeStore  # noqa: PLC0415
+
+            if not create and not store.holds("holon_episodes"):
+                return None
+            return PostgresEpisodeStore(store.connection, session=store.session)
+        return None
+
+    def continuity(self, *, create: bool = True) -> ContinuityStore | None:
+        """The governed store; None for a ledger that is not in a database, and when ``create``
+        is False and no compaction sealed an envelope yet."""
+        store = self.ledger
+        if isinstance(store, SqliteStore):
+            if not create and not has_continuity_state(store.path):
+                return None
+            # The governed store waits for other writers as long as the ledger does (RFC 0006).
+            return ContinuityStore(store.path, timeout=store.lock_timeout)
+        if isinstance(store, PostgresStore):
+            from holon_ctx.postgres.continuity import PostgresContinuityBackend  # noqa: PLC0415
+
+            if not create and not store.holds("holon_continuity_envelopes"):
+                return None
+            return ContinuityStore(PostgresContinuityBackend(store.connection,
+                                                             session=store.session))
+        return None
+
+
+class ReplayCompaction:
+    """Episodes grown along a ``replay`` of a file's ledger as a library session grows them:
+    before a call, when the session's schedule (:class:`CompactionSchedule`, the same object
+    a session keeps) says the session would compact there — ``every_turns`` turns since the
+    last time, ``binding_turns`` while the previous call's plan left something out — every turn
+    but the newest ``recent_turns`` is archived (in memory). The turn a call is made in is the
+    session's at that call: a reply that opens an agent-step turn was asked for in the turn
+    before it (the runtime asked, then appended the reply). A replay whose budget never binds
+    archives every ``every_turns`` turns as a session does."""
+
+    def __init__(self, store: LedgerStore, policy: CompactionPolicy | None = None) -> None:
+        self.store = store
+        self.policy = policy or CompactionPolicy()
+        self.episodes = MemoryEpisodeStore()
+        self.source = StoreEpisodeSource(self.episodes, store)
+        self._archiver = Archiver(store, self.episodes, policy=ArchivePolicy(
+            recent_turns=self.policy.recent_turns))
+        self.schedule = CompactionSchedule()
+        self._last_turn: str | None = None
+        #: The seq of each call's turn at which an archive ran (what a session's compactions
+        #: are compared with).
+        self.archived_at: list[int] = []
+
+    def before_call(self, turn: str, binds: bool) -> None:
+        seq = self._seq(turn)
+        self._last_turn = turn
+        self.schedule.binds = binds
+        if self.schedule.due(self.policy, seq):
+            self._archiver.archive(at=turn)
+            self.schedule.compacted(seq)
+            self.archived_at.append(seq)
+
+    def _seq(self, turn: str) -> int:
+        """The seq of the turn the session was in when it asked for this call."""
+        stored = self.store.turn(turn)
+        if stored is None or not isinstance(stored.record, Turn):
+            return self.schedule.last_seq
+        seq = stored.record.seq
+        if turn != self._last_turn and stored.record.trigger == AGENT_STEP:
+            return seq - 1  # opened by the reply this call asked for
+        return seq

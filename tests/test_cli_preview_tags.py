@@ -30,9 +30,12 @@ def tags(block: Block) -> list[tuple[str, str]]:
     # A runtime note: unfenced, a runtime fact.
     (Block(head="runtime note message:m2:\n", body="Restarted.\n", refs=("message:m2",)),
      [("structure", "runtime note message:m2:"), ("runtime_fact", "Restarted.")]),
-    # A pin's copy of the operator's words names no ref: its label decides.
-    (Block(head="pinned operator words:\n", body="No schema changes.\n"),
+    # A block of the operator's words that names no ref: its kind decides, not its label.
+    (Block(head="pinned operator words:\n", body="No schema changes.\n", kind=BlockKind.OPERATOR),
      [("structure", "pinned operator words:"), ("trusted_operator", "No schema changes.")]),
+    # The operator's label on a block that is not the operator's words promotes nothing.
+    (Block(head="pinned operator words:\n", body="No schema changes.\n"),
+     [("structure", "pinned operator words:"), ("runtime_fact", "No schema changes.")]),
     # Without a ref or a known label an unfenced body is never promoted to operator trust.
     (Block(head="pinned record:\n", body="x\n"),
      [("structure", "pinned record:"), ("runtime_fact", "x")]),

@@ -48,21 +48,6 @@ PROCS = Path(__file__).resolve().parent / "session_procs.py"
 SESSION_ID = "session-local"
 
 
-#: Known defect (found by these tests, 2026-12-04): on PostgreSQL, in each of four runs, 2 of
-#: 30-33 requests differed from a rebuild's at their position (positions holding no control
-#: snapshot; in some runs a runtime's last request, asked after everyone stopped). Not seen on
-#: SQLite. Cause found on 2026-12-05 (RFC 0020, "Stamps read where appends wait"): a
-#: compaction's archive run and control snapshot were stamped with a ledger end read before
-#: appends that another runtime then read past; on PostgreSQL they are now stamped where appends
-#: wait for their commit (tests/test_session_rebuild.py pins it with two connections). Since,
-#: the slow PostgreSQL test passed 10 of 10 slow runs (2026-12-05, load 20-65) and is no longer
-#: marked. The SQLite one stays a non-strict expected failure: its stamps are read as before
-#: (RFC 0020, "Not done: SQLite"), though no run has shown a difference there.
-RACE = pytest.mark.xfail(strict=False, reason="issue 23 defect 3 under several runtimes: a "
-                         "compaction's state landing at a position another runtime's request "
-                         "already read past (RFC 0020; fixed on PostgreSQL, not yet strict)")
-
-
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
@@ -234,7 +219,10 @@ def test_stress_eight_runtimes_on_one_sqlite_ledger(tmp_path: Path) -> None:
     _sqlite_check(db, reports, codes)
 
 
-@RACE
+#: Was a non-strict expected failure until 2026-12-05 (RFC 0020, "Stamps read where appends
+#: wait, on SQLite"): the archive run was stamped with the end the archiver read at its start
+#: (tests/test_session_rebuild.py's SQLite two-connection test shows the window). Since the fix:
+#: 10 of 10 slow runs passed (2026-12-05, load 7.5-40), as its PostgreSQL twin's 10 of 10.
 @pytest.mark.scaled
 def test_continue_equals_rebuild_with_eight_sqlite_runtimes(tmp_path: Path) -> None:
     """Continue == rebuild with 8 runtimes appending, asking and compacting on SQLite."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 from test_episodes_kit import Conv, make_stores, policy
 
@@ -18,7 +19,7 @@ from holon_ctx.ledger.episode_store import (
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.memory.archiver import Archiver
 from holon_ctx.memory.episodes import Claim, Episode, Recap, RecapStatus, Span
-from holon_ctx.memory.index import index_episode
+from holon_ctx.memory.index import FormCounts, chunk_key, index_episode, pack_counts
 from holon_ctx.memory.store import EpisodeStore, Resolution
 from holon_ctx.postgres.episodes import PostgresEpisodeStore
 
@@ -124,6 +125,21 @@ def test_recaps_survive_clear_and_episodes_do_not(store: EpisodeStore) -> None:
     assert store.corpus() == (0, 0)
     assert store.recaps("e0-0")[0].reasons == ["empty_recap"]
     assert store.meta()["policy"] == "p"
+
+
+def test_form_counts_are_stored_with_their_episode_and_cleared_with_it(
+        store: EpisodeStore) -> None:
+    """An episode appended with its form counts gives them back (counter and bytes) by number;
+    one appended without is left out; a clear drops them with the episodes."""
+    counts = FormCounts("tiktoken:cl100k_base", pack_counts({chunk_key("a line\n"): 3}))
+    a, b = _episode(0, 1, "billing"), _episode(2, 3, "banner")
+    store.append([attrs.evolve(index_episode(a), forms=counts), index_episode(b)])
+    assert store.form_counts([1, 2, 9]) == {1: counts}
+    assert store.form_counts([]) == {}
+    assert counts.table("tiktoken:cl100k_base") == {chunk_key("a line\n"): 3}
+    assert counts.table("tiktoken:o200k_base") is None
+    store.clear()
+    assert store.form_counts([1, 2]) == {}
 
 
 def test_sqlite_episode_tables_live_in_the_ledger_file_and_leave_the_ledger_alone(

@@ -204,7 +204,8 @@ def _strings(tree: ast.AST) -> list[tuple[int, str]]:
 def test_library_code_names_no_cli_flag() -> None:
     """No text outside holon_ctx/cli/ (messages, hints, reasons) names one of holon-ctx's flags:
     the library's errors reach callers who cannot pass them (the CLI gives its own wording, e.g.
-    ``CLI_OPTION``). The shell-command reader and the transcript reader quote other programs' flags."""
+    ``cli/common.FORMAT_OPTION``). The shell-command reader and the transcript reader quote
+    other programs' flags."""
     flags = _cli_flags()
     pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(f) for f in sorted(flags)) +
                          r")(?![\w-])")
@@ -217,9 +218,9 @@ def test_library_code_names_no_cli_flag() -> None:
             if pattern.search(text):
                 found.append(f"{path.relative_to(ROOT)}:{line}: {text!r}")
     assert found == []
-    # transcripts.py names --from in one constant only: the CLI's way to name a format.
+    # transcripts.py names none of the CLI's flags: the CLI passes its --from as option=.
     tree = ast.parse((ROOT / "holon_ctx" / "ledger" / "transcripts.py").read_text())
-    assert [t for _, t in _strings(tree) if pattern.search(t)] == ["--from {}"]
+    assert [t for _, t in _strings(tree) if pattern.search(t)] == []
 
 
 def test_import_history_names_its_own_argument(tmp_path: Path,

@@ -286,7 +286,7 @@ MARKUP_PARSERS = frozenset({"fence_parts", "FENCE_OPEN", "LEGACY_FENCE_OPEN", "E
                             "REPEAT_MARK"})
 #: formats.py's markup constants: matching text against one reads the prompt back.
 MARKUP_CONSTANTS = frozenset({"HEADING", "ALERT", "FOLD_PREFIX", "RELATION_PREFIX",
-                              "FENCE_CLOSE", "FENCE_TAG"})
+                              "FENCE_CLOSE", "FENCE_TAG", "OPERATOR_LABEL"})
 _TEXT_MATCHERS = frozenset({"startswith", "endswith", "find", "rfind", "index", "split",
                             "partition", "rpartition", "match", "search", "fullmatch",
                             "finditer", "findall"})
@@ -297,25 +297,71 @@ KNOWN_MARKUP_READERS: dict[str, str] = {}
 #: Pieces of the prompt's markup a literal that text is matched against may not hold: fences,
 #: headings, and the runtime's notes inside bodies (an excerpt's, the repeat notes).
 MARKUP_LITERALS = ("<data", "</data", "### ", "tokens omitted", "above ×", "lines as in",
-                   "line as in")
+                   "line as in", "operator (trusted) ", "pinned operator words:", "- folded ",
+                   "relation: ", "ALERT ")
+#: Calls that build a container of their arguments: markup in, markup out.
+_CONTAINERS = frozenset({"tuple", "list", "set", "frozenset", "dict", "MappingProxyType"})
+#: A literal that is exactly a fence's first character, given to a text matcher:
+#: ``head.startswith("<")`` tells a fence line by it (the clipper did). Only there, and only
+#: the whole literal: a shell parser's ``op == "<"`` (ledger/transcript_shell.py) is no fence.
+_FENCE_FIRST = "<"
 
 
-def _reads_markup(node: ast.AST) -> bool:
-    """A markup literal (fence, heading, note), or a markup constant of formats.py."""
+def _reads_markup(node: ast.AST, names: frozenset[str] = frozenset()) -> bool:
+    """A markup literal (fence, heading, note, label), a markup constant of formats.py, a
+    name of the module bound to one (``names``: :func:`_markup_names`), or a tuple, list,
+    set, f-string, dict, ``+``, subscript or comprehension holding one, or a container built
+    from one (``tuple(…)``, ``MappingProxyType({…})``). What any other call returns is not
+    followed: a writer's ``r.line(f"{RELATION_PREFIX}…")`` is a block, not markup to match."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return any(mark in node.value for mark in MARKUP_LITERALS)
     if isinstance(node, ast.Name):
-        return node.id in MARKUP_CONSTANTS
-    if isinstance(node, ast.Tuple | ast.JoinedStr):
-        parts = node.elts if isinstance(node, ast.Tuple) else node.values
-        return any(_reads_markup(p) for p in parts)
+        return node.id in MARKUP_CONSTANTS or node.id in names
+    if isinstance(node, ast.Tuple | ast.List | ast.Set | ast.JoinedStr | ast.Dict | ast.BinOp):
+        parts = (node.values if isinstance(node, ast.JoinedStr)
+                 else [*node.keys, *node.values] if isinstance(node, ast.Dict)
+                 else [node.left, node.right] if isinstance(node, ast.BinOp) else node.elts)
+        return any(p is not None and _reads_markup(p, names) for p in parts)
+    if isinstance(node, ast.FormattedValue | ast.Subscript):
+        return _reads_markup(node.value, names)
+    if isinstance(node, ast.GeneratorExp | ast.ListComp | ast.SetComp):
+        return _reads_markup(node.elt, names)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in _CONTAINERS):
+        return any(_reads_markup(a, names) for a in node.args)
     return False
+
+
+def _markup_names(tree: ast.AST) -> frozenset[str]:
+    """Names bound to markup in ``tree``: assigned a value holding a markup literal or constant
+    (``_STYLES = ((HEADING, "bold"), …)``), or a loop's target over one (``for prefix, style
+    in _STYLES``), to a fixed point. A text matcher given such a name reads markup as surely
+    as one given the literal (the preview's styles were matched that way)."""
+    names: set[str] = set()
+    while True:
+        bound = set(names)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                value = node.value
+            elif isinstance(node, ast.For | ast.comprehension):
+                targets, value = [node.target], node.iter
+            else:
+                continue
+            if value is not None and _reads_markup(value, frozenset(names)):
+                bound.update(t.id for target in targets for t in ast.walk(target)
+                             if isinstance(t, ast.Name))
+        if bound == names:
+            return frozenset(names)
+        names = bound
 
 
 def _markup_reads(tree: ast.AST) -> set[str]:
     """What in ``tree`` reads rendered text: formats' parsers, or text matched against markup
-    (a ``startswith``/``in``/``==``/regex with a fence or heading literal or constant)."""
+    (a ``startswith``/``in``/``==``/regex with a fence, heading or label literal or constant,
+    or a name bound to one)."""
     found: set[str] = set()
+    names = _markup_names(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in MARKUP_PARSERS:
             found.add(node.id)
@@ -323,10 +369,13 @@ def _markup_reads(tree: ast.AST) -> set[str]:
             found.add(node.attr)
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr in _TEXT_MATCHERS | {"compile"}
-              and any(_reads_markup(a) for a in node.args)):
+              and any(_reads_markup(a, names) or (isinstance(a, ast.Constant)
+                                                  and a.value == _FENCE_FIRST)
+                      for a in node.args)):
             found.add(f"{node.func.attr}(markup)")
         elif isinstance(node, ast.Compare) and (
-                _reads_markup(node.left) or any(_reads_markup(c) for c in node.comparators)):
+                _reads_markup(node.left, names)
+                or any(_reads_markup(c, names) for c in node.comparators)):
             found.add("compare(markup)")
     return found
 
@@ -369,6 +418,18 @@ def test_no_code_outside_the_renderer_parses_rendered_prompt_text() -> None:
     'parts = re.compile(r"^\\[(?:line|(\\d+) lines) (?:above ×(\\d+)|as in ([^\\s\\]]+))\\]$")',
     'cut = "tokens omitted; full text:" in block.body',
     'folded = line.endswith("lines as in tool:x1]")',
+    # The preview's styles by a line's start, through a table of the markup's constants, and
+    # the operator's words told by their label; the clipper's fence told by its "<".
+    '_S = ((HEADING, "bold"), (ALERT, "bold red"))\n'
+    'style = next((s for prefix, s in _S if line.startswith(prefix)), "")',
+    '_LABELS = ("operator (trusted) ", "pinned operator words:")\nop = head.startswith(_LABELS)',
+    'fence_first = label.startswith("<")',
+    'folded = line.startswith("- folded ")',
+    'heading = line.startswith(HEADING + "turn:")',
+    # The same styles through a table of the prefixes by kind (the preview on main at 60f3824).
+    'P = MappingProxyType({"heading": HEADING, "fold": FOLD_PREFIX})\n'
+    '_S = tuple((P[kind], style) for kind, style in (("heading", "bold"), ("fold", "dim")))\n'
+    'style = next((s for prefix, s in _S if line.startswith(prefix)), "")',
 ])
 def test_the_markup_scan_finds_a_reader(code: str) -> None:
     """Each way the stages parsed rendered text before (issue 24) is caught by the scan."""
@@ -380,6 +441,13 @@ def test_the_markup_scan_passes_a_writer_and_a_data_read() -> None:
         'line = r.line(f"{HEADING}turn:t1")\nfenced = block.kind is BlockKind.FENCED\n'
         "n = sum(count(block.body[n.start:n.end]) for n in block.notes)\n"
         "mark = same_lines_mark(n, ref)"))
+    # A writer's block bound to a name is not markup to match; a mark is data; a shell
+    # parser's "<" is a redirection, not a fence (ledger/transcript_shell.py).
+    assert not _markup_reads(ast.parse(
+        'rel = r.line(f"{RELATION_PREFIX}new_task", mark=Mark.RELATION)\n'
+        "same = [b for b in blocks if b is not rel]\n"
+        'style = _STYLES.get(block.mark, "")\n'
+        '_REDIRS = (">>", ">", "<")\nredirect = op == "<" or text.startswith(o)\n'))
 
 
 def test_a_reader_planted_in_a_stage_fails_the_check(tmp_path: Path) -> None:
@@ -398,6 +466,22 @@ def test_a_reader_planted_in_a_stage_fails_the_check(tmp_path: Path) -> None:
     readers = _markup_readers(root)
     assert readers == {"projection/measure/planted.py": ["REPEAT_MARK", "compare(markup)"]}
     assert sorted(set(readers) - set(KNOWN_MARKUP_READERS)) == ["projection/measure/planted.py"]
+
+
+def test_a_prefix_reader_planted_in_the_cli_fails_the_check(tmp_path: Path) -> None:
+    """A copy of holon_ctx whose preview styles a line by its start again (as it did before
+    blocks had marks: a table of the markup's prefixes, matched in a loop) is reported."""
+    import shutil
+
+    root = tmp_path / "holon_ctx"
+    shutil.copytree(PKG, root, ignore=shutil.ignore_patterns("__pycache__"))
+    preview = root / "cli" / "preview.py"
+    preview.write_text(preview.read_text(encoding="utf-8") + (
+        "\n\n_PREFIXES = ((\"### \", \"bold\"), (\"relation: \", \"bold blue\"))\n\n\n"
+        "def styled(line: str) -> str:\n"
+        "    return next((s for prefix, s in _PREFIXES if line.startswith(prefix)), \"\")\n"),
+        encoding="utf-8")
+    assert _markup_readers(root) == {"cli/preview.py": ["startswith(markup)"]}
 
 
 # -- the CLI through the public API or its own documented one (issue 24 item 4) --------------
@@ -457,6 +541,38 @@ def test_the_cli_api_names_resolve_where_it_says() -> None:
     assert sorted(_api.__all__) == sorted(homes)
     for name, home in homes.items():
         assert getattr(_api, name) is getattr(importlib.import_module(home), name), name
+
+
+#: At most this many names in cli/_api.py (RFC 0028, fifth amendment): 100 on 2026-12-05
+#: before the names a user also needs went public (``holon_ctx.lowlevel``) and the steps the CLI
+#: stitched became functions of the library's. 40: the episode commands store form counts as a
+#: session does (form_counts_maker, RFC 0024 d. 6); 33 since the stores beside a ledger, a
+#: file's replayed compaction and the continuity harness became one name each and --from's
+#: spelling moved into the CLI; 32 since describe is public (holon_ctx.postgres). Raise it only
+#: with the name's reason.
+CLI_API_MAX_NAMES = 32
+
+
+def test_the_cli_api_stays_short_and_says_why_for_each_name() -> None:
+    """cli/_api.py names at most CLI_API_MAX_NAMES names, each under a ``#:`` line saying why
+    the CLI needs it."""
+    from holon_ctx.cli import _api
+
+    assert len(_api.__all__) <= CLI_API_MAX_NAMES, sorted(_api.__all__)
+    assert _unexplained_homes((PKG / "cli" / "_api.py").read_text(encoding="utf-8")) == []
+
+
+def _unexplained_homes(source: str) -> list[str]:
+    """The names in the source's ``_HOMES`` whose entry is not right under a ``#:`` reason."""
+    lines = source[source.index("_HOMES = {"):].splitlines()
+    body = lines[1:lines.index("}")]
+    return [line.split('"')[1] for before, line in zip(["", *body], body, strict=False)
+            if line.lstrip().startswith('"') and not before.lstrip().startswith("#: ")]
+
+
+def test_the_reason_check_finds_a_name_without_one() -> None:
+    source = '_HOMES = {\n    #: why\n    "a": "m",\n    # -- group\n    "b": "m",\n    "c": "m",\n}\n'
+    assert _unexplained_homes(source) == ["b", "c"]
 
 
 # -- projection's stages (issue 24 item 5, RFC 0028) ------------------------------------------

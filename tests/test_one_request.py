@@ -93,6 +93,20 @@ def test_a_request_unread_at_close_keeps_its_text(tmp_path: Path, walks: list[La
     assert same == request.text
 
 
+def test_a_request_the_caller_dropped_is_not_made_at_close(tmp_path: Path,
+                                                          walks: list[Layout]) -> None:
+    """A runtime that sends the messages and drops each request (never reads ``.text``) closes
+    without a walk: the session's own reference to its last request is not the caller's. It
+    used to make the last request's text at close, walking the text layout over every turn
+    since it was last made (5.3 s for 80 turns of the fleet benchmark's loop, issue 29)."""
+    with holon_ctx.open_session(tmp_path / "a.db") as session:
+        for _ in agent_loop(session, 12, seed=3):
+            session.next_request(3000).openai_messages  # noqa: B018 - sent, then dropped
+        session.observe_usage(500)  # the last request is still the default here
+        walks.clear()
+    assert walks == []
+
+
 def test_a_turn_reads_the_ledgers_end_once_per_request_and_the_usage_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No re-read of what the session just read or wrote (issue 29; a round trip each on a

@@ -123,7 +123,7 @@ def test_version_1_schema_migrates_and_indexes_its_high_turns(schema_url: str) -
     with psycopg.connect(schema_url, autocommit=True) as conn:
         # What version 1 had: none of the tables later versions add.
         conn.execute("DROP TABLE holon_high_turns, holon_session_epochs, holon_session_state, "
-                     "holon_usage, holon_episodes_runs")
+                     "holon_usage, holon_episodes_runs, holon_episodes_forms")
         conn.execute("DELETE FROM holon_meta WHERE key='high_index'")
         conn.execute("UPDATE holon_meta SET value='1' WHERE key='schema_version'")
     assert migrate(schema_url) == (1, SCHEMA_VERSION)

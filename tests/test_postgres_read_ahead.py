@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from generated_turns import agent_turn
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pg_round_trips import RoundTrips
 from strategies import ledgers
@@ -41,15 +41,27 @@ def _refs(found: list[Any]) -> list[tuple[int, str, int]]:
     return [(r.pos, r.ref, r.tokens) for r in found]
 
 
+#: A ledger longer than what is read ahead: its records from position 0 to its end are read
+#: again (the generated ledgers, 1 to 14 turns of up to 7 records, reach it only rarely: the
+#: assertion that counted 1 round trip there failed once in a while, RFC 0026).
+_LONG: list[Record] = [Turn(id="t1", seq=1, trigger="operator_input"), *(
+    Message(id=f"m{i}", turn_id="t1", role=MessageRole.OPERATOR, text=f"step {i}")
+    for i in range(RECORDS_AHEAD + 1))]
+
+
+@pytest.mark.scaled
 @settings(max_examples=sized(10, 40), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(records=ledgers(1, 14), lo=st.integers(0, 200))
+@example(records=_LONG, lo=0)
+@example(records=_LONG, lo=1)
 def test_every_read_answered_ahead_is_the_servers(pg_url: str, records: list[Record],
                                                    lo: int) -> None:
     """Inside the block: the end, every ``records_between(a, b)`` and every
     ``latest_operator_turn(seq, limit)`` the ledger admits equal the store's answers outside it
     and the in-memory oracle's; the block costs one round trip, and the records it read from
-    ``lo`` and the newest operator turn cost none more."""
+    ``lo`` (at most ``RECORDS_AHEAD`` of them) and the newest operator turn cost none more: a
+    longer range from ``lo`` is asked of the server, one round trip more."""
     store = PostgresStore(pg_url, session=f"ahead-{next(_keys)}")
     memory = MemoryStore()
     try:
@@ -71,7 +83,8 @@ def test_every_read_answered_ahead_is_the_servers(pg_url: str, records: list[Rec
             assert store.end_pos() == end
             assert _refs(store.records_between(lo, end)) == outside[0][spans.index((lo, end))]
             assert store.latest_operator_turn(seqs[-1] + 1, end) == outside[1][-1]
-            assert trips.count == 1  # answered from what was read ahead
+            # Answered from what was read ahead, unless the range is longer than that.
+            assert trips.count == (1 if end - lo <= RECORDS_AHEAD else 2), (end, lo)
             inside = ([_refs(store.records_between(a, b)) for a, b in spans],
                       [store.latest_operator_turn(s, lim) for s, lim in asks])
         assert inside == outside

@@ -387,3 +387,16 @@ def test_postgres_ledger_is_recounted_once_for_another_model(pg_url: str,
     store.close()
     assert rows["tiktoken:o200k_base"] >= end - 2
     assert rows["tiktoken:cl100k_base"] == end - 2
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4", "claude-sonnet-4-5", None])
+def test_a_model_profile_gives_its_counter_and_its_framing_bound_to_it(model: str | None) -> None:
+    """``ModelProfile.counter()`` counts with the profile's encoding, and ``counted_framing()``
+    binds the profile's framing rule to that counter (what ``project --format`` and ``--model``
+    count with)."""
+    profile = model_profile(model)
+    text = "Upgrade the payments service to Python 3.12, then run the tests. 升级支付服务。"
+    assert profile.counter().count(text) == counter_for_encoding(profile.encoding).count(text)
+    framing = profile.counted_framing()
+    assert framing.rule is profile.framing
+    assert framing.counter.count(text) == counter_for_encoding(profile.encoding).count(text)

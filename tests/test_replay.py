@@ -15,6 +15,7 @@ from holon_ctx.cli.main import main
 from holon_ctx.cli.replay_cmd import chart_lines, verdict
 from holon_ctx.ledger.records import Message, MessageRole
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.projection.base.framing import ANTHROPIC as ANTHROPIC_FRAMING
 from holon_ctx.projection.measure.cost import (
     PRICES,
     CostMeter,
@@ -33,7 +34,7 @@ from holon_ctx.projection.measure.replay import (
     request_tokens,
 )
 from holon_ctx.projection.session.session import Layout, SessionPolicy, SessionProjector
-from holon_ctx.tokens import default_counter
+from holon_ctx.tokens import default_counter, store_counter
 
 ANTHROPIC = PRICES["anthropic"]
 
@@ -426,3 +427,18 @@ def test_replay_masking_is_a_baseline_and_the_verdict_names_the_cheapest(
     cheapest = min(totals, key=lambda name: totals[name]["billed"])
     named = "the session" if cheapest == "session" else cheapest
     assert report["verdict"].startswith(f"{named} is the cheapest within the budget")
+
+
+def test_a_replay_counts_with_the_stores_counter_and_the_framing_given() -> None:
+    """Without a counter a replay counts with the store's own; ``framing`` is the session
+    approach's (``replay --model``): the same calls as a session projector made with it, and
+    other counts than OpenAI's framing, the default, gives."""
+    store = _agent_run(7, 12)
+    counter = store_counter(store)
+    [given] = replay(store, 4096, ANTHROPIC, framing=ANTHROPIC_FRAMING)
+    [made] = replay(store, 4096, ANTHROPIC, counter, session_projector=SessionProjector(
+        store, counter, layout=Layout.MESSAGES, framing=ANTHROPIC_FRAMING))
+    [default] = replay(store, 4096, ANTHROPIC, counter)
+    assert [r.request_tokens for r in given.rows] == [r.request_tokens for r in made.rows]
+    assert [r.cost for r in given.rows] == [r.cost for r in made.rows]
+    assert [r.request_tokens for r in given.rows] != [r.request_tokens for r in default.rows]

@@ -33,7 +33,7 @@ from holon_ctx.projection.base.items import Block, BlockKind
 from holon_ctx.projection.base.model import Section
 from holon_ctx.projection.base.spans import Span, blocks_of, spans_of
 from holon_ctx.projection.planning.projector import Projection
-from holon_ctx.projection.provider_formats.native import Part, Role
+from holon_ctx.projection.provider_formats.native import Call, Part, Role
 from holon_ctx.projection.session.session import SessionRequest
 
 TrustOf = Callable[[str], str | None]
@@ -190,9 +190,26 @@ def test_spans_are_persisted_with_the_epoch() -> None:
                 content_tokens=1, spans=(span,))
     decoded = msgspec.json.decode(msgspec.json.encode(part), type=Part)
     assert decoded.spans == (span,)
-    assert EPOCH_FORMAT == 2
+    assert EPOCH_FORMAT == 3
     frozen = msgspec.json.decode(msgspec.json.encode({"parts": [part]}))
-    assert frozen["parts"][0]["spans"] == [["fenced", "untrusted_external", 3, 4, 8, "tool:x1"]]
+    assert frozen["parts"][0]["spans"] == [["fenced", "untrusted_external", 3, 4, 8, "tool:x1", None]]
+
+
+def test_a_part_gives_the_blocks_it_sends() -> None:
+    """``Part.blocks()``: a user part's blocks are its content read through its spans; the
+    model's reply is one model-output block, its calls after the text."""
+    span = Span(kind="fenced", trust="untrusted_external", head=3, body=4, tail=8, ref="tool:x1")
+    user = Part(role=Role.USER, text="abcdefghijklmno", text_tokens=1, content="abcdefghijklmno",
+                content_tokens=1, spans=(span,))
+    assert user.blocks() == blocks_of(user.content, user.spans)
+    call = Call(call_id="c1", name="bash", arguments={"cmd": "ls"}, arguments_json='{"cmd":"ls"}',
+                tokens=5)
+    reply = Part(role=Role.ASSISTANT, text="Listing.", text_tokens=2, content="Listing.",
+                 content_tokens=2, calls=(call,), refs=("message:m1",))
+    [block] = reply.blocks()
+    assert (block.body, block.kind, block.trust, block.refs) == (
+        "Listing.", BlockKind.TRUSTED, "model_output", ("message:m1",))
+    assert block.tail == 'tool call bash {"cmd":"ls"} (id c1)\n'
 
 
 def find_quote_by_fence(p: Projection, ref: str) -> str | None:

@@ -33,7 +33,12 @@ from holon_ctx.ledger.records import (
 )
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.base.model import TurnUnit
-from holon_ctx.projection.planning.retention import classify, in_fold_run, turn_facts
+from holon_ctx.projection.planning.retention import (
+    classify,
+    in_fold_run,
+    stored_turn_class,
+    turn_facts,
+)
 
 
 def unit(trigger: str, *records: Record, seq: int = 1, outcome: Outcome | None = None) -> TurnUnit:
@@ -461,3 +466,17 @@ def test_a_run_remembers_the_last_events_of_eight_sources() -> None:
 
     assert last_facts(8) == ["duplicate_wake"]
     assert last_facts(9) == ["external_event"]
+
+
+def test_a_stored_turn_is_classed_beside_the_turn_before_it() -> None:
+    """stored_turn_class reads a turn and the one before it from the store, as the projector
+    judges them: a poll repeating the turn before's output is low; the first poll, with no turn
+    before it, is a tool summary (normal)."""
+    store = MemoryStore()
+    store.append([Turn(id="t1", seq=1, trigger="timer"),
+                  tool(id="x1", args_preview="status", output="pending"),
+                  Turn(id="t2", seq=2, trigger="timer"),
+                  tool(id="x2", args_preview="status", output="pending")])
+    end = store.end_pos()
+    assert stored_turn_class(store, 2, end) == (Priority.LOW, ["repeated_pending_poll"])
+    assert stored_turn_class(store, 1, end) == (Priority.NORMAL, ["tool_summary"])

@@ -15,36 +15,27 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from rich.console import Console
 
-from holon_ctx.cli._api import (
-    LedgerStore,
-    MemoryStore,
-    ModelProfile,
-    PostgresStore,
-    SqliteStore,
-    TokenCounter,
-    UnknownModelWarning,
-    counter_for_encoding,
-    describe,
-    import_jsonl,
-    is_postgres_url,
-    missing_directory,
-    model_profile,
-)
+from holon_ctx import LedgerStore, UnknownModelWarning
+from holon_ctx.cli._api import ModelProfile, missing_directory, model_profile
 from holon_ctx.cli.inputs import regular_input
 from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
+from holon_ctx.lowlevel import MemoryStore, SqliteStore, TokenCounter, import_jsonl
+from holon_ctx.postgres import PostgresStore, describe, is_postgres_url
 
 if TYPE_CHECKING:
-    from holon_ctx.cli._api import EpisodeStore, GovernedControl
     from holon_ctx.continuity import ContinuityStore
-from holon_ctx.cli._api import CLI_OPTION, TranscriptFormat, import_any, not_a_database, sniff_ledger
+    from holon_ctx.lowlevel import EpisodeStore, GovernedControl
+from holon_ctx.cli._api import not_a_database, sniff_ledger
 from holon_ctx.errors import quote_value
+from holon_ctx.lowlevel import TranscriptFormat, import_any
 
 __all__ = [
+    "FORMAT_OPTION",
     "add_model_arg",
     "add_session_key_options",
     "add_source_args",
@@ -60,6 +51,10 @@ __all__ = [
     "positive_int",
     "remove_empty_session",
 ]
+
+#: How an import's errors tell the user to name a format (``{}`` is the format): the CLI's flag,
+#: passed as the library's ``option=`` (its own default names its argument, ``format=``).
+FORMAT_OPTION: Final = "--from {}"
 
 
 def positive_int(text: str) -> int:
@@ -110,7 +105,7 @@ def counter_of(args: argparse.Namespace) -> TokenCounter | None:
     """The counter ``--model`` asks for (None without one: each store's own)."""
     if getattr(args, "model", None) is None:
         return None
-    return counter_for_encoding(model_of(args).encoding)
+    return model_of(args).counter()
 
 
 def add_session_key_options(parser: argparse.ArgumentParser) -> None:
@@ -182,7 +177,7 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
         else:
             # A chat transcript or agent trajectory, detected by name and content unless --from
             # says (docs/import.md).
-            import_any(path, store, fmt, option=CLI_OPTION)
+            import_any(path, store, fmt, option=FORMAT_OPTION)
     return store
 
 
@@ -220,39 +215,17 @@ def remove_empty_session(db: str, session: str) -> None:
 def open_episodes(store: LedgerStore, *, create: bool) -> EpisodeStore | None:
     """The episode store beside a database ledger; None for an in-memory one, and when ``create``
     is False and nothing was archived yet."""
-    from holon_ctx.cli._api import SqliteEpisodeStore, has_episode_tables  # noqa: PLC0415
+    from holon_ctx.cli._api import StoresBeside  # noqa: PLC0415
 
-    if isinstance(store, SqliteStore):
-        if not create and not has_episode_tables(store.path):
-            return None
-        return SqliteEpisodeStore(store.path, create=create)
-    if isinstance(store, PostgresStore):
-        from holon_ctx.cli._api import PostgresEpisodeStore  # noqa: PLC0415
-
-        if not create and not store.holds("holon_episodes"):
-            return None
-        return PostgresEpisodeStore(store.connection, session=store.session)
-    return None
+    return StoresBeside(store).episodes(create=create)
 
 
 def open_continuity(store: LedgerStore, *, create: bool = True) -> ContinuityStore | None:
     """The governed store beside a database ledger; None for an in-memory one, and when ``create``
     is False and no compaction sealed an envelope yet."""
-    from holon_ctx.cli._api import has_continuity_state  # noqa: PLC0415
-    from holon_ctx.continuity import ContinuityStore  # noqa: PLC0415
+    from holon_ctx.cli._api import StoresBeside  # noqa: PLC0415
 
-    if isinstance(store, SqliteStore):
-        if not create and not has_continuity_state(store.path):
-            return None
-        # The governed store waits for other writers as long as the ledger does (RFC 0006).
-        return ContinuityStore(store.path, timeout=store.lock_timeout)
-    if isinstance(store, PostgresStore):
-        from holon_ctx.cli._api import PostgresContinuityBackend  # noqa: PLC0415
-
-        if not create and not store.holds("holon_continuity_envelopes"):
-            return None
-        return ContinuityStore(PostgresContinuityBackend(store.connection, session=store.session))
-    return None
+    return StoresBeside(store).continuity(create=create)
 
 
 @contextmanager
@@ -261,7 +234,7 @@ def control_source(store: LedgerStore) -> Iterator[GovernedControl | None]:
     closed on leaving. Closed, not left to the collector: an unclosed SQLite connection closing
     later checkpoints the ledger's write-ahead log, so a read-only command would rewrite the
     database file after it returned."""
-    from holon_ctx.cli._api import GovernedControl  # noqa: PLC0415
+    from holon_ctx.lowlevel import GovernedControl  # noqa: PLC0415
 
     continuity = open_continuity(store, create=False)
     try:

@@ -27,7 +27,8 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from holon_ctx.cli._api import SessionConfig, compact  # noqa: PLC0415
+    from holon_ctx import SessionConfig  # noqa: PLC0415
+    from holon_ctx.lowlevel import compact  # noqa: PLC0415
 
     ledger = open_db(args.db, must_exist=True, session=args.session_key)
     episodes = open_episodes(ledger, create=True)

@@ -26,17 +26,9 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from holon_ctx.cli._api import (
-    SEED,
-    DecisionKind,
-    ExperimentResult,
-    ScenarioResult,
-    SideEffectStatus,
-    id_problem,
-    run_evaluation,
-    run_experiment,
-)
+from holon_ctx.cli._api import ContinuityHarness
 from holon_ctx.cli.terminal import SafeConsole
+from holon_ctx.continuity import DecisionKind, SideEffectStatus, id_problem
 from holon_ctx.errors import InputError, quote_value
 
 __all__ = ["EVAL_FAILED_STATUS", "EXIT_STATUS", "cmd_eval", "cmd_inspect", "register"]
@@ -79,7 +71,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--current-policy-version",
         metavar="V",
-        help=f"policy version in force at resumption (compacted under {SEED.policy_version})",
+        help="policy version in force at resumption "
+        f"(compacted under {ContinuityHarness.SEED_POLICY_VERSION})",
     )
     p.add_argument(
         "--side-effect-status",
@@ -133,11 +126,12 @@ def _policy_version(text: str | None) -> str | None:
     return text
 
 
-def _inspect_json(args: argparse.Namespace, result: ExperimentResult) -> dict[str, Any]:
+def _inspect_json(args: argparse.Namespace, result: ContinuityHarness.Experiment) -> dict[str, Any]:
     data = result.decision.to_dict()
     data["scenario"] = {
         "tamper_summary": args.tamper_summary,
-        "current_policy_version": args.current_policy_version or SEED.policy_version,
+        "current_policy_version": (args.current_policy_version
+                                   or ContinuityHarness.SEED_POLICY_VERSION),
         "side_effect_status": _side_effect_status(args.side_effect_status).value,
     }
     data["event_types"] = list(result.event_types)
@@ -157,7 +151,7 @@ def _inspect_json(args: argparse.Namespace, result: ExperimentResult) -> dict[st
 def cmd_inspect(args: argparse.Namespace) -> int:
     status = _side_effect_status(args.side_effect_status)
     policy = _policy_version(args.current_policy_version)
-    result = run_experiment(
+    result = ContinuityHarness.experiment(
         tamper_summary=args.tamper_summary,
         current_policy_version=policy,
         side_effect_status=status,
@@ -197,7 +191,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_STATUS[decision.kind]
 
 
-def _eval_json(result: ScenarioResult) -> dict[str, Any]:
+def _eval_json(result: ContinuityHarness.Scenario) -> dict[str, Any]:
     full, compacted = result.full.decision, result.compacted.decision
     return {
         "scenario": result.scenario.name,
@@ -220,7 +214,7 @@ def _eval_json(result: ScenarioResult) -> dict[str, Any]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    results = run_evaluation()
+    results = ContinuityHarness.evaluation()
     failed = [r for r in results if not r.passed]
     if args.json:
         payload = {

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from holon_ctx.cli._api import describe, is_postgres_url
 from holon_ctx.cli.common import console
 from holon_ctx.errors import InputError, quote_value
+from holon_ctx.postgres import describe, is_postgres_url
 
 __all__ = ["register"]
 

@@ -21,9 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from holon_ctx.cli._api import LOCK_SUFFIX, SqliteStore, missing_directory
+from holon_ctx.cli._api import LOCK_SUFFIX, missing_directory
 from holon_ctx.cli.common import open_db
 from holon_ctx.errors import InputError, StoreError
+from holon_ctx.lowlevel import SqliteStore
 
 __all__ = ["write_db"]
 

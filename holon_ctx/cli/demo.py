@@ -17,12 +17,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from holon_ctx import __version__
-from holon_ctx.cli._api import LOCK_SUFFIX, LedgerStore, import_jsonl
+from holon_ctx import LedgerStore, __version__
+from holon_ctx.cli._api import LOCK_SUFFIX
 from holon_ctx.cli.common import db_name, open_continuity, open_db, open_episodes
 from holon_ctx.cli.terminal import say
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError
+from holon_ctx.lowlevel import import_jsonl
 
 __all__ = ["DEMO_BUDGET", "DEMO_DB", "build_demo", "build_demo_session"]
 
@@ -36,9 +37,10 @@ def _demo_stamp(data: bytes) -> str:
     """What a built demo database must match: the bundled ledger and the code that imported it."""
     h = hashlib.sha256(data)
     # The recipe changes when the build does more (episodes, then a continuity envelope), so an
-    # older demo database is rebuilt rather than shown without what the build now adds. epoch/6:
-    # the saved epoch's parts keep their blocks (EPOCH_FORMAT 2), so an older one is not read.
-    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/6".encode())
+    # older demo database is rebuilt rather than shown without what the build now adds. epoch/7:
+    # the saved epoch's parts keep their blocks and their marks (EPOCH_FORMAT 3), so an older
+    # one is not read.
+    h.update(f"\0holon-ctx {__version__}\0recipe: import+compact+epoch/7".encode())
     return h.hexdigest()
 
 
@@ -131,18 +133,16 @@ def _archive(ledger: LedgerStore, stamp: str | None = None) -> int:
     The archive is built at once but stands for the one a runtime grew during the day, so its
     episodes count as archived from the start (as a rebuild's do, RFC 0020): a runtime's recall
     as of an earlier turn sees those the window has passed, not none of them."""
-    from holon_ctx.cli._api import (  # noqa: PLC0415
-        Archiver,
-        SessionConfig,
-        compact,
-    )
+    from holon_ctx import SessionConfig  # noqa: PLC0415
+    from holon_ctx.cli._api import form_counts_maker  # noqa: PLC0415
+    from holon_ctx.lowlevel import Archiver, compact  # noqa: PLC0415
 
     episodes = open_episodes(ledger, create=True)
     continuity = open_continuity(ledger)
     assert episodes is not None  # the demo is built into a database ledger
     assert continuity is not None
     try:
-        archiver = Archiver(ledger, episodes, positioned=False)
+        archiver = Archiver(ledger, episodes, positioned=False, forms=form_counts_maker(ledger))
         archived = len(compact(ledger, episodes, continuity, session=SessionConfig(),
                                clock=_demo_clock(), archiver=archiver).archive.archived)
         if stamp is not None:
@@ -157,24 +157,17 @@ def _save_epoch(ledger: LedgerStore) -> None:
     """Make the request a runtime would send at the demo's budget, saving its epoch beside the
     ledger as a session does: the preview then reads the epoch instead of walking the demo's
     48 re-plans again on every run (RFC 0024; issue 27's second run)."""
-    from holon_ctx.cli._api import (  # noqa: PLC0415
-        Layout,
-        SessionProjector,
-        epoch_store_for,
-    )
+    from holon_ctx.cli._api import save_epoch  # noqa: PLC0415
     from holon_ctx.cli.common import control_source  # noqa: PLC0415
     from holon_ctx.cli.episodes_cmd import open_episode_source  # noqa: PLC0415
     from holon_ctx.cli.epochs_view import runtime_recall  # noqa: PLC0415
 
     episodes = open_episode_source(ledger)
-    epochs = epoch_store_for(ledger)
     try:
         with control_source(ledger) as control:
-            SessionProjector(ledger, layout=Layout.MESSAGES,
-                             episodes=runtime_recall(ledger, episodes), control=control,
-                             epochs=epochs).request(budget_tokens=DEMO_BUDGET)
+            save_epoch(ledger, budget_tokens=DEMO_BUDGET,
+                       episodes=runtime_recall(ledger, episodes), control=control)
     finally:
-        epochs.close()
         if episodes is not None:
             episodes.close()
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from holon_ctx.cli._api import SECTION_ORDER, ItemDecision, Projection, TokenCounter
+from holon_ctx.lowlevel import ItemDecision, Projection, Section, TokenCounter
 
 __all__ = ["Difference", "SectionDelta", "diff"]
 
@@ -81,7 +81,7 @@ def diff(a: Projection, b: Projection, counter: TokenCounter) -> Difference:
             if a.text != b.text:
                 first_difference = "history_or_current_state"
     else:
-        for section in SECTION_ORDER:
+        for section in Section:  # render order (the enum's order)
             if a.section_text.get(section, "") != b.section_text.get(section, ""):
                 first_difference = section.value
                 break

@@ -13,22 +13,20 @@ from typing import Any
 import msgspec
 from rich.table import Table
 
-from holon_ctx.cli._api import (
+from holon_ctx import LedgerStore
+from holon_ctx.cli._api import form_counts_maker, parse_episode_id, recapped_text
+from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
+from holon_ctx.cli.terminal import terminal_safe, write_data_json
+from holon_ctx.cli.wording import plural
+from holon_ctx.errors import InputError, StoreError, UnknownRefError, quote_value
+from holon_ctx.lowlevel import (
     ArchivePolicy,
     Archiver,
     BoundaryPolicy,
     Episode,
     EpisodeStore,
-    LedgerStore,
     StoreEpisodeSource,
-    full_text,
-    parse_episode_id,
-    with_recaps,
 )
-from holon_ctx.cli.common import console, db_name, open_db, open_episodes, positive_int
-from holon_ctx.cli.terminal import terminal_safe, write_data_json
-from holon_ctx.cli.wording import plural
-from holon_ctx.errors import InputError, StoreError, UnknownRefError, quote_value
 
 __all__ = ["open_episode_source", "register"]
 
@@ -189,7 +187,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for recap in recaps:
         why = f" ({', '.join(recap.reasons)})" if recap.reasons else ""
         out.append(f"recap by model {recap.model}: {recap.status.value}{why}")
-    sys.stdout.write(terminal_safe("\n".join(out) + "\n\n" + full_text(with_recaps(ep, recaps))))
+    sys.stdout.write(terminal_safe("\n".join(out) + "\n\n" + recapped_text(ep, recaps)))
     return 0
 
 
@@ -198,7 +196,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
     try:
         assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), recent=args.recent, max_range=args.max_range)
-        report = Archiver(ledger, store, policy=policy).archive(at=args.at, to_edge=True)
+        report = Archiver(ledger, store, policy=policy, forms=form_counts_maker(ledger)).archive(
+            at=args.at, to_edge=True)
         total = store.count()
     finally:
         _close(ledger, store)
@@ -223,7 +222,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         assert store is not None  # create=True on a database ledger
         policy = _policy(store.meta(), max_range=args.max_range)
         store.set_meta(policy.identity())
-        report = Archiver(ledger, store, policy=policy).rebuild()
+        report = Archiver(ledger, store, policy=policy,
+                          forms=form_counts_maker(ledger)).rebuild()
     finally:
         _close(ledger, store)
     if report.identical:

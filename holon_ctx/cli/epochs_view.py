@@ -5,21 +5,11 @@ from __future__ import annotations
 
 import attrs
 
-from holon_ctx.cli._api import (
-    EpisodeSource,
-    Layout,
-    LedgerStore,
-    MemoryStore,
-    Projector,
-    ReadThroughEpochs,
-    SessionProjector,
-    SessionRequest,
-    StoreEpisodeSource,
-    Turn,
-    epoch_store_for,
-)
+from holon_ctx import LedgerStore
+from holon_ctx.cli._api import SessionRequest, read_through_request
+from holon_ctx.lowlevel import EpisodeSource, MemoryStore, Projector, StoreEpisodeSource
 
-__all__ = ["EpochView", "after_previous", "epoch_view", "runtime_recall"]
+__all__ = ["EpochView", "epoch_view", "runtime_recall"]
 
 
 @attrs.frozen
@@ -45,11 +35,13 @@ def epoch_view(store: LedgerStore, projector: Projector, budget: int,
     # The runtime's persisted re-plans are read, never written: a ledger a session worked on
     # (or the demo, whose build saves its epoch) walks from its newest epoch, not from the last
     # checkpoint (RFC 0024).
-    epochs = ReadThroughEpochs(epoch_store_for(store))
-    try:
-        return _epoch_view(store, projector, budget, at, epochs)
-    finally:
-        epochs.close()
+    request = read_through_request(store, budget_tokens=budget, at=at,
+                                   episodes=runtime_recall(store, projector.episodes),
+                                   control=projector.control, counter=projector.counter,
+                                   policy=projector.policy)
+    info = request.manifest.session or {}
+    return EpochView(request=request, started_at=str(info.get("epoch_started_at", "?")),
+                     reason=str(info.get("epoch_reason", "?")))
 
 
 def runtime_recall(store: LedgerStore, episodes: EpisodeSource | None) -> EpisodeSource | None:
@@ -64,33 +56,3 @@ def runtime_recall(store: LedgerStore, episodes: EpisodeSource | None) -> Episod
         return StoreEpisodeSource(episodes.episodes, store, episodes.weights,
                                   as_of_position=True)
     return episodes
-
-
-def _epoch_view(store: LedgerStore, projector: Projector, budget: int, at: str | None,
-                epochs: ReadThroughEpochs) -> EpochView:
-    session = SessionProjector(store, projector.counter, layout=Layout.MESSAGES,
-                               episodes=runtime_recall(store, projector.episodes),
-                               control=projector.control,
-                               policy=projector.policy, epochs=epochs)
-    request = after_previous(session, store, budget, at)
-    info = request.manifest.session or {}
-    return EpochView(request=request, started_at=str(info.get("epoch_started_at", "?")),
-                     reason=str(info.get("epoch_reason", "?")))
-
-
-def after_previous(session: SessionProjector, store: LedgerStore, budget: int,
-                   at: str | None) -> SessionRequest:
-    """``session``'s request as of ``at`` (default: the newest turn), made right after the one
-    for the turn before it: a runtime asks every turn, so its cached share is that one's."""
-    target = at
-    if target is None:
-        latest = store.latest_turn(store.end_pos())
-        target = latest.record.id if latest is not None and isinstance(latest.record, Turn) \
-            else None
-    if target is not None:
-        current = store.turn(target.removeprefix("turn:"))
-        if current is not None and isinstance(current.record, Turn):
-            before = store.turns_before(current.record.seq, 1, current.pos + 1)
-            if before and isinstance(before[0].record, Turn):
-                session.request(budget_tokens=budget, at=before[0].record.id)
-    return session.request(budget_tokens=budget, at=at)

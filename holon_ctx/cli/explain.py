@@ -20,24 +20,10 @@ from typing import Any
 import attrs
 import msgspec
 
-from holon_ctx.cli._api import (
-    BY_TRIGGER,
-    BlockKind,
-    Form,
-    ItemDecision,
-    LedgerStore,
-    Omission,
-    Projection,
-    Projector,
-    Section,
-    StoredRecord,
-    Turn,
-    TurnUnit,
-    classify,
-    forgeries,
-    turn_facts,
-)
+from holon_ctx import LedgerStore
+from holon_ctx.cli._api import BY_TRIGGER, BlockKind, Turn, forgeries, stored_turn_class
 from holon_ctx.errors import UnknownRefError
+from holon_ctx.lowlevel import Form, ItemDecision, Omission, Projection, Projector, Section, StoredRecord
 
 __all__ = ["Explanation", "episode_lookup", "explain", "omission_reason"]
 
@@ -421,15 +407,10 @@ def _fold_run(store: LedgerStore, p: Projection, first: str, limit_pos: Any) -> 
 
 
 def _turn_class(store: LedgerStore, seq: int, limit_pos: Any) -> tuple[str, list[str]]:
-    """The retention class and facts of one turn, judged beside the turn before it (as the
-    projector does: repeated polls and duplicate wakes are only visible against their neighbour)."""
+    """The retention class and facts of one turn, judged beside the turn before it."""
     limit = limit_pos if isinstance(limit_pos, int) else store.end_pos()
-    turns = store.turns_before(seq + 1, 2, limit)[::-1]
-    records = store.records_of_turns(turns[0].turn_seq or 0, seq, limit)
-    units = [TurnUnit(stored=t, records=tuple(r for r in records if r.turn_seq == t.turn_seq))
-             for t in turns]
-    facts = turn_facts(units[-1], units[-2] if len(units) > 1 else None)
-    return classify(facts).label, facts
+    priority, facts = stored_turn_class(store, seq, limit)
+    return priority.label, facts
 
 
 def _entry_budget(projector: Projector, p: Projection, ref: str, owner: str | None, status: str,

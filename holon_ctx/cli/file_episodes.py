@@ -20,20 +20,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from holon_ctx.cli._api import (
-    AGENT_STEP,
+from holon_ctx import CompactionPolicy, LedgerStore
+from holon_ctx.cli._api import ReplayCompaction
+from holon_ctx.lowlevel import (
     ArchivePolicy,
     Archiver,
-    CompactionPolicy,
-    CompactionSchedule,
-    LedgerStore,
     Manifest,
     MemoryEpisodeStore,
     MemoryStore,
     StoreEpisodeSource,
-    Turn,
 )
 
+# ReplayCompaction lives beside the schedule it replays (session_upkeep); replay imports it here.
 __all__ = ["EPISODES_FROM", "FileArchive", "ReplayCompaction", "binds", "mark"]
 
 #: The manifest's ``window.episodes_from`` when the recalled episodes are an in-memory archive.
@@ -89,46 +87,3 @@ class FileArchive:
         result = again(source)
         mark(manifest_of(result))
         return result
-
-
-class ReplayCompaction:
-    """Episodes grown along a ``replay`` of a file's ledger as a library session grows them:
-    before a call, when the session's schedule (:class:`CompactionSchedule`, the same object
-    a session keeps) says the session would compact there — ``every_turns`` turns since the
-    last time, ``binding_turns`` while the previous call's plan left something out — every turn
-    but the newest ``recent_turns`` is archived (in memory). The turn a call is made in is the
-    session's at that call: a reply that opens an agent-step turn was asked for in the turn
-    before it (the runtime asked, then appended the reply). A replay whose budget never binds
-    archives every ``every_turns`` turns as a session does."""
-
-    def __init__(self, store: LedgerStore, policy: CompactionPolicy | None = None) -> None:
-        self.store = store
-        self.policy = policy or CompactionPolicy()
-        self.episodes = MemoryEpisodeStore()
-        self.source = StoreEpisodeSource(self.episodes, store)
-        self._archiver = Archiver(store, self.episodes, policy=ArchivePolicy(
-            recent_turns=self.policy.recent_turns))
-        self.schedule = CompactionSchedule()
-        self._last_turn: str | None = None
-        #: The seq of each call's turn at which an archive ran (what a session's compactions
-        #: are compared with).
-        self.archived_at: list[int] = []
-
-    def before_call(self, turn: str, binds: bool) -> None:
-        seq = self._seq(turn)
-        self._last_turn = turn
-        self.schedule.binds = binds
-        if self.schedule.due(self.policy, seq):
-            self._archiver.archive(at=turn)
-            self.schedule.compacted(seq)
-            self.archived_at.append(seq)
-
-    def _seq(self, turn: str) -> int:
-        """The seq of the turn the session was in when it asked for this call."""
-        stored = self.store.turn(turn)
-        if stored is None or not isinstance(stored.record, Turn):
-            return self.schedule.last_seq
-        seq = stored.record.seq
-        if turn != self._last_turn and stored.record.trigger == AGENT_STEP:
-            return seq - 1  # opened by the reply this call asked for
-        return seq

@@ -12,19 +12,10 @@ from typing import Any
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from holon_ctx.cli._api import (
-    CLI_OPTION,
-    Detection,
-    LedgerStats,
-    LedgerStore,
-    TranscriptFormat,
-    export_jsonl,
-    import_any,
-    import_jsonl,
-    is_postgres_url,
-    sniff_ledger,
-)
+from holon_ctx import LedgerStore
+from holon_ctx.cli._api import sniff_ledger
 from holon_ctx.cli.common import (
+    FORMAT_OPTION,
     add_source_args,
     console,
     db_name,
@@ -38,6 +29,15 @@ from holon_ctx.cli.outputs import output_file
 from holon_ctx.cli.terminal import is_terminal, say, write_data_json
 from holon_ctx.cli.wording import plural
 from holon_ctx.errors import InputError, StoreError
+from holon_ctx.lowlevel import (
+    Detection,
+    LedgerStats,
+    TranscriptFormat,
+    export_jsonl,
+    import_any,
+    import_jsonl,
+)
+from holon_ctx.postgres import is_postgres_url
 
 __all__ = ["register"]
 
@@ -83,12 +83,12 @@ def _import(args: argparse.Namespace, src: Path) -> int:
     session = args.session_key
 
     def work(store: LedgerStore) -> tuple[Detection, int, LedgerStats]:
-        detection = Detection(TranscriptFormat.LEDGER, f"given with {CLI_OPTION.format(fmt)}"
+        detection = Detection(TranscriptFormat.LEDGER, f"given with {FORMAT_OPTION.format(fmt)}"
                               if fmt != "auto" else "ledger JSONL by its name or first line")
         if fmt != TranscriptFormat.LEDGER and not (fmt == "auto" and sniff_ledger(src)):
             # A transcript: parsed whole first, then appended in one transaction.
             detection, n = import_any(src, store, fmt, id_prefix=args.id_prefix,
-                                      option=CLI_OPTION)
+                                      option=FORMAT_OPTION)
         elif args.id_prefix:
             raise InputError("--id-prefix applies to transcripts; ledger JSONL keeps its own ids",
                              source=args.file)

@@ -14,7 +14,8 @@ Fenced lines are tagged from the block's ``trust`` (the trust the renderer wrote
 body); a session request's parts keep their blocks as spans, so no line is read back. Unfenced bodies are the
 operator's or the runtime's: ``trust_of(ref)`` asks the ledger which. The tag is printed in a gutter
 on every physical line, so trust stays visible in ``--plain`` output and in a pipe, and colour only
-adds emphasis.
+adds emphasis: a structure line is emphasised by what its block says it is (``Block.mark``:
+a heading, an alert, a fold line, the relation line), never by how the line starts.
 
 Everything is laid out by hand (pre-wrapped ``Text`` lines) rather than with rich tables for the
 long parts: it keeps the output byte-stable for golden tests and the preview of a few hundred lines
@@ -30,25 +31,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from rich.console import Console
 from rich.text import Text
 
-from holon_ctx.cli._api import (
-    ALERT,
-    FOLD_PREFIX,
-    HEADING,
-    RELATION_PREFIX,
-    SECTION_ORDER,
-    SECTION_TITLES,
-    Block,
-    BlockKind,
-    ControlState,
-    ItemDecision,
-    Projection,
-    Section,
-    SessionRequest,
-)
+from holon_ctx.cli._api import SECTION_TITLES, Block, BlockKind, Mark, SessionRequest
 from holon_ctx.cli.layout import emit, hang, kv, pct, visible
 from holon_ctx.cli.preview_summary import detail_lines, glance_lines
 from holon_ctx.cli.session_view import part_blocks
 from holon_ctx.cli.wording import plural
+from holon_ctx.lowlevel import ControlState, ItemDecision, Projection, Section
 
 __all__ = ["TAGS", "TrustOf", "print_preview", "tag_block_lines"]
 
@@ -66,17 +54,15 @@ TAGS: dict[str, tuple[str, str]] = {
 _TRUST_WORDS = {"trusted_operator": "operator (trusted)", "runtime_fact": "runtime fact",
                 "untrusted_external": "external/tool (untrusted, fenced)",
                 "model_output": "model output (fenced)"}
-#: Label lines the renderer puts above the operator's own (unfenced) words.
-_OPERATOR_LABELS = ("operator (trusted) ", "pinned operator words:")
 _GUTTER = 4  # "ext" plus the bar
 
 # Structure lines keep their own emphasis: headings, alerts, folds and the relation line.
-_STRUCTURE_STYLES: tuple[tuple[str, str], ...] = (
-    (HEADING, "bold"),
-    (ALERT, "bold red"),
-    (FOLD_PREFIX, "italic dim"),
-    (RELATION_PREFIX, "bold blue"),
-)
+_MARK_STYLES: dict[Mark | None, str] = {
+    Mark.HEADING: "bold",
+    Mark.ALERT: "bold red",
+    Mark.FOLD: "italic dim",
+    Mark.RELATION: "bold blue",
+}
 
 BAR_CELLS = 40
 _SECTION_NAMES = frozenset(s.value for s in Section)
@@ -89,27 +75,39 @@ def tag_block_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]
     those are read, never the text. A session request's parts give their blocks back from the
     spans they keep (session_view.py), so both views tag the same way.
     """
+    return ((kind, line) for kind, _, line in _marked_lines(block, trust_of))
+
+
+def _marked_lines(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, Mark | None, str]]:
+    """:func:`tag_block_lines` with what each line stands out as: the block's mark on its first
+    line (a heading, an alert, a fold or relation line), None on every other."""
     if block.parts:
         # A form kept whole (an episode's): its pieces say which lines are a fenced quote.
         for piece in block.parts:
-            yield from tag_block_lines(piece, trust_of)
+            yield from _marked_lines(piece, trust_of)
         return
     if block.trust and (block.kind in (BlockKind.FENCED, BlockKind.OPERATOR, BlockKind.TRUSTED)
                         or _episode_quote(block)):
         # A record's block, or an episode's fenced quote (its claim line, the fence, the quote,
         # the closing line: projection/rendering/episode_forms.py).
-        yield from _tag_structured(block)
-        return
-    head = block.head.splitlines()
-    yield from (("structure", line) for line in head)
+        lines = _tag_structured(block)
+    else:
+        lines = _tag_unstructured(block, trust_of)
+    mark = block.mark
+    for kind, line in lines:
+        yield kind, mark, line
+        mark = None
+
+
+def _tag_unstructured(block: Block, trust_of: TrustOf) -> Iterator[tuple[str, str]]:
+    yield from (("structure", line) for line in block.head.splitlines())
     if block.body:
         # An unfenced body is trusted text: the operator's words or a runtime fact. The ledger
-        # says which; a block that names no ref (a pin's copy of its target) has only its
-        # label, which untrusted text cannot wear (neutralise_fences rewrites the trusted one).
-        # Unknown stays the lower of the two: never promoted to the operator's trust.
+        # says which; a block that names no ref says it by its kind (the operator's words'
+        # block is OPERATOR, projection/rendering/render_base.py), never by its label. Unknown
+        # stays the lower of the two: never promoted to the operator's trust.
         trust = (trust_of(block.refs[0]) if block.refs else (
-            "trusted_operator" if head and head[-1].startswith(_OPERATOR_LABELS) else None)
-        ) or "runtime_fact"
+            "trusted_operator" if block.kind is BlockKind.OPERATOR else None)) or "runtime_fact"
         if trust not in TAGS:
             trust = "runtime_fact"
         for line in block.body.splitlines():
@@ -150,13 +148,13 @@ class _Lines:
         self.width = width
         self.out: list[Text] = []
 
-    def add(self, kind: str, line: str) -> None:
+    def add(self, kind: str, line: str, mark: Mark | None = None) -> None:
         trust = kind.removeprefix("fence:")
         tag, style = TAGS.get(trust, ("", ""))
         if kind.startswith("fence:"):
             style = f"dim {style}".strip()
         elif kind == "structure":
-            style = next((s for prefix, s in _STRUCTURE_STYLES if line.startswith(prefix)), "")
+            style = _MARK_STYLES.get(mark, "")
         tag_style = TAGS.get(trust, ("", ""))[1]
         body = Text(visible(line), style=style)
         room = self.width - _GUTTER
@@ -289,7 +287,7 @@ def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf
     lines = _Lines(console, width)
     lines.text(Text("the prompt, as the model reads it", style="bold"))
     lines.out.extend(_gutter_legend().wrap(console, width))
-    for section in SECTION_ORDER:
+    for section in Section:  # render order (the enum's order)
         items = p.section_items.get(section)
         if not items:
             continue
@@ -298,8 +296,8 @@ def section_lines(p: Projection, console: Console, width: int, trust_of: TrustOf
         lines.out.extend(Text(SECTION_TITLES[section], style="bold reverse").wrap(console, width))
         for _key, rendered in items:
             for block in rendered.blocks:
-                for kind, line in tag_block_lines(block, trust_of):
-                    lines.add(kind, line)
+                for kind, mark, line in _marked_lines(block, trust_of):
+                    lines.add(kind, line, mark)
     return lines.out
 
 
@@ -317,8 +315,8 @@ def request_lines(request: SessionRequest, console: Console, width: int,
         role = part.role.value + (f" (result of call {part.call_id})" if part.call_id else "")
         lines.out.extend(Text(f"── {role} · {place}", style="bold reverse").wrap(console, width))
         for block in blocks:
-            for kind, line in tag_block_lines(block, trust_of):
-                lines.add(kind, line)
+            for kind, mark, line in _marked_lines(block, trust_of):
+                lines.add(kind, line, mark)
     return lines.out
 
 

@@ -29,14 +29,8 @@ from typing import Any
 
 import msgspec
 
-from holon_ctx.cli._api import (
-    LedgerStore,
-    Projection,
-    Projector,
-    StoreEpisodeSource,
-    is_postgres_url,
-    usage_store_for,
-)
+from holon_ctx import LedgerStore
+from holon_ctx.cli._api import usage_store_for
 from holon_ctx.cli.common import (
     add_source_args,
     console,
@@ -52,6 +46,8 @@ from holon_ctx.cli.file_episodes import FileArchive
 from holon_ctx.cli.session_view import MODES, as_projection, runtime_request
 from holon_ctx.cli.terminal import SafeConsole, write_data_json
 from holon_ctx.errors import InputError, StoreError, quote_value
+from holon_ctx.lowlevel import Projection, Projector, StoreEpisodeSource
+from holon_ctx.postgres import is_postgres_url
 
 __all__ = ["DEMO_BUDGET", "Difference", "Explanation", "diff", "explain", "register", "trust_lookup"]
 

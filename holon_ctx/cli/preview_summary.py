@@ -22,10 +22,10 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from holon_ctx.cli._api import SECTION_ORDER, ControlState, Form, ItemDecision, Priority, Projection, Section
 from holon_ctx.cli.explain import omission_reason
 from holon_ctx.cli.layout import hang, kv
 from holon_ctx.cli.wording import plural
+from holon_ctx.lowlevel import ControlState, Form, ItemDecision, Priority, Projection, Section
 
 __all__ = ["Column", "detail_lines", "glance_lines", "left_out_rows", "table_lines"]
 
@@ -110,7 +110,7 @@ def left_out_rows(p: Projection) -> list[tuple[ItemDecision, str]]:
         reason = omission_reason(d)
         if reason is not None:
             rows.append((d, reason))
-    order = {s: i for i, s in enumerate(SECTION_ORDER)}
+    order = {s: i for i, s in enumerate(Section)}
     rows.sort(key=lambda r: (r[0].priority, order[r[0].section]))
     return rows
 

@@ -8,19 +8,8 @@ import sys
 from typing import Any
 
 from holon_ctx.cli._api import (
-    EpisodeSource,
-    Framing,
-    Layout,
-    Projection,
-    Projector,
-    ReadThroughEpochs,
-    SessionProjector,
     SessionRequest,
-    counter_for_encoding,
-    epoch_store_for,
-    framing_tokens,
-    to_anthropic_messages,
-    to_openai_messages,
+    read_through_request,
 )
 from holon_ctx.cli.common import (
     add_model_arg,
@@ -31,10 +20,17 @@ from holon_ctx.cli.common import (
     positive_int,
 )
 from holon_ctx.cli.episodes_cmd import open_episode_source
-from holon_ctx.cli.epochs_view import after_previous
 from holon_ctx.cli.file_episodes import FileArchive
 from holon_ctx.cli.terminal import write_data_json, write_data_text
 from holon_ctx.errors import InputError
+from holon_ctx.lowlevel import (
+    EpisodeSource,
+    Projection,
+    Projector,
+    framing_tokens,
+    to_anthropic_messages,
+    to_openai_messages,
+)
 
 #: Output formats of ``project --format``.
 FORMATS = ("text", "json", "openai", "anthropic")
@@ -86,9 +82,9 @@ def project_from_args(args: argparse.Namespace, budget: int | None = None,
         store.close()
 
 
-def session_request_from_args(args: argparse.Namespace, layout: Layout) -> SessionRequest:
+def session_request_from_args(args: argparse.Namespace, *, text: bool) -> SessionRequest:
     """The session request a runtime gets as of ``--at``: the messages (``Session.next_request``),
-    or for ``layout`` text the text view of the same ledger position (``Request.text``). Walked
+    or with ``text`` the text view of the same ledger position (``Request.text``). Walked
     from the ledger's saved epochs, read through so that nothing is written (RFC 0024)."""
     store = open_source(args)
     episodes = open_episode_source(store)
@@ -97,21 +93,11 @@ def session_request_from_args(args: argparse.Namespace, layout: Layout) -> Sessi
             framing = model_of(args).framing
 
             def request(source: EpisodeSource | None) -> SessionRequest:
-                # Fresh for each walk: the reader's own re-plans stay in it, and one made without
-                # the file's archive must not be continued with it (the key omits episodes).
-                epochs = ReadThroughEpochs(epoch_store_for(store))
-                try:
-                    def projector(of: Layout) -> SessionProjector:
-                        return SessionProjector(store, layout=of, episodes=source, control=control,
-                                                framing=framing, epochs=epochs)
-                    messages = after_previous(projector(Layout.MESSAGES), store, args.budget,
-                                              args.at)
-                    if layout is Layout.MESSAGES:
-                        return messages
-                    return projector(Layout.TEXT).request(budget_tokens=args.budget,
-                                                          limit_pos=messages.limit_pos)
-                finally:
-                    epochs.close()
+                # Fresh epochs for each walk (read_through_request): one made without the
+                # file's archive must not be continued with it (the key omits episodes).
+                return read_through_request(store, budget_tokens=args.budget, at=args.at,
+                                            episodes=source, control=control,
+                                            text=text, framing=framing)
 
             made = request(episodes)
             if not FileArchive.applies(store, episodes):
@@ -129,8 +115,7 @@ def cmd_project(args: argparse.Namespace) -> int:
     if args.json and fmt != "json":
         raise InputError(f"--json and --format {fmt} disagree; give one of them")
     if args.mode == "session":
-        request = session_request_from_args(args, Layout.TEXT if fmt == "text"
-                                            else Layout.MESSAGES)
+        request = session_request_from_args(args, text=fmt == "text")
         if fmt == "openai":
             write_data_json(json.dumps({"messages": request.openai_messages()},
                                        ensure_ascii=False, indent=2) + "\n")
@@ -146,8 +131,7 @@ def cmd_project(args: argparse.Namespace) -> int:
     if fmt in ("openai", "anthropic"):
         # The provider's framing comes out of the same budget, so the request holds it.
         profile = model_of(args)
-        framing = framing_tokens(framing=Framing(profile.framing, counter_for_encoding(
-            profile.encoding)))
+        framing = framing_tokens(framing=profile.counted_framing())
         budget = args.budget - framing
         if budget <= 0:
             raise InputError(f"--budget {args.budget} leaves no room after the "

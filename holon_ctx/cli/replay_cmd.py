@@ -18,23 +18,17 @@ import json
 import math
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 
+from holon_ctx import LedgerStore, Observation
 from holon_ctx.cli._api import (
     BASELINES,
-    PRICES,
     ApproachReport,
-    Layout,
-    LedgerStore,
-    Observation,
     PriceTable,
-    SessionProjector,
-    load_price_table,
+    price_table,
     replay,
-    store_counter,
     usage_store_for,
 )
 from holon_ctx.cli.common import (
@@ -91,15 +85,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _view_args(p)
     p.set_defaults(func=cmd_replay)
-
-
-def _price(name: str) -> PriceTable:
-    if name in PRICES:
-        return PRICES[name]
-    if not Path(name).exists():
-        raise InputError(f"not a price table name ({', '.join(PRICES)}) nor a file",
-                         source=name, path="--price")
-    return load_price_table(name)
 
 
 def _approaches(text: str) -> list[str]:
@@ -248,18 +233,15 @@ def _legend(reports: list[ApproachReport], price: PriceTable) -> list[tuple[str,
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    price = _price(args.price)
+    price = price_table(args.price, option="--price")
     names = _approaches(args.baseline)
     framing = model_of(args).framing
     store = open_source(args)
-    counter = store_counter(store)
     try:
         # A file's ledger grows the episodes a library session would while the budget binds.
         grown = ReplayCompaction(store) if FileArchive.applies(store, None) else None
-        session = SessionProjector(store, counter, layout=Layout.MESSAGES,
-                                   episodes=grown.source if grown else None, framing=framing)
-        reports = replay(store, args.budget, price, counter, approaches=names,
-                         episodes=grown.source if grown else None, session_projector=session,
+        reports = replay(store, args.budget, price, approaches=names, framing=framing,
+                         episodes=grown.source if grown else None,
                          before_call=grown.before_call if grown else None)
         observed = _observed(store, reports)
     finally:

@@ -18,24 +18,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from holon_ctx.cli._api import (
-    Block,
-    BlockKind,
+from holon_ctx import LedgerStore
+from holon_ctx.cli._api import Block, Part, SessionRequest
+from holon_ctx.cli.epochs_view import EpochView, epoch_view
+from holon_ctx.lowlevel import (
     Form,
     ItemDecision,
-    LedgerStore,
     Manifest,
-    Part,
     Priority,
     Projection,
     Projector,
     Relation,
-    Role,
     Section,
-    SessionRequest,
-    blocks_of,
 )
-from holon_ctx.cli.epochs_view import EpochView, epoch_view
 
 __all__ = ["MODES", "as_projection", "part_blocks", "runtime_request"]
 
@@ -67,7 +62,7 @@ def as_projection(request: SessionRequest) -> Projection:
                       section_text={Section.ENVIRONMENT: "".join(
                           p.content for p in request.parts[:request.prefix_count])},
                       stable_fenced=any(b.fenced for p in request.parts[:request.prefix_count]
-                                        for b in blocks_of(p.content, p.spans)))
+                                        for b in p.blocks()))
 
 
 def _decisions(m: Manifest) -> Iterator[ItemDecision]:
@@ -118,16 +113,4 @@ def part_blocks(request: SessionRequest) -> Iterator[tuple[str, Part, tuple[Bloc
     for i, part in enumerate(request.parts):
         if not (part.content or part.calls):
             continue  # a turn heading: in the text layout only
-        yield part_place(request, i), part, _blocks(part)
-
-
-def _blocks(part: Part) -> tuple[Block, ...]:
-    """A part's blocks: the model's reply is model output (its role says who wrote it, and the
-    text is fence-neutralised), with the calls it made; any other part's content is its text,
-    block by block as the renderer made it (:func:`~holon_ctx.projection.base.spans.blocks_of`)."""
-    if part.role is Role.ASSISTANT:
-        calls = "".join(f"tool call {c.name} {c.arguments_json} (id {c.call_id})\n"
-                        for c in part.calls)
-        return (Block(head="", body=part.content, tail=calls, refs=part.refs,
-                      kind=BlockKind.TRUSTED, trust="model_output"),)
-    return blocks_of(part.content, part.spans)
+        yield part_place(request, i), part, part.blocks()

@@ -22,6 +22,8 @@ tables loses nothing the ledger cannot rebuild):
 ``episodes_runs``      (first num, ledger position): the episodes from ``first_num`` on were
                        archived with the ledger at that position (RFC 0020: recall as of a
                        position sees only the episodes archived by then).
+``episodes_forms``     num → the token counts of the episode's rendered forms and the counter
+                       that made them (:mod:`holon_ctx.memory.index`; RFC 0024 decision 6).
 
 This module is longer than the usual ~400 lines because it holds both stores: they are the two
 halves of one contract and are easiest to keep in step side by side. The postings' packing and
@@ -57,7 +59,7 @@ from holon_ctx.memory.episodes import (
     encode_episode,
     encode_recap,
 )
-from holon_ctx.memory.index import IndexedEpisode
+from holon_ctx.memory.index import FormCounts, IndexedEpisode
 from holon_ctx.memory.store import OpenRow, Resolution
 
 __all__ = ["BLOCK", "MemoryEpisodeStore", "PostingsHead", "PostingsPlan", "SqliteEpisodeStore",
@@ -99,9 +101,11 @@ CREATE TABLE IF NOT EXISTS episodes_recaps (
     rid INTEGER PRIMARY KEY, episode_id TEXT NOT NULL, digest TEXT NOT NULL, body BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS episodes_recaps_by_id ON episodes_recaps(episode_id, rid);
 CREATE TABLE IF NOT EXISTS episodes_runs (first_num INTEGER PRIMARY KEY, pos INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS episodes_forms (
+    num INTEGER PRIMARY KEY, counter TEXT NOT NULL, data BLOB NOT NULL);
 """
 _DERIVED = ("episodes", "episodes_turns", "episodes_terms", "episodes_postings", "episodes_links",
-            "episodes_open", "episodes_runs")
+            "episodes_open", "episodes_runs", "episodes_forms")
 
 
 def has_episode_tables(path: str | Path) -> bool:
@@ -211,6 +215,9 @@ class SqliteEpisodeStore:
                     "episode_id) VALUES (?,?,?,?,?,?)",
                     [(num, o.key, o.kind, int(o.pinned), ep.span.last_seq, ep.id)
                      for o in item.open_items])
+                if item.forms is not None:
+                    db.execute("INSERT OR REPLACE INTO episodes_forms VALUES (?, ?, ?)",
+                               (num, item.forms.counter, item.forms.data))
                 for term, tf in item.terms.items():
                     pending.setdefault(term, []).extend((num, tf, item.length))
                 total += item.length
@@ -354,6 +361,14 @@ class SqliteEpisodeStore:
                                 tuple(nums)).fetchall()
         return {num: decode_episode_shared(body) for num, body in rows}
 
+    def form_counts(self, nums: Collection[int]) -> dict[int, FormCounts]:
+        if not nums:
+            return {}
+        marks = ",".join("?" * len(nums))
+        rows = self._db.execute(f"SELECT num, counter, data FROM episodes_forms "
+                                f"WHERE num IN ({marks})", tuple(nums)).fetchall()
+        return {num: FormCounts(counter, bytes(data)) for num, counter, data in rows}
+
     def recaps(self, episode_id: str) -> list[Recap]:
         rows = self._db.execute("SELECT body FROM episodes_recaps WHERE episode_id=? ORDER BY rid",
                                 (episode_id,)).fetchall()
@@ -419,6 +434,7 @@ class MemoryEpisodeStore:
         self._lengths: list[int] = []
         #: ``(ledger position, first num)`` of each archive run that gave one (ascending).
         self._runs: list[tuple[int, int]] = []
+        self._forms: dict[int, FormCounts] = {}
 
     def meta(self) -> dict[str, str]:
         return dict(self._meta)
@@ -458,6 +474,8 @@ class MemoryEpisodeStore:
             for key in item.links:
                 self._links.setdefault(key, []).append(num)
             self._owner.setdefault(ep.owner, []).append(num)
+            if item.forms is not None:
+                self._forms[num] = item.forms
             for o in item.open_items:
                 self._open.setdefault((num, o.key), OpenRow(
                     num=num, episode_id=ep.id, last_seq=ep.span.last_seq, key=o.key, kind=o.kind,
@@ -548,6 +566,9 @@ class MemoryEpisodeStore:
 
     def episodes(self, nums: Collection[int]) -> dict[int, Episode]:
         return {n: self._eps[n - 1] for n in nums if 0 < n <= len(self._eps)}
+
+    def form_counts(self, nums: Collection[int]) -> dict[int, FormCounts]:
+        return {n: self._forms[n] for n in nums if n in self._forms}
 
     def recaps(self, episode_id: str) -> list[Recap]:
         return list(self._recaps.get(episode_id, []))

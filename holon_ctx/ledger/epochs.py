@@ -35,8 +35,9 @@ __all__ = ["EPOCH_FORMAT", "EpochStart", "EpochState", "EpochStore", "MemoryEpoc
            "ReadThroughEpochs", "decode_starts", "decode_state"]
 
 #: Version of the persisted :class:`EpochState` layout; part of every key, so a new layout starts
-#: afresh instead of misreading an old one.
-EPOCH_FORMAT: Final = 2
+#: afresh instead of misreading an old one (3: a part's spans carry their block's mark, the
+#: preview's styles; an epoch saved at 2 has none, so it is re-planned rather than shown plain).
+EPOCH_FORMAT: Final = 3
 
 
 class EpochStart(msgspec.Struct, frozen=True, kw_only=True):

@@ -44,7 +44,6 @@ from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
 from holon_ctx.ledger.transcript_swe import read_swe_traj
 
 __all__ = [
-    "CLI_OPTION",
     "LIBRARY_OPTION",
     "MAX_TRANSCRIPT_BYTES",
     "Detection",
@@ -59,10 +58,10 @@ __all__ = [
 
 #: Largest transcript read (a JSON document is parsed whole; ledger JSONL streams instead).
 MAX_TRANSCRIPT_BYTES: Final = 256 * 1024 * 1024
-#: How errors tell a caller to name the format (``{}`` is the format): the library's argument,
-#: and the CLI's flag. A library call must never be told about a flag it cannot pass.
+#: How errors tell a caller to name the format (``{}`` is the format): the library's argument
+#: by default; a tool passes its own spelling as ``option=`` (the CLI's ``--from``). A library
+#: call must never be told about a flag it cannot pass.
 LIBRARY_OPTION: Final = 'format="{}"'
-CLI_OPTION: Final = "--from {}"
 _FORMAT_NAMES: Final = "ledger|openai|anthropic|swe-traj"
 _LEDGER_TYPES: Final = frozenset({"turn", "message", "brief", "task_result", "tool",
                                   "external_event", "work_item", "wait", "environment", "pin"})

@@ -26,7 +26,7 @@ archived in one run, in bulk (``Session.import_history``, RFC 0026).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 import attrs
@@ -43,7 +43,7 @@ from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.memory.boundaries import RECENT_EDGE, BoundaryPolicy, ClosedRange, Segmenter
 from holon_ctx.memory.builder import FieldBudget, build_episode, source_records
 from holon_ctx.memory.episodes import Episode, RecapStatus, encode_episode, source_digest
-from holon_ctx.memory.index import index_episode
+from holon_ctx.memory.index import FormCounts, index_episode
 from holon_ctx.memory.store import EpisodeStore, OpenRow, Resolution
 from holon_ctx.memory.summarizer import Summarizer, summarize
 from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, resolves
@@ -108,7 +108,8 @@ class Archiver:
 
     def __init__(self, ledger: LedgerStore, episodes: EpisodeStore, *,
                  policy: ArchivePolicy | None = None,
-                 summarizer: Summarizer | None = None, positioned: bool = True) -> None:
+                 summarizer: Summarizer | None = None, positioned: bool = True,
+                 forms: Callable[[Episode], FormCounts] | None = None) -> None:
         self.ledger = ledger
         self.store = episodes
         self.policy = policy or ArchivePolicy()
@@ -118,6 +119,10 @@ class Archiver:
         #: runtime grew as the ledger did (the demo's, built at once after its import): its
         #: episodes count as archived from the start, as a rebuild's do.
         self.positioned = positioned
+        #: Makes the token counts of an episode's rendered forms, stored beside it (RFC 0024
+        #: decision 6). Given by the layer that renders (the session's compaction): memory
+        #: writes no prompt text. None stores none; their forms are then counted when recalled.
+        self.forms = forms
 
     # -- public --------------------------------------------------------------------------------
     def archive(self, *, at: str | None = None, to_edge: bool = False) -> ArchiveReport:
@@ -230,6 +235,8 @@ class Archiver:
                 # recall as of an earlier position does not see them (RFC 0020). A rebuild does
                 # not know when each was first archived: its episodes count as archived always.
                 batch = [index_episode(ep) for ep in episodes]
+                if self.forms is not None:
+                    batch = [attrs.evolve(item, forms=self.forms(item.episode)) for item in batch]
                 if summarize_new and self.positioned:
                     # Stamped with the end when the run commits, appends held until it has
                     # (not limit_pos, which appends may have passed by then: RFC 0020).

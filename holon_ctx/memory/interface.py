@@ -13,6 +13,7 @@ import attrs
 from holon_ctx.ledger.facts import Priority
 from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.memory.episodes import Episode
+from holon_ctx.memory.index import FormCounts
 
 __all__ = ["EpisodeSource", "RecallQuery", "RecalledEpisode"]
 
@@ -56,6 +57,10 @@ class RecalledEpisode:
     #: The recaps merged into ``episode``, encoded (b"" for none): with the episode's id and
     #: digest, everything its forms depend on besides ``open_keys`` and ``held``.
     recaps: bytes = b""
+    #: The token counts of the episode's forms stored when it was archived (derived data, keyed
+    #: by each chunk's text and the counter: :mod:`holon_ctx.memory.index`); None: none.
+    #: They change no byte of any form, only how much of it is tokenized again.
+    counts: FormCounts | None = None
 
 
 class EpisodeSource(Protocol):

@@ -20,6 +20,7 @@ from holon_ctx.ledger.records import Brief, Message, MessageRole
 from holon_ctx.ledger.state import WorkItemState
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.memory.episodes import Episode, Recap
+from holon_ctx.memory.index import FormCounts
 from holon_ctx.memory.interface import RecalledEpisode, RecallQuery
 from holon_ctx.memory.recall import (
     Candidate,
@@ -121,6 +122,7 @@ class StoreEpisodeSource:
         text_rank = top_text(text_scores, w.high_relevance_ranks)
         eps = store.episodes(chosen)
         recaps = store.recaps_for([ep.id for ep in eps.values()])
+        counts = store.form_counts(chosen)
         out: list[RecalledEpisode] = []
         for num in chosen:
             ep = eps.get(num)
@@ -132,7 +134,7 @@ class StoreEpisodeSource:
                              open_keys=tuple(k for k, _ in items),
                              pinned=any(p for _, p in items), score=scores[num])
             out.append(self._recalled(ep, cand, text_rank.get(num), recaps.get(ep.id, []),
-                                      query.shown))
+                                      query.shown, counts.get(num)))
         return out
 
     def _text_scores(self, qterms: list[str], visible: int, max_num: int) -> dict[int, float]:
@@ -212,7 +214,8 @@ class StoreEpisodeSource:
         return chosen, scores, verified
 
     def _recalled(self, ep: Episode, cand: Candidate, text_rank: int | None,
-                  recaps: list[Recap], shown: frozenset[str]) -> RecalledEpisode:
+                  recaps: list[Recap], shown: frozenset[str],
+                  counts: FormCounts | None) -> RecalledEpisode:
         open_keys = frozenset(cand.open_keys)
         prio = priority(cand, text_rank, bool(ep.operator_intents or ep.decisions), self.weights)
         # Records of this episode that the prompt shows on their own (a pinned turn's).
@@ -221,7 +224,7 @@ class StoreEpisodeSource:
         return RecalledEpisode(
             ref=ep.ref, covers=ep.covers, score=cand.score, priority=prio,
             reasons=cand.reasons(), episode=with_recaps(ep, recaps), open_keys=open_keys,
-            held=held, recaps=msgspec.json.encode(recaps) if recaps else b"")
+            held=held, recaps=msgspec.json.encode(recaps) if recaps else b"", counts=counts)
 
 
 #: What a decision episode right after a top text match scores, as a share of that match's

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from holon_ctx.memory.episodes import Episode, Recap
-from holon_ctx.memory.index import IndexedEpisode
+from holon_ctx.memory.index import FormCounts, IndexedEpisode
 
 __all__ = ["EpisodeStore", "OpenRow", "Resolution"]
 
@@ -127,6 +127,12 @@ class EpisodeStore(Protocol):
         ...
 
     def episodes(self, nums: Collection[int]) -> dict[int, Episode]: ...
+
+    def form_counts(self, nums: Collection[int]) -> dict[int, FormCounts]:
+        """The stored token counts of these episodes' rendered forms (derived data, RFC 0024
+        decision 6; episodes archived without them are left out: their forms are counted when
+        rendered)."""
+        ...
 
     def recaps(self, episode_id: str) -> list[Recap]: ...
 

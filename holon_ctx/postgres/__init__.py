@@ -13,7 +13,7 @@ store does. Every store of a session is opened with the same session key::
 from __future__ import annotations
 
 from holon_ctx.postgres.admin import delete_session, list_sessions, migrate
-from holon_ctx.postgres.connection import is_postgres_url
+from holon_ctx.postgres.connection import describe, is_postgres_url
 from holon_ctx.postgres.continuity import PostgresContinuityBackend
 from holon_ctx.postgres.episodes import PostgresEpisodeStore
 from holon_ctx.postgres.ledger import PostgresStore
@@ -22,4 +22,5 @@ from holon_ctx.postgres.schema import SCHEMA_VERSION, SessionInfo
 # The package is the public surface (RFC 0028): its modules are internal, so every store a
 # session needs is named here.
 __all__ = ["SCHEMA_VERSION", "PostgresContinuityBackend", "PostgresEpisodeStore", "PostgresStore",
-           "SessionInfo", "delete_session", "is_postgres_url", "list_sessions", "migrate"]
+           "SessionInfo", "delete_session", "describe", "is_postgres_url", "list_sessions",
+           "migrate"]

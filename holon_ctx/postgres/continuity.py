@@ -2,7 +2,8 @@
 
 The same four append-only logs as ``continuity/sqlite_backend.py`` (facts, envelopes, the
 compaction journal, trace events), keyed by ``sid``. Each write is its own committed transaction
-(the step-by-step compaction protocol relies on it). Envelopes, journal and events are guarded
+(the step-by-step compaction protocol relies on it), except inside :meth:`batch`: a seal's
+writes, kept and sent as one statement (``continuity_batch.py``). Envelopes, journal and events are guarded
 against UPDATE and DELETE by a trigger (deleting a whole session is the one exception, see
 ``schema.py``). Sequence numbers come from identity columns: strictly increasing in the order they
 are taken, which for one writer is the order of its writes.
@@ -18,6 +19,7 @@ from holon_ctx.continuity.backend import StoredEvent
 from holon_ctx.continuity.exceptions import DuplicateRecordError
 from holon_ctx.errors import first_line
 from holon_ctx.postgres.connection import psycopg_module
+from holon_ctx.postgres.continuity_batch import FLUSH, SEAL_ENTRY, SealBatch
 from holon_ctx.postgres.session import MISSING, SessionHandle
 
 __all__ = ["PostgresContinuityBackend"]
@@ -40,6 +42,31 @@ class PostgresContinuityBackend:
         self._unique = psycopg_module().errors.UniqueViolation
         #: Answers read ahead (``reading_ahead``), by the read and its arguments.
         self._ahead: dict[tuple[str, ...], Any] = {}
+        #: Inside ``batch()``: the writes kept and the view the block reads.
+        self._sealing: SealBatch | None = None
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """The writes inside the block in one statement, and its reads of the governed store
+        answered from one pipeline made on entry (``continuity_batch.py``): a compaction's
+        seal in three round trips or so, where each write and the reads between were one each.
+        Inside the caller's transaction the statement is part of it; an exception leaves
+        nothing of the block. Not reentrant: an inner block is the outer one's."""
+        if self._sealing is not None:
+            yield
+            return
+        self._ahead = {}
+        h = self._h
+        sealing = SealBatch(h.batch([(sql, dict(args)) for sql, args in SEAL_ENTRY]),
+                            h.rows, h.batch)
+        self._sealing = sealing
+        try:
+            yield
+        finally:
+            self._sealing = None
+        args = sealing.flush_args()
+        if args is not None:
+            self._run(FLUSH, args)
 
     @contextmanager
     def reading_ahead(self, session_id: str, kinds: Sequence[str]) -> Iterator[None]:
@@ -83,12 +110,17 @@ class PostgresContinuityBackend:
         """One statement and the latest-time mark, in one committed transaction: ``sql`` is an
         INSERT (its RETURNING rows are returned)."""
         self._ahead = {}
-        args = {"sid": self._h.sid, "at": at, **args}
         # One statement (so one transaction, one round trip, where BEGIN, the write, the mark
         # and COMMIT were four): the write and the mark as data-modifying CTEs.
         returned = "RETURNING" in sql
         statement = (f"WITH w AS ({sql}), touched AS ({_TOUCH}) "
                      + ("SELECT * FROM w" if returned else "SELECT 1"))
+        return self._run(statement, {"at": at, **args}, returned=returned)
+
+    def _run(self, statement: str, args: dict[str, Any], *,
+             returned: bool = False) -> list[tuple[Any, ...]]:
+        """A write statement; a unique violation as :class:`DuplicateRecordError`."""
+        args = {"sid": self._h.sid, **args}
 
         def run() -> list[tuple[Any, ...]]:
             try:
@@ -101,17 +133,24 @@ class PostgresContinuityBackend:
         return self._h.call(run)
 
     def append_fact(self, kind: str, key: str, scope: str, body: bytes, at: str) -> None:
+        if self._sealing is not None:
+            self._sealing.append_fact(kind, key, scope, body, at)
+            return
         self._write("INSERT INTO holon_continuity_facts (sid, kind, key, scope, body, recorded_at) "
                     "VALUES (%(sid)s, %(kind)s, %(key)s, %(scope)s, %(body)s, %(at)s)",
                     {"kind": kind, "key": key, "scope": scope, "body": bytes(body), "at": at}, at)
 
     def latest_fact(self, kind: str, key: str) -> bytes | None:
+        if self._sealing is not None:
+            return self._sealing.latest_fact(kind, key)
         row = self._h.one("SELECT body FROM holon_continuity_facts WHERE sid=%(sid)s AND "
                           "kind=%(kind)s AND key=%(key)s ORDER BY seq DESC LIMIT 1",
                           {"kind": kind, "key": key})
         return None if row is None else bytes(row[0])
 
     def latest_facts_in_scope(self, kind: str, scope: str) -> list[bytes]:
+        if self._sealing is not None:
+            return self._sealing.latest_facts_in_scope(kind, scope)
         if ("facts", kind, scope) in self._ahead:
             found: list[bytes] = self._ahead[("facts", kind, scope)]
             return found
@@ -122,11 +161,16 @@ class PostgresContinuityBackend:
         return [bytes(r[0]) for r in rows]
 
     def append_envelope(self, envelope_id: str, session_id: str, body: bytes, at: str) -> None:
+        if self._sealing is not None:
+            self._sealing.append_envelope(envelope_id, session_id, body, at)
+            return
         self._write("INSERT INTO holon_continuity_envelopes (sid, envelope_id, session_id, body, "
                     "recorded_at) VALUES (%(sid)s, %(id)s, %(session)s, %(body)s, %(at)s)",
                     {"id": envelope_id, "session": session_id, "body": bytes(body), "at": at}, at)
 
     def envelope(self, envelope_id: str) -> bytes | None:
+        if self._sealing is not None:
+            return self._sealing.envelope(envelope_id)
         if ("envelope", envelope_id) in self._ahead:
             body: bytes = self._ahead[("envelope", envelope_id)]
             return body
@@ -135,6 +179,12 @@ class PostgresContinuityBackend:
         return None if row is None else bytes(row[0])
 
     def envelope_ids(self, session_id: str) -> list[str]:
+        if self._sealing is not None:
+            return [*self._envelope_ids(session_id),
+                    *self._sealing.written_envelope_ids(session_id)]
+        return self._envelope_ids(session_id)
+
+    def _envelope_ids(self, session_id: str) -> list[str]:
         if ("ids", session_id) in self._ahead:
             return list(self._ahead[("ids", session_id)])
         ahead = self._h.ahead("envelope_ids", session_id)  # a request's (postgres/ahead.py)
@@ -145,11 +195,16 @@ class PostgresContinuityBackend:
             "session_id=%(session)s ORDER BY seq", {"session": session_id})]
 
     def append_step(self, envelope_id: str, step: str, body: bytes, at: str) -> None:
+        if self._sealing is not None:
+            self._sealing.append_step(envelope_id, step, body, at)
+            return
         self._write("INSERT INTO holon_continuity_journal VALUES (%(sid)s, %(id)s, %(step)s, "
                     "%(body)s, %(at)s)",
                     {"id": envelope_id, "step": step, "body": bytes(body), "at": at}, at)
 
     def steps(self, envelope_id: str) -> dict[str, bytes]:
+        if self._sealing is not None:
+            return self._sealing.steps(envelope_id)
         if ("steps", envelope_id) in self._ahead:
             return dict(self._ahead[("steps", envelope_id)])
         return {str(step): bytes(body) for step, body in self._h.rows(
@@ -158,6 +213,8 @@ class PostgresContinuityBackend:
 
     def append_event(self, event_type: str, envelope_id: str, session_id: str, payload: bytes,
                      at: str) -> int:
+        if self._sealing is not None:
+            return self._sealing.append_event(event_type, envelope_id, session_id, payload, at)
         rows = self._write(
             "INSERT INTO holon_continuity_events (sid, event_type, envelope_id, session_id, "
             "payload, recorded_at) VALUES (%(sid)s, %(type)s, %(id)s, %(session)s, %(payload)s, "
@@ -167,6 +224,15 @@ class PostgresContinuityBackend:
         return int(rows[0][0])
 
     def events(self, *, envelope_id: str | None, session_id: str | None) -> list[StoredEvent]:
+        if self._sealing is not None:
+            if envelope_id is not None:
+                found = self._sealing.events(envelope_id)
+            else:
+                found = [*self._events(None, session_id), *self._sealing.written_events()]
+            return [e for e in found if session_id is None or e.session_id == session_id]
+        return self._events(envelope_id, session_id)
+
+    def _events(self, envelope_id: str | None, session_id: str | None) -> list[StoredEvent]:
         rows = self._h.rows(
             "SELECT seq, event_type, envelope_id, session_id, payload, recorded_at FROM "
             "holon_continuity_events WHERE sid=%(sid)s AND "
@@ -177,6 +243,8 @@ class PostgresContinuityBackend:
                 for s, t, e, sid, p, at in rows]
 
     def last_recorded_at(self) -> str | None:
+        if self._sealing is not None:
+            return self._sealing.last
         row = self._h.one("SELECT value FROM holon_continuity_meta WHERE sid=%(sid)s AND "
                           "key='last_recorded_at'", {})
         return None if row is None else str(row[0])

@@ -4,8 +4,9 @@
 Writes are one transaction each under a transaction-level advisory lock on the session's
 episodes, so two archivers of the same session take turns (numbers ``num`` are allocated under
 it) while other sessions, and the session's ledger appends, are not held up. The postings layout
-and its block arithmetic are shared with SQLite (``plan_postings``, ``newest_postings``); here a
-batch reads every touched term's head in one query and writes with ``executemany``.
+and its block arithmetic are shared with SQLite (``plan_postings``, ``newest_postings``); here an
+append takes the lock and makes every read it needs (every touched term's head among them) in one
+pipelined round trip, then sends its writes with ``executemany`` and the commit in another.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from holon_ctx.memory.episodes import (
     encode_episode,
     encode_recap,
 )
-from holon_ctx.memory.index import IndexedEpisode
+from holon_ctx.memory.index import FormCounts, IndexedEpisode
 from holon_ctx.memory.store import OpenRow, Resolution
 from holon_ctx.postgres.session import MISSING, SessionHandle
 
@@ -39,6 +40,10 @@ __all__ = ["PostgresEpisodeStore"]
 #: First key of the advisory lock that serialises one session's episode writes (second: sid).
 _LOCK: Final = 0x45504953  # "EPIS"
 _T = TypeVar("_T")
+#: The connection is in no transaction (psycopg's ``TransactionStatus.IDLE``).
+_IDLE: Final = 0
+_SET_META: Final = ("INSERT INTO holon_episodes_meta VALUES (%s, %s, %s) ON CONFLICT (sid, key) "
+                    "DO UPDATE SET value = excluded.value")
 
 
 class PostgresEpisodeStore:
@@ -67,29 +72,57 @@ class PostgresEpisodeStore:
         return dict(self._h.rows("SELECT key, value FROM holon_episodes_meta WHERE sid=%(sid)s", {}))
 
     def _set_meta(self, items: Mapping[str, str]) -> None:
-        self._h.many("INSERT INTO holon_episodes_meta VALUES (%s, %s, %s) ON CONFLICT (sid, key) "
-                     "DO UPDATE SET value = excluded.value",
-                     [(self._h.sid, k, v) for k, v in sorted(items.items())])
+        self._h.many(_SET_META, [(self._h.sid, k, v) for k, v in sorted(items.items())])
 
     def set_meta(self, items: Mapping[str, str]) -> None:
         self._write(lambda: self._set_meta(items))
 
     # -- writes --------------------------------------------------------------------------------
     def append(self, batch: Sequence[IndexedEpisode], *, archived_pos: int | None = None) -> int:
-        return self._write(lambda: self._append(batch, archived_pos))
+        """Append ``batch`` (an episode already stored with the same bytes is skipped; another
+        under a stored id, or a turn covered twice, is refused) in one transaction holding the
+        session's episode lock, in two round trips whatever the batch holds: the lock and
+        every read the batch needs in one pipeline (the newest number, the stored bodies of its
+        ids, the turns already covered, its terms' postings heads, the corpus), then its writes
+        and the commit in another. Inside the caller's transaction (an archive run holds the
+        ledger's appends) it is part of that one."""
+        if not batch:
+            return 0
+        return self._h.call(lambda: self._pipelined(batch, archived_pos))
 
-    def _append(self, batch: Sequence[IndexedEpisode], archived_pos: int | None) -> int:
-        h, sid = self._h, self._h.sid
-        num = int(h.one("SELECT coalesce(max(num), 0) FROM holon_episodes WHERE sid=%(sid)s", {})[0])
+    def _pipelined(self, batch: Sequence[IndexedEpisode], archived_pos: int | None) -> int:
+        conn = self._h.conn
+        outer = conn.info.transaction_status != _IDLE
+        try:
+            with conn.pipeline() as pipe:
+                if not outer:
+                    conn.execute("BEGIN")
+                reads = [conn.execute(sql, {"sid": self._h.sid, **args})
+                         for sql, args in _append_reads(batch)]
+                pipe.sync()
+                answers = [list(cur.fetchall()) for cur in reads]
+                added = self._append(batch, archived_pos, answers[1:])
+                if not outer:
+                    conn.execute("COMMIT")
+        except BaseException:
+            if not outer and not conn.closed and conn.info.transaction_status != _IDLE:
+                conn.execute("ROLLBACK")
+            raise
+        return added
+
+    def _append(self, batch: Sequence[IndexedEpisode], archived_pos: int | None,
+                answers: list[list[tuple[Any, ...]]]) -> int:
+        """The writes of ``batch``, queued on the pipeline, from the reads' ``answers``."""
+        (newest,), known_rows, taken_rows, head_rows, corpus_rows = answers
+        sid = self._h.sid
+        num = int(newest[0])
         first = num + 1
-        known = {i: bytes(b) for i, b in h.rows(
-            "SELECT id, body FROM holon_episodes WHERE sid=%(sid)s AND id = ANY(%(ids)s)",
-            {"ids": [item.episode.id for item in batch]})}
+        known = {str(i): bytes(b) for i, b in known_rows}
         pending: dict[str, list[int]] = {}
         rows: dict[str, list[tuple[Any, ...]]] = {"turns": [], "episodes": [], "links": [],
-                                                  "open": []}
+                                                  "open": [], "forms": []}
         added = total = 0
-        new: set[str] = set()
+        new: list[Episode] = []
         for item in batch:
             ep = item.episode
             body = encode_episode(ep)
@@ -100,63 +133,54 @@ class PostgresEpisodeStore:
                 raise conflict(ep, decode_episode(old), "")
             num += 1
             known[ep.id] = body
-            new.add(ep.id)
+            new.append(ep)
             rows["turns"].extend((sid, tid, num) for tid in ep.turn_ids)
             rows["episodes"].append((sid, num, ep.id, ep.span.first_seq, ep.span.last_seq,
                                      ep.owner, ep.digest, item.length, body))
             rows["links"].extend((sid, k, num) for k in item.links)
             rows["open"].extend((sid, num, o.key, o.kind, o.pinned, ep.span.last_seq, ep.id)
                                 for o in item.open_items)
+            if item.forms is not None:
+                rows["forms"].append((sid, num, item.forms.counter, item.forms.data))
             for term, tf in item.terms.items():
                 pending.setdefault(term, []).extend((num, tf, item.length))
             total += item.length
             added += 1
         if not added:
             return 0
-        self._check_turns([item.episode for item in batch if item.episode.id in new])
-        h.many("INSERT INTO holon_episodes_turns VALUES (%s, %s, %s)", rows["turns"])
-        h.many("INSERT INTO holon_episodes VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)", rows["episodes"])
-        h.many("INSERT INTO holon_episodes_links VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-               rows["links"])
-        h.many("INSERT INTO holon_episodes_open (sid, num, key, kind, pinned, last_seq, episode_id) "
-               "VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING", rows["open"])
-        self._add_postings(pending)
-        if archived_pos is not None:
-            h.rows("INSERT INTO holon_episodes_runs VALUES (%(sid)s, %(first)s, %(pos)s) "
-                   "ON CONFLICT (sid, first_num) DO UPDATE SET pos = excluded.pos",
-                   {"first": first, "pos": archived_pos})
-        docs, terms = self.corpus()
-        self._set_meta({"corpus_docs": str(docs + added), "corpus_terms": str(terms + total)})
+        _check_turns(new, {str(t) for (t,) in taken_rows})
+        plan = plan_postings(pending, {
+            str(term): PostingsHead(df=int(df), blocks=blocks, last_n=n, last_data=bytes(data))
+            for term, df, blocks, n, data in head_rows})
+        corpus = {str(k): int(v) for k, v in corpus_rows}
+        writes: list[tuple[str, list[tuple[Any, ...]]]] = [
+            ("INSERT INTO holon_episodes_turns VALUES (%s, %s, %s)", rows["turns"]),
+            ("INSERT INTO holon_episodes VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)", rows["episodes"]),
+            ("INSERT INTO holon_episodes_links VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+             rows["links"]),
+            ("INSERT INTO holon_episodes_open (sid, num, key, kind, pinned, last_seq, "
+             "episode_id) VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING", rows["open"]),
+            ("INSERT INTO holon_episodes_forms VALUES (%s, %s, %s, %s) ON CONFLICT (sid, num) "
+             "DO UPDATE SET counter = excluded.counter, data = excluded.data", rows["forms"]),
+            ("UPDATE holon_episodes_postings SET n=%s, data=%s WHERE sid=%s AND term=%s "
+             "AND block=%s", [(n, data, sid, term, block)
+                              for term, block, n, data in plan.updates]),
+            ("INSERT INTO holon_episodes_postings VALUES (%s,%s,%s,%s,%s,%s)",
+             [(sid, *row) for row in plan.inserts]),
+            ("INSERT INTO holon_episodes_terms VALUES (%s,%s,%s,%s) ON CONFLICT (sid, term) "
+             "DO UPDATE SET df = excluded.df, blocks = excluded.blocks",
+             [(sid, *row) for row in plan.terms]),
+            ("INSERT INTO holon_episodes_runs VALUES (%s, %s, %s) ON CONFLICT (sid, first_num) "
+             "DO UPDATE SET pos = excluded.pos",
+             [] if archived_pos is None else [(sid, first, archived_pos)]),
+            (_SET_META, [(sid, "corpus_docs", str(corpus.get("corpus_docs", 0) + added)),
+                         (sid, "corpus_terms", str(corpus.get("corpus_terms", 0) + total))]),
+        ]
+        with self._h.conn.cursor() as cur:
+            for sql, values in writes:
+                if values:
+                    cur.executemany(sql, values)
         return added
-
-    def _check_turns(self, new: list[Episode]) -> None:
-        """A turn covered twice (by a stored episode or within the batch) is refused, naming the
-        first episode that would cover it again, as SQLite's primary key does."""
-        ids = [tid for ep in new for tid in ep.turn_ids]
-        taken = {t for (t,) in self._h.rows("SELECT turn_id FROM holon_episodes_turns WHERE "
-                                            "sid=%(sid)s AND turn_id = ANY(%(ids)s)", {"ids": ids})}
-        for ep in new:
-            if taken.intersection(ep.turn_ids) or len(set(ep.turn_ids)) < len(ep.turn_ids):
-                raise conflict(ep, None, f"turns {ep.span.first_turn}–{ep.span.last_turn}")
-            taken.update(ep.turn_ids)
-
-    def _add_postings(self, pending: dict[str, list[int]]) -> None:
-        h = self._h
-        heads = {term: PostingsHead(df=int(df), blocks=blocks, last_n=n, last_data=bytes(data))
-                 for term, df, blocks, n, data in h.rows(
-                     "SELECT t.term, t.df, t.blocks, p.n, p.data FROM holon_episodes_terms t "
-                     "JOIN holon_episodes_postings p ON p.sid=t.sid AND p.term=t.term "
-                     "AND p.block=t.blocks-1 WHERE t.sid=%(sid)s AND t.term = ANY(%(terms)s)",
-                     {"terms": list(pending)})}
-        plan = plan_postings(pending, heads)
-        sid = h.sid
-        h.many("UPDATE holon_episodes_postings SET n=%s, data=%s WHERE sid=%s AND term=%s "
-               "AND block=%s", [(n, data, sid, term, block) for term, block, n, data in plan.updates])
-        h.many("INSERT INTO holon_episodes_postings VALUES (%s,%s,%s,%s,%s,%s)",
-               [(sid, *row) for row in plan.inserts])
-        h.many("INSERT INTO holon_episodes_terms VALUES (%s,%s,%s,%s) ON CONFLICT (sid, term) "
-               "DO UPDATE SET df = excluded.df, blocks = excluded.blocks",
-               [(sid, *row) for row in plan.terms])
 
     def mark_resolved(self, resolutions: Sequence[Resolution]) -> None:
         sid = self._h.sid
@@ -175,7 +199,7 @@ class PostgresEpisodeStore:
         def run() -> None:
             for table in ("holon_episodes", "holon_episodes_turns", "holon_episodes_terms",
                           "holon_episodes_postings", "holon_episodes_links", "holon_episodes_open",
-                          "holon_episodes_runs"):
+                          "holon_episodes_runs", "holon_episodes_forms"):
                 self._h.rows(f"DELETE FROM {table} WHERE sid=%(sid)s", {})
             self._h.rows("DELETE FROM holon_episodes_meta WHERE sid=%(sid)s "
                          "AND key LIKE 'corpus_%%'", {})
@@ -289,6 +313,13 @@ class PostgresEpisodeStore:
             "SELECT num, body FROM holon_episodes WHERE sid=%(sid)s AND num = ANY(%(nums)s)",
             {"nums": list(nums)})}
 
+    def form_counts(self, nums: Collection[int]) -> dict[int, FormCounts]:
+        if not nums:
+            return {}
+        return {int(num): FormCounts(counter, bytes(data)) for num, counter, data in self._h.rows(
+            "SELECT num, counter, data FROM holon_episodes_forms WHERE sid=%(sid)s "
+            "AND num = ANY(%(nums)s)", {"nums": list(nums)})}
+
     def recaps(self, episode_id: str) -> list[Recap]:
         return self.recaps_for([episode_id]).get(episode_id, [])
 
@@ -304,3 +335,30 @@ class PostgresEpisodeStore:
 
     def close(self) -> None:
         self._h.close()
+
+
+def _append_reads(batch: Sequence[IndexedEpisode]) -> list[tuple[str, dict[str, Any]]]:
+    """What an append reads, the lock first: none needs another's answer."""
+    return [
+        ("SELECT pg_advisory_xact_lock(%(lock)s, (%(sid)s %% 2147483647)::int)", {"lock": _LOCK}),
+        ("SELECT coalesce(max(num), 0) FROM holon_episodes WHERE sid=%(sid)s", {}),
+        ("SELECT id, body FROM holon_episodes WHERE sid=%(sid)s AND id = ANY(%(ids)s)",
+         {"ids": [item.episode.id for item in batch]}),
+        ("SELECT turn_id FROM holon_episodes_turns WHERE sid=%(sid)s AND turn_id = ANY(%(ids)s)",
+         {"ids": [t for item in batch for t in item.episode.turn_ids]}),
+        ("SELECT t.term, t.df, t.blocks, p.n, p.data FROM holon_episodes_terms t "
+         "JOIN holon_episodes_postings p ON p.sid=t.sid AND p.term=t.term "
+         "AND p.block=t.blocks-1 WHERE t.sid=%(sid)s AND t.term = ANY(%(terms)s)",
+         {"terms": sorted({term for item in batch for term in item.terms})}),
+        ("SELECT key, value FROM holon_episodes_meta WHERE sid=%(sid)s "
+         "AND key IN ('corpus_docs', 'corpus_terms')", {}),
+    ]
+
+
+def _check_turns(new: list[Episode], taken: set[str]) -> None:
+    """A turn covered twice (by a stored episode, ``taken``, or within the batch) is refused,
+    naming the first episode that would cover it again, as SQLite's primary key does."""
+    for ep in new:
+        if taken.intersection(ep.turn_ids) or len(set(ep.turn_ids)) < len(ep.turn_ids):
+            raise conflict(ep, None, f"turns {ep.span.first_turn}–{ep.span.last_turn}")
+        taken.update(ep.turn_ids)

@@ -47,6 +47,11 @@ from holon_ctx.postgres.connection import psycopg_module, store_error
 from holon_ctx.postgres.ledger_reads import _PostgresLedgerBase, _record_decoder, _wait_decoder, _wi_decoder
 from holon_ctx.postgres.session import ConnectionLost
 
+#: The session row, locked as every append locks it first (``appends_held``).
+_HOLD: Final = "SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE"
+#: No transaction open on the connection (psycopg's ``TransactionStatus.IDLE``).
+_IDLE: Final = 0
+
 __all__ = ["PostgresStore"]
 
 _DERIVED_TABLES: Final = ("holon_turns", "holon_token_counts", "holon_work_item_states",
@@ -364,16 +369,30 @@ class PostgresStore(_PostgresLedgerBase):
         commits on another, is committed (holon_ctx.ledger.compaction_lock.appends_held;
         ``writer``, the store that writes in the block, makes no difference here)."""
         self._h.call(lambda: None)  # a connection the server dropped is replaced first
+        conn = self._h.conn
         try:
-            with self._h.conn.transaction():
-                row = self._one("SELECT end_pos FROM holon_sessions WHERE sid=%s FOR UPDATE",
-                                (self.sid,))
-                if row is None:
-                    raise StoreError(f"{self.where}: session {quote_value(self.session)} was "
-                                     "deleted")
-                yield int(row[0])
+            if conn.info.transaction_status != _IDLE:  # inside the caller's: a savepoint
+                with conn.transaction():
+                    yield self._held_end(self._one(_HOLD, (self.sid,)))
+                return
+            # BEGIN and the lock in one round trip (a compaction takes it twice: RFC 0026).
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                held = conn.execute(_HOLD, (self.sid,))
+            try:
+                yield self._held_end(held.fetchone())
+            except BaseException:
+                if not conn.closed:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
         except psycopg_module().Error as exc:  # BEGIN or COMMIT on a connection lost meanwhile
             raise store_error(self.where, exc) from None
+
+    def _held_end(self, row: Any) -> int:
+        if row is None:
+            raise StoreError(f"{self.where}: session {quote_value(self.session)} was deleted")
+        return int(row[0])
 
     def rebuild_derived(self) -> None:
         """Drop the session's derived rows and recompute them from its records, in one

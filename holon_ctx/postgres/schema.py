@@ -23,7 +23,9 @@ and ``holon_session_state``, the SQLite store's ``session_epochs`` and ``session
 cannot rebuild. Version 5 adds ``holon_usage``, the usage observations a session records
 (RFC 0022; :mod:`holon_ctx.postgres.usage`): the provider's reported input tokens beside the
 estimate, which calibration reads by model and ``replay`` / ``explain`` by turn. Version 6 adds
-``holon_episodes_runs``, the ledger position each archive run read up to (RFC 0020).
+``holon_episodes_runs``, the ledger position each archive run read up to (RFC 0020). Version 7
+adds ``holon_episodes_forms``, the token counts of each episode's rendered forms stored when it is
+archived (RFC 0024 decision 6; :mod:`holon_ctx.memory.index`): derived, as the episodes are.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ __all__ = ["SCHEMA_VERSION", "SESSION_TABLES", "SessionInfo", "check_session_key
            "create_session", "delete_session", "ensure_schema", "find_session", "list_sessions",
            "schema_version"]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 #: Key of the transaction-level advisory lock that serialises migrations (arbitrary, fixed).
 _MIGRATION_LOCK: Final = 0x686F6C6F6E  # "holon"
 
@@ -222,9 +224,18 @@ _V6_EPISODE_RUNS = [
     *(f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _V6_SESSION_TABLES),
 ]
 
+_V7_SESSION_TABLES: Final = ("holon_episodes_forms",)
+_V7_EPISODE_FORMS = [
+    # num → the token counts of the episode's rendered forms and the counter that made them.
+    """CREATE TABLE holon_episodes_forms (
+        sid bigint NOT NULL, num bigint NOT NULL, counter text NOT NULL, data bytea NOT NULL,
+        PRIMARY KEY (sid, num))""",
+    *(f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _V7_SESSION_TABLES),
+]
+
 #: Every table keyed by session: what deleting a session empties (a test checks the catalogue).
 SESSION_TABLES: Final = (*_V2_SESSION_TABLES, *_V4_SESSION_TABLES, *_V5_SESSION_TABLES,
-                         *_V6_SESSION_TABLES)
+                         *_V6_SESSION_TABLES, *_V7_SESSION_TABLES)
 
 #: Migrations from version N to N+1, each a list of statements run in one transaction.
 MIGRATIONS: Final[dict[int, list[str]]] = {
@@ -234,6 +245,7 @@ MIGRATIONS: Final[dict[int, list[str]]] = {
     3: _V4_SESSION_PROJECTION,
     4: _V5_USAGE,
     5: _V6_EPISODE_RUNS,
+    6: _V7_EPISODE_FORMS,
 }
 
 

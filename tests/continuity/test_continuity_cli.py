@@ -158,14 +158,14 @@ def test_eval_exits_non_zero_when_a_scenario_fails(
     """A failing scenario makes eval-continuity exit 1 and name the problem."""
     import attrs
 
-    from holon_ctx.cli import continuity_cmd
     from holon_ctx.continuity.codes import DecisionKind, ReasonCode
     from holon_ctx.continuity.evaluation import run_evaluation
+    from holon_ctx.continuity.harness import ContinuityHarness
 
     wrong = attrs.evolve(
         SCENARIOS[0], expected=(DecisionKind.CONTINUITY_VALIDATION_FAILED, ReasonCode.TENANT_MISMATCH)
     )
-    monkeypatch.setattr(continuity_cmd, "run_evaluation", lambda: run_evaluation([wrong]))
+    monkeypatch.setattr(ContinuityHarness, "evaluation", staticmethod(lambda: run_evaluation([wrong])))
     code, out, _ = run(capsys, "eval-continuity")
     assert code == 1
     assert "FAIL constraint_kept: expected continuity_validation_failed/tenant_mismatch" in out

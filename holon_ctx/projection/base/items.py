@@ -19,7 +19,7 @@ import attrs
 
 from holon_ctx.projection.base.model import Form, Priority, Section
 
-__all__ = ["Block", "BlockKind", "ClipFn", "GrowFn", "Item", "Note", "NoteKind", "Rendered",
+__all__ = ["Block", "BlockKind", "ClipFn", "GrowFn", "Item", "Mark", "Note", "NoteKind", "Rendered",
            "notes_kept"]
 
 
@@ -40,6 +40,21 @@ class BlockKind(StrEnum):
     TEXT = "text"
     #: A note the clipper adds after a clipped block ("[clipped; full text: …]").
     NOTE = "note"
+
+
+class Mark(StrEnum):
+    """What a block's first line stands out as, for readers that emphasise it (the preview's
+    styles): the prompt says it in words, the block says it here, so no reader matches the
+    line's start against the markup (issue 24 item 3, RFC 0028's fourth amendment)."""
+
+    #: A heading line: a turn's (``### turn:…``) or a recalled episode's (``### episode …``).
+    HEADING = "heading"
+    #: A failed run's or an unresolved side effect's label (``ALERT …``).
+    ALERT = "alert"
+    #: A fold line standing for a run of low-value turns (``- folded …``).
+    FOLD = "fold"
+    #: The line naming the current input's relation to earlier work (``relation: …``).
+    RELATION = "relation"
 
 
 class NoteKind(StrEnum):
@@ -119,6 +134,8 @@ class Block:
     quote: str | None = None
     #: The runtime's notes inside ``body`` (excerpt, repeat and same-lines notes), in order.
     notes: tuple[Note, ...] = ()
+    #: What the block's first line stands out as (:class:`Mark`), None for a plain line.
+    mark: Mark | None = None
     #: A form kept as one block where its pieces' token counts would not add up (an episode's
     #: form: projection/rendering/episode_forms.py): the pieces, each with its kind and trust, so readers
     #: still see which lines are a fenced quote without parsing the text. Their text joined is

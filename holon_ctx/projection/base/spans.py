@@ -8,8 +8,9 @@ tail in the part's text. Readers of a request — the preview's trust gutter (``
 the session view (``cli/session_view.py``) — rebuild the blocks from the spans (:func:`blocks_of`)
 instead of reading the fences back out of the text (issue 24 item 3, RFC 0028).
 
-A span is small (``array_like``: five values and a ref) because the parts a re-plan froze are
-persisted with their epoch (:mod:`holon_ctx.ledger.epochs`, ``EPOCH_FORMAT`` 2).
+A span is small (``array_like``: five values, a ref and a mark) because the parts a re-plan froze
+are persisted with their epoch (:mod:`holon_ctx.ledger.epochs`, ``EPOCH_FORMAT`` 3: the mark
+came with 3, so an epoch saved by older code, whose spans have none, is re-planned, not read).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from holon_ctx.projection.base.items import Block, BlockKind
+from holon_ctx.projection.base.items import Block, BlockKind, Mark
 
 __all__ = ["Span", "blocks_of", "spans_of", "title_span"]
 
@@ -34,6 +35,9 @@ class Span(msgspec.Struct, frozen=True, array_like=True):
     #: The ref whose text the block shows (its first), if any: the ledger says how far an
     #: unfenced body is trusted.
     ref: str | None = None
+    #: What the block's first line stands out as (a :class:`~holon_ctx.projection.base.items.Mark`
+    #: value: heading, alert, fold, relation), None for a plain line.
+    mark: str | None = None
 
 
 def spans_of(blocks: Iterable[Block]) -> tuple[Span, ...]:
@@ -45,7 +49,8 @@ def spans_of(blocks: Iterable[Block]) -> tuple[Span, ...]:
             out.extend(spans_of(block.parts))
             continue
         out.append(Span(kind=block.kind.value, trust=block.trust, head=len(block.head),
-                        body=len(block.body), tail=len(block.tail), ref=block.ref))
+                        body=len(block.body), tail=len(block.tail), ref=block.ref,
+                        mark=block.mark.value if block.mark else None))
     return tuple(out)
 
 
@@ -65,7 +70,8 @@ def blocks_of(text: str, spans: Iterable[Span]) -> tuple[Block, ...]:
         end = body_end + s.tail
         out.append(Block(head=text[at:head_end], body=text[head_end:body_end],
                          tail=text[body_end:end], refs=(s.ref,) if s.ref else (),
-                         kind=BlockKind(s.kind), trust=s.trust))
+                         kind=BlockKind(s.kind), trust=s.trust,
+                         mark=Mark(s.mark) if s.mark else None))
         at = end
     if at < len(text):
         out.append(Block(head=text[at:]))

@@ -31,7 +31,7 @@ import attrs
 
 from holon_ctx.errors import InputError, quote_value
 
-__all__ = ["PRICES", "CostMeter", "PriceTable", "RequestCost", "load_price_table",
+__all__ = ["PRICES", "CostMeter", "PriceTable", "RequestCost", "load_price_table", "price_table",
            "shared_prefix_tokens"]
 
 
@@ -63,6 +63,17 @@ PRICES: dict[str, PriceTable] = {
 }
 
 _PRICE_FIELDS = ("cache_read", "cache_write")
+
+
+def price_table(name: str, *, option: str | None = None) -> PriceTable:
+    """A bundled table by name (``PRICES``), else the JSON file at ``name``; ``option`` is the
+    setting that named it, for the error when it is neither."""
+    if name in PRICES:
+        return PRICES[name]
+    if not Path(name).exists():
+        raise InputError(f"not a price table name ({', '.join(PRICES)}) nor a file",
+                         source=name, path=option)
+    return load_price_table(name)
 
 
 def load_price_table(path: str | Path) -> PriceTable:

@@ -42,6 +42,7 @@ import msgspec
 
 from holon_ctx.ledger.records import Environment, Message, MessageRole, Tool, Turn
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
+from holon_ctx.projection.base.framing import FramingRule
 from holon_ctx.projection.base.items import BlockKind
 from holon_ctx.projection.base.model import EpisodeSource, Section
 from holon_ctx.projection.base.policy import Policy, TokenCaps
@@ -64,7 +65,7 @@ from holon_ctx.projection.provider_formats.providers import (
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.projection.session.session import Layout, SessionProjector
 from holon_ctx.projection.session.session_state import entry_heading
-from holon_ctx.tokens import TokenCounter
+from holon_ctx.tokens import TokenCounter, store_counter
 
 __all__ = ["APPROACHES", "BASELINES", "MASKED_KEEP", "ApproachReport", "TurnRow", "call_points",
            "replay", "request_tokens"]
@@ -302,22 +303,27 @@ def _newest(messages: list[Any], budget: int, encoded: _Encoded) -> list[Any]:
     return system + kept
 
 
-def replay(store: LedgerStore, budget_tokens: int, price: PriceTable, counter: TokenCounter, *,
+def replay(store: LedgerStore, budget_tokens: int, price: PriceTable,
+           counter: TokenCounter | None = None, *,
            approaches: Sequence[str] = ("session",),
            session_projector: SessionProjector | None = None,
+           framing: FramingRule | None = None,
            on_turn: Callable[[int, int], None] | None = None,
            episodes: EpisodeSource | None = None,
            before_call: Callable[[str, bool], None] | None = None) -> list[ApproachReport]:
     """Every model call of the ledger with each approach; a report per approach, in the order
-    given (:func:`call_points` says where the calls are). ``episodes`` are recalled by the
+    given (:func:`call_points` says where the calls are). ``counter`` defaults to the store's
+    own; the session approach is ``session_projector``, else a messages session over the store
+    with ``framing`` (a model's; default OpenAI's). ``episodes`` are recalled by the
     session and stateless projections; ``before_call(turn id, the previous call's plan left
     something out)`` runs before each call (a runtime compacting along the way grows them)."""
+    counter = counter or store_counter(store)
     points = call_points(store)
     meters = {name: CostMeter(price) for name in approaches}
     encoded = {name: _Encoded(counter) for name in approaches}
     rows: dict[str, list[TurnRow]] = {name: [] for name in approaches}
     session = session_projector or SessionProjector(store, counter, layout=Layout.MESSAGES,
-                                                    episodes=episodes)
+                                                    episodes=episodes, framing=framing)
     stateless = (Projector(store, counter, episodes=episodes) if "stateless" in approaches
                  else None)
     history = (_History(store, counter) if {"full", "newest", "masking"} & set(approaches)

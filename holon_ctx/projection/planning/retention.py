@@ -17,11 +17,12 @@ from typing import Final
 
 from holon_ctx.ledger.facts import RULES, record_facts, trigger_facts
 from holon_ctx.ledger.records import Brief, BriefKind, ExternalEvent, Outcome, SideEffect, Tool, Trigger
+from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.base.model import Priority, TurnUnit
 from holon_ctx.projection.planning.view import Page
 
 __all__ = ["RULES", "FactsCache", "Retention", "classify", "in_fold_run", "judged_beside",
-           "may_join_fold_run", "turn_facts"]
+           "may_join_fold_run", "stored_turn_class", "turn_facts"]
 
 #: Triggers whose turn is diagnostic when it holds nothing but the runtime's note, by fact.
 _DIAGNOSTIC_TRIGGERS: Final[dict[Trigger, str]] = {
@@ -167,6 +168,18 @@ def _is_duplicate_wake(unit: TurnUnit, previous: TurnUnit | None) -> bool:
 def classify(facts: list[str]) -> Priority:
     """The highest class among the facts (``normal`` when there are none)."""
     return min((RULES[f] for f in facts), default=Priority.NORMAL)
+
+
+def stored_turn_class(store: LedgerStore, seq: int, limit_pos: int) -> tuple[Priority, list[str]]:
+    """The class and facts of the stored turn ``seq`` on its own, as of ``limit_pos``, judged
+    beside the turn before it as the projector does (repeated polls and duplicate wakes are only
+    visible against their neighbour): for a reader asking why a turn got its priority."""
+    turns = store.turns_before(seq + 1, 2, limit_pos)[::-1]
+    records = store.records_of_turns(turns[0].turn_seq or 0, seq, limit_pos)
+    units = [TurnUnit(stored=t, records=tuple(r for r in records if r.turn_seq == t.turn_seq))
+             for t in turns]
+    facts = turn_facts(units[-1], units[-2] if len(units) > 1 else None)
+    return classify(facts), facts
 
 
 def in_fold_run(unit: TurnUnit, previous: TurnUnit | None) -> bool:

@@ -22,7 +22,7 @@ import attrs
 from holon_ctx.ledger.records import Environment, Message, Pin, TaskResult, Tool, Trust, Turn
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.base.formats import RELATION_PREFIX, label_value
-from holon_ctx.projection.base.items import Block, Item, Rendered
+from holon_ctx.projection.base.items import Block, Item, Mark, Rendered
 from holon_ctx.projection.base.model import (
     ControlState,
     EpisodeSource,
@@ -449,7 +449,7 @@ def current_input(ctx: Context, r: Renderer, turns: TurnItems, chain_of: ChainOf
     items: list[Item] = []
     anchor_note = f" (continuation anchor: turn:{view.anchor_id})" if view.anchor_id else ""
     relation_line = r.line(f"{RELATION_PREFIX}{ctx.relation.value} — "
-                           f"{RELATION_TEXT[ctx.relation]}{anchor_note}")
+                           f"{RELATION_TEXT[ctx.relation]}{anchor_note}", mark=Mark.RELATION)
     if view.anchor_id and view.anchor_id != cur.turn.id:
         anchor = view.unit(view.anchor_id)
         if anchor is not None:

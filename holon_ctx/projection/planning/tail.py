@@ -27,7 +27,7 @@ from holon_ctx.ledger.records import Message, MessageRole
 from holon_ctx.ledger.state import WaitState, WorkItemState
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.base.formats import RELATION_PREFIX, label_value, speech
-from holon_ctx.projection.base.items import Block
+from holon_ctx.projection.base.items import Block, Mark
 from holon_ctx.projection.base.model import ControlState, Relation, TurnUnit
 from holon_ctx.projection.base.relation import RELATION_TEXT
 from holon_ctx.projection.base.waits import Settled
@@ -123,7 +123,7 @@ def tail_blocks(r: Renderer, *, relation: Relation, current: TurnUnit, anchor: T
     # tail's dearest line for nothing. Any other relation is news, and said.
     if not (anchor_shown and relation is Relation.EXTENSION_CONTINUATION):
         blocks.append(r.line(f"{RELATION_PREFIX}{relation.value} — {RELATION_TEXT[relation]} "
-                             f"({current.ref})", [current.ref]))
+                             f"({current.ref})", [current.ref], mark=Mark.RELATION))
     if run is not None:
         blocks.append(run)
     line = (None if anchor is None or anchor.turn.id == current.turn.id or anchor_shown else r.memo(

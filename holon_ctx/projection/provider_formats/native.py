@@ -48,7 +48,7 @@ from holon_ctx.projection.base.provider_types import (
     OpenAIMessage,
     OpenAIToolCall,
 )
-from holon_ctx.projection.base.spans import Span, spans_of
+from holon_ctx.projection.base.spans import Span, blocks_of, spans_of
 from holon_ctx.projection.provider_formats.providers import CACHE_CONTROL
 from holon_ctx.tokens import seam_tokens
 
@@ -93,6 +93,18 @@ class Part(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def call_tokens(self) -> int:
         return sum(c.tokens for c in self.calls)
+
+    def blocks(self) -> tuple[Block, ...]:
+        """The blocks this part sends, for a reader that tags its lines (the CLI's preview): the
+        model's reply is model output (its role says who wrote it, and the text is
+        fence-neutralised), with the calls it made; any other part's content is its text, block
+        by block as the renderer made it (:func:`~holon_ctx.projection.base.spans.blocks_of`)."""
+        if self.role is Role.ASSISTANT:
+            calls = "".join(f"tool call {c.name} {c.arguments_json} (id {c.call_id})\n"
+                            for c in self.calls)
+            return (Block(head="", body=self.content, tail=calls, refs=self.refs,
+                          kind=BlockKind.TRUSTED, trust="model_output"),)
+        return blocks_of(self.content, self.spans)
 
 
 def text_part(text: str, tokens: int, refs: Iterable[str] = (), *, stable_end: bool = False,

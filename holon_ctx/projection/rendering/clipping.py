@@ -85,15 +85,26 @@ class Clipper:
                 if tokens <= room:
                     parts.append(attrs.evolve(block, body=body, tokens=tokens, notes=notes_kept(
                         block.notes, block.body, body)))
-        label = block.head.split("\n", 1)[0]
-        if label.startswith("<"):
-            # A block with no label opens with its fence: a fence line is never cut short
-            # into a label (it would open a fence that nothing closes).
+        if _opens_with_fence(block):
+            # A fence line is never cut short into a label (it would open a fence that
+            # nothing closes).
             return parts
+        label = block.head.split("\n", 1)[0]
         line = clip_line(counter, label, room)
         if line is not None:
-            parts.append(Block(head=line, tokens=counter.count(line), refs=block.refs))
+            # The label keeps what it stands out as (an alert's, cut short, is still one).
+            parts.append(Block(head=line, tokens=counter.count(line), refs=block.refs,
+                               mark=block.mark))
         return parts
+
+
+def _opens_with_fence(block: Block) -> bool:
+    """The block's first line is a fence's opening line: its first piece (a form kept whole
+    starts with its first) is fenced, and a fenced block's head ends with its fence line
+    (a record's, an episode quote's), so a head of one line is the fence alone."""
+    while block.parts:
+        block = block.parts[0]
+    return block.fenced and block.head.count("\n") <= 1
 
 
 def clip_line(counter: TokenCounter, label: str, max_tokens: int) -> str | None:

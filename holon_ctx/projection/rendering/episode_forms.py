@@ -22,25 +22,29 @@ marked ``still open`` or ``resolved since``; without it they read ``open at rang
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Final
 
 import attrs
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences
 from holon_ctx.ledger.records import Trust
-from holon_ctx.memory.episodes import Claim, Episode, Field
+from holon_ctx.memory.episodes import Claim, Episode, Field, Recap
+from holon_ctx.memory.index import FormCounts, chunk_key, pack_counts
 from holon_ctx.memory.interface import RecalledEpisode
+from holon_ctx.memory.summarizer import with_recaps
 from holon_ctx.memory.unresolved import KINDS, OpenKind
 from holon_ctx.projection.base.formats import FENCE_CLOSE, fence_open, one_line
-from holon_ctx.projection.base.items import Block, BlockKind, Rendered
+from holon_ctx.projection.base.items import Block, BlockKind, Mark, Rendered
 from holon_ctx.projection.base.model import Form
 from holon_ctx.projection.rendering.render import Renderer
-from holon_ctx.tokens import TiktokenCounter, TokenCounter
+from holon_ctx.tokens import TiktokenCounter, TokenCounter, store_counter
 
-__all__ = ["Chunk", "Chunks", "compact_chunks", "compact_text", "episode_forms", "form_blocks",
-           "full_chunks", "full_text", "ref_text", "retrieval_hint"]
+__all__ = ["Chunk", "Chunks", "compact_chunks", "compact_text", "derive_form_counts",
+           "episode_forms", "form_blocks", "form_counts_maker", "full_chunks", "full_text", "ref_text",
+           "retrieval_hint"]
 
 
 @attrs.frozen
@@ -57,6 +61,8 @@ class Chunk:
     trust: str | None = None
     #: The record a fenced quote shows (its fence names it): ``explain`` reads it here.
     quote: str | None = None
+    #: What the chunk's first line stands out as (the episode's heading line), for readers.
+    mark: Mark | None = None
 
     @property
     def text(self) -> str:
@@ -83,13 +89,15 @@ class _Writer:
         self.chunks: list[Chunk] = []
         self.whole = False
 
-    def lines(self, text: str, trust: str | None = None) -> None:
+    def lines(self, text: str, trust: str | None = None, mark: Mark | None = None) -> None:
+        """``text``'s lines; ``mark``: what the first of them stands out as (it starts a chunk)."""
         for line in text.splitlines(keepends=True):
             last = self.chunks[-1] if self.chunks else None
             if line[:1].strip() or last is None or last.tail:
                 # A continuation with nothing open to continue leaves the form whole.
                 self.whole = self.whole or not line[:1].strip()
-                self.chunks.append(Chunk(head=line, trust=trust))
+                self.chunks.append(Chunk(head=line, trust=trust, mark=mark))
+                mark = None
             else:
                 self.chunks[-1] = attrs.evolve(last, head=last.head + line)
 
@@ -99,7 +107,7 @@ class _Writer:
         last = self.chunks[-1] if self.chunks else None
         if last is not None and not last.tail:
             self.chunks[-1] = Chunk(head=last.head + fence, body=body, tail=FENCE_CLOSE,
-                                    trust=trust, quote=quote)
+                                    trust=trust, quote=quote, mark=last.mark)
         else:
             self.chunks.append(Chunk(head=fence, body=body, tail=FENCE_CLOSE, trust=trust,
                                      quote=quote))
@@ -194,12 +202,18 @@ def full_text(ep: Episode, open_keys: Collection[str] | None = None,
     return full_chunks(ep, open_keys, shown).text
 
 
+def recapped_text(ep: Episode, recaps: list[Recap]) -> str:
+    """The episode as a reader is shown it (``holon-ctx episodes show``): its accepted recaps
+    bound to its digest applied (:func:`~holon_ctx.memory.summarizer.with_recaps`), every field."""
+    return full_text(with_recaps(ep, recaps))
+
+
 def full_chunks(ep: Episode, open_keys: Collection[str] | None = None,
                 shown: Collection[str] = ()) -> Chunks:
     """Every field, quotes included (fenced unless they are the operator's words); a record in
     ``shown`` (held by a pinned turn the prompt shows) is named, not quoted again."""
     out = _Writer()
-    out.lines(f"### {_head(ep)}\n")
+    out.lines(f"### {_head(ep)}\n", mark=Mark.HEADING)
     for field in Field:
         claims = ep.field(field)
         if not claims:
@@ -314,14 +328,64 @@ def episode_forms(r: Renderer, ep: RecalledEpisode) -> dict[Form, Rendered]:
 def _forms(r: Renderer, recalled: RecalledEpisode) -> dict[Form, Rendered]:
     ep, keys, held = recalled.episode, recalled.open_keys, recalled.held
     counter = r.counter
+    count = _stored_or_counted(recalled.counts, counter)
     return {Form.REF: r.rendered([r.line(ref_text(ep, keys, held), [recalled.ref])]),
             Form.COMPACT: r.rendered(form_blocks(compact_chunks(ep, keys, held), recalled.ref,
-                                                 counter)),
+                                                 counter, count)),
             Form.FULL: r.rendered(form_blocks(full_chunks(ep, keys, held), recalled.ref,
-                                              counter))}
+                                              counter, count))}
 
 
-def form_blocks(form: Chunks, ref: str, counter: TokenCounter) -> tuple[Block, ...]:
+def _stored_or_counted(stored: FormCounts | None,
+                       counter: TokenCounter) -> Callable[[str], int]:
+    """``counter.count``, answered from the counts stored with the episode for a text whose key
+    they hold, when ``counter`` made them (:mod:`holon_ctx.memory.index`: keyed by the
+    text itself, so a count is only ever reused for the very text it was made of)."""
+    table = stored.table(counter.identity) if stored is not None else None
+    if not table:
+        return counter.count
+
+    def count(text: str) -> int:
+        n = table.get(chunk_key(text))
+        return counter.count(text) if n is None else n
+    return count
+
+
+def derive_form_counts(ep: Episode, counter: TokenCounter) -> FormCounts:
+    """The counts to store with ``ep`` when it is archived: every text :func:`form_blocks`
+    counts for its full and compact forms as recall most often finds them (no record held
+    elsewhere; each unresolved item resolved, and again with each still open). A form recalled
+    otherwise differs in a few short lines, which are counted when it is rendered."""
+    made: dict[bytes, int] = {}
+
+    def count(text: str) -> int:
+        key = chunk_key(text)
+        n = made.get(key)
+        if n is None:
+            # count_many, not count: these texts are stored, not counted again, and would push
+            # the labels every request counts out of the counter's cache of short texts (65,536
+            # entries; an import of 10k messages archived ~8k short chunks through it).
+            n = made[key] = counter.count_many([text])[0]
+        return n
+    states: list[frozenset[str]] = [frozenset()]
+    if ep.unresolved:
+        states.append(frozenset(c.key for c in ep.unresolved))
+    for keys in states:
+        form_blocks(full_chunks(ep, keys), ep.ref, counter, count)
+        form_blocks(compact_chunks(ep, keys), ep.ref, counter, count)
+    return FormCounts(counter.identity, pack_counts(made))
+
+
+def form_counts_maker(ledger: object) -> Callable[[Episode], FormCounts]:
+    """:func:`derive_form_counts` with the counter whose counts ``ledger`` caches: what an
+    archiver writing to a store that later processes read is given (``Archiver(..., forms=...)``:
+    a session's compaction, ``holon-ctx episodes archive`` and ``rebuild``, the demo build; RFC
+    0024 decision 6)."""
+    return functools.partial(derive_form_counts, counter=store_counter(ledger))
+
+
+def form_blocks(form: Chunks, ref: str, counter: TokenCounter,
+                count: Callable[[str], int] | None = None) -> tuple[Block, ...]:
     """One block per chunk, or one block for the whole form where the chunks' counts would not
     add up to its count (or a continuation line began it: :class:`Chunks`).
 
@@ -329,25 +393,27 @@ def form_blocks(form: Chunks, ref: str, counter: TokenCounter) -> tuple[Block, .
     :meth:`~holon_ctx.tokens.TiktokenCounter.seam` naming the one kind of boundary where it does
     not hold (o200k's punctuation before ``/``): the whole form is counted only there (a re-plan
     lays out a few new episodes, and counting each twice was about a fifth of its tokenization).
-    Any other counter makes no such promise: its whole count is taken and compared."""
+    Any other counter makes no such promise: its whole count is taken and compared. ``count``
+    (``counter.count`` by default) counts a chunk or a whole form: the stored counts' reader."""
+    count = count or counter.count
     texts = [c.text for c in form.chunks]
     if form.whole:
-        return _whole(form, ref, counter)
-    blocks = tuple(Block(head=c.head, body=c.body, tail=c.tail, tokens=counter.count(text),
+        return _whole(form, ref, count)
+    blocks = tuple(Block(head=c.head, body=c.body, tail=c.tail, tokens=count(text),
                          refs=(ref,), clippable=bool(c.body), kind=BlockKind.TEXT, trust=c.trust,
-                         quote=c.quote)
+                         quote=c.quote, mark=c.mark)
                    for c, text in zip(form.chunks, texts, strict=True))
     if isinstance(counter, TiktokenCounter):
         if any(counter.seam(a, b) for a, b in itertools.pairwise(texts)):
-            return _whole(form, ref, counter)
+            return _whole(form, ref, count)
         return blocks
-    whole = _whole(form, ref, counter)
+    whole = _whole(form, ref, count)
     return blocks if sum(b.tokens for b in blocks) == whole[0].tokens else whole
 
 
-def _whole(form: Chunks, ref: str, counter: TokenCounter) -> tuple[Block, ...]:
+def _whole(form: Chunks, ref: str, count: Callable[[str], int]) -> tuple[Block, ...]:
     text = form.text
     parts = tuple(Block(head=c.head, body=c.body, tail=c.tail, refs=(ref,), kind=BlockKind.TEXT,
-                        trust=c.trust, quote=c.quote) for c in form.chunks)
-    return (Block(head=text, tokens=counter.count(text), refs=(ref,), kind=BlockKind.TEXT,
+                        trust=c.trust, quote=c.quote, mark=c.mark) for c in form.chunks)
+    return (Block(head=text, tokens=count(text), refs=(ref,), kind=BlockKind.TEXT,
                   parts=parts),)

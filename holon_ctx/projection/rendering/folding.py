@@ -33,7 +33,7 @@ from typing import Final, Protocol
 from holon_ctx.ledger.records import Tool
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.base.formats import fold_line, neutralise_repeat_marks, repeat_mark
-from holon_ctx.projection.base.items import Block, Item, Note, NoteKind, Rendered
+from holon_ctx.projection.base.items import Block, Item, Mark, Note, NoteKind, Rendered
 from holon_ctx.projection.base.model import FoldManifest, Form, Priority, Section, TurnUnit
 
 __all__ = ["BY_TRIGGER", "LineWriter", "fold_item", "fold_kind", "fold_repeated_lines",
@@ -156,7 +156,7 @@ class LineWriter(Protocol):
     shape, not imported: the renderer folds tool output with this module's functions, and the
     two importing each other was a cycle (RFC 0028, "What is left")."""
 
-    def line(self, text: str, refs: Iterable[str] = ()) -> Block: ...
+    def line(self, text: str, refs: Iterable[str] = (), mark: Mark | None = None) -> Block: ...
 
     def rendered(self, blocks: Iterable[Block]) -> Rendered: ...
 
@@ -168,7 +168,7 @@ def fold_item(r: LineWriter, run: Sequence[TurnUnit], facts: Callable[[TurnUnit]
     first, last = run[0].ref, run[-1].ref
     span = first if first == last else f"{first}–{last}"
     summary = ", ".join(f"{k}×{n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
-    line = r.line(fold_line(span, summary, len(run)))
+    line = r.line(fold_line(span, summary, len(run)), mark=Mark.FOLD)
     fold = FoldManifest(first=first, last=last, count=len(run), kinds=dict(kinds),
                         refs=[u.ref for u in run])
     # A fold line is HIGH: one line of a few tokens says what a whole run was ("61 retries

@@ -35,7 +35,7 @@ from holon_ctx.projection.base.formats import (
     split_quotes,
 )
 from holon_ctx.projection.base.framing import Framing, default_framing
-from holon_ctx.projection.base.items import Block, BlockKind, Note, NoteKind, Rendered
+from holon_ctx.projection.base.items import Block, BlockKind, Mark, Note, NoteKind, Rendered
 from holon_ctx.projection.base.policy import Policy, TokenCaps
 from holon_ctx.projection.rendering.folding import tool_output_shown
 from holon_ctx.tokens import TokenCounter, seam_tokens
@@ -105,19 +105,19 @@ class BlockRenderer:
         return value
 
     # -- primitives --------------------------------------------------------------------
-    def line(self, text: str, refs: Iterable[str] = ()) -> Block:
+    def line(self, text: str, refs: Iterable[str] = (), mark: Mark | None = None) -> Block:
         """A label line (counted once per text: work refs, fold and relation lines recur every
-        call)."""
-        key = ("line", text, tuple(refs))
+        call); ``mark``: what it stands out as (a fold line, the relation line, an alert)."""
+        key = ("line", text, tuple(refs), mark)
         hit = self._memo.get(key)
         if hit is not None:
             return hit  # type: ignore[return-value]
-        return self.memo(key, lambda: self._line(text, key[2]))
+        return self.memo(key, lambda: self._line(text, key[2], mark))
 
-    def _line(self, text: str, refs: tuple[str, ...]) -> Block:
+    def _line(self, text: str, refs: tuple[str, ...], mark: Mark | None) -> Block:
         shown, frame = split_quotes(text if text.endswith("\n") else text + "\n")
         tokens = self.counter.count(shown)
-        return Block(head=shown, tokens=tokens, refs=refs,
+        return Block(head=shown, tokens=tokens, refs=refs, mark=mark,
                      quoted=tokens - self.counter.count(frame) if frame != shown else 0)
 
     def heading(self, text: str, refs: Iterable[str] = ()) -> Block:
@@ -125,7 +125,7 @@ class BlockRenderer:
         the provider formats tell it by its kind, never by its text)."""
         key = ("heading", text, tuple(refs))
         return self.memo(key, lambda: attrs.evolve(self.line(HEADING + text, key[2]),
-                                                    kind=BlockKind.HEADING))
+                                                    kind=BlockKind.HEADING, mark=Mark.HEADING))
 
     def label_head(self, label: str, fence: str) -> tuple[str, int, int]:
         """A label line above a fence's opening line: ``(head, tokens, quoted tokens)``."""

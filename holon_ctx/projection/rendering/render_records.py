@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+import attrs
+
 from holon_ctx.ledger.body import block_safe, record_body
 from holon_ctx.ledger.records import (
     Brief,
@@ -44,7 +46,7 @@ from holon_ctx.projection.base.formats import (
     operator_label,
     run_status,
 )
-from holon_ctx.projection.base.items import Block, BlockKind
+from holon_ctx.projection.base.items import Block, BlockKind, Mark
 from holon_ctx.projection.base.model import TurnUnit
 from holon_ctx.projection.base.policy import TextLimits, TokenCaps
 from holon_ctx.projection.rendering.digest import work_item_delta
@@ -165,10 +167,11 @@ class RecordRenderer(BlockRenderer):
         facts = (f"{call + ' ' if call else ''}→ {run_status(rec.status.value, rec.exit_code)}"
                  f"{side}{self.files_written(rec)}{repeat}")
         if not rec.output.strip():
-            return [self.line(f"{alert}{stored.ref} {facts}", [stored.ref])]
+            return [self.line(f"{alert}{stored.ref} {facts}", [stored.ref], _mark(alert))]
         # The fence right below names the run's ref: the label does not repeat it (RFC 0015).
-        return [self.fenced(stored, alert + facts, caps.tool_failed if rec.failed else caps.tool,
-                            extra=extra, verbatim=verbatim)]
+        block = self.fenced(stored, alert + facts, caps.tool_failed if rec.failed else caps.tool,
+                            extra=extra, verbatim=verbatim)
+        return [attrs.evolve(block, mark=Mark.ALERT) if alert else block]
 
     def tool_changed(self, stored: StoredRecord, nxt: StoredRecord,
                      above: str = "") -> tuple[Block, ...]:
@@ -196,7 +199,7 @@ class RecordRenderer(BlockRenderer):
         if not lines:
             # Every line it printed recurs in the next run (which printed more or fewer lines).
             return (self.line(f"{alert}{stored.ref} {facts}; output folded: each of its lines "
-                              f"recurs in {nxt.ref}", [stored.ref]),)
+                              f"recurs in {nxt.ref}", [stored.ref], _mark(alert)),)
         # The fence below names the run's ref (where its full text is); the count says when
         # lines were left out.
         kept = f" ({len(lines)} of {total})" if len(lines) < total else ""
@@ -210,7 +213,7 @@ class RecordRenderer(BlockRenderer):
                       tokens=(head_tokens + self.counter.count(body)
                               + self.counter.count(FENCE_CLOSE)),
                       refs=(stored.ref,), clippable=True, kind=BlockKind.FENCED, trust=trust,
-                      excerpt=True, quoted=quoted_tokens),)
+                      excerpt=True, quoted=quoted_tokens, mark=_mark(alert)),)
 
     def call_shown(self, rec: Tool, above: str, *, sole: bool = False) -> str:
         """:meth:`tool_call`, or the bare tool name when ``above`` (the text shown before it in
@@ -364,3 +367,8 @@ def _ok_word(low: str, pos: int) -> int:
 def _word_char(char: str) -> bool:
     """``\\w`` of an ASCII character."""
     return char.isalnum() or char == "_"
+
+
+def _mark(alert: str) -> Mark | None:
+    """An alert's label says so in words (``ALERT``) and in its block's mark."""
+    return Mark.ALERT if alert else None

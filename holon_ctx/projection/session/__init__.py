@@ -7,4 +7,5 @@
     checkpoints.py     where a walk with no saved state starts
     replan.py          a re-plan: the ledger planned as of a position and frozen into parts
     work_state.py      the work item and frontier a planned epoch's history states
+    read_through.py    the request a runtime would send, made by a reader that writes nothing
 """
