@@ -114,15 +114,20 @@ class UnknownRefError(HolonCtxError, KeyError):
 
 
 class BudgetTooSmallError(HolonCtxError, ValueError):
-    """The budget cannot hold even the pinned references; says what is required and available."""
+    """The budget cannot hold even the pinned references; says what is required and available.
 
-    def __init__(self, required_tokens: int, available_tokens: int, what: str) -> None:
+    A session's refusal states a budget its request is made at (``Session.next_request``);
+    ``at_least`` marks a need that is only a floor (the tries ran out before one worked)."""
+
+    def __init__(self, required_tokens: int, available_tokens: int, what: str, *,
+                 at_least: bool = False) -> None:
         self.required_tokens = required_tokens
         self.available_tokens = available_tokens
         self.what = what
+        self.at_least = at_least
         super().__init__(
-            f"budget too small: {what} need {required_tokens} tokens, "
-            f"only {available_tokens} available"
+            f"budget too small: {what} need {'at least ' if at_least else ''}{required_tokens} "
+            f"tokens, only {available_tokens} available"
         )
 
 

@@ -184,8 +184,7 @@ class Session(_SessionEvents):
         planned = self.calibration.planned_budget(budget, factor)
         framing = self._projectors[Layout.MESSAGES].framing.stateless(MAX_MESSAGES)
         if planned <= framing:
-            raise BudgetTooSmallError(math.ceil((framing + 1) * factor), budget,
-                                      "the request's message framing")
+            raise self._framing_refusal(budget, factor, turn_id, end, framing)
         policy = self.compaction
         # Every `every_turns` turns, and every `binding_turns` while the budget binds: a prompt
         # that leaves turns out has them compete as episodes soon after they age out, in a
@@ -193,8 +192,11 @@ class Session(_SessionEvents):
         # batch of them, not one turn per request (RFC 0024).
         if policy is not None and self._schedule.due(policy, self._turn.seq):
             self.compact()
-        messages = self._projectors[Layout.MESSAGES].request(
-            budget_tokens=planned, at=turn_id, ledger_end=end)
+        try:
+            messages = self._projectors[Layout.MESSAGES].request(
+                budget_tokens=planned, at=turn_id, ledger_end=end)
+        except BudgetTooSmallError as exc:
+            raise self._in_caller_tokens(exc, budget, factor) from None
         self._schedule.binds = messages.binds
         request = Request(budget_tokens=budget, messages=messages,
                           make_text=self._text_view(planned, messages),
@@ -205,6 +207,33 @@ class Session(_SessionEvents):
         self._last_request = request
         self._unread.add(request)
         return request
+
+    def _framing_refusal(self, budget: int, factor: float, turn_id: str | None, end: int,
+                         framing: int) -> BudgetTooSmallError:
+        """The refusal of a budget the message framing fills: stated as a budget whose request
+        is made — the least above the framing when one is made there, else the projector's
+        need at it (found as need.py finds every need)."""
+        try:
+            self._projectors[Layout.MESSAGES].request(budget_tokens=framing + 1, at=turn_id,
+                                                      ledger_end=end)
+        except BudgetTooSmallError as exc:
+            return self._in_caller_tokens(exc, budget, factor)
+        return BudgetTooSmallError(self._caller_tokens(framing + 1, factor), budget,
+                                   "the request's message framing")
+
+    def _in_caller_tokens(self, refusal: BudgetTooSmallError, budget: int,
+                          factor: float) -> BudgetTooSmallError:
+        """The projector's refusal (in planned tokens) said against the caller's budget."""
+        return BudgetTooSmallError(
+            max(self._caller_tokens(refusal.required_tokens, factor), budget + 1), budget,
+            refusal.what, at_least=refusal.at_least)
+
+    def _caller_tokens(self, planned: int, factor: float) -> int:
+        """The smallest budget a caller gives whose planned budget holds ``planned`` tokens."""
+        tokens = max(1, math.ceil(planned * factor - 1e-9))
+        while self.calibration.planned_budget(tokens, factor) < planned:
+            tokens += 1
+        return tokens
 
     def _text_view(self, planned: int,
                    messages: SessionRequest) -> Callable[[], SessionRequest]:

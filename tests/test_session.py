@@ -288,15 +288,19 @@ def test_string_subclasses_are_stored_as_plain_strings() -> None:
 
 
 def test_requests_need_a_turn_and_a_budget_above_the_framing() -> None:
-    """An empty ledger and a budget smaller than the message framing are one-line errors."""
+    """An empty ledger and a budget smaller than the message framing are one-line errors; the
+    framing's refusal states a budget above the framing that makes the request."""
     s = open_session(MemoryStore(), compaction=None)
     with pytest.raises(InputError, match="next_request: the ledger holds no turn yet"):
         s.next_request(1000)
     s.operator_message("hi")
     framing = framing_tokens()
     with pytest.raises(holon_ctx.BudgetTooSmallError,
-                       match=f"message framing need {framing + 1} tokens, only {framing} "):
+                       match=f"need [0-9]+ tokens, only {framing} available") as refused:
         s.next_request(framing)
+    assert refused.value.required_tokens > framing + 1
+    assert s.next_request(refused.value.required_tokens).budget_tokens \
+        == refused.value.required_tokens
 
 
 def test_a_closed_session_refuses_appends(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from holon_ctx.errors import InputError, quote_value
+from holon_ctx.errors import BudgetTooSmallError, InputError, quote_value
 from holon_ctx.ledger.epochs import EpochStart
 from holon_ctx.ledger.records import (
     Brief,
@@ -66,6 +66,7 @@ from holon_ctx.projection.provider_formats.native import text_part
 from holon_ctx.projection.rendering.effects import track_effects
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.projection.session.checkpoints import checkpoint_turn, opens_block
+from holon_ctx.projection.session.need import stated_need
 from holon_ctx.projection.session.session_base import ENGINE_VERSION, cur_id
 from holon_ctx.projection.session.session_epochs import _EpochPlanner
 from holon_ctx.projection.session.session_state import (
@@ -156,7 +157,17 @@ class SessionProjector(_EpochPlanner):
             # stays unbounded for the requests made after it).
             self.episodes = bound(moment.archive)
         try:
-            state, replanned, reason = self._walk_to(budget_tokens, end, controls)
+            try:
+                state, replanned, reason = self._walk_to(budget_tokens, end, controls)
+            except BudgetTooSmallError as refusal:
+                # The need stated is a budget whose request is made (need.py).
+                def made(tokens: int) -> int | None:
+                    try:
+                        self._walk_to(tokens, end, controls)
+                    except BudgetTooSmallError as again:
+                        return again.required_tokens
+                    return None
+                raise stated_need(refusal, made) from None
             # A side effect the governed store holds that a newer run resolved is stated
             # resolved (RFC 0023), as of the request's own position.
             control = settle_control(self.store, controls.at(end), end)

@@ -1,0 +1,75 @@
+"""A session's refusal states a budget that works (Session.next_request, BudgetTooSmallError).
+
+A runtime told "need N tokens" retries with N. The layers below report a floor (the planner's
+pinned minimum, the message framing), which fell short: on a one-message session a budget of 5
+was told 12, 12 was refused asking 22, and the request was made only at 38. The refusal now tries
+budgets until one is made and states that one (docs/library.md, "Budgets").
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from generated_turns import agent_turn
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tiers import sized
+
+import holon_ctx
+from holon_ctx.ledger.memory import MemoryStore
+
+
+def _history(session: holon_ctx.Session, seed: int, turns: int) -> None:
+    rng, waits = random.Random(seed), []  # type: list[str]
+    for i in range(turns):
+        agent_turn(session, i, rng, waits)
+    if turns == 0:
+        session.operator_message("word " * rng.randint(1, 400))
+
+
+@pytest.mark.scaled
+@settings(max_examples=sized(25, 120), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), turns=st.integers(0, 6), budget=st.integers(1, 400))
+def test_the_need_a_refusal_states_makes_the_request(seed: int, turns: int, budget: int) -> None:
+    """Refused at ``budget``, the session states a need above it, not as a floor, and a request
+    at that need is made, by the same session and by a new one on the same ledger."""
+    store = MemoryStore()
+    session = holon_ctx.open_session(store, compaction=None)
+    _history(session, seed, turns)
+    try:
+        made = session.next_request(budget)
+    except holon_ctx.BudgetTooSmallError as refused:
+        stated: holon_ctx.BudgetTooSmallError | None = refused
+    else:
+        assert made.budget_tokens == budget
+        return
+    assert stated is not None
+    need = stated.required_tokens
+    assert need > budget
+    assert stated.available_tokens == budget
+    assert not stated.at_least
+    assert "at least" not in str(stated)
+    assert session.next_request(need).budget_tokens == need
+    again = holon_ctx.open_session(store, compaction=None)
+    assert again.next_request(need).budget_tokens == need
+
+
+def test_the_need_is_the_smallest_budget_on_a_session_whose_plans_grow_with_the_budget(
+        tmp_path: Path) -> None:
+    """On a one-message session every budget from the need up is made and the one below it is
+    refused: the search halves down to the lowest budget made, not the first the climb hit."""
+    def fresh() -> holon_ctx.Session:
+        session = holon_ctx.open_session(MemoryStore(), compaction=None)
+        session.operator_message("Upgrade the payments service to Python 3.12.")
+        return session
+
+    with pytest.raises(holon_ctx.BudgetTooSmallError) as refused:
+        fresh().next_request(5)
+    need = refused.value.required_tokens
+    with pytest.raises(holon_ctx.BudgetTooSmallError):
+        fresh().next_request(need - 1)
+    for budget in range(need, need + 20):
+        assert fresh().next_request(budget).budget_tokens == budget
