@@ -42,12 +42,13 @@ RECORDS_AHEAD: Final = 64
 #: Every answer is a row of one shape: the part it answers, a sort key, then a record row's
 #: columns (``pos, ref, turn_seq, line, tokens``), the other parts in the columns that fit
 #: (the end and the archive in ``pos`` and ``turn_seq``, an observation in ``line``, an
-#: envelope id in ``ref``). One statement, not a pipeline of five: one snapshot, and a
+#: envelope id in ``ref``; the archive is the episode count, ``max(num)``: numbers are dense,
+#: see ``PostgresEpisodeStore.count``). One statement, not a pipeline of five: one snapshot, and a
 #: fraction of psycopg's work per statement (RFC 0026 decision 8, amended 2026-12-06).
 _END, _RECORDS, _INTENT, _USAGE, _ENVELOPES = range(5)
 _END_ROW = ("SELECT 0, 0::bigint, s.end_pos, NULL::text, coalesce((SELECT min(first_num) - 1 "
             "FROM holon_episodes_runs r WHERE r.sid=s.sid AND r.pos > s.end_pos), (SELECT "
-            "count(*) FROM holon_episodes e WHERE e.sid=s.sid)), NULL::bytea, NULL::integer "
+            "max(num) FROM holon_episodes e WHERE e.sid=s.sid), 0), NULL::bytea, NULL::integer "
             "FROM holon_sessions s WHERE s.sid=%(sid)s")
 _USAGE_ROWS = ("SELECT 3, -seq, NULL::bigint, NULL::text, NULL::bigint, observation, "
                "NULL::integer FROM holon_usage WHERE sid=%(sid)s AND model=%(model)s "
