@@ -82,6 +82,49 @@ def test_a_call_waiting_across_an_import_is_kept() -> None:
     assert tools == [("c0", "pending", "t0"), ("c0", "ok", "t0")]
 
 
+@pytest.mark.parametrize("form", ["messages", "transcript", "ledger"])
+def test_a_refused_import_writes_nothing_and_the_call_keeps_waiting(tmp_path: Path,
+                                                                     form: str) -> None:
+    """``import_history`` is all or nothing, calls waiting included: a history refused (a bad
+    message, transcript or ledger line) leaves the ledger as it was, and the call announced
+    before it is still the current turn's, its result recorded alone. The calls were written
+    as pending before the history was read, so a refused import still added a record."""
+    session = holon_ctx.open_session(":memory:")
+    session.operator_message("run the tests")
+    session.assistant_message("running", tool_calls=[holon_ctx.ToolCall("c0", "bash", {})])
+    end = session.store.end_pos()
+    history: object = [{"role": "bogus", "content": "x"}]
+    if form != "messages":
+        path = tmp_path / ("bad.jsonl" if form == "ledger" else "bad.json")
+        path.write_text('{"type": "turn", "id": "u0"}\n' if form == "ledger"
+                        else '[{"role": "bogus", "content": "x"}]')
+        history = path
+    with pytest.raises(holon_ctx.errors.LedgerFormatError):
+        session.import_history(history)  # type: ignore[arg-type]
+    assert session.store.end_pos() == end
+    session.tool_result("c0", "42 passed")
+    tools = [(r.call_id, r.status.value, r.turn_id) for r in session.store.iter_records()
+             if isinstance(r, Tool)]
+    assert tools == [("c0", "ok", "t0")]
+
+
+def test_an_import_counts_its_own_records_not_the_calls_written_with_it() -> None:
+    """The calls written as pending go in with the history, in one append; the count returned
+    is the history's records, as with no call waiting."""
+    history = [{"role": "user", "content": "and the release?"},
+               {"role": "assistant", "content": "2.4.1"}]
+    counts = []
+    for waiting in (False, True):
+        session = holon_ctx.open_session(":memory:")
+        session.operator_message("run the tests")
+        session.assistant_message("running", tool_calls=[
+            holon_ctx.ToolCall("c0", "bash", {})] if waiting else ())
+        end = session.store.end_pos()
+        counts.append(session.import_history(history))
+        assert session.store.end_pos() == end + counts[-1] + waiting
+    assert counts[0] == counts[1] > 0
+
+
 def test_a_refusal_below_the_framing_states_the_need_after_the_due_compaction() -> None:
     """A budget the message framing fills is refused with a need that the retry meets: the
     refusal was stated before the compaction the policy had due, and the retry, compacting
