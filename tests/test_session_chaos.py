@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from chaos_scenarios import POLICY, PostgresChaos, SqliteChaos, manifest_gaps, refusal_of
@@ -15,7 +16,7 @@ from tiers import sized
 
 import holon_ctx
 from holon_ctx.cli.preview_cmds import opened, viewed
-from holon_ctx.ledger.records import Tool
+from holon_ctx.ledger.records import Tool, ToolStatus
 
 EXAMPLES = int(os.environ.get("HOLON_CTX_CHAOS_EXAMPLES", sized(4, 40)))
 STEPS = int(os.environ.get("HOLON_CTX_CHAOS_STEPS", sized(20, 40)))
@@ -106,6 +107,35 @@ def test_a_refused_import_writes_nothing_and_the_call_keeps_waiting(tmp_path: Pa
     tools = [(r.call_id, r.status.value, r.turn_id) for r in session.store.iter_records()
              if isinstance(r, Tool)]
     assert tools == [("c0", "ok", "t0")]
+
+
+def test_an_import_whose_waiting_call_id_another_runtime_took_is_made_again() -> None:
+    """The id of a call written as pending with the history is named by the ledger's end; another
+    runtime that appends a record of that id first (its own call left pending at that position)
+    does not refuse the import: the ids are named again at the new end, as any helper does when
+    the ledger moved under it."""
+    session = holon_ctx.open_session(":memory:")
+    session.operator_message("run the tests")
+    session.assistant_message("running", tool_calls=[holon_ctx.ToolCall("c0", "bash", {})])
+    store = session.store
+    inner = store.append
+    end = store.end_pos()
+    raced: list[int] = []
+
+    def append(records: Any, **kwargs: Any) -> int:
+        if not raced:  # the other runtime's append lands first, with the id this one minted
+            raced.append(inner([Tool(id=f"x{end}", turn_id="t0", tool_name="ls",
+                                     args_digest="d", status=ToolStatus.PENDING,
+                                     call_id="c9")]))
+        return int(inner(records, **kwargs))
+    store.append = append  # type: ignore[method-assign]
+    stored = session.import_history([{"role": "user", "content": "and the release?"}])
+    store.append = inner  # type: ignore[method-assign]
+    assert raced
+    assert stored == 2
+    session.tool_result("c0", "42 passed")
+    tools = [(r.call_id, r.status.value) for r in store.iter_records() if isinstance(r, Tool)]
+    assert tools == [("c9", "pending"), ("c0", "pending"), ("c0", "ok")]
 
 
 def test_an_import_counts_its_own_records_not_the_calls_written_with_it() -> None:
