@@ -206,7 +206,7 @@ class Session(_SessionEvents):
             raise self._in_caller_tokens(exc, budget, factor) from None
         self._schedule.binds = messages.binds
         request = Request(budget_tokens=budget, messages=messages,
-                          make_text=self._text_view(planned, messages),
+                          make_text=self._text_view(planned, messages, budget, factor),
                           planned_tokens=planned, safety_factor=factor,
                           model=self.profile.model, framing=self.profile.framing.name,
                           counter=self._projectors[Layout.MESSAGES].counter.identity,
@@ -242,8 +242,8 @@ class Session(_SessionEvents):
             tokens += 1
         return tokens
 
-    def _text_view(self, planned: int,
-                   messages: SessionRequest) -> Callable[[], SessionRequest]:
+    def _text_view(self, planned: int, messages: SessionRequest, budget: int,
+                   factor: float) -> Callable[[], SessionRequest]:
         """The text layout of a request, made when it is first read (one walk per request for a
         runtime that sends messages; RFC 0024), as of the messages' moment: the same records
         whatever was appended since, and the governed state and archive the messages' walk read
@@ -259,7 +259,13 @@ class Session(_SessionEvents):
             if self._closed:
                 raise InputError("the session that made this request is closed: read "
                                  "request.text before closing it", source="Request.text")
-            return projector.request(budget_tokens=planned, limit_pos=limit_pos, moment=moment)
+            try:
+                return projector.request(budget_tokens=planned, limit_pos=limit_pos,
+                                         moment=moment)
+            except BudgetTooSmallError as exc:
+                # In the caller's tokens, as the messages' refusal is: stated in planned tokens,
+                # a calibrated runtime given 118 was told "need 112, only 111 available".
+                raise self._in_caller_tokens(exc, budget, factor) from None
         return make
 
     def observe_usage(self, input_tokens: int, *, cache_creation_input_tokens: int = 0,

@@ -31,6 +31,8 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -38,6 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from session_procs import messages_digest
@@ -49,7 +52,8 @@ from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.provider_formats.providers import measure
 from holon_ctx.projection.session.session import Layout
 
-__all__ = ["ChaosMachine", "manifest_gaps", "rebuilt_digest"]
+__all__ = ["ChaosMachine", "PostgresChaos", "SqliteChaos", "manifest_gaps", "rebuilt_digest",
+           "refusal_of"]
 
 #: Small windows, so a few dozen turns archive, seal and recall many times.
 POLICY = holon_ctx.CompactionPolicy(recent_turns=2, every_turns=3, binding_turns=2)
@@ -72,6 +76,41 @@ def rebuilt_digest(store: LedgerStore, planned: int, limit_pos: int) -> str:
         projector = fresh._projectors[Layout.MESSAGES]
         projector.rebuild(budget_tokens=planned)
         return messages_digest(projector.request(budget_tokens=planned, limit_pos=limit_pos))
+
+
+#: Rebuild every request in a new process at teardown (the slow tier: a process start each).
+CROSS_PROCESS = os.environ.get("HOLON_CTX_TEST_TIER") == "slow"
+_REBUILD = (
+    "import json, sys\n"
+    "from chaos_scenarios import open_where, rebuilt_digest\n"
+    "asked = json.loads(sys.stdin.read())\n"
+    "print(json.dumps([rebuilt_digest(open_where(sys.argv[1]), p, pos) for p, pos in asked]))\n")
+
+
+def open_where(where: str) -> LedgerStore:
+    """A store from a SQLite path or ``postgresql://…#SESSION_KEY``."""
+    if where.startswith("postgresql://"):
+        from holon_ctx.postgres import PostgresStore
+
+        url, _, key = where.partition("#")
+        return PostgresStore(url, session=key)
+    from holon_ctx.ledger.sqlite import SqliteStore
+
+    return SqliteStore(where)
+
+
+def rebuilt_elsewhere(where: str, asked: list[tuple[int, int]]) -> list[str]:
+    """:func:`rebuilt_digest` of each (planned tokens, position), made in a new process whose
+    string hashing differs from this one's (no order may come from a set)."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(tests)
+    env = {**os.environ, "PYTHONHASHSEED": "4242",
+           "PYTHONPATH": os.pathsep.join([tests, root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _REBUILD, where], input=json.dumps(asked),
+                          capture_output=True, text=True, env=env, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found: list[str] = json.loads(done.stdout)
+    return found
 
 
 def manifest_gaps(store: LedgerStore, manifest: dict[str, Any]) -> list[str]:
@@ -114,10 +153,17 @@ class ChaosMachine(RuleBasedStateMachine):
         self.waits: list[str] = []
         self.n_waits = 0
         self.checked_requests = 0
+        #: (planned tokens, position, digest) of every request checked: a new process with
+        #: another string hashing rebuilds them at teardown when ``CROSS_PROCESS`` is set.
+        self.made: list[tuple[int, int, str]] = []
 
     # -- where the ledger is (subclasses) ----------------------------------------------------------
-    def make_store(self) -> LedgerStore:
+    def where(self) -> str:
+        """The ledger as :func:`open_where` opens it."""
         raise NotImplementedError
+
+    def make_store(self) -> LedgerStore:
+        return open_where(self.where())
 
     def open(self, who: int) -> holon_ctx.Session:
         # The second runtime's host clock runs two hours behind the first's (another host).
@@ -139,6 +185,9 @@ class ChaosMachine(RuleBasedStateMachine):
                 store.close()
             lost = sorted(set(self.announced) - recorded)
             assert not lost, f"announced calls missing from the ledger: {lost}"
+            if CROSS_PROCESS and self.made:
+                again = rebuilt_elsewhere(self.where(), [(p, pos) for p, pos, _ in self.made])
+                assert again == [d for _, _, d in self.made], "another process rebuilt others"
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -262,17 +311,16 @@ class ChaosMachine(RuleBasedStateMachine):
         sent = measure(request.openai_messages, counter)
         assert sent == request.request_tokens <= budget, (sent, request.request_tokens, budget)
         assert measure(request.anthropic_request, counter) <= budget
-        text_refusal = _refusal(lambda: request.text)
+        text_refusal = refusal_of(lambda: request.text)
         if text_refusal is None:
             assert counter.count(request.text) == request.used_tokens <= budget
         else:
             # The text layout can need a little more than the messages (documented: raised
-            # when read); its refusal states a budget whose text is made.
-            need = text_refusal.required_tokens
-            assert need > budget
-            if not text_refusal.at_least:
-                again = session.next_request(need)
-                assert counter.count(again.text) == again.used_tokens <= need
+            # when read), said in the caller's tokens. (The budget it states makes the text;
+            # the messages at it are searched apart and can be refused: budgets that work
+            # need not form one range, docs/library.md.)
+            assert text_refusal.available_tokens == budget
+            assert text_refusal.required_tokens > budget
         latest = store.latest_turn(store.end_pos())
         assert latest is not None
         assert request.current_turn == latest.ref, (request.current_turn, latest.ref)
@@ -289,6 +337,7 @@ class ChaosMachine(RuleBasedStateMachine):
         assert rebuilt_digest(self.make_store(), request.planned_tokens,
                               messages.limit_pos) == digest, "rebuild != the runtime's request"
         self.checked_requests += 1
+        self.made.append((request.planned_tokens, messages.limit_pos, digest))
 
     # -- compaction, lifetime, imports -------------------------------------------------------------
     @rule(who=WHO, recent=st.integers(2, 5))
@@ -345,10 +394,8 @@ class ChaosMachine(RuleBasedStateMachine):
 class SqliteChaos(ChaosMachine):
     """The machine on a SQLite file in its own temporary directory, with the CLI's preview."""
 
-    def make_store(self) -> LedgerStore:
-        from holon_ctx.ledger.sqlite import SqliteStore
-
-        return SqliteStore(os.path.join(self.dir, "ledger.db"))
+    def where(self) -> str:
+        return os.path.join(self.dir, "ledger.db")
 
     @precondition(lambda self: self.has_turn())
     @rule(budget=BUDGETS)
@@ -357,19 +404,19 @@ class SqliteChaos(ChaosMachine):
         (issue 24 item 2): the same tokens and manifest, or the same refusal."""
         from holon_ctx.cli.preview_cmds import opened, viewed
 
-        args = argparse.Namespace(db=os.path.join(self.dir, "ledger.db"), source=None,
+        args = argparse.Namespace(db=self.where(), source=None,
                                   session_key=None)
         shown: list[Any] = []
 
         def preview() -> None:
             with opened(args) as (store, projector):
                 shown.append(viewed(store, projector, budget, None, "session")[1])
-        shown_refusal = _refusal(preview)
+        shown_refusal = refusal_of(preview)
         sent: list[holon_ctx.Request] = []
         with holon_ctx.Session(self.make_store(), compaction=None, owns_store=True) as fresh:
             if fresh.calibration.factor() != 1.0:
                 return  # the CLI shows the budget as given; a calibrated runtime plans less
-            sent_refusal = _refusal(lambda: sent.append(fresh.next_request(budget)))
+            sent_refusal = refusal_of(lambda: sent.append(fresh.next_request(budget)))
             if sent_refusal is not None or shown_refusal is not None:
                 assert sent_refusal is not None
                 assert shown_refusal is not None
@@ -380,7 +427,7 @@ class SqliteChaos(ChaosMachine):
                 _without_asker(sent[0].manifest)
 
 
-def _refusal(call: Callable[[], object]) -> BudgetTooSmallError | None:
+def refusal_of(call: Callable[[], object]) -> BudgetTooSmallError | None:
     """The budget refusal ``call`` raises, or None when it raises none."""
     try:
         call()
@@ -408,16 +455,59 @@ class PostgresChaos(ChaosMachine):
         self.lost = 0
         super().__init__()
 
-    def make_store(self) -> LedgerStore:
-        from holon_ctx.postgres import PostgresStore
+    def where(self) -> str:
+        return f"{self.URL}#{self.key}"
 
-        return PostgresStore(self.URL, session=self.key)
-
-    @rule(who=WHO)
-    def kill_connection(self, who: int) -> None:
+    def kill(self, who: int) -> None:
+        """Terminate runtime ``who``'s server process, as a server restart would."""
         import psycopg
 
         store = self.runtime(who).store
         pid = store.connection.info.backend_pid  # type: ignore[attr-defined]
         with psycopg.connect(self.URL, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    @rule(who=WHO)
+    def kill_connection(self, who: int) -> None:
+        self.kill(who)
+
+    @precondition(lambda self: self.has_turn())
+    @rule(who=WHO, nth=st.integers(1, 12), what=st.sampled_from(["request", "compact",
+                                                                  "operator", "reply"]),
+          budget=BUDGETS)
+    def kill_mid_call(self, who: int, nth: int, what: str, budget: int) -> None:
+        """The connection dies inside a call: before its ``nth`` exchange with the server.
+        The call succeeds, or says the connection was lost (ConnectionLost, documented: a
+        write's commit may or may not have landed); the next call goes on."""
+        from holon_ctx.postgres.session import ConnectionLost, SessionHandle
+
+        session = self.runtime(who)
+        real = SessionHandle.call
+        count = [0]
+
+        def dying(handle: SessionHandle, fn: Callable[[], Any], *, reads: bool = False) -> Any:
+            count[0] += 1
+            if count[0] == nth:
+                self.kill(who)
+            return real(handle, fn, reads=reads)
+        SessionHandle.call = dying  # type: ignore[method-assign]
+        try:
+            if what == "request":
+                request = session.next_request(budget)
+            elif what == "compact":
+                session.compact()
+            elif what == "operator":
+                self.ack(session.operator_message(f"after the kill {nth}"))
+            else:
+                self.ack(session.assistant_message(f"reply after the kill {nth}"))
+        except ConnectionLost:
+            self.lost += 1
+            event(f"connection lost in {what}")
+            return
+        except BudgetTooSmallError:
+            return
+        finally:
+            SessionHandle.call = real  # type: ignore[method-assign]
+        event(f"{what} went on after its connection died")
+        if what == "request":
+            self.check(session, request, budget)

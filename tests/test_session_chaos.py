@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from chaos_scenarios import POLICY, PostgresChaos, SqliteChaos, manifest_gaps
+from chaos_scenarios import POLICY, PostgresChaos, SqliteChaos, manifest_gaps, refusal_of
 from hypothesis import HealthCheck, settings
 from tiers import sized
 
@@ -17,10 +17,13 @@ import holon_ctx
 from holon_ctx.cli.preview_cmds import opened, viewed
 from holon_ctx.ledger.records import Tool
 
-EXAMPLES = int(os.environ.get("HOLON_CTX_CHAOS_EXAMPLES", sized(6, 40)))
+EXAMPLES = int(os.environ.get("HOLON_CTX_CHAOS_EXAMPLES", sized(4, 40)))
 STEPS = int(os.environ.get("HOLON_CTX_CHAOS_STEPS", sized(20, 40)))
 SETTINGS = settings(max_examples=EXAMPLES, stateful_step_count=STEPS,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+#: PostgreSQL's examples cost three times SQLite's (round trips, a new session key each).
+PG_SETTINGS = settings(SETTINGS, max_examples=int(os.environ.get("HOLON_CTX_CHAOS_EXAMPLES",
+                                                                sized(2, 20))))
 
 
 @pytest.mark.scaled
@@ -34,7 +37,7 @@ def test_sqlite_runtimes_keep_every_promise() -> None:
 def test_postgres_runtimes_keep_every_promise(pg_url: str) -> None:
     """Two runtimes on one PostgreSQL session, connections killed mid-run: the same promises."""
     PostgresChaos.URL = pg_url
-    PostgresChaos.TestCase.settings = SETTINGS
+    PostgresChaos.TestCase.settings = PG_SETTINGS
     PostgresChaos.TestCase().runTest()
 
 
@@ -121,3 +124,33 @@ def test_the_preview_refuses_a_budget_with_the_shown_turns_need(tmp_path: Path) 
     with opened(args) as (store, projector):
         view = viewed(store, projector, shown.value.required_tokens, None, "session")[1]
     assert view.used_tokens <= shown.value.required_tokens
+
+
+def test_a_calibrated_requests_text_refusal_is_in_the_callers_tokens() -> None:
+    """Under a safety factor (the provider counted more than holon_ctx), a request whose text
+    view the budget cannot hold refuses in the caller's tokens, as the messages' refusal does:
+    it said "need 112, only 111 available" (planned tokens) to a runtime that gave 118."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.external_event("webhook", "")
+    session.brief("กา")
+    session.observe_usage(round(session.next_request(4000).request_tokens * 1.05))
+    assert session.calibration.factor() > 1
+    chat: list[dict[str, str]] = [{"role": "system", "content": "You ship releases."}]
+    for i in range(4):
+        chat += [{"role": "user", "content": f" question {i}"},
+                 {"role": "assistant", "content": f"answer {i}"}]
+    session.import_history(chat)
+    session.operator_message("")
+    refused = 0
+    for budget in range(100, 120):  # where this ledger's text needs more than its messages
+        try:
+            request = session.next_request(budget)
+        except holon_ctx.BudgetTooSmallError:
+            continue
+        text_refusal = refusal_of(lambda made=request: made.text)
+        if text_refusal is None:
+            continue
+        refused += 1
+        assert text_refusal.available_tokens == budget
+        assert text_refusal.required_tokens > budget
+    assert refused, "no budget in the range refused the text: the test no longer binds"
