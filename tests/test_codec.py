@@ -256,8 +256,11 @@ def test_library_error_carries_location(case: Bad, tmp_path: Path) -> None:
 
 
 def test_line_of_exactly_the_limit_is_accepted(tmp_path: Path) -> None:
-    """A line of MAX_LINE_BYTES bytes (newline not counted) imports; one byte more is refused."""
-    head = b'{"v":1,"type":"message","id":"m1","turn_id":"t1","role":"assistant","text":"'
+    """A line of MAX_LINE_BYTES bytes (newline not counted) imports; one byte more is refused.
+    The line states its provenance: the limit holds for the line as stored and exported, with
+    origin and trust filled in (tests/test_ledger_line_limit.py)."""
+    head = (b'{"v":1,"type":"message","id":"m1","origin":"assistant","trust":"model_output",'
+            b'"turn_id":"t1","role":"assistant","text":"')
     body = head + (b"ab 12 " * (MAX_LINE_BYTES // 6 + 1))[: MAX_LINE_BYTES - len(head) - 2] + b'"}'
     assert len(body) == MAX_LINE_BYTES
     src = tmp_path / "big.jsonl"
