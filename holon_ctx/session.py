@@ -107,6 +107,13 @@ class Session(_SessionEvents):
         w = "import_history"
         self._check_open(w)
         fmt = check_status(w, "format", format, _HistoryFormat)
+        if self._pending:
+            # The history opens turns after the current one: calls still waiting are written
+            # as pending first, as when any turn opens, and a result that comes later still
+            # lands (they were dropped: the call vanished and its result was refused).
+            self._write_pending()
+            self._late.update(self._pending)
+            self._pending.clear()
         end = self.store.end_pos()
         prefix = (("" if end == 0 else f"i{end}.") if id_prefix is None
                   else check_id(w, "id_prefix", id_prefix))
@@ -115,8 +122,6 @@ class Session(_SessionEvents):
         else:
             stored = self.store.append(self._read_history(w, history, fmt, prefix), source=w,
                                        renumber_turns=True)
-        self._pending.clear()
-        self._late.clear()
         self._load_state()
         if self.compaction is not None and stored:
             # Archived now, in bulk, while the caller expects the import to take its time: left
@@ -182,16 +187,18 @@ class Session(_SessionEvents):
         # reported usage teaches, stays within the budget (holon_ctx.calibration).
         factor = self.calibration.factor()
         planned = self.calibration.planned_budget(budget, factor)
-        framing = self._projectors[Layout.MESSAGES].framing.stateless(MAX_MESSAGES)
-        if planned <= framing:
-            raise self._framing_refusal(budget, factor, turn_id, end, framing)
         policy = self.compaction
         # Every `every_turns` turns, and every `binding_turns` while the budget binds: a prompt
         # that leaves turns out has them compete as episodes soon after they age out, in a
         # conversation of a few dozen turns too (RFC 0013), and each compaction archives a
-        # batch of them, not one turn per request (RFC 0024).
+        # batch of them, not one turn per request (RFC 0024). Before any refusal too: a need
+        # stated before a due compaction fell short once the retry compacted (the governed
+        # state it seals is stated in the tail: told 126, the retry needed 426).
         if policy is not None and self._schedule.due(policy, self._turn.seq):
             self.compact()
+        framing = self._projectors[Layout.MESSAGES].framing.stateless(MAX_MESSAGES)
+        if planned <= framing:
+            raise self._framing_refusal(budget, factor, turn_id, end, framing)
         try:
             messages = self._projectors[Layout.MESSAGES].request(
                 budget_tokens=planned, at=turn_id, ledger_end=end)
@@ -199,7 +206,7 @@ class Session(_SessionEvents):
             raise self._in_caller_tokens(exc, budget, factor) from None
         self._schedule.binds = messages.binds
         request = Request(budget_tokens=budget, messages=messages,
-                          make_text=self._text_view(planned, messages),
+                          make_text=self._text_view(planned, messages, budget, factor),
                           planned_tokens=planned, safety_factor=factor,
                           model=self.profile.model, framing=self.profile.framing.name,
                           counter=self._projectors[Layout.MESSAGES].counter.identity,
@@ -235,8 +242,8 @@ class Session(_SessionEvents):
             tokens += 1
         return tokens
 
-    def _text_view(self, planned: int,
-                   messages: SessionRequest) -> Callable[[], SessionRequest]:
+    def _text_view(self, planned: int, messages: SessionRequest, budget: int,
+                   factor: float) -> Callable[[], SessionRequest]:
         """The text layout of a request, made when it is first read (one walk per request for a
         runtime that sends messages; RFC 0024), as of the messages' moment: the same records
         whatever was appended since, and the governed state and archive the messages' walk read
@@ -252,7 +259,13 @@ class Session(_SessionEvents):
             if self._closed:
                 raise InputError("the session that made this request is closed: read "
                                  "request.text before closing it", source="Request.text")
-            return projector.request(budget_tokens=planned, limit_pos=limit_pos, moment=moment)
+            try:
+                return projector.request(budget_tokens=planned, limit_pos=limit_pos,
+                                         moment=moment)
+            except BudgetTooSmallError as exc:
+                # In the caller's tokens, as the messages' refusal is: stated in planned tokens,
+                # a calibrated runtime given 118 was told "need 112, only 111 available".
+                raise self._in_caller_tokens(exc, budget, factor) from None
         return make
 
     def observe_usage(self, input_tokens: int, *, cache_creation_input_tokens: int = 0,

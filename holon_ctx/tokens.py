@@ -185,6 +185,19 @@ class TiktokenCounter:
         """The bytes of ``tokens`` (a token alone may be part of a character)."""
         return bytes(self._enc.decode_bytes(tokens))
 
+    def count_line_ended(self, text: str, tokens: int) -> int | None:
+        """``count(text + "\\n")`` from ``tokens == count(text)`` without encoding ``text``
+        again, when ``text`` ends with an ASCII letter or digit: the pre-tokenisers of the
+        offline encodings (cl100k, o200k) then end a piece right there (a letter or digit run
+        never takes a newline) and make the newline a piece of its own, so the count grows by
+        the newline's. None for any other ending (a punctuation run takes the newlines after
+        it: the count must be measured) and for any other encoding (its pattern is not known
+        here). ``tests/test_replan_cost.py`` checks it against the count of the joined text."""
+        last = text[-1:]
+        if self._name not in OFFLINE_ENCODINGS or not (last.isascii() and last.isalnum()):
+            return None
+        return tokens + self._count_short("\n")
+
     def seam(self, before: str, after: str) -> int:
         """``count(before + after) - count(before) - count(after)``: 0 for an additive encoding
         and for any pair but a line ending in punctuation and one starting with ``/``, where it

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -303,6 +304,45 @@ def test_postgres_epoch_store_shares_the_ledgers_connection(pg_url: str,
     with pytest.raises(StoreError, match=f"no session '{pg_session_key}x'") as raised:
         PostgresEpochStore(pg_url, session=pg_session_key + "x", create=False)
     assert "\n" not in str(raised.value)
+
+
+def test_a_postgres_save_skips_the_flush_for_itself_alone(pg_url: str,
+                                                         pg_session_key: str) -> None:
+    """A save is one round trip with ``synchronous_commit`` off for its own transaction (derived
+    data, RFC 0026 decision 4): the connection stays durable after it, a save inside the
+    caller's transaction is part of it (rolled back with it), and a failed save leaves the
+    connection idle and usable."""
+    from pg_round_trips import RoundTrips
+
+    ledger = PostgresStore(pg_url, session=pg_session_key)
+    conn = ledger.connection
+    epochs = ledger.epoch_store()
+    seen: list[str] = []
+    inner = conn.execute
+
+    def execute(query: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(str(query))
+        return inner(query, *args, **kwargs)
+    conn.execute = execute  # type: ignore[method-assign]
+    try:
+        trips = RoundTrips(conn)
+        epochs.save(state("k", 3))
+        assert trips.count == 1
+        assert seen[:2] == ["BEGIN", "SET LOCAL synchronous_commit TO off"]
+        assert inner("SHOW synchronous_commit").fetchone() == ("on",)
+        assert epochs.load("k") == state("k", 3)
+        with conn.transaction(force_rollback=True):
+            seen.clear()
+            epochs.save(state("k", 5))
+            assert "SET LOCAL synchronous_commit TO off" not in seen
+        assert epochs.load("k") == state("k", 3)
+        with pytest.raises(StoreError):
+            epochs.save(state("k\x00", 7))  # text cannot hold NUL: the save fails
+        assert conn.info.transaction_status == 0
+        assert epochs.load("k") == state("k", 3)
+    finally:
+        conn.execute = inner  # type: ignore[method-assign]
+        ledger.close()
 
 
 # -- the session projection, continued by another process, on PostgreSQL ------------------------

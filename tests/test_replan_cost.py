@@ -13,23 +13,29 @@ depend on them:
 
 from __future__ import annotations
 
+import random
 import re
 import unicodedata
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import holon_ctx
 from holon_ctx.ledger.body import _MARKUP, id_problem, neutralise_fences, record_body
-from holon_ctx.ledger.records import Origin, Tool, ToolStatus, Trust
+from holon_ctx.ledger.records import Origin, Tool, ToolStatus, Trust, Turn
 from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.projection.base import formats
 from holon_ctx.projection.base.formats import neutralise_repeat_marks
 from holon_ctx.projection.base.policy import Policy, TokenCaps
+from holon_ctx.projection.planning.frontier import Frontier
 from holon_ctx.projection.rendering import render_base
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.projection.rendering.render_records import _KEY_LINE, _key_lines
-from holon_ctx.tokens import TokenCounter, default_counter
+from holon_ctx.session import ToolCall
+from holon_ctx.tokens import TokenCounter, counter_for_encoding, default_counter
 
 COUNTER = default_counter()
 
@@ -162,3 +168,137 @@ def test_repeat_marks_are_neutralised_as_without_the_substring_test(text: str) -
     assert neutralise_repeat_marks(text) == _neutralise_repeat_marks_reference(text)
     assert re.search(r"line", formats._read_as(text)) is not None or \
         neutralise_repeat_marks(text) == text
+
+
+# -- the frontier's stubs, remembered per turn (2026-12-06, branch replan) ---------------------------
+
+def _turn_of(seq: int, *runs: StoredRecord) -> TurnUnit:
+    turn = Turn(id=f"t{seq}", seq=seq, trigger="agent_step")
+    return TurnUnit(stored=StoredRecord(pos=seq * 10, ref=f"turn:t{seq}", record=turn,
+                                        tokens=1, turn_seq=seq), records=runs)
+
+
+def _run(ref_id: str, seq: int, output: str) -> StoredRecord:
+    rec = Tool(id=ref_id, turn_id=f"t{seq}", tool_name="sh", args_preview="pytest -q",
+               status=ToolStatus.OK, exit_code=0, output=output,
+               trust=Trust.UNTRUSTED_EXTERNAL, origin=Origin.TOOL)
+    return StoredRecord(pos=seq * 10 + 1, ref=f"tool:{ref_id}", record=rec,
+                        tokens=COUNTER.count(record_body(rec)), turn_seq=seq)
+
+
+def test_stubs_are_remade_when_what_a_turns_runs_were_re_run_by_changes() -> None:
+    """A turn's stubs depend on the later runs its runs are compared with: one renderer asked
+    for the same turn under frontiers that say different things (no re-run yet, a changed
+    re-run, a later identical one, the turn grown by a record) gives each time what a fresh
+    renderer gives — a stub made for one frontier is never served for another."""
+    first = _run("x1", 1, "a PASSED\nb FAILED\n")
+    changed = _run("x2", 2, "a PASSED\nb PASSED\n")
+    same = _run("x3", 3, "a PASSED\nb FAILED\n")
+    unit = _turn_of(1, first)
+    runs = (first, changed, same)
+    frontiers = [
+        Frontier(runs=(first,), complete=True, since=None, superseded={}),
+        Frontier(runs=runs, complete=True, since=None, superseded={}, changed={"tool:x1": "tool:x2"}),
+        Frontier(runs=runs, complete=True, since=None, superseded={"tool:x1": "tool:x3"}),
+        Frontier(runs=runs, complete=True, since=None, superseded={}, changed={"tool:x1": "tool:x2"}),
+    ]
+    shared = _renderer(500)
+    seen = []
+    for frontier in frontiers:
+        got = frontier.stubs(unit, shared)
+        assert got == frontier._stubs(unit, _renderer(500))
+        seen.append(got)
+    assert seen[0] == {}
+    assert "lines only in this run" in seen[1]["tool:x1"][0].text  # type: ignore[union-attr]
+    assert "same as its re-run tool:x3" in seen[2]["tool:x1"]  # type: ignore[operator]
+    assert seen[3] == seen[1]
+    # The turn grown by a second run of the same command: its stubs name both runs.
+    grown = _turn_of(1, first, _run("x4", 1, "c\n"))
+    frontier = attrs.evolve(frontiers[2], superseded={"tool:x1": "tool:x3", "tool:x4": "tool:x3"})
+    assert frontier.stubs(grown, shared) == frontier._stubs(grown, _renderer(500))
+    assert set(frontier.stubs(grown, shared)) == {"tool:x1", "tool:x4"}
+
+
+def test_a_session_s_requests_are_the_same_bytes_with_the_stubs_remembered_or_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent loop re-running a few commands (some with the same output, some with another),
+    at a budget that re-plans often: every request's messages are the same with the stubs
+    remembered as without, and the memo was used (a re-plan found most turns' stubs made)."""
+    def loop() -> list[object]:
+        out: list[object] = []
+        rng = random.Random(7)
+        with holon_ctx.open_session(":memory:") as session:
+            session.operator_message("Make the suite pass.")
+            for i in range(60):
+                module = i % 3
+                call = f"c{i}"
+                session.assistant_message(f"step {i}", tool_calls=[
+                    ToolCall(call, "shell", {"cmd": f"pytest -q tests/test_m{module}.py"})])
+                output = "".join(f"test_{j} {'FAILED' if rng.random() < 0.3 else 'PASSED'}\n"
+                                 for j in range(rng.choice((3, 30))))
+                session.tool_result(call, output)
+                request = session.next_request(2500)
+                out.append((request.openai_messages, request.request_tokens))
+        return out
+
+    real = Frontier._stubs
+    made: list[str] = []
+
+    def counted(self: Frontier, unit: TurnUnit, r: Renderer) -> dict[str, object]:
+        made.append(unit.ref)
+        return real(self, unit, r)  # type: ignore[return-value]
+    monkeypatch.setattr(Frontier, "_stubs", counted)
+    remembered = loop()
+    made_remembered = len(made)
+    made.clear()
+    monkeypatch.setattr(Frontier, "stubs", counted)
+    assert loop() == remembered
+    # Each turn's stubs made once per frontier, not once per re-plan that shows the turn.
+    assert 0 < made_remembered < len(made) / 2
+
+
+# -- an excerpt counted from its head and tail (2026-12-06, branch replan) --------------------------
+
+_O200K = counter_for_encoding("o200k_base")
+_LINE_TEXT = st.text(st.sampled_from("abcXYZ019 .,:;/()[]…é—\t\n-_'\"<>"), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_LINE_TEXT, encoding=st.sampled_from(("cl100k_base", "o200k_base")))
+def test_a_line_ended_count_is_the_count_of_the_text_and_its_newline(text: str,
+                                                                      encoding: str) -> None:
+    """``count_line_ended`` answers only where it can be exact, and then exactly: the count
+    of ``text + "\\n"`` for a text ending in an ASCII letter or digit, in both encodings."""
+    counter = counter_for_encoding(encoding)
+    got = counter.count_line_ended(text, counter.count(text))
+    last = text[-1:]
+    assert (got is None) == (not (last.isascii() and last.isalnum()))
+    if got is not None:
+        assert got == counter.count(text + "\n")
+
+
+_BODY_LINE = st.text(st.sampled_from("abcdefXYZ0123456789 .,:;/()[]…é—-_=+'\"<>#|"),
+                     min_size=0, max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(_BODY_LINE, min_size=4, max_size=80), cap=st.integers(5, 120),
+       extra=st.tuples(st.integers(-8, 8), st.integers(-8, 8)),
+       o200k=st.booleans())
+def test_an_excerpt_s_count_is_the_count_of_its_text(lines: list[str], cap: int,
+                                                     extra: tuple[int, int], o200k: bool) -> None:
+    """An excerpted body's count, now added up from its head's and tail's, is the count of the
+    excerpt's own text, in both encodings, at any cap and added characters (the clipper's
+    search), for head and tail cut anywhere (after punctuation, "/" at a line start: o200k's
+    seam)."""
+    counter = _O200K if o200k else COUNTER
+    rec = Tool(id="x1", tool_name="sh", args_preview="pytest -q", status=ToolStatus.OK,
+               exit_code=0, output="\n".join(lines), trust=Trust.UNTRUSTED_EXTERNAL,
+               origin=Origin.TOOL)
+    stored = StoredRecord(pos=1, ref="tool:x1", record=rec,
+                          tokens=counter.count(record_body(rec)), turn_seq=1)
+    r = Renderer(counter, counter.identity, Policy(caps=TokenCaps(tool=cap)))
+    text, tokens, excerpt, _ = r._body(stored, cap, extra)
+    assert tokens == counter.count(text)
+    if excerpt:
+        assert formats.EXCERPT_MARK.search(text)

@@ -277,10 +277,12 @@ def test_the_legend_names_every_column_and_approach(tmp_path: Path,
 
 
 def _report(name: str, billed: list[float], *, over: int = 0,
-            replans: dict[int, str] | None = None) -> ApproachReport:
+            replans: dict[int, str] | None = None, empty: frozenset[int] = frozenset()
+            ) -> ApproachReport:
     rows = tuple(TurnRow(turn=f"turn:t{i}", cost=RequestCost(
         sent_tokens=1000, shared_tokens=500, billed=b, replanned=i in (replans or {})),
-        request_tokens=1000, replan_reason=(replans or {}).get(i)) for i, b in enumerate(billed))
+        request_tokens=1000, replan_reason=(replans or {}).get(i), empty=i in empty)
+        for i, b in enumerate(billed))
     return ApproachReport(name=name, rows=rows, reuse=0.5, billed_share=0.5,
                           sent_tokens=1000 * len(rows), billed=sum(billed),
                           replans=len(replans or {}), over_budget=over)
@@ -305,6 +307,43 @@ def test_the_verdict_names_the_cheapest_within_the_budget_and_why() -> None:
         "verdict: the session is the cheapest within the budget: 1,200 billed, 25.0% less than "
         "newest (1,600)")
     assert "nothing to compare" in verdict([session], 4096)
+    assert "held no message" not in line
+
+
+def test_the_verdict_says_when_the_cheapest_sent_no_history() -> None:
+    """A trim that kept no message of the history bills next to nothing: the verdict says on how
+    many calls the cheapest approach's request was the system message alone."""
+    session = _report("session", [900, 300, 300, 300], replans={0: "over_budget"})
+    newest = _report("newest", [900, 10, 10, 300], empty=frozenset({1, 2}))
+    line = verdict([session, newest], 4096)
+    assert line.startswith("verdict: newest is the cheapest within the budget: 1,220 billed")
+    assert ("newest's request held no message of the history on 2 of 4 calls (the system "
+            "message alone)") in line
+
+
+def test_a_trim_that_keeps_no_message_is_an_empty_call() -> None:
+    """Keep-newest must start on a user message: once the only one is older than the budget
+    holds, its request is the system message alone — a call marked empty, and counted; the
+    session's request at the same calls holds the task and the newest step."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.set_environment(guidance="You fix failing tests.", workspace="/repo")
+    session.operator_message("Find why the parser test fails and fix it.")
+    for i in range(12):
+        call = holon_ctx.ToolCall(f"c{i}", "bash", json.dumps({"cmd": f"pytest tests/t{i}.py"}))
+        session.assistant_message(f"Step {i}: running the next check.", tool_calls=[call])
+        session.tool_result(f"c{i}", "".join(f"line {i}.{j} of the output\n" for j in range(90)),
+                            exit_code=1)
+    found = {r.name: r for r in replay(session.store, 2048, ANTHROPIC, default_counter(),
+                                       approaches=("session", "newest", "masking"))}
+    newest = found["newest"]
+    assert newest.empty_calls == sum(1 for row in newest.rows if row.empty) > 0
+    # An empty call sends the system message alone: the same few tokens every time, fewer than
+    # any request that holds a message of the history.
+    alone = {row.request_tokens for row in newest.rows if row.empty}
+    assert len(alone) == 1
+    assert all(row.request_tokens > min(alone) for row in newest.rows if not row.empty)
+    assert found["session"].empty_calls == 0
+    assert not newest.rows[0].empty  # the first call: the task alone, which fits
 
 
 def test_the_chart_fits_and_shares_one_scale() -> None:

@@ -119,9 +119,14 @@ def verdict(reports: list[ApproachReport], budget: int) -> str:
         return (f"verdict: the session is the cheapest within the budget: {session.billed:,.0f} "
                 f"billed, {_less(session, runner)} than {runner.name} "
                 f"({runner.billed:,.0f}){tail}")
+    # A trim that kept no message of the history bills next to nothing and cannot act: said,
+    # so the bill is not read as the same work done for less.
+    empty = (f"; {cheapest.name}'s request held no message of the history on "
+             f"{cheapest.empty_calls} of {len(cheapest.rows)} calls (the system message alone)"
+             if cheapest.empty_calls else "")
     return (f"verdict: {cheapest.name} is the cheapest within the budget: {cheapest.billed:,.0f} "
             f"billed, {_less(cheapest, session)} than the session ({session.billed:,.0f}); "
-            f"why: {_why(session)}{tail}")
+            f"why: {_why(session)}{empty}{tail}")
 
 
 def _less(a: ApproachReport, b: ApproachReport) -> str:
@@ -175,12 +180,14 @@ def _report_json(reports: list[ApproachReport], budget: int, price: PriceTable,
                            "billed": round(r.billed, 2), "reuse": round(r.reuse, 4),
                            "billed_share": round(r.billed_share, 4), "replans": r.replans,
                            "replans_per_100_calls": round(r.replans_per_100, 2),
-                           "over_budget": r.over_budget},
+                           "over_budget": r.over_budget, "empty_calls": r.empty_calls},
                 "calls": [{"turn": row.turn, "sent_tokens": row.cost.sent_tokens,
                            "request_tokens": row.request_tokens,
                            "shared_tokens": row.cost.shared_tokens,
                            "replanned": row.cost.replanned,
                            **({"replan_reason": row.replan_reason} if row.replan_reason else {}),
+                           # A trim that kept no message of the history (the system message alone).
+                           **({"empty": True} if row.empty else {}),
                            "billed": round(row.cost.billed, 2),
                            **(usage(row.turn) if r.name == "session" else {})}
                           for row in r.rows]}

@@ -207,7 +207,10 @@ class PostgresEpisodeStore:
 
     # -- reads ---------------------------------------------------------------------------------
     def count(self) -> int:
-        return int(self._h.one("SELECT count(*) FROM holon_episodes WHERE sid=%(sid)s", {})[0])
+        # Numbers are dense from 1 (an append numbers from the highest under its lock; episodes
+        # are only ever deleted all at once), so the count is the highest: one index probe, not
+        # a scan of every episode (0.14 ms of each request's read ahead at 10k messages).
+        return int(self._h.one(_COUNT, {})[0])
 
     def _body(self, where: str, args: dict[str, Any]) -> Episode | None:
         row = self._h.one(f"SELECT body FROM holon_episodes WHERE sid=%(sid)s {where}", args)
@@ -337,11 +340,15 @@ class PostgresEpisodeStore:
         self._h.close()
 
 
+#: The session's episode count (see ``count``; the read ahead asks it too).
+_COUNT: Final = "SELECT coalesce(max(num), 0) FROM holon_episodes WHERE sid=%(sid)s"
+
+
 def _append_reads(batch: Sequence[IndexedEpisode]) -> list[tuple[str, dict[str, Any]]]:
     """What an append reads, the lock first: none needs another's answer."""
     return [
         ("SELECT pg_advisory_xact_lock(%(lock)s, (%(sid)s %% 2147483647)::int)", {"lock": _LOCK}),
-        ("SELECT coalesce(max(num), 0) FROM holon_episodes WHERE sid=%(sid)s", {}),
+        (_COUNT, {}),
         ("SELECT id, body FROM holon_episodes WHERE sid=%(sid)s AND id = ANY(%(ids)s)",
          {"ids": [item.episode.id for item in batch]}),
         ("SELECT turn_id FROM holon_episodes_turns WHERE sid=%(sid)s AND turn_id = ANY(%(ids)s)",

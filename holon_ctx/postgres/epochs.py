@@ -10,6 +10,12 @@ autocommit connection without a ``BEGIN``/``COMMIT`` round trip, and part of the
 transaction if the shared connection is inside one. Two processes that save the same key at once
 need nothing more: the upserts serialise on the key's row, and the later epoch is kept whichever
 commits first (the walk is deterministic, so two saves of one epoch carry the same bytes).
+
+A save does not wait for the server's disk (``synchronous_commit`` off for its own transaction):
+the state is derived data, rebuilt from the ledger when it is missing, as SQLite's store keeps
+it (``synchronous=NORMAL``, no flush per commit). A server crash can lose only the newest saves,
+since the ledger's next durable commit flushes the WAL written before it (RFC 0026 decision 4,
+amended 2026-12-06). A save inside the caller's transaction is part of it and commits as it does.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ import msgspec
 
 from holon_ctx.ledger.epochs import EpochStart, EpochState, decode_starts, decode_state
 from holon_ctx.postgres.session import SessionHandle
+
+#: No transaction open on the connection (psycopg's ``TransactionStatus.IDLE``).
+_IDLE = 0
 
 __all__ = ["PostgresEpochStore"]
 
@@ -49,8 +58,27 @@ class PostgresEpochStore:
         return None if row is None else decode_state(row[0])
 
     def save(self, state: EpochState) -> None:
-        self._h.rows(_SAVE, {"key": state.key, "epoch": state.start.epoch,
-                             "state": _encode(state), "start": _encode(state.start)})
+        args = {"sid": self._h.sid, "key": state.key, "epoch": state.start.epoch,
+                "state": _encode(state), "start": _encode(state.start)}
+
+        def run() -> None:
+            conn = self._h.conn
+            if conn.info.transaction_status != _IDLE:
+                conn.execute(_SAVE, args)
+                return
+            # BEGIN, the setting, the save and COMMIT in one round trip (psycopg's transaction()
+            # syncs at its entry and exit: four); a failed save is rolled back.
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    conn.execute("SET LOCAL synchronous_commit TO off")
+                    conn.execute(_SAVE, args)
+                    conn.execute("COMMIT")
+            except BaseException:
+                if not conn.closed and conn.info.transaction_status != _IDLE:
+                    conn.execute("ROLLBACK")
+                raise
+        self._h.call(run)
 
     def starts(self, key: str, limit: int = 1000) -> list[EpochStart]:
         rows = self._h.rows("SELECT start FROM holon_session_epochs WHERE sid=%(sid)s AND "

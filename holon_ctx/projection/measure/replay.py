@@ -100,6 +100,10 @@ class TurnRow:
     request_tokens: int
     #: Why the session re-planned at this call (``work_item_changed``, ``over_budget``, …).
     replan_reason: str | None = None
+    #: A trim kept no message of the history: the request is the system message alone (the
+    #: newest message did not fit, or no user message did to start on). It bills next to
+    #: nothing and cannot act on the newest record; a bill compared with it says so.
+    empty: bool = False
 
 
 @attrs.frozen
@@ -116,6 +120,11 @@ class ApproachReport:
     @property
     def replans_per_100(self) -> float:
         return 100 * self.replans / len(self.rows) if self.rows else 0.0
+
+    @property
+    def empty_calls(self) -> int:
+        """Calls whose request held no message of the history (:attr:`TurnRow.empty`)."""
+        return sum(1 for row in self.rows if row.empty)
 
 
 def _piece(msg: Any) -> str:
@@ -352,7 +361,8 @@ def replay(store: LedgerStore, budget_tokens: int, price: PriceTable,
             cost = meters[name].add(encoded[name].tokens(call.messages), replanned=call.replanned,
                                     unwritten_tokens=call.unwritten)
             rows[name].append(TurnRow(turn=f"turn:{turn}", cost=cost, request_tokens=call.sent,
-                                      replan_reason=call.why if call.replanned else None))
+                                      replan_reason=call.why if call.replanned else None,
+                                      empty=call.empty))
         if on_turn is not None:
             on_turn(i + 1, len(points))
     return [_report(name, meters[name], rows[name], budget_tokens) for name in approaches]
@@ -376,6 +386,8 @@ class _Call:
     why: str | None = None
     #: Tokens after the request's last cache breakpoint: never written to the cache.
     unwritten: int = 0
+    #: No message of the history in the request (a trim that kept none).
+    empty: bool = False
 
 
 def _session_call(session: SessionProjector, budget_tokens: int, limit: int,
@@ -413,7 +425,9 @@ def _history_call(name: str, history: _History | None, whole: list[Any], budget_
         messages = _newest(history.masked_messages(MASKED_KEEP), budget_tokens, encoded)
     else:
         messages = _newest(whole, budget_tokens, encoded)
-    return _Call(messages=messages, sent=encoded.sent(messages))
+    return _Call(messages=messages, sent=encoded.sent(messages),
+                 empty=any(m["role"] != "system" for m in whole)
+                 and all(m["role"] == "system" for m in messages))
 
 
 def call_points(store: LedgerStore) -> list[tuple[str, int]]:

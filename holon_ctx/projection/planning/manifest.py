@@ -144,9 +144,11 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
     sections: list[SectionManifest] = []
     decisions: list[ItemDecision] = []
     seen: set[str] = set()
+    folded_turns = {f"fold:{f.first}": f.refs for f in reading.folds}
     for section in SECTION_ORDER:
         manifest_section, text = _assemble_section(section, by_section[section], chosen, seen,
-                                                   decisions, chosen_items[section])
+                                                   decisions, chosen_items[section],
+                                                   folded_turns)
         sections.append(manifest_section)
         if text is not None:
             parts.append(text)
@@ -180,10 +182,13 @@ def assemble(reading: Reading, items: Sequence[Item], chosen: Plan, budget_token
 
 def _assemble_section(section: Section, items: list[Item], chosen: Plan, seen: set[str],
                       decisions: list[ItemDecision],
-                      pairs: list[tuple[str, Rendered]]) -> tuple[SectionManifest, str | None]:
+                      pairs: list[tuple[str, Rendered]],
+                      folded_turns: dict[str, list[str]]) -> tuple[SectionManifest, str | None]:
     """One section of the prompt: its manifest and its text (None when nothing in it is shown).
     Appends each item's decision to ``decisions`` and each shown one to ``pairs``; ``seen`` holds
-    the refs earlier sections showed (a ref is selected once, where it first appears)."""
+    the refs earlier sections showed (a ref is selected once, where it first appears).
+    ``folded_turns`` names the turns each fold line stands for: a fold left out, or cut short,
+    leaves them out, and the manifest says so (else they were in no list at all)."""
     selected: list[str] = []
     omitted: list[dict[str, str]] = []
     forms_used: set[str] = set()
@@ -196,6 +201,8 @@ def _assemble_section(section: Section, items: list[Item], chosen: Plan, seen: s
         if pick is None:
             if item.refs:
                 omitted.append({"ref": item.refs[0], "reason": Omission.BUDGET.value})
+            omitted.extend({"ref": ref, "reason": Omission.BUDGET.value}
+                           for ref in folded_turns.get(item.key, ()))
             decisions.append(_decision(item, None, None, chosen.omitted.get(item.key),
                                        full_tokens))
             manifest_items.append(_omitted_item(item, chosen, full_tokens))
@@ -210,6 +217,9 @@ def _assemble_section(section: Section, items: list[Item], chosen: Plan, seen: s
                 seen.add(ref)
                 selected.append(ref)
         omitted.extend(_dropped_refs(item, form, rendered))
+        if rendered.clipped:
+            omitted.extend({"ref": ref, "reason": Omission.CLIPPED.value}
+                           for ref in folded_turns.get(item.key, ()))
         decisions.append(_decision(item, form, rendered, chosen.upgrade_at.get(item.key),
                                    full_tokens))
         manifest_items.append(_shown_item(item, form, rendered, chosen, full_tokens))

@@ -38,7 +38,7 @@ from holon_ctx.projection.base.framing import Framing, default_framing
 from holon_ctx.projection.base.items import Block, BlockKind, Mark, Note, NoteKind, Rendered
 from holon_ctx.projection.base.policy import Policy, TokenCaps
 from holon_ctx.projection.rendering.folding import tool_output_shown
-from holon_ctx.tokens import TokenCounter, seam_tokens
+from holon_ctx.tokens import TiktokenCounter, TokenCounter, seam_tokens
 
 __all__ = ["BlockRenderer", "Extra"]
 
@@ -186,15 +186,43 @@ class BlockRenderer:
         # so what is left out is at least the whole less the head and the tail shown (the cap
         # alone over-claimed by some 0.1% where the shown text is denser than the average). At
         # least one: head and tail do not meet.
-        omitted = max(1, tokens - self.counter.count(head) - self.counter.count(tail))
+        head_tokens, tail_tokens = self.counter.count(head), self.counter.count(tail)
+        omitted = max(1, tokens - head_tokens - tail_tokens)
         mark = excerpt_mark(omitted, ref)
-        excerpt = block_safe(f"{head}\n{mark}\n{tail}")
-        excerpt_tokens = self.counter.count(excerpt)
+        joined = f"{head}\n{mark}\n{tail}"
+        excerpt = block_safe(joined)
+        excerpt_tokens = (self._joined_tokens(head, head_tokens, mark, tail, tail_tokens)
+                          if excerpt == joined else None)
+        if excerpt_tokens is None:
+            excerpt_tokens = self.counter.count(excerpt)
         if excerpt_tokens >= tokens:
             # Just over the cap, the note costs what it would save: the body is shown whole.
             return body, tokens, False, notes
         return excerpt, excerpt_tokens, True, _excerpt_notes(notes, len(head), len(mark),
                                                              len(body) - len(tail))
+
+    def _joined_tokens(self, head: str, head_tokens: int, mark: str, tail: str,
+                       tail_tokens: int) -> int | None:
+        """The count of ``head + "\\n" + mark + "\\n" + tail`` (an excerpt block_safe leaves
+        as it is) from the counts of its head and tail, or None when it must be measured.
+
+        The head and the tail were just counted for the mark's figure; counting the excerpt
+        again encoded them a second time (the largest of a new excerpt's three encodings; a
+        re-plan makes one per tool output new to it, and the clipper more). The mark line
+        starts with "…" and the tail with no blank, so the lines add up by the additivity
+        contract (:mod:`holon_ctx.tokens`; o200k's seam measured where a line starts with
+        "/"); the head's own newline is priced by
+        :meth:`~holon_ctx.tokens.TiktokenCounter.count_line_ended` (None for a head that ends
+        in punctuation: measured). Other counters make no such promise: measured."""
+        counter = self.counter
+        if not isinstance(counter, TiktokenCounter) or not head or tail[:1].isspace():
+            return None
+        head_line = counter.count_line_ended(head, head_tokens)
+        if head_line is None:
+            return None
+        mark_line = f"{mark}\n"
+        return (head_line + counter.count(mark_line) + tail_tokens
+                + seam_tokens(counter, f"{head}\n", mark_line) + seam_tokens(counter, mark_line, tail))
 
     def fenced(self, stored: StoredRecord, label: str | None, cap: int, *,
                clippable: bool = True, extra: Extra = (0, 0), verbatim: bool = False) -> Block:

@@ -9,6 +9,9 @@ share is the one it would see. :func:`save_epoch` is the one writer, for the dem
 
 from __future__ import annotations
 
+import contextlib
+
+from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.epochs import ReadThroughEpochs
 from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.records import Turn
@@ -61,7 +64,12 @@ def request_after_previous(session: SessionProjector, store: LedgerStore, budget
         if current is not None and isinstance(current.record, Turn):
             before = store.turns_before(current.record.seq, 1, current.pos + 1)
             if before and isinstance(before[0].record, Turn):
-                session.request(budget_tokens=budget_tokens, at=before[0].record.id)
+                # Only for the cached share: a budget the turn before could not hold says
+                # nothing of this turn's request (its refusal stated the earlier turn's need,
+                # which the shown turn could refuse again), and a runtime refused there has no
+                # previous request either.
+                with contextlib.suppress(BudgetTooSmallError):
+                    session.request(budget_tokens=budget_tokens, at=before[0].record.id)
     return session.request(budget_tokens=budget_tokens, at=at)
 
 

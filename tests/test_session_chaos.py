@@ -1,0 +1,156 @@
+"""The chaos hunt's state machine (tests/chaos_scenarios.py) over the session path: two runtimes
+on one ledger, every helper, changing budgets, compaction, close/reopen and imports, each step
+checked against the library's promises."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import pytest
+from chaos_scenarios import POLICY, PostgresChaos, SqliteChaos, manifest_gaps, refusal_of
+from hypothesis import HealthCheck, settings
+from tiers import sized
+
+import holon_ctx
+from holon_ctx.cli.preview_cmds import opened, viewed
+from holon_ctx.ledger.records import Tool
+
+EXAMPLES = int(os.environ.get("HOLON_CTX_CHAOS_EXAMPLES", sized(4, 40)))
+STEPS = int(os.environ.get("HOLON_CTX_CHAOS_STEPS", sized(20, 40)))
+SETTINGS = settings(max_examples=EXAMPLES, stateful_step_count=STEPS,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+#: PostgreSQL's examples cost three times SQLite's (round trips, a new session key each).
+PG_SETTINGS = settings(SETTINGS, max_examples=int(os.environ.get("HOLON_CTX_CHAOS_EXAMPLES",
+                                                                sized(2, 20))))
+
+
+@pytest.mark.scaled
+def test_sqlite_runtimes_keep_every_promise() -> None:
+    """Two runtimes on one SQLite file: every step keeps the session path's promises."""
+    SqliteChaos.TestCase.settings = SETTINGS
+    SqliteChaos.TestCase().runTest()
+
+
+@pytest.mark.scaled
+def test_postgres_runtimes_keep_every_promise(pg_url: str) -> None:
+    """Two runtimes on one PostgreSQL session, connections killed mid-run: the same promises."""
+    PostgresChaos.URL = pg_url
+    PostgresChaos.TestCase.settings = PG_SETTINGS
+    PostgresChaos.TestCase().runTest()
+
+
+# -- defects the hunt found: each the smallest scenario that shows it ------------------------------
+
+
+def test_a_fold_left_out_names_its_turns_as_left_out() -> None:
+    """Two retries folded into one line that the budget leaves out: the manifest lists both
+    turns as left out (they were in no list: not shown, not folded, not omitted), and the
+    request counts as binding, as any request that left something out does."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.wake("provider_retry")
+    session.wake("provider_retry")
+    session.operator_message("deploy the payments service " * 10)
+    request = session.next_request(80)
+    manifest = request.manifest
+    assert [i["key"] for s in manifest["sections"] for i in s["items"]
+            if i["form"] == "omitted"] == ["fold:turn:t0"]
+    omitted = [o for s in manifest["sections"] for o in s["omitted"]]
+    assert {"ref": "turn:t0", "reason": "budget_exhausted"} in omitted
+    assert {"ref": "turn:t1", "reason": "budget_exhausted"} in omitted
+    assert manifest_gaps(session.store, manifest) == []
+    assert request._messages.binds
+    # With room, the fold is shown and its turns are listed as folded, not left out.
+    roomy = session.next_request(400).manifest
+    assert [f["refs"] for f in roomy["folded"]] == [["turn:t1"]]
+    assert not [o for s in roomy["sections"] for o in s["omitted"]]
+
+
+def test_a_call_waiting_across_an_import_is_kept() -> None:
+    """A call announced before ``import_history`` is written as pending when the history opens
+    its turns (as when any turn opens), and its result still lands afterwards: the import
+    dropped it (the call was in no record, and its result was refused as never announced)."""
+    session = holon_ctx.open_session(":memory:")
+    session.operator_message("run the tests")
+    session.assistant_message("running", tool_calls=[holon_ctx.ToolCall("c0", "bash", {})])
+    session.import_history([{"role": "user", "content": "and the release?"},
+                            {"role": "assistant", "content": "2.4.1"}])
+    session.tool_result("c0", "42 passed")
+    tools = [(r.call_id, r.status.value, r.turn_id) for r in session.store.iter_records()
+             if isinstance(r, Tool)]
+    assert tools == [("c0", "pending", "t0"), ("c0", "ok", "t0")]
+
+
+def test_a_refusal_below_the_framing_states_the_need_after_the_due_compaction() -> None:
+    """A budget the message framing fills is refused with a need that the retry meets: the
+    refusal was stated before the compaction the policy had due, and the retry, compacting
+    first, stated the sealed governed state in its tail and needed more (told 126, the retry
+    refused at 426)."""
+    session = holon_ctx.open_session(":memory:", compaction=holon_ctx.CompactionPolicy(
+        recent_turns=2, every_turns=3))
+    session.operator_message("deploy")
+    session.open_wait("ci", "the CI run for the payments deploy " * 3)
+    session.tool_run("deploy", "prod", "timeout", side_effect="unknown", status="timeout")
+    for _ in range(4):
+        session.wake("timer", noop=True)
+    with pytest.raises(holon_ctx.BudgetTooSmallError) as refused:
+        session.next_request(1)
+    need = refused.value.required_tokens
+    assert session.next_request(need).request_tokens <= need
+
+
+def test_the_preview_refuses_a_budget_with_the_shown_turns_need(tmp_path: Path) -> None:
+    """``preview``/``project`` refuse a budget with the need the runtime states for the shown
+    turn: they stated the need of the turn before it (asked first, for the cached share), 92
+    where the runtime said 165, and a person retrying with 92 was refused again."""
+    db = tmp_path / "ledger.db"
+    with holon_ctx.open_session(db, compaction=POLICY) as session:
+        session.operator_message("")
+        session.set_work_item("wi1", objective="do it", status="active",
+                              todos={"write": False, "test": True})
+        chat: list[dict[str, str]] = [{"role": "system", "content": "You ship releases."}]
+        for i in range(5):
+            chat += [{"role": "user", "content": f"zz question {i}"},
+                     {"role": "assistant", "content": f"answer {i}"}]
+        session.import_history(chat)
+    with holon_ctx.open_session(db, compaction=None) as runtime, \
+            pytest.raises(holon_ctx.BudgetTooSmallError) as sent:
+        runtime.next_request(1)
+    args = argparse.Namespace(db=str(db), source=None, session_key=None)
+    with pytest.raises(holon_ctx.BudgetTooSmallError) as shown, opened(args) as (store, projector):
+        viewed(store, projector, 1, None, "session")
+    assert shown.value.required_tokens == sent.value.required_tokens
+    with opened(args) as (store, projector):
+        view = viewed(store, projector, shown.value.required_tokens, None, "session")[1]
+    assert view.used_tokens <= shown.value.required_tokens
+
+
+def test_a_calibrated_requests_text_refusal_is_in_the_callers_tokens() -> None:
+    """Under a safety factor (the provider counted more than holon_ctx), a request whose text
+    view the budget cannot hold refuses in the caller's tokens, as the messages' refusal does:
+    it said "need 112, only 111 available" (planned tokens) to a runtime that gave 118."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.external_event("webhook", "")
+    session.brief("กา")
+    session.observe_usage(round(session.next_request(4000).request_tokens * 1.05))
+    assert session.calibration.factor() > 1
+    chat: list[dict[str, str]] = [{"role": "system", "content": "You ship releases."}]
+    for i in range(4):
+        chat += [{"role": "user", "content": f" question {i}"},
+                 {"role": "assistant", "content": f"answer {i}"}]
+    session.import_history(chat)
+    session.operator_message("")
+    refused = 0
+    for budget in range(100, 120):  # where this ledger's text needs more than its messages
+        try:
+            request = session.next_request(budget)
+        except holon_ctx.BudgetTooSmallError:
+            continue
+        text_refusal = refusal_of(lambda made=request: made.text)
+        if text_refusal is None:
+            continue
+        refused += 1
+        assert text_refusal.available_tokens == budget
+        assert text_refusal.required_tokens > budget
+    assert refused, "no budget in the range refused the text: the test no longer binds"
