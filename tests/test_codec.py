@@ -283,3 +283,21 @@ def test_failure_late_in_a_large_batch_keeps_nothing(tmp_path: Path) -> None:
     assert store.end_pos() == 0
     assert store.stats().records == 0
     store.close()
+
+
+def test_a_chat_message_per_line_is_told_how_transcripts_are_read(tmp_path: Path) -> None:
+    """A .jsonl of chat messages (no ``type``, a ``role``) fails on its first line naming the
+    file, line and field, and says a transcript is one JSON array or an object with
+    'messages'; a ledger line missing its type gets no such hint."""
+    src = tmp_path / "chat.jsonl"
+    src.write_bytes(b'{"role":"user","content":"hi"}\n{"role":"assistant","content":"yo"}\n')
+    with pytest.raises(LedgerFormatError) as chat:
+        import_jsonl(src, MemoryStore())
+    assert str(chat.value).startswith(f"{src}:1: $.type: missing required field (one of turn,")
+    assert str(chat.value).endswith("the line is a chat message (it has 'role'), not a ledger "
+                                    "record: a chat transcript is read as one JSON array of "
+                                    "messages, or an object with 'messages' (import.md)")
+    src.write_bytes(b'{"id":"t1","seq":1,"trigger":"timer"}\n')
+    with pytest.raises(LedgerFormatError) as plain:
+        import_jsonl(src, MemoryStore())
+    assert str(plain.value).endswith("environment, pin)")
