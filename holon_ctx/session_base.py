@@ -52,7 +52,8 @@ from holon_ctx.tokens import counter_for_encoding, store_counter
 #: rules: a wait never opened, a pin target that does not exist, an unknown spawning turn).
 _FIELD_ARG = {"$.wait_id": "wait", "$.spawned_by_turn_id": "spawned_by", "$.target": "target",
               "$.resolved_by": "resolved_by", "$.anchor_turn_id": "continues",
-              "$.work_item_id": "work_item", "$.status": "status"}
+              "$.work_item_id": "work_item", "$.status": "status", "$.output": "output",
+              "$.text": "text", "$.summary": "summary", "$.guidance": "guidance"}
 _DEFAULT_POLICY = CompactionPolicy()
 
 

@@ -61,14 +61,14 @@ _TURN_HELPERS = {"operator_input": "operator_message", "operator_override": "ope
                  "external_event": "external_event", "approval_decision": "operator_message"}
 
 
-def _arguments_json(value: object) -> str:
+def _arguments_json(value: object, where: str = "ToolCall") -> str:
     """Tool-call arguments as stored: the model's JSON string, or a mapping as canonical JSON."""
     if isinstance(value, str):
-        return check_text("ToolCall", "arguments", value)
+        return check_text(where, "arguments", value)
     if isinstance(value, Mapping):
         return json.dumps(dict(value), ensure_ascii=False, sort_keys=True, default=str)
     raise InputError(f"expected a JSON string or a mapping, got {type(value).__name__}",
-                     source="ToolCall", path="arguments")
+                     source=where, path="arguments")
 
 
 @attrs.frozen
@@ -214,12 +214,14 @@ class _SessionEvents(_SessionBase):
     @_retrying
     def tool_result(self, call_id: str, output: str = "", *, status: ToolStatusName = "ok",
                     exit_code: int | None = None, side_effect: SideEffectName | None = None,
-                    files_written: Sequence[str] = ()) -> str:
+                    files_written: Sequence[str] = (), output_ref: str | None = None) -> str:
         """The result of a call announced by :meth:`assistant_message`: one ``tool`` record
         (call and result together, output untrusted) in the call's turn. ``side_effect`` says
         what it did outside: ``unknown`` or ``partial`` is named in every next request's
         current state until a later run of the same call reports ``none`` or ``completed``, and
-        compaction hands it to the continuity envelope, which blocks on it."""
+        compaction hands it to the continuity envelope, which blocks on it. ``output_ref`` says
+        where the full output lives (a path, URL or blob id) when ``output`` is an excerpt: a
+        ledger line holds at most ``MAX_LINE_BYTES`` (4 MiB), and a bigger record is refused."""
         w = "tool_result"
         call_id = check_id(w, "call_id", call_id)
         call = self._pending.get(call_id) or self._late.get(call_id)
@@ -228,29 +230,33 @@ class _SessionEvents(_SessionBase):
                              "with assistant_message(tool_calls=...))", source=w, path="call_id")
         ref = self._tool(w, call.turn_id, call.name, call.arguments, output, status=status,
                          exit_code=exit_code, side_effect=side_effect,
-                         files_written=files_written, call_id=call_id)
+                         files_written=files_written, call_id=call_id, output_ref=output_ref)
         self._pending.pop(call_id, None)
         self._late.pop(call_id, None)
         return ref
 
     @_retrying
-    def tool_run(self, tool_name: str, arguments: str, output: str = "", *,
+    def tool_run(self, tool_name: str, arguments: str | Mapping[str, Any], output: str = "", *,
                  status: ToolStatusName = "ok", exit_code: int | None = None,
                  side_effect: SideEffectName | None = None,
-                 files_written: Sequence[str] = ()) -> str:
+                 files_written: Sequence[str] = (), output_ref: str | None = None) -> str:
         """A tool the runtime ran itself in the current turn (no provider call id), with its
-        result: ``tool_run("bash", "pytest -q", output, exit_code=1, status="error")``."""
+        result: ``tool_run("bash", "pytest -q", output, exit_code=1, status="error")``. The
+        arguments are a string or, as for :class:`ToolCall`, a mapping (stored as canonical
+        JSON); ``output_ref`` as for :meth:`tool_result`."""
         w = "tool_run"
         name = check_text(w, "tool_name", tool_name, required=True)
-        args = check_text(w, "arguments", arguments)
+        args = _arguments_json(arguments, w)
         return self._tool(w, self._require_turn(w), name, args, output, status=status,
                           exit_code=exit_code, side_effect=side_effect,
-                          files_written=files_written, call_id=None)
+                          files_written=files_written, call_id=None, output_ref=output_ref)
 
     def _tool(self, w: str, turn_id: str, name: str, arguments: str, output: Any, *,
               status: Any, exit_code: Any, side_effect: Any, files_written: Any,
-              call_id: str | None) -> str:
+              call_id: str | None, output_ref: Any) -> str:
         text = check_text(w, "output", output)
+        where_full = (None if output_ref is None
+                      else check_text(w, "output_ref", output_ref, required=True))
         state = check_status(w, "status", status, ToolStatus)
         code = check_int(w, "exit_code", exit_code)
         effect = None if side_effect is None else check_status(w, "side_effect", side_effect,
@@ -260,7 +266,8 @@ class _SessionEvents(_SessionBase):
         return self._in_current_turn(w, lambda _turn, b: Tool(
             id=b.new_id("tool", "x"), turn_id=turn_id, tool_name=name,
             args_digest=digest(arguments), args_preview=arguments, status=state, exit_code=code,
-            output=text, call_id=call_id, side_effect=effect, files_written=files))
+            output=text, output_ref=where_full, call_id=call_id, side_effect=effect,
+            files_written=files))
 
     # -- what happened: state, notes, pins ------------------------------------------------------
     @_retrying
@@ -328,8 +335,18 @@ class _SessionEvents(_SessionBase):
             raise InputError("expected resolved, cancelled or expired (open a wait with "
                              "open_wait)", source=w, path="status")
         by = None if resolved_by is None else check_id(w, "resolved_by", resolved_by)
-        return self._in_current_turn(w, lambda turn, b: Wait(
-            id=b.new_id("wait", "wt"), wait_id=wid, status=state, turn_id=turn, resolved_by=by))
+        try:
+            return self._in_current_turn(w, lambda turn, b: Wait(
+                id=b.new_id("wait", "wt"), wait_id=wid, status=state, turn_id=turn,
+                resolved_by=by))
+        except InputError as exc:
+            # The ledger's rule is worded for a JSONL line ("$.status: wait 'w' is resolved but
+            # was never opened"); the caller's mistake is the wait id, said as the other helpers
+            # say an unknown wait.
+            if exc.path == "status" and "never opened" in exc.message:
+                raise InputError(f"no wait {quote_value(wid)} was opened (open it with "
+                                 "open_wait)", source=w, path="wait_id") from None
+            raise
 
     @_retrying
     def brief(self, text: str, *, kind: BriefKindName = "result") -> str:

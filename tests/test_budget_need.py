@@ -73,3 +73,32 @@ def test_the_need_is_the_smallest_budget_on_a_session_whose_plans_grow_with_the_
         fresh().next_request(need - 1)
     for budget in range(need, need + 20):
         assert fresh().next_request(budget).budget_tokens == budget
+
+
+@given(least=st.integers(1, 200_000), start=st.integers(1, 200_000),
+       overshoot=st.integers(0, 50), shortfall=st.integers(0, 50))
+def test_the_search_states_a_budget_made_within_its_slack_of_the_least(
+        least: int, start: int, overshoot: int, shortfall: int) -> None:
+    """On a threshold (every budget from ``least`` up is made), with refusals whose reported
+    need falls short or overshoots, the need stated is made and at most ``need // SLACK`` above
+    the least: the precision traded for walks is bounded (need.py)."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import SLACK, stated_need
+
+    if start >= least:
+        return
+    tried: list[int] = []
+
+    def made(tokens: int) -> int | None:
+        tried.append(tokens)
+        if tokens >= least:
+            return None
+        return max(1, least - shortfall if tokens % 2 else least + overshoot)
+
+    refusal = BudgetTooSmallError(least - shortfall or 1, start, "the pinned references")
+    need = stated_need(refusal, made).required_tokens
+    assert least <= need <= least + max(1, least // SLACK)
+    # Exact where the slack rounds to a token: small needs are the least.
+    if need < 2 * SLACK:
+        assert need == least
+    assert len(tried) <= 24

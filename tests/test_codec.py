@@ -256,8 +256,11 @@ def test_library_error_carries_location(case: Bad, tmp_path: Path) -> None:
 
 
 def test_line_of_exactly_the_limit_is_accepted(tmp_path: Path) -> None:
-    """A line of MAX_LINE_BYTES bytes (newline not counted) imports; one byte more is refused."""
-    head = b'{"v":1,"type":"message","id":"m1","turn_id":"t1","role":"assistant","text":"'
+    """A line of MAX_LINE_BYTES bytes (newline not counted) imports; one byte more is refused.
+    The line states its provenance: the limit holds for the line as stored and exported, with
+    origin and trust filled in (tests/test_ledger_line_limit.py)."""
+    head = (b'{"v":1,"type":"message","id":"m1","origin":"assistant","trust":"model_output",'
+            b'"turn_id":"t1","role":"assistant","text":"')
     body = head + (b"ab 12 " * (MAX_LINE_BYTES // 6 + 1))[: MAX_LINE_BYTES - len(head) - 2] + b'"}'
     assert len(body) == MAX_LINE_BYTES
     src = tmp_path / "big.jsonl"
@@ -280,3 +283,21 @@ def test_failure_late_in_a_large_batch_keeps_nothing(tmp_path: Path) -> None:
     assert store.end_pos() == 0
     assert store.stats().records == 0
     store.close()
+
+
+def test_a_chat_message_per_line_is_told_how_transcripts_are_read(tmp_path: Path) -> None:
+    """A .jsonl of chat messages (no ``type``, a ``role``) fails on its first line naming the
+    file, line and field, and says a transcript is one JSON array or an object with
+    'messages'; a ledger line missing its type gets no such hint."""
+    src = tmp_path / "chat.jsonl"
+    src.write_bytes(b'{"role":"user","content":"hi"}\n{"role":"assistant","content":"yo"}\n')
+    with pytest.raises(LedgerFormatError) as chat:
+        import_jsonl(src, MemoryStore())
+    assert str(chat.value).startswith(f"{src}:1: $.type: missing required field (one of turn,")
+    assert str(chat.value).endswith("the line is a chat message (it has 'role'), not a ledger "
+                                    "record: a chat transcript is read as one JSON array of "
+                                    "messages, or an object with 'messages' (import.md)")
+    src.write_bytes(b'{"id":"t1","seq":1,"trigger":"timer"}\n')
+    with pytest.raises(LedgerFormatError) as plain:
+        import_jsonl(src, MemoryStore())
+    assert str(plain.value).endswith("environment, pin)")

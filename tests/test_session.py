@@ -240,7 +240,7 @@ BAD_CALLS: list[tuple[str, Callable[[holon_ctx.Session], object], str]] = [
     ("close a wait as open", lambda s: s.close_wait("w1", status="open"),  # type: ignore[arg-type]
      "close_wait: status: expected resolved, cancelled or expired"),
     ("close a wait never opened", lambda s: s.close_wait("w1"),
-     "close_wait: status: wait 'w1' is resolved but was never opened"),
+     "close_wait: wait_id: no wait 'w1' was opened (open it with open_wait)"),
     ("pin a missing ref", lambda s: s.pin("message:m404"),
      "pin: target: 'message:m404' is not in the ledger"),
     ("empty brief", lambda s: s.brief(""), "brief: text: must not be empty"),

@@ -261,3 +261,19 @@ def test_compacting_a_session_with_no_turn_counts_the_schedule_from_the_start(
             session.operator_message(f"note {i}")
             session.next_request(100_000)
     assert runs == [2]  # the third turn (seq 2): three turns since the start
+
+
+def test_close_wait_of_a_wait_never_opened_names_the_wait_id() -> None:
+    """close_wait on an unknown wait blames ``wait_id`` (not ``status``), appends nothing, and
+    the same wait closes once it was opened."""
+    session = holon_ctx.open_session(":memory:")
+    session.operator_message("Wait for CI.")
+    end = session.store.end_pos()
+    with pytest.raises(InputError) as caught:
+        session.close_wait("ci-88")
+    assert str(caught.value) == ("close_wait: wait_id: no wait 'ci-88' was opened "
+                                 "(open it with open_wait)")
+    assert caught.value.path == "wait_id"
+    assert session.store.end_pos() == end
+    session.open_wait("ci-88", "CI run 88 finishes")
+    assert session.close_wait("ci-88").startswith("wait:")

@@ -170,7 +170,7 @@ def test_a_call_refused_against_this_sessions_state_is_made_again_after_another_
     assert [(w.wait_id, w.status) for w in waits] == [("ci-9", "open"), ("ci-9", "cancelled")]
     assert ref.startswith("wait:")
     # A refusal no other writer explains is not retried: it is raised as it is.
-    with pytest.raises(InputError, match="never opened"):
+    with pytest.raises(InputError, match="no wait 'ci-404' was opened"):
         b.close_wait("ci-404")
     a.close()
     b.close()

@@ -347,6 +347,20 @@ def _translate(exc: msgspec.ValidationError, raw: bytes) -> tuple[str, str]:
     return path, msg
 
 
+def _chat_hint(raw: bytes) -> str:
+    """What to do when a line without ``type`` is a chat message: a ``.jsonl`` name makes the
+    line a ledger record, and one chat message per line is no format holon-ctx reads."""
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return ""
+    if not isinstance(value, dict) or not isinstance(value.get("role"), str):
+        return ""
+    return ("; the line is a chat message (it has 'role'), not a ledger record: a chat "
+            "transcript is read as one JSON array of messages, or an object with 'messages' "
+            "(import.md)")
+
+
 def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Record:
     """Decode and (unless ``check=False``) check one line; errors name source, line and field."""
     # Inline fast path (this runs per line of every import): a line with no more opening brackets
@@ -361,7 +375,7 @@ def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Re
         if path == "$" and "expected `object`" in msg:
             msg = f"expected a JSON object per line, {msg}"
         if path == "$.type" and "missing required field" in msg:
-            msg = f"missing required field (one of {', '.join(_TYPES)})"
+            msg = f"missing required field (one of {', '.join(_TYPES)})" + _chat_hint(raw)
         raise LedgerFormatError(msg, source=source, line=line, path=path) from None
     except msgspec.DecodeError as exc:
         raise LedgerFormatError(decode_problem(raw, str(exc))[0], source=source,

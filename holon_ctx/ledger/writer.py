@@ -40,7 +40,13 @@ import msgspec
 
 from holon_ctx.errors import LedgerFormatError, quote_value
 from holon_ctx.ledger.body import record_body
-from holon_ctx.ledger.codec import MAX_SEQ, check_record, encode_record, provenance_defaults
+from holon_ctx.ledger.codec import (
+    MAX_LINE_BYTES,
+    MAX_SEQ,
+    check_record,
+    encode_record,
+    provenance_defaults,
+)
 from holon_ctx.ledger.facts import marks_high
 from holon_ctx.ledger.fieldcheck import check_types
 from holon_ctx.ledger.records import (
@@ -206,6 +212,22 @@ class _Appender:
                 msg = f"{msg}; record {index} of the batch, {what}"
             raise self.fail(line, path, msg)
 
+    def check_size(self, line: int | None, record: Record, encoded: bytes) -> None:
+        """Refuse a record whose canonical line is over ``MAX_LINE_BYTES`` (the newline not
+        counted), naming its longest text field: the JSONL reader refuses such a line, so a
+        ledger holding one would export a file that does not import."""
+        size = len(encoded) - 1
+        if size <= MAX_LINE_BYTES:
+            return
+        texts = [name for name in record.__struct_fields__
+                 if isinstance(getattr(record, name), str)]
+        field = max(texts, key=lambda name: len(getattr(record, name)))
+        raise self.fail(line, f"$.{field}",
+                        f"the record's ledger line would be {size} bytes, over the "
+                        f"{MAX_LINE_BYTES} byte limit of a line; keep large texts outside the "
+                        "ledger (a tool's or task's full output behind output_ref) and store a "
+                        "bounded excerpt")
+
     def derive_turn(self, line: int | None, record: Record, next_seq: int | None) -> Turn:
         """The turn a record that opens one (a task result, an external event) gets when it
         names none: ``t.<id>``, the next sequence number."""
@@ -344,11 +366,17 @@ class _Appender:
             if record.origin is not origin or record.trust is not trust:
                 record = msgspec.structs.replace(record, origin=origin, trust=trust)
             filled.append(record)
+        # Encoded before anything is counted or looked up: a record whose line the reader would
+        # refuse is refused here, at once (counting 20 MB of output first took seconds), so that
+        # every stored ledger exports to JSONL that imports again.
+        lines = [encode_record(record) for record in filled]
+        for (line, _), record, encoded in zip(chunk, filled, lines, strict=True):
+            self.check_size(line, record, encoded)
         prefetch = getattr(self.backend, "prefetch", None)
         if prefetch is not None:
             prefetch(self.lookups(filled))
         counts = self.counter.count_many([record_body(r) for r in filled])
-        for (line, _), record, tokens in zip(chunk, filled, counts, strict=True):
+        for (line, _), record, tokens, encoded in zip(chunk, filled, counts, lines, strict=True):
             ref = record_ref(record)
             owner_seq, turn = self.check(line, record, ref)
             wis = wst = None
@@ -359,7 +387,7 @@ class _Appender:
                 wst = fold_wait(self.backend.wait_state(record.wait_id), record, ref=ref,
                                 pos=self.pos)
             row = Row(pos=self.pos, ref=ref, kind=ref.partition(":")[0], record=record,
-                      line=encode_record(record), turn_seq=owner_seq, tokens=tokens, turn=turn,
+                      line=encoded, turn_seq=owner_seq, tokens=tokens, turn=turn,
                       work_item_state=wis, wait_state=wst,
                       marks_high=owner_seq is not None and marks_high(record))
             self.backend.insert(row, self.counter.identity)
