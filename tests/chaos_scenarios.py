@@ -263,7 +263,8 @@ class ChaosMachine(RuleBasedStateMachine):
     def open_wait(self, who: int, text: str) -> None:
         self.n_waits += 1
         wait = f"w{self.n_waits}"
-        self.ack(self.runtime(who).open_wait(wait, text or "CI"))
+        # A condition of whitespace alone ("\x1f" is, to str.strip) is refused as empty.
+        self.ack(self.runtime(who).open_wait(wait, text if text.strip() else "CI"))
         self.waits.append(wait)
 
     @precondition(lambda self: self.waits)
