@@ -151,7 +151,8 @@ def from_caller(args: list[str], cwd: Path) -> list[str]:
 def test_args(args: list[str]) -> list[str]:
     """pytest's arguments for ``dev.py test ARGS``: the whole suite (no file or node id named) runs
     on TEST_WORKERS processes, each test file whole on one of them (module fixtures are built
-    once, and a module's report of its examples sees all of them); a named file or test runs in
+    once, and a module's report of its examples sees all of them), the longest files started
+    first; a named file or test runs in
     this process, as does any run where the caller chose (``-n``, ``--dist``, ``-p no:xdist``) or
     debugs (``--pdb``, ``--trace``)."""
     named = any(not a.startswith("-") and Path(a.partition("::")[0]).exists() for a in args)
@@ -159,7 +160,8 @@ def test_args(args: list[str]) -> list[str]:
                 for a in args)
     if named or chose:
         return args
-    return ["-n", TEST_WORKERS, "--dist", "loadfile", *args]
+    # In the order collected: tests/conftest.py puts the longest files first (tests/tiers.py).
+    return ["-n", TEST_WORKERS, "--dist", "loadfile", "--no-loadscope-reorder", *args]
 
 
 def run(args: list[str], cwd: Path = ROOT) -> int:

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 from hypothesis import settings
 from summary import LINES
+from tiers import LONG_FILES
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,10 +53,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    # The scaled tests are the long ones: their files go first (each keeping its own order), so
-    # that with a file to each of two processes (dev.py) no long file starts last and runs alone.
-    long_files = {item.path for item in items if item.get_closest_marker("scaled") is not None}
-    items.sort(key=lambda item: item.path not in long_files)
+    # Long files go first (each keeping its own order), so that with a file to each of two
+    # processes (dev.py) no long file starts last and runs alone: the measured longest
+    # (tiers.LONG_FILES, longest first), then the other files with scaled tests.
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    scaled_files = {item.path for item in items if item.get_closest_marker("scaled") is not None}
+    items.sort(key=lambda item: rank.get(item.path.name,
+                                         len(rank) + (item.path not in scaled_files)))
     scaled = sum(1 for item in kept if item.get_closest_marker("scaled") is not None)
     config.stash[_SLOW_TIER] = (0, 0) if slow else (len(dropped), scaled)
 

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,10 @@ import pytest
 from demo_story import KEY_REFS, KEY_TURNS
 from stateless_cli import stateless
 
+from holon_ctx.cli import preview_cmds
 from holon_ctx.cli.common import control_source
 from holon_ctx.cli.episodes_cmd import open_episode_source
+from holon_ctx.cli.epochs_view import EpochView
 from holon_ctx.cli.main import main
 from holon_ctx.ledger.records import Turn
 from holon_ctx.ledger.sqlite import SqliteStore
@@ -56,6 +59,37 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("demo") / "demo.db"
     assert main(["demo", "--db", str(db), "--plain", "--width", "100"]) == 0
     return db
+
+
+@pytest.fixture(scope="module", autouse=True)
+def walked_once(demo_db: Path) -> Iterator[dict[tuple[object, ...], EpochView]]:
+    """Each runtime request the CLI walks to on the module's demo database, walked once.
+
+    Every view command (``--mode stateless`` too, for its epoch line) walks the session from the
+    demo's saved epoch to the turn asked (cli/epochs_view.py): at 2048 tokens that is about
+    7 s of CPU a command, the same walk for the same ledger, budget and turn each time, and this
+    module runs it dozens of times (explain asks once per item, diff twice). The walk reads the
+    ledger and writes nothing (test_cli_readers_write_nothing.py), so its result is kept by
+    everything it depends on: the ledger's file as it is now, budget, turn, policy, counter,
+    episode source and control. Other databases (the demo builds of the tests above) walk as
+    usual."""
+    real = preview_cmds.runtime_request
+    walked: dict[tuple[object, ...], EpochView] = {}
+
+    def once(store: Any, projector: Projector, budget: int, at: str | None) -> EpochView:
+        if Path(getattr(store, "path", "")) != demo_db:
+            return real(store, projector, budget, at)
+        stat = demo_db.stat()
+        key = (stat.st_mtime_ns, stat.st_size, budget, at, repr(projector.policy),
+               type(projector.counter).__name__, type(projector.episodes).__name__,
+               projector.control is None)
+        if key not in walked:
+            walked[key] = real(store, projector, budget, at)
+        return walked[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(preview_cmds, "runtime_request", once)
+        yield walked
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tiers import LONG_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 NOISE = "WARNING: pip noise line"
@@ -162,9 +164,25 @@ def test_the_whole_suite_runs_on_two_processes(dev: ModuleType, monkeypatch: pyt
     argv = _venv_argv(dev, monkeypatch, ["test", *args])
     assert argv[:2] == ["-m", "pytest"]
     if parallel:
-        assert argv[2:] == ["-n", "2", "--dist", "loadfile", *args]
+        assert argv[2:] == ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", *args]
     else:
         assert argv[2:] == dev.from_caller(args, ROOT)
+
+
+def test_the_longest_files_are_collected_first() -> None:
+    """The whole suite's order (which ``--no-loadscope-reorder`` keeps): the files of
+    tiers.LONG_FILES first, longest first, then files with scaled tests, then the rest; each
+    listed file exists (a renamed one would silently start late)."""
+    assert all((ROOT / "tests" / name).is_file() for name in LONG_FILES)
+    # Named in the reverse order, with a file of scaled tests and a plain one in front.
+    named = ["test_dev_script.py", "test_stress.py", LONG_FILES[1], LONG_FILES[0]]
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-p",
+                          "no:randomly", *(f"tests/{n}" for n in named)], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    files = [line.partition("::")[0].removeprefix("tests/") for line in out.splitlines()
+             if "::" in line]
+    assert list(dict.fromkeys(files)) == [LONG_FILES[0], LONG_FILES[1], "test_stress.py",
+                                          "test_dev_script.py"]
 
 
 def _pip_calls(dev: ModuleType) -> list[str]:

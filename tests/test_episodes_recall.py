@@ -405,3 +405,42 @@ def test_a_resolved_wait_is_not_unresolved_in_its_episode() -> None:
     assert second.span.first_seq == 1
     assert not second.unresolved
     assert [r.kind for r in second.results] == ["external_event", "wait_resolved"]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_recall_as_of_an_earlier_position_counts_the_corpus_as_reading_it_whole(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A recall as of a position before episodes archived later states its BM25 statistics of
+    the episodes visible then — the corpus and each term's document frequency — now as the
+    totals less what lies past the bound (the newest rows and postings); at every bound they
+    are what counting the rows and postings up to it gives, and so are the scores."""
+    conv, _ = billing_conversation()
+    ledger, episodes, _ = archived(conv.records, recent=4, max_range=4, kind=kind, tmp=tmp_path,
+                                   pg_url=_pg(kind, request))
+    every, _ = episodes.corpus()
+    assert every >= 4
+    source = StoreEpisodeSource(episodes, ledger)
+    qterms = query_terms("billing PostgreSQL replica frontend design review lag")
+    for visible in range(every):
+        docs, total = episodes.corpus_through(visible)
+        rows = [ep for num, ep in episodes.episodes(range(1, every + 1)).items() if num <= visible]
+        assert docs == len(rows)
+        if kind == "sqlite":  # the rows summed up to the bound, as the store did before
+            assert (docs, total) == episodes._db.execute(  # type: ignore[attr-defined]
+                "SELECT count(*), coalesce(sum(length), 0) FROM episodes WHERE num <= ?",
+                (visible,)).fetchone()
+        read = {t: n for t in qterms if (n := len(episodes.postings(t, visible, 1 << 30)))}
+        assert source_df(source, qterms, visible) == read
+        expected = bm25_scores(qterms, read, docs, total,
+                               lambda t, cap: episodes.postings(t, every, cap), RecallWeights())
+        assert source._text_scores(qterms, visible, every) == expected
+
+
+def source_df(source: StoreEpisodeSource, qterms: list[str], visible: int) -> dict[str, int]:
+    """The document frequencies a recall as of ``visible`` uses (:func:`_df_through`)."""
+    from holon_ctx.memory.source import _df_through
+
+    store = source.episodes
+    every, _ = store.corpus()
+    docs, _ = store.corpus_through(visible)
+    return _df_through(store, store.df(qterms), visible, every - docs)

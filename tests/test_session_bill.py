@@ -21,8 +21,8 @@ from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import WorkItem
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.projection.measure.cost import PRICES
-from holon_ctx.projection.measure.replay import call_points, replay
+from holon_ctx.projection.measure.cost import PRICES, shared_prefix_tokens
+from holon_ctx.projection.measure.replay import call_points, replay, request_tokens
 from holon_ctx.projection.planning.tail import TAIL_TITLE
 from holon_ctx.projection.session.session import (
     Layout,
@@ -345,20 +345,38 @@ def _large_guidance_loop(steps: int, seed: int = 3) -> LedgerStore:
 
 
 @pytest.mark.parametrize(("budget", "whole"), [(4096, False), (8192, True)])
-def test_every_planned_epoch_sends_the_same_environment(budget: int, whole: bool) -> None:
-    """The stable prefix does not move at a re-plan: every planned epoch's system message is
-    the same bytes, whatever budget each re-plan gave its planner — the guidance whole where it
-    takes at most a quarter of the budget (8,192: ~1,200 tokens), the environment's compact
-    lines where it takes more (4,096). Left to the planner, at 4,096 the guidance was whole in
-    one epoch, clipped at one point or another in the next ones or left out, and every re-plan
-    rewrote the request from its first token."""
+def test_every_epoch_sends_the_same_environment(budget: int, whole: bool) -> None:
+    """The stable prefix does not move at a re-plan: every epoch's system message, the whole
+    epoch's included, is the same bytes, whatever budget each re-plan gave its planner — the
+    guidance whole where it takes at most a quarter of the budget (8,192: ~1,200 tokens), the
+    environment's compact lines where it takes more (4,096). Left to the planner, at 4,096 the
+    guidance was whole in one epoch, clipped at one point or another in the next ones or left
+    out, and every re-plan rewrote the request from its first token; with the whole epoch
+    sending it whole (as the baselines do), the first re-plan still did (RFC 0025, decision 8)."""
     store = _large_guidance_loop(90)
     requests = [r for r in _requests(store, budget) if r.replanned]
-    planned = [str(r.openai_messages()[0]["content"]) for r in requests[1:]]
-    assert len(planned) >= 4
-    assert all(m == planned[0] for m in planned), [len(m) for m in planned]
-    assert "clipped" not in planned[0]
-    assert ("Rule 89" in planned[0]) is whole
+    systems = [str(r.openai_messages()[0]["content"]) for r in requests]
+    assert len(systems) >= 5
+    assert all(m == systems[0] for m in systems), [len(m) for m in systems]
+    assert "clipped" not in systems[0]
+    assert ("Rule 89" in systems[0]) is whole
+
+
+def test_the_first_re_plan_keeps_the_system_message_cached() -> None:
+    """Where the guidance takes more than a quarter of the budget, the whole epoch sends the
+    environment's compact lines too, so the request of the first re-plan shares the system
+    message with the request before it (it shared nothing when the whole epoch sent the guidance
+    whole and the planned epoch its compact lines)."""
+    store = _large_guidance_loop(90)
+    counter = default_counter()
+    requests = _requests(store, 4096)
+    first = next(i for i, r in enumerate(requests) if i and r.replanned)
+    assert not requests[first - 1].replanned
+    before, after = (request_tokens(requests[k].openai_messages(), counter)
+                     for k in (first - 1, first))
+    system = requests[first].openai_messages()[:1]
+    assert requests[first - 1].openai_messages()[:1] == system
+    assert shared_prefix_tokens(before, after) >= len(request_tokens(system, counter))
 
 
 def test_a_planned_tail_names_no_anchor_the_history_shows() -> None:

@@ -301,9 +301,13 @@ class SqliteEpisodeStore:
         return self.count() if first is None else int(first) - 1
 
     def corpus_through(self, max_num: int) -> tuple[int, int]:
+        # The totals less the episodes past ``max_num`` (the newest few: a recall as of an
+        # earlier position): the totals are kept in the transaction that adds each episode, and
+        # summing the rows up to ``max_num`` read every episode's page (5.2 ms at 100k messages).
+        docs, total = self.corpus()
         row = self._db.execute("SELECT count(*), coalesce(sum(length), 0) FROM episodes "
-                               "WHERE num <= ?", (max_num,)).fetchone()
-        return int(row[0]), int(row[1])
+                               "WHERE num > ?", (max_num,)).fetchone()
+        return docs - int(row[0]), total - int(row[1])
 
     def corpus(self) -> tuple[int, int]:
         meta = dict(self._db.execute(

@@ -141,12 +141,13 @@ class StoreEpisodeSource:
         """BM25 scores of the episodes before ``max_num`` for the query's terms, with the corpus
         statistics of the episodes visible as of the position projected."""
         store = self.episodes
-        docs, total = store.corpus()
-        if visible < docs:
+        every, total = store.corpus()
+        df = store.df(qterms)
+        if visible < every:
             docs, total = store.corpus_through(visible)
-            df = {t: n for t in qterms if (n := len(store.postings(t, visible, 1 << 30)))}
+            df = _df_through(store, df, visible, every - docs)
         else:
-            df = store.df(qterms)
+            docs = every
         return bm25_scores(qterms, df, docs, total,
                            lambda t, cap: store.postings(t, max_num, cap), self.weights)
 
@@ -225,6 +226,22 @@ class StoreEpisodeSource:
             ref=ep.ref, covers=ep.covers, score=cand.score, priority=prio,
             reasons=cand.reasons(), episode=with_recaps(ep, recaps), open_keys=open_keys,
             held=held, recaps=msgspec.json.encode(recaps) if recaps else b"", counts=counts)
+
+
+def _df_through(store: EpisodeStore, df: dict[str, int], visible: int,
+                later: int) -> dict[str, int]:
+    """The document frequencies ``df`` (of every episode stored) as of the episodes numbered
+    ``visible`` or less, given that ``later`` episodes are numbered past it: each term's count
+    less its postings past ``visible`` — all among its newest ``later`` postings, as an episode
+    holds a term's posting once. Reading every posting of each term instead took 10.6 ms a
+    recall at 100k messages (a walk from an older epoch recalls at every re-plan: a restart's
+    first request, the text view of a request left unread at close, the CLI's previews)."""
+    out: dict[str, int] = {}
+    for term, n in df.items():
+        past = sum(1 for num, _, _ in store.postings(term, _EVERY, later) if num > visible)
+        if n - past > 0:
+            out[term] = n - past
+    return out
 
 
 #: What a decision episode right after a top text match scores, as a share of that match's

@@ -48,9 +48,11 @@ class _EpochPlanner(_ProjectorBase):
         lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
         low_water = plan_budget = self._low_water(budget, limit)
         whole = self._opens_ledger(limit)
-        # A whole epoch's plan holds the environment as the planner chooses (the baselines send
-        # it whole); a planned epoch's form is fixed by the budget alone (_environment_form).
-        env_form = None if whole else self._environment_form(budget, limit)
+        # Every epoch sends the environment in the one form the budget fixes (_environment_form),
+        # the whole epoch too: a whole epoch that sent a guidance larger than ``entry_share`` of
+        # the budget whole (as the baselines do) had its first re-plan rewrite the request from
+        # the system message on (RFC 0025, decision 8).
+        env_form = self._environment_form(budget, limit)
         tried_full = shrinking = False
         over = step = 0
         for _ in range(16):
@@ -99,12 +101,13 @@ class _EpochPlanner(_ProjectorBase):
                                   "the pinned references and the current state")
 
     def _environment_form(self, budget: int, limit: int) -> Form | None:
-        """The environment's form in a planned epoch: whole when its full form takes at most
+        """The environment's form in every epoch: whole when its full form takes at most
         ``entry_share`` of the budget (the most one record may take in the history), else its
         compact lines. Decided by the budget and the record alone, so every re-plan of a
         session at this budget sends the same stable prefix: left to the planner, the form
         followed the plan budget (whole, clipped at one point, clipped at another), and each
-        re-plan rewrote the whole request from its system message on (RFC 0025)."""
+        re-plan rewrote the whole request from its system message on (RFC 0025, decisions 4
+        and 8)."""
         env = self.store.latest_environment(limit)
         if env is None:
             return None
