@@ -49,11 +49,11 @@ from typing import Any, Literal, TypeAlias
 
 from holon_ctx.compaction import CompactionResult, SessionConfig
 from holon_ctx.continuity import ContinuityStore
-from holon_ctx.errors import BudgetTooSmallError, InputError, quote_value
-from holon_ctx.ledger.records import Record, Tool, ToolStatus
+from holon_ctx.errors import BudgetTooSmallError, InputError, LedgerFormatError, quote_value
+from holon_ctx.ledger.records import Record, record_ref
 from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.ledger.transcript_build import LedgerBuilder, digest
+from holon_ctx.ledger.transcript_build import LedgerBuilder
 from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
 from holon_ctx.ledger.transcript_swe import read_swe_traj
 from holon_ctx.ledger.transcripts import import_any, not_a_database
@@ -107,21 +107,34 @@ class Session(_SessionEvents):
         w = "import_history"
         self._check_open(w)
         fmt = check_status(w, "format", format, _HistoryFormat)
-        if self._pending:
-            # The history opens turns after the current one: calls still waiting are written
-            # as pending first, as when any turn opens, and a result that comes later still
-            # lands (they were dropped: the call vanished and its result was refused).
-            self._write_pending()
-            self._late.update(self._pending)
-            self._pending.clear()
         end = self.store.end_pos()
         prefix = (("" if end == 0 else f"i{end}.") if id_prefix is None
                   else check_id(w, "id_prefix", id_prefix))
-        if isinstance(history, str | os.PathLike):
-            _, stored = import_any(Path(history), self.store, fmt.value, id_prefix=prefix)
-        else:
-            stored = self.store.append(self._read_history(w, history, fmt, prefix), source=w,
-                                       renumber_turns=True)
+        # The history opens turns after the current one: calls still waiting go in as pending
+        # first, as when any turn opens, and a result that comes later still lands (dropped,
+        # the call vanished and its result was refused). In the history's own append, so a
+        # history refused writes nothing (written on their own before it, they stayed).
+        for tries_left in reversed(range(_IMPORT_TRIES)):
+            # Named by the ledger's end and looked up there: another runtime can still take an
+            # id before the append (an import does not pin the end), and then they are named
+            # again at the new end, as a helper's are when the ledger moved (_retrying).
+            waiting = _Batch(self.store, self.store.end_pos(), True)
+            self._add_pending(waiting)
+            try:
+                if isinstance(history, str | os.PathLike):
+                    _, stored = import_any(Path(history), self.store, fmt.value,
+                                           id_prefix=prefix, before=waiting.records)
+                else:
+                    stored = self.store.append(
+                        [*waiting.records, *self._read_history(w, history, fmt, prefix)],
+                        source=w, renumber_turns=True)
+                break
+            except LedgerFormatError as exc:
+                if not tries_left or not _took_one_of(exc, waiting.records):
+                    raise
+        stored -= len(waiting.records)
+        self._late.update(self._pending)
+        self._pending.clear()
         self._load_state()
         if self.compaction is not None and stored:
             # Archived now, in bulk, while the caller expects the import to take its time: left
@@ -355,11 +368,7 @@ class Session(_SessionEvents):
     def _write_pending(self) -> None:
         """Calls still waiting when the session closes, written as ``pending``."""
         batch = _Batch(self.store, self.store.end_pos(), self._check_ids)
-        for call_id, call in self._pending.items():
-            batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
-                           tool_name=call.name, args_digest=digest(call.arguments),
-                           args_preview=call.arguments, status=ToolStatus.PENDING,
-                           call_id=call_id))
+        self._add_pending(batch)
         self._append("close", batch)
 
     def __enter__(self) -> Session:
@@ -385,6 +394,17 @@ def _check_ledger_path(path: Path) -> None:
         raise InputError(f"{kind}, not a SQLite ledger: open a ledger (open_session('agent.db')) "
                          "and bring the file in with session.import_history(path)",
                          source=str(path))
+
+
+#: Imports tried when another runtime takes the id of a call written as pending with the history.
+_IMPORT_TRIES = 4
+
+
+def _took_one_of(exc: LedgerFormatError, records: Sequence[Record]) -> bool:
+    """Whether ``exc`` refused one of ``records``' ids as already in the ledger (not an id of
+    the history: that one is the history's own clash, refused as it is)."""
+    return exc.path == "$.id" and any(
+        exc.message == f"duplicate id: {record_ref(r)} is already in the ledger" for r in records)
 
 
 def open_session(where: str | os.PathLike[str] | LedgerStore, *,

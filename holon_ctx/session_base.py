@@ -336,18 +336,22 @@ class _SessionBase:
               noop: bool = False, end: int | None = None) -> _Opening:
         """Start a batch that closes the current turn and opens a new one."""
         batch = self._batch(where, end)
-        for call_id, call in self._pending.items():
-            # A call left without a result when its turn closes (docs/import.md does the same).
-            batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
-                           tool_name=call.name, args_digest=digest(call.arguments),
-                           args_preview=call.arguments, status=ToolStatus.PENDING,
-                           call_id=call_id))
+        self._add_pending(batch)
         wid = work_item if work_item is not None else self._work_item
         tid = batch.new_id("turn", "t")
         seq = 0 if self._turn is None else self._turn.seq + 1
         batch.add(Turn(id=tid, seq=seq, trigger=trigger, anchor_turn_id=anchor,
                        work_item_id=wid, label=label, outcome=Outcome.NOOP if noop else None))
         return _Opening(batch, _TurnState(tid, seq, trigger, anchor), wid)
+
+    def _add_pending(self, batch: _Batch) -> None:
+        """Calls still waiting, added to ``batch`` as ``pending`` (a call left without a result
+        when its turn closes; docs/import.md does the same)."""
+        for call_id, call in self._pending.items():
+            batch.add(Tool(id=batch.new_id("tool", "x"), turn_id=call.turn_id,
+                           tool_name=call.name, args_digest=digest(call.arguments),
+                           args_preview=call.arguments, status=ToolStatus.PENDING,
+                           call_id=call_id))
 
     def _commit(self, where: str, opening: _Opening) -> None:
         """Append an opening's batch; only then does the session move to the new turn."""

@@ -169,3 +169,50 @@ def test_sqlite_episode_tables_live_in_the_ledger_file_and_leave_the_ledger_alon
     again.close()
     with pytest.raises(StoreError, match="no episodes"):
         SqliteEpisodeStore(tmp_path / "other.db", create=False)
+
+
+def test_postgres_count_is_the_rows_under_racing_and_refused_appends(
+        pg_url: str, pg_session_key: str) -> None:
+    """The count is the highest episode number (849680d: one index probe, not a scan), which
+    holds only while numbers stay dense from 1: four writers on one session append at once,
+    each with a batch refused mid-way after its first episode was numbered (a turn another
+    episode covers); the count is the episodes there are, numbered 1..n, the read ahead's too."""
+    import threading
+
+    from holon_ctx.postgres import PostgresStore
+
+    PostgresStore(pg_url, session=pg_session_key).close()
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        store = PostgresEpisodeStore(pg_url, session=pg_session_key)
+        try:
+            for i in range(6):
+                first = 1000 * w + 10 * i
+                store.append([index_episode(_episode(first, first + 1, f"w{w} b{i}"))])
+                with pytest.raises(StoreError):
+                    store.append([index_episode(_episode(first + 5, first + 6, "fresh")),
+                                  index_episode(_episode(first + 1, first + 2, "covered"))])
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    store = PostgresEpisodeStore(pg_url, session=pg_session_key, create=False)
+    nums = [n for n, _ in store.page(limit=1000, offset=0)]
+    assert nums == list(range(1, 25))
+    assert store.count() == 24
+    store.close()
+    ledger = PostgresStore(pg_url, session=pg_session_key, create=False)
+    shared = PostgresEpisodeStore(ledger.connection, session=pg_session_key)
+    assert shared.archived_by(ledger.end_pos()) == 24
+    with ledger.reading_ahead():
+        assert shared.archived_by(ledger.end_pos()) == 24
+    shared.close()
+    ledger.close()

@@ -367,3 +367,52 @@ def test_a_sessions_turn_is_one_round_trip_per_helper_and_one_per_request(
     finally:
         session.close()
         store.close()
+
+
+#: Content PostgreSQL's json and text types handle apart (NUL, escapes, separators, surrogate
+#: pairs, combining marks, megabytes) and numbers at their edges: through the JSON rows of the
+#: one-statement append, each record's stored line must be SQLite's, byte for byte.
+_HOSTILE = ["a\x00b", "\\u0000 \\\\ \" '", "\u2028\u2029\r\n\t", "", "e\u0301 \u00e9 \U0001f600",
+            "x\\\"\x00" * 400_000]
+
+
+def test_hostile_content_through_the_one_statement_append_is_sqlites_bytes(
+        pg_store: PostgresStore, tmp_path: Any) -> None:
+    """NUL (which PostgreSQL text and json cannot hold as text), escapes, line separators,
+    astral and combining characters, 1.6 MB of quotes and backslashes, a turn numbered at
+    int64's top and a tool's 32-bit exit status: appended one statement at a time (the rows
+    go as JSON, bytea in base64), every line and derived row reads back as SQLite stores it."""
+    import io
+
+    from holon_ctx.ledger.importer import export_jsonl
+    from holon_ctx.ledger.sqlite import SqliteStore
+
+    batches: list[list[Record]] = [_turn(0)]
+    for i, text in enumerate(_HOSTILE):
+        batches.append([Message(id=f"h{i}", turn_id="n0", role=MessageRole.ASSISTANT, text=text),
+                        Tool(id=f"hx{i}", turn_id="n0", tool_name="shell", output=text,
+                             status=ToolStatus.ERROR, exit_code=2**32 - 1)])
+    top = 2**63 - 1
+    batches.append([Turn(id="top", seq=top, trigger="operator_input", work_item_id="w\u00e9"),
+                    Message(id="top.m", turn_id="top", role=MessageRole.OPERATOR, text="")])
+    sqlite = SqliteStore(str(tmp_path / "ledger.db"))
+    pg_store.append(batches[0])
+    sqlite.append(batches[0])
+    trips = RoundTrips(pg_store.connection)
+    for batch in batches[1:]:
+        before = trips.count
+        pg_store.append(batch)
+        assert trips.count - before == 1  # the one-statement path, not the locked one
+        sqlite.append(batch)
+    exported = []
+    for store in (pg_store, sqlite):
+        out = io.BytesIO()
+        export_jsonl(store, out)
+        exported.append(out.getvalue())
+    assert exported[0] == exported[1]
+    end = pg_store.end_pos()
+    assert [s.record for s in pg_store.records_between(0, end)] == [
+        s.record for s in sqlite.records_between(0, end)]
+    assert pg_store.latest_turn(end) is not None
+    assert pg_store.latest_turn(end).record.seq == top  # type: ignore[union-attr]
+    sqlite.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from chaos_scenarios import POLICY, PostgresChaos, SqliteChaos, manifest_gaps, refusal_of
@@ -15,7 +16,7 @@ from tiers import sized
 
 import holon_ctx
 from holon_ctx.cli.preview_cmds import opened, viewed
-from holon_ctx.ledger.records import Tool
+from holon_ctx.ledger.records import Tool, ToolStatus
 
 EXAMPLES = int(os.environ.get("HOLON_CTX_CHAOS_EXAMPLES", sized(4, 40)))
 STEPS = int(os.environ.get("HOLON_CTX_CHAOS_STEPS", sized(20, 40)))
@@ -80,6 +81,78 @@ def test_a_call_waiting_across_an_import_is_kept() -> None:
     tools = [(r.call_id, r.status.value, r.turn_id) for r in session.store.iter_records()
              if isinstance(r, Tool)]
     assert tools == [("c0", "pending", "t0"), ("c0", "ok", "t0")]
+
+
+@pytest.mark.parametrize("form", ["messages", "transcript", "ledger"])
+def test_a_refused_import_writes_nothing_and_the_call_keeps_waiting(tmp_path: Path,
+                                                                     form: str) -> None:
+    """``import_history`` is all or nothing, calls waiting included: a history refused (a bad
+    message, transcript or ledger line) leaves the ledger as it was, and the call announced
+    before it is still the current turn's, its result recorded alone. The calls were written
+    as pending before the history was read, so a refused import still added a record."""
+    session = holon_ctx.open_session(":memory:")
+    session.operator_message("run the tests")
+    session.assistant_message("running", tool_calls=[holon_ctx.ToolCall("c0", "bash", {})])
+    end = session.store.end_pos()
+    history: object = [{"role": "bogus", "content": "x"}]
+    if form != "messages":
+        path = tmp_path / ("bad.jsonl" if form == "ledger" else "bad.json")
+        path.write_text('{"type": "turn", "id": "u0"}\n' if form == "ledger"
+                        else '[{"role": "bogus", "content": "x"}]')
+        history = path
+    with pytest.raises(holon_ctx.errors.LedgerFormatError):
+        session.import_history(history)  # type: ignore[arg-type]
+    assert session.store.end_pos() == end
+    session.tool_result("c0", "42 passed")
+    tools = [(r.call_id, r.status.value, r.turn_id) for r in session.store.iter_records()
+             if isinstance(r, Tool)]
+    assert tools == [("c0", "ok", "t0")]
+
+
+def test_an_import_whose_waiting_call_id_another_runtime_took_is_made_again() -> None:
+    """The id of a call written as pending with the history is named by the ledger's end; another
+    runtime that appends a record of that id first (its own call left pending at that position)
+    does not refuse the import: the ids are named again at the new end, as any helper does when
+    the ledger moved under it."""
+    session = holon_ctx.open_session(":memory:")
+    session.operator_message("run the tests")
+    session.assistant_message("running", tool_calls=[holon_ctx.ToolCall("c0", "bash", {})])
+    store = session.store
+    inner = store.append
+    end = store.end_pos()
+    raced: list[int] = []
+
+    def append(records: Any, **kwargs: Any) -> int:
+        if not raced:  # the other runtime's append lands first, with the id this one minted
+            raced.append(inner([Tool(id=f"x{end}", turn_id="t0", tool_name="ls",
+                                     args_digest="d", status=ToolStatus.PENDING,
+                                     call_id="c9")]))
+        return int(inner(records, **kwargs))
+    store.append = append  # type: ignore[method-assign]
+    stored = session.import_history([{"role": "user", "content": "and the release?"}])
+    store.append = inner  # type: ignore[method-assign]
+    assert raced
+    assert stored == 2
+    session.tool_result("c0", "42 passed")
+    tools = [(r.call_id, r.status.value) for r in store.iter_records() if isinstance(r, Tool)]
+    assert tools == [("c9", "pending"), ("c0", "pending"), ("c0", "ok")]
+
+
+def test_an_import_counts_its_own_records_not_the_calls_written_with_it() -> None:
+    """The calls written as pending go in with the history, in one append; the count returned
+    is the history's records, as with no call waiting."""
+    history = [{"role": "user", "content": "and the release?"},
+               {"role": "assistant", "content": "2.4.1"}]
+    counts = []
+    for waiting in (False, True):
+        session = holon_ctx.open_session(":memory:")
+        session.operator_message("run the tests")
+        session.assistant_message("running", tool_calls=[
+            holon_ctx.ToolCall("c0", "bash", {})] if waiting else ())
+        end = session.store.end_pos()
+        counts.append(session.import_history(history))
+        assert session.store.end_pos() == end + counts[-1] + waiting
+    assert counts[0] == counts[1] > 0
 
 
 def test_a_refusal_below_the_framing_states_the_need_after_the_due_compaction() -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import IO
 
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.codec import iter_jsonl, write_jsonl
+from holon_ctx.ledger.records import Record
 from holon_ctx.ledger.store import LedgerStore
 
 __all__ = ["export_jsonl", "import_jsonl"]
@@ -31,8 +33,10 @@ def import_jsonl(
     store: LedgerStore,
     *,
     on_bytes: Callable[[int], None] | None = None,
+    before: Sequence[Record] = (),
 ) -> int:
     """Append every record of a ledger JSONL file in one transaction; returns records stored.
+    ``before``: records appended first, in the same transaction (and counted).
 
     On any bad line nothing is appended and a LedgerFormatError names file, line and field.
     """
@@ -47,7 +51,8 @@ def import_jsonl(
             reader = _CountingReader(stream, on_bytes)  # type: ignore[assignment]
         # Context-free checks run in the store's append path, line by line as records stream in.
         records = iter_jsonl(reader, source=str(path), check=False)
-        return store.append_lines(records, source=str(path))
+        return store.append_lines(chain(((None, r) for r in before), records),
+                                  source=str(path))
 
 
 def export_jsonl(store: LedgerStore, out: IO[bytes]) -> int:

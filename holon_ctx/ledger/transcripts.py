@@ -20,7 +20,7 @@ appended through the store's ordinary append path, in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
@@ -288,15 +288,18 @@ def not_a_database(path: str | Path) -> str | None:
 
 
 def import_any(path: str | Path, store: LedgerStore, fmt: TranscriptFormat | str = "auto", *,
-               id_prefix: str = "", option: str = LIBRARY_OPTION) -> tuple[Detection, int]:
-    """Import ledger JSONL or a transcript into ``store``, all-or-nothing; ``(how, stored)``."""
+               id_prefix: str = "", option: str = LIBRARY_OPTION,
+               before: Sequence[Record] = ()) -> tuple[Detection, int]:
+    """Import ledger JSONL or a transcript into ``store``, all-or-nothing; ``(how, stored)``.
+    ``before``: records appended first, in the same append (a session's calls still waiting),
+    and counted in ``stored``."""
     path = checked_path(path, "import")
     if fmt == TranscriptFormat.LEDGER or (fmt == "auto" and sniff_ledger(path)):
         why = f"given with {option.format(fmt)}" if fmt != "auto" else (
             "the .jsonl extension" if path.name.lower().endswith(".jsonl")
             else "ledger records per line")
-        return Detection(TranscriptFormat.LEDGER, why), import_jsonl(path, store)
+        return Detection(TranscriptFormat.LEDGER, why), import_jsonl(path, store, before=before)
     detection, records = read_transcript(path, fmt, id_prefix=id_prefix, option=option)
     # The turns are numbered by the store, inside its write transaction, after whatever is in the
     # ledger by then: numbers read before it would race with other writers (RFC 0006).
-    return detection, store.append(records, source=str(path), renumber_turns=True)
+    return detection, store.append([*before, *records], source=str(path), renumber_turns=True)
