@@ -468,9 +468,32 @@ class PostgresChaos(ChaosMachine):
         with psycopg.connect(self.URL, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
-    @rule(who=WHO)
-    def kill_connection(self, who: int) -> None:
+    @precondition(lambda self: self.has_turn())
+    @rule(who=WHO, what=st.sampled_from(["observe", "compact", "request", "operator"]))
+    def kill_connection(self, who: int, what: str) -> None:
+        """The server drops the runtime's connection between calls. The next call goes on or,
+        if its first exchange is a write not known to be safe to run again (a usage
+        observation, a compaction's), says the connection was lost (ConnectionLost,
+        documented: the next call reconnects); made again, it goes on."""
+        from holon_ctx.postgres.session import ConnectionLost
+
         self.kill(who)
+        session = self.runtime(who)
+
+        def call() -> None:
+            if what == "observe" and session._last_request is not None:
+                session.observe_usage(100)
+            elif what == "compact":
+                session.compact()
+            elif what in ("request", "observe"):
+                refusal_of(lambda: session.next_request(16000))
+            else:
+                self.ack(session.operator_message("after the restart"))
+        try:
+            call()
+        except ConnectionLost:
+            event(f"connection lost in {what} after a restart")
+            call()
 
     @precondition(lambda self: self.has_turn())
     @rule(who=WHO, nth=st.integers(1, 12), what=st.sampled_from(["request", "compact",

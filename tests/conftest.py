@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import tiers
 from hypothesis import settings
 from summary import LINES
 from tiers import LONG_FILES
@@ -38,6 +39,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # xdist workers run this hook too, and subprocesses inherit the variable.
     if config.getoption("slow"):
         os.environ["HOLON_CTX_TEST_TIER"] = "slow"
+        # tiers was imported by this file (LONG_FILES), before this hook: its SLOW was read
+        # then, and every scaled test ran the slow tier at its default size.
+        tiers.SLOW = True
 
 
 def _in_slow_tier(item: pytest.Item) -> bool:

@@ -373,15 +373,16 @@ def test_a_sessions_turn_is_one_round_trip_per_helper_and_one_per_request(
 #: pairs, combining marks, megabytes) and numbers at their edges: through the JSON rows of the
 #: one-statement append, each record's stored line must be SQLite's, byte for byte.
 _HOSTILE = ["a\x00b", "\\u0000 \\\\ \" '", "\u2028\u2029\r\n\t", "", "e\u0301 \u00e9 \U0001f600",
-            "x\\\"\x00" * 400_000]
+            "x\\\"\x00" * 300_000]
 
 
 def test_hostile_content_through_the_one_statement_append_is_sqlites_bytes(
         pg_store: PostgresStore, tmp_path: Any) -> None:
     """NUL (which PostgreSQL text and json cannot hold as text), escapes, line separators,
-    astral and combining characters, 1.6 MB of quotes and backslashes, a turn numbered at
-    int64's top and a tool's 32-bit exit status: appended one statement at a time (the rows
-    go as JSON, bytea in base64), every line and derived row reads back as SQLite stores it."""
+    astral and combining characters, 1.2 MB of quotes, backslashes and NULs (3.3 MB as a ledger
+    line, under its 4 MiB limit), a turn numbered at int64's top and a tool's 32-bit exit
+    status: appended one statement at a time (the rows go as JSON, bytea in base64), every line
+    and derived row reads back as SQLite stores it."""
     import io
 
     from holon_ctx.ledger.importer import export_jsonl

@@ -227,3 +227,16 @@ def test_a_calibrated_requests_text_refusal_is_in_the_callers_tokens() -> None:
         assert text_refusal.available_tokens == budget
         assert text_refusal.required_tokens > budget
     assert refused, "no budget in the range refused the text: the test no longer binds"
+
+
+@pytest.mark.scaled
+def test_the_slow_tier_runs_the_scaled_tests_at_full_size() -> None:
+    """``--slow`` sets the tier before any test module reads its sizes: conftest.py imports
+    tiers (for LONG_FILES) before its configure hook sets the tier, so ``tiers.SLOW`` was read
+    as the default run's and the whole slow tier ran every scaled test at its default size
+    (found by the chaos machine: 4 examples where the slow tier asks for 40)."""
+    import tiers
+
+    slow = os.environ.get("HOLON_CTX_TEST_TIER") == "slow"
+    assert slow is tiers.SLOW
+    assert "HOLON_CTX_CHAOS_EXAMPLES" in os.environ or (40 if slow else 4) == EXAMPLES
