@@ -138,9 +138,12 @@ def manifest_gaps(store: LedgerStore, manifest: dict[str, Any]) -> list[str]:
 class ChaosMachine(RuleBasedStateMachine):
     """Two runtimes on one ledger (module docstring). Subclasses say where the ledger is."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: Callable[[str], str]) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="holon-chaos-")
+        #: The ledger as :func:`open_where` opens it; ``where`` makes it from the machine's own
+        #: temporary directory (each subclass says where its ledger is).
+        self.ledger_at = where(self.dir)
         #: The hosts' wall clock: moves a second per step, and days in a long gap.
         self.now = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
         self.sessions: list[holon_ctx.Session | None] = [self.open(0), self.open(1)]
@@ -157,13 +160,8 @@ class ChaosMachine(RuleBasedStateMachine):
         #: another string hashing rebuilds them at teardown when ``CROSS_PROCESS`` is set.
         self.made: list[tuple[int, int, str]] = []
 
-    # -- where the ledger is (subclasses) ----------------------------------------------------------
-    def where(self) -> str:
-        """The ledger as :func:`open_where` opens it."""
-        raise NotImplementedError
-
     def make_store(self) -> LedgerStore:
-        return open_where(self.where())
+        return open_where(self.ledger_at)
 
     def open(self, who: int) -> holon_ctx.Session:
         # The second runtime's host clock runs two hours behind the first's (another host).
@@ -186,7 +184,7 @@ class ChaosMachine(RuleBasedStateMachine):
             lost = sorted(set(self.announced) - recorded)
             assert not lost, f"announced calls missing from the ledger: {lost}"
             if CROSS_PROCESS and self.made:
-                again = rebuilt_elsewhere(self.where(), [(p, pos) for p, pos, _ in self.made])
+                again = rebuilt_elsewhere(self.ledger_at, [(p, pos) for p, pos, _ in self.made])
                 assert again == [d for _, _, d in self.made], "another process rebuilt others"
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -395,8 +393,8 @@ class ChaosMachine(RuleBasedStateMachine):
 class SqliteChaos(ChaosMachine):
     """The machine on a SQLite file in its own temporary directory, with the CLI's preview."""
 
-    def where(self) -> str:
-        return os.path.join(self.dir, "ledger.db")
+    def __init__(self) -> None:
+        super().__init__(lambda tmp: os.path.join(tmp, "ledger.db"))
 
     @precondition(lambda self: self.has_turn())
     @rule(budget=BUDGETS)
@@ -405,7 +403,7 @@ class SqliteChaos(ChaosMachine):
         (issue 24 item 2): the same tokens and manifest, or the same refusal."""
         from holon_ctx.cli.preview_cmds import opened, viewed
 
-        args = argparse.Namespace(db=self.where(), source=None,
+        args = argparse.Namespace(db=self.ledger_at, source=None,
                                   session_key=None)
         shown: list[Any] = []
 
@@ -454,10 +452,7 @@ class PostgresChaos(ChaosMachine):
         self.key = f"chaos-{uuid.uuid4().hex[:12]}"
         #: Calls that met a dead connection: ConnectionLost is their documented answer, once.
         self.lost = 0
-        super().__init__()
-
-    def where(self) -> str:
-        return f"{self.URL}#{self.key}"
+        super().__init__(lambda _tmp: f"{self.URL}#{self.key}")
 
     def kill(self, who: int) -> None:
         """Terminate runtime ``who``'s server process, as a server restart would."""
