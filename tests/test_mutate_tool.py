@@ -152,8 +152,10 @@ def fake_repo(tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     (tmp_path / "tests/test_a.py").write_text("from holon_ctx.mod import target\n")
     (tmp_path / "tests/test_b.py").write_text("from holon_ctx.mod import target\n")
     (tmp_path / "tests/test_c.py").write_text("x = 1\n")
+    # The runner resolves modules under ROOT; the map (tools/mutate_map.py) reads and caches there.
     monkeypatch.setattr(tool, "ROOT", tmp_path)
-    monkeypatch.setattr(tool, "CACHE", tmp_path / ".mutate-cache")
+    monkeypatch.setattr(tool.mutate_map, "ROOT", tmp_path)
+    monkeypatch.setattr(tool.mutate_map, "CACHE", tmp_path / ".mutate-cache")
     runs: list[list[str]] = []
 
     def measure(work: Path, sources: list[str], files: dict[str, list[str]],
@@ -291,7 +293,7 @@ def test_a_coverage_run_that_collects_nothing_is_refused_not_cached(tool: Module
     (tmp_path / "tests/test_ok.py").write_text(
         "from holon_ctx.mod import target\n\ndef test_target():\n    assert target() == 1\n")
     (tmp_path / "tests/test_broken.py").write_text("from no_such_helper import thing\n")
-    (tmp_path / "_mutate_times.py").write_text(tool._TIMES_PLUGIN)
+    (tmp_path / "_mutate_times.py").write_text(tool.mutate_map._TIMES_PLUGIN)
     files = {"holon_ctx/mod.py": ["tests/test_broken.py", "tests/test_ok.py"]}
     digests = {"tests/test_broken.py": "b", "tests/test_ok.py": "o"}
     with pytest.raises(SystemExit, match=r"pytest exit 2, 0 tests passed\); nothing was cached"
