@@ -5,6 +5,7 @@
     HolonCtxError
     ├── InputError (ValueError)            the caller's data is wrong; always locatable
     │   └── LedgerFormatError              a JSONL/transcript line failed to decode or validate
+    │       └── DuplicateIdError           a record's ref is already in the ledger (``ref``)
     ├── StoreError                         the store cannot be used (corrupt, newer schema, closed)
     ├── UnknownRefError (KeyError)         a ref or turn id that the ledger does not hold
     └── BudgetTooSmallError (ValueError)   the budget cannot hold even the pinned references
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetTooSmallError",
+    "DuplicateIdError",
     "EngineError",
     "HolonCtxError",
     "InputError",
@@ -95,6 +97,16 @@ class InputError(HolonCtxError, ValueError):
 
 class LedgerFormatError(InputError):
     """A ledger or transcript line failed to decode or validate (names file, line and field)."""
+
+
+class DuplicateIdError(LedgerFormatError):
+    """A record's ref is already in the ledger; ``ref`` names it (``kind:id``), so a caller
+    that minted the id can tell its own clash from another's without reading the message."""
+
+    def __init__(self, ref: str, *, source: str | None = None, line: int | None = None) -> None:
+        self.ref = ref
+        super().__init__(f"duplicate id: {ref} is already in the ledger", source=source,
+                         line=line, path="$.id")
 
 
 class StoreError(HolonCtxError):

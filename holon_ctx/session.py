@@ -49,7 +49,13 @@ from typing import Any, Literal, TypeAlias
 
 from holon_ctx.compaction import CompactionResult, SessionConfig
 from holon_ctx.continuity import ContinuityStore
-from holon_ctx.errors import BudgetTooSmallError, InputError, LedgerFormatError, quote_value
+from holon_ctx.errors import (
+    BudgetTooSmallError,
+    DuplicateIdError,
+    InputError,
+    LedgerFormatError,
+    quote_value,
+)
 from holon_ctx.ledger.records import Record, record_ref
 from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
 from holon_ctx.ledger.store import LedgerStore
@@ -403,8 +409,7 @@ _IMPORT_TRIES = 4
 def _took_one_of(exc: LedgerFormatError, records: Sequence[Record]) -> bool:
     """Whether ``exc`` refused one of ``records``' ids as already in the ledger (not an id of
     the history: that one is the history's own clash, refused as it is)."""
-    return exc.path == "$.id" and any(
-        exc.message == f"duplicate id: {record_ref(r)} is already in the ledger" for r in records)
+    return isinstance(exc, DuplicateIdError) and any(exc.ref == record_ref(r) for r in records)
 
 
 def open_session(where: str | os.PathLike[str] | LedgerStore, *,

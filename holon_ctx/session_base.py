@@ -24,7 +24,7 @@ import attrs
 from holon_ctx.calibration import Calibration
 from holon_ctx.compaction import SessionConfig
 from holon_ctx.continuity import ContinuityStore
-from holon_ctx.errors import InputError, LedgerFormatError, quote_value
+from holon_ctx.errors import DuplicateIdError, InputError, LedgerFormatError, quote_value
 from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.records import (
     Message,
@@ -321,7 +321,7 @@ class _SessionBase:
         except LedgerMovedError:
             raise _Moved from None
         except LedgerFormatError as exc:
-            if not batch.checked and exc.path == "$.id" and exc.message.startswith("duplicate id"):
+            if not batch.checked and isinstance(exc, DuplicateIdError):
                 raise _Taken from None
             # A ledger-wide rule failed (a wait never opened, an unknown pin target or turn):
             # report it against the helper's own argument.

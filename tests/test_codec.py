@@ -301,3 +301,17 @@ def test_a_chat_message_per_line_is_told_how_transcripts_are_read(tmp_path: Path
     with pytest.raises(LedgerFormatError) as plain:
         import_jsonl(src, MemoryStore())
     assert str(plain.value).endswith("environment, pin)")
+
+
+def test_a_duplicate_id_is_a_duplicate_id_error_naming_the_ref(tmp_path: Path) -> None:
+    """A record whose id the ledger holds raises DuplicateIdError (a LedgerFormatError) with
+    the ref as data, so a session that minted the id tells its clash from another's without
+    reading the message (Session's retries, import_history's pending calls)."""
+    from holon_ctx.errors import DuplicateIdError
+
+    src = tmp_path / "dup.jsonl"
+    src.write_bytes(T1 + M1 + M1)
+    with pytest.raises(DuplicateIdError) as info:
+        import_jsonl(src, SqliteStore(tmp_path / "l.db"))
+    assert (info.value.ref, info.value.path, info.value.line) == ("message:m1", "$.id", 3)
+    assert str(info.value) == f"{src}:3: $.id: duplicate id: message:m1 is already in the ledger"

@@ -38,7 +38,7 @@ from typing import Final, Protocol
 import attrs
 import msgspec
 
-from holon_ctx.errors import LedgerFormatError, quote_value
+from holon_ctx.errors import DuplicateIdError, LedgerFormatError, quote_value
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.codec import (
     MAX_LINE_BYTES,
@@ -233,7 +233,7 @@ class _Appender:
         names none: ``t.<id>``, the next sequence number."""
         ref = record_ref(record)
         if self.backend.has_ref(ref):
-            raise self.fail(line, "$.id", f"duplicate id: {ref} is already in the ledger")
+            raise DuplicateIdError(ref, source=self.source, line=line)
         if next_seq is None:
             last = self.last_turn
             next_seq = 0 if last is None else last.seq + 1
@@ -251,7 +251,7 @@ class _Appender:
         if self.backend.has_ref(ref):
             opener = self.derived_from.get(ref)
             if opener is None or self.backend.has_ref(opener):
-                raise self.fail(line, "$.id", f"duplicate id: {opener or ref} is already in the ledger")
+                raise DuplicateIdError(opener or ref, source=self.source, line=line)
             raise self.fail(line, "$.id", f"{opener} would open turn {quote_value(ref.partition(':')[2])}, "
                                           "which is already in the ledger (a derived turn is "
                                           "named t.<id>)")
