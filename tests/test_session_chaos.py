@@ -68,6 +68,55 @@ def test_a_fold_left_out_names_its_turns_as_left_out() -> None:
     assert not [o for s in roomy["sections"] for o in s["omitted"]]
 
 
+def test_a_compaction_whose_connection_dies_at_any_exchange_says_so_and_goes_on(
+        pg_url: str) -> None:
+    """The server drops the connection before each of a compaction's exchanges in turn (the
+    hunt found it dropped between the compaction's check of the connection and its BEGIN): each
+    compaction goes through or raises ConnectionLost (documented: the next call reconnects),
+    never a plain StoreError, and the next one goes through with nothing lost."""
+    import psycopg
+
+    from holon_ctx.postgres.session import ConnectionLost, SessionHandle
+
+    session = holon_ctx.open_session(pg_url, session_key="sweep", compaction=POLICY)
+    real = SessionHandle.call
+    outcomes: list[str] = []
+    acknowledged = 0
+    for nth in range(1, 40):
+        for i in range(4):  # a new topic each round closes a range the compaction archives
+            topic = " ".join(f"{word}{nth}x{i}" for word in ("deploy", "payments", "canary"))
+            session.operator_message(f"{topic} " * 20)
+            session.assistant_message(f"done {topic}")
+            acknowledged += 2
+        count = [0]
+
+        def dying(handle: SessionHandle, fn: Any, *, reads: bool = False,
+                  nth: int = nth, count: list[int] = count) -> Any:
+            count[0] += 1
+            if count[0] == nth:
+                pid = session.store.connection.info.backend_pid  # type: ignore[attr-defined]
+                with psycopg.connect(pg_url, autocommit=True) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            return real(handle, fn, reads=reads)
+        SessionHandle.call = dying  # type: ignore[method-assign]
+        try:
+            session.compact()
+            outcomes.append("done" if count[0] >= nth else "untouched")
+        except ConnectionLost:
+            outcomes.append("lost")
+        finally:
+            SessionHandle.call = real  # type: ignore[method-assign]
+        session.compact()
+        if outcomes[-1] == "untouched":
+            break
+    assert "lost" in outcomes
+    assert outcomes[-1] == "untouched"  # every exchange was reached
+    messages = [r for r in session.store.iter_records() if type(r).__name__ == "Message"]
+    assert len(messages) == acknowledged
+    session.next_request(16000)
+    session.close()
+
+
 def test_a_call_waiting_across_an_import_is_kept() -> None:
     """A call announced before ``import_history`` is written as pending when the history opens
     its turns (as when any turn opens), and its result still lands afterwards: the import

@@ -43,7 +43,7 @@ from holon_ctx.postgres.appends import (
     derived_values,
     record_values,
 )
-from holon_ctx.postgres.connection import psycopg_module, store_error
+from holon_ctx.postgres.connection import psycopg_module
 from holon_ctx.postgres.ledger_reads import _PostgresLedgerBase, _record_decoder, _wait_decoder, _wi_decoder
 from holon_ctx.postgres.session import ConnectionLost
 
@@ -387,7 +387,7 @@ class PostgresStore(_PostgresLedgerBase):
                 raise
             conn.execute("COMMIT")
         except psycopg_module().Error as exc:  # BEGIN or COMMIT on a connection lost meanwhile
-            raise store_error(self.where, exc) from None
+            raise self._h.failed(exc) from None
 
     def _held_end(self, row: Any) -> int:
         if row is None:

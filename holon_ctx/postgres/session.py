@@ -159,8 +159,17 @@ class SessionHandle:
                     return fn()
                 except self._error as again:
                     raise store_error(self.where, again) from None
-            raise ConnectionLost(f"{store_error(self.where, exc)} (the connection was lost; "
-                                 "the next call reconnects)") from None
+            raise self.failed(exc) from None
+
+    def failed(self, exc: BaseException) -> StoreError:
+        """A psycopg error as one line: :class:`ConnectionLost` when the connection died (the
+        caller may go on: the next call reconnects), else a plain StoreError. Every path that
+        meets a psycopg error outside :meth:`call` (a transaction's BEGIN or COMMIT) uses this,
+        so a lost connection is named the same way wherever it is met."""
+        if not self.link.dead:
+            return store_error(self.where, exc)
+        return ConnectionLost(f"{store_error(self.where, exc)} (the connection was lost; "
+                              "the next call reconnects)")
 
     def ahead(self, *key: Any) -> Any:
         """The answer read ahead for ``key`` (this session's), or :data:`MISSING`."""
