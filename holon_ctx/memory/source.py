@@ -141,11 +141,14 @@ class StoreEpisodeSource:
         """BM25 scores of the episodes before ``max_num`` for the query's terms, with the corpus
         statistics of the episodes visible as of the position projected."""
         store = self.episodes
-        every, total = store.corpus()
-        df = store.df(qterms)
+        # The totals and the terms' counts at one moment (``corpus_df``), and what lies past
+        # ``visible`` bounded by the episodes that moment counted: each read apart, another
+        # runtime's archive committed between them was in one and not the other, and the
+        # request scored otherwise than a rebuild at its position (RFC 0020).
+        every, total, df = store.corpus_df(qterms)
         if visible < every:
             docs, total = store.corpus_through(visible)
-            df = _df_through(store, df, visible, every - docs)
+            df = _df_through(store, df, visible, every)
         else:
             docs = every
         return bm25_scores(qterms, df, docs, total,
@@ -229,16 +232,19 @@ class StoreEpisodeSource:
 
 
 def _df_through(store: EpisodeStore, df: dict[str, int], visible: int,
-                later: int) -> dict[str, int]:
-    """The document frequencies ``df`` (of every episode stored) as of the episodes numbered
-    ``visible`` or less, given that ``later`` episodes are numbered past it: each term's count
-    less its postings past ``visible`` — all among its newest ``later`` postings, as an episode
-    holds a term's posting once. Reading every posting of each term instead took 10.6 ms a
-    recall at 100k messages (a walk from an older epoch recalls at every re-plan: a restart's
-    first request, the text view of a request left unread at close, the CLI's previews)."""
+                every: int) -> dict[str, int]:
+    """The document frequencies ``df`` (of the episodes numbered ``every`` or less, read with
+    it: ``corpus_df``) as of the episodes numbered ``visible`` or less: each term's count less
+    its postings in between — all among its newest ``every - visible`` postings up to ``every``,
+    as an episode holds a term's posting once (bounded by ``every``, not by every episode
+    stored: one archived since the counts were read is not in them). Reading every posting of
+    each term instead took 10.6 ms a recall at 100k messages (a walk from an older epoch recalls
+    at every re-plan: a restart's first request, the text view of a request left unread at
+    close, the CLI's previews)."""
     out: dict[str, int] = {}
     for term, n in df.items():
-        past = sum(1 for num, _, _ in store.postings(term, _EVERY, later) if num > visible)
+        past = sum(1 for num, _, _ in store.postings(term, every, every - visible)
+                   if num > visible)
         if n - past > 0:
             out[term] = n - past
     return out
