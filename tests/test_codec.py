@@ -315,3 +315,24 @@ def test_a_duplicate_id_is_a_duplicate_id_error_naming_the_ref(tmp_path: Path) -
         import_jsonl(src, SqliteStore(tmp_path / "l.db"))
     assert (info.value.ref, info.value.path, info.value.line) == ("message:m1", "$.id", 3)
     assert str(info.value) == f"{src}:3: $.id: duplicate id: message:m1 is already in the ledger"
+
+
+@pytest.mark.parametrize(("content", "path", "message"), [
+    (T1 + line(type="wait", id="wt1", turn_id="t1", wait_id="ci-1", status="cancelled"), "$.status",
+     "wait 'ci-1' is cancelled but was never opened"),
+    (T1 + line(type="external_event", id="e1", turn_id="t1", source="ci", text="green",
+               wait_id="ci-1"), "$.wait_id", "no wait 'ci-1' was opened"),
+], ids=["ended", "answered"])
+def test_a_wait_never_opened_is_a_wait_not_opened_error_naming_it(
+        content: bytes, path: str, message: str, tmp_path: Path) -> None:
+    """Ending or answering a wait the ledger never opened raises WaitNotOpenedError (a
+    LedgerFormatError) with the wait id as data and the field that named it as ``path``, so a
+    session tells it from the ledger's other rules by type and field (Session.close_wait)."""
+    from holon_ctx.errors import WaitNotOpenedError
+
+    src = tmp_path / "w.jsonl"
+    src.write_bytes(content)
+    with pytest.raises(WaitNotOpenedError) as info:
+        import_jsonl(src, SqliteStore(tmp_path / "l.db"))
+    assert (info.value.wait_id, info.value.path, info.value.line) == ("ci-1", path, 2)
+    assert str(info.value) == f"{src}:2: {path}: {message}"
