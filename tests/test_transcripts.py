@@ -159,6 +159,22 @@ def test_openai_tool_record_holds_call_and_result_in_the_calls_turn(tmp_path: Pa
         ToolStatus.PENDING, "t6", "")
 
 
+@pytest.mark.parametrize(("fmt", "empty"), [("openai", ""), ("openai", []), ("anthropic", ""),
+                                            ("anthropic", [])])
+def test_an_empty_user_message_is_an_empty_operator_turn(fmt: str, empty: Any,
+                                                         tmp_path: Path) -> None:
+    """Content given but empty is what was sent: an operator turn with empty text, in order,
+    neither refused (as a missing content is) nor dropped."""
+    chat = [{"role": "user", "content": empty}, {"role": "assistant", "content": "Say more?"},
+            {"role": "user", "content": "Deploy."}]
+    records = read(tmp_path, "chat.json", {"messages": chat} if fmt == "anthropic" else chat, fmt)
+    assert [(t.id, t.trigger) for t in of(records, Turn)] == [
+        ("t0", "operator_input"), ("t2", "operator_input")]
+    assert [(m.turn_id, m.role, m.text) for m in of(records, Message)] == [
+        ("t0", MessageRole.OPERATOR, ""), ("t0", MessageRole.ASSISTANT, "Say more?"),
+        ("t2", MessageRole.OPERATOR, "Deploy.")]
+
+
 def test_anthropic_tool_results_are_tool_output_not_operator_input(tmp_path: Path) -> None:
     """A user message holding only tool_result blocks opens no operator turn; is_error is kept."""
     records = read(tmp_path, "chat.json", ANTHROPIC)
@@ -244,8 +260,18 @@ BAD: list[Bad] = [
     ("duplicate-call-id", "openai",
      [OPENAI[1], {"role": "assistant", "tool_calls": [OPENAI[2]["tool_calls"][0]] * 2}],
      "$[1].tool_calls[1]", "duplicate tool call id 'call_1'"),
-    ("missing-role", "openai", [{"content": "hi"}], "$[0].role",
-     "expected a string, got null"),
+    ("missing-role", "openai", [{"content": "hi"}], "$[0].role", "missing required field"),
+    ("user-without-content", "openai", [{"role": "user"}], "$[0].content",
+     "missing required field"),
+    ("user-content-null", "openai", [{"role": "user", "content": None}], "$[0].content",
+     "expected a string or an array, got null"),
+    ("system-without-content", "openai", [{"role": "system"}, OPENAI[1]], "$[0].content",
+     "missing required field"),
+    ("tool-without-content", "openai", [*OPENAI[1:4], {"role": "tool", "tool_call_id": "call_1"}],
+     "$[3].content", "missing required field"),
+    ("assistant-without-content-or-calls", "openai", [OPENAI[1], {"role": "assistant"}],
+     "$[1].content", "missing required field (an assistant message may leave it out only when "
+                     "it has tool_calls)"),
     ("unknown-role", "openai", [{"role": "admin", "content": "hi"}], "$[0].role",
      "expected one of system, developer, user, assistant, tool, got 'admin'"),
     ("legacy-function", "openai", [OPENAI[1], {"role": "function", "name": "f", "content": "1"}],
@@ -279,7 +305,12 @@ BAD: list[Bad] = [
      "$.messages[0].content[0].type", "expected a string, got null"),
     ("anthropic-messages-missing", "anthropic", {"system": "x"}, "$.messages",
      "missing required field"),
-    ("swe-no-messages", "swe-traj", {"info": {}}, "$.messages", "expected an array, got null"),
+    ("anthropic-user-without-content", "anthropic", {"messages": [{"role": "user"}]},
+     "$.messages[0].content", "missing required field"),
+    ("swe-no-messages", "swe-traj", {"info": {}}, "$.messages", "missing required field"),
+    ("swe-step-without-content", "swe-traj",
+     {"messages": [*SWE["messages"][:2], {"role": "assistant"}]},
+     "$.messages[2].content", "missing required field"),
     ("swe-no-task", "swe-traj", {"messages": [SWE["messages"][0]]}, "$.messages",
      "no task: a trajectory needs a user message after the system prompt"),
     ("swe-task-not-user", "swe-traj", {"messages": [SWE["messages"][0], SWE["messages"][2]]},
