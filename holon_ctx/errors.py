@@ -105,10 +105,11 @@ class DuplicateIdError(LedgerFormatError):
     """A record's ref is already in the ledger; ``ref`` names it (``kind:id``), so a caller
     that minted the id can tell its own clash from another's without reading the message."""
 
-    def __init__(self, ref: str, *, source: str | None = None, line: int | None = None) -> None:
+    def __init__(self, ref: str, *, source: str | None = None, line: int | None = None,
+                 hint: str = "") -> None:
         self.ref = ref
-        super().__init__(f"duplicate id: {ref} is already in the ledger", source=source,
-                         line=line, path="$.id")
+        super().__init__(f"duplicate id: {ref} is already in the ledger"
+                         + (f"; {hint}" if hint else ""), source=source, line=line, path="$.id")
 
 
 class WaitNotOpenedError(LedgerFormatError):

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from holon_ctx.cli.main import main
-from holon_ctx.errors import LedgerFormatError
+from holon_ctx.errors import DuplicateIdError, LedgerFormatError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import (
@@ -396,6 +396,31 @@ def test_a_second_transcript_continues_the_sequence(tmp_path: Path) -> None:
     seqs = [r.seq for r in store.iter_records() if isinstance(r, Turn)]
     assert seqs == list(range(5))
     assert store.get("turn:b.t0") is not None
+
+
+def test_a_transcript_clashing_with_one_imported_says_to_give_it_a_prefix(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A transcript imported a second time (or beside another, without a prefix) stops at the
+    first id it shares, names it, says how to import it beside (the CLI's flag, the library's
+    argument) and writes nothing; with --id-prefix it imports."""
+    src = write(tmp_path, "chat.json", OPENAI)
+    db = tmp_path / "l.db"
+    assert main(["import", str(src), "--db", str(db), "--from", "openai"]) == 0
+    capsys.readouterr()
+    before = SqliteStore(db).end_pos()
+    assert main(["import", str(src), "--db", str(db), "--from", "openai"]) == 2
+    hint = ("a transcript's ids name its messages, so this one was imported already, or another "
+            "one was: give this one its own ids with ")
+    assert capsys.readouterr().err == (
+        f"holon-ctx: error: {src}: $.id: duplicate id: environment:e0 is already in the ledger; "
+        f"{hint}--id-prefix b.\n")
+    assert SqliteStore(db).end_pos() == before
+    with pytest.raises(DuplicateIdError) as info:
+        import_any(src, SqliteStore(db), "openai")
+    assert (info.value.ref, str(info.value).endswith(f'{hint}id_prefix="b."')) == (
+        "environment:e0", True)
+    assert main(["import", str(src), "--db", str(db), "--from", "openai", "--id-prefix", "b."]) == 0
+    assert SqliteStore(db).end_pos() == 2 * before
 
 
 def test_transcript_sources_work_wherever_a_ledger_does(

@@ -88,7 +88,7 @@ def _import(args: argparse.Namespace, src: Path) -> int:
         if fmt != TranscriptFormat.LEDGER and not (fmt == "auto" and sniff_ledger(src)):
             # A transcript: parsed whole first, then appended in one transaction.
             detection, n = import_any(src, store, fmt, id_prefix=args.id_prefix,
-                                      option=FORMAT_OPTION)
+                                      option=FORMAT_OPTION, prefix_option="--id-prefix {}")
         elif args.id_prefix:
             raise InputError("--id-prefix applies to transcripts; ledger JSONL keeps its own ids",
                              source=args.file)
