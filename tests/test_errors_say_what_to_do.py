@@ -150,6 +150,24 @@ def test_a_missing_directory_is_named(tmp_path: Path, capsys: pytest.CaptureFixt
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.parametrize("name", ["agent.jsonl", "agent.json", "run.traj.JSON"])
+def test_a_new_database_named_like_a_file_format_is_refused(
+        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A new ledger under a JSONL or JSON name (SQLite bytes every reader would take for a ledger
+    file or a transcript) is refused by the library and the CLI, saying to name it .db; nothing
+    is made."""
+    where = tmp_path / name
+    with pytest.raises(InputError) as caught:
+        holon_ctx.open_session(where)
+    assert str(caught.value) == (
+        f"{where}: a new ledger database would be SQLite under a {where.suffix} name, which "
+        "readers take for ledger JSONL or a transcript: name it .db (ledger JSONL is what "
+        "export writes)")
+    assert main(["import", str(DEMO), "--db", str(where)]) == 2
+    assert capsys.readouterr().err == f"holon-ctx: error: {caught.value}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("kind", ["ledger", "transcript"])
 def test_a_file_given_as_a_database_gets_the_way_to_read_it(
         kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 from rich.console import Console
 
 from holon_ctx import LedgerStore, UnknownModelWarning
-from holon_ctx.cli._api import ModelProfile, missing_directory, model_profile
+from holon_ctx.cli._api import ModelProfile, database_path_problem, model_profile
 from holon_ctx.cli.inputs import regular_input
 from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
@@ -139,7 +139,7 @@ def open_db(path: str, *, must_exist: bool, session: str | None = None,
         raise InputError("--session-key applies to a postgresql:// --db only", source=path)
     p = Path(path)
     if must_exist and not p.exists():
-        problem = missing_directory(p)
+        problem = database_path_problem(p, new=False)
         raise InputError(problem or "no such database file", source=path)
     if p.exists() and not os.access(p, os.R_OK):
         raise InputError("database file is not readable", source=path)
