@@ -154,8 +154,8 @@ def test_a_missing_directory_is_named(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_a_new_database_named_like_a_file_format_is_refused(
         name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A new ledger under a JSONL or JSON name (SQLite bytes every reader would take for a ledger
-    file or a transcript) is refused by the library and the CLI, saying to name it .db; nothing
-    is made."""
+    file or a transcript) is refused by the library and the CLI (import, and demo, which makes
+    its directory), saying to name it .db; nothing is made, not even demo's directory."""
     where = tmp_path / name
     with pytest.raises(InputError) as caught:
         holon_ctx.open_session(where)
@@ -163,8 +163,11 @@ def test_a_new_database_named_like_a_file_format_is_refused(
         f"{where}: a new ledger database would be SQLite under a {where.suffix} name, which "
         "readers take for ledger JSONL or a transcript: name it .db (ledger JSONL is what "
         "export writes)")
-    assert main(["import", str(DEMO), "--db", str(where)]) == 2
-    assert capsys.readouterr().err == f"holon-ctx: error: {caught.value}\n"
+    for argv in (["import", str(DEMO), "--db", str(where)],
+                 ["demo", "--db", str(tmp_path / "new" / name), "--no-pager"]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err == "holon-ctx: error: " + str(caught.value).replace(
+            str(where), argv[argv.index("--db") + 1]) + "\n"
     assert list(tmp_path.iterdir()) == []
 
 

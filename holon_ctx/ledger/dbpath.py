@@ -28,12 +28,13 @@ def missing_directory(path: str | Path) -> str | None:
 _FILE_FORMAT_SUFFIXES: Final = (".jsonl", ".json")
 
 
-def database_path_problem(path: str | Path, *, new: bool) -> str | None:
-    """Why a database cannot be at ``path``: its directory (:func:`missing_directory`) and, for
-    a ``new`` one, a name every reader would take for a ledger JSONL file or a transcript
-    (``agent.jsonl`` would be SQLite bytes under a JSONL name); None when it can. An existing
-    file is judged by its bytes elsewhere, not by its name."""
-    problem = missing_directory(path)
+def database_path_problem(path: str | Path, *, new: bool, directory: bool = True) -> str | None:
+    """Why a database cannot be at ``path``: its directory (:func:`missing_directory`; not
+    looked at with ``directory=False``, for a caller that makes it) and, for a ``new`` one, a
+    name every reader would take for a ledger JSONL file or a transcript (``agent.jsonl`` would
+    be SQLite bytes under a JSONL name); None when it can. An existing file is judged by its
+    bytes elsewhere, not by its name."""
+    problem = missing_directory(path) if directory else None
     p = Path(path)
     if problem or not new or str(path) == ":memory:" or p.exists() or not p.name.lower(
             ).endswith(_FILE_FORMAT_SUFFIXES):
