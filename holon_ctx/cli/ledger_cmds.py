@@ -17,6 +17,7 @@ from holon_ctx.cli._api import sniff_ledger
 from holon_ctx.cli.common import (
     FORMAT_OPTION,
     add_source_args,
+    check_session_key,
     console,
     db_name,
     open_db,
@@ -71,6 +72,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    check_session_key(args.db, args.session_key)
     # A pipe or device is copied first (capped): it is read more than once (detection, parsing,
     # and again if another import creates the database meanwhile).
     with regular_input(args.file) as src:
