@@ -238,8 +238,9 @@ def _refuse_guessed_trust(path: Path, detection: Detection, records: list[Record
         hint = ("; it looks like a mini-swe-agent trajectory (harness replies in the user role): "
                 + option.format("swe-traj"))
     raise InputError(
-        f"read as {fmt} by a guess ({detection.reason}), which would make all {len(operator)} "
-        f"user messages trusted operator input; if a harness or a tool wrote any of them, it "
+        f"read as {fmt} by a guess ({detection.reason}), which would make "
+        f"{'both' if len(operator) == 2 else f'all {len(operator)}'} user messages trusted "
+        f"operator input; if a harness or a tool wrote any of them, it "
         f"would get the operator's authority. Say which format it is with {option.format(fmt)} "
         f"(every user message is the operator's{hint})", source=str(path))
 
