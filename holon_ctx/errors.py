@@ -5,7 +5,8 @@
     HolonCtxError
     ├── InputError (ValueError)            the caller's data is wrong; always locatable
     │   └── LedgerFormatError              a JSONL/transcript line failed to decode or validate
-    │       └── DuplicateIdError           a record's ref is already in the ledger (``ref``)
+    │       ├── DuplicateIdError           a record's ref is already in the ledger (``ref``)
+    │       └── WaitNotOpenedError         a record names a wait the ledger never opened (``wait_id``)
     ├── StoreError                         the store cannot be used (corrupt, newer schema, closed)
     ├── UnknownRefError (KeyError)         a ref or turn id that the ledger does not hold
     └── BudgetTooSmallError (ValueError)   the budget cannot hold even the pinned references
@@ -33,6 +34,7 @@ __all__ = [
     "LedgerFormatError",
     "StoreError",
     "UnknownRefError",
+    "WaitNotOpenedError",
     "first_line",
     "quote_value",
 ]
@@ -103,10 +105,23 @@ class DuplicateIdError(LedgerFormatError):
     """A record's ref is already in the ledger; ``ref`` names it (``kind:id``), so a caller
     that minted the id can tell its own clash from another's without reading the message."""
 
-    def __init__(self, ref: str, *, source: str | None = None, line: int | None = None) -> None:
+    def __init__(self, ref: str, *, source: str | None = None, line: int | None = None,
+                 hint: str = "") -> None:
         self.ref = ref
-        super().__init__(f"duplicate id: {ref} is already in the ledger", source=source,
-                         line=line, path="$.id")
+        super().__init__(f"duplicate id: {ref} is already in the ledger"
+                         + (f"; {hint}" if hint else ""), source=source, line=line, path="$.id")
+
+
+class WaitNotOpenedError(LedgerFormatError):
+    """A record names a wait the ledger never opened: a wait transition that ends it (``path``
+    ``$.status``) or an event or task result that answers it (``$.wait_id``). ``wait_id`` names
+    the wait, so a caller can tell this from the ledger's other rules without reading the
+    message."""
+
+    def __init__(self, wait_id: str, message: str, *, path: str, source: str | None = None,
+                 line: int | None = None) -> None:
+        self.wait_id = wait_id
+        super().__init__(message, source=source, line=line, path=path)
 
 
 class StoreError(HolonCtxError):

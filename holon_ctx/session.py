@@ -56,8 +56,9 @@ from holon_ctx.errors import (
     LedgerFormatError,
     quote_value,
 )
+from holon_ctx.ledger.dbpath import database_path_problem
 from holon_ctx.ledger.records import Record, record_ref
-from holon_ctx.ledger.sqlite import SqliteStore, missing_directory
+from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcript_build import LedgerBuilder
 from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
@@ -392,7 +393,7 @@ def _check_ledger_path(path: Path) -> None:
     to do instead (the directory to create, the call that reads a ledger or transcript file)."""
     if path.is_dir():
         raise InputError("is a directory, not a ledger file", source=str(path))
-    problem = missing_directory(path)
+    problem = database_path_problem(path, new=True)
     if problem is not None:
         raise InputError(problem, source=str(path))
     kind = not_a_database(path)

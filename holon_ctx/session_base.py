@@ -24,7 +24,13 @@ import attrs
 from holon_ctx.calibration import Calibration
 from holon_ctx.compaction import SessionConfig
 from holon_ctx.continuity import ContinuityStore
-from holon_ctx.errors import DuplicateIdError, InputError, LedgerFormatError, quote_value
+from holon_ctx.errors import (
+    DuplicateIdError,
+    InputError,
+    LedgerFormatError,
+    WaitNotOpenedError,
+    quote_value,
+)
 from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.records import (
     Message,
@@ -323,6 +329,11 @@ class _SessionBase:
         except LedgerFormatError as exc:
             if not batch.checked and isinstance(exc, DuplicateIdError):
                 raise _Taken from None
+            if isinstance(exc, WaitNotOpenedError) and exc.path == "$.status":
+                # The ledger words it for a JSONL line ("$.status: wait 'w' is resolved but was
+                # never opened"); a helper ending a wait (close_wait) got a wrong wait id.
+                raise InputError(f"no wait {quote_value(exc.wait_id)} was opened (open it with "
+                                 "open_wait)", source=where, path="wait_id") from None
             # A ledger-wide rule failed (a wait never opened, an unknown pin target or turn):
             # report it against the helper's own argument.
             raise InputError(exc.message, source=where,

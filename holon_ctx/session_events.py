@@ -335,18 +335,11 @@ class _SessionEvents(_SessionBase):
             raise InputError("expected resolved, cancelled or expired (open a wait with "
                              "open_wait)", source=w, path="status")
         by = None if resolved_by is None else check_id(w, "resolved_by", resolved_by)
-        try:
-            return self._in_current_turn(w, lambda turn, b: Wait(
-                id=b.new_id("wait", "wt"), wait_id=wid, status=state, turn_id=turn,
-                resolved_by=by))
-        except InputError as exc:
-            # The ledger's rule is worded for a JSONL line ("$.status: wait 'w' is resolved but
-            # was never opened"); the caller's mistake is the wait id, said as the other helpers
-            # say an unknown wait.
-            if exc.path == "status" and "never opened" in exc.message:
-                raise InputError(f"no wait {quote_value(wid)} was opened (open it with "
-                                 "open_wait)", source=w, path="wait_id") from None
-            raise
+        # A wait never opened is refused by the append path (WaitNotOpenedError), worded there
+        # against this helper's wait_id (Session._append).
+        return self._in_current_turn(w, lambda turn, b: Wait(
+            id=b.new_id("wait", "wt"), wait_id=wid, status=state, turn_id=turn,
+            resolved_by=by))
 
     @_retrying
     def brief(self, text: str, *, kind: BriefKindName = "result") -> str:

@@ -58,3 +58,19 @@ def test_commands_say_one_in_the_singular(tmp_path: Path,
         assert ONE_PLURAL.search(text) is None, text
     assert "(1 turn, 2 records in the ledger)" in outputs[0]
     assert "ledger: 1 turn, 2 records" in outputs[1]
+
+
+@pytest.mark.parametrize(("appended", "words"), [
+    (0, "0 records appended since"), (1, "1 record appended since"),
+    (2, "2 records appended since")])
+def test_the_epoch_line_counts_records_appended_in_english(appended: int, words: str) -> None:
+    """preview's and explain's epoch line: "1 record appended since" (the demo's newest turn),
+    never "1 records"."""
+    from types import SimpleNamespace
+
+    from holon_ctx.cli.epochs_view import EpochView
+
+    request = SimpleNamespace(manifest=SimpleNamespace(session={"appended_records": appended}),
+                              request_tokens=4645, cached_tokens=0)
+    line = EpochView(request, "turn:t276", "episode_item_resolved").line()  # type: ignore[arg-type]
+    assert line.startswith(f"since turn:t276 (episode item resolved), {words} — ")

@@ -164,6 +164,22 @@ CASES = [
     Bad("missing required field",
         T1 + line(type="message", id="m1", turn_id="t1", role="operator"), 2,
         "$.text: missing required field"),
+    Bad("misspelt field name", T1 + line(type="message", id="m1", tunr_id="t1", role="operator",
+                                          text="deploy"), 2,
+        "$.tunr_id: unknown field in a message record; did you mean 'turn_id'? "
+        "(a runtime's own fields are named 'x-name')"),
+    Bad("another format's field name, misspelt",
+        T1 + line(type="message", id="m1", turn_id="t1", role="operator", contnet="deploy"), 2,
+        "$.contnet: unknown field in a message record; did you mean 'text'? "
+        "(a runtime's own fields are named 'x-name')"),
+    Bad("field no record kind has", line(type="turn", id="t1", seq=1, trigger="timer", cost=3), 1,
+        "$.cost: unknown field in a turn record, whose fields are type, v, id, origin, trust, at, "
+        "seq, trigger, work_item_id, anchor_turn_id, outcome, label "
+        "(a runtime's own fields are named 'x-name')"),
+    Bad("misspelt field of a todo",
+        T1 + line(type="work_item", id="w1", work_item_id="wi", turn_id="t1",
+                  todos=[{"text": "a"}, {"txt": "b"}]), 2,
+        "$.todos[1].txt: unknown field in a todo; did you mean 'text'?"),
     Bad("unknown extension trigger form", line(type="turn", id="t1", seq=1, trigger="Deploy"), 1,
         f"$.trigger: expected one of {TRIGGERS} or an extension 'x-name', got 'Deploy'"),
     Bad("record with no turn to attach to",
@@ -315,3 +331,34 @@ def test_a_duplicate_id_is_a_duplicate_id_error_naming_the_ref(tmp_path: Path) -
         import_jsonl(src, SqliteStore(tmp_path / "l.db"))
     assert (info.value.ref, info.value.path, info.value.line) == ("message:m1", "$.id", 3)
     assert str(info.value) == f"{src}:3: $.id: duplicate id: message:m1 is already in the ledger"
+
+
+@pytest.mark.parametrize(("content", "path", "message"), [
+    (T1 + line(type="wait", id="wt1", turn_id="t1", wait_id="ci-1", status="cancelled"), "$.status",
+     "wait 'ci-1' is cancelled but was never opened"),
+    (T1 + line(type="external_event", id="e1", turn_id="t1", source="ci", text="green",
+               wait_id="ci-1"), "$.wait_id", "no wait 'ci-1' was opened"),
+], ids=["ended", "answered"])
+def test_a_wait_never_opened_is_a_wait_not_opened_error_naming_it(
+        content: bytes, path: str, message: str, tmp_path: Path) -> None:
+    """Ending or answering a wait the ledger never opened raises WaitNotOpenedError (a
+    LedgerFormatError) with the wait id as data and the field that named it as ``path``, so a
+    session tells it from the ledger's other rules by type and field (Session.close_wait)."""
+    from holon_ctx.errors import WaitNotOpenedError
+
+    src = tmp_path / "w.jsonl"
+    src.write_bytes(content)
+    with pytest.raises(WaitNotOpenedError) as info:
+        import_jsonl(src, SqliteStore(tmp_path / "l.db"))
+    assert (info.value.wait_id, info.value.path, info.value.line) == ("ci-1", path, 2)
+    assert str(info.value) == f"{src}:2: {path}: {message}"
+
+
+def test_an_unknown_field_beside_an_extension_field_is_still_refused(tmp_path: Path) -> None:
+    """Reading past ``x-…`` fields does not read past a misspelt field on the same line."""
+    src = tmp_path / "bad.jsonl"
+    src.write_bytes(T1 + line(type="message", **{"x-trace": 1}, id="m1", role="operator",
+                              tunr_id="t1", text="deploy"))
+    with pytest.raises(LedgerFormatError) as info:
+        import_jsonl(src, MemoryStore())
+    assert (info.value.line, info.value.path) == (2, "$.tunr_id")

@@ -150,6 +150,27 @@ def test_a_missing_directory_is_named(tmp_path: Path, capsys: pytest.CaptureFixt
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.parametrize("name", ["agent.jsonl", "agent.json", "run.traj.JSON"])
+def test_a_new_database_named_like_a_file_format_is_refused(
+        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A new ledger under a JSONL or JSON name (SQLite bytes every reader would take for a ledger
+    file or a transcript) is refused by the library and the CLI (import, and demo, which makes
+    its directory), saying to name it .db; nothing is made, not even demo's directory."""
+    where = tmp_path / name
+    with pytest.raises(InputError) as caught:
+        holon_ctx.open_session(where)
+    assert str(caught.value) == (
+        f"{where}: a new ledger database would be SQLite under a {where.suffix} name, which "
+        "readers take for ledger JSONL or a transcript: name it .db (ledger JSONL is what "
+        "export writes)")
+    for argv in (["import", str(DEMO), "--db", str(where)],
+                 ["demo", "--db", str(tmp_path / "new" / name), "--no-pager"]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err == "holon-ctx: error: " + str(caught.value).replace(
+            str(where), argv[argv.index("--db") + 1]) + "\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("kind", ["ledger", "transcript"])
 def test_a_file_given_as_a_database_gets_the_way_to_read_it(
         kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -301,3 +322,31 @@ def test_a_format_errors_path_exists_in_the_input(case: tuple[str, Any]) -> None
     parent, whole = _resolve(data, error.path)
     assert parent, (error.path, data)
     assert whole or "missing" in error.message, (error.path, error.message, data)
+
+
+@pytest.mark.parametrize("command", ["import", "demo"])
+def test_a_session_key_with_a_sqlite_database_is_refused_before_anything_is_made(
+        command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--session-key picks a session of a postgresql:// database; with a SQLite file (one
+    ledger) import stored the ledger and dropped the key, and demo built its database before
+    refusing. Both refuse it first, in one line, and make nothing."""
+    db = tmp_path / "run.db"
+    argv = ([command, str(DEMO), "--db", str(db)] if command == "import"
+            else [command, "--db", str(db), "--no-pager"])
+    assert main([*argv, "--session-key", "agent-1"]) == 2
+    assert capsys.readouterr().err == (
+        f"holon-ctx: error: {db}: --session-key applies to a postgresql:// --db only\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [["import", "-", "--db", "run.db"], ["stats", "-"]])
+def test_a_dash_for_standard_input_is_told_its_name(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-`` is standard input to many tools; here it names no file, and the error says which
+    name reads standard input."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "holon-ctx: error: -: no such file; standard input is read as /dev/stdin\n")
+    assert list(tmp_path.iterdir()) == []

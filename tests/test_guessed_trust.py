@@ -98,7 +98,8 @@ def test_named_the_trajectory_trusts_only_its_task(tmp_path: Path,
 
 def test_a_chat_with_several_user_messages_needs_its_format_named(tmp_path: Path) -> None:
     src = _write(tmp_path, "chat.json", CHAT)
-    with pytest.raises(InputError, match="would make all 2 user messages trusted operator input"):
+    # Two are "both", not "all 2"; three or more are "all N" (test above).
+    with pytest.raises(InputError, match="would make both user messages trusted operator input"):
         import_any(src, MemoryStore())
     store = MemoryStore()
     import_any(src, store, "openai")

@@ -64,10 +64,10 @@ def test_deep_nesting_is_one_located_line(tmp_path: Path, capsys: pytest.Capture
 
 def test_nesting_up_to_the_limit_is_accepted(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """Unknown fields may nest (they are ignored); exactly the limit is fine, brackets in strings
+    """A runtime's own field may nest (it is read past); exactly the limit is fine, brackets in strings
     do not count."""
     src = tmp_path / "ok.jsonl"
-    src.write_text(f'{TURN},"x":{_nested(MAX_JSON_DEPTH - 1)},"label":"{"[" * 500}"}}\n',
+    src.write_text(f'{TURN},"x-x":{_nested(MAX_JSON_DEPTH - 1)},"label":"{"[" * 500}"}}\n',
                    encoding="utf-8")
     assert _run(["import", str(src), "--db", str(tmp_path / "x.db")], capsys)[0] == 0
 

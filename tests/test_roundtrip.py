@@ -120,12 +120,13 @@ def test_canonical_line_shape(tmp_path: Path) -> None:
         b'"turn_id":"t1","role":"operator","text":"\xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x91\x8b"}\n')
 
 
-def test_unknown_fields_are_ignored_and_not_preserved(tmp_path: Path) -> None:
-    """A line with fields this version does not know imports; the export drops them."""
+def test_extension_fields_are_read_past_and_not_preserved(tmp_path: Path) -> None:
+    """A line with a runtime's own fields (``x-…``, any JSON) imports; the export drops them.
+    (Any other unknown field is refused: tests/test_codec.py.)"""
     src = tmp_path / "in.jsonl"
     src.write_bytes(
-        b'{"v":1,"type":"turn","id":"t1","seq":1,"trigger":"timer","priority":"high",'
-        b'"x_runtime":{"host":"a"}}\n')
+        b'{"v":1,"type":"turn","id":"t1","seq":1,"trigger":"timer","x-priority":"high",'
+        b'"x-runtime":{"host":"a"}}\n')
     assert _export(_import(src.read_bytes(), src, MemoryStore)) == (
         b'{"v":1,"type":"turn","id":"t1","origin":"scheduler","trust":"runtime_fact",'
         b'"seq":1,"trigger":"timer"}\n')

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from holon_ctx.cli.main import main
-from holon_ctx.errors import LedgerFormatError
+from holon_ctx.errors import DuplicateIdError, LedgerFormatError
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import (
@@ -159,6 +159,22 @@ def test_openai_tool_record_holds_call_and_result_in_the_calls_turn(tmp_path: Pa
         ToolStatus.PENDING, "t6", "")
 
 
+@pytest.mark.parametrize(("fmt", "empty"), [("openai", ""), ("openai", []), ("anthropic", ""),
+                                            ("anthropic", [])])
+def test_an_empty_user_message_is_an_empty_operator_turn(fmt: str, empty: Any,
+                                                         tmp_path: Path) -> None:
+    """Content given but empty is what was sent: an operator turn with empty text, in order,
+    neither refused (as a missing content is) nor dropped."""
+    chat = [{"role": "user", "content": empty}, {"role": "assistant", "content": "Say more?"},
+            {"role": "user", "content": "Deploy."}]
+    records = read(tmp_path, "chat.json", {"messages": chat} if fmt == "anthropic" else chat, fmt)
+    assert [(t.id, t.trigger) for t in of(records, Turn)] == [
+        ("t0", "operator_input"), ("t2", "operator_input")]
+    assert [(m.turn_id, m.role, m.text) for m in of(records, Message)] == [
+        ("t0", MessageRole.OPERATOR, ""), ("t0", MessageRole.ASSISTANT, "Say more?"),
+        ("t2", MessageRole.OPERATOR, "Deploy.")]
+
+
 def test_anthropic_tool_results_are_tool_output_not_operator_input(tmp_path: Path) -> None:
     """A user message holding only tool_result blocks opens no operator turn; is_error is kept."""
     records = read(tmp_path, "chat.json", ANTHROPIC)
@@ -244,8 +260,18 @@ BAD: list[Bad] = [
     ("duplicate-call-id", "openai",
      [OPENAI[1], {"role": "assistant", "tool_calls": [OPENAI[2]["tool_calls"][0]] * 2}],
      "$[1].tool_calls[1]", "duplicate tool call id 'call_1'"),
-    ("missing-role", "openai", [{"content": "hi"}], "$[0].role",
-     "expected a string, got null"),
+    ("missing-role", "openai", [{"content": "hi"}], "$[0].role", "missing required field"),
+    ("user-without-content", "openai", [{"role": "user"}], "$[0].content",
+     "missing required field"),
+    ("user-content-null", "openai", [{"role": "user", "content": None}], "$[0].content",
+     "expected a string or an array, got null"),
+    ("system-without-content", "openai", [{"role": "system"}, OPENAI[1]], "$[0].content",
+     "missing required field"),
+    ("tool-without-content", "openai", [*OPENAI[1:4], {"role": "tool", "tool_call_id": "call_1"}],
+     "$[3].content", "missing required field"),
+    ("assistant-without-content-or-calls", "openai", [OPENAI[1], {"role": "assistant"}],
+     "$[1].content", "missing required field (an assistant message may leave it out only when "
+                     "it has tool_calls)"),
     ("unknown-role", "openai", [{"role": "admin", "content": "hi"}], "$[0].role",
      "expected one of system, developer, user, assistant, tool, got 'admin'"),
     ("legacy-function", "openai", [OPENAI[1], {"role": "function", "name": "f", "content": "1"}],
@@ -279,7 +305,12 @@ BAD: list[Bad] = [
      "$.messages[0].content[0].type", "expected a string, got null"),
     ("anthropic-messages-missing", "anthropic", {"system": "x"}, "$.messages",
      "missing required field"),
-    ("swe-no-messages", "swe-traj", {"info": {}}, "$.messages", "expected an array, got null"),
+    ("anthropic-user-without-content", "anthropic", {"messages": [{"role": "user"}]},
+     "$.messages[0].content", "missing required field"),
+    ("swe-no-messages", "swe-traj", {"info": {}}, "$.messages", "missing required field"),
+    ("swe-step-without-content", "swe-traj",
+     {"messages": [*SWE["messages"][:2], {"role": "assistant"}]},
+     "$.messages[2].content", "missing required field"),
     ("swe-no-task", "swe-traj", {"messages": [SWE["messages"][0]]}, "$.messages",
      "no task: a trajectory needs a user message after the system prompt"),
     ("swe-task-not-user", "swe-traj", {"messages": [SWE["messages"][0], SWE["messages"][2]]},
@@ -365,6 +396,31 @@ def test_a_second_transcript_continues_the_sequence(tmp_path: Path) -> None:
     seqs = [r.seq for r in store.iter_records() if isinstance(r, Turn)]
     assert seqs == list(range(5))
     assert store.get("turn:b.t0") is not None
+
+
+def test_a_transcript_clashing_with_one_imported_says_to_give_it_a_prefix(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A transcript imported a second time (or beside another, without a prefix) stops at the
+    first id it shares, names it, says how to import it beside (the CLI's flag, the library's
+    argument) and writes nothing; with --id-prefix it imports."""
+    src = write(tmp_path, "chat.json", OPENAI)
+    db = tmp_path / "l.db"
+    assert main(["import", str(src), "--db", str(db), "--from", "openai"]) == 0
+    capsys.readouterr()
+    before = SqliteStore(db).end_pos()
+    assert main(["import", str(src), "--db", str(db), "--from", "openai"]) == 2
+    hint = ("a transcript's ids name its messages, so this one was imported already, or another "
+            "one was: give this one its own ids with ")
+    assert capsys.readouterr().err == (
+        f"holon-ctx: error: {src}: $.id: duplicate id: environment:e0 is already in the ledger; "
+        f"{hint}--id-prefix b.\n")
+    assert SqliteStore(db).end_pos() == before
+    with pytest.raises(DuplicateIdError) as info:
+        import_any(src, SqliteStore(db), "openai")
+    assert (info.value.ref, str(info.value).endswith(f'{hint}id_prefix="b."')) == (
+        "environment:e0", True)
+    assert main(["import", str(src), "--db", str(db), "--from", "openai", "--id-prefix", "b."]) == 0
+    assert SqliteStore(db).end_pos() == 2 * before
 
 
 def test_transcript_sources_work_wherever_a_ledger_does(

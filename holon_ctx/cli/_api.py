@@ -27,9 +27,9 @@ from holon_ctx import _lazy_names
 if TYPE_CHECKING:
     from holon_ctx.continuity.harness import ContinuityHarness
     from holon_ctx.ledger.compaction_lock import LOCK_SUFFIX
+    from holon_ctx.ledger.dbpath import database_path_problem
     from holon_ctx.ledger.locking import translate_lock_errors
     from holon_ctx.ledger.records import Turn
-    from holon_ctx.ledger.sqlite import missing_directory
     from holon_ctx.ledger.transcripts import not_a_database, sniff_ledger
     from holon_ctx.ledger.usage_sqlite import usage_store_for
     from holon_ctx.memory.episodes import parse_episode_id
@@ -66,9 +66,9 @@ __all__ = [
     "SessionRequest",
     "StoresBeside",
     "Turn",
+    "database_path_problem",
     "forgeries",
     "form_counts_maker",
-    "missing_directory",
     "model_profile",
     "not_a_database",
     "parse_episode_id",
@@ -91,8 +91,8 @@ _HOMES = {
     "sniff_ledger": "holon_ctx.ledger.transcripts",
     #: what a file given as --db holds instead, for the error
     "not_a_database": "holon_ctx.ledger.transcripts",
-    #: the missing parent of a database path, for the error
-    "missing_directory": "holon_ctx.ledger.sqlite",
+    #: the missing parent of a database path, or a new one's JSONL name, for the error
+    "database_path_problem": "holon_ctx.ledger.dbpath",
     #: the compaction lock file a database leaves beside it
     "LOCK_SUFFIX": "holon_ctx.ledger.compaction_lock",
     #: a locked database as one line of error, every command

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Final
 from rich.console import Console
 
 from holon_ctx import LedgerStore, UnknownModelWarning
-from holon_ctx.cli._api import ModelProfile, missing_directory, model_profile
-from holon_ctx.cli.inputs import regular_input
+from holon_ctx.cli._api import ModelProfile, database_path_problem, model_profile
+from holon_ctx.cli.inputs import no_such_file, regular_input
 from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
 from holon_ctx.lowlevel import MemoryStore, SqliteStore, TokenCounter, import_jsonl
@@ -39,6 +39,7 @@ __all__ = [
     "add_model_arg",
     "add_session_key_options",
     "add_source_args",
+    "check_session_key",
     "console",
     "control_source",
     "counter_of",
@@ -126,6 +127,13 @@ def db_name(db: str, session: str | None) -> str:
     return f"{describe(db)} session {quote_value(session)}" if is_postgres_url(db) else db
 
 
+def check_session_key(path: str, session: str | None) -> None:
+    """A session key goes with a postgresql:// --db only: with a SQLite file (one ledger) it
+    would be dropped without a word, so it is refused, before anything is made."""
+    if session and not is_postgres_url(path):
+        raise InputError("--session-key applies to a postgresql:// --db only", source=path)
+
+
 def open_db(path: str, *, must_exist: bool, session: str | None = None,
             counter: TokenCounter | None = None) -> LedgerStore:
     """The ledger at ``path`` (a SQLite file, or a session of a PostgreSQL database: made when
@@ -135,11 +143,10 @@ def open_db(path: str, *, must_exist: bool, session: str | None = None,
             raise InputError("a postgresql:// --db needs --session-key KEY (`holon-ctx db "
                              "sessions --db URL` lists the sessions)", source=describe(path))
         return PostgresStore(path, session=session, create=not must_exist, counter=counter)
-    if session:
-        raise InputError("--session-key applies to a postgresql:// --db only", source=path)
+    check_session_key(path, session)
     p = Path(path)
     if must_exist and not p.exists():
-        problem = missing_directory(p)
+        problem = database_path_problem(p, new=False)
         raise InputError(problem or "no such database file", source=path)
     if p.exists() and not os.access(p, os.R_OK):
         raise InputError("database file is not readable", source=path)
@@ -165,7 +172,7 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
                        counter=counter)
     assert source is not None
     if not Path(source).exists():
-        raise InputError("no such file", source=source)
+        raise no_such_file(source)
     if _looks_like_sqlite(source):
         return open_db(source, must_exist=True, counter=counter)
     store = MemoryStore(counter)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from holon_ctx.cli._api import LOCK_SUFFIX, missing_directory
+from holon_ctx.cli._api import LOCK_SUFFIX, database_path_problem
 from holon_ctx.cli.common import open_db
 from holon_ctx.errors import InputError, StoreError
 from holon_ctx.lowlevel import SqliteStore
@@ -43,7 +43,7 @@ def write_db(path: str, work: Callable[[SqliteStore], T]) -> T:
     ``work`` may run twice, so its input must be readable twice (``regular_input`` sees to that).
     """
     dest = Path(path)
-    problem = missing_directory(dest)
+    problem = database_path_problem(dest, new=True)
     if problem is not None:
         raise InputError(problem, source=path)
     if not dest.exists():

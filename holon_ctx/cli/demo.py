@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from holon_ctx import LedgerStore, __version__
-from holon_ctx.cli._api import LOCK_SUFFIX
+from holon_ctx.cli._api import LOCK_SUFFIX, database_path_problem
 from holon_ctx.cli.common import db_name, open_continuity, open_db, open_episodes
 from holon_ctx.cli.terminal import say
 from holon_ctx.cli.wording import plural
@@ -58,6 +58,9 @@ def build_demo(db: Path) -> bool:
     stamp = _demo_stamp(resource.read_bytes())
     if db.exists() and stamp_file.exists() and stamp_file.read_text().strip() == stamp:
         return False
+    problem = database_path_problem(db, new=True, directory=False)
+    if problem is not None:
+        raise InputError(problem, source=str(db))
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

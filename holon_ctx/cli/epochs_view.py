@@ -7,6 +7,7 @@ import attrs
 
 from holon_ctx import LedgerStore
 from holon_ctx.cli._api import SessionRequest, read_through_request
+from holon_ctx.cli.wording import plural
 from holon_ctx.lowlevel import EpisodeSource, MemoryStore, Projector, StoreEpisodeSource
 
 __all__ = ["EpochView", "epoch_view", "runtime_recall"]
@@ -22,8 +23,9 @@ class EpochView:
         r = self.request
         session = r.manifest.session or {}
         appended = session.get("appended_records", 0)
+        assert isinstance(appended, int)  # the manifest's session figures are counts
         return (f"since {self.started_at} ({self.reason.replace('_', ' ')}), "
-                f"{appended} records appended since — a runtime's request now: "
+                f"{plural(appended, 'record')} appended since — a runtime's request now: "
                 f"{r.request_tokens:,} tokens, {r.cached_tokens:,} of them the previous "
                 "request's prefix (`holon-ctx replay` for every call)")
 

@@ -23,12 +23,19 @@ from typing import Final
 
 from holon_ctx.errors import InputError
 
-__all__ = ["MAX_STREAM_BYTES", "regular_input"]
+__all__ = ["MAX_STREAM_BYTES", "no_such_file", "regular_input"]
 
 #: Most bytes read from a FIFO, pipe or device.
 MAX_STREAM_BYTES: Final = 1 << 30
 _CHUNK: Final = 1 << 20
 _STARTS: Final = (b"{", b"[", b"\xef\xbb\xbf", b"SQLite format 3\x00")
+
+
+def no_such_file(path: str) -> InputError:
+    """A file argument that names nothing; ``-`` (standard input, to many tools) is told the
+    name that reads it here."""
+    hint = "; standard input is read as /dev/stdin" if path == "-" else ""
+    return InputError(f"no such file{hint}", source=path)
 
 
 @contextmanager
@@ -38,7 +45,7 @@ def regular_input(path: str) -> Iterator[Path]:
     try:
         mode = given.stat().st_mode
     except FileNotFoundError:
-        raise InputError("no such file", source=path) from None
+        raise no_such_file(path) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", source=path) from None
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):

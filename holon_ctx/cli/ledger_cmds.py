@@ -17,6 +17,7 @@ from holon_ctx.cli._api import sniff_ledger
 from holon_ctx.cli.common import (
     FORMAT_OPTION,
     add_source_args,
+    check_session_key,
     console,
     db_name,
     open_db,
@@ -71,6 +72,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    check_session_key(args.db, args.session_key)
     # A pipe or device is copied first (capped): it is read more than once (detection, parsing,
     # and again if another import creates the database meanwhile).
     with regular_input(args.file) as src:
@@ -88,7 +90,7 @@ def _import(args: argparse.Namespace, src: Path) -> int:
         if fmt != TranscriptFormat.LEDGER and not (fmt == "auto" and sniff_ledger(src)):
             # A transcript: parsed whole first, then appended in one transaction.
             detection, n = import_any(src, store, fmt, id_prefix=args.id_prefix,
-                                      option=FORMAT_OPTION)
+                                      option=FORMAT_OPTION, prefix_option="--id-prefix {}")
         elif args.id_prefix:
             raise InputError("--id-prefix applies to transcripts; ledger JSONL keeps its own ids",
                              source=args.file)

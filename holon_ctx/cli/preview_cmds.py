@@ -33,6 +33,7 @@ from holon_ctx import LedgerStore
 from holon_ctx.cli._api import usage_store_for
 from holon_ctx.cli.common import (
     add_source_args,
+    check_session_key,
     console,
     control_source,
     open_source,
@@ -290,6 +291,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         args.session_key = args.session_key or "demo"
         build_demo_session(args.db, args.session_key)
     else:
+        check_session_key(args.db, args.session_key)  # before the build, not after it
         build_demo(Path(args.db))
     args.source = None
     return _preview(args, args.budget, None)

@@ -12,6 +12,7 @@ defaults omitted, compact separators. Export → import → export is therefore 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
@@ -40,6 +41,7 @@ from holon_ctx.ledger.records import (
     SideEffect,
     TaskResult,
     TaskStatus,
+    Todo,
     Tool,
     ToolStatus,
     Trust,
@@ -102,6 +104,14 @@ _STATUS_BY_TYPE: dict[str, type] = {
 }
 _TYPES = ("turn", "message", "brief", "task_result", "tool", "external_event", "work_item",
           "wait", "environment", "pin")
+_CLASS_OF_TYPE: dict[str, type[msgspec.Struct]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in (Turn, Message, Brief, TaskResult, Tool, ExternalEvent, WorkItem, Wait, Environment,
+                Pin)
+}
+#: Field names of chat and tool formats a ledger line may be written from, and the ledger's own.
+_FOREIGN_NAMES: Final = {"content": "text", "message": "text", "body": "text", "name": "tool_name",
+                         "tool": "tool_name", "kind": "type", "timestamp": "at", "time": "at"}
 _TRUNCATED: Final = "invalid JSON: Input data was truncated"
 _MSGSPEC_PATH = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<path>[^`]+)`)?$", re.DOTALL)
 
@@ -342,9 +352,52 @@ def _translate(exc: msgspec.ValidationError, raw: bytes) -> tuple[str, str]:
         return (f"{path}.{field}" if path != "$" else f"$.{field}"), "missing required field"
     if msg.startswith("Expected"):
         return path, msg[0].lower() + msg[1:]
-    if msg.startswith("Object contains unknown field") or "tag" in msg.lower():
-        return path, msg
+    if msg.startswith("Object contains unknown field"):
+        field = msg.split("`")[1] if "`" in msg else "?"
+        return f"{path}.{field}", _unknown_field(path, field, raw)
     return path, msg
+
+
+def _unknown_field(path: str, field: str, raw: bytes) -> str:
+    """Why ``field`` is refused: the field it was likely meant to be, else the fields allowed."""
+    known: tuple[str, ...] = Todo.__struct_fields__
+    what = "a todo"
+    if path == "$":
+        kind = _line_type(raw)
+        cls = _CLASS_OF_TYPE.get(kind)
+        known = ("type", *cls.__struct_fields__) if cls else ()
+        what = f"a {kind} record" if cls else "a record"
+    meant = difflib.get_close_matches(field, known, n=1, cutoff=0.6)
+    if not meant:
+        # Names other formats give a field ("content" for a message's text): the ledger's own.
+        alias = difflib.get_close_matches(field, _FOREIGN_NAMES, n=1, cutoff=0.75)
+        meant = [m for m in (_FOREIGN_NAMES[a] for a in alias) if m in known]
+    extension = " (a runtime's own fields are named 'x-name')" if path == "$" else ""
+    if meant:
+        return f"unknown field in {what}; did you mean {quote_value(meant[0])}?{extension}"
+    return f"unknown field in {what}, whose fields are {', '.join(known)}{extension}"
+
+
+def _line_type(raw: bytes) -> str:
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return ""
+    kind = value.get("type") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) else ""
+
+
+def _without_extensions(raw: bytes) -> bytes | None:
+    """The line with its top-level ``x-…`` fields left out, or None when it has none (or is no
+    object). Only a line the strict decoder refused comes here, so lines without extension fields
+    pay nothing for the rule."""
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(value, dict) or not any(key.startswith("x-") for key in value):
+        return None
+    return _encoder.encode({k: v for k, v in value.items() if not k.startswith("x-")})
 
 
 def _chat_hint(raw: bytes) -> str:
@@ -361,6 +414,20 @@ def _chat_hint(raw: bytes) -> str:
             "(import.md)")
 
 
+def _decode_skipping_extensions(raw: bytes) -> Record:
+    try:
+        return _decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        # A runtime's own metadata (``x-…`` fields) is read past, not stored: the first unknown
+        # field the decoder met may be one, so the line is decoded again without them, once.
+        if not str(exc).startswith("Object contains unknown field `x-"):
+            raise
+        stripped = _without_extensions(raw)
+        if stripped is None:
+            raise
+        return _decoder.decode(stripped)
+
+
 def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Record:
     """Decode and (unless ``check=False``) check one line; errors name source, line and field."""
     # Inline fast path (this runs per line of every import): a line with no more opening brackets
@@ -369,7 +436,7 @@ def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Re
         raise LedgerFormatError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels (at byte {deep} "
                                 "of the line)", source=source, line=line)
     try:
-        record = _decoder.decode(raw)
+        record = _decode_skipping_extensions(raw)
     except msgspec.ValidationError as exc:
         path, msg = _translate(exc, raw)
         if path == "$" and "expected `object`" in msg:

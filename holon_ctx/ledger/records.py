@@ -202,9 +202,14 @@ class RecordBase(
     kw_only=True,
     frozen=True,
     omit_defaults=True,
-    forbid_unknown_fields=False,
+    forbid_unknown_fields=True,
 ):
-    """Fields every record shares. ``v`` is the JSONL format version of the line."""
+    """Fields every record shares. ``v`` is the JSONL format version of the line.
+
+    Unknown fields are refused (a typo such as ``tunr_id`` would otherwise drop the value it
+    carries without a word); a runtime's own metadata goes in fields named ``x-…``, which the JSONL
+    reader skips (:func:`holon_ctx.ledger.codec.decode_line`, RFC 0001).
+    """
 
     v: int = FORMAT_VERSION
     id: str
@@ -327,7 +332,8 @@ class ExternalEvent(RecordBase, tag="external_event", kw_only=True, frozen=True)
     work_item_id: str | None = None
 
 
-class Todo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Todo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+           forbid_unknown_fields=True):
     text: str
     done: bool = False
 

@@ -28,9 +28,10 @@ from typing import Any, Final, cast
 
 import msgspec
 
-from holon_ctx.errors import StoreError, quote_value
+from holon_ctx.errors import StoreError
 from holon_ctx.ledger import compaction_lock, locking
 from holon_ctx.ledger.body import record_body
+from holon_ctx.ledger.dbpath import missing_directory
 from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
@@ -100,19 +101,6 @@ _record_decoder = msgspec.json.Decoder(Record)
 _wi_decoder = msgspec.json.Decoder(WorkItemState)
 _wait_decoder = msgspec.json.Decoder(WaitState)
 _encode = msgspec.json.encode
-
-
-def missing_directory(path: str | Path) -> str | None:
-    """Why a database cannot be made at ``path`` because of its directory, or None: SQLite's
-    own error ("unable to open database file") names neither the directory nor what to do."""
-    if str(path) == ":memory:":
-        return None
-    parent = Path(path).parent
-    if parent.is_dir():
-        return None
-    what = "is not a directory" if parent.exists() else "does not exist"
-    return (f"the directory {quote_value(str(parent))} {what}: create it first (the database "
-            "file is made in it)")
 
 
 class SqliteStore:

@@ -35,7 +35,7 @@ from holon_ctx.ledger.records import (
     Turn,
 )
 
-__all__ = ["AGENT_STEP", "LedgerBuilder", "PendingCall", "digest", "expect", "rfc3339"]
+__all__ = ["AGENT_STEP", "LedgerBuilder", "PendingCall", "digest", "expect", "required", "rfc3339"]
 
 #: Trigger of a turn in which the runtime asks the model for its next step after tool results
 #: (an extension trigger: the engine treats it as a runtime wake that continues its anchor).
@@ -66,6 +66,15 @@ def expect(value: Any, kind: type | tuple[type, ...], path: str, source: str) ->
     want = (" or ".join(names.get(k, k.__name__) for k in kind) if isinstance(kind, tuple)
             else names.get(kind, kind.__name__))
     raise LedgerFormatError(f"expected {want}, got {_json_type(value)}", source=source, path=path)
+
+
+def required(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str,
+             source: str) -> Any:
+    """``obj[key]`` checked by :func:`expect`; a key that is not there is a ``missing required
+    field`` at ``path.key``, not a null: a log that dropped the field is not one that said null."""
+    if key not in obj:
+        raise LedgerFormatError("missing required field", source=source, path=f"{path}.{key}")
+    return expect(obj[key], kind, f"{path}.{key}", source)
 
 
 def _json_type(value: Any) -> str:

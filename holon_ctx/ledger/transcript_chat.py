@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from holon_ctx.errors import LedgerFormatError, quote_value
 from holon_ctx.ledger.records import Origin, Record, ToolStatus, Trust
-from holon_ctx.ledger.transcript_build import LedgerBuilder, expect
+from holon_ctx.ledger.transcript_build import LedgerBuilder, expect, required
 
 __all__ = ["read_anthropic", "read_openai"]
 
@@ -74,10 +74,10 @@ def read_openai(data: Any, b: LedgerBuilder) -> list[Record]:
     for i, msg in enumerate(messages):
         path = f"{at}[{i}]"
         msg = expect(msg, dict, path, b.source)
-        role = expect(msg.get("role"), str, f"{path}.role", b.source)
+        role = required(msg, "role", str, path, b.source)
         key = str(i)
         if role in ("system", "developer"):
-            text = _text_of(msg.get("content"), f"{path}.content", b)
+            text = _text_of(_content(msg, path, b), f"{path}.content", b)
             if b.turn_id is None:
                 env.append(text)
             else:
@@ -86,20 +86,24 @@ def read_openai(data: Any, b: LedgerBuilder) -> list[Record]:
             _flush_env(b, env)
             b.open_turn(key, "operator_input", origin=Origin.OPERATOR,
                         trust=Trust.TRUSTED_OPERATOR)
-            b.operator(key, _text_of(msg.get("content"), f"{path}.content", b))
+            b.operator(key, _text_of(_content(msg, path, b), f"{path}.content", b))
         elif role == "assistant":
             _flush_env(b, env)
             if b.turn_id is None or b.turn_has_reply:
                 b.open_step(key)
-            text = _text_of(msg.get("content"), f"{path}.content", b)
+            calls = msg.get("tool_calls")
+            calls = [] if calls is None else expect(calls, list, f"{path}.tool_calls", b.source)
             refusal = msg.get("refusal")
+            if "content" not in msg and not calls and refusal is None:
+                # The API's rule: content may be left out only beside tool calls (or a refusal).
+                raise b.fail(f"{path}.content", "missing required field (an assistant message "
+                                                "may leave it out only when it has tool_calls)")
+            text = _text_of(msg.get("content"), f"{path}.content", b)
             if refusal is not None:
                 text = "\n".join(t for t in (text, expect(refusal, str, f"{path}.refusal",
                                                           b.source)) if t)
             if text:
                 b.assistant(key, text)
-            calls = msg.get("tool_calls")
-            calls = [] if calls is None else expect(calls, list, f"{path}.tool_calls", b.source)
             for j, call in enumerate(calls):
                 cpath = f"{path}.tool_calls[{j}]"
                 call = expect(call, dict, cpath, b.source)
@@ -115,7 +119,7 @@ def read_openai(data: Any, b: LedgerBuilder) -> list[Record]:
                 b.assistant(key, "")
         elif role == "tool":
             call_id = expect(msg.get("tool_call_id"), str, f"{path}.tool_call_id", b.source)
-            output = _text_of(msg.get("content"), f"{path}.content", b)
+            output = _text_of(_content(msg, path, b), f"{path}.content", b)
             b.result(call_id, output, f"{path}.tool_call_id")
         elif role == "function":
             raise b.fail(f"{path}.role", "legacy 'function' messages are not supported; "
@@ -125,6 +129,13 @@ def read_openai(data: Any, b: LedgerBuilder) -> list[Record]:
                                          f"tool, got {quote_value(role)}")
     _flush_env(b, env)
     return b.finish()
+
+
+def _content(msg: dict[str, Any], path: str, b: LedgerBuilder) -> Any:
+    """The ``content`` of a message whose role requires one (system, developer, user, tool): a
+    missing or null content is refused, not read as empty text; an empty string is empty text, what
+    was sent (docs/import.md)."""
+    return required(msg, "content", (str, list), path, b.source)
 
 
 def _flush_env(b: LedgerBuilder, env: list[str]) -> None:
@@ -171,8 +182,9 @@ def read_anthropic(data: Any, b: LedgerBuilder) -> list[Record]:
     for i, msg in enumerate(messages):
         path = f"{at}[{i}]"
         msg = expect(msg, dict, path, b.source)
-        role = expect(msg.get("role"), str, f"{path}.role", b.source)
-        blocks = _blocks(msg.get("content"), f"{path}.content", b)
+        role = required(msg, "role", str, path, b.source)
+        blocks = _blocks(required(msg, "content", (str, list), path, b.source), f"{path}.content",
+                         b)
         key = str(i)
         if role == "user":
             texts: list[str] = []
@@ -181,7 +193,9 @@ def read_anthropic(data: Any, b: LedgerBuilder) -> list[Record]:
                     _tool_result(bpath, block, b)
                 else:
                     texts.append(_block_text(bpath, block, b))
-            if texts:
+            # Only tool results: tool output, no operator turn. No blocks at all: an empty
+            # operator message, what was sent, as an empty string is (docs/import.md).
+            if texts or not blocks:
                 b.open_turn(key, "operator_input", origin=Origin.OPERATOR,
                             trust=Trust.TRUSTED_OPERATOR)
                 b.operator(key, "\n\n".join(texts))

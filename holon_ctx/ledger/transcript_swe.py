@@ -41,7 +41,7 @@ from holon_ctx.ledger.records import (
     WorkItem,
     WorkItemStatus,
 )
-from holon_ctx.ledger.transcript_build import LedgerBuilder, expect, rfc3339
+from holon_ctx.ledger.transcript_build import LedgerBuilder, expect, required, rfc3339
 from holon_ctx.ledger.transcript_shell import ShellTracker
 
 __all__ = ["ACTION_RE", "WORK_ITEM_ID", "first_paragraph", "read_swe_traj", "split_task"]
@@ -100,7 +100,7 @@ def _observation(content: str) -> tuple[ToolStatus, int | None, str] | None:
 def read_swe_traj(data: Any, b: LedgerBuilder) -> list[Record]:
     """Records of a mini-swe-agent trajectory (see the module docstring for the mapping)."""
     obj = expect(data, dict, "$", b.source)
-    messages = expect(obj.get("messages"), list, "$.messages", b.source)
+    messages = required(obj, "messages", list, "$", b.source)
     info = _obj(obj.get("info"))
     cwd = _obj(_obj(info.get("config")).get("environment")).get("cwd")
     cwd = cwd if isinstance(cwd, str) else ""
@@ -130,7 +130,7 @@ def _read_task(obj: dict[str, Any], messages: list[Any], cwd: str, wid: str,
     i = 0
     while i < len(messages):
         msg = expect(messages[i], dict, f"$.messages[{i}]", b.source)
-        role = expect(msg.get("role"), str, f"$.messages[{i}].role", b.source)
+        role = required(msg, "role", str, f"$.messages[{i}]", b.source)
         if role != "system":
             break
         system.append(_content(msg, i, b))
@@ -163,7 +163,7 @@ def _read_step(messages: list[Any], i: int, tracker: ShellTracker, wid: str,
     observation answering it) or a runtime note. Returns the index of the next message."""
     path = f"$.messages[{i}]"
     msg = expect(messages[i], dict, path, b.source)
-    role = expect(msg.get("role"), str, f"{path}.role", b.source)
+    role = required(msg, "role", str, path, b.source)
     content = _content(msg, i, b)
     key = str(i)
     if role != "assistant":
@@ -208,7 +208,7 @@ def _obj(value: Any) -> dict[str, Any]:
 
 
 def _content(msg: dict[str, Any], i: int, b: LedgerBuilder) -> str:
-    return str(expect(msg.get("content"), str, f"$.messages[{i}].content", b.source))
+    return str(required(msg, "content", str, f"$.messages[{i}]", b.source))
 
 
 def _created(msg: dict[str, Any]) -> str | None:

@@ -28,7 +28,7 @@ from typing import Any, Final
 import attrs
 import msgspec
 
-from holon_ctx.errors import InputError, LedgerFormatError, quote_value
+from holon_ctx.errors import DuplicateIdError, InputError, LedgerFormatError, quote_value
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.jsoninput import (
     MAX_JSON_DEPTH,
@@ -37,7 +37,7 @@ from holon_ctx.ledger.jsoninput import (
     nesting_offset,
     read_capped,
 )
-from holon_ctx.ledger.records import Message, MessageRole, Record
+from holon_ctx.ledger.records import Message, MessageRole, Record, record_ref
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcript_build import LedgerBuilder
 from holon_ctx.ledger.transcript_chat import read_anthropic, read_openai
@@ -45,6 +45,7 @@ from holon_ctx.ledger.transcript_swe import read_swe_traj
 
 __all__ = [
     "LIBRARY_OPTION",
+    "LIBRARY_PREFIX_OPTION",
     "MAX_TRANSCRIPT_BYTES",
     "Detection",
     "TranscriptFormat",
@@ -62,6 +63,8 @@ MAX_TRANSCRIPT_BYTES: Final = 256 * 1024 * 1024
 #: by default; a tool passes its own spelling as ``option=`` (the CLI's ``--from``). A library
 #: call must never be told about a flag it cannot pass.
 LIBRARY_OPTION: Final = 'format="{}"'
+#: How errors tell a caller to give an id prefix, as LIBRARY_OPTION does the format.
+LIBRARY_PREFIX_OPTION: Final = 'id_prefix="{}"'
 _FORMAT_NAMES: Final = "ledger|openai|anthropic|swe-traj"
 _LEDGER_TYPES: Final = frozenset({"turn", "message", "brief", "task_result", "tool",
                                   "external_event", "work_item", "wait", "environment", "pin"})
@@ -235,8 +238,9 @@ def _refuse_guessed_trust(path: Path, detection: Detection, records: list[Record
         hint = ("; it looks like a mini-swe-agent trajectory (harness replies in the user role): "
                 + option.format("swe-traj"))
     raise InputError(
-        f"read as {fmt} by a guess ({detection.reason}), which would make all {len(operator)} "
-        f"user messages trusted operator input; if a harness or a tool wrote any of them, it "
+        f"read as {fmt} by a guess ({detection.reason}), which would make "
+        f"{'both' if len(operator) == 2 else f'all {len(operator)}'} user messages trusted "
+        f"operator input; if a harness or a tool wrote any of them, it "
         f"would get the operator's authority. Say which format it is with {option.format(fmt)} "
         f"(every user message is the operator's{hint})", source=str(path))
 
@@ -289,10 +293,12 @@ def not_a_database(path: str | Path) -> str | None:
 
 def import_any(path: str | Path, store: LedgerStore, fmt: TranscriptFormat | str = "auto", *,
                id_prefix: str = "", option: str = LIBRARY_OPTION,
+               prefix_option: str = LIBRARY_PREFIX_OPTION,
                before: Sequence[Record] = ()) -> tuple[Detection, int]:
     """Import ledger JSONL or a transcript into ``store``, all-or-nothing; ``(how, stored)``.
     ``before``: records appended first, in the same append (a session's calls still waiting),
-    and counted in ``stored``."""
+    and counted in ``stored``. ``prefix_option``: how an error names the id prefix (as
+    ``option`` names the format)."""
     path = checked_path(path, "import")
     if fmt == TranscriptFormat.LEDGER or (fmt == "auto" and sniff_ledger(path)):
         why = f"given with {option.format(fmt)}" if fmt != "auto" else (
@@ -302,4 +308,14 @@ def import_any(path: str | Path, store: LedgerStore, fmt: TranscriptFormat | str
     detection, records = read_transcript(path, fmt, id_prefix=id_prefix, option=option)
     # The turns are numbered by the store, inside its write transaction, after whatever is in the
     # ledger by then: numbers read before it would race with other writers (RFC 0006).
-    return detection, store.append([*before, *records], source=str(path), renumber_turns=True)
+    try:
+        return detection, store.append([*before, *records], source=str(path),
+                                       renumber_turns=True)
+    except DuplicateIdError as exc:
+        # A transcript's ids name its messages (m12, t12), so a second transcript without a
+        # prefix clashes with the first at its first record: say how to import it beside.
+        if id_prefix or all(exc.ref != record_ref(r) for r in records):
+            raise
+        raise DuplicateIdError(exc.ref, source=exc.source, line=exc.line, hint=(
+            "a transcript's ids name its messages, so this one was imported already, or another "
+            f"one was: give this one its own ids with {prefix_option.format('b.')}")) from None

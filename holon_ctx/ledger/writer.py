@@ -38,7 +38,12 @@ from typing import Final, Protocol
 import attrs
 import msgspec
 
-from holon_ctx.errors import DuplicateIdError, LedgerFormatError, quote_value
+from holon_ctx.errors import (
+    DuplicateIdError,
+    LedgerFormatError,
+    WaitNotOpenedError,
+    quote_value,
+)
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.codec import (
     MAX_LINE_BYTES,
@@ -302,13 +307,15 @@ class _Appender:
         wait_id = getattr(record, "wait_id", None)
         if isinstance(record, ExternalEvent | TaskResult) and wait_id is not None \
                 and self.backend.wait_state(wait_id) is None:
-            raise self.fail(line, "$.wait_id", f"no wait {quote_value(wait_id)} was opened")
+            raise WaitNotOpenedError(wait_id, f"no wait {quote_value(wait_id)} was opened",
+                                     path="$.wait_id", source=self.source, line=line)
         if isinstance(record, Wait):
             known = self.backend.wait_state(record.wait_id)
             if known is None and record.status is not WaitStatus.OPEN:
-                raise self.fail(line, "$.status",
-                                f"wait {quote_value(record.wait_id)} is {record.status.value} "
-                                "but was never opened")
+                raise WaitNotOpenedError(record.wait_id,
+                                         f"wait {quote_value(record.wait_id)} is "
+                                         f"{record.status.value} but was never opened",
+                                         path="$.status", source=self.source, line=line)
             if record.resolved_by is not None and not self.backend.has_ref(record.resolved_by):
                 raise self.fail(line, "$.resolved_by", f"no record {quote_value(record.resolved_by)}")
         if isinstance(record, Pin) and not self.backend.has_ref(record.target):
