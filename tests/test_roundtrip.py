@@ -120,16 +120,24 @@ def test_canonical_line_shape(tmp_path: Path) -> None:
         b'"turn_id":"t1","role":"operator","text":"\xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x91\x8b"}\n')
 
 
-def test_extension_fields_are_read_past_and_not_preserved(tmp_path: Path) -> None:
-    """A line with a runtime's own fields (``x-…``, any JSON) imports; the export drops them.
-    (Any other unknown field is refused: tests/test_codec.py.)"""
+def test_unknown_fields_are_read_past_and_not_preserved(tmp_path: Path) -> None:
+    """Forward compatibility: a line with fields its kind does not have (a runtime's own
+    ``x-…``, any JSON, or a later release's ``cost``, ``priority``; in a todo too) imports with
+    every known field as written; the export drops the unknown ones. (A field that looks like a
+    misspelt one is refused: tests/test_codec.py.)"""
     src = tmp_path / "in.jsonl"
-    src.write_bytes(
-        b'{"v":1,"type":"turn","id":"t1","seq":1,"trigger":"timer","x-priority":"high",'
-        b'"x-runtime":{"host":"a"}}\n')
-    assert _export(_import(src.read_bytes(), src, MemoryStore)) == (
-        b'{"v":1,"type":"turn","id":"t1","origin":"scheduler","trust":"runtime_fact",'
-        b'"seq":1,"trigger":"timer"}\n')
+    unknown = (b'{"v":1,"type":"turn","id":"t1","seq":1,"trigger":"timer","x-priority":"high",'
+               b'"cost":3,"x-runtime":{"host":"a"},"label":"tick"}\n'
+               b'{"type":"work_item","id":"w1","work_item_id":"wi","turn_id":"t1",'
+               b'"objective":"ship","todos":[{"text":"a","owner":"sam"},{"text":"b","done":true}],'
+               b'"priority":2}\n')
+    known = (b'{"type":"turn","id":"t1","seq":1,"trigger":"timer","label":"tick"}\n'
+             b'{"type":"work_item","id":"w1","work_item_id":"wi","turn_id":"t1",'
+             b'"objective":"ship","todos":[{"text":"a"},{"text":"b","done":true}]}\n')
+    exported = _export(_import(unknown, src, MemoryStore))
+    assert exported == _export(_import(known, src, MemoryStore))
+    assert b'"label":"tick"' in exported
+    assert b'"done":true' in exported
 
 
 def test_missing_version_reads_as_v1(tmp_path: Path) -> None:

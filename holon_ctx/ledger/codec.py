@@ -352,52 +352,71 @@ def _translate(exc: msgspec.ValidationError, raw: bytes) -> tuple[str, str]:
         return (f"{path}.{field}" if path != "$" else f"$.{field}"), "missing required field"
     if msg.startswith("Expected"):
         return path, msg[0].lower() + msg[1:]
-    if msg.startswith("Object contains unknown field"):
-        field = msg.split("`")[1] if "`" in msg else "?"
-        return f"{path}.{field}", _unknown_field(path, field, raw)
     return path, msg
 
 
-def _unknown_field(path: str, field: str, raw: bytes) -> str:
-    """Why ``field`` is refused: the field it was likely meant to be, else the fields allowed."""
-    known: tuple[str, ...] = Todo.__struct_fields__
-    what = "a todo"
-    if path == "$":
-        kind = _line_type(raw)
-        cls = _CLASS_OF_TYPE.get(kind)
-        known = ("type", *cls.__struct_fields__) if cls else ()
-        what = f"a {kind} record" if cls else "a record"
-    meant = difflib.get_close_matches(field, known, n=1, cutoff=0.6)
-    if not meant:
-        # Names other formats give a field ("content" for a message's text): the ledger's own.
-        alias = difflib.get_close_matches(field, _FOREIGN_NAMES, n=1, cutoff=0.75)
-        meant = [m for m in (_FOREIGN_NAMES[a] for a in alias) if m in known]
-    extension = " (a runtime's own fields are named 'x-name')" if path == "$" else ""
-    if meant:
-        return f"unknown field in {what}; did you mean {quote_value(meant[0])}?{extension}"
-    return f"unknown field in {what}, whose fields are {', '.join(known)}{extension}"
+#: How close (difflib's ratio) an unknown field's name must be to a field its record has and the
+#: line lacks to be refused as a misspelling of it: one letter dropped, doubled or swapped in a
+#: name of four letters or more ("tunr_id", "txt", "contnet"). Other unknown fields are read
+#: past, as the house style asks of ledger records (forward compatibility).
+_MISSPELT: Final = 0.8
 
 
-def _line_type(raw: bytes) -> str:
-    try:
-        value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return ""
-    kind = value.get("type") if isinstance(value, dict) else None
-    return kind if isinstance(kind, str) else ""
+class _Misspelt(Exception):
+    """An unknown field taken for a misspelling: where, and what it was likely meant to be."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
 
 
-def _without_extensions(raw: bytes) -> bytes | None:
-    """The line with its top-level ``x-…`` fields left out, or None when it has none (or is no
-    object). Only a line the strict decoder refused comes here, so lines without extension fields
-    pay nothing for the rule."""
+def _misspelling(obj: dict[str, Any], known: tuple[str, ...], path: str,
+                 what: str) -> _Misspelt | None:
+    """The first field of ``obj`` that is not in ``known`` and looks like a misspelling of a
+    known field ``obj`` lacks (or of another format's name for one: ``content`` for ``text``)."""
+    for field in obj:
+        if field in known or field.startswith("x-"):
+            continue
+        meant = difflib.get_close_matches(field, known, n=1, cutoff=_MISSPELT)
+        if not meant:
+            alias = difflib.get_close_matches(field, _FOREIGN_NAMES, n=1, cutoff=_MISSPELT)
+            meant = [m for m in (_FOREIGN_NAMES[a] for a in alias) if m in known]
+        if meant and meant[0] not in obj:
+            return _Misspelt(f"{path}.{field}",
+                             f"unknown field in {what}; did you mean {quote_value(meant[0])}?")
+    return None
+
+
+def _read_past_unknown(raw: bytes) -> bytes | None:
+    """The line with the fields its record kind does not have left out (a later release's, a
+    runtime's own ``x-…``), or None when it is no record object; raises :class:`_Misspelt` when
+    one looks like a misspelt field. Only a line the strict decoder refused comes here, so a line
+    of known fields pays nothing for the rule."""
     try:
         value = msgspec.json.decode(raw)
     except msgspec.DecodeError:
         return None
-    if not isinstance(value, dict) or not any(key.startswith("x-") for key in value):
+    if not isinstance(value, dict):
         return None
-    return _encoder.encode({k: v for k, v in value.items() if not k.startswith("x-")})
+    kind = value.get("type")
+    cls = _CLASS_OF_TYPE.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return None
+    known = ("type", *cls.__struct_fields__)
+    todo_fields: tuple[str, ...] = Todo.__struct_fields__
+    typo = _misspelling(value, known, "$", f"a {kind} record")
+    todos = value.get("todos")
+    for i, todo in enumerate(todos if isinstance(todos, list) else ()):
+        if typo is None and isinstance(todo, dict):
+            typo = _misspelling(todo, todo_fields, f"$.todos[{i}]", "a todo")
+    if typo is not None:
+        raise typo
+    kept = {k: v for k, v in value.items() if k in known}
+    if isinstance(todos, list) and "todos" in kept:
+        kept["todos"] = [{k: v for k, v in t.items() if k in todo_fields}
+                         if isinstance(t, dict) else t for t in todos]
+    return _encoder.encode(kept)
 
 
 def _chat_hint(raw: bytes) -> str:
@@ -414,18 +433,19 @@ def _chat_hint(raw: bytes) -> str:
             "(import.md)")
 
 
-def _decode_skipping_extensions(raw: bytes) -> Record:
+def _decode_reading_past_unknown(raw: bytes) -> Record:
     try:
         return _decoder.decode(raw)
     except msgspec.ValidationError as exc:
-        # A runtime's own metadata (``x-…`` fields) is read past, not stored: the first unknown
-        # field the decoder met may be one, so the line is decoded again without them, once.
-        if not str(exc).startswith("Object contains unknown field `x-"):
+        # The record types forbid unknown fields so that the fast path is the strict one; a
+        # refused line is decoded again without the fields its kind does not have, once, unless
+        # one looks like a misspelt field (RFC 0001, "Unknown fields").
+        if not str(exc).startswith("Object contains unknown field"):
             raise
-        stripped = _without_extensions(raw)
-        if stripped is None:
+        known_only = _read_past_unknown(raw)
+        if known_only is None:
             raise
-        return _decoder.decode(stripped)
+        return _decoder.decode(known_only)
 
 
 def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Record:
@@ -436,7 +456,9 @@ def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Re
         raise LedgerFormatError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels (at byte {deep} "
                                 "of the line)", source=source, line=line)
     try:
-        record = _decode_skipping_extensions(raw)
+        record = _decode_reading_past_unknown(raw)
+    except _Misspelt as typo:
+        raise LedgerFormatError(typo.message, source=source, line=line, path=typo.path) from None
     except msgspec.ValidationError as exc:
         path, msg = _translate(exc, raw)
         if path == "$" and "expected `object`" in msg:
