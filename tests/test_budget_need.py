@@ -201,3 +201,22 @@ def test_a_need_reported_far_too_high_is_halved_down_to_the_least() -> None:
     assert least <= stated.required_tokens <= least + max(1, least // SLACK)
     assert not stated.at_least
     assert len(tried) <= 2 * TRIES
+
+
+@pytest.mark.parametrize(("least", "floor"), [(4096, False), (8192, True)])
+def test_the_climb_reaches_4096_times_the_first_figure_and_no_further(
+        least: int, floor: bool) -> None:
+    """With refusals that report one token more, the climb doubles from the first figure tried
+    (2): a request made at 4,096 times it is found and stated; one made only at twice that is
+    stated as a floor (need.py's ``TRIES``: twelve refusals upward)."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import stated_need
+
+    tried, made = _recorded(lambda tokens: None if tokens >= least else tokens + 1)
+    stated = stated_need(BudgetTooSmallError(2, 1, "the pinned references"), made)
+    assert stated.at_least is floor
+    assert tried[0] == 2
+    if floor:  # a floor: above every budget refused, and no budget made is below it
+        assert max(tried) < stated.required_tokens <= least
+    else:
+        assert stated.required_tokens == least
