@@ -166,6 +166,53 @@ def test_missing_session_is_refused_unless_created(pg_url: str, pg_session_key: 
     again.close()
 
 
+def test_a_store_that_fails_to_open_closes_the_connection_it_opened(
+        pg_url: str, pg_session_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store refused while opening (here: no such session) closes the connection it opened
+    from the URL, so no server connection is left behind; a connection the caller passed in
+    is the caller's and stays open."""
+    import psycopg
+
+    from holon_ctx.postgres import session as pg_session
+
+    opened: list[Any] = []
+    real_connect = pg_session.connect
+
+    def connect(url: str, *, durable: bool = True) -> Any:
+        opened.append(real_connect(url, durable=durable))
+        return opened[-1]
+
+    monkeypatch.setattr(pg_session, "connect", connect)
+    for store in (PostgresStore, PostgresEpisodeStore):
+        with pytest.raises(StoreError, match="no session"):
+            store(pg_url, session=pg_session_key, create=False)
+    assert len(opened) == 2
+    assert all(conn.closed for conn in opened)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        with pytest.raises(StoreError, match="no session"):
+            PostgresStore(conn, session=pg_session_key, create=False)
+        assert not conn.closed
+
+
+def test_every_store_of_a_session_opened_from_a_url_commits_durably(
+        pg_url: str, pg_session_key: str) -> None:
+    """The episode, governed, epoch and usage stores opened from a URL keep the server's
+    durable commits (an acknowledged write survives a server crash), as the ledger does by
+    default: only the ledger offers ``durable=False``."""
+    from holon_ctx.postgres.epochs import PostgresEpochStore
+    from holon_ctx.postgres.usage import PostgresUsageStore
+
+    stores = [kind(pg_url, session=pg_session_key) for kind in (
+        PostgresEpisodeStore, PostgresContinuityBackend, PostgresEpochStore, PostgresUsageStore)]
+    try:
+        for store in stores:
+            setting = store._h.conn.execute("SHOW synchronous_commit").fetchone()[0]
+            assert (type(store).__name__, setting) == (type(store).__name__, "on")
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_delete_session_empties_every_session_table(pg_url: str, pg_session_key: str) -> None:
     """Deleting a session removes its rows from every table keyed by sid, and only its rows."""
     import psycopg
