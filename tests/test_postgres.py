@@ -531,3 +531,39 @@ def test_the_compaction_lock_is_the_sessions_advisory_lock(pg_url: str) -> None:
             assert (0x484F4C43, store.sid) in held
         assert (0x484F4C43, store.sid) not in other.execute(query, (0x484F4C43,)).fetchall()
     store.close()
+
+
+def test_a_few_rows_are_pipelined_inserts_and_more_go_through_copy(
+        pg_url: str, pg_session_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SessionHandle.insert``: up to ``_PIPELINED_ROWS`` rows over all tables are INSERTs in
+    one pipeline, one more sends each table through COPY; an INSERT … ON CONFLICT stays an
+    INSERT in a COPY-sized batch (COPY cannot skip conflicts), and every row lands."""
+    from holon_ctx.postgres.session import _PIPELINED_ROWS
+
+    store = PostgresStore(pg_url, session=pg_session_key)
+    handle = store._h
+    copied: list[str] = []
+    real_copy = handle.copy
+
+    def copy(table: str, rows: Any) -> None:
+        copied.append(table)
+        real_copy(table, rows)
+
+    monkeypatch.setattr(handle, "copy", copy)
+    try:
+        handle.rows("CREATE TEMP TABLE few (n int PRIMARY KEY)", ())
+        handle.rows("CREATE TEMP TABLE keyed (n int PRIMARY KEY)", ())
+        plain = "INSERT INTO few VALUES (%s)"
+        handle.insert([("few", plain, [(-1,)])])
+        handle.insert([("few", plain, [(n,) for n in range(_PIPELINED_ROWS)])])
+        assert copied == []
+        handle.insert([("few", plain, [(n,) for n in range(1000, 1001 + _PIPELINED_ROWS)])])
+        assert copied == ["few"]
+        upsert = "INSERT INTO keyed VALUES (%s) ON CONFLICT DO NOTHING"
+        handle.insert([("few", plain, [(n,) for n in range(2000, 2000 + _PIPELINED_ROWS)]),
+                       ("keyed", upsert, [(n,) for n in range(_PIPELINED_ROWS)])])
+        assert copied == ["few", "few"]
+        counts = [handle.one(f"SELECT count(*) FROM {t}", ())[0] for t in ("few", "keyed")]
+        assert counts == [3 * _PIPELINED_ROWS + 2, _PIPELINED_ROWS]
+    finally:
+        store.close()
