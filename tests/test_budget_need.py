@@ -9,6 +9,7 @@ budgets until one is made and states that one (docs/library.md, "Budgets").
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,120 @@ def test_the_search_states_a_budget_made_within_its_slack_of_the_least(
     if need < 2 * SLACK:
         assert need == least
     assert len(tried) <= 24
+
+
+def _recorded(answer: Callable[[int], int | None]
+              ) -> tuple[list[int], Callable[[int], int | None]]:
+    """``made`` for stated_need that records each budget tried and answers ``answer(tokens)``."""
+    tried: list[int] = []
+
+    def made(tokens: int) -> int | None:
+        tried.append(tokens)
+        return answer(tokens)
+    return tried, made
+
+
+@pytest.mark.parametrize("reported", [1, 40, 99, 100])
+def test_a_refusal_reporting_no_more_than_its_budget_tries_above_it(reported: int) -> None:
+    """A layer below may report a need at or under the budget it refused (a floor that falls
+    short): the search starts one token above the refused budget, never at or under it, and
+    states a whole number of tokens."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import SLACK, stated_need
+
+    least = 130
+    tried, made = _recorded(lambda tokens: None if tokens >= least else tokens + 1)
+    stated = stated_need(BudgetTooSmallError(reported, 100, "the framing"), made)
+    assert tried[0] == 101
+    assert min(tried) > 100
+    assert type(stated.required_tokens) is int
+    assert least <= stated.required_tokens <= least + max(1, least // SLACK)
+    assert (stated.available_tokens, stated.what, stated.at_least) == (100, "the framing", False)
+
+
+def test_the_climb_at_least_doubles_a_need_that_falls_short() -> None:
+    """Each refusal on the way up raises the next try to the need it reports or to twice the
+    budget just refused, whichever is more: refusals that report one token more still reach
+    the made budget in a few tries."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import stated_need
+
+    least = 1000
+    tried, made = _recorded(lambda tokens: None if tokens >= least else tokens + 1)
+    stated_need(BudgetTooSmallError(11, 10, "the pinned references"), made)
+    climb = tried[:tried.index(next(t for t in tried if t >= least)) + 1]
+    assert climb == [11, 22, 44, 88, 176, 352, 704, 1408]
+
+
+def test_a_reported_need_above_twice_the_try_is_taken_as_it_is() -> None:
+    """A refusal that reports more than twice the budget refused is tried at what it reports."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import stated_need
+
+    tried, made = _recorded(lambda tokens: None if tokens >= 500 else 500)
+    stated = stated_need(BudgetTooSmallError(12, 10, "the pinned references"), made)
+    assert tried[:2] == [12, 500]
+    assert stated.required_tokens == 500
+
+
+@pytest.mark.parametrize("reported", [0, 10**9])
+def test_when_the_tries_run_out_the_need_is_stated_as_a_floor(reported: int) -> None:
+    """Past ``TRIES`` refusals and none made, the need is stated "at least": above the last
+    budget refused and at least what its refusal reported, for the budget first refused."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import TRIES, stated_need
+
+    tried, made = _recorded(lambda _tokens: reported)
+    stated = stated_need(BudgetTooSmallError(7, 5, "the pinned references"), made)
+    assert len(tried) == TRIES
+    assert stated.at_least
+    assert stated.required_tokens == max(reported, tried[-1] + 1)
+    assert (stated.available_tokens, stated.what) == (5, "the pinned references")
+    assert "need at least" in str(stated)
+
+
+def test_a_need_made_at_the_last_try_up_is_not_a_floor() -> None:
+    """A request made on the last of the ``TRIES`` budgets tried upward states that budget
+    (not "at least"); one refusal fewer than ``TRIES`` leaves the search going."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import TRIES, stated_need
+
+    tried, made = _recorded(lambda tokens: None if len(tried) >= TRIES else tokens + 1)
+    stated = stated_need(BudgetTooSmallError(2, 1, "the pinned references"), made)
+    assert not stated.at_least
+    assert len(tried) >= TRIES
+    assert stated.required_tokens <= tried[TRIES - 1]
+
+
+def test_a_need_reported_far_too_high_is_halved_down_to_the_least() -> None:
+    """A refusal may overshoot by orders of magnitude (a floor from another plan): the search
+    then halves from that figure down to within ``need // SLACK`` of the least budget made, in
+    the ``TRIES`` halvings it allows, rather than stating a budget thousands of times larger."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import SLACK, TRIES, stated_need
+
+    least = 100
+    tried, made = _recorded(lambda tokens: None if tokens >= least else 1_000_000)
+    stated = stated_need(BudgetTooSmallError(11, 10, "the pinned references"), made)
+    assert least <= stated.required_tokens <= least + max(1, least // SLACK)
+    assert not stated.at_least
+    assert len(tried) <= 2 * TRIES
+
+
+@pytest.mark.parametrize(("least", "floor"), [(4096, False), (8192, True)])
+def test_the_climb_reaches_4096_times_the_first_figure_and_no_further(
+        least: int, floor: bool) -> None:
+    """With refusals that report one token more, the climb doubles from the first figure tried
+    (2): a request made at 4,096 times it is found and stated; one made only at twice that is
+    stated as a floor (need.py's ``TRIES``: twelve refusals upward)."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import stated_need
+
+    tried, made = _recorded(lambda tokens: None if tokens >= least else tokens + 1)
+    stated = stated_need(BudgetTooSmallError(2, 1, "the pinned references"), made)
+    assert stated.at_least is floor
+    assert tried[0] == 2
+    if floor:  # a floor: above every budget refused, and no budget made is below it
+        assert max(tried) < stated.required_tokens <= least
+    else:
+        assert stated.required_tokens == least

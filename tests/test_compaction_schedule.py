@@ -14,6 +14,7 @@ import holon_ctx
 from holon_ctx.compaction import CompactionResult
 from holon_ctx.errors import InputError
 from holon_ctx.ledger.memory import MemoryStore
+from holon_ctx.ledger.records import Turn
 from holon_ctx.session_upkeep import Upkeep
 
 
@@ -123,3 +124,23 @@ def test_while_the_budget_binds_compaction_runs_every_binding_turns(
     # Request 1: six turns appended but nothing known to bind; request 2: seven turns since
     # the start, compacts; then one turn (no), two turns (yes), …
     assert seen == [0, 1, 1, 2, 2, 3]
+
+
+def test_a_replay_call_in_a_turn_the_ledger_does_not_hold_archives_nothing() -> None:
+    """``ReplayCompaction.before_call`` given a turn id its ledger does not hold (a call point
+    of another ledger) counts it as the turn of the last compaction: nothing is archived and
+    nothing fails; the schedule then goes on by the ledger's own turns."""
+    from holon_ctx.session_upkeep import CompactionPolicy, ReplayCompaction
+
+    store = MemoryStore()
+    with holon_ctx.open_session(store, compaction=None) as session:
+        for i in range(6):
+            session.operator_message(f"turn {i}: make module_{i} handle empty input")
+    grown = ReplayCompaction(store, CompactionPolicy(recent_turns=2, every_turns=3))
+    grown.before_call("no-such-turn", False)
+    assert (grown.archived_at, grown.schedule.last_seq) == ([], -1)
+    newest = store.latest_turn(store.end_pos())
+    assert newest is not None
+    assert isinstance(newest.record, Turn)
+    grown.before_call(newest.record.id, False)
+    assert grown.archived_at == [newest.record.seq]

@@ -166,6 +166,53 @@ def test_missing_session_is_refused_unless_created(pg_url: str, pg_session_key: 
     again.close()
 
 
+def test_a_store_that_fails_to_open_closes_the_connection_it_opened(
+        pg_url: str, pg_session_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store refused while opening (here: no such session) closes the connection it opened
+    from the URL, so no server connection is left behind; a connection the caller passed in
+    is the caller's and stays open."""
+    import psycopg
+
+    from holon_ctx.postgres import session as pg_session
+
+    opened: list[Any] = []
+    real_connect = pg_session.connect
+
+    def connect(url: str, *, durable: bool = True) -> Any:
+        opened.append(real_connect(url, durable=durable))
+        return opened[-1]
+
+    monkeypatch.setattr(pg_session, "connect", connect)
+    for store in (PostgresStore, PostgresEpisodeStore):
+        with pytest.raises(StoreError, match="no session"):
+            store(pg_url, session=pg_session_key, create=False)
+    assert len(opened) == 2
+    assert all(conn.closed for conn in opened)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        with pytest.raises(StoreError, match="no session"):
+            PostgresStore(conn, session=pg_session_key, create=False)
+        assert not conn.closed
+
+
+def test_every_store_of_a_session_opened_from_a_url_commits_durably(
+        pg_url: str, pg_session_key: str) -> None:
+    """The episode, governed, epoch and usage stores opened from a URL keep the server's
+    durable commits (an acknowledged write survives a server crash), as the ledger does by
+    default: only the ledger offers ``durable=False``."""
+    from holon_ctx.postgres.epochs import PostgresEpochStore
+    from holon_ctx.postgres.usage import PostgresUsageStore
+
+    stores = [kind(pg_url, session=pg_session_key) for kind in (
+        PostgresEpisodeStore, PostgresContinuityBackend, PostgresEpochStore, PostgresUsageStore)]
+    try:
+        for store in stores:
+            setting = store._h.conn.execute("SHOW synchronous_commit").fetchone()[0]
+            assert (type(store).__name__, setting) == (type(store).__name__, "on")
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_delete_session_empties_every_session_table(pg_url: str, pg_session_key: str) -> None:
     """Deleting a session removes its rows from every table keyed by sid, and only its rows."""
     import psycopg
@@ -484,3 +531,39 @@ def test_the_compaction_lock_is_the_sessions_advisory_lock(pg_url: str) -> None:
             assert (0x484F4C43, store.sid) in held
         assert (0x484F4C43, store.sid) not in other.execute(query, (0x484F4C43,)).fetchall()
     store.close()
+
+
+def test_a_few_rows_are_pipelined_inserts_and_more_go_through_copy(
+        pg_url: str, pg_session_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SessionHandle.insert``: up to ``_PIPELINED_ROWS`` rows over all tables are INSERTs in
+    one pipeline, one more sends each table through COPY; an INSERT … ON CONFLICT stays an
+    INSERT in a COPY-sized batch (COPY cannot skip conflicts), and every row lands."""
+    from holon_ctx.postgres.session import _PIPELINED_ROWS
+
+    store = PostgresStore(pg_url, session=pg_session_key)
+    handle = store._h
+    copied: list[str] = []
+    real_copy = handle.copy
+
+    def copy(table: str, rows: Any) -> None:
+        copied.append(table)
+        real_copy(table, rows)
+
+    monkeypatch.setattr(handle, "copy", copy)
+    try:
+        handle.rows("CREATE TEMP TABLE few (n int PRIMARY KEY)", ())
+        handle.rows("CREATE TEMP TABLE keyed (n int PRIMARY KEY)", ())
+        plain = "INSERT INTO few VALUES (%s)"
+        handle.insert([("few", plain, [(-1,)])])
+        handle.insert([("few", plain, [(n,) for n in range(_PIPELINED_ROWS)])])
+        assert copied == []
+        handle.insert([("few", plain, [(n,) for n in range(1000, 1001 + _PIPELINED_ROWS)])])
+        assert copied == ["few"]
+        upsert = "INSERT INTO keyed VALUES (%s) ON CONFLICT DO NOTHING"
+        handle.insert([("few", plain, [(n,) for n in range(2000, 2000 + _PIPELINED_ROWS)]),
+                       ("keyed", upsert, [(n,) for n in range(_PIPELINED_ROWS)])])
+        assert copied == ["few", "few"]
+        counts = [handle.one(f"SELECT count(*) FROM {t}", ())[0] for t in ("few", "keyed")]
+        assert counts == [3 * _PIPELINED_ROWS + 2, _PIPELINED_ROWS]
+    finally:
+        store.close()

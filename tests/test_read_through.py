@@ -66,3 +66,26 @@ def test_a_read_through_request_is_the_runtimes_and_writes_nothing(tmp_path: Pat
     assert messages.cached_tokens == expected.cached_tokens > 0 == alone.cached_tokens
     assert text.limit_pos == messages.limit_pos
     assert _files(tmp_path) == before
+
+
+def test_the_turn_before_is_found_when_it_holds_no_record_but_itself(tmp_path: Path) -> None:
+    """The turn before the one shown may be a bare turn record (a scheduler tick that found
+    nothing) right before it in the ledger, and the only one before it: the read-through still
+    makes that turn's request first, so the shown request's cached share is the runtime's."""
+    from holon_ctx.ledger.records import Message, MessageRole, Turn
+
+    store = SqliteStore(tmp_path / "agent.db")
+    try:
+        store.append([Turn(id="tick", seq=1, trigger="scheduler_tick"),
+                      Turn(id="next", seq=2, trigger="operator_input"),
+                      Message(id="next-m", turn_id="next", role=MessageRole.OPERATOR,
+                              text="Port the importer to the new schema; keep the old flags.")])
+        messages = read_through_request(store, budget_tokens=BUDGET, at=None, episodes=None,
+                                        control=None)
+        walk = SessionProjector(store, layout=Layout.MESSAGES, epochs=MemoryEpochStore())
+        walk.request(budget_tokens=BUDGET, at="turn:tick")
+        expected = walk.request(budget_tokens=BUDGET)
+    finally:
+        store.close()
+    assert messages.openai_messages() == expected.openai_messages()
+    assert messages.cached_tokens == expected.cached_tokens > 0
