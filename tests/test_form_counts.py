@@ -12,7 +12,7 @@ import pytest
 
 import holon_ctx
 from holon_ctx.errors import EngineError
-from holon_ctx.memory.episodes import Claim, Episode, Span
+from holon_ctx.memory.episodes import Claim, Episode, Field, Span
 from holon_ctx.memory.index import FormCounts, chunk_key, pack_counts, unpack_counts
 from holon_ctx.memory.interface import RecalledEpisode
 from holon_ctx.projection.base.items import LazyRendered, Rendered
@@ -233,3 +233,22 @@ def test_a_wrong_stored_total_is_never_sent() -> None:
     assert full.tokens == made[total] + 1  # type: ignore[attr-defined]
     with pytest.raises(EngineError, match="stored count"):
         full.blocks  # type: ignore[attr-defined] # noqa: B018 - written on first read
+
+
+def test_a_total_stored_by_code_that_wrote_the_form_otherwise_is_not_found(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full form's total is keyed by a digest of the forms the code writes for a probe
+    episode: counts derived while a field's title read otherwise (another version's markup) hold
+    no total this code finds, so the form is written and counted — not taken at a stale count."""
+    ep = _episode()
+    version = forms_module.full_form_version()
+    uncached = forms_module.full_form_version.__wrapped__
+    monkeypatch.setitem(forms_module._TITLES, Field.UNRESOLVED, "still to do:")
+    monkeypatch.setattr(forms_module, "full_form_version", uncached)
+    assert uncached() != version
+    other = derive_form_counts(ep, COUNTER)
+    monkeypatch.undo()
+    assert forms_module.full_form_version() == version
+    full = _forms(_recalled(ep, other))[Form.FULL]
+    assert not isinstance(full, LazyRendered)
+    assert full == _forms(_recalled(ep, None))[Form.FULL]

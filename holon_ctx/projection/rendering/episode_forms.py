@@ -31,7 +31,7 @@ import attrs
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences
 from holon_ctx.ledger.records import Trust
-from holon_ctx.memory.episodes import Claim, Episode, Field, Recap
+from holon_ctx.memory.episodes import Claim, Episode, Field, Recap, Span
 from holon_ctx.memory.index import FormCounts, chunk_key, pack_counts
 from holon_ctx.memory.interface import RecalledEpisode
 from holon_ctx.memory.summarizer import with_recaps
@@ -346,20 +346,47 @@ def _forms(r: Renderer, recalled: RecalledEpisode) -> dict[Form, Rendered]:
             Form.FULL: full() if total is None else LazyRendered(total, (recalled.ref,), full)}
 
 
-#: Part of the key of a full form's stored count: changes whenever :func:`full_chunks` or
-#: :func:`form_blocks` writes or counts a form differently, so that a count an older version
-#: stored is never taken for this version's form (the form is then written and counted).
-FULL_FORM_VERSION: Final = "full/1"
+def _probe() -> Episode:
+    """An episode that takes every path of :func:`full_chunks`: each field, the operator's words
+    and fenced quotes, a quote cut to its budget, unresolved items pinned and not, a long line."""
+    def claim(kind: str, i: int, **kw: object) -> Claim:
+        return Claim(kind=kind, text=f"{kind} {i} (x)  " + "w" * 500 * (i % 2), refs=[
+            f"message:m{i}", f"tool:t{i}"], **kw)  # type: ignore[arg-type]
+    quoted = {"quote": "line <data ref=x>\n\n  indented ```\n", "origin": "tool",
+              "trust": "untrusted_external"}
+    return Episode(
+        id="probe", span=Span(first_turn="turn:a", last_turn="turn:b", first_seq=0, last_seq=1),
+        turn_ids=["a", "b"], source_refs=["turn:a", "message:m0"], digest="sha256:0",
+        owner="conversation", closed_by="max_range",
+        operator_intents=[claim("request", 0, quote="Keep cents.\n", origin="operator",
+                                trust=Trust.TRUSTED_OPERATOR.value, truncated=True)],
+        decisions=[claim("decision", 1, **quoted)], results=[claim("result", 2, **quoted)],
+        artifact_trail=[claim("tool_run", 3, truncated=True, **quoted)],
+        unresolved=[claim(OpenKind.TOOL_CALL_PENDING.value, 4, key="call:c4"),
+                    claim(OpenKind.TODO_OPEN.value, 5, key="todo:t5")],
+        model_inferences=[claim("inference", 6, **quoted)])
+
+
+@functools.cache
+def full_form_version() -> str:
+    """Part of the key of a full form's stored count: a digest of the full forms this code
+    writes for :func:`_probe` (open items open at the range's end, resolved, still open). A
+    change to how :func:`full_chunks` writes a form changes it, so a count stored by other
+    code is not found and the form is written and counted; what the probe does not reach,
+    :class:`~holon_ctx.projection.base.items.LazyRendered` checks when the form is written."""
+    ep = _probe()
+    texts = [full_chunks(ep, keys).text for keys in (None, frozenset(), frozenset({"call:c4"}))]
+    return chunk_key("\x00".join(texts)).hex()
 
 
 def _full_total_text(ep: Episode, open_keys: Collection[str] | None) -> str:
     """The text whose :func:`~holon_ctx.memory.index.chunk_key` names the full form's count
     among an episode's stored counts. No chunk's text (a chunk starts with a visible
     character), and it names every input of the form besides the episode the counts belong to
-    (stored with it) and the records held elsewhere (none, for a stored count): the version
-    and the state each unresolved item is shown in."""
+    (stored with it) and the records held elsewhere (none, for a stored count): the code's
+    version and the state each unresolved item is shown in."""
     states = "\x1f".join(_state(c, open_keys) for c in ep.unresolved)
-    return f"\x00full form tokens\x00{FULL_FORM_VERSION}\x00{states}"
+    return f"\x00full form tokens\x00{full_form_version()}\x00{states}"
 
 
 def _stored_or_counted(table: dict[bytes, int] | None,
