@@ -11,7 +11,9 @@ then, for each ``ask`` line, it asks for the request it continues with and print
 planned tokens and a digest of its messages and manifest (a rebuild asked the same must give the
 same). At any other line it prints one JSON line: the refs it appended, the same three figures
 of every request it was given while appending, and every failure (an exception from any call,
-by kind and message).
+by kind and message). With ``HOLON_CTX_PROCS_BODIES`` naming a directory, it also writes what
+each digest is of there (``TAG.jsonl``, :func:`request_body`), so that a test that finds a digest
+differ can say which message or manifest entry does.
 
 ``python session_procs.py helpers STORE TAG TURNS`` — a runtime appending through the public
 helpers only (``helpers``); prints the refs they returned with what each stored.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import sys
 from typing import Any
@@ -103,6 +106,15 @@ def agent(where: str, tag: str, turns: int, seed: int,
     requests = 0
     store = open_store(where)
     session = holon_ctx.Session(store, compaction=POLICY, owns_store=True)
+    bodies = os.environ.get("HOLON_CTX_PROCS_BODIES")
+
+    def asked_now() -> list[Any]:
+        request = session.next_request(budget_tokens=BUDGET)
+        if bodies:
+            with open(os.path.join(bodies, f"{tag}.jsonl"), "a") as out:
+                out.write(json.dumps(request_body(request._messages)) + "\n")
+        return request_digest(request)
+
     print("ready", flush=True)
     sys.stdin.readline()
     waits: list[str] = []
@@ -116,7 +128,7 @@ def agent(where: str, tag: str, turns: int, seed: int,
                 continue
             appended.extend(record_ref(r) for r in records)
             try:
-                asked.append(request_digest(session.next_request(budget_tokens=BUDGET)))
+                asked.append(asked_now())
                 requests += 1
             except Exception as exc:
                 failures.append(_failure("next_request", exc))
@@ -129,7 +141,7 @@ def agent(where: str, tag: str, turns: int, seed: int,
         # Each "ask" line: one request, its digest printed; any other line ends the run.
         while sys.stdin.readline().strip() == "ask":
             try:
-                final = request_digest(session.next_request(budget_tokens=BUDGET))
+                final = asked_now()
             except Exception as exc:
                 failures.append(_failure("final next_request", exc))
                 final = None
@@ -159,16 +171,54 @@ def moment_seen(messages: SessionRequest) -> list[int]:
     return [snapshots, -1 if moment.archive is None else moment.archive]
 
 
-def messages_digest(messages: SessionRequest) -> str:
-    """A digest of a request's OpenAI messages and manifest, but for the manifest's
-    ``session.replanned``, ``replan_reason`` and ``cached_tokens``: they compare this request with
-    the asker's previous one (did it re-plan since, how much of it that one's prefix holds), which
-    a runtime that asked before has and a fresh walk has not."""
+def request_body(messages: SessionRequest) -> list[Any]:
+    """A request's OpenAI messages and manifest, but for the manifest's ``session.replanned``,
+    ``replan_reason`` and ``cached_tokens``: they compare this request with the asker's previous
+    one (did it re-plan since, how much of it that one's prefix holds), which a runtime that asked
+    before has and a fresh walk has not."""
     manifest = json.loads(messages.manifest_json())
     for asker_history in ("replanned", "replan_reason", "cached_tokens"):
         del manifest["session"][asker_history]
-    body = json.dumps([messages.openai_messages(), manifest], sort_keys=True).encode()
-    return hashlib.sha256(body).hexdigest()
+    return [messages.openai_messages(), manifest]
+
+
+def messages_digest(messages: SessionRequest) -> str:
+    """A digest of :func:`request_body`."""
+    return body_digest(request_body(messages))
+
+
+def body_digest(body: list[Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def first_difference(ours: Any, theirs: Any, at: str = "") -> str | None:
+    """Where two request bodies (:func:`request_body`) first differ: the path to the first
+    message (``[0][i]``) or manifest entry (``[1].key…``) that does, with both values (a text
+    around its first differing character), or None when they are equal."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in sorted(ours.keys() | theirs.keys()):
+            if key not in ours or key not in theirs:
+                return f"{at}.{key}: only in {'ours' if key in ours else 'theirs'}"
+            found = first_difference(ours[key], theirs[key], f"{at}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(ours, list) and isinstance(theirs, list):
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):
+            found = first_difference(a, b, f"{at}[{i}]")
+            if found:
+                return found
+        if len(ours) != len(theirs):
+            return f"{at}: {len(ours)} entries against {len(theirs)}"
+        return None
+    if ours == theirs:
+        return None
+    if isinstance(ours, str) and isinstance(theirs, str):
+        cut = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
+                   min(len(ours), len(theirs)))
+        start = max(cut - 80, 0)
+        return f"{at} at char {cut}: {ours[start:cut + 160]!r} against {theirs[start:cut + 160]!r}"
+    return f"{at}: {ours!r:.300} against {theirs!r:.300}"
 
 
 def helpers(where: str, tag: str, turns: int) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_procs import messages_digest, moment_seen
+from session_procs import body_digest, first_difference, messages_digest, moment_seen, request_body
 from tiers import sized
 
 import holon_ctx
@@ -48,13 +48,15 @@ PROCS = Path(__file__).resolve().parent / "session_procs.py"
 SESSION_ID = "session-local"
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+def _env(bodies: Path | None) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            **({"HOLON_CTX_PROCS_BODIES": str(bodies)} if bodies else {})}
 
 
-def _start(args: list[str]) -> subprocess.Popen[str]:
+def _start(args: list[str], bodies: Path | None = None) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, str(PROCS), *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(bodies))
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     assert line == "ready", proc.communicate()[1]
@@ -62,9 +64,11 @@ def _start(args: list[str]) -> subprocess.Popen[str]:
 
 
 def run_together(where: str, *, agents: int, turns: int, compact_share: float,
-                 cli_rounds: int) -> tuple[list[dict[str, Any]], list[int]]:
-    """Start every process, release them at once, and collect what each reports."""
-    procs = [_start(["agent", where, f"a{k}", str(turns), str(k), str(compact_share)])
+                 cli_rounds: int, bodies: Path | None = None,
+                 ) -> tuple[list[dict[str, Any]], list[int]]:
+    """Start every process, release them at once, and collect what each reports (and, with
+    ``bodies``, each request the agents were given, written there for :func:`check_rebuild`)."""
+    procs = [_start(["agent", where, f"a{k}", str(turns), str(k), str(compact_share)], bodies)
              for k in range(agents)]
     cli = _start(["compact", where, str(cli_rounds)]) if cli_rounds else None
     everyone = [*procs, *([cli] if cli else [])]
@@ -141,7 +145,7 @@ def check_after(ledger: LedgerStore, episodes: EpisodeStore, continuity: Continu
 
 
 def check_rebuild(open_store: Callable[[], LedgerStore], reports: list[dict[str, Any]],
-                  sealed_at: set[int]) -> None:
+                  sealed_at: set[int], bodies: Path | None = None) -> None:
     """Continue == rebuild: the session's walk state deleted and the ledger walked again from its
     first turn, a request asked where a runtime asked one, with its planned tokens, has the same
     messages and manifest (session_procs.messages_digest): every runtime's last request, asked
@@ -153,7 +157,12 @@ def check_rebuild(open_store: Callable[[], LedgerStore], reports: list[dict[str,
     rebuild then states that compaction's governed state (RFC 0020's snapshots are by position)
     and the runtime's request could not have. Measured on 2026-12-04 with three runtimes of six
     turns: 7 of 18 requests differ when each compacts explicitly after every request, every one
-    at such a position; 0 of 18 when only their requests compact."""
+    at such a position; 0 of 18 when only their requests compact.
+
+    With ``bodies`` (the directory the agents wrote their requests to), a request that differs is
+    reported with where it first does: the first message or manifest entry, both values."""
+    given = {body_digest(body): body for path in (bodies.glob("*.jsonl") if bodies else [])
+             for body in map(json.loads, path.read_text().splitlines())}
     finals = [(pos, planned, digest, seen) for r in reports
               for pos, planned, digest, seen in [r["final"]]]
     during = [(pos, planned, digest, seen) for r in reports
@@ -163,7 +172,7 @@ def check_rebuild(open_store: Callable[[], LedgerStore], reports: list[dict[str,
         projector = fresh._projectors[Layout.MESSAGES]
         for planned in sorted({planned for _, planned, _, _ in [*finals, *during]}):
             projector.rebuild(budget_tokens=planned)
-        differ = []
+        differ, firsts = [], []
         for pos, planned, digest, seen in [*finals, *during]:
             again = projector.request(budget_tokens=planned, limit_pos=pos)
             if messages_digest(again) != digest:
@@ -171,8 +180,12 @@ def check_rebuild(open_store: Callable[[], LedgerStore], reports: list[dict[str,
                 # newest episode visible]; the rebuild's larger means state landed at or before
                 # pos after the runtime's request (RFC 0020, "Not done").
                 differ.append((pos, planned, seen, moment_seen(again)))
+                if digest in given:
+                    where = first_difference(given[digest], request_body(again))
+                    firsts.append(f"at {pos}: runtime's against rebuild's {where}")
     assert differ == [], (f"{len(differ)} of {len(finals) + len(during)} requests differ "
-                          f"(pos, planned, runtime read, rebuild read): {differ}")
+                          f"(pos, planned, runtime read, rebuild read): {differ}\n"
+                          + "\n".join(firsts[:3]))
 
 
 def sealed_positions(continuity: ContinuityStore, episodes: EpisodeStore,
@@ -188,7 +201,7 @@ def sealed_positions(continuity: ContinuityStore, episodes: EpisodeStore,
 
 # -- SQLite ---------------------------------------------------------------------------------------
 def _sqlite_check(db: Path, reports: list[dict[str, Any]], codes: list[int], *,
-                  rebuild: bool = False) -> None:
+                  rebuild: bool = False, bodies: Path | None = None) -> None:
     ledger, episodes, continuity = SqliteStore(db), SqliteEpisodeStore(db), ContinuityStore(db)
     try:
         check_after(ledger, episodes, continuity, reports, codes)
@@ -198,7 +211,7 @@ def _sqlite_check(db: Path, reports: list[dict[str, Any]], codes: list[int], *,
         episodes.close()
         ledger.close()
     if rebuild:
-        check_rebuild(lambda: SqliteStore(db), reports, sealed_at)
+        check_rebuild(lambda: SqliteStore(db), reports, sealed_at, bodies)
 
 
 def test_runtimes_and_the_cli_compact_one_sqlite_ledger_without_failing(tmp_path: Path) -> None:
@@ -229,8 +242,8 @@ def test_continue_equals_rebuild_with_eight_sqlite_runtimes(tmp_path: Path) -> N
     db = tmp_path / "stress.db"
     SqliteStore(db).close()
     reports, codes = run_together(str(db), agents=8, turns=sized(4, 40), compact_share=0.3,
-                                  cli_rounds=0)
-    _sqlite_check(db, reports, codes, rebuild=True)
+                                  cli_rounds=0, bodies=tmp_path)
+    _sqlite_check(db, reports, codes, rebuild=True, bodies=tmp_path)
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------------
@@ -243,7 +256,7 @@ def pg_where(pg_url: str, pg_session_key: str) -> str:
 
 
 def _pg_check(where: str, reports: list[dict[str, Any]], codes: list[int], *,
-              rebuild: bool = False) -> None:
+              rebuild: bool = False, bodies: Path | None = None) -> None:
     from holon_ctx.postgres import PostgresStore
     from holon_ctx.postgres.continuity import PostgresContinuityBackend
     from holon_ctx.postgres.episodes import PostgresEpisodeStore
@@ -258,7 +271,7 @@ def _pg_check(where: str, reports: list[dict[str, Any]], codes: list[int], *,
     finally:
         ledger.close()
     if rebuild:
-        check_rebuild(lambda: PostgresStore(url, session=key), reports, sealed_at)
+        check_rebuild(lambda: PostgresStore(url, session=key), reports, sealed_at, bodies)
 
 
 def test_runtimes_and_the_cli_compact_one_postgres_ledger_without_failing(pg_where: str) -> None:
@@ -276,11 +289,12 @@ def test_stress_eight_runtimes_on_one_postgres_ledger(pg_where: str) -> None:
 
 
 @pytest.mark.scaled
-def test_continue_equals_rebuild_with_eight_postgres_runtimes(pg_where: str) -> None:
+def test_continue_equals_rebuild_with_eight_postgres_runtimes(pg_where: str,
+                                                              tmp_path: Path) -> None:
     """Continue == rebuild with 8 runtimes appending, asking and compacting on PostgreSQL."""
     reports, codes = run_together(pg_where, agents=8, turns=sized(4, 40), compact_share=0.3,
-                                  cli_rounds=0)
-    _pg_check(pg_where, reports, codes, rebuild=True)
+                                  cli_rounds=0, bodies=tmp_path)
+    _pg_check(pg_where, reports, codes, rebuild=True, bodies=tmp_path)
 
 
 def test_a_read_ahead_that_sees_a_newer_journal_than_bodies_answers(

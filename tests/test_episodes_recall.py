@@ -6,7 +6,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -19,7 +21,12 @@ from test_episodes_kit import (
     texts,
 )
 
+from holon_ctx.ledger.episode_store import SqliteEpisodeStore
 from holon_ctx.ledger.records import SideEffect, ToolStatus, WaitStatus
+from holon_ctx.ledger.sqlite import SqliteStore
+from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.memory.episodes import Claim, Episode, Span
+from holon_ctx.memory.index import index_episode
 from holon_ctx.memory.recall import RecallWeights, bm25_scores, query_terms, rank
 from holon_ctx.memory.source import StoreEpisodeSource
 from holon_ctx.projection.base.model import Priority, RecallQuery, Section
@@ -442,9 +449,82 @@ def source_df(source: StoreEpisodeSource, qterms: list[str], visible: int) -> di
     from holon_ctx.memory.source import _df_through
 
     store = source.episodes
-    every, _ = store.corpus()
-    docs, _ = store.corpus_through(visible)
-    return _df_through(store, store.df(qterms), visible, every - docs)
+    every, _, df = store.corpus_df(qterms)
+    return _df_through(store, df, visible, every)
+
+
+class _ArchivesAfterTotals:
+    """An episode store (one runtime's connection) after whose first read of the corpus totals
+    ``archive`` runs: another runtime's archive run, committed on its own connection."""
+
+    def __init__(self, store: Any, archive: Callable[[], object]) -> None:
+        self._store, self._archive, self.archived = store, archive, False
+
+    def __getattr__(self, name: str) -> Any:
+        read = getattr(self._store, name)
+        if name not in ("corpus", "corpus_df") or self.archived:
+            return read
+
+        def then_archive(*args: Any) -> Any:
+            out = read(*args)
+            self.archived = True
+            self._archive()
+            return out
+        return then_archive
+
+
+def _billing_episode(n: int) -> Episode:
+    return Episode(
+        id=f"e{n}", span=Span(first_turn=f"turn:t{n}", last_turn=f"turn:t{n}", first_seq=n,
+                              last_seq=n),
+        turn_ids=[f"t{n}"], source_refs=[f"turn:t{n}"], digest=f"sha256:{n:064x}",
+        owner="conversation", closed_by="max_range",
+        operator_intents=[Claim(kind="request", text="operator request", refs=[f"turn:t{n}"],
+                                quote=f"billing replica lag {n}", origin="operator",
+                                trust="trusted_operator")])
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+@pytest.mark.parametrize("past_the_moment", [0, 1])
+def test_recall_statistics_are_of_one_moment_while_another_runtime_archives(
+        kind: str, past_the_moment: int, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Found by the slow tier's eight-runtime PostgreSQL test (continue == rebuild: one request
+    of 80 differed from the rebuild's, both reading the same snapshots and newest episode). A
+    recall read the corpus totals, then its terms' document frequencies, each at its own moment:
+    an episode another runtime archived between the two was in the frequencies and not in the
+    totals (or, for a recall as of an earlier position, in the postings counted past it and not
+    in the totals), and the request scored its episodes otherwise than any later read at its
+    position does. Here a second connection archives an episode holding the query's words right
+    after the recall's first read of the totals: the scores are those read afterwards with
+    nothing archived between, as a rebuild reads them — the request's moment seeing every
+    episode stored then, or all but the newest (``past_the_moment``)."""
+    ledger: LedgerStore
+    if kind == "sqlite":
+        SqliteStore(tmp_path / "l.db").close()
+        ledger = SqliteStore(tmp_path / "l.db")
+        writer, reader = (SqliteEpisodeStore(tmp_path / "l.db") for _ in range(2))
+    else:
+        from holon_ctx.postgres import PostgresStore
+        from holon_ctx.postgres.episodes import PostgresEpisodeStore
+
+        url, key = request.getfixturevalue("pg_url"), request.getfixturevalue("pg_session_key")
+        ledger = PostgresStore(url, session=key)
+        writer, reader = (PostgresEpisodeStore(url, session=key) for _ in range(2))
+    try:
+        writer.append([index_episode(_billing_episode(n)) for n in range(1, 4)])
+        visible = 3 - past_the_moment
+        qterms = query_terms("billing replica lag")
+        before = reader.df(qterms)
+        racing = _ArchivesAfterTotals(reader, lambda: writer.append(
+            [index_episode(_billing_episode(4))]))
+        during = StoreEpisodeSource(racing, ledger)._text_scores(qterms, visible, visible)
+        assert racing.archived
+        assert all(reader.df(qterms)[t] == before[t] + 1 for t in qterms), "it binds"
+        after = StoreEpisodeSource(reader, ledger)._text_scores(qterms, visible, visible)
+        assert during == after
+    finally:
+        for store in (reader, writer, ledger):
+            store.close()
 
 
 def test_a_recall_followed_by_its_twin_reads_the_postings_once(

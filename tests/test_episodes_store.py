@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -216,3 +217,58 @@ def test_postgres_count_is_the_rows_under_racing_and_refused_appends(
         assert shared.archived_by(ledger.end_pos()) == 24
     shared.close()
     ledger.close()
+
+
+class _MarksAfterFirstRead:
+    """A SQLite connection after whose first read of the open items ``mark`` runs: another
+    runtime's archive run marking an item resolved, committed on its own connection."""
+
+    def __init__(self, db: Any, mark: Callable[[], object]) -> None:
+        self._db, self._mark, self.marked = db, mark, False
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        rows = self._db.execute(sql, *args).fetchall()
+        if "episodes_open" in sql and not self.marked:
+            self.marked = True
+            self._mark()
+        return _Rows(rows)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+@attrs.define
+class _Rows:
+    rows: list[Any]
+
+    def fetchall(self) -> list[Any]:
+        return self.rows
+
+
+def test_open_items_are_read_at_one_moment_while_another_runtime_marks_them(
+        tmp_path: Path) -> None:
+    """The open items and those resolved after the position read at one moment: read in two
+    statements, an item another runtime's archive run marked resolved past the position between
+    them was in both reads, listed twice, taking the place of another item under the limit (a
+    recall's candidates then depended on when it ran, not on its position). Here a second
+    connection marks one right after the recall's first read: each item is listed once, and
+    the items are those read with nothing marked between."""
+    SqliteStore(tmp_path / "l.db").close()
+    writer, reader = (SqliteEpisodeStore(tmp_path / "l.db") for _ in range(2))
+    try:
+        waits = [Claim(kind="wait_open", text="wait open", refs=[f"wait:w{n}"], key=f"wait_id:w{n}")
+                 for n in range(3)]
+        writer.append([index_episode(_episode(n, n, "deploy", unresolved=[waits[n]]))
+                       for n in range(3)])
+        racing = _MarksAfterFirstRead(reader._db, lambda: writer.mark_resolved(
+            [Resolution(3, "wait_id:w2", 90, True)]))
+        reader._db = racing
+        during = reader.open_rows(3, 50, 3)
+        assert racing.marked
+        reader._db = racing._db
+        after = reader.open_rows(3, 50, 3)
+        assert [r.resolved_pos for r in after] == [90, None, None], "it binds"
+        assert [(r.num, r.key) for r in during] == [(r.num, r.key) for r in after]
+    finally:
+        reader.close()
+        writer.close()

@@ -104,6 +104,9 @@ CREATE TABLE IF NOT EXISTS episodes_runs (first_num INTEGER PRIMARY KEY, pos INT
 CREATE TABLE IF NOT EXISTS episodes_forms (
     num INTEGER PRIMARY KEY, counter TEXT NOT NULL, data BLOB NOT NULL);
 """
+#: One of the corpus totals kept in ``episodes_meta`` as a scalar subquery (0 before any
+#: episode), for a statement that reads it with other rows in one snapshot.
+_META_INT = "coalesce((SELECT CAST(value AS INTEGER) FROM episodes_meta WHERE key='{key}'), 0)"
 _DERIVED = ("episodes", "episodes_turns", "episodes_terms", "episodes_postings", "episodes_links",
             "episodes_open", "episodes_runs", "episodes_forms")
 
@@ -304,10 +307,13 @@ class SqliteEpisodeStore:
         # The totals less the episodes past ``max_num`` (the newest few: a recall as of an
         # earlier position): the totals are kept in the transaction that adds each episode, and
         # summing the rows up to ``max_num`` read every episode's page (5.2 ms at 100k messages).
-        docs, total = self.corpus()
-        row = self._db.execute("SELECT count(*), coalesce(sum(length), 0) FROM episodes "
-                               "WHERE num > ?", (max_num,)).fetchone()
-        return docs - int(row[0]), total - int(row[1])
+        # One statement, so one snapshot: read apart, another connection's episode committed
+        # between the two reads was counted in the rows past the bound and not in the totals.
+        row = self._db.execute(
+            f"SELECT {_META_INT.format(key='corpus_docs')} - count(*), "
+            f"{_META_INT.format(key='corpus_terms')} - coalesce(sum(length), 0) "
+            "FROM episodes WHERE num > ?", (max_num,)).fetchone()
+        return int(row[0]), int(row[1])
 
     def corpus(self) -> tuple[int, int]:
         meta = dict(self._db.execute(
@@ -321,6 +327,18 @@ class SqliteEpisodeStore:
         marks = ",".join("?" * len(terms))
         return dict(self._db.execute(
             f"SELECT term, df FROM episodes_terms WHERE term IN ({marks})", tuple(terms)).fetchall())
+
+    def corpus_df(self, terms: Collection[str]) -> tuple[int, int, dict[str, int]]:
+        # One statement, so one snapshot of the totals and the terms' counts, which the
+        # transaction adding an episode updates together.
+        marks = ",".join("?" * len(terms))
+        rows = self._db.execute(
+            "SELECT 0, key, CAST(value AS INTEGER) FROM episodes_meta WHERE key IN "
+            "('corpus_docs', 'corpus_terms') UNION ALL SELECT 1, term, df FROM episodes_terms "
+            f"WHERE term IN ({marks})", tuple(terms)).fetchall()
+        meta = {str(key): int(n) for part, key, n in rows if part == 0}
+        return (meta.get("corpus_docs", 0), meta.get("corpus_terms", 0),
+                {str(term): int(n) for part, term, n in rows if part == 1})
 
     def postings(self, term: str, max_num: int, cap: int) -> list[tuple[int, int, int]]:
         rows = self._db.execute(
@@ -344,16 +362,18 @@ class SqliteEpisodeStore:
 
     def open_rows(self, max_num: int, limit_pos: int, limit: int) -> list[OpenRow]:
         cols = "num, episode_id, last_seq, key, kind, pinned, resolved_pos, exact"
-        live = self._db.execute(
-            f"SELECT {cols} FROM episodes_open WHERE resolved_pos IS NULL AND num<=? "
-            "ORDER BY pinned DESC, num DESC LIMIT ?", (max_num, limit)).fetchall()
-        later = self._db.execute(
-            f"SELECT {cols} FROM episodes_open WHERE resolved_pos IS NOT NULL AND resolved_pos>? "
-            "AND num<=? ORDER BY pinned DESC, num DESC LIMIT ?",
-            (limit_pos, max_num, limit)).fetchall()
+        # The open ones and those resolved after limit_pos, in one statement so one snapshot:
+        # read apart, an item another connection marked resolved after limit_pos between the
+        # two reads was in both.
+        found = self._db.execute(
+            f"SELECT * FROM (SELECT {cols} FROM episodes_open WHERE resolved_pos IS NULL "
+            "AND num<=? ORDER BY pinned DESC, num DESC LIMIT ?) UNION ALL "
+            f"SELECT * FROM (SELECT {cols} FROM episodes_open WHERE resolved_pos IS NOT NULL "
+            "AND resolved_pos>? AND num<=? ORDER BY pinned DESC, num DESC LIMIT ?)",
+            (max_num, limit, limit_pos, max_num, limit)).fetchall()
         rows = [OpenRow(num=r[0], episode_id=r[1], last_seq=r[2], key=r[3], kind=r[4],
                         pinned=bool(r[5]), resolved_pos=r[6], exact=bool(r[7]))
-                for r in [*live, *later]]
+                for r in found]
         rows.sort(key=lambda r: (not r.pinned, -r.num, r.key))
         return rows[:limit]
 
@@ -538,6 +558,9 @@ class MemoryEpisodeStore:
     def corpus_through(self, max_num: int) -> tuple[int, int]:
         lengths = self._lengths[:max(0, max_num)]
         return len(lengths), sum(lengths)
+
+    def corpus_df(self, terms: Collection[str]) -> tuple[int, int, dict[str, int]]:
+        return (*self.corpus(), self.df(terms))
 
     def df(self, terms: Collection[str]) -> dict[str, int]:
         return {t: len(self._postings[t]) for t in terms if t in self._postings}

@@ -150,33 +150,40 @@ class StoreEpisodeSource:
         recall's CPU (~3 ms of an operator's re-plan at 100k messages), so the second asks
         this memo. Its key is every input of the result: the terms, the bounds (``visible``,
         ``max_num``), the position the answers are read as of (the ledger before it never
-        changes), and the corpus totals read now (an archive that grew or was rebuilt since is
-        read afresh). One entry: only a recall that follows its twin hits."""
-        corpus = self.episodes.corpus()
-        key = (tuple(qterms), visible, max_num, limit_pos, corpus)
+        changes), and the corpus totals the scores were read at (an archive that grew or was
+        rebuilt since reads other totals now, and is scored afresh). One entry: only a recall
+        that follows its twin hits."""
         last = self._last_text
-        if last is not None and last[0] == key:
+        if last is not None and last[0] == (tuple(qterms), visible, max_num, limit_pos,
+                                            self.episodes.corpus()):
             return last[1]
-        scores = self._text_scores(qterms, visible, max_num, corpus=corpus)
+        scores, corpus = self._scores_at(qterms, visible, max_num)
         self._answers(scores, max_num, limit_pos)
-        self._last_text = (key, scores)
+        self._last_text = ((tuple(qterms), visible, max_num, limit_pos, corpus), scores)
         return scores
 
-    def _text_scores(self, qterms: list[str], visible: int, max_num: int, *,
-                     corpus: tuple[int, int] | None = None) -> dict[int, float]:
+    def _text_scores(self, qterms: list[str], visible: int, max_num: int) -> dict[int, float]:
         """BM25 scores of the episodes before ``max_num`` for the query's terms, with the corpus
-        statistics of the episodes visible as of the position projected (``corpus``: the store's
-        totals, when already read)."""
+        statistics of the episodes visible as of the position projected."""
+        return self._scores_at(qterms, visible, max_num)[0]
+
+    def _scores_at(self, qterms: list[str], visible: int,
+                   max_num: int) -> tuple[dict[int, float], tuple[int, int]]:
+        """:meth:`_text_scores`, and the corpus totals (``corpus()``) they were read at."""
         store = self.episodes
-        every, total = corpus if corpus is not None else store.corpus()
-        df = store.df(qterms)
+        # The totals and the terms' counts at one moment (``corpus_df``), and what lies past
+        # ``visible`` bounded by the episodes that moment counted: each read apart, another
+        # runtime's archive committed between them was in one and not the other, and the
+        # request scored otherwise than a rebuild at its position (RFC 0020).
+        every, total, df = store.corpus_df(qterms)
+        moment = (every, total)
         if visible < every:
             docs, total = store.corpus_through(visible)
-            df = _df_through(store, df, visible, every - docs)
+            df = _df_through(store, df, visible, every)
         else:
             docs = every
         return bm25_scores(qterms, df, docs, total,
-                           lambda t, cap: store.postings(t, max_num, cap), self.weights)
+                           lambda t, cap: store.postings(t, max_num, cap), self.weights), moment
 
     def _answers(self, text_scores: dict[int, float], max_num: int, limit_pos: int) -> None:
         """The episode right after a top text match, when it answers it, matches as well as
@@ -256,16 +263,19 @@ class StoreEpisodeSource:
 
 
 def _df_through(store: EpisodeStore, df: dict[str, int], visible: int,
-                later: int) -> dict[str, int]:
-    """The document frequencies ``df`` (of every episode stored) as of the episodes numbered
-    ``visible`` or less, given that ``later`` episodes are numbered past it: each term's count
-    less its postings past ``visible`` — all among its newest ``later`` postings, as an episode
-    holds a term's posting once. Reading every posting of each term instead took 10.6 ms a
-    recall at 100k messages (a walk from an older epoch recalls at every re-plan: a restart's
-    first request, the text view of a request left unread at close, the CLI's previews)."""
+                every: int) -> dict[str, int]:
+    """The document frequencies ``df`` (of the episodes numbered ``every`` or less, read with
+    it: ``corpus_df``) as of the episodes numbered ``visible`` or less: each term's count less
+    its postings in between — all among its newest ``every - visible`` postings up to ``every``,
+    as an episode holds a term's posting once (bounded by ``every``, not by every episode
+    stored: one archived since the counts were read is not in them). Reading every posting of
+    each term instead took 10.6 ms a recall at 100k messages (a walk from an older epoch recalls
+    at every re-plan: a restart's first request, the text view of a request left unread at
+    close, the CLI's previews)."""
     out: dict[str, int] = {}
     for term, n in df.items():
-        past = sum(1 for num, _, _ in store.postings(term, _EVERY, later) if num > visible)
+        past = sum(1 for num, _, _ in store.postings(term, every, every - visible)
+                   if num > visible)
         if n - past > 0:
             out[term] = n - past
     return out

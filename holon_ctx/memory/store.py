@@ -101,11 +101,18 @@ class EpisodeStore(Protocol):
         ...
 
     def corpus_through(self, max_num: int) -> tuple[int, int]:
-        """``corpus()`` of the episodes ``num <= max_num`` only."""
+        """``corpus()`` of the episodes ``num <= max_num`` only, read at one moment (what it
+        answers depends on ``max_num`` alone, whatever another writer archives meanwhile)."""
         ...
 
     def df(self, terms: Collection[str]) -> dict[str, int]:
         """Document frequency of each known term."""
+        ...
+
+    def corpus_df(self, terms: Collection[str]) -> tuple[int, int, dict[str, int]]:
+        """``corpus()`` and ``df(terms)`` read at one moment: the same episodes counted in
+        both, whatever another writer archives meanwhile (RFC 0020, "Recall statistics read at
+        one moment")."""
         ...
 
     def postings(self, term: str, max_num: int, cap: int) -> list[tuple[int, int, int]]:

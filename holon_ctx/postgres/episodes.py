@@ -269,6 +269,18 @@ class PostgresEpisodeStore:
             "SELECT term, df FROM holon_episodes_terms WHERE sid=%(sid)s AND term = ANY(%(t)s)",
             {"t": list(terms)})}
 
+    def corpus_df(self, terms: Collection[str]) -> tuple[int, int, dict[str, int]]:
+        # One statement, so one snapshot: each read apart, an episode another connection
+        # committed between them was in the counts and not in the totals (RFC 0020).
+        rows = self._h.rows(
+            "SELECT 0, key, value::bigint FROM holon_episodes_meta WHERE sid=%(sid)s "
+            "AND key IN ('corpus_docs', 'corpus_terms') UNION ALL SELECT 1, term, df::bigint "
+            "FROM holon_episodes_terms WHERE sid=%(sid)s AND term = ANY(%(t)s)",
+            {"t": list(terms)})
+        meta = {str(key): int(n) for part, key, n in rows if part == 0}
+        return (meta.get("corpus_docs", 0), meta.get("corpus_terms", 0),
+                {str(term): int(n) for part, term, n in rows if part == 1})
+
     def postings(self, term: str, max_num: int, cap: int) -> list[tuple[int, int, int]]:
         rows = self._h.rows(
             "SELECT data FROM holon_episodes_postings WHERE sid=%(sid)s AND term=%(term)s AND "
@@ -298,11 +310,12 @@ class PostgresEpisodeStore:
         cols = ("SELECT num, episode_id, last_seq, key, kind, pinned, resolved_pos, exact FROM "
                 "holon_episodes_open WHERE sid=%(sid)s AND num <= %(max)s AND ")
         order = " ORDER BY pinned DESC, num DESC LIMIT %(n)s"
-        args = {"max": max_num, "pos": limit_pos, "n": limit}
-        # The open ones and those resolved after limit_pos: two index searches, one round trip.
-        live, later = self._h.batch([(cols + "resolved_pos IS NULL" + order, args),
-                                     (cols + "resolved_pos > %(pos)s" + order, args)])
-        found = [*live, *later]
+        # The open ones and those resolved after limit_pos: two index searches in one
+        # statement, so one snapshot (two statements, even pipelined, saw two: an item another
+        # runtime's archive run marked resolved after limit_pos between them was in both).
+        found = self._h.rows(f"({cols}resolved_pos IS NULL{order}) UNION ALL "
+                             f"({cols}resolved_pos > %(pos)s{order})",
+                             {"max": max_num, "pos": limit_pos, "n": limit})
         rows = [OpenRow(num=int(r[0]), episode_id=r[1], last_seq=int(r[2]), key=r[3], kind=r[4],
                         pinned=bool(r[5]), resolved_pos=None if r[6] is None else int(r[6]),
                         exact=bool(r[7])) for r in found]
