@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from test_episodes_kit import (
     INJECTION,
@@ -524,3 +525,40 @@ def test_recall_statistics_are_of_one_moment_while_another_runtime_archives(
     finally:
         for store in (reader, writer, ledger):
             store.close()
+
+
+def test_a_recall_followed_by_its_twin_reads_the_postings_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's walk recalls the operator's words to decide whether to re-plan, and the
+    re-plan recalls them again (other links, other records shown): the second reuses the text
+    stage — no postings read — and recalls what a fresh source recalls. Once the archive grows
+    (another compaction), the same words are scored afresh over the larger corpus."""
+    from test_episodes_kit import policy
+
+    from holon_ctx.memory.archiver import Archiver
+
+    c, _ = billing_conversation()
+    ledger, episodes, _ = archived(c.records, recent=24)
+    reads: list[str] = []
+    postings = episodes.postings
+
+    def counted(term: str, max_num: int, cap: int) -> list[tuple[int, int, int]]:
+        reads.append(term)
+        return postings(term, max_num, cap)
+    monkeypatch.setattr(episodes, "postings", counted)
+    source = StoreEpisodeSource(episodes, ledger)
+    words = "billing replication website gradient"
+    gap = _query(ledger, words, window_first_seq=30)
+    first = source.recall(gap, 12)
+    assert first, "the words recall an episode"
+    assert reads, "the first recall scores the words"
+    read_once = len(reads)
+    plan = attrs.evolve(gap, refs=frozenset({"message:x"}), shown=frozenset({"message:y"}))
+    assert source.recall(plan, 12) == StoreEpisodeSource(episodes, ledger).recall(plan, 12)
+    assert len(reads) == 2 * read_once, "the twin read none; the fresh source read once"
+    Archiver(ledger, episodes, policy=policy(2, 16)).archive()
+    reads.clear()
+    later = _query(ledger, words, window_first_seq=30)
+    again = source.recall(later, 12)
+    assert reads, "a grown archive is scored afresh"
+    assert again == StoreEpisodeSource(episodes, ledger).recall(later, 12)

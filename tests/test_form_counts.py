@@ -11,11 +11,18 @@ import attrs
 import pytest
 
 import holon_ctx
-from holon_ctx.memory.episodes import Claim, Episode, Span
+from holon_ctx.errors import EngineError
+from holon_ctx.memory.episodes import Claim, Episode, Field, Span
 from holon_ctx.memory.index import FormCounts, chunk_key, pack_counts, unpack_counts
 from holon_ctx.memory.interface import RecalledEpisode
+from holon_ctx.projection.base.items import LazyRendered, Rendered
 from holon_ctx.projection.base.model import Form, Priority
-from holon_ctx.projection.rendering.episode_forms import derive_form_counts, episode_forms
+from holon_ctx.projection.rendering import episode_forms as forms_module
+from holon_ctx.projection.rendering.episode_forms import (
+    _full_total_text,
+    derive_form_counts,
+    episode_forms,
+)
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.tokens import TiktokenCounter, counter_for_encoding, default_counter
 
@@ -100,7 +107,10 @@ def test_a_count_is_reused_only_for_its_own_text_and_counter() -> None:
     same row under another tokenizer is ignored, and a changed text is counted afresh."""
     ep = _episode()
     made = unpack_counts(derive_form_counts(ep, COUNTER).data)
-    wrong = {key: n + 1000 for key, n in made.items()}
+    # The chunks' counts wrong and no total for the full form, so it is written from the chunks'
+    # (a wrong total: see test_a_wrong_stored_total_is_never_sent).
+    total = chunk_key(_full_total_text(ep, frozenset()))
+    wrong = {key: n + 1000 for key, n in made.items() if key != total}
     truth = _forms(_recalled(ep, None))
     cl100k_row = FormCounts(COUNTER.identity, pack_counts(wrong))
     used = _forms(_recalled(ep, cl100k_row))
@@ -167,3 +177,78 @@ def test_the_episode_commands_store_counts_for_what_they_archive_and_rebuild(
     assert main(["episodes", "rebuild", "--db", str(db)]) == 0
     assert rows() == archived
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("open_keys", [frozenset(), frozenset({"call:c1", "call:c2"})])
+def test_a_full_form_is_written_only_when_read(open_keys: frozenset[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the full form's count stored (each unresolved item resolved, or each still open),
+    the planner gets the count and the form is written the first time its blocks are read: a
+    recalled episode the plan does not show whole is never written (RFC 0024 decision 6). The
+    form written is the one a fresh count gives, block for block."""
+    ep = _episode()
+    written: list[str] = []
+    full_chunks = forms_module.full_chunks
+
+    def spy(*args: object, **kw: object) -> object:
+        written.append(ep.ref)
+        return full_chunks(*args, **kw)  # type: ignore[arg-type]
+    eager = _forms(_recalled(ep, None, open_keys))[Form.FULL]
+    assert isinstance(eager, Rendered)
+    stored = derive_form_counts(ep, COUNTER)
+    monkeypatch.setattr(forms_module, "full_chunks", spy)
+    lazy = _forms(_recalled(ep, stored, open_keys))[Form.FULL]
+    assert isinstance(lazy, LazyRendered)
+    assert (lazy.tokens, lazy.refs) == (eager.tokens, eager.refs)
+    assert written == []
+    assert lazy.blocks == eager.blocks
+    assert lazy.text == eager.text
+    assert lazy == eager
+    assert written == [ep.ref]
+
+
+@pytest.mark.parametrize(("open_keys", "held", "recaps"), [
+    (frozenset({"call:c1"}), (), b""), (frozenset(), ("tool:x6",), b""),
+    (frozenset(), (), b"[]")])
+def test_a_full_form_the_stored_total_does_not_name_is_written_at_once(
+        open_keys: frozenset[str], held: tuple[str, ...], recaps: bytes) -> None:
+    """An unresolved item open and another resolved, a record held elsewhere, recaps merged:
+    texts the stored total was not made of, so the form is written and counted now."""
+    ep = _episode()
+    recalled = attrs.evolve(_recalled(ep, derive_form_counts(ep, COUNTER), open_keys, held),
+                            recaps=recaps)
+    full = _forms(recalled)[Form.FULL]
+    assert not isinstance(full, LazyRendered)
+    assert full == _forms(attrs.evolve(recalled, counts=None))[Form.FULL]
+
+
+def test_a_wrong_stored_total_is_never_sent() -> None:
+    """A full form's stored total that its written form does not match (a count stored by other
+    code) raises EngineError when the form is read: a plan made with it could be over budget."""
+    ep = _episode()
+    made = unpack_counts(derive_form_counts(ep, COUNTER).data)
+    total = chunk_key(_full_total_text(ep, frozenset()))
+    row = FormCounts(COUNTER.identity, pack_counts({**made, total: made[total] + 1}))
+    full = _forms(_recalled(ep, row))[Form.FULL]
+    assert full.tokens == made[total] + 1  # type: ignore[attr-defined]
+    with pytest.raises(EngineError, match="stored count"):
+        full.blocks  # type: ignore[attr-defined] # noqa: B018 - written on first read
+
+
+def test_a_total_stored_by_code_that_wrote_the_form_otherwise_is_not_found(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full form's total is keyed by a digest of the forms the code writes for a probe
+    episode: counts derived while a field's title read otherwise (another version's markup) hold
+    no total this code finds, so the form is written and counted — not taken at a stale count."""
+    ep = _episode()
+    version = forms_module.full_form_version()
+    uncached = forms_module.full_form_version.__wrapped__
+    monkeypatch.setitem(forms_module._TITLES, Field.UNRESOLVED, "still to do:")
+    monkeypatch.setattr(forms_module, "full_form_version", uncached)
+    assert uncached() != version
+    other = derive_form_counts(ep, COUNTER)
+    monkeypatch.undo()
+    assert forms_module.full_form_version() == version
+    full = _forms(_recalled(ep, other))[Form.FULL]
+    assert not isinstance(full, LazyRendered)
+    assert full == _forms(_recalled(ep, None))[Form.FULL]

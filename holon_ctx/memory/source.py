@@ -59,6 +59,8 @@ class StoreEpisodeSource:
         #: compaction that ran after the request at its very position is not seen.
         self.visible_cap = visible_cap
         self.weights = weights or RecallWeights()
+        #: The last recall's text stage, under every input it read (:meth:`_text_stage`).
+        self._last_text: tuple[tuple[object, ...], dict[int, float]] | None = None
 
     def moment(self, pos: int) -> int | None:
         """What a request at ``pos`` sees of the archive now, as a bound for
@@ -103,8 +105,7 @@ class StoreEpisodeSource:
         state = (self.ledger.work_item_state(query.work_item_id, query.limit_pos)
                  if query.work_item_id else None)
         text = query.query_text + ("\n" + state.objective if state is not None else "")
-        text_scores = self._text_scores(query_terms(text), visible, max_num)
-        self._answers(text_scores, max_num, query.limit_pos)
+        text_scores = self._text_stage(query_terms(text), visible, max_num, query.limit_pos)
         owner = f"work_item:{query.work_item_id}" if query.work_item_id else None
         same = set(store.by_owner(owner, max_num, w.owner_candidates)) if owner else set()
         shared: dict[int, list[str]] = {}
@@ -137,22 +138,52 @@ class StoreEpisodeSource:
                                       query.shown, counts.get(num)))
         return out
 
+    def _text_stage(self, qterms: list[str], visible: int, max_num: int,
+                    limit_pos: int) -> dict[int, float]:
+        """The text scores (:meth:`_text_scores`) with the answers to the best matches raised
+        (:meth:`_answers`): read-only to the caller, shared with the next recall of the same
+        terms at the same bounds.
+
+        A session's walk recalls the operator's words to decide whether to re-plan
+        (``_recall_gap``), and the re-plan it triggers recalls them again for the plan: the same
+        terms, the same bounds, the same corpus. The postings read and BM25 are most of a
+        recall's CPU (~3 ms of an operator's re-plan at 100k messages), so the second asks
+        this memo. Its key is every input of the result: the terms, the bounds (``visible``,
+        ``max_num``), the position the answers are read as of (the ledger before it never
+        changes), and the corpus totals the scores were read at (an archive that grew or was
+        rebuilt since reads other totals now, and is scored afresh). One entry: only a recall
+        that follows its twin hits."""
+        last = self._last_text
+        if last is not None and last[0] == (tuple(qterms), visible, max_num, limit_pos,
+                                            self.episodes.corpus()):
+            return last[1]
+        scores, corpus = self._scores_at(qterms, visible, max_num)
+        self._answers(scores, max_num, limit_pos)
+        self._last_text = ((tuple(qterms), visible, max_num, limit_pos, corpus), scores)
+        return scores
+
     def _text_scores(self, qterms: list[str], visible: int, max_num: int) -> dict[int, float]:
         """BM25 scores of the episodes before ``max_num`` for the query's terms, with the corpus
         statistics of the episodes visible as of the position projected."""
+        return self._scores_at(qterms, visible, max_num)[0]
+
+    def _scores_at(self, qterms: list[str], visible: int,
+                   max_num: int) -> tuple[dict[int, float], tuple[int, int]]:
+        """:meth:`_text_scores`, and the corpus totals (``corpus()``) they were read at."""
         store = self.episodes
         # The totals and the terms' counts at one moment (``corpus_df``), and what lies past
         # ``visible`` bounded by the episodes that moment counted: each read apart, another
         # runtime's archive committed between them was in one and not the other, and the
         # request scored otherwise than a rebuild at its position (RFC 0020).
         every, total, df = store.corpus_df(qterms)
+        moment = (every, total)
         if visible < every:
             docs, total = store.corpus_through(visible)
             df = _df_through(store, df, visible, every)
         else:
             docs = every
         return bm25_scores(qterms, df, docs, total,
-                           lambda t, cap: store.postings(t, max_num, cap), self.weights)
+                           lambda t, cap: store.postings(t, max_num, cap), self.weights), moment
 
     def _answers(self, text_scores: dict[int, float], max_num: int, limit_pos: int) -> None:
         """The episode right after a top text match, when it answers it, matches as well as

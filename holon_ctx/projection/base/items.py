@@ -17,10 +17,11 @@ from enum import StrEnum
 
 import attrs
 
+from holon_ctx.errors import EngineError
 from holon_ctx.projection.base.model import Form, Priority, Section
 
-__all__ = ["Block", "BlockKind", "ClipFn", "GrowFn", "Item", "Mark", "Note", "NoteKind", "Rendered",
-           "notes_kept"]
+__all__ = ["Block", "BlockKind", "ClipFn", "GrowFn", "Item", "LazyRendered", "Mark", "Note",
+           "NoteKind", "Rendered", "notes_kept"]
 
 
 class BlockKind(StrEnum):
@@ -173,6 +174,64 @@ class Rendered:
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "text", "".join(
             b.head + b.body + b.tail for b in self.blocks))
+
+
+#: The slots Rendered keeps its blocks and text in (LazyRendered fills them when it writes).
+_BLOCKS_SLOT = Rendered.__dict__["blocks"]
+_TEXT_SLOT = Rendered.__dict__["text"]
+
+
+class LazyRendered(Rendered):
+    """A form whose token count is known before it is written (a count stored with the data it
+    renders): its blocks and text are made by ``make`` when first read. The planner weighs every
+    item's forms by their counts and reads the blocks of the few it picks, so a form it never
+    picks is never written (an episode's full form, RFC 0024 decision 6).
+
+    What ``make`` returns must have the count and the refs given: a form that does not is a
+    count stored by other code, and a plan made with it could be over its budget, so reading it
+    raises :class:`~holon_ctx.errors.EngineError` rather than send it."""
+
+    __slots__ = ("_make",)
+    _make: Callable[[], Rendered]
+
+    def __init__(self, tokens: int, refs: tuple[str, ...], make: Callable[[], Rendered]) -> None:
+        object.__setattr__(self, "tokens", tokens)
+        object.__setattr__(self, "refs", refs)
+        object.__setattr__(self, "clipped", False)
+        object.__setattr__(self, "_make", make)
+
+    def _written(self) -> None:
+        made = self._make()
+        if made.tokens != self.tokens or made.refs != self.refs:
+            raise EngineError(f"a form of {self.refs[0] if self.refs else 'an item'} counts "
+                              f"{made.tokens} tokens where its stored count says {self.tokens}")
+        _BLOCKS_SLOT.__set__(self, made.blocks)
+        _TEXT_SLOT.__set__(self, made.text)
+
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        try:
+            found: tuple[Block, ...] = _BLOCKS_SLOT.__get__(self)
+        except AttributeError:
+            self._written()
+            found = _BLOCKS_SLOT.__get__(self)
+        return found
+
+    @property
+    def text(self) -> str:
+        self.blocks  # noqa: B018 - written on first read
+        found: str = _TEXT_SLOT.__get__(self)
+        return found
+
+    def __eq__(self, other: object) -> bool:
+        # The form it stands for: equal to the Rendered it writes (attrs' own __eq__ compares
+        # only instances of one class).
+        if not isinstance(other, Rendered):
+            return NotImplemented
+        return (self.blocks, self.tokens, self.refs, self.clipped) == (
+            other.blocks, other.tokens, other.refs, other.clipped)
+
+    __hash__ = Rendered.__hash__
 
 
 #: ``clip(form, limit)``: the form cut to at most ``limit`` tokens, or None (see clipping.py).

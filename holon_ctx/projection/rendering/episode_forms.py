@@ -31,13 +31,13 @@ import attrs
 
 from holon_ctx.ledger.body import block_safe, neutralise_fences
 from holon_ctx.ledger.records import Trust
-from holon_ctx.memory.episodes import Claim, Episode, Field, Recap
+from holon_ctx.memory.episodes import Claim, Episode, Field, Recap, Span
 from holon_ctx.memory.index import FormCounts, chunk_key, pack_counts
 from holon_ctx.memory.interface import RecalledEpisode
 from holon_ctx.memory.summarizer import with_recaps
 from holon_ctx.memory.unresolved import KINDS, OpenKind
 from holon_ctx.projection.base.formats import FENCE_CLOSE, fence_open, one_line
-from holon_ctx.projection.base.items import Block, BlockKind, Mark, Rendered
+from holon_ctx.projection.base.items import Block, BlockKind, LazyRendered, Mark, Rendered
 from holon_ctx.projection.base.model import Form
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.tokens import TiktokenCounter, TokenCounter, store_counter
@@ -328,20 +328,73 @@ def episode_forms(r: Renderer, ep: RecalledEpisode) -> dict[Form, Rendered]:
 def _forms(r: Renderer, recalled: RecalledEpisode) -> dict[Form, Rendered]:
     ep, keys, held = recalled.episode, recalled.open_keys, recalled.held
     counter = r.counter
-    count = _stored_or_counted(recalled.counts, counter)
+    table = recalled.counts.table(counter.identity) if recalled.counts is not None else None
+    count = _stored_or_counted(table, counter)
+
+    def full() -> Rendered:
+        return r.rendered(form_blocks(full_chunks(ep, keys, held), recalled.ref, counter, count))
+    # The planner weighs every recalled episode's full form by its count and picks it for a few
+    # (three of twelve at an operator's re-plan at 100k messages): the count stored when the
+    # episode was archived stands in, and the form is written when something reads it (RFC
+    # 0024, decision 6). Only for the episode as archived: recaps merged into it or records
+    # held elsewhere change its text, and those are written now.
+    total = table.get(chunk_key(_full_total_text(ep, keys))) if (
+        table and not held and not recalled.recaps) else None
     return {Form.REF: r.rendered([r.line(ref_text(ep, keys, held), [recalled.ref])]),
             Form.COMPACT: r.rendered(form_blocks(compact_chunks(ep, keys, held), recalled.ref,
                                                  counter, count)),
-            Form.FULL: r.rendered(form_blocks(full_chunks(ep, keys, held), recalled.ref,
-                                              counter, count))}
+            Form.FULL: full() if total is None else LazyRendered(total, (recalled.ref,), full)}
 
 
-def _stored_or_counted(stored: FormCounts | None,
+def _probe() -> Episode:
+    """An episode that takes every path of :func:`full_chunks`: each field, the operator's words
+    and fenced quotes, a quote cut to its budget, unresolved items pinned and not, a long line."""
+    def claim(kind: str, i: int, **kw: object) -> Claim:
+        return Claim(kind=kind, text=f"{kind} {i} (x)  " + "w" * 500 * (i % 2), refs=[
+            f"message:m{i}", f"tool:t{i}"], **kw)  # type: ignore[arg-type]
+    quoted = {"quote": "line <data ref=x>\n\n  indented ```\n", "origin": "tool",
+              "trust": "untrusted_external"}
+    return Episode(
+        id="probe", span=Span(first_turn="turn:a", last_turn="turn:b", first_seq=0, last_seq=1),
+        turn_ids=["a", "b"], source_refs=["turn:a", "message:m0"], digest="sha256:0",
+        owner="conversation", closed_by="max_range",
+        operator_intents=[claim("request", 0, quote="Keep cents.\n", origin="operator",
+                                trust=Trust.TRUSTED_OPERATOR.value, truncated=True)],
+        decisions=[claim("decision", 1, **quoted)], results=[claim("result", 2, **quoted)],
+        artifact_trail=[claim("tool_run", 3, truncated=True, **quoted)],
+        unresolved=[claim(OpenKind.TOOL_CALL_PENDING.value, 4, key="call:c4"),
+                    claim(OpenKind.TODO_OPEN.value, 5, key="todo:t5")],
+        model_inferences=[claim("inference", 6, **quoted)])
+
+
+@functools.cache
+def full_form_version() -> str:
+    """Part of the key of a full form's stored count: a digest of the full forms this code
+    writes for :func:`_probe` (open items open at the range's end, resolved, still open). A
+    change to how :func:`full_chunks` writes a form changes it, so a count stored by other
+    code is not found and the form is written and counted; what the probe does not reach,
+    :class:`~holon_ctx.projection.base.items.LazyRendered` checks when the form is written."""
+    ep = _probe()
+    texts = [full_chunks(ep, keys).text for keys in (None, frozenset(), frozenset({"call:c4"}))]
+    return chunk_key("\x00".join(texts)).hex()
+
+
+def _full_total_text(ep: Episode, open_keys: Collection[str] | None) -> str:
+    """The text whose :func:`~holon_ctx.memory.index.chunk_key` names the full form's count
+    among an episode's stored counts. No chunk's text (a chunk starts with a visible
+    character), and it names every input of the form besides the episode the counts belong to
+    (stored with it) and the records held elsewhere (none, for a stored count): the code's
+    version and the state each unresolved item is shown in."""
+    states = "\x1f".join(_state(c, open_keys) for c in ep.unresolved)
+    return f"\x00full form tokens\x00{full_form_version()}\x00{states}"
+
+
+def _stored_or_counted(table: dict[bytes, int] | None,
                        counter: TokenCounter) -> Callable[[str], int]:
-    """``counter.count``, answered from the counts stored with the episode for a text whose key
-    they hold, when ``counter`` made them (:mod:`holon_ctx.memory.index`: keyed by the
-    text itself, so a count is only ever reused for the very text it was made of)."""
-    table = stored.table(counter.identity) if stored is not None else None
+    """``counter.count``, answered from the counts stored with the episode (``table``, when
+    ``counter`` made them) for a text whose key they hold (:mod:`holon_ctx.memory.index`:
+    keyed by the text itself, so a count is only ever reused for the very text it was made
+    of)."""
     if not table:
         return counter.count
 
@@ -371,7 +424,9 @@ def derive_form_counts(ep: Episode, counter: TokenCounter) -> FormCounts:
     if ep.unresolved:
         states.append(frozenset(c.key for c in ep.unresolved))
     for keys in states:
-        form_blocks(full_chunks(ep, keys), ep.ref, counter, count)
+        full = form_blocks(full_chunks(ep, keys), ep.ref, counter, count)
+        # The full form's count too: a recall that does not pick the form never writes it.
+        made[chunk_key(_full_total_text(ep, keys))] = sum(b.tokens for b in full)
         form_blocks(compact_chunks(ep, keys), ep.ref, counter, count)
     return FormCounts(counter.identity, pack_counts(made))
 
