@@ -174,6 +174,7 @@ class SessionProjector(_EpochPlanner):
             return self._request(state, end, control, replanned, reason, moment)
         finally:
             self.episodes = source
+            self._prepared.clear()
 
     def _moment(self, end: int) -> Moment:
         """The governed state and the archive as a request at ``end`` sees them now: the

@@ -34,6 +34,7 @@ from holon_ctx.projection.planning.tail import Tail, tail_blocks
 from holon_ctx.projection.provider_formats.native import Role, framing_between, text_part
 from holon_ctx.projection.rendering.effects import effect_lines
 from holon_ctx.projection.rendering.render import Renderer
+from holon_ctx.projection.session.replan import Prepared
 from holon_ctx.projection.session.session_state import (
     Layout,
     SessionPolicy,
@@ -73,6 +74,10 @@ class _ProjectorBase:
         self._facts = FactsCache()
         self._headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
         self._states: dict[int, WalkState] = {}
+        #: What re-plans read at each position, for the request being made only (see
+        #: ``_EpochPlanner._prepared_at``): emptied when the request returns or raises, so it
+        #: never outlives the episodes and governed state it was read with.
+        self._prepared: dict[int, tuple[object, Prepared]] = {}
 
     # -- the key and the renderers -------------------------------------------------------------
     def state_key(self, budget_tokens: int) -> str:

@@ -18,7 +18,7 @@ from holon_ctx.projection.base.model import ControlHistory, Form
 from holon_ctx.projection.planning.frontier import Tally
 from holon_ctx.projection.planning.sections import environment_blocks
 from holon_ctx.projection.planning.view import continuation_anchor
-from holon_ctx.projection.session.replan import Frozen, replan
+from holon_ctx.projection.session.replan import Frozen, Prepared, prepare, replan
 from holon_ctx.projection.session.session_base import _ProjectorBase
 from holon_ctx.projection.session.session_state import (
     Layout,
@@ -55,12 +55,14 @@ class _EpochPlanner(_ProjectorBase):
         env_form = self._environment_form(budget, limit)
         tried_full = shrinking = False
         over = step = 0
+        prepared = self._prepared_at(limit, control)
         for _ in range(16):
             try:
                 frozen = replan(self.store, self.renderer, self.policy, self._facts,
                                 self.episodes, control,  # type: ignore[arg-type]
                                 limit_pos=limit, budget_tokens=plan_budget,
-                                headers=self._headers, environment_form=env_form)
+                                headers=self._headers, environment_form=env_form,
+                                prepared=prepared)
             except BudgetTooSmallError as exc:
                 if tried_full or plan_budget >= budget:
                     # Said against the caller's budget: the pinned part the planner could not
@@ -99,6 +101,22 @@ class _EpochPlanner(_ProjectorBase):
             return state
         raise BudgetTooSmallError(budget + max(over, 1), budget,
                                   "the pinned references and the current state")
+
+    def _prepared_at(self, limit: int, control: object) -> Prepared:
+        """What a re-plan at ``limit`` reads before it plans (:class:`.replan.Prepared`): kept
+        for the request being made (``self._prepared``), so the plan budgets a re-plan tries and
+        the budgets a refusal's need search walks (need.py) read each position once. Keyed by
+        the position and the governed state's identity: a walk reads each position's own from
+        the request's control history, the same object at every budget."""
+        kept = self._prepared.get(limit)
+        if kept is not None and kept[0] is control:
+            return kept[1]
+        prepared = prepare(self.store, self.renderer, self.policy, self.episodes,
+                           control, limit_pos=limit)  # type: ignore[arg-type]
+        # The control object is kept with it: its identity is the key, and a kept object's id
+        # is never reused by another.
+        self._prepared[limit] = (control, prepared)
+        return prepared
 
     def _environment_form(self, budget: int, limit: int) -> Form | None:
         """The environment's form in every epoch: whole when its full form takes at most
