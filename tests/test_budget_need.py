@@ -102,3 +102,81 @@ def test_the_search_states_a_budget_made_within_its_slack_of_the_least(
     if need < 2 * SLACK:
         assert need == least
     assert len(tried) <= 24
+
+
+def _agent_session(seed: int, turns: int) -> tuple[MemoryStore, holon_ctx.Session]:
+    store = MemoryStore()
+    session = holon_ctx.open_session(store, compaction=None)
+    _history(session, seed, turns)
+    return store, session
+
+
+def test_a_text_refused_near_the_messages_floor_states_its_own_need() -> None:
+    """The text is laid out on its own (headers, trust labels) and can need more than the
+    messages: at 140 the messages are made and the text refused; the need its refusal states is
+    the text's, and a retry with it reads a text within it, in this session and a new one."""
+    store, session = _agent_session(0, 3)
+    request = session.next_request(140)
+    assert request.request_tokens <= 140
+    with pytest.raises(holon_ctx.BudgetTooSmallError) as refused:
+        _ = request.text
+    need = refused.value.required_tokens
+    assert need > 140
+    assert not refused.value.at_least
+    for retry in (session, holon_ctx.open_session(store, compaction=None)):
+        again = retry.next_request(need)
+        assert again.text
+        assert again.used_tokens <= need
+
+
+def _made_with_text(session: holon_ctx.Session, budget: int) -> holon_ctx.Request:
+    """``next_request(budget, text=True)``, checked: both layouts within the budget."""
+    made = session.next_request(budget, text=True)
+    assert made.request_tokens <= budget
+    assert made.text
+    assert made.used_tokens <= budget
+    return made
+
+
+def test_a_request_asked_with_text_states_a_need_both_layouts_meet() -> None:
+    """Asked with ``text=True`` at the budget whose messages were made but whose text was not,
+    the request is refused at once, with a need at which both the messages and the text are
+    made (by this session and by a new one)."""
+    store, session = _agent_session(0, 3)
+    with pytest.raises(holon_ctx.BudgetTooSmallError) as refused:
+        session.next_request(140, text=True)
+    need = refused.value.required_tokens
+    assert need > 140
+    assert refused.value.available_tokens == 140
+    for retry in (session, holon_ctx.open_session(store, compaction=None)):
+        _made_with_text(retry, need)
+
+
+@pytest.mark.scaled
+@settings(max_examples=sized(20, 100), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), turns=st.integers(0, 6), budget=st.integers(1, 400))
+def test_with_text_the_need_stated_makes_both_layouts(seed: int, turns: int,
+                                                      budget: int) -> None:
+    """Asked with ``text=True``, a request is made with both layouts within the budget, or
+    refused with a need above it (not a floor) at which both are made, in a new session too."""
+    store, session = _agent_session(seed, turns)
+    try:
+        _made_with_text(session, budget)
+    except holon_ctx.BudgetTooSmallError as refused:
+        stated: holon_ctx.BudgetTooSmallError | None = refused
+    else:
+        return
+    assert stated is not None
+    need = stated.required_tokens
+    assert need > budget
+    assert not stated.at_least
+    _made_with_text(session, need)
+    _made_with_text(holon_ctx.open_session(store, compaction=None), need)
+
+
+def test_text_must_be_a_flag() -> None:
+    """``text`` is True or False: anything else is refused at the call, naming the argument."""
+    _, session = _agent_session(0, 1)
+    with pytest.raises(holon_ctx.InputError, match="next_request: text: expected True or False"):
+        session.next_request(400, text="yes")  # type: ignore[arg-type]

@@ -78,6 +78,7 @@ class _ProjectorBase:
         #: ``_EpochPlanner._prepared_at``): emptied when the request returns or raises, so it
         #: never outlives the episodes and governed state it was read with.
         self._prepared: dict[int, tuple[object, Prepared]] = {}
+        self._keeping_reads = False
 
     # -- the key and the renderers -------------------------------------------------------------
     def state_key(self, budget_tokens: int) -> str:
