@@ -39,7 +39,7 @@ from holon_ctx.projection.base.spans import spans_of, title_span
 from holon_ctx.projection.planning import sections
 from holon_ctx.projection.planning.context import Context, analyse
 from holon_ctx.projection.planning.frontier import Tally
-from holon_ctx.projection.planning.history import History
+from holon_ctx.projection.planning.history import History, episode_spans
 from holon_ctx.projection.planning.manifest import SECTION_TITLES, Projection
 from holon_ctx.projection.planning.pins import SLOTS
 from holon_ctx.projection.planning.planner import Plan
@@ -119,6 +119,8 @@ class Prepared:
     episode_items: tuple[Item, ...]
     recalled: tuple[RecalledEpisode, ...]
     environment: tuple[Item, ...]
+    #: The turn ranges the recalled episodes cover (a window turn in one is shown by it).
+    spans: tuple[tuple[int, int], ...]
     #: The planner's refusal here, by the environment form asked for: it refuses every budget
     #: below its pinned minimum (a sum of the items' least forms, the same items at every budget),
     #: so a lower plan budget is refused again without being planned.
@@ -132,7 +134,8 @@ def prepare(store: LedgerStore, r: Renderer, policy: Policy, episodes: EpisodeSo
     ctx = analyse(view, store, policy, control)
     episode_items, recalled = sections.episodes(ctx, r, episodes)
     return Prepared(view=view, ctx=ctx, episode_items=tuple(episode_items),
-                    recalled=tuple(recalled), environment=tuple(sections.environment(ctx, r)))
+                    recalled=tuple(recalled), environment=tuple(sections.environment(ctx, r)),
+                    spans=tuple(episode_spans(store, recalled)))
 
 
 def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
@@ -154,7 +157,7 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     view, ctx = prepared.view, prepared.ctx
     retention = Retention(ctx.pinned, facts)
     turns = TurnItems(ctx, r, retention)
-    history = History(ctx, store, retention, turns, episodes)
+    history = History(ctx, store, retention, turns, episodes, spans=prepared.spans)
     episode_items, recalled = list(prepared.episode_items), list(prepared.recalled)
     environment = list(prepared.environment)
     if environment_form is not None:
