@@ -103,9 +103,16 @@ class History:
             skip.add(self.ctx.previous_step.turn.id)
         return skip
 
-    def tier0(self, recalled: Sequence[RecalledEpisode]) -> Tier:
-        """Window page 0 and the pinned turns fetched by point query (tier 0)."""
+    def tier0(self, recalled: Sequence[RecalledEpisode], known: Tier | None = None) -> Tier:
+        """Window page 0 and the pinned turns fetched by point query (tier 0). ``known``: the
+        tier another History of the same context and recalled episodes made (what it reads —
+        page 0's facts, the chains fed at construction, the spans — is the same before any
+        later page is read, and building it only fills memos; a session's re-plan reuses it
+        across plan budgets, :class:`~holon_ctx.projection.session.replan.Prepared`)."""
         self.recalled = recalled
+        if known is not None:
+            self.tiers.append(known)
+            return known
         view = self.ctx.view
         # A window turn a recalled episode covers is shown by the episode (as on deeper pages);
         # a pinned one keeps its own item.

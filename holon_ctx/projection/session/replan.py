@@ -45,7 +45,7 @@ from holon_ctx.projection.planning.pins import SLOTS
 from holon_ctx.projection.planning.planner import Plan
 from holon_ctx.projection.planning.projector import plan_and_assemble
 from holon_ctx.projection.planning.retention import FactsCache, Retention, in_fold_run
-from holon_ctx.projection.planning.turns import ChainOf, TurnItems
+from holon_ctx.projection.planning.turns import ChainOf, Tier, TurnItems
 from holon_ctx.projection.planning.view import View, load_view
 from holon_ctx.projection.provider_formats.native import Part, parts_of_blocks, system_part, text_part
 from holon_ctx.projection.rendering.effects import track_effects
@@ -125,6 +125,8 @@ class Prepared:
     #: below its pinned minimum (a sum of the items' least forms, the same items at every budget),
     #: so a lower plan budget is refused again without being planned.
     refusals: dict[Form | None, BudgetTooSmallError] = attrs.Factory(dict)
+    #: Tier 0's turn items and folds, once the first plan here made them (``History.tier0``).
+    tier0: list[Tier] = attrs.Factory(list)
 
 
 def prepare(store: LedgerStore, r: Renderer, policy: Policy, episodes: EpisodeSource | None,
@@ -164,7 +166,7 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
         environment = [attrs.evolve(it, forms={environment_form: it.forms[environment_form]})
                        for it in environment]
     items = [*environment, *episode_items,
-             *history.tier0(recalled).items, *_current_items(ctx, turns, history.chain_of, r)]
+             *_tier0(history, prepared).items, *_current_items(ctx, turns, history.chain_of, r)]
     try:
         projection, chosen = plan_and_assemble(ctx, history, items, recalled, r,
                                                budget_tokens=budget_tokens, headers=headers)
@@ -189,6 +191,15 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
                   view=view, ctx=ctx, shown=shown, open_turn=open_turn, tally=tally,
                   frontier_cover=cover, pinned_need=pinned_need, unresolved=unresolved,
                   still_open=still_open)
+
+
+def _tier0(history: History, prepared: Prepared) -> Tier:
+    """Tier 0 of ``history``: made by the first plan at this position, reused by the others."""
+    known = prepared.tier0[0] if prepared.tier0 else None
+    tier = history.tier0(list(prepared.recalled), known)
+    if known is None:
+        prepared.tier0.append(tier)
+    return tier
 
 
 def _shown_turns(projection: Projection) -> frozenset[str]:
