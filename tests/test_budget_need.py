@@ -180,3 +180,24 @@ def test_text_must_be_a_flag() -> None:
     _, session = _agent_session(0, 1)
     with pytest.raises(holon_ctx.InputError, match="next_request: text: expected True or False"):
         session.next_request(400, text="yes")  # type: ignore[arg-type]
+
+
+def test_the_reads_a_request_keeps_never_change_its_need(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What re-plans read at each position is kept for the request (session_epochs
+    ``PREPARED_POSITIONS``): the need stated and the request made at it are the same with none
+    kept, and nothing is kept once the request returns or raises."""
+    from holon_ctx.projection.session import session_epochs
+
+    store, _ = _agent_session(3, 4)
+
+    def need_and_text(cap: int) -> tuple[int, str]:
+        monkeypatch.setattr(session_epochs, "PREPARED_POSITIONS", cap)
+        session = holon_ctx.open_session(store, compaction=None)
+        with pytest.raises(holon_ctx.BudgetTooSmallError) as refused:
+            session.next_request(60)
+        made = session.next_request(refused.value.required_tokens, text=True)
+        for projector in session._projectors.values():
+            assert not projector._prepared
+        return refused.value.required_tokens, made.text
+
+    assert need_and_text(0) == need_and_text(session_epochs.PREPARED_POSITIONS)

@@ -33,6 +33,11 @@ from holon_ctx.projection.session.work_state import say_work_state, work_key, wo
 GROWTH_TURNS: Final = 16
 #: Tokens a record's label line and framing add to its body in the history (about).
 RECORD_OVERHEAD: Final = 12
+#: Positions whose reads a request keeps (``_prepared_at``): about 0.1-0.3 MB each (a view of
+#: page 0 with its records, the recalled episodes, tier 0's items). Every try of a need search
+#: walks from the same checkpoint turn, so the first positions kept are the ones reused; past
+#: the cap a re-plan still reads its position once for all the plan budgets it tries.
+PREPARED_POSITIONS: Final = 1024
 #: The lowest share of the budget a re-plan fills, however fast the history grows: below it a
 #: re-plan keeps little beyond the pinned turns (which raise the plan's budget anyway).
 MIN_LOW_WATER: Final = 0.1
@@ -113,9 +118,10 @@ class _EpochPlanner(_ProjectorBase):
             return kept[1]
         prepared = prepare(self.store, self.renderer, self.policy, self.episodes,
                            control, limit_pos=limit)  # type: ignore[arg-type]
-        # The control object is kept with it: its identity is the key, and a kept object's id
-        # is never reused by another.
-        self._prepared[limit] = (control, prepared)
+        if len(self._prepared) < PREPARED_POSITIONS:
+            # The control object is kept with it: its identity is the key, and a kept object's
+            # id is never reused by another.
+            self._prepared[limit] = (control, prepared)
         return prepared
 
     def _environment_form(self, budget: int, limit: int) -> Form | None:
