@@ -201,3 +201,23 @@ def test_the_reads_a_request_keeps_never_change_its_need(monkeypatch: pytest.Mon
         return refused.value.required_tokens, made.text
 
     assert need_and_text(0) == need_and_text(session_epochs.PREPARED_POSITIONS)
+
+
+def test_a_request_with_text_as_of_an_earlier_turn_is_the_one_without(tmp_path: Path) -> None:
+    """``text=True`` as of an earlier turn, with compactions run since: the same messages and
+    the same text as the request without it (its text read afterwards)."""
+    session = holon_ctx.open_session(tmp_path / "ledger.db",
+                                     compaction=holon_ctx.CompactionPolicy(recent_turns=2,
+                                                                           every_turns=3))
+    rng, waits = random.Random(5), []  # type: random.Random, list[str]
+    for i in range(4):
+        agent_turn(session, i, rng, waits)
+    earlier = session.next_request(4000).current_turn
+    for i in range(4, 12):
+        agent_turn(session, i, rng, waits)
+        session.next_request(4000)
+    plain = session.next_request(4000, at=earlier)
+    with_text = session.next_request(4000, at=earlier, text=True)
+    assert with_text.current_turn == plain.current_turn == earlier
+    assert with_text.openai_messages == plain.openai_messages
+    assert with_text.text == plain.text

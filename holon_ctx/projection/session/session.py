@@ -194,8 +194,10 @@ class SessionProjector(_EpochPlanner):
             self._keeping_reads = False
             self._prepared.clear()
 
-    def moment(self, end: int) -> Moment:
-        """The governed state and the archive a request at ``end`` sees now (see ``_moment``)."""
+    def moment(self, *, at: str | None = None, ledger_end: int | None = None) -> Moment:
+        """The governed state and the archive a request as of turn ``at`` (or ``ledger_end``,
+        else the end of the ledger) sees now: what ``request`` reads when given no moment."""
+        end = ledger_end if ledger_end is not None and at is None else self._end(at, None)
         return self._moment(end)
 
     def _moment(self, end: int) -> Moment:

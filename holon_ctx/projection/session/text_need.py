@@ -26,7 +26,7 @@ def both_layouts(messages: SessionProjector, text: SessionProjector, budget: int
     need more than they do, or less. ``framing``: what the message framing alone takes; a budget
     at or below it is refused at once (``Session.next_request``). The projectors keep what they
     read at each position for the whole search (``reads_kept``)."""
-    moment = messages.moment(end)
+    moment = messages.moment(at=at, ledger_end=end)
 
     def both(tokens: int) -> tuple[SessionRequest, SessionRequest]:
         if tokens <= framing:
