@@ -8,7 +8,9 @@ the library's ``next_request`` at a small budget after an imported agent history
 the cached share, and is refused there too). Whether the need stated is right is the tests' job
 (tests/test_budget_need.py); this records how long a runtime or a person waits for it.
 
-Run with ``python3 dev.py bench bench/test_bench_refusal.py``; figures go to docs/performance.md,
+Run with ``python3 dev.py bench bench/test_bench_refusal.py`` (to time another tree, run pytest
+from a directory without ``holon_ctx`` in it, with that tree on ``PYTHONPATH``: ``python -m``
+puts the working directory first); figures go to docs/performance.md,
 "Refusals (component)". Each case is one round: a refusal is several walks of the session.
 """
 
