@@ -7,6 +7,8 @@ conftest import), so benchmarks import the generator as ``gen``.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +29,15 @@ def ledger_file(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Pat
         return made[n_records]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled demo ledger, built once by ``holon-ctx demo`` (its saved epoch too)."""
+    db = tmp_path_factory.mktemp("bench-demo") / "demo.db"
+    subprocess.run([sys.executable, "-m", "holon_ctx", "demo", "--db", str(db), "--plain"],
+                   check=True, capture_output=True)
+    return db
 
 
 

@@ -22,14 +22,6 @@ from targets import target
 ROUNDS = 10
 
 
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("bench-cli") / "demo.db"
-    subprocess.run([sys.executable, "-m", "holon_ctx", "demo", "--db", str(db), "--plain"],
-                   check=True, capture_output=True)
-    return db
-
-
 #: An installed package has its bytecode cached; a sandbox that sets PYTHONDONTWRITEBYTECODE would
 #: make every run recompile every module (~0.1 s), which no user pays twice.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

@@ -71,8 +71,10 @@ from holon_ctx.postgres import PostgresStore, is_postgres_url
 from holon_ctx.projection.base.model import Moment
 from holon_ctx.projection.provider_formats.providers import MAX_MESSAGES
 from holon_ctx.projection.session.session import Layout, SessionRequest
+from holon_ctx.projection.session.text_need import both_layouts
 from holon_ctx.request import Request
 from holon_ctx.session_args import (
+    check_flag,
     check_id,
     check_int,
     check_positive,
@@ -168,16 +170,20 @@ class Session(_SessionEvents):
         return reader(history, LedgerBuilder(source=w, prefix=prefix))
 
     # -- asking ----------------------------------------------------------------------------------
-    def next_request(self, budget_tokens: int, *, at: str | None = None) -> Request:
+    def next_request(self, budget_tokens: int, *, at: str | None = None,
+                     text: bool = False) -> Request:
         """The next model call's input under ``budget_tokens`` (the whole request, message
         framing included). Compacts first when the policy says it is time. ``at`` asks as of an
-        earlier turn."""
+        earlier turn. ``text``: the caller reads ``Request.text`` (a text-only model): the text
+        is made now, and a refusal states a budget at which the messages and the text are both
+        made (need.py, ``both_layouts``)."""
         w = "next_request"
         budget = check_positive(w, "budget_tokens", budget_tokens)
         turn_id = None if at is None else check_turn_ref(w, "at", at)
+        with_text = check_flag(w, "text", text)
         self._check_open(w)
         with self._reading_ahead(at):
-            return self._next_request(w, budget, turn_id)
+            return self._next_request(w, budget, turn_id, with_text=with_text)
 
     def _reading_ahead(self, at: str | None) -> AbstractContextManager[None]:
         """What a request reads from a store on a server, in one round trip where the store
@@ -198,7 +204,8 @@ class Session(_SessionEvents):
             governed=governed if isinstance(governed, str) else None)
         return found
 
-    def _next_request(self, w: str, budget: int, turn_id: str | None) -> Request:
+    def _next_request(self, w: str, budget: int, turn_id: str | None, *,
+                      with_text: bool) -> Request:
         end = self._catch_up(w, read=True)
         if self._turn is None:
             raise InputError("the ledger holds no turn yet: append what happened first "
@@ -217,16 +224,22 @@ class Session(_SessionEvents):
         if policy is not None and self._schedule.due(policy, self._turn.seq):
             self.compact()
         framing = self._projectors[Layout.MESSAGES].framing.stateless(MAX_MESSAGES)
-        if planned <= framing:
+        if planned <= framing and not with_text:
             raise self._framing_refusal(budget, factor, turn_id, end, framing)
         try:
-            messages = self._projectors[Layout.MESSAGES].request(
-                budget_tokens=planned, at=turn_id, ledger_end=end)
+            if with_text:
+                messages, text = both_layouts(
+                    self._projectors[Layout.MESSAGES], self._projectors[Layout.TEXT], planned,
+                    at=turn_id, end=end, framing=framing)
+                make_text: Callable[[], SessionRequest] = lambda: text  # noqa: E731
+            else:
+                messages = self._projectors[Layout.MESSAGES].request(
+                    budget_tokens=planned, at=turn_id, ledger_end=end)
+                make_text = self._text_view(planned, messages, budget, factor)
         except BudgetTooSmallError as exc:
             raise self._in_caller_tokens(exc, budget, factor) from None
         self._schedule.binds = messages.binds
-        request = Request(budget_tokens=budget, messages=messages,
-                          make_text=self._text_view(planned, messages, budget, factor),
+        request = Request(budget_tokens=budget, messages=messages, make_text=make_text,
                           planned_tokens=planned, safety_factor=factor,
                           model=self.profile.model, framing=self.profile.framing.name,
                           counter=self._projectors[Layout.MESSAGES].counter.identity,

@@ -220,3 +220,122 @@ def test_the_climb_reaches_4096_times_the_first_figure_and_no_further(
         assert max(tried) < stated.required_tokens <= least
     else:
         assert stated.required_tokens == least
+
+
+def _agent_session(seed: int, turns: int) -> tuple[MemoryStore, holon_ctx.Session]:
+    store = MemoryStore()
+    session = holon_ctx.open_session(store, compaction=None)
+    _history(session, seed, turns)
+    return store, session
+
+
+def test_a_text_refused_near_the_messages_floor_states_its_own_need() -> None:
+    """The text is laid out on its own (headers, trust labels) and can need more than the
+    messages: at 140 the messages are made and the text refused; the need its refusal states is
+    the text's, and a retry with it reads a text within it, in this session and a new one."""
+    store, session = _agent_session(0, 3)
+    request = session.next_request(140)
+    assert request.request_tokens <= 140
+    with pytest.raises(holon_ctx.BudgetTooSmallError) as refused:
+        _ = request.text
+    need = refused.value.required_tokens
+    assert need > 140
+    assert not refused.value.at_least
+    for retry in (session, holon_ctx.open_session(store, compaction=None)):
+        again = retry.next_request(need)
+        assert again.text
+        assert again.used_tokens <= need
+
+
+def _made_with_text(session: holon_ctx.Session, budget: int) -> holon_ctx.Request:
+    """``next_request(budget, text=True)``, checked: both layouts within the budget."""
+    made = session.next_request(budget, text=True)
+    assert made.request_tokens <= budget
+    assert made.text
+    assert made.used_tokens <= budget
+    return made
+
+
+def test_a_request_asked_with_text_states_a_need_both_layouts_meet() -> None:
+    """Asked with ``text=True`` at the budget whose messages were made but whose text was not,
+    the request is refused at once, with a need at which both the messages and the text are
+    made (by this session and by a new one)."""
+    store, session = _agent_session(0, 3)
+    with pytest.raises(holon_ctx.BudgetTooSmallError) as refused:
+        session.next_request(140, text=True)
+    need = refused.value.required_tokens
+    assert need > 140
+    assert refused.value.available_tokens == 140
+    for retry in (session, holon_ctx.open_session(store, compaction=None)):
+        _made_with_text(retry, need)
+
+
+@pytest.mark.scaled
+@settings(max_examples=sized(20, 100), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), turns=st.integers(0, 6), budget=st.integers(1, 400))
+def test_with_text_the_need_stated_makes_both_layouts(seed: int, turns: int,
+                                                      budget: int) -> None:
+    """Asked with ``text=True``, a request is made with both layouts within the budget, or
+    refused with a need above it (not a floor) at which both are made, in a new session too."""
+    store, session = _agent_session(seed, turns)
+    try:
+        _made_with_text(session, budget)
+    except holon_ctx.BudgetTooSmallError as refused:
+        stated: holon_ctx.BudgetTooSmallError | None = refused
+    else:
+        return
+    assert stated is not None
+    need = stated.required_tokens
+    assert need > budget
+    assert not stated.at_least
+    _made_with_text(session, need)
+    _made_with_text(holon_ctx.open_session(store, compaction=None), need)
+
+
+def test_text_must_be_a_flag() -> None:
+    """``text`` is True or False: anything else is refused at the call, naming the argument."""
+    _, session = _agent_session(0, 1)
+    with pytest.raises(holon_ctx.InputError, match="next_request: text: expected True or False"):
+        session.next_request(400, text="yes")  # type: ignore[arg-type]
+
+
+def test_the_reads_a_request_keeps_never_change_its_need(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What re-plans read at each position is kept for the request (session_epochs
+    ``PREPARED_POSITIONS``): the need stated and the request made at it are the same with none
+    kept, and nothing is kept once the request returns or raises."""
+    from holon_ctx.projection.session import session_epochs
+
+    store, _ = _agent_session(3, 4)
+
+    def need_and_text(cap: int) -> tuple[int, str]:
+        monkeypatch.setattr(session_epochs, "PREPARED_POSITIONS", cap)
+        session = holon_ctx.open_session(store, compaction=None)
+        with pytest.raises(holon_ctx.BudgetTooSmallError) as refused:
+            session.next_request(60)
+        made = session.next_request(refused.value.required_tokens, text=True)
+        for projector in session._projectors.values():
+            assert not projector._prepared
+        return refused.value.required_tokens, made.text
+
+    assert need_and_text(0) == need_and_text(session_epochs.PREPARED_POSITIONS)
+
+
+def test_a_request_with_text_as_of_an_earlier_turn_is_the_one_without(tmp_path: Path) -> None:
+    """``text=True`` as of an earlier turn, with compactions run since: the same messages and
+    the same text as the request without it (its text read afterwards)."""
+    session = holon_ctx.open_session(tmp_path / "ledger.db",
+                                     compaction=holon_ctx.CompactionPolicy(recent_turns=2,
+                                                                           every_turns=3))
+    rng, waits = random.Random(5), []  # type: random.Random, list[str]
+    for i in range(4):
+        agent_turn(session, i, rng, waits)
+    earlier = session.next_request(4000).current_turn
+    for i in range(4, 12):
+        agent_turn(session, i, rng, waits)
+        session.next_request(4000)
+    plain = session.next_request(4000, at=earlier)
+    with_text = session.next_request(4000, at=earlier, text=True)
+    assert with_text.current_turn == plain.current_turn == earlier
+    assert with_text.openai_messages == plain.openai_messages
+    assert with_text.text == plain.text

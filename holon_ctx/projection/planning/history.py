@@ -39,7 +39,7 @@ from holon_ctx.projection.planning.retention import Retention, in_fold_run
 from holon_ctx.projection.planning.turns import Tier, TurnItems
 from holon_ctx.projection.planning.view import Page, load_page, units_of
 
-__all__ = ["HighTurns", "History", "Pages"]
+__all__ = ["HighTurns", "History", "Pages", "episode_spans"]
 
 #: High turns read per lookup: small, so the reads follow the budget closely.
 _HIGH_CHUNK = 16
@@ -47,9 +47,21 @@ _HIGH_CHUNK = 16
 _HIGH_ORDER = 1 << 20
 
 
+def episode_spans(store: LedgerStore | None,
+                  recalled: Sequence[RecalledEpisode]) -> list[tuple[int, int]]:
+    """Turn sequence ranges (closed) of ``recalled``: what each episode covers."""
+    spans = []
+    for ep in recalled:
+        ends = [store.turn(ref.removeprefix("turn:")) if store else None for ref in ep.covers]
+        if ends[0] is not None and ends[1] is not None:
+            spans.append((ends[0].turn_seq or 0, ends[1].turn_seq or 0))
+    return spans
+
+
 class History:
     def __init__(self, ctx: Context, store: LedgerStore | None, retention: Retention,
-                 turns: TurnItems, episodes: EpisodeSource | None = None) -> None:
+                 turns: TurnItems, episodes: EpisodeSource | None = None, *,
+                 spans: Sequence[tuple[int, int]] | None = None) -> None:
         self.ctx = ctx
         self.episodes = episodes
         self.store = store
@@ -73,7 +85,9 @@ class History:
         self.recalled: Sequence[RecalledEpisode] = ()
         #: High turns read by lookup (older than page 0).
         self.high_read = 0
-        self._spans: list[tuple[int, int]] | None = None
+        #: The recalled episodes' turn ranges: read on first use, or given (a session's re-plan
+        #: reads them once per position, :class:`~holon_ctx.projection.session.replan.Prepared`).
+        self._spans: list[tuple[int, int]] | None = None if spans is None else list(spans)
 
     def chain_of(self, turn_id: str) -> str | None:
         """The chain rule of a turn read so far (None: not in the current chain)."""
@@ -89,9 +103,16 @@ class History:
             skip.add(self.ctx.previous_step.turn.id)
         return skip
 
-    def tier0(self, recalled: Sequence[RecalledEpisode]) -> Tier:
-        """Window page 0 and the pinned turns fetched by point query (tier 0)."""
+    def tier0(self, recalled: Sequence[RecalledEpisode], known: Tier | None = None) -> Tier:
+        """Window page 0 and the pinned turns fetched by point query (tier 0). ``known``: the
+        tier another History of the same context and recalled episodes made (what it reads —
+        page 0's facts, the chains fed at construction, the spans — is the same before any
+        later page is read, and building it only fills memos; a session's re-plan reuses it
+        across plan budgets, :class:`~holon_ctx.projection.session.replan.Prepared`)."""
         self.recalled = recalled
+        if known is not None:
+            self.tiers.append(known)
+            return known
         view = self.ctx.view
         # A window turn a recalled episode covers is shown by the episode (as on deeper pages);
         # a pinned one keeps its own item.
@@ -112,12 +133,7 @@ class History:
     def _episode_spans(self) -> list[tuple[int, int]]:
         """Turn sequence ranges (closed) of the recalled episodes."""
         if self._spans is None:
-            self._spans = []
-            for ep in self.recalled:
-                ends = [self.store.turn(ref.removeprefix("turn:")) if self.store else None
-                        for ref in ep.covers]
-                if ends[0] is not None and ends[1] is not None:
-                    self._spans.append((ends[0].turn_seq or 0, ends[1].turn_seq or 0))
+            self._spans = episode_spans(self.store, self.recalled)
         return self._spans
 
     def page(self, index: int) -> Tier | None:

@@ -48,3 +48,4 @@ def stated_need(refusal: BudgetTooSmallError, made: Callable[[int], int | None]
         else:
             refused = middle
     return BudgetTooSmallError(need, budget, refusal.what)
+

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.base.items import BlockKind, Item, Rendered
 from holon_ctx.projection.base.model import (
@@ -29,6 +30,7 @@ from holon_ctx.projection.base.model import (
     EpisodeSource,
     Form,
     Priority,
+    RecalledEpisode,
     Section,
     TurnUnit,
 )
@@ -37,20 +39,20 @@ from holon_ctx.projection.base.spans import spans_of, title_span
 from holon_ctx.projection.planning import sections
 from holon_ctx.projection.planning.context import Context, analyse
 from holon_ctx.projection.planning.frontier import Tally
-from holon_ctx.projection.planning.history import History
+from holon_ctx.projection.planning.history import History, episode_spans
 from holon_ctx.projection.planning.manifest import SECTION_TITLES, Projection
 from holon_ctx.projection.planning.pins import SLOTS
 from holon_ctx.projection.planning.planner import Plan
 from holon_ctx.projection.planning.projector import plan_and_assemble
 from holon_ctx.projection.planning.retention import FactsCache, Retention, in_fold_run
-from holon_ctx.projection.planning.turns import ChainOf, TurnItems
+from holon_ctx.projection.planning.turns import ChainOf, Tier, TurnItems
 from holon_ctx.projection.planning.view import View, load_view
 from holon_ctx.projection.provider_formats.native import Part, parts_of_blocks, system_part, text_part
 from holon_ctx.projection.rendering.effects import track_effects
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.tokens import TokenCounter
 
-__all__ = ["Frozen", "replan"]
+__all__ = ["Frozen", "Prepared", "prepare", "replan"]
 
 
 @attrs.frozen
@@ -105,29 +107,72 @@ def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Rendere
     return items
 
 
+@attrs.frozen
+class Prepared:
+    """What a re-plan at a position reads before it plans, the same at every plan budget: the
+    view, its analysis, the recalled episodes and the environment's items. A re-plan tries
+    several plan budgets at one position, and a refusal's need search walks the same positions
+    at several budgets (need.py): read once, planned each time (RFC 0010, 2026-12-06)."""
+
+    view: View
+    ctx: Context
+    episode_items: tuple[Item, ...]
+    recalled: tuple[RecalledEpisode, ...]
+    environment: tuple[Item, ...]
+    #: The turn ranges the recalled episodes cover (a window turn in one is shown by it).
+    spans: tuple[tuple[int, int], ...]
+    #: The planner's refusal here, by the environment form asked for: it refuses every budget
+    #: below its pinned minimum (a sum of the items' least forms, the same items at every budget),
+    #: so a lower plan budget is refused again without being planned.
+    refusals: dict[Form | None, BudgetTooSmallError] = attrs.Factory(dict)
+    #: Tier 0's turn items and folds, once the first plan here made them (``History.tier0``).
+    tier0: list[Tier] = attrs.Factory(list)
+
+
+def prepare(store: LedgerStore, r: Renderer, policy: Policy, episodes: EpisodeSource | None,
+            control: ControlState | None, *, limit_pos: int) -> Prepared:
+    """Read what a re-plan as of ``limit_pos`` plans from (see :class:`Prepared`)."""
+    view = load_view(store, limit_pos=limit_pos, extend=in_fold_run, policy=policy)
+    ctx = analyse(view, store, policy, control)
+    episode_items, recalled = sections.episodes(ctx, r, episodes)
+    return Prepared(view=view, ctx=ctx, episode_items=tuple(episode_items),
+                    recalled=tuple(recalled), environment=tuple(sections.environment(ctx, r)),
+                    spans=tuple(episode_spans(store, recalled)))
+
+
 def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
            episodes: EpisodeSource | None, control: ControlState | None, *, limit_pos: int,
            budget_tokens: int, headers: dict[Section, int],
-           environment_form: Form | None = None) -> Frozen:
+           environment_form: Form | None = None, prepared: Prepared | None = None) -> Frozen:
     """Plan the ledger as of ``limit_pos`` under ``budget_tokens`` and lay it out (see above).
 
     ``environment_form``: the environment's one form, decided by the caller (None: the planner
     chooses, as a stateless projection does). A session fixes it for its budget, so that the
-    stable prefix reads the same at every re-plan whatever the plan budget (RFC 0025)."""
-    view = load_view(store, limit_pos=limit_pos, extend=in_fold_run, policy=policy)
-    ctx = analyse(view, store, policy, control)
+    stable prefix reads the same at every re-plan whatever the plan budget (RFC 0025).
+    ``prepared``: what :func:`prepare` read at this position with this ``control`` and
+    ``episodes`` (None: read now)."""
+    if prepared is None:
+        prepared = prepare(store, r, policy, episodes, control, limit_pos=limit_pos)
+    refused = prepared.refusals.get(environment_form)
+    if refused is not None and budget_tokens < refused.required_tokens:
+        raise BudgetTooSmallError(refused.required_tokens, budget_tokens, refused.what)
+    view, ctx = prepared.view, prepared.ctx
     retention = Retention(ctx.pinned, facts)
     turns = TurnItems(ctx, r, retention)
-    history = History(ctx, store, retention, turns, episodes)
-    episode_items, recalled = sections.episodes(ctx, r, episodes)
-    environment = sections.environment(ctx, r)
+    history = History(ctx, store, retention, turns, episodes, spans=prepared.spans)
+    episode_items, recalled = list(prepared.episode_items), list(prepared.recalled)
+    environment = list(prepared.environment)
     if environment_form is not None:
         environment = [attrs.evolve(it, forms={environment_form: it.forms[environment_form]})
                        for it in environment]
     items = [*environment, *episode_items,
-             *history.tier0(recalled).items, *_current_items(ctx, turns, history.chain_of, r)]
-    projection, chosen = plan_and_assemble(ctx, history, items, recalled, r,
-                                           budget_tokens=budget_tokens, headers=headers)
+             *_tier0(history, prepared).items, *_current_items(ctx, turns, history.chain_of, r)]
+    try:
+        projection, chosen = plan_and_assemble(ctx, history, items, recalled, r,
+                                               budget_tokens=budget_tokens, headers=headers)
+    except BudgetTooSmallError as exc:
+        prepared.refusals[environment_form] = exc
+        raise
     records = _records(history.units, view)
     parts, prefix_count = _parts(projection, items, records, r)
     tally = ctx.frontier.tally() if ctx.work_item_id else None
@@ -146,6 +191,15 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
                   view=view, ctx=ctx, shown=shown, open_turn=open_turn, tally=tally,
                   frontier_cover=cover, pinned_need=pinned_need, unresolved=unresolved,
                   still_open=still_open)
+
+
+def _tier0(history: History, prepared: Prepared) -> Tier:
+    """Tier 0 of ``history``: made by the first plan at this position, reused by the others."""
+    known = prepared.tier0[0] if prepared.tier0 else None
+    tier = history.tier0(list(prepared.recalled), known)
+    if known is None:
+        prepared.tier0.append(tier)
+    return tier
 
 
 def _shown_turns(projection: Projection) -> frozenset[str]:

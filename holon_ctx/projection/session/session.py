@@ -29,8 +29,9 @@ the walk and the request.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 from holon_ctx.errors import BudgetTooSmallError, InputError, quote_value
@@ -135,12 +136,14 @@ class SessionProjector(_EpochPlanner):
     # -- requests ---------------------------------------------------------------------------------
     def request(self, *, budget_tokens: int, at: str | None = None,
                 limit_pos: int | None = None, ledger_end: int | None = None,
-                moment: Moment | None = None) -> SessionRequest:
+                moment: Moment | None = None, state_need: bool = True) -> SessionRequest:
         """The request as of turn ``at`` (all its records), as of position ``limit_pos``, or
         (neither) as of the end of the ledger — ``ledger_end`` when the caller just read it
         (a round trip less on a server). ``moment``: another request's
         (``SessionRequest.moment``), to show the governed state and the archive as that request
-        read them; none: as they are now (read here, and kept on the request)."""
+        read them; none: as they are now (read here, and kept on the request).
+        ``state_need=False``: a refusal says the floor its walk met, unsearched (for a caller
+        that searches a need of its own, over both layouts: need.py)."""
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) \
                 or budget_tokens <= 0:
             raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
@@ -160,6 +163,8 @@ class SessionProjector(_EpochPlanner):
             try:
                 state, replanned, reason = self._walk_to(budget_tokens, end, controls)
             except BudgetTooSmallError as refusal:
+                if not state_need:
+                    raise
                 # The need stated is a budget whose request is made (need.py).
                 def made(tokens: int) -> int | None:
                     try:
@@ -174,6 +179,26 @@ class SessionProjector(_EpochPlanner):
             return self._request(state, end, control, replanned, reason, moment)
         finally:
             self.episodes = source
+            if not self._keeping_reads:
+                self._prepared.clear()
+
+    @contextlib.contextmanager
+    def reads_kept(self) -> Iterator[None]:
+        """Keep what re-plans read at each position (``_prepared_at``) across the requests made
+        inside, emptied at the end: for a caller's own need search, whose every try is a request
+        as of one position with one ``moment`` (the same governed state and archive)."""
+        self._keeping_reads = True
+        try:
+            yield
+        finally:
+            self._keeping_reads = False
+            self._prepared.clear()
+
+    def moment(self, *, at: str | None = None, ledger_end: int | None = None) -> Moment:
+        """The governed state and the archive a request as of turn ``at`` (or ``ledger_end``,
+        else the end of the ledger) sees now: what ``request`` reads when given no moment."""
+        end = ledger_end if ledger_end is not None and at is None else self._end(at, None)
+        return self._moment(end)
 
     def _moment(self, end: int) -> Moment:
         """The governed state and the archive as a request at ``end`` sees them now: the

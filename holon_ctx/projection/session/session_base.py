@@ -34,6 +34,7 @@ from holon_ctx.projection.planning.tail import Tail, tail_blocks
 from holon_ctx.projection.provider_formats.native import Role, framing_between, text_part
 from holon_ctx.projection.rendering.effects import effect_lines
 from holon_ctx.projection.rendering.render import Renderer
+from holon_ctx.projection.session.replan import Prepared
 from holon_ctx.projection.session.session_state import (
     Layout,
     SessionPolicy,
@@ -73,15 +74,33 @@ class _ProjectorBase:
         self._facts = FactsCache()
         self._headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
         self._states: dict[int, WalkState] = {}
+        #: What re-plans read at each position, for the request being made only (see
+        #: ``_EpochPlanner._prepared_at``): emptied when the request returns or raises, so it
+        #: never outlives the episodes and governed state it was read with.
+        self._prepared: dict[int, tuple[object, Prepared]] = {}
+        self._keeping_reads = False
+        self._keys: dict[int, str] = {}
+        self._keys_of: tuple[object, ...] | None = None
 
     # -- the key and the renderers -------------------------------------------------------------
     def state_key(self, budget_tokens: int) -> str:
-        """What a walk depends on besides the ledger, digested (see :mod:`holon_ctx.ledger.epochs`)."""
-        spec = msgspec.json.encode([ENGINE_VERSION, EPOCH_FORMAT, budget_tokens, self.layout.value,
-                                    self.counter.identity, attrs.asdict(self.session),
-                                    attrs.asdict(self.framing.rule),
-                                    attrs.asdict(self.policy)])
-        return hashlib.sha256(spec).hexdigest()[:32]
+        """What a walk depends on besides the ledger, digested (see :mod:`holon_ctx.ledger.epochs`).
+        Kept per budget while the projector's settings are the same objects: every re-plan
+        files its epoch under it, and a refusal's need search re-plans at nearly every record."""
+        settings = (self.layout, self.counter, self.session, self.framing.rule,
+                    self.policy)
+        if self._keys_of is None or any(a is not b for a, b in zip(self._keys_of, settings,
+                                                                   strict=True)):
+            self._keys_of, self._keys = settings, {}
+        key = self._keys.get(budget_tokens)
+        if key is None:
+            spec = msgspec.json.encode([ENGINE_VERSION, EPOCH_FORMAT, budget_tokens,
+                                        self.layout.value, self.counter.identity,
+                                        attrs.asdict(self.session),
+                                        attrs.asdict(self.framing.rule),
+                                        attrs.asdict(self.policy)])
+            key = self._keys[budget_tokens] = hashlib.sha256(spec).hexdigest()[:32]
+        return key
 
     def _entry_renderer(self, budget: int, *, whole: bool) -> Renderer:
         """The renderer of records joining the history: each body may take ``entry_share`` of the

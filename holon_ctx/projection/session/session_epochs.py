@@ -18,7 +18,7 @@ from holon_ctx.projection.base.model import ControlHistory, Form
 from holon_ctx.projection.planning.frontier import Tally
 from holon_ctx.projection.planning.sections import environment_blocks
 from holon_ctx.projection.planning.view import continuation_anchor
-from holon_ctx.projection.session.replan import Frozen, replan
+from holon_ctx.projection.session.replan import Frozen, Prepared, prepare, replan
 from holon_ctx.projection.session.session_base import _ProjectorBase
 from holon_ctx.projection.session.session_state import (
     Layout,
@@ -33,6 +33,11 @@ from holon_ctx.projection.session.work_state import say_work_state, work_key, wo
 GROWTH_TURNS: Final = 16
 #: Tokens a record's label line and framing add to its body in the history (about).
 RECORD_OVERHEAD: Final = 12
+#: Positions whose reads a request keeps (``_prepared_at``): about 0.1-0.3 MB each (a view of
+#: page 0 with its records, the recalled episodes, tier 0's items). Every try of a need search
+#: walks from the same checkpoint turn, so the first positions kept are the ones reused; past
+#: the cap a re-plan still reads its position once for all the plan budgets it tries.
+PREPARED_POSITIONS: Final = 1024
 #: The lowest share of the budget a re-plan fills, however fast the history grows: below it a
 #: re-plan keeps little beyond the pinned turns (which raise the plan's budget anyway).
 MIN_LOW_WATER: Final = 0.1
@@ -55,12 +60,14 @@ class _EpochPlanner(_ProjectorBase):
         env_form = self._environment_form(budget, limit)
         tried_full = shrinking = False
         over = step = 0
+        prepared = self._prepared_at(limit, control)
         for _ in range(16):
             try:
                 frozen = replan(self.store, self.renderer, self.policy, self._facts,
                                 self.episodes, control,  # type: ignore[arg-type]
                                 limit_pos=limit, budget_tokens=plan_budget,
-                                headers=self._headers, environment_form=env_form)
+                                headers=self._headers, environment_form=env_form,
+                                prepared=prepared)
             except BudgetTooSmallError as exc:
                 if tried_full or plan_budget >= budget:
                     # Said against the caller's budget: the pinned part the planner could not
@@ -99,6 +106,23 @@ class _EpochPlanner(_ProjectorBase):
             return state
         raise BudgetTooSmallError(budget + max(over, 1), budget,
                                   "the pinned references and the current state")
+
+    def _prepared_at(self, limit: int, control: object) -> Prepared:
+        """What a re-plan at ``limit`` reads before it plans (:class:`.replan.Prepared`): kept
+        for the request being made (``self._prepared``), so the plan budgets a re-plan tries and
+        the budgets a refusal's need search walks (need.py) read each position once. Keyed by
+        the position and the governed state's identity: a walk reads each position's own from
+        the request's control history, the same object at every budget."""
+        kept = self._prepared.get(limit)
+        if kept is not None and kept[0] is control:
+            return kept[1]
+        prepared = prepare(self.store, self.renderer, self.policy, self.episodes,
+                           control, limit_pos=limit)  # type: ignore[arg-type]
+        if len(self._prepared) < PREPARED_POSITIONS:
+            # The control object is kept with it: its identity is the key, and a kept object's
+            # id is never reused by another.
+            self._prepared[limit] = (control, prepared)
+        return prepared
 
     def _environment_form(self, budget: int, limit: int) -> Form | None:
         """The environment's form in every epoch: whole when its full form takes at most
