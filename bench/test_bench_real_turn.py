@@ -21,7 +21,8 @@ Figures: CPU time per turn (p50, p99, max; the machine is shared, so CPU time is
 figure) and wall-clock p50/p99, the turn over the floor, and the turn's parts. Sizes: 1k and 10k
 messages; ``HOLON_BENCH_REAL_TURN_SIZES=1000,10000,100000`` adds 100k (its import takes minutes).
 Targets (issue 29): p50 <= 3 ms and p99 <= 30 ms at 100k on an idle machine, <= 8x the floor.
-Results go to ``/tmp/holon-bench/real-turn.json`` and docs/performance.md ("The real turn").
+Results go to ``/tmp/holon-bench/real-turn.json`` (``HOLON_BENCH_REAL_TURN_JSON`` names another
+file: engineers sharing a machine keep apart) and docs/performance.md ("The real turn").
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ ROUNDS = int(os.environ.get("HOLON_BENCH_REAL_TURN_ROUNDS", "120"))
 SIZES = [int(n) for n in os.environ.get("HOLON_BENCH_REAL_TURN_SIZES", "1000,10000").split(",")]
 PG_SIZES = [int(n) for n in
             os.environ.get("HOLON_BENCH_REAL_TURN_PG_SIZES", "10000").split(",")]
-RESULTS = Path("/tmp/holon-bench/real-turn.json")
+RESULTS = Path(os.environ.get("HOLON_BENCH_REAL_TURN_JSON", "/tmp/holon-bench/real-turn.json"))
 
 
 def _pct(values: list[float], q: float) -> float:
