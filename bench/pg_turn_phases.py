@@ -7,7 +7,8 @@ through the public helpers, ``next_request(32,768)``, its OpenAI messages) for `
 (default 120) under the default compaction policy. Each turn's round trips are counted on the
 connection (tests/pg_round_trips.py) and split: the step's appends, the compaction a request
 runs (when it runs; sealing or not) and the rest of the request. Beside them: the wall and CPU
-milliseconds of each part, and the median wait of a ``SELECT 1`` on the same connection (what
+milliseconds of each part, the wall of whole plain turns and of turns that compacted without
+sealing, and the median wait of a ``SELECT 1`` on the same connection (what
 one round trip costs here, without server work), and of a one-row insert into a scratch table
 committed with ``synchronous_commit`` on and off (the difference is one WAL flush: what each
 durable append waits for, RFC 0026 decision 4). Prints one JSON object.
@@ -96,7 +97,8 @@ def main(messages: int, turns: int) -> dict[str, Any]:
         upkeep.compact = counted  # type: ignore[assignment]
         parts: dict[str, list[float]] = {name: [] for name in (
             "append_trips", "append_ms", "request_trips", "request_ms", "seal_trips", "seal_ms",
-            "noop_compaction_trips", "noop_compaction_ms", "turn_trips", "turn_ms", "turn_cpu_ms")}
+            "noop_compaction_trips", "noop_compaction_ms", "turn_trips", "turn_ms", "turn_cpu_ms",
+            "plain_turn_ms", "noop_turn_ms")}
         for k in range(1, turns + 1):
             compacting.clear()
             c0, t0, n0 = time.process_time(), time.perf_counter(), trips.count
@@ -115,6 +117,12 @@ def main(messages: int, turns: int) -> dict[str, Any]:
                 request_ms -= compacting["wall"]
             parts["request_trips"].append(request_trips)
             parts["request_ms"].append(request_ms)
+            # The whole turn by kind: a plain one (no compaction, its request one round trip;
+            # the p50 turn) and one whose compaction archived and sealed nothing.
+            if not compacting and request_trips == 1:
+                parts["plain_turn_ms"].append((t2 - t0) * 1000)
+            elif compacting and not compacting["sealed"]:
+                parts["noop_turn_ms"].append((t2 - t0) * 1000)
             parts["turn_trips"].append(n2 - n0)
             parts["turn_ms"].append((t2 - t0) * 1000)
             parts["turn_cpu_ms"].append((c2 - c0) * 1000)
