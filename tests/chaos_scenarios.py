@@ -504,12 +504,11 @@ class PostgresChaos(ChaosMachine):
         real = SessionHandle.call
         count = [0]
 
-        def dying(handle: SessionHandle, fn: Callable[[], Any], *, reads: bool = False,
-                  locks: bool = False) -> Any:
+        def dying(handle: SessionHandle, fn: Callable[[], Any], *, reads: bool = False) -> Any:
             count[0] += 1
             if count[0] == nth:
                 self.kill(who)
-            return real(handle, fn, reads=reads, locks=locks)
+            return real(handle, fn, reads=reads)
         SessionHandle.call = dying  # type: ignore[method-assign]
         try:
             if what == "request":

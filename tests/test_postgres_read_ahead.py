@@ -118,35 +118,6 @@ def test_a_write_inside_the_block_drops_what_was_read_ahead(pg_url: str,
         store.close()
 
 
-def test_a_compaction_reads_the_server_and_keeps_the_answers_when_it_writes_nothing(
-        pg_url: str, pg_session_key: str) -> None:
-    """Under the compaction lock every read asks the server (it must see what is committed
-    under the lock); after the unlock the answers read at the request's start answer again if
-    nothing was written meanwhile (a compaction that archives nothing: RFC 0026 decision 11),
-    and not if anything was."""
-    store = PostgresStore(pg_url, session=pg_session_key)
-    try:
-        store.append([Turn(id="t1", seq=1, trigger="operator_input"),
-                      Message(id="m1", turn_id="t1", role=MessageRole.OPERATOR, text="go")])
-        trips = RoundTrips(store.connection)
-        with store.reading_ahead(records_from=0):
-            with store.compaction_lock():
-                before = trips.count
-                assert store.end_pos() == 2
-                assert trips.count == before + 1
-            before = trips.count
-            assert store.end_pos() == 2
-            assert [r.ref for r in store.records_between(0, 2)] == ["turn:t1", "message:m1"]
-            assert trips.count == before
-            with store.compaction_lock():
-                store.append([Turn(id="t2", seq=2, trigger="task_result")])
-            before = trips.count
-            assert store.end_pos() == 3
-            assert trips.count == before + 1
-    finally:
-        store.close()
-
-
 def test_a_compaction_that_seals_nothing_leaves_the_next_request_as_it_was(
         pg_url: str, pg_session_key: str) -> None:
     """After a compaction that found nothing to archive, the session's governed source keeps

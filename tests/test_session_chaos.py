@@ -90,14 +90,14 @@ def test_a_compaction_whose_connection_dies_at_any_exchange_says_so_and_goes_on(
             acknowledged += 2
         count = [0]
 
-        def dying(handle: SessionHandle, fn: Any, *, reads: bool = False, locks: bool = False,
+        def dying(handle: SessionHandle, fn: Any, *, reads: bool = False,
                   nth: int = nth, count: list[int] = count) -> Any:
             count[0] += 1
             if count[0] == nth:
                 pid = session.store.connection.info.backend_pid  # type: ignore[attr-defined]
                 with psycopg.connect(pg_url, autocommit=True) as admin:
                     admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            return real(handle, fn, reads=reads, locks=locks)
+            return real(handle, fn, reads=reads)
         SessionHandle.call = dying  # type: ignore[method-assign]
         try:
             session.compact()

@@ -376,32 +376,19 @@ class _PostgresLedgerBase:
         lock keyed by the session, so one compaction at a time across processes and hosts;
         appends and reads never wait for it (holon_ctx.ledger.compaction_lock)."""
         key = {"cls": _COMPACTION_LOCK_CLASS, "obj": self.sid % _INT4}
-
-        def locking(sql: str, *, again: bool) -> bool:
-            # Neither statement empties what was read ahead (``locks``). The try-lock is run
-            # again on a new connection when the old one died (its locks died with it), as a
-            # read is; the unlock is not (nothing to release on a new connection).
-            return bool(self._h.call(lambda: self._h.conn.execute(sql, key).fetchone()[0],
-                                     reads=again, locks=True))
-        # What a request read ahead is as of before the lock: the compaction (another runtime's
-        # may have finished while this one waited) reads the server. The answers are held aside,
-        # not dropped: a compaction that archives and seals nothing writes nothing, so they are
-        # still the request's (read at its start), and its walk finds them after the unlock
-        # instead of reading the server again; any write empties them (RFC 0026 decision 11).
-        link = self._h.link
-        paused, link.ahead_paused = link.ahead_paused, True
+        # What a request read ahead is as of before the lock: a compaction (another runtime's
+        # finished while this one waited) reads the server (the try-lock is a SELECT, which
+        # would not drop it; postgres/ahead.py).
+        self._h.link.ahead.clear()
+        wait_for(lambda: bool(self._one("SELECT pg_try_advisory_lock(%(cls)s, %(obj)s)", key)[0]),
+                 lock_timeout(), self.where)
         try:
-            wait_for(lambda: locking("SELECT pg_try_advisory_lock(%(cls)s, %(obj)s)", again=True),
-                     lock_timeout(), self.where)
-            try:
-                yield
-            finally:
-                # A connection that died mid-compaction released the lock with it: the error
-                # that ended the compaction is the one to report, not the unlock's.
-                with contextlib.suppress(StoreError):
-                    locking("SELECT pg_advisory_unlock(%(cls)s, %(obj)s)", again=False)
+            yield
         finally:
-            link.ahead_paused = paused
+            # A connection that died mid-compaction released the lock with it: the error that
+            # ended the compaction is the one to report, not the unlock's.
+            with contextlib.suppress(StoreError):
+                self._one("SELECT pg_advisory_unlock(%(cls)s, %(obj)s)", key)
 
     def close(self) -> None:
         self._h.close()

@@ -53,10 +53,6 @@ class Link:
         #: the read, its session's ``sid`` and its arguments: every store sharing the connection
         #: looks here before asking the server. Emptied by any statement that is not a read.
         self.ahead: dict[tuple[Any, ...], Any] = {}
-        #: Held aside while a compaction holds its lock: its reads ask the server (they must see
-        #: what is committed under the lock), and the request's reads after it find them again
-        #: when it wrote nothing (any write empties ``ahead`` meanwhile; RFC 0026 decision 11).
-        self.ahead_paused = False
         _LINKS[conn] = self
 
     @classmethod
@@ -139,14 +135,12 @@ class SessionHandle:
         docstring)."""
         return self.link.conn
 
-    def call(self, fn: Callable[[], _T], *, reads: bool = False, locks: bool = False) -> _T:
+    def call(self, fn: Callable[[], _T], *, reads: bool = False) -> _T:
         """``fn()`` on a live connection; a psycopg error as one line. ``reads``: ``fn`` only
-        reads, so it runs again once on a new connection when the one it met was dead.
-        ``locks``: ``fn`` takes or releases a session-level advisory lock and writes nothing,
-        so what was read ahead stays."""
+        reads, so it runs again once on a new connection when the one it met was dead."""
         if self.closed:
             raise StoreError(f"{self.where}: the store is closed")
-        if not reads and not locks:
+        if not reads:
             # A write (or a lock) may change what was read ahead: nothing is answered from it
             # after (a compaction before a request's walk reads the server again).
             self.link.ahead.clear()
@@ -178,10 +172,7 @@ class SessionHandle:
                               "the next call reconnects)")
 
     def ahead(self, *key: Any) -> Any:
-        """The answer read ahead for ``key`` (this session's), or :data:`MISSING` (also while a
-        compaction holds its lock: ``Link.ahead_paused``)."""
-        if self.link.ahead_paused:
-            return MISSING
+        """The answer read ahead for ``key`` (this session's), or :data:`MISSING`."""
         return self.link.ahead.get((self.sid, *key), MISSING)
 
     def rows(self, sql: str, args: dict[str, Any] | tuple[Any, ...], *,
