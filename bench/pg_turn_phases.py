@@ -7,8 +7,11 @@ through the public helpers, ``next_request(32,768)``, its OpenAI messages) for `
 (default 120) under the default compaction policy. Each turn's round trips are counted on the
 connection (tests/pg_round_trips.py) and split: the step's appends, the compaction a request
 runs (when it runs; sealing or not) and the rest of the request. Beside them: the wall and CPU
-milliseconds of each part, and the median wait of a ``SELECT 1`` on the same connection (what
-one round trip costs here, without server work). Prints one JSON object.
+milliseconds of each part, the wall of whole plain turns and of turns that compacted without
+sealing, and the median wait of a ``SELECT 1`` on the same connection (what
+one round trip costs here, without server work), and of a one-row insert into a scratch table
+committed with ``synchronous_commit`` on and off (the difference is one WAL flush: what each
+durable append waits for, RFC 0026 decision 4). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -42,6 +45,36 @@ def _summary(values: list[float]) -> dict[str, float]:
             "p50": round(ordered[len(ordered) // 2], 2), "max": round(ordered[-1], 2)}
 
 
+def _timed(conn: Any, sql: str, times: int = 200) -> list[float]:
+    """Milliseconds of each of ``times`` runs of ``sql`` on ``conn`` (autocommit)."""
+    laps = []
+    for _ in range(times):
+        t0 = time.perf_counter()
+        conn.execute(sql)
+        laps.append((time.perf_counter() - t0) * 1000)
+    return laps
+
+
+def _commits(conn: Any) -> dict[str, dict[str, float]]:
+    """A one-row insert's wait, each its own commit, with the WAL flushed before the answer
+    (``synchronous_commit`` on, what the ledger's durable appends do) and without (off): alternated
+    in rounds, so both see the same load; a scratch table (a temporary one writes no WAL)."""
+    table = f"holon_bench_flush_{os.getpid()}"
+    (given,), = conn.execute("SHOW synchronous_commit").fetchall()
+    conn.execute(f"CREATE TABLE {table} (n integer)")
+    laps: dict[str, list[float]] = {"on": [], "off": []}
+    try:
+        for _ in range(10):
+            for setting in ("on", "off"):
+                conn.execute(f"SET synchronous_commit TO {setting}")
+                laps[setting] += _timed(conn, f"INSERT INTO {table} VALUES (1)", 20)
+    finally:
+        conn.execute(f"SET synchronous_commit TO {given}")
+        conn.execute(f"DROP TABLE {table}")
+    return {"commit_flushed_ms": _summary(laps["on"]),
+            "commit_unflushed_ms": _summary(laps["off"])}
+
+
 def main(messages: int, turns: int) -> dict[str, Any]:
     url = bench_url()
     key = f"phases-{os.getpid()}"
@@ -64,7 +97,8 @@ def main(messages: int, turns: int) -> dict[str, Any]:
         upkeep.compact = counted  # type: ignore[assignment]
         parts: dict[str, list[float]] = {name: [] for name in (
             "append_trips", "append_ms", "request_trips", "request_ms", "seal_trips", "seal_ms",
-            "noop_compaction_trips", "noop_compaction_ms", "turn_trips", "turn_ms", "turn_cpu_ms")}
+            "noop_compaction_trips", "noop_compaction_ms", "turn_trips", "turn_ms", "turn_cpu_ms",
+            "plain_turn_ms", "noop_turn_ms")}
         for k in range(1, turns + 1):
             compacting.clear()
             c0, t0, n0 = time.process_time(), time.perf_counter(), trips.count
@@ -83,23 +117,26 @@ def main(messages: int, turns: int) -> dict[str, Any]:
                 request_ms -= compacting["wall"]
             parts["request_trips"].append(request_trips)
             parts["request_ms"].append(request_ms)
+            # The whole turn by kind: a plain one (no compaction, its request one round trip;
+            # the p50 turn) and one whose compaction archived and sealed nothing.
+            if not compacting and request_trips == 1:
+                parts["plain_turn_ms"].append((t2 - t0) * 1000)
+            elif compacting and not compacting["sealed"]:
+                parts["noop_turn_ms"].append((t2 - t0) * 1000)
             parts["turn_trips"].append(n2 - n0)
             parts["turn_ms"].append((t2 - t0) * 1000)
             parts["turn_cpu_ms"].append((c2 - c0) * 1000)
         upkeep.compact = inner  # type: ignore[assignment]
         conn = store.connection
-        pings = []
-        for _ in range(200):
-            t0 = time.perf_counter()
-            conn.execute("SELECT 1").fetchall()
-            pings.append((time.perf_counter() - t0) * 1000)
+        pings = _timed(conn, "SELECT 1")
+        flush = _commits(conn)
     finally:
         session.close()
         store.close()
         drop(url, key)
     return {"messages": messages, "turns": turns,
             **{name: _summary(values) for name, values in parts.items()},
-            "select_1_ms": _summary(pings),
+            "select_1_ms": _summary(pings), **flush,
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 

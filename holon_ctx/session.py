@@ -47,7 +47,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
-from holon_ctx.compaction import CompactionResult, SessionConfig
+from holon_ctx.compaction import CompactionResult, GovernedControl, SessionConfig
 from holon_ctx.continuity import ContinuityStore
 from holon_ctx.errors import (
     BudgetTooSmallError,
@@ -355,9 +355,16 @@ class Session(_SessionEvents):
                              source=w, path="policy")
         self._schedule.compacted(-1 if self._turn is None else self._turn.seq)
         result = self._upkeep.compact(policy or self.compaction or _DEFAULT_POLICY)
-        # Sealing may have opened the governed store: later prompts state what it holds.
+        # Sealing may have opened the governed store: later prompts state what it holds. A
+        # source already over that store keeps what it read: it reads the envelope ids at each
+        # request and the snapshot of any envelope new to it, as it does when another runtime
+        # seals between two requests (a new source read every snapshot again: a round trip
+        # more after each compaction on a server, RFC 0026 decision 11).
         for projector in self._projectors.values():
-            projector.control = self._upkeep.control_source()
+            control = projector.control
+            if not (isinstance(control, GovernedControl)
+                    and control.store is self._upkeep.continuity):
+                projector.control = self._upkeep.control_source()
         return result
 
     # -- lifetime --------------------------------------------------------------------------------

@@ -118,6 +118,34 @@ def test_a_write_inside_the_block_drops_what_was_read_ahead(pg_url: str,
         store.close()
 
 
+def test_a_compaction_that_seals_nothing_leaves_the_next_request_as_it_was(
+        pg_url: str, pg_session_key: str) -> None:
+    """After a compaction that found nothing to archive, the session's governed source keeps
+    the control snapshots it read (a new source read them all again: a round trip more per
+    request after each compaction): the request makes the round trips and the bytes of the
+    same request with no compaction before it."""
+    store = PostgresStore(pg_url, session=pg_session_key)
+    session = holon_ctx.open_session(store, compaction=holon_ctx.CompactionPolicy(
+        recent_turns=2, every_turns=10_000, binding_turns=10_000))
+    try:
+        rng = random.Random(5)
+        waits: list[str] = []
+        for i in range(8):
+            agent_turn(session, i, rng, waits)
+        assert session.compact().envelope_id is not None
+        session.next_request(32_768)
+        trips = RoundTrips(store.connection)
+        first = session.next_request(32_768).openai_messages
+        uncompacted = trips.count
+        assert session.compact().envelope_id is None
+        before = trips.count
+        assert session.next_request(32_768).openai_messages == first
+        assert trips.count - before == uncompacted
+    finally:
+        session.close()
+        store.close()
+
+
 def test_the_moment_and_the_governed_ids_are_read_ahead(pg_url: str, pg_session_key: str) -> None:
     """The archive visible at the end and the envelope ids, as the episode and governed stores
     on the connection read them one by one."""
