@@ -256,6 +256,17 @@ def test_stats_budget_shows_the_runtime_request_by_default(
                 f"{section['allocated_tokens']} │ {section['used_tokens']} │ "
                 f"{len(section['selected'])} │ {len(section['omitted'])} │") in flat, section
     assert f"│ total │ │ 8192 │ {sent['session']['request_tokens']} │" in flat
+    assert main(["project", "--db", str(demo_db), "--budget", "8192", "--json", "--mode",
+                 "stateless"]) == 0
+    stateless = json.loads(capsys.readouterr().out)
+    assert stateless["used_tokens"] <= 8192
     assert main(["stats", "--db", str(demo_db), "--budget", "8192", "--plain", "--mode",
                  "stateless"]) == 0
-    assert "(latest turn turn:t276, used 8192)" in " ".join(capsys.readouterr().out.split())
+    flat = " ".join(capsys.readouterr().out.split())
+    # The table is of the plan `project --mode stateless` makes (the governed state included).
+    assert (f"(latest turn {stateless['current_turn']}, used {stateless['used_tokens']})"
+            in flat)
+    for section in stateless["sections"]:
+        assert (f"│ {section['name']} │ {section['representation']} │ "
+                f"{section['allocated_tokens']} │ {section['used_tokens']} │ "
+                f"{len(section['selected'])} │ {len(section['omitted'])} │") in flat, section

@@ -384,11 +384,13 @@ def _section_stats(store: LedgerStore, out: Any, budget: int, mode: str = "sessi
     episodes = None
     try:
         episodes = open_episode_source(store)
-        if mode == "stateless":
-            _, projection = planned(store, Projector(store, episodes=episodes), budget, None)
-        else:
-            with control_source(store) as control:
-                projector = Projector(store, episodes=episodes, control=control)
+        # With the governed state in both modes, as `project` and `preview` plan them: without
+        # it, the stateless table was of another plan than `project --mode stateless` shows.
+        with control_source(store) as control:
+            projector = Projector(store, episodes=episodes, control=control)
+            if mode == "stateless":
+                _, projection = planned(store, projector, budget, None)
+            else:
                 _, projection, _ = viewed(store, projector, budget, None, mode)
     except sqlite3.DatabaseError as exc:
         where = getattr(store, "path", "database")

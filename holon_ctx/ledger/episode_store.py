@@ -104,8 +104,7 @@ CREATE TABLE IF NOT EXISTS episodes_runs (first_num INTEGER PRIMARY KEY, pos INT
 CREATE TABLE IF NOT EXISTS episodes_forms (
     num INTEGER PRIMARY KEY, counter TEXT NOT NULL, data BLOB NOT NULL);
 """
-#: One of the corpus totals kept in ``episodes_meta`` as a scalar subquery (0 before any
-#: episode), for a statement that reads it with other rows in one snapshot.
+#: A corpus total of ``episodes_meta`` as a scalar subquery (0 before any episode).
 _META_INT = "coalesce((SELECT CAST(value AS INTEGER) FROM episodes_meta WHERE key='{key}'), 0)"
 _DERIVED = ("episodes", "episodes_turns", "episodes_terms", "episodes_postings", "episodes_links",
             "episodes_open", "episodes_runs", "episodes_forms")
@@ -307,8 +306,8 @@ class SqliteEpisodeStore:
         # The totals less the episodes past ``max_num`` (the newest few: a recall as of an
         # earlier position): the totals are kept in the transaction that adds each episode, and
         # summing the rows up to ``max_num`` read every episode's page (5.2 ms at 100k messages).
-        # One statement, so one snapshot: read apart, another connection's episode committed
-        # between the two reads was counted in the rows past the bound and not in the totals.
+        # One statement, one snapshot: read apart, another connection's episode committed between
+        # the reads was counted in the rows past the bound and not in the totals.
         row = self._db.execute(
             f"SELECT {_META_INT.format(key='corpus_docs')} - count(*), "
             f"{_META_INT.format(key='corpus_terms')} - coalesce(sum(length), 0) "
@@ -316,17 +315,11 @@ class SqliteEpisodeStore:
         return int(row[0]), int(row[1])
 
     def corpus(self) -> tuple[int, int]:
-        meta = dict(self._db.execute(
-            "SELECT key, value FROM episodes_meta WHERE key IN ('corpus_docs', 'corpus_terms')"
-        ).fetchall())
-        return int(meta.get("corpus_docs", 0)), int(meta.get("corpus_terms", 0))
+        docs, terms, _ = self.corpus_df(())
+        return docs, terms
 
     def df(self, terms: Collection[str]) -> dict[str, int]:
-        if not terms:
-            return {}
-        marks = ",".join("?" * len(terms))
-        return dict(self._db.execute(
-            f"SELECT term, df FROM episodes_terms WHERE term IN ({marks})", tuple(terms)).fetchall())
+        return self.corpus_df(terms)[2] if terms else {}
 
     def corpus_df(self, terms: Collection[str]) -> tuple[int, int, dict[str, int]]:
         # One statement, so one snapshot of the totals and the terms' counts, which the
