@@ -118,6 +118,14 @@ def test_a_write_inside_the_block_drops_what_was_read_ahead(pg_url: str,
         store.close()
 
 
+def _agent_turns_compacted(session: holon_ctx.Session, rng: random.Random,
+                           waits: list[str]) -> None:
+    """Eight agent turns, then a compaction that seals (a governed envelope to read)."""
+    for i in range(8):
+        agent_turn(session, i, rng, waits)
+    assert session.compact().envelope_id is not None
+
+
 def test_a_compaction_that_seals_nothing_leaves_the_next_request_as_it_was(
         pg_url: str, pg_session_key: str) -> None:
     """After a compaction that found nothing to archive, the session's governed source keeps
@@ -128,11 +136,7 @@ def test_a_compaction_that_seals_nothing_leaves_the_next_request_as_it_was(
     session = holon_ctx.open_session(store, compaction=holon_ctx.CompactionPolicy(
         recent_turns=2, every_turns=10_000, binding_turns=10_000))
     try:
-        rng = random.Random(5)
-        waits: list[str] = []
-        for i in range(8):
-            agent_turn(session, i, rng, waits)
-        assert session.compact().envelope_id is not None
+        _agent_turns_compacted(session, random.Random(5), [])
         session.next_request(32_768)
         trips = RoundTrips(store.connection)
         first = session.next_request(32_768).openai_messages
@@ -156,11 +160,8 @@ def test_the_moment_and_the_governed_ids_are_read_ahead(pg_url: str, pg_session_
     episodes = PostgresEpisodeStore(store.connection, session=pg_session_key)
     governed = PostgresContinuityBackend(store.connection, session=pg_session_key)
     try:
-        rng = random.Random(3)
-        waits: list[str] = []
-        for i in range(8):
-            agent_turn(session, i, rng, waits)
-        assert session.compact().envelope_id is not None
+        rng, waits = random.Random(3), list[str]()
+        _agent_turns_compacted(session, rng, waits)
         agent_turn(session, 8, rng, waits)
         end = store.end_pos()
         want = (episodes.archived_by(end), governed.envelope_ids("session-local"))
