@@ -206,9 +206,10 @@ class RecordBase(
 ):
     """Fields every record shares. ``v`` is the JSONL format version of the line.
 
-    Unknown fields are refused (a typo such as ``tunr_id`` would otherwise drop the value it
-    carries without a word); a runtime's own metadata goes in fields named ``x-…``, which the JSONL
-    reader skips (:func:`holon_ctx.ledger.codec.decode_line`, RFC 0001).
+    The types forbid unknown fields so that decoding's fast path is the strict one; the JSONL
+    reader then reads past an unknown field (forward compatibility) unless it looks like a
+    misspelling of one the line lacks, such as ``tunr_id``, which is refused
+    (:func:`holon_ctx.ledger.codec.decode_line`, RFC 0001).
     """
 
     v: int = FORMAT_VERSION
