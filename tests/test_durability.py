@@ -9,6 +9,7 @@ reads from this process while the writer appends, and checks that it only ever s
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -161,3 +162,45 @@ def test_reader_in_another_process_sees_only_whole_batches(tmp_path: Path) -> No
     assert len(set(seen)) >= 5, "the reader never overlapped the writer"
     assert reader.end_pos() == n_batches * batch_size
     reader.close()
+
+
+SYNCING_WRITER = """
+import sys
+from holon_ctx.ledger.records import Turn
+from holon_ctx.ledger.sqlite import SqliteStore
+
+store = SqliteStore(sys.argv[1], durable=sys.argv[2] == "1")
+assert store.durable is (sys.argv[2] == "1")
+for i in range(20):
+    store.append([Turn(id=f"t{i}", seq=i + 1, trigger="timer")])
+store.close()
+"""
+
+
+def _disk_syncs(tmp_path: Path, durable: bool) -> int:
+    """The fsync/fdatasync calls of a process making 20 one-record appends (strace counts)."""
+    out = tmp_path / f"strace-{durable}.txt"
+    db = tmp_path / f"syncs-{durable}.db"
+    done = subprocess.run(
+        ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", str(out), sys.executable,
+         "-c", SYNCING_WRITER, str(db), "1" if durable else "0"],
+        check=False, env=_child_env(), capture_output=True, text=True, timeout=120)
+    if done.returncode != 0 and "ptrace" in done.stderr:
+        pytest.skip(f"strace cannot trace here: {done.stderr.strip()[:200]}")
+    assert done.returncode == 0, done.stderr
+    assert len(SqliteStore(db).records_between(0, 100)) == 20
+    calls = 0
+    for line in out.read_text().splitlines():
+        fields = line.split()
+        if fields and fields[-1] in ("fsync", "fdatasync"):
+            calls += int(fields[3])
+    return calls
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace to count disk syncs")
+def test_a_durable_store_waits_for_the_disk_at_every_commit(tmp_path: Path) -> None:
+    # durable=True: every acknowledged append is on disk (synchronous=FULL syncs the WAL at each
+    # commit); the default syncs only at checkpoints and on close (synchronous=NORMAL).
+    durable, default = _disk_syncs(tmp_path, True), _disk_syncs(tmp_path, False)
+    assert durable >= 20
+    assert default < 20

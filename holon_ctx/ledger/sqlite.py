@@ -107,12 +107,18 @@ class SqliteStore:
     """A ledger in one SQLite file (or ``":memory:"``)."""
 
     def __init__(self, path: str | Path, counter: TokenCounter | None = None, *,
-                 lock_timeout: float | None = None) -> None:
+                 lock_timeout: float | None = None, durable: bool = False) -> None:
         """Open (or create) the ledger at ``path``.
 
         ``lock_timeout``: seconds an append waits for another writer's lock before failing with
         a :class:`StoreError` (default: ``$HOLON_CTX_LOCK_TIMEOUT``, else 30; see
         :mod:`holon_ctx.ledger.locking`).
+
+        ``durable``: every commit waits for the disk (``synchronous=FULL``), so an acknowledged
+        append survives a power loss or an operating-system crash too, as a PostgreSQL store's
+        does by default. The default (``synchronous=NORMAL``) survives a crash of the runtime
+        (kill -9 included) and may lose the newest commits on a power loss, never corrupting
+        the file (RFC 0001, "The SQLite store").
         """
         self.path = str(path)
         self._counter = counter or default_counter()
@@ -127,7 +133,7 @@ class SqliteStore:
             # rewrites its header, and a refused file must stay byte-identical.
             self._refuse_foreign()
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             self._db.execute("PRAGMA foreign_keys=OFF")
             self._migrate()
             self._check_high_index()
@@ -140,6 +146,12 @@ class SqliteStore:
             self._db.close()
             raise
         self._counter_id = self._counter.identity
+
+    @property
+    def durable(self) -> bool:
+        """Whether each commit waits for the disk (``durable=True``: ``synchronous=FULL``)."""
+        # Read from the connection, not remembered: it is what the commits actually do.
+        return int(self._db.execute("PRAGMA synchronous").fetchone()[0]) >= 2
 
     def _refuse_foreign(self) -> None:
         names = {row[0] for row in self._db.execute(
