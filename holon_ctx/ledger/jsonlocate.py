@@ -4,7 +4,7 @@ A transcript is decoded whole (msgspec, fast, no positions kept) before any reco
 a reader's error knows the JSON path of the bad value (``$.messages[12].tool_call_id``) but not
 where it is in the file. Keeping positions for every value would cost every import for the sake
 of the few that fail; instead, once an error is raised, :func:`line_of` walks the source text
-once along the path and counts the line. Nothing runs on success.
+along the path and counts the line. Nothing runs on success.
 
 Theory of operation. The path is split into steps, ``.key`` or ``[index]`` (the forms the readers
 build: keys are the formats' own field names, never quoted). From the start of the document each
@@ -23,6 +23,10 @@ gives that object's start: the object that lacks it is the place to look. Anythi
 cannot follow (a path of another form, a step into the wrong kind of value, text that is not
 JSON) gives None, and the error keeps its form without a line: this lookup must never turn a
 clear error into a different one.
+
+Cost, on the error path only: the object holding a key is read to its end (for a later
+duplicate), so a path into the last message of ``{"messages": [...]}`` reads the text about twice:
+0.9 s for 47 MiB, 5.8 s for 236 MiB (msgspec decodes them in 0.13 s and 0.66 s).
 
 Lines are counted in bytes by ``\\n``, as :func:`~holon_ctx.ledger.transcripts.load_json` counts
 them for a decoding error, so CRLF files count alike; a document on one line is line 1.
