@@ -86,6 +86,13 @@ class InputError(HolonCtxError, ValueError):
         self.path = path
         super().__init__(self._render())
 
+    def at_line(self, line: int) -> None:
+        """Name ``line`` too, found after the error was raised: a transcript reader works on the
+        decoded document and knows only the path; the line is looked up in the source text
+        when an error needs it (:mod:`holon_ctx.ledger.jsonlocate`)."""
+        self.line = line
+        self.args = (self._render(),)
+
     def _render(self) -> str:
         where = ""
         if self.source is not None:

@@ -324,17 +324,36 @@ BAD: list[Bad] = [
 ]
 
 
+def located(content: Any, path: str) -> int:
+    """The line of ``path``'s value in ``json.dumps(content, indent=1)`` (for a key its object
+    lacks, the object's line), found without the scanner under test: the value is replaced by a
+    marker and the marker's line read, since nothing before a value depends on what it holds."""
+    steps = [k or int(i) for k, i in re.findall(r"\.(\w+)|\[(\d+)\]", path[1:])]
+    root = holder = [json.loads(json.dumps(content))]
+    key: str | int = 0
+    for step in steps:
+        node = holder[key]  # type: ignore[index]
+        if isinstance(step, str) and step not in node:
+            break  # missing: the marker replaces the object that lacks it
+        holder, key = node, step
+    holder[key] = "\u2063MARK"  # type: ignore[index]
+    text = json.dumps(root[0], indent=1, ensure_ascii=False)
+    return text.count("\n", 0, text.index("\u2063MARK")) + 1
+
+
 @pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
 def test_bad_transcript_is_one_located_line_and_writes_nothing(
         case: Bad, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A bad transcript exits 2 with one line naming file and JSON path; no database is left."""
+    """A bad transcript exits 2 with one line naming file, line and JSON path; no database is
+    left. The line is where the value named starts (for a missing field, its object's)."""
     name, fmt, content, path, message = case
-    src = write(tmp_path, f"{name}.json", content)
+    src = tmp_path / f"{name}.json"
+    src.write_text(json.dumps(content, indent=1), encoding="utf-8")
     db = tmp_path / "ledger.db"
     code = main(["import", str(src), "--db", str(db), "--from", fmt])
     out = capsys.readouterr()
     assert (code, out.out) == (2, "")
-    assert out.err == f"holon-ctx: error: {src}: {path}: {message}\n"
+    assert out.err == f"holon-ctx: error: {src}:{located(content, path)}: {path}: {message}\n"
     assert not db.exists()
 
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_transcripts import BAD
+from test_transcripts import BAD, located
 
 from holon_ctx.cli.main import main
 from holon_ctx.ledger.codec import encode_record
@@ -68,9 +68,10 @@ def test_record_examples_are_the_imported_records(name: str, file: str,
 
 
 def test_error_examples_are_cases_of_the_bad_input_table() -> None:
-    """Every located error the doc quotes for a transcript is one the test table checks."""
+    """Every located error the doc quotes for a transcript is one the test table checks, at the
+    line it has in the case's file (written with one-space indentation)."""
     text = DOC.read_text(encoding="utf-8")
-    quoted = re.findall(r"^holon-ctx: error: x\.json: (\$\S*): (.+)$", text, re.MULTILINE)
+    quoted = re.findall(r"^holon-ctx: error: x\.json:(\d+): (\$\S*): (.+)$", text, re.MULTILINE)
     assert len(quoted) >= 7
-    table = {(path, message) for _, _, _, path, message in BAD}
+    table = {(str(located(content, path)), path, message) for _, _, content, path, message in BAD}
     assert set(quoted) <= table

@@ -13,9 +13,11 @@ allowed to raise trust: a guessed chat format that would make more than one user
 operator input is refused until the caller names the format. Errors say how in the caller's
 terms (``option``: the library's ``format="…"`` by default, the CLI's ``--from …``). Reading is
 all-or-nothing: the whole transcript is parsed into records first (any problem raises a
-:class:`~holon_ctx.errors.LedgerFormatError` naming the file and the JSON path, e.g.
-``x.json: $.messages[12].tool_call_id: no tool call 'call_9' before this result``), and only then
-appended through the store's ordinary append path, in one transaction.
+:class:`~holon_ctx.errors.LedgerFormatError` naming the file, the line and the JSON path, e.g.
+``x.json:40: $.messages[12].tool_call_id: no tool call 'call_9' before this result``), and only
+then appended through the store's ordinary append path, in one transaction. The readers work on
+the decoded document and know only the path; the line is found in the source text once an error
+is raised (:mod:`holon_ctx.ledger.jsonlocate`), so a successful import pays nothing for it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from holon_ctx.ledger.jsoninput import (
     nesting_offset,
     read_capped,
 )
+from holon_ctx.ledger.jsonlocate import line_of
 from holon_ctx.ledger.records import Message, MessageRole, Record, record_ref
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.ledger.transcript_build import LedgerBuilder
@@ -201,19 +204,28 @@ def read_transcript(path: str | Path, fmt: TranscriptFormat | str = "auto", *,
     path = Path(path)
     raw = _read_bytes(path)
     data = None
-    if fmt == "auto":
-        if not path.name.lower().endswith(".jsonl") and not _looks_like_ledger(raw):
+    try:
+        if fmt == "auto":
+            if not path.name.lower().endswith(".jsonl") and not _looks_like_ledger(raw):
+                data = load_json(path, raw)
+            detection = detect_format(path, data=data, raw=raw, option=option)
+        else:
+            detection = Detection(TranscriptFormat(fmt), f"given with {option.format(fmt)}")
+        if detection.format is TranscriptFormat.LEDGER:
+            raise InputError("ledger JSONL is imported with import_jsonl, not read as a "
+                             "transcript", source=str(path))
+        if data is None:
             data = load_json(path, raw)
-        detection = detect_format(path, data=data, raw=raw, option=option)
-    else:
-        detection = Detection(TranscriptFormat(fmt), f"given with {option.format(fmt)}")
-    if detection.format is TranscriptFormat.LEDGER:
-        raise InputError("ledger JSONL is imported with import_jsonl, not read as a transcript",
-                         source=str(path))
-    if data is None:
-        data = load_json(path, raw)
-    builder = LedgerBuilder(source=str(path), first_seq=first_seq, prefix=id_prefix)
-    records = _READERS[detection.format](data, builder)
+        builder = LedgerBuilder(source=str(path), first_seq=first_seq, prefix=id_prefix)
+        records = _READERS[detection.format](data, builder)
+    except LedgerFormatError as exc:
+        # The readers know the JSON path of a bad value, not its line: found in the text now,
+        # on the error path only (holon_ctx.ledger.jsonlocate).
+        if exc.line is None and exc.path is not None and exc.source == str(path):
+            line = line_of(raw, exc.path)
+            if line is not None:
+                exc.at_line(line)
+        raise
     if fmt == "auto":
         _refuse_guessed_trust(path, detection, records, data, option)
     return detection, records
