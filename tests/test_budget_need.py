@@ -134,10 +134,11 @@ def test_a_refusal_reporting_no_more_than_its_budget_tries_above_it(reported: in
     assert (stated.available_tokens, stated.what, stated.at_least) == (100, "the framing", False)
 
 
-def test_the_climb_at_least_doubles_a_need_that_falls_short() -> None:
-    """Each refusal on the way up raises the next try to the need it reports or to twice the
-    budget just refused, whichever is more: refusals that report one token more still reach
-    the made budget in a few tries."""
+def test_reports_that_creep_are_replaced_by_a_step_that_grows_to_doubling() -> None:
+    """A refusal reporting no more than a slack above the budget refused says little: the next
+    try is a step of 1/16 of that budget (at least a token), doubled with each such refusal in a
+    row up to doubling the budget, so refusals that report one token more still reach the made
+    budget in a few tries."""
     from holon_ctx.errors import BudgetTooSmallError
     from holon_ctx.projection.session.need import stated_need
 
@@ -145,7 +146,39 @@ def test_the_climb_at_least_doubles_a_need_that_falls_short() -> None:
     tried, made = _recorded(lambda tokens: None if tokens >= least else tokens + 1)
     stated_need(BudgetTooSmallError(11, 10, "the pinned references"), made)
     climb = tried[:tried.index(next(t for t in tried if t >= least)) + 1]
-    assert climb == [11, 22, 44, 88, 176, 352, 704, 1408]
+    assert climb == [11, 12, 13, 16, 24, 48, 96, 192, 384, 768, 1536]
+
+
+def test_the_climb_tries_each_refusals_report_and_makes_one_request() -> None:
+    """A session's refusals report the floor of the turn its walk stopped at, the next try
+    passes that turn and stops at a later one: the climb tries each floor reported, however
+    close (here 3 % apart, less than doubling's step), and the first try made is the need;
+    its refusal below having asked for it, one refusal a slack below ends the search. One
+    request made in all (on the demo a made try costs 4-20 refused ones)."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import SLACK, stated_need
+
+    floors = [112, 183, 204, 252, 268, 313, 334, 415, 440, 456, 472, 488, 572, 607, 682, 722,
+              812]
+    tried, made = _recorded(lambda tokens: next((f for f in floors if f > tokens), None))
+    stated = stated_need(BudgetTooSmallError(112, 100, "the pinned references"), made)
+    assert tried == [*floors, 812 - 812 // SLACK]
+    assert [t for t in tried if t >= floors[-1]] == [812]
+    assert (stated.required_tokens, stated.at_least) == (812, False)
+
+
+def test_a_made_budget_below_the_one_asked_for_is_searched_down_by_halving() -> None:
+    """When the try a slack below the budget made is made too, the search halves between the
+    highest refused and the lowest made (no second try a slack below: on a report far too high
+    that would step down a slack at a time)."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import stated_need
+
+    tried, made = _recorded(lambda tokens: None if tokens >= 300 else 1000)
+    stated = stated_need(BudgetTooSmallError(200, 100, "the pinned references"), made)
+    # 200 refused asks 1000; 1000 made; 969 (a slack below) made; then halves from (200, 969].
+    assert tried[:5] == [200, 1000, 969, 584, 392]
+    assert 300 <= stated.required_tokens <= 300 + 300 // 32
 
 
 def test_a_reported_need_above_twice_the_try_is_taken_as_it_is() -> None:
@@ -203,23 +236,25 @@ def test_a_need_reported_far_too_high_is_halved_down_to_the_least() -> None:
     assert len(tried) <= 2 * TRIES
 
 
-@pytest.mark.parametrize(("least", "floor"), [(4096, False), (8192, True)])
-def test_the_climb_reaches_4096_times_the_first_figure_and_no_further(
+@pytest.mark.parametrize(("least", "floor"), [(8192, False), (3_670_017, True)])
+def test_creeping_reports_reach_4096_times_the_first_figure_in_16_tries(
         least: int, floor: bool) -> None:
-    """With refusals that report one token more, the climb doubles from the first figure tried
-    (2): a request made at 4,096 times it is found and stated; one made only at twice that is
-    stated as a floor (need.py's ``TRIES``: twelve refusals upward)."""
+    """With refusals that report one token more, the climb from the first figure tried (2)
+    finds a request made at 4,096 times it within 16 tries; one made only past the last of the
+    ``TRIES`` budgets tried upward (3,670,016) is stated as a floor (need.py's ``TRIES``)."""
     from holon_ctx.errors import BudgetTooSmallError
-    from holon_ctx.projection.session.need import stated_need
+    from holon_ctx.projection.session.need import SLACK, TRIES, stated_need
 
     tried, made = _recorded(lambda tokens: None if tokens >= least else tokens + 1)
     stated = stated_need(BudgetTooSmallError(2, 1, "the pinned references"), made)
     assert stated.at_least is floor
     assert tried[0] == 2
     if floor:  # a floor: above every budget refused, and no budget made is below it
+        assert len(tried) == TRIES
         assert max(tried) < stated.required_tokens <= least
     else:
-        assert stated.required_tokens == least
+        assert len([t for t in tried[:16] if t < least]) < 16
+        assert least <= stated.required_tokens <= least + least // SLACK
 
 
 def _agent_session(seed: int, turns: int) -> tuple[MemoryStore, holon_ctx.Session]:
@@ -312,7 +347,7 @@ def test_the_reads_a_request_keeps_never_change_its_need(monkeypatch: pytest.Mon
         monkeypatch.setattr(session_epochs, "PREPARED_POSITIONS", cap)
         session = holon_ctx.open_session(store, compaction=None)
         with pytest.raises(holon_ctx.BudgetTooSmallError) as refused:
-            session.next_request(60)
+            session.next_request(60, text=True)
         made = session.next_request(refused.value.required_tokens, text=True)
         for projector in session._projectors.values():
             assert not projector._prepared
