@@ -116,22 +116,25 @@ def _recorded(answer: Callable[[int], int | None]
     return tried, made
 
 
-@pytest.mark.parametrize("reported", [1, 40, 99, 100])
-def test_a_refusal_reporting_no_more_than_its_budget_tries_above_it(reported: int) -> None:
+@pytest.mark.parametrize(("budget", "reported"),
+                         [(100, 1), (100, 40), (100, 99), (100, 100), (101, 7), (101, 101)])
+def test_a_refusal_reporting_no_more_than_its_budget_tries_above_it(budget: int,
+                                                                     reported: int) -> None:
     """A layer below may report a need at or under the budget it refused (a floor that falls
     short): the search starts one token above the refused budget, never at or under it, and
-    states a whole number of tokens."""
+    states a whole number of tokens. An odd budget too (``budget | 1`` is the budget itself)."""
     from holon_ctx.errors import BudgetTooSmallError
     from holon_ctx.projection.session.need import SLACK, stated_need
 
     least = 130
     tried, made = _recorded(lambda tokens: None if tokens >= least else tokens + 1)
-    stated = stated_need(BudgetTooSmallError(reported, 100, "the framing"), made)
-    assert tried[0] == 101
-    assert min(tried) > 100
+    stated = stated_need(BudgetTooSmallError(reported, budget, "the framing"), made)
+    assert tried[0] == budget + 1
+    assert min(tried) > budget
     assert type(stated.required_tokens) is int
     assert least <= stated.required_tokens <= least + max(1, least // SLACK)
-    assert (stated.available_tokens, stated.what, stated.at_least) == (100, "the framing", False)
+    assert (stated.available_tokens, stated.what, stated.at_least) == (budget, "the framing",
+                                                                       False)
 
 
 def test_reports_that_creep_are_replaced_by_a_step_that_grows_to_doubling() -> None:
@@ -147,6 +150,42 @@ def test_reports_that_creep_are_replaced_by_a_step_that_grows_to_doubling() -> N
     stated_need(BudgetTooSmallError(11, 10, "the pinned references"), made)
     climb = tried[:tried.index(next(t for t in tried if t >= least)) + 1]
     assert climb == [11, 12, 13, 16, 24, 48, 96, 192, 384, 768, 1536]
+
+
+@pytest.mark.parametrize("budget", [40, 320, 3200])
+def test_a_report_more_than_a_slack_above_the_try_is_tried_as_it_is(budget: int) -> None:
+    """The slack that marks a report as creeping is ``need // SLACK`` tokens, at least one: a
+    report one token more than that is tried as it is, try after try (two tokens above a try
+    under 64 is such a report), while one exactly a slack above is replaced by the step of 1/16
+    of the try (at 320, a report of 330 is followed by a try at 341)."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import SLACK, stated_need
+
+    def slack(tokens: int) -> int:
+        return max(1, tokens // SLACK)
+
+    least = budget * 8
+    tried, made = _recorded(lambda t: None if t >= least else t + slack(t) + 1)
+    stated_need(BudgetTooSmallError(budget + 1, budget, "the pinned references"), made)
+    assert tried[:6] == [budget + 1, *(t + slack(t) + 1 for t in tried[:5])]
+    tried, made = _recorded(lambda t: None if t >= least else t + slack(t))
+    stated_need(BudgetTooSmallError(budget + 1, budget, "the pinned references"), made)
+    assert tried[1] == tried[0] + max(1, tried[0] >> 4) > tried[0] + slack(tried[0])
+
+
+def test_a_refusal_below_asking_more_than_the_budget_made_is_confirmed_a_slack_below() -> None:
+    """On the way down, a refusal that reports more than the lowest budget made (not only
+    exactly it) makes that budget likely the need: the next try is a slack below it, not a
+    halving, and refused there the search ends."""
+    from holon_ctx.errors import BudgetTooSmallError
+    from holon_ctx.projection.session.need import stated_need
+
+    # Made from 300; every refusal reports 310. 150 refused; 310 made; 301 (a slack below) made;
+    # 225 (halving) refused asking 310 > 301: 292, a slack below 301, refused ends it.
+    tried, made = _recorded(lambda tokens: None if tokens >= 300 else 310)
+    stated = stated_need(BudgetTooSmallError(150, 100, "the pinned references"), made)
+    assert tried == [150, 310, 301, 225, 292]
+    assert (stated.required_tokens, stated.at_least) == (301, False)
 
 
 def test_the_climb_tries_each_refusals_report_and_makes_one_request() -> None:
