@@ -455,15 +455,38 @@ def test_tool_runs_group_identical_calls_and_state_their_outcome() -> None:
     ok = runs[f"tool_run:tool:{again}"]
     assert ok.text == "sh `make` → ok exit 0; ×2 identical calls"
     assert ok.refs == [f"tool:{again}", f"tool:{first}"]
-    assert ok.quote == "x" * 50 + " …"
+    assert ok.quote == "x" * 16 + "\n…\n" + "x" * 34  # a third from the head, the rest the tail
     bad = runs[f"tool_failed:tool:{failed}"]
     assert bad.text == "sh `deploy` → error exit 2; side effect completed; wrote a.txt"
-    assert bad.quote == "y" * 100 + " …"
+    assert bad.quote == "y" * 33 + "\n…\n" + "y" * 67
+    assert ok.truncated
+    assert bad.truncated
     bare = next(c for c in ep.artifact_trail if "`true`" in c.text)
     assert bare.text == "sh `true` → ok"
     assert bare.quote == ""
     assert (ep.artifact_trail[-1].kind, ep.artifact_trail[-1].text) == ("file_written",
                                                                         "file written: a.txt")
+
+
+def test_a_cut_tool_output_keeps_its_last_lines() -> None:
+    """A tool output over the field budget keeps its first lines and its last ones, cut on line
+    boundaries: what the run came to (the timeout, the error, the count passed) is at its end,
+    and a head-only cut dropped it (the demo's timed-out deploy lost "Remote state unknown")."""
+    c = Conv()
+    c.turn("operator_input")
+    progress = "".join(f"waiting for rollout: {i} of 9 replicas ready\n" for i in range(9))
+    output = "==> kubectl apply -f canary.yaml\n" + progress + "timed out; remote state unknown\n"
+    failed = c.tool("sh", "deploy", output, status=ToolStatus.TIMEOUT, exit_code=None)
+    passed = c.tool("sh", "pytest", "collected 420 items\n" + "." * 400 + "\n420 passed\n")
+    ep = _build(c, budget=FieldBudget(tool_output_chars=60, quote_chars=200))
+    quotes = {claim.refs[0]: claim.quote for claim in ep.artifact_trail}
+    cut = quotes[f"tool:{failed}"].split("\n")
+    assert cut[0] == "==> kubectl apply -f canary.yaml"
+    assert cut[1] == "…"
+    assert cut[-1] == "timed out; remote state unknown"
+    assert all(line in output.split("\n") for line in cut if line != "…")  # no half lines
+    assert len(quotes[f"tool:{failed}"]) <= 200 + 3
+    assert quotes[f"tool:{passed}"].endswith("\n420 passed")
 
 
 @pytest.mark.parametrize(("effect", "kind"), [

@@ -102,15 +102,29 @@ class FieldBudget:
     max_claims: int = 48
 
 
-def _bounded(text: str, limit: int) -> tuple[str, bool]:
+def _bounded(text: str, limit: int, *, tail: bool = False) -> tuple[str, bool]:
+    """``text`` within ``limit`` characters, and whether it was cut: its head, or with ``tail``
+    its first third and last two thirds (a tool's output ends with what it came to: the error,
+    the timeout, the count of tests passed; its head is mostly the command's preamble)."""
     text = text.strip("\n")
     if len(text) <= limit:
         return text, False
-    return text[:limit].rstrip() + " …", True
+    if not tail:
+        return text[:limit].rstrip() + " …", True
+    first = text[:limit // 3]
+    last = text[len(text) - (limit - len(first)):]
+    # On line boundaries where that keeps a third of each part at least (a line cut in two
+    # reads as two half facts; a long line is cut rather than dropped).
+    if (nl := first.rfind("\n")) >= len(first) // 3:
+        first = first[:nl]
+    if 0 <= (nl := last.find("\n")) < len(last) * 2 // 3:
+        last = last[nl + 1:]
+    return first.rstrip() + "\n…\n" + last.lstrip(), True
 
 
 def _claim(kind: str, text: str, refs: list[str], stored: StoredRecord | None = None, *,
-           quote: str | None = None, limit: int = 0, key: str = "") -> Claim:
+           quote: str | None = None, limit: int = 0, key: str = "",
+           tail: bool = False) -> Claim:
     """A claim; with ``stored`` it carries that record's provenance, with ``quote`` its words."""
     origin = trust = ""
     if stored is not None:
@@ -121,7 +135,7 @@ def _claim(kind: str, text: str, refs: list[str], stored: StoredRecord | None = 
         origin, trust = "runtime", "runtime_fact"
     if quote is None:
         return Claim(kind=kind, text=text, refs=refs, origin=origin, trust=trust, key=key)
-    kept, cut = _bounded(quote, limit)
+    kept, cut = _bounded(quote, limit, tail=tail)
     return Claim(kind=kind, text=text, refs=refs, quote=kept, truncated=cut, origin=origin,
                  trust=trust, key=key)
 
@@ -293,7 +307,8 @@ class _Walk:
             quote = rec.output if rec.output.strip() else None
             limit = self.budget.quote_chars if failed else self.budget.tool_output_chars
             self.add(Field.ARTIFACT_TRAIL, _claim("tool_failed" if failed else "tool_run", text,
-                                                  refs, stored, quote=quote, limit=limit))
+                                                  refs, stored, quote=quote, limit=limit,
+                                                  tail=True))
         for path, refs in self.files.items():
             self.add(Field.ARTIFACT_TRAIL, _claim("file_written",
                                                   f"file written: {label_value(path, 200)}",
