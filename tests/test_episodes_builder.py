@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
-from test_episodes_kit import INJECTION, Conv, archived
+from test_episodes_kit import INJECTION, Conv, archived, make_stores
 
 from holon_ctx.ledger.records import (
     BriefKind,
@@ -27,6 +29,8 @@ from holon_ctx.ledger.records import (
     WorkItemStatus,
 )
 from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.ledger.transcripts import import_any
+from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.builder import (
     DECISION_MARKERS,
     SHORT_REPLY,
@@ -44,6 +48,8 @@ from holon_ctx.memory.episodes import (
 )
 from holon_ctx.projection.base.model import TurnUnit
 from holon_ctx.projection.rendering.episode_forms import compact_text, full_text, ref_text
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "swe-trajectories"
 
 
 def _only_episode(c: Conv, *, budget: FieldBudget | None = None) -> Episode:
@@ -455,10 +461,11 @@ def test_tool_runs_group_identical_calls_and_state_their_outcome() -> None:
     ok = runs[f"tool_run:tool:{again}"]
     assert ok.text == "sh `make` → ok exit 0; ×2 identical calls"
     assert ok.refs == [f"tool:{again}", f"tool:{first}"]
-    assert ok.quote == "x" * 16 + "\n…\n" + "x" * 34  # a third from the head, the rest the tail
+    # A third from the head, the rest from the tail; one line cut inside, so '…' on it.
+    assert ok.quote == "x" * 16 + " … " + "x" * 34
     bad = runs[f"tool_failed:tool:{failed}"]
     assert bad.text == "sh `deploy` → error exit 2; side effect completed; wrote a.txt"
-    assert bad.quote == "y" * 33 + "\n…\n" + "y" * 67
+    assert bad.quote == "y" * 33 + " … " + "y" * 67
     assert ok.truncated
     assert bad.truncated
     bare = next(c for c in ep.artifact_trail if "`true`" in c.text)
@@ -487,6 +494,57 @@ def test_a_cut_tool_output_keeps_its_last_lines() -> None:
     assert all(line in output.split("\n") for line in cut if line != "…")  # no half lines
     assert len(quotes[f"tool:{failed}"]) <= 200 + 3
     assert quotes[f"tool:{passed}"].endswith("\n420 passed")
+
+
+def test_a_cut_tool_output_keeps_a_line_the_cut_ends_on_and_marks_a_line_cut_inside() -> None:
+    """A part whose cut falls at a line's end keeps that whole line (the boundary rule dropped
+    it, one line short on each side); a part cut inside a line has its '…' on that line, so
+    the half line does not read as a whole one (an `ls -la` line with its file name cut off
+    did, in django-10914's episode); a whole line keeps its indent."""
+    c = Conv()
+    c.turn("operator_input")
+    lines = "\n".join(f"line{i:02d}" for i in range(20))  # 7 characters a line with its newline
+    exact = c.tool("sh", "seq", lines)
+    listing = "total 8\n" + "".join(f"-rw-r--r-- 1 root root 4096 Oct 24 file{i}.py\n"
+                                     for i in range(9))
+    inside = c.tool("sh", "ls", listing)
+    code = "def f():\n" + "".join(f"    x{i} = {i}\n" for i in range(20)) + "    return x0\n"
+    indented = c.tool("sh", "cat f.py", code)
+    # 40 characters: the head's 13 are 'line00\nline01' to the letter, the tail's 27 'line16'
+    # to the end.
+    ep = _build(c, budget=FieldBudget(tool_output_chars=40))
+    quotes = {claim.refs[0]: claim.quote for claim in ep.artifact_trail}
+    assert quotes[f"tool:{exact}"] == "line00\nline01\n…\nline16\nline17\nline18\nline19"
+    # The tail's 27 characters are inside the last line: kept, with the '…' before them.
+    assert quotes[f"tool:{inside}"] == "total 8\n… t root 4096 Oct 24 file8.py"
+    # The tail's first whole line keeps its indent.
+    assert quotes[f"tool:{indented}"] == "def f():\n…\n    x19 = 19\n    return x0"
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+@pytest.mark.parametrize(("name", "ref", "last"), [
+    ("pytest-dev__pytest-7324", "tool:x60",
+     "========================= 2 failed, 80 passed in 0.08s ========================="),
+    ("psf__requests-1724", "tool:x48", "FAILED (errors=1)")])
+def test_a_real_failing_test_run_keeps_its_summary_lines(name: str, ref: str, last: str) -> None:
+    """Two failing test runs of the shared corpus (3,978 and 10,048 characters, the failed-
+    output budget 400): the archived episode's quote ends with the run's verdict, the failures
+    named above it; the head-only cut kept the session banner and the warnings."""
+    ledger, store = make_stores("memory")
+    import_any(CORPUS / f"{name}.traj.json", ledger)
+    Archiver(ledger, store, policy=ArchivePolicy(recent_turns=2)).archive(to_edge=True)
+    claim = next(c for ep in store.iter_episodes() for c in ep.artifact_trail
+                 if c.refs[0] == ref)
+    assert claim.kind == "tool_failed"
+    assert claim.truncated
+    assert claim.quote.split("\n")[-1] == last
+    assert len(claim.quote) <= FieldBudget().quote_chars + 3
+    if name.startswith("pytest"):
+        assert claim.quote.split("\n")[-3:-1] == [
+            f"FAILED testing/test_mark_expression.py::test_valid_idents[{v}] - ValueError"
+            + ":" * (v == "True") + "..." for v in ("True", "False")]
+    else:
+        assert "Ran 87 tests in 52.584s" in claim.quote.split("\n")
 
 
 @pytest.mark.parametrize(("effect", "kind"), [

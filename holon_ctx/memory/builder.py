@@ -111,15 +111,24 @@ def _bounded(text: str, limit: int, *, tail: bool = False) -> tuple[str, bool]:
         return text, False
     if not tail:
         return text[:limit].rstrip() + " …", True
-    first = text[:limit // 3]
-    last = text[len(text) - (limit - len(first)):]
+    head = limit // 3
+    start = len(text) - (limit - head)
+    first, last = text[:head], text[start:]
+    whole_first, whole_last = text[head] == "\n", text[start - 1] == "\n"
     # On line boundaries where that keeps a third of each part at least (a line cut in two
-    # reads as two half facts; a long line is cut rather than dropped).
-    if (nl := first.rfind("\n")) >= len(first) // 3:
-        first = first[:nl]
-    if 0 <= (nl := last.find("\n")) < len(last) * 2 // 3:
-        last = last[nl + 1:]
-    return first.rstrip() + "\n…\n" + last.lstrip(), True
+    # reads as two half facts; a long line is cut rather than dropped). A part that already
+    # ends or starts at a line's end keeps that whole line.
+    if not whole_first and (nl := first.rfind("\n")) >= len(first) // 3:
+        first, whole_first = first[:nl], True
+    if not whole_last and 0 <= (nl := last.find("\n")) < len(last) * 2 // 3:
+        last, whole_last = last[nl + 1:], True
+    # The '…' stands where the text was cut: a line of its own between whole lines, on the line
+    # of a part cut inside a line (a half line that ended bare would read as a whole one). A
+    # whole line keeps its indent (code reads by it); white space at a cut inside a line goes.
+    kept = (first.rstrip() + ("\n" if whole_first else " ") + "…"
+            + ("\n" + last.lstrip("\n") if whole_last else " " + last.lstrip())).rstrip()
+    # A head with nothing in it leaves no blank before the '…'.
+    return (kept if first.strip() else kept.lstrip()), True
 
 
 def _claim(kind: str, text: str, refs: list[str], stored: StoredRecord | None = None, *,
