@@ -6,6 +6,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from test_episodes_kit import INJECTION, Conv, archived, make_stores
 
 from holon_ctx.ledger.records import (
@@ -35,6 +37,7 @@ from holon_ctx.memory.builder import (
     DECISION_MARKERS,
     SHORT_REPLY,
     FieldBudget,
+    _bounded,
     build_episode,
     link_keys,
 )
@@ -500,7 +503,8 @@ def test_a_cut_tool_output_keeps_a_line_the_cut_ends_on_and_marks_a_line_cut_ins
     """A part whose cut falls at a line's end keeps that whole line (the boundary rule dropped
     it, one line short on each side); a part cut inside a line has its '…' on that line, so
     the half line does not read as a whole one (an `ls -la` line with its file name cut off
-    did, in django-10914's episode); a whole line keeps its indent."""
+    did, in django-10914's episode), and two lines cut inside are not joined into one (the
+    demo's `gh run list` header and row were); a whole line keeps its indent."""
     c = Conv()
     c.turn("operator_input")
     lines = "\n".join(f"line{i:02d}" for i in range(20))  # 7 characters a line with its newline
@@ -510,6 +514,11 @@ def test_a_cut_tool_output_keeps_a_line_the_cut_ends_on_and_marks_a_line_cut_ins
     inside = c.tool("sh", "ls", listing)
     code = "def f():\n" + "".join(f"    x{i} = {i}\n" for i in range(20)) + "    return x0\n"
     indented = c.tool("sh", "cat f.py", code)
+    table = ("NAME              READY   IMAGE                           STATUS\n"
+             "shop-api-canary   2       ghcr.io/acme/shop-api:0d9e4b7   Running")
+    two_halves = c.tool("sh", "kubectl get deploy", table)
+    # Both parts move back to a line boundary over a middle that is one long line.
+    long_middle = c.tool("sh", "make", "head one\n" + "x" * 60 + "\ntail part here, longer")
     # 40 characters: the head's 13 are 'line00\nline01' to the letter, the tail's 27 'line16'
     # to the end.
     ep = _build(c, budget=FieldBudget(tool_output_chars=40))
@@ -517,8 +526,44 @@ def test_a_cut_tool_output_keeps_a_line_the_cut_ends_on_and_marks_a_line_cut_ins
     assert quotes[f"tool:{exact}"] == "line00\nline01\n…\nline16\nline17\nline18\nline19"
     # The tail's 27 characters are inside the last line: kept, with the '…' before them.
     assert quotes[f"tool:{inside}"] == "total 8\n… t root 4096 Oct 24 file8.py"
+    # Two lines cut inside: a '…' on each, never one line made of the header and the row.
+    assert quotes[f"tool:{two_halves}"] == "NAME …\n… /shop-api:0d9e4b7   Running"
+    assert quotes[f"tool:{long_middle}"] == "head one\n…\ntail part here, longer"
     # The tail's first whole line keeps its indent.
     assert quotes[f"tool:{indented}"] == "def f():\n…\n    x19 = 19\n    return x0"
+
+
+@given(lines=st.lists(st.text("abc", max_size=30), min_size=1, max_size=12),
+       limit=st.integers(6, 80))
+# Both parts moved back to a line boundary over a middle inside one line: two whole lines, not
+# joined as one line's ends.
+@example(lines=["a", "b" * 20, "ccc"], limit=12)
+@settings(max_examples=400)
+def test_a_cut_tool_output_shows_whole_lines_or_marked_parts_of_one(lines: list[str],
+                                                                    limit: int) -> None:
+    """Any output over its budget: each line of the cut is a whole line of the output, or a part
+    of one line marked '…' where it was cut (a head with '… ' after it, a tail with it before,
+    both ends of one line around it), or the '…' line between whole lines; one gap, so at most
+    two marks; it opens as the output does and ends as it does; within the budget and its marks."""
+    text = "\n".join(lines).strip("\n")
+    if len(text) <= limit:
+        return
+    kept, cut = _bounded(text, limit, tail=True)
+    assert cut
+    assert kept.count("…") in (1, 2)
+    assert len(kept) <= limit + len(" …\n… ")
+    assert kept[0] == text[0]
+    assert kept[-1] == text[-1]
+    for line in kept.split("\n"):
+        head, mark, tail = line.partition(" … ")
+        if mark:  # one line cut in its middle
+            assert any(w.startswith(head) and w.endswith(tail) for w in lines), line
+        elif line.endswith(" …"):
+            assert any(w.startswith(line[:-2]) for w in lines), line
+        elif line.startswith("… "):
+            assert any(w.endswith(line[2:]) for w in lines), line
+        else:
+            assert line == "…" or line in lines, line
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")

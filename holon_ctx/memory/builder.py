@@ -111,24 +111,32 @@ def _bounded(text: str, limit: int, *, tail: bool = False) -> tuple[str, bool]:
         return text, False
     if not tail:
         return text[:limit].rstrip() + " …", True
-    head = limit // 3
-    start = len(text) - (limit - head)
-    first, last = text[:head], text[start:]
-    whole_first, whole_last = text[head] == "\n", text[start - 1] == "\n"
-    # On line boundaries where that keeps a third of each part at least (a line cut in two
-    # reads as two half facts; a long line is cut rather than dropped). A part that already
-    # ends or starts at a line's end keeps that whole line.
-    if not whole_first and (nl := first.rfind("\n")) >= len(first) // 3:
-        first, whole_first = first[:nl], True
-    if not whole_last and 0 <= (nl := last.find("\n")) < len(last) * 2 // 3:
-        last, whole_last = last[nl + 1:], True
+    # The head ends at ``cut``, the tail starts at ``resume``: on line boundaries where that
+    # keeps a third of each part at least (a line cut in two reads as two half facts; a long
+    # line is cut rather than dropped).
+    cut = limit // 3
+    resume = len(text) - (limit - cut)
+    if text[cut] != "\n" and (nl := text.rfind("\n", 0, cut)) >= cut // 3:
+        cut = nl
+    if text[resume - 1] != "\n" and 0 <= (nl := text.find("\n", resume)) - resume < (
+            len(text) - resume) * 2 // 3:
+        resume = nl + 1
+    whole_first, whole_last = text[cut] == "\n", text[resume - 1] == "\n"
+    first = text[:cut].rstrip()
+    # A whole line keeps its indent (code reads by it); white space at a cut inside one goes.
+    last = text[resume:].lstrip("\n") if whole_last else text[resume:].lstrip()
     # The '…' stands where the text was cut: a line of its own between whole lines, on the line
-    # of a part cut inside a line (a half line that ended bare would read as a whole one). A
-    # whole line keeps its indent (code reads by it); white space at a cut inside a line goes.
-    kept = (first.rstrip() + ("\n" if whole_first else " ") + "…"
-            + ("\n" + last.lstrip("\n") if whole_last else " " + last.lstrip())).rstrip()
+    # of a part cut inside a line (a half line that ended bare would read as a whole one), once
+    # between the two parts of one line.
+    if "\n" not in text[cut:resume]:
+        kept = f"{first} … {last}"
+    elif whole_first and whole_last:
+        kept = f"{first}\n…\n{last}"
+    else:
+        kept = (first if whole_first else f"{first} …") + "\n" + (
+            last if whole_last else f"… {last}")
     # A head with nothing in it leaves no blank before the '…'.
-    return (kept if first.strip() else kept.lstrip()), True
+    return (kept.rstrip() if first.strip() else kept.strip()), True
 
 
 def _claim(kind: str, text: str, refs: list[str], stored: StoredRecord | None = None, *,
