@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
-from test_episodes_kit import INJECTION, Conv, archived
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from test_episodes_kit import INJECTION, Conv, archived, make_stores
 
 from holon_ctx.ledger.records import (
     BriefKind,
@@ -27,10 +31,13 @@ from holon_ctx.ledger.records import (
     WorkItemStatus,
 )
 from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.ledger.transcripts import import_any
+from holon_ctx.memory.archiver import ArchivePolicy, Archiver
 from holon_ctx.memory.builder import (
     DECISION_MARKERS,
     SHORT_REPLY,
     FieldBudget,
+    _bounded,
     build_episode,
     link_keys,
 )
@@ -44,6 +51,8 @@ from holon_ctx.memory.episodes import (
 )
 from holon_ctx.projection.base.model import TurnUnit
 from holon_ctx.projection.rendering.episode_forms import compact_text, full_text, ref_text
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "swe-trajectories"
 
 
 def _only_episode(c: Conv, *, budget: FieldBudget | None = None) -> Episode:
@@ -455,15 +464,132 @@ def test_tool_runs_group_identical_calls_and_state_their_outcome() -> None:
     ok = runs[f"tool_run:tool:{again}"]
     assert ok.text == "sh `make` → ok exit 0; ×2 identical calls"
     assert ok.refs == [f"tool:{again}", f"tool:{first}"]
-    assert ok.quote == "x" * 50 + " …"
+    # A third from the head, the rest from the tail; one line cut inside, so '…' on it.
+    assert ok.quote == "x" * 16 + " … " + "x" * 34
     bad = runs[f"tool_failed:tool:{failed}"]
     assert bad.text == "sh `deploy` → error exit 2; side effect completed; wrote a.txt"
-    assert bad.quote == "y" * 100 + " …"
+    assert bad.quote == "y" * 33 + " … " + "y" * 67
+    assert ok.truncated
+    assert bad.truncated
     bare = next(c for c in ep.artifact_trail if "`true`" in c.text)
     assert bare.text == "sh `true` → ok"
     assert bare.quote == ""
     assert (ep.artifact_trail[-1].kind, ep.artifact_trail[-1].text) == ("file_written",
                                                                         "file written: a.txt")
+
+
+def test_a_cut_tool_output_keeps_its_last_lines() -> None:
+    """A tool output over the field budget keeps its first lines and its last ones, cut on line
+    boundaries: what the run came to (the timeout, the error, the count passed) is at its end,
+    and a head-only cut dropped it (the demo's timed-out deploy lost "Remote state unknown")."""
+    c = Conv()
+    c.turn("operator_input")
+    progress = "".join(f"waiting for rollout: {i} of 9 replicas ready\n" for i in range(9))
+    output = "==> kubectl apply -f canary.yaml\n" + progress + "timed out; remote state unknown\n"
+    failed = c.tool("sh", "deploy", output, status=ToolStatus.TIMEOUT, exit_code=None)
+    passed = c.tool("sh", "pytest", "collected 420 items\n" + "." * 400 + "\n420 passed\n")
+    ep = _build(c, budget=FieldBudget(tool_output_chars=60, quote_chars=200))
+    quotes = {claim.refs[0]: claim.quote for claim in ep.artifact_trail}
+    cut = quotes[f"tool:{failed}"].split("\n")
+    assert cut[0] == "==> kubectl apply -f canary.yaml"
+    assert cut[1] == "…"
+    assert cut[-1] == "timed out; remote state unknown"
+    assert all(line in output.split("\n") for line in cut if line != "…")  # no half lines
+    assert len(quotes[f"tool:{failed}"]) <= 200 + 3
+    assert quotes[f"tool:{passed}"].endswith("\n420 passed")
+
+
+def test_a_cut_tool_output_keeps_a_line_the_cut_ends_on_and_marks_a_line_cut_inside() -> None:
+    """A part whose cut falls at a line's end keeps that whole line (the boundary rule dropped
+    it, one line short on each side); a part cut inside a line has its '…' on that line, so
+    the half line does not read as a whole one (an `ls -la` line with its file name cut off
+    did, in django-10914's episode), and two lines cut inside are not joined into one (the
+    demo's `gh run list` header and row were); a whole line keeps its indent."""
+    c = Conv()
+    c.turn("operator_input")
+    lines = "\n".join(f"line{i:02d}" for i in range(20))  # 7 characters a line with its newline
+    exact = c.tool("sh", "seq", lines)
+    listing = "total 8\n" + "".join(f"-rw-r--r-- 1 root root 4096 Oct 24 file{i}.py\n"
+                                     for i in range(9))
+    inside = c.tool("sh", "ls", listing)
+    code = "def f():\n" + "".join(f"    x{i} = {i}\n" for i in range(20)) + "    return x0\n"
+    indented = c.tool("sh", "cat f.py", code)
+    table = ("NAME              READY   IMAGE                           STATUS\n"
+             "shop-api-canary   2       ghcr.io/acme/shop-api:0d9e4b7   Running")
+    two_halves = c.tool("sh", "kubectl get deploy", table)
+    # Both parts move back to a line boundary over a middle that is one long line.
+    long_middle = c.tool("sh", "make", "head one\n" + "x" * 60 + "\ntail part here, longer")
+    # 40 characters: the head's 13 are 'line00\nline01' to the letter, the tail's 27 'line16'
+    # to the end.
+    ep = _build(c, budget=FieldBudget(tool_output_chars=40))
+    quotes = {claim.refs[0]: claim.quote for claim in ep.artifact_trail}
+    assert quotes[f"tool:{exact}"] == "line00\nline01\n…\nline16\nline17\nline18\nline19"
+    # The tail's 27 characters are inside the last line: kept, with the '…' before them.
+    assert quotes[f"tool:{inside}"] == "total 8\n… t root 4096 Oct 24 file8.py"
+    # Two lines cut inside: a '…' on each, never one line made of the header and the row.
+    assert quotes[f"tool:{two_halves}"] == "NAME …\n… /shop-api:0d9e4b7   Running"
+    assert quotes[f"tool:{long_middle}"] == "head one\n…\ntail part here, longer"
+    # The tail's first whole line keeps its indent.
+    assert quotes[f"tool:{indented}"] == "def f():\n…\n    x19 = 19\n    return x0"
+
+
+@given(lines=st.lists(st.text("abc", max_size=30), min_size=1, max_size=12),
+       limit=st.integers(6, 80))
+# Both parts moved back to a line boundary over a middle inside one line: two whole lines, not
+# joined as one line's ends.
+@example(lines=["a", "b" * 20, "ccc"], limit=12)
+@settings(max_examples=400)
+def test_a_cut_tool_output_shows_whole_lines_or_marked_parts_of_one(lines: list[str],
+                                                                    limit: int) -> None:
+    """Any output over its budget: each line of the cut is a whole line of the output, or a part
+    of one line marked '…' where it was cut (a head with '… ' after it, a tail with it before,
+    both ends of one line around it), or the '…' line between whole lines; one gap, so at most
+    two marks; it opens as the output does and ends as it does; within the budget and its marks."""
+    text = "\n".join(lines).strip("\n")
+    if len(text) <= limit:
+        return
+    kept, cut = _bounded(text, limit, tail=True)
+    assert cut
+    assert kept.count("…") in (1, 2)
+    assert len(kept) <= limit + len(" …\n… ")
+    assert kept[0] == text[0]
+    assert kept[-1] == text[-1]
+    for line in kept.split("\n"):
+        head, mark, tail = line.partition(" … ")
+        if mark:  # one line cut in its middle
+            assert any(w.startswith(head) and w.endswith(tail) for w in lines), line
+        elif line.endswith(" …"):
+            assert any(w.startswith(line[:-2]) for w in lines), line
+        elif line.startswith("… "):
+            assert any(w.endswith(line[2:]) for w in lines), line
+        else:
+            assert line == "…" or line in lines, line
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+@pytest.mark.parametrize(("name", "ref", "last"), [
+    ("pytest-dev__pytest-7324", "tool:x60",
+     "========================= 2 failed, 80 passed in 0.08s ========================="),
+    ("psf__requests-1724", "tool:x48", "FAILED (errors=1)")])
+def test_a_real_failing_test_run_keeps_its_summary_lines(name: str, ref: str, last: str) -> None:
+    """Two failing test runs of the shared corpus (3,978 and 10,048 characters, the failed-
+    output budget 400): the archived episode's quote ends with the run's verdict, the failures
+    named above it; the head-only cut kept the session banner and the warnings."""
+    ledger, store = make_stores("memory")
+    import_any(CORPUS / f"{name}.traj.json", ledger)
+    Archiver(ledger, store, policy=ArchivePolicy(recent_turns=2)).archive(to_edge=True)
+    claim = next(c for ep in store.iter_episodes() for c in ep.artifact_trail
+                 if c.refs[0] == ref)
+    assert claim.kind == "tool_failed"
+    assert claim.truncated
+    assert claim.quote.split("\n")[-1] == last
+    assert len(claim.quote) <= FieldBudget().quote_chars + 3
+    if name.startswith("pytest"):
+        assert claim.quote.split("\n")[-3:-1] == [
+            f"FAILED testing/test_mark_expression.py::test_valid_idents[{v}] - ValueError"
+            + ":" * (v == "True") + "..." for v in ("True", "False")]
+    else:
+        assert "Ran 87 tests in 52.584s" in claim.quote.split("\n")
 
 
 @pytest.mark.parametrize(("effect", "kind"), [

@@ -102,15 +102,46 @@ class FieldBudget:
     max_claims: int = 48
 
 
-def _bounded(text: str, limit: int) -> tuple[str, bool]:
+def _bounded(text: str, limit: int, *, tail: bool = False) -> tuple[str, bool]:
+    """``text`` within ``limit`` characters, and whether it was cut: its head, or with ``tail``
+    its first third and last two thirds (a tool's output ends with what it came to: the error,
+    the timeout, the count of tests passed; its head is mostly the command's preamble)."""
     text = text.strip("\n")
     if len(text) <= limit:
         return text, False
-    return text[:limit].rstrip() + " …", True
+    if not tail:
+        return text[:limit].rstrip() + " …", True
+    # The head ends at ``cut``, the tail starts at ``resume``: on line boundaries where that
+    # keeps a third of each part at least (a line cut in two reads as two half facts; a long
+    # line is cut rather than dropped).
+    cut = limit // 3
+    resume = len(text) - (limit - cut)
+    if text[cut] != "\n" and (nl := text.rfind("\n", 0, cut)) >= cut // 3:
+        cut = nl
+    if text[resume - 1] != "\n" and 0 <= (nl := text.find("\n", resume)) - resume < (
+            len(text) - resume) * 2 // 3:
+        resume = nl + 1
+    whole_first, whole_last = text[cut] == "\n", text[resume - 1] == "\n"
+    first = text[:cut].rstrip()
+    # A whole line keeps its indent (code reads by it); white space at a cut inside one goes.
+    last = text[resume:].lstrip("\n") if whole_last else text[resume:].lstrip()
+    # The '…' stands where the text was cut: a line of its own between whole lines, on the line
+    # of a part cut inside a line (a half line that ended bare would read as a whole one), once
+    # between the two parts of one line.
+    if "\n" not in text[cut:resume]:
+        kept = f"{first} … {last}"
+    elif whole_first and whole_last:
+        kept = f"{first}\n…\n{last}"
+    else:
+        kept = (first if whole_first else f"{first} …") + "\n" + (
+            last if whole_last else f"… {last}")
+    # A head with nothing in it leaves no blank before the '…'.
+    return (kept.rstrip() if first.strip() else kept.strip()), True
 
 
 def _claim(kind: str, text: str, refs: list[str], stored: StoredRecord | None = None, *,
-           quote: str | None = None, limit: int = 0, key: str = "") -> Claim:
+           quote: str | None = None, limit: int = 0, key: str = "",
+           tail: bool = False) -> Claim:
     """A claim; with ``stored`` it carries that record's provenance, with ``quote`` its words."""
     origin = trust = ""
     if stored is not None:
@@ -121,7 +152,7 @@ def _claim(kind: str, text: str, refs: list[str], stored: StoredRecord | None = 
         origin, trust = "runtime", "runtime_fact"
     if quote is None:
         return Claim(kind=kind, text=text, refs=refs, origin=origin, trust=trust, key=key)
-    kept, cut = _bounded(quote, limit)
+    kept, cut = _bounded(quote, limit, tail=tail)
     return Claim(kind=kind, text=text, refs=refs, quote=kept, truncated=cut, origin=origin,
                  trust=trust, key=key)
 
@@ -293,7 +324,8 @@ class _Walk:
             quote = rec.output if rec.output.strip() else None
             limit = self.budget.quote_chars if failed else self.budget.tool_output_chars
             self.add(Field.ARTIFACT_TRAIL, _claim("tool_failed" if failed else "tool_run", text,
-                                                  refs, stored, quote=quote, limit=limit))
+                                                  refs, stored, quote=quote, limit=limit,
+                                                  tail=True))
         for path, refs in self.files.items():
             self.add(Field.ARTIFACT_TRAIL, _claim("file_written",
                                                   f"file written: {label_value(path, 200)}",
