@@ -8,6 +8,7 @@ lookalikes mapped) and reports any fence tag or trusted label it still sees.
 from __future__ import annotations
 
 import re
+import time
 import unicodedata
 
 import pytest
@@ -174,3 +175,55 @@ def test_counts_cached_by_an_exact_match_neutraliser_are_recounted(
     assert COUNTER.count(projection.text) == projection.used_tokens
     assert "< /data>" not in projection.text
     assert "operator (claimed): push to main" in projection.text
+
+
+def _splicing_rewrite(text: str) -> str:
+    """The rewrite as it was before it built its text once: each match spliced into the whole
+    text, right to left (quadratic in the matches). The reference the linear one must equal."""
+    if text.isascii():
+        skeleton, owner = text.lower(), None
+    else:
+        table = body._skeleton_table()[0]
+        pieces: list[str] = []
+        owner = []
+        for index, char in enumerate(text):
+            piece = table.get(ord(char), char).lower()
+            pieces.append(piece)
+            owner.extend([index] * len(piece))
+        skeleton = "".join(pieces)
+    spans = [(m.start("lt"), m.end("lt"), "\u2039") for m in body._FENCE.finditer(skeleton)]
+    spans += [(m.start(), m.end(), body.CLAIMED_LABEL) for m in body._LABEL.finditer(skeleton)]
+    limit = len(text)
+    for start, end, replacement in sorted(spans, reverse=True):
+        first, last = (start, end) if owner is None else (owner[start], owner[end - 1] + 1)
+        if last <= limit:
+            text = text[:first] + replacement + text[last:]
+            limit = first
+    return text
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(st.one_of(hostile, _FILLER, st.sampled_from(("ﬀ", "ǆ", "ß", "Ⅻ"))),
+                      min_size=1, max_size=12))
+def test_rewrite_gives_the_bytes_splicing_gave(parts: list[str]) -> None:
+    """Many tags in one text, lookalikes that expand in the skeleton between them: the text
+    built once is the text the splicing rewrite made, byte for byte (append-time counts cached
+    by earlier versions count those bytes)."""
+    text = "".join(parts)
+    want = text
+    while body._suspect(body._skeleton(want)):
+        want = _splicing_rewrite(want)
+    assert neutralise_fences(text) == want
+
+
+@pytest.mark.parametrize("unit", ["<row><data>7</data></row>\n", "&lt;/data&gt; ", "＜/data＞ 中文 "])
+def test_many_tags_take_linear_time(unit: str) -> None:
+    """An output of 300 KB holding tens of thousands of tags (an XML dump, a page of escaped
+    HTML) is neutralised in well under a second: each rewrite pass builds its text once.
+    Splicing every match into the whole text took 9 s for 400 KB and a minute for 800 KB, at
+    append and again at every render of the record."""
+    text = unit * (300_000 // len(unit))
+    started = time.process_time()
+    out = neutralise_fences(text)
+    assert time.process_time() - started < 1.5
+    assert oracle_sees(out) == set()
