@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sqlite3
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -82,7 +83,13 @@ from holon_ctx.session_args import (
     check_text,
     check_turn_ref,
 )
-from holon_ctx.session_base import _DEFAULT_POLICY, _Batch, _retrying
+from holon_ctx.session_base import (
+    _DEFAULT_POLICY,
+    _Batch,
+    _retrying,
+    one_line_errors,
+    store_error,
+)
 from holon_ctx.session_events import ToolCall, _SessionEvents
 from holon_ctx.session_upkeep import CompactionPolicy
 from holon_ctx.tokens import counter_for_encoding
@@ -104,6 +111,7 @@ class Session(_SessionEvents):
     """One ledger, the stores beside it and a long-lived projector (module docstring)."""
 
     # -- an existing history ---------------------------------------------------------------------
+    @one_line_errors
     def import_history(self, history: str | os.PathLike[str] | Sequence[Any] | Mapping[str, Any],
                        *, format: HistoryFormat = "auto",
                        id_prefix: str | None = None) -> int:
@@ -170,6 +178,7 @@ class Session(_SessionEvents):
         return reader(history, LedgerBuilder(source=w, prefix=prefix))
 
     # -- asking ----------------------------------------------------------------------------------
+    @one_line_errors
     def next_request(self, budget_tokens: int, *, at: str | None = None,
                      text: bool = False) -> Request:
         """The next model call's input under ``budget_tokens`` (the whole request, message
@@ -295,12 +304,15 @@ class Session(_SessionEvents):
             try:
                 return projector.request(budget_tokens=planned, limit_pos=limit_pos,
                                          moment=moment)
+            except sqlite3.Error as exc:
+                raise store_error(self.store, exc) from None
             except BudgetTooSmallError as exc:
                 # In the caller's tokens, as the messages' refusal is: stated in planned tokens,
                 # a calibrated runtime given 118 was told "need 112, only 111 available".
                 raise self._in_caller_tokens(exc, budget, factor) from None
         return make
 
+    @one_line_errors
     def observe_usage(self, input_tokens: int, *, cache_creation_input_tokens: int = 0,
                       cache_read_input_tokens: int = 0,
                       request: Request | None = None) -> Observation:
@@ -344,6 +356,7 @@ class Session(_SessionEvents):
             self._usage.add(observation)  # a request made before use_model switched models
         return observation
 
+    @one_line_errors
     def compact(self, policy: CompactionPolicy | None = None) -> CompactionResult:
         """Archive the turn ranges older than the recent window into episodes and seal a
         continuity envelope for them, under ``policy`` (default: the session's, else the default
@@ -368,6 +381,7 @@ class Session(_SessionEvents):
         return result
 
     # -- lifetime --------------------------------------------------------------------------------
+    @one_line_errors
     def close(self) -> None:
         """Write calls still waiting as ``pending``, close the stores this session opened."""
         if self._closed:
@@ -482,7 +496,9 @@ def open_session(where: str | os.PathLike[str] | LedgerStore, *,
             return Session(store, compaction=compaction, episodes=episodes,
                            continuity=continuity, identity=identity, clock=clock,
                            owns_store=owns, model=model)
-    except BaseException:
+    except BaseException as exc:
         if owns:
             store.close()
+        if isinstance(exc, sqlite3.Error):
+            raise store_error(store, exc) from None
         raise

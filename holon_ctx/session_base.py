@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import random
+import sqlite3
 import time
 import weakref
 from collections.abc import Callable
@@ -28,9 +29,11 @@ from holon_ctx.errors import (
     DuplicateIdError,
     InputError,
     LedgerFormatError,
+    StoreError,
     WaitNotOpenedError,
     quote_value,
 )
+from holon_ctx.ledger import locking
 from holon_ctx.ledger.epochs_sqlite import epoch_store_for
 from holon_ctx.ledger.records import (
     Message,
@@ -103,12 +106,36 @@ _T = TypeVar("_T")
 _S = TypeVar("_S", bound="_SessionBase")
 
 
+def store_error(store: object, exc: sqlite3.Error) -> StoreError:
+    """A database error a store let through (a damaged or vanished SQLite file), as the one
+    line every other store error is: the database's path and SQLite's words."""
+    path = str(getattr(store, "path", "the ledger"))
+    if locking.is_lock_error(exc):
+        return locking.lock_error(path, locking.lock_timeout(getattr(store, "lock_timeout", None)))
+    return StoreError(f"{path}: {exc}")
+
+
+def one_line_errors(method: Callable[Concatenate[_S, _P], _T]
+                    ) -> Callable[Concatenate[_S, _P], _T]:
+    """A session call raises no raw ``sqlite3`` error: the stores translate the ones they
+    expect (a lock held too long, a write refused), and any other one read or written by any
+    store beside the ledger (a page of the file damaged) is :func:`store_error` here."""
+    @functools.wraps(method)
+    def run(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise store_error(self.store, exc) from None
+    return run
+
+
 def _retrying(helper: Callable[Concatenate[_S, _P], _T]
               ) -> Callable[Concatenate[_S, _P], _T]:
     """Run an appending helper again, from the ledger as it is now, when another writer
     appended first: its ids name ledger positions, so two writers never store one id for two
     records (a store that takes a record given again as already held would lose one)."""
     @functools.wraps(helper)
+    @one_line_errors
     def run(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         for tries in range(_MOVED_TRIES):
             if tries >= _EAGER_TRIES:
@@ -242,6 +269,7 @@ class _SessionBase:
             framing=profile.framing)
             for layout in (Layout.MESSAGES, Layout.TEXT)}
 
+    @one_line_errors
     def use_model(self, model: str) -> None:
         """Count, frame and calibrate the next requests as ``model``'s provider does (the
         integrations call it with the framework's model setting). A model with another encoding

@@ -27,7 +27,7 @@ from holon_ctx import _lazy_names
 if TYPE_CHECKING:
     from holon_ctx.continuity.harness import ContinuityHarness
     from holon_ctx.ledger.compaction_lock import LOCK_SUFFIX
-    from holon_ctx.ledger.dbpath import database_path_problem
+    from holon_ctx.ledger.dbpath import database_path_problem, sqlite_file
     from holon_ctx.ledger.locking import translate_lock_errors
     from holon_ctx.ledger.records import Turn
     from holon_ctx.ledger.transcripts import not_a_database, sniff_ledger
@@ -78,6 +78,7 @@ __all__ = [
     "replay",
     "save_epoch",
     "sniff_ledger",
+    "sqlite_file",
     "stored_turn_class",
     "translate_lock_errors",
     "usage_store_for",
@@ -93,6 +94,10 @@ _HOMES = {
     "not_a_database": "holon_ctx.ledger.transcripts",
     #: the missing parent of a database path, or a new one's JSONL name, for the error
     "database_path_problem": "holon_ctx.ledger.dbpath",
+    #: whether a SOURCE is a database, asked of SQLite (reading its bytes would release the
+    #: locks of connections this process has open on it)
+    "sqlite_file": "holon_ctx.ledger.dbpath",
+
     #: the compaction lock file a database leaves beside it
     "LOCK_SUFFIX": "holon_ctx.ledger.compaction_lock",
     #: a locked database as one line of error, every command

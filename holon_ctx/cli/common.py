@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 from rich.console import Console
 
 from holon_ctx import LedgerStore, UnknownModelWarning
-from holon_ctx.cli._api import ModelProfile, database_path_problem, model_profile
+from holon_ctx.cli._api import ModelProfile, database_path_problem, model_profile, sqlite_file
 from holon_ctx.cli.inputs import no_such_file, regular_input
 from holon_ctx.cli.terminal import SafeConsole
 from holon_ctx.errors import InputError
@@ -189,13 +189,10 @@ def open_source(args: argparse.Namespace) -> LedgerStore:
 
 
 def _looks_like_sqlite(path: str) -> bool:
-    if not Path(path).is_file():
-        return False  # a pipe's head must not be consumed here; a database is a regular file
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == b"SQLite format 3\x00"
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=path) from None
+    # Asked of SQLite, not read from the header: reading a database this process has open
+    # releases its connections' locks (sqlite_file). A pipe or a device is never one (its head
+    # must not be consumed here); a file SQLite cannot tell about opens as one and says why.
+    return sqlite_file(path) is not False
 
 
 def console(*, plain: bool = False, stderr: bool = False, width: int | None = None) -> Console:

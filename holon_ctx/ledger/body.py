@@ -26,9 +26,11 @@ preview) it cannot end an attribute, open a tag or pose as a label.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Final
 
 from holon_ctx.ledger.records import (
@@ -164,10 +166,20 @@ _LEGACY_LABEL = re.compile(r"operator\s*\(trusted\)", re.IGNORECASE)
 _ASTRAL: Final = re.compile("[\U00010000-\U0010ffff]")
 
 
+#: Characters sampled to choose how a non-ASCII text is mapped (see _skeleton).
+_SAMPLE: Final = 1 << 16
+
+
 def _skeleton(text: str) -> str:
     if text.isascii():
         return text.lower()
     table, bmp = _skeleton_table()
+    # Few lookalikes (most non-ASCII text: CJK, emoji, accents) are replaced one call each and
+    # the rest scanned in C (~20 ms/MB); where they are common (Cyrillic, Greek, full-width
+    # text) a call per character costs ~0.8 s per million of them, so one translate
+    # (~0.1 s/MB, every character looked up) maps the text instead. Both give the same text.
+    if len(bmp.findall(text, 0, _SAMPLE)) * 16 > min(len(text), _SAMPLE):
+        return text.translate(table).lower()
     text = bmp.sub(lambda m: table[ord(m.group())], text)
     if _ASTRAL.search(text):
         text = _ASTRAL.sub(lambda m: table.get(ord(m.group()), m.group()), text)
@@ -202,30 +214,81 @@ def neutralise_fences(text: str) -> str:
     return text
 
 
+#: The one character whose lower case is two characters (U+0130, ``İ`` → ``i̇``; checked over
+#: every code point by tests/test_fence_lookalikes.py).
+_LOWER_GROWS: Final = "\u0130"
+
+
+@functools.cache
+def _resized() -> tuple[dict[int, int], re.Pattern[str]]:
+    """The characters whose skeleton is not one character long (ignorables: none; NFKC
+    expansions such as ``ﬀ``: two; ``İ``), with those lengths, and a pattern finding the BMP
+    ones."""
+    table = _skeleton_table()[0]
+    sizes = {code: len(folded) for code, folded in table.items() if len(folded) != 1}
+    sizes[ord(_LOWER_GROWS)] = len(_LOWER_GROWS.lower())
+    return sizes, re.compile(_char_class(sorted(c for c in sizes if c < 0x10000)))
+
+
+def _owner_of(text: str) -> Callable[[int], int]:
+    """Skeleton index -> index of the original character it comes from, for non-ASCII text.
+
+    Most characters are one skeleton character each; only the few that are not (found by one
+    regex pass, in C) shift positions, so an index is mapped by a search among them rather than
+    from a map built character by character (a second per megabyte, at every render)."""
+    sizes, bmp = _resized()
+    found = [(m.start(), sizes[ord(m.group())]) for m in bmp.finditer(text)]
+    # Astral characters are all found (one range, scanned fast) and sorted out one by one, as
+    # _skeleton_table's pattern leaves them out (a class of astral ranges scans slowly).
+    astral = [(m.start(), size) for m in _ASTRAL.finditer(text)
+              if (size := sizes.get(ord(m.group()), 1)) != 1]
+    if astral:
+        found = sorted(found + astral)
+    starts: list[int] = []  # where each one's skeleton begins
+    shift = 0
+    for index, size in found:
+        starts.append(index + shift)
+        shift += size - 1
+
+    def owner(at: int) -> int:
+        k = bisect.bisect_right(starts, at) - 1
+        if k < 0:
+            return at
+        index, size = found[k]
+        if at < starts[k] + size:
+            return index
+        return index + 1 + (at - starts[k] - size)
+
+    return owner
+
+
 def _rewrite(text: str) -> str:
     """Rewrite every match, mapping skeleton positions back to the original characters."""
     if text.isascii():
         skeleton, owner = text.lower(), None  # one character each way: positions are the same
     else:
-        table = _skeleton_table()[0]
-        pieces: list[str] = []
-        owner = []  # skeleton index -> index of the original character
-        for index, char in enumerate(text):
-            piece = table.get(ord(char), char).lower()
-            pieces.append(piece)
-            owner.extend([index] * len(piece))
-        skeleton = "".join(pieces)
+        # As the matching reads it, and as long as the characters' pieces joined (a whole-text
+        # lower case differs from a per-character one only in final sigmas, never in length).
+        skeleton, owner = _skeleton(text), _owner_of(text)
     spans = [(m.start("lt"), m.end("lt"), "\u2039") for m in _FENCE.finditer(skeleton)]
     spans += [(m.start(), m.end(), CLAIMED_LABEL) for m in _LABEL.finditer(skeleton)]
-    # Right to left, so earlier spans keep their positions (an overlapping one waits for the
-    # next pass).
+    # Chosen right to left (an overlapping span waits for the next pass), then the text is built
+    # once, left to right: splicing each match into the whole text copied it once per match,
+    # quadratic in an output of many closers (an XML dump: 800 KB took a minute per render).
+    taken: list[tuple[int, int, str]] = []
     limit = len(text)
     for start, end, replacement in sorted(spans, reverse=True):
-        first, last = (start, end) if owner is None else (owner[start], owner[end - 1] + 1)
+        first, last = (start, end) if owner is None else (owner(start), owner(end - 1) + 1)
         if last <= limit:
-            text = text[:first] + replacement + text[last:]
+            taken.append((first, last, replacement))
             limit = first
-    return text
+    out: list[str] = []
+    at = 0
+    for first, last, replacement in reversed(taken):
+        out += (text[at:first], replacement)
+        at = last
+    out.append(text[at:])
+    return "".join(out)
 
 
 def _legacy_neutralise(text: str) -> str:

@@ -1,14 +1,16 @@
 """Where a SQLite ledger file may be: the checks that name a path's problem before SQLite does
-("unable to open database file" names neither the directory nor what to do)."""
+("unable to open database file" names neither the directory nor what to do), and whether a file
+is a database at all, asked without opening it behind SQLite's back (:func:`sqlite_file`)."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Final
 
 from holon_ctx.errors import quote_value
 
-__all__ = ["database_path_problem", "missing_directory"]
+__all__ = ["database_path_problem", "missing_directory", "sqlite_file"]
 
 
 def missing_directory(path: str | Path) -> str | None:
@@ -41,3 +43,33 @@ def database_path_problem(path: str | Path, *, new: bool, directory: bool = True
         return problem
     return (f"a new ledger database would be SQLite under a {p.suffix} name, which readers take "
             "for ledger JSONL or a transcript: name it .db (ledger JSONL is what export writes)")
+
+
+def sqlite_file(path: str | Path) -> bool | None:
+    """Whether the file at ``path`` is an SQLite database, asked of SQLite itself: True when
+    SQLite reads it as one; False when SQLite says it is not one (or it is empty, or not a
+    regular file), so its bytes may be read; None when SQLite could not tell (it cannot open
+    the file, a writer holds it, it is damaged).
+
+    Why not read its header: closing any descriptor of a file releases every POSIX lock this
+    process holds on it, those of SQLite connections open on it included (a second session on
+    the same ledger, a runtime's own connection). The next process to close its last connection
+    then takes the database for unused, checkpoints it and deletes its WAL, and every later
+    commit of this process goes to the deleted WAL: acknowledged appends vanish, or the file
+    reads as malformed (sqlite.org, "How To Corrupt An SQLite Database File", 2.2). SQLite
+    shares its own descriptors of a file within a process and closes none under a lock.
+    """
+    p = Path(path)
+    try:
+        if not p.is_file() or p.stat().st_size == 0:
+            return False
+        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+    except (OSError, sqlite3.Error):
+        return None
+    try:
+        db.execute("PRAGMA schema_version").fetchone()  # reads the header
+    except sqlite3.Error as exc:
+        return False if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB" else None
+    finally:
+        db.close()
+    return True

@@ -31,6 +31,7 @@ import attrs
 import msgspec
 
 from holon_ctx.errors import DuplicateIdError, InputError, LedgerFormatError, quote_value
+from holon_ctx.ledger.dbpath import sqlite_file
 from holon_ctx.ledger.importer import import_jsonl
 from holon_ctx.ledger.jsoninput import (
     MAX_JSON_DEPTH,
@@ -57,6 +58,7 @@ __all__ = [
     "load_json",
     "not_a_database",
     "read_transcript",
+    "refuse_database",
     "sniff_ledger",
 ]
 
@@ -266,10 +268,13 @@ def _looks_like_swe_agent(data: Any) -> bool:
 
 
 def sniff_ledger(path: str | Path) -> bool:
-    """True when ``path`` is ledger JSONL by name or by its first line (cheap: one line read)."""
+    """True when ``path`` is ledger JSONL by name or by its first line (cheap: one line read).
+    A database is not, and none of its bytes is read (:func:`sqlite_file`)."""
     path = Path(path)
     if path.name.lower().endswith(".jsonl"):
         return True
+    if sqlite_file(path) is True:
+        return False
     try:
         with path.open("rb") as f:
             head = f.read(1 << 16)
@@ -285,11 +290,12 @@ def not_a_database(path: str | Path) -> str | None:
     """What a file given where a database belongs holds instead, when it is a ledger or a
     transcript (``"ledger JSONL"``, ``"a JSON transcript"``); None for an SQLite file, an empty or
     missing one, and anything else (the store's own error says it is not a database). Reads the
-    file's head only."""
+    file's head only, and only once SQLite says it is not a database: reading a database this
+    process has open would release its connections' locks (:func:`sqlite_file`)."""
     path = Path(path)
+    if sqlite_file(path) is not False:
+        return None
     try:
-        if not path.is_file():
-            return None
         with path.open("rb") as f:
             head = f.read(1 << 16)
     except OSError:
@@ -303,6 +309,14 @@ def not_a_database(path: str | Path) -> str | None:
     return None
 
 
+def refuse_database(path: Path) -> None:
+    """Refuse an SQLite database given as a history before any of its bytes is read (reading
+    one this process has open would release its connections' locks: :func:`sqlite_file`)."""
+    if sqlite_file(path) is True:
+        raise InputError("an SQLite database, not ledger JSONL or a transcript: open it as the "
+                         "ledger instead of importing it", source=str(path))
+
+
 def import_any(path: str | Path, store: LedgerStore, fmt: TranscriptFormat | str = "auto", *,
                id_prefix: str = "", option: str = LIBRARY_OPTION,
                prefix_option: str = LIBRARY_PREFIX_OPTION,
@@ -312,6 +326,7 @@ def import_any(path: str | Path, store: LedgerStore, fmt: TranscriptFormat | str
     and counted in ``stored``. ``prefix_option``: how an error names the id prefix (as
     ``option`` names the format)."""
     path = checked_path(path, "import")
+    refuse_database(path)
     if fmt == TranscriptFormat.LEDGER or (fmt == "auto" and sniff_ledger(path)):
         why = f"given with {option.format(fmt)}" if fmt != "auto" else (
             "the .jsonl extension" if path.name.lower().endswith(".jsonl")
