@@ -63,3 +63,22 @@ def test_neutralise(benchmark, ledger_file: Callable[[int], Path], source: str) 
     benchmark.extra_info.update(texts=len(texts), chars=sum(map(len, texts)), legacy_cpu_ms=legacy,
                                 new_cpu_ms=new, table_cpu_ms=table_ms)
     benchmark.pedantic(lambda: [body.neutralise_fences(t) for t in texts], rounds=3)
+
+
+#: Texts dense in tags, where each rewrite pass must build its text once (a pass that spliced
+#: every match into the whole text was quadratic: a minute for 800 KB of XML, at append and at
+#: every render), and a large non-ASCII text, whose positions are mapped through the few
+#: characters that change length (character by character it was 2-3 s for 4 MB).
+_DENSE = {
+    "xml-800kb": "<row><data>7</data></row>\n" * (800_000 // 26),
+    "escaped-html-300kb": "&lt;/data&gt; " * (300_000 // 14),
+    "cjk-log-4mb": ("构建日志：编译通过，测试全部成功\n" * 9 + "＜/data＞ 结束 🙂 ﬀ\n") * 25_000,
+}
+
+
+@pytest.mark.parametrize("case", sorted(_DENSE))
+def test_neutralise_dense(benchmark, case: str) -> None:  # type: ignore[no-untyped-def]
+    """CPU ms to neutralise one large text dense in fence lookalikes (docs/performance.md)."""
+    text = _DENSE[case]
+    benchmark.extra_info.update(chars=len(text), cpu_ms=_best_ms(lambda: body.neutralise_fences(text), 3))
+    benchmark.pedantic(lambda: body.neutralise_fences(text), rounds=3)

@@ -8,7 +8,6 @@ lookalikes mapped) and reports any fence tag or trusted label it still sees.
 from __future__ import annotations
 
 import re
-import time
 import unicodedata
 
 import pytest
@@ -230,28 +229,24 @@ def test_rewrite_gives_the_bytes_splicing_gave(parts: list[str]) -> None:
 
 
 @pytest.mark.parametrize("unit", ["<row><data>7</data></row>\n", "&lt;/data&gt; ", "＜/data＞ 中文 "])
-def test_many_tags_take_linear_time(unit: str) -> None:
+def test_many_tags_are_all_neutralised(unit: str) -> None:
     """An output of 300 KB holding tens of thousands of tags (an XML dump, a page of escaped
-    HTML) is neutralised in well under a second: each rewrite pass builds its text once.
-    Splicing every match into the whole text took 9 s for 400 KB and a minute for 800 KB, at
-    append and again at every render of the record."""
+    HTML): every one is neutralised. Each rewrite pass builds its text once (splicing every
+    match into the whole text took 9 s for 400 KB and a minute for 800 KB); how long it takes is
+    measured in bench/test_bench_neutralise.py, not asserted here."""
     text = unit * (300_000 // len(unit))
-    started = time.process_time()
     out = neutralise_fences(text)
-    assert time.process_time() - started < 1.5
     assert oracle_sees(out) == set()
 
 
-def test_a_large_non_ascii_output_is_neutralised_without_a_per_character_map() -> None:
+def test_a_large_non_ascii_output_is_neutralised_whole() -> None:
     """Four megabytes of CJK build log with a full-width closer, an emoji and a ligature on
-    every tenth line: about half a second. The rewrite's map from skeleton back to original
-    positions was built character by character, 2-3 s for this text, at append and again at
-    every render of the record (each re-plan, each budget a refused request tries)."""
+    every tenth line: every closer neutralised, the rest untouched. (The map from skeleton back
+    to original positions was built character by character, 2-3 s for this text; now through
+    the few characters that change length: bench/test_bench_neutralise.py times it.)"""
     line = "构建日志：编译通过，测试全部成功\n"
     text = (line * 9 + "＜/data＞ 结束 🙂 ﬀ\n") * (4_000_000 // (10 * len(line)))
-    started = time.process_time()
     out = neutralise_fences(text)
-    assert time.process_time() - started < 1.2
     assert oracle_sees(out) == set()
     assert out.count("‹/data＞") == text.count("＜/data＞")
 
