@@ -226,8 +226,14 @@ class _SessionEvents(_SessionBase):
         call_id = check_id(w, "call_id", call_id)
         call = self._pending.get(call_id) or self._late.get(call_id)
         if call is None:
-            raise InputError(f"no tool call {quote_value(call_id)} is waiting for a result (announce calls "
-                             "with assistant_message(tool_calls=...))", source=w, path="call_id")
+            # Announced calls live in this Session's memory until their result (RFC 0008 decision
+            # 5): a call announced by another process, or before a crash, is not known here, and
+            # the way to record its result is tool_run, which names the call itself.
+            raise InputError(f"no tool call {quote_value(call_id)} is waiting for a result in "
+                             "this session (announce calls with assistant_message(tool_calls=...); "
+                             "a call announced before a restart or by another Session: record its "
+                             "result with tool_run(name, arguments, output))", source=w,
+                             path="call_id")
         ref = self._tool(w, call.turn_id, call.name, call.arguments, output, status=status,
                          exit_code=exit_code, side_effect=side_effect,
                          files_written=files_written, call_id=call_id, output_ref=output_ref)

@@ -106,6 +106,29 @@ def test_unanswered_calls_become_pending_and_a_late_result_still_lands() -> None
     assert tools[0].turn_id == tools[1].turn_id
 
 
+def test_a_call_announced_before_a_restart_is_recorded_with_tool_run(tmp_path: Path) -> None:
+    """Announced calls live in the announcing Session's memory (RFC 0008 decision 5): a runtime
+    restarted after a crash between the reply and the result is told so, and how to record the
+    result, and tool_run records it with the call's name and arguments."""
+    db = tmp_path / "agent.db"
+    crashed = open_session(db)
+    crashed.operator_message("Deploy the release.")
+    crashed.assistant_message("Deploying.", tool_calls=[ToolCall("c1", "bash", {"cmd": "deploy"})])
+    # The process dies here: no close, so the call is never written as pending.
+    restarted = open_session(db)
+    with pytest.raises(InputError) as refused:
+        restarted.tool_result("c1", "deployed")
+    message = str(refused.value)
+    assert "no tool call 'c1' is waiting for a result in this session" in message
+    assert "tool_run(name, arguments, output)" in message
+    ref = restarted.tool_run("bash", {"cmd": "deploy"}, "deployed")
+    stored = restarted.store.get(ref)
+    assert stored is not None
+    assert isinstance(stored.record, Tool)
+    assert stored.record.output == "deployed"
+    restarted.close()
+
+
 def test_a_brief_after_switching_work_items_belongs_to_its_turn() -> None:
     """Switching the session's work item mid-turn does not make the turn's next brief clash with
     the turn's own work item."""
