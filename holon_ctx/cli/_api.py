@@ -97,7 +97,6 @@ _HOMES = {
     #: whether a SOURCE is a database, asked of SQLite (reading its bytes would release the
     #: locks of connections this process has open on it)
     "sqlite_file": "holon_ctx.ledger.dbpath",
-
     #: the compaction lock file a database leaves beside it
     "LOCK_SUFFIX": "holon_ctx.ledger.compaction_lock",
     #: a locked database as one line of error, every command
