@@ -286,25 +286,49 @@ class _SessionBase:
         return self.profile.model or None
 
     def _load_state(self) -> None:
-        """Current turn, work item and pending calls, as the ledger left them."""
+        """Current turn, work item and the calls waiting for a result, as the ledger left them.
+
+        The waiting calls are rebuilt from the ledger (RFC 0008 decision 5): a call announced
+        in an assistant message of the latest turn or the one before (a reply's ``tool_calls``)
+        with no ``tool`` record of its id since waits (``_pending``), a call whose newest record
+        is ``pending`` (written when its turn closed) takes a late result (``_late``). So a
+        runtime restarted between a reply and its results, or another process, records them as
+        the announcing session would have. The turn before is read for the pending records the
+        batch that opened the latest turn wrote (they belong to the turn of their call)."""
         end = self._end = self.store.end_pos()
         self._end_known = True
+        self._pending.clear()
         latest = self.store.latest_turn(end)
         if latest is None:
             return
         turn = latest.record
         assert isinstance(turn, Turn)
-        owned = [r.record for r in self.store.records_of_turns(turn.seq, turn.seq, end)]
+        # The latest turn's records first: a server store read them with the turn (one trip).
+        own = self.store.records_of_turns(turn.seq, turn.seq, end)
+        before = [] if turn.seq == 0 else self.store.records_of_turns(turn.seq - 1, turn.seq - 1,
+                                                                      end)
         replied = any((isinstance(r, Message) and r.role is MessageRole.ASSISTANT)
-                      or (isinstance(r, Tool) and r.call_id is not None) for r in owned)
+                      or (isinstance(r, Tool) and r.call_id is not None)
+                      for r in (s.record for s in own))
         self._turn = _TurnState(turn.id, turn.seq, turn.trigger, turn.anchor_turn_id, replied)
         self._work_item = turn.work_item_id
-        for tool in owned:
-            if isinstance(tool, Tool) and tool.call_id is not None:
-                if tool.status is ToolStatus.PENDING:
-                    self._late[tool.call_id] = _Call(turn.id, tool.tool_name, tool.args_preview)
-                else:
-                    self._late.pop(tool.call_id, None)
+        for stored in sorted([*before, *own], key=lambda s: s.pos):
+            self._follow_calls(stored.record)
+
+    def _follow_calls(self, rec: Record) -> None:
+        """Apply one record, in ledger order, to the calls waiting (as the helpers do)."""
+        if isinstance(rec, Message):
+            for call in rec.tool_calls:
+                self._late.pop(call.call_id, None)
+                self._pending[call.call_id] = _Call(rec.turn_id or "", call.name,
+                                                    call.arguments)
+        elif isinstance(rec, Tool) and rec.call_id is not None:
+            self._pending.pop(rec.call_id, None)
+            if rec.pending:
+                self._late[rec.call_id] = _Call(rec.turn_id or "", rec.tool_name,
+                                                rec.args_preview)
+            else:
+                self._late.pop(rec.call_id, None)
 
     @property
     def current_turn(self) -> str | None:

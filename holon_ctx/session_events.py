@@ -16,6 +16,7 @@ import attrs
 
 from holon_ctx.errors import InputError, quote_value
 from holon_ctx.ledger.records import (
+    AnnouncedCall,
     Brief,
     BriefKind,
     Environment,
@@ -45,7 +46,7 @@ from holon_ctx.session_args import (
     check_trigger,
     check_turn_ref,
 )
-from holon_ctx.session_base import _Call, _Opening, _retrying, _SessionBase
+from holon_ctx.session_base import _Opening, _retrying, _SessionBase
 
 ToolStatusName: TypeAlias = Literal["ok", "error", "timeout", "cancelled", "pending"]
 TaskStatusName: TypeAlias = Literal["success", "failure", "cancelled", "timeout", "partial"]
@@ -198,17 +199,20 @@ class _SessionEvents(_SessionBase):
             batch, tid = opening.batch, opening.turn.id
         else:
             opening, batch, tid = None, self._batch(w, end), turn.id
-        ref = batch.add(Message(id=batch.new_id("message", "m"), turn_id=tid,
-                                role=MessageRole.ASSISTANT, text=text))
+        # The calls go into the reply's own record: durable in the same append (no write more
+        # per step), so a restarted runtime or another Session finds them (RFC 0008 decision 5).
+        message = Message(id=batch.new_id("message", "m"), turn_id=tid,
+                          role=MessageRole.ASSISTANT, text=text,
+                          tool_calls=[AnnouncedCall(call_id=c.call_id, name=c.name,
+                                                    arguments=c.arguments) for c in calls])
+        ref = batch.add(message)
         if opening is not None:
             self._commit(w, opening)
         else:
             self._append(w, batch)
         assert self._turn is not None
         self._turn.has_reply = True
-        for call in calls:
-            self._late.pop(call.call_id, None)
-            self._pending[call.call_id] = _Call(tid, call.name, call.arguments)
+        self._follow_calls(message)
         return ref
 
     @_retrying
@@ -226,14 +230,14 @@ class _SessionEvents(_SessionBase):
         call_id = check_id(w, "call_id", call_id)
         call = self._pending.get(call_id) or self._late.get(call_id)
         if call is None:
-            # Announced calls live in this Session's memory until their result (RFC 0008 decision
-            # 5): a call announced by another process, or before a crash, is not known here, and
-            # the way to record its result is tool_run, which names the call itself.
-            raise InputError(f"no tool call {quote_value(call_id)} is waiting for a result in "
-                             "this session (announce calls with assistant_message(tool_calls=...); "
-                             "a call announced before a restart or by another Session: record its "
-                             "result with tool_run(name, arguments, output))", source=w,
-                             path="call_id")
+            # Announced calls are in the ledger with their reply, and a session rebuilds the
+            # waiting ones from its latest two turns (RFC 0008 decision 5): a call not found was
+            # never announced there (or its result is recorded). tool_run names the call itself.
+            raise InputError(f"no tool call {quote_value(call_id)} is waiting for a result: no "
+                             "reply of the latest turns announced it, or its result is recorded "
+                             "(announce calls with assistant_message(tool_calls=...); record a "
+                             "call made otherwise with tool_run(name, arguments, output))",
+                             source=w, path="call_id")
         ref = self._tool(w, call.turn_id, call.name, call.arguments, output, status=status,
                          exit_code=exit_code, side_effect=side_effect,
                          files_written=files_written, call_id=call_id, output_ref=output_ref)

@@ -28,6 +28,7 @@ from holon_ctx.ledger.records import (
     FORMAT_VERSION,
     KNOWN_TRIGGERS,
     OPERATOR_TRIGGERS,
+    AnnouncedCall,
     Brief,
     BriefKind,
     Environment,
@@ -268,6 +269,25 @@ def _check_message(record: Message, origin: Origin) -> str | None:
     if record.role is not MessageRole.OPERATOR and origin is Origin.OPERATOR:
         return ("$.role: a message from the operator must have role 'operator', "
                 f"got {quote_value(record.role.value)}")
+    return _check_calls(record) if record.tool_calls else None
+
+
+def _check_calls(record: Message) -> str | None:
+    """Only the model announces tool calls, each under its own id (its result is matched by it)."""
+    if record.role is not MessageRole.ASSISTANT:
+        return (f"$.tool_calls: only an assistant message announces tool calls, got role "
+                f"{quote_value(record.role.value)}")
+    seen: set[str] = set()
+    for i, call in enumerate(record.tool_calls):
+        problem = _check_id(call.call_id, f"$.tool_calls[{i}].call_id")
+        if problem:
+            return problem
+        if call.call_id in seen:
+            return (f"$.tool_calls[{i}].call_id: duplicate call id {quote_value(call.call_id)} "
+                    "in this message")
+        seen.add(call.call_id)
+        if not call.name:
+            return f"$.tool_calls[{i}].name: must not be empty"
     return None
 
 
@@ -388,6 +408,12 @@ def _misspelling(obj: dict[str, Any], known: tuple[str, ...], path: str,
     return None
 
 
+#: The lists of nested objects a record kind holds: the fields read past in each item as in the
+#: record itself, and what an item is called in an error.
+_NESTED: Final[dict[str, tuple[type[msgspec.Struct], str]]] = {
+    "todos": (Todo, "a todo"), "tool_calls": (AnnouncedCall, "a tool call")}
+
+
 def _read_past_unknown(raw: bytes) -> bytes | None:
     """The line with the fields its record kind does not have left out (a later release's, a
     runtime's own ``x-…``), or None when it is no record object; raises :class:`_Misspelt` when
@@ -404,18 +430,20 @@ def _read_past_unknown(raw: bytes) -> bytes | None:
     if cls is None:
         return None
     known = ("type", *cls.__struct_fields__)
-    todo_fields: tuple[str, ...] = Todo.__struct_fields__
     typo = _misspelling(value, known, "$", f"a {kind} record")
-    todos = value.get("todos")
-    for i, todo in enumerate(todos if isinstance(todos, list) else ()):
-        if typo is None and isinstance(todo, dict):
-            typo = _misspelling(todo, todo_fields, f"$.todos[{i}]", "a todo")
+    nested = [(field, items, item_cls) for field, (item_cls, _) in _NESTED.items()
+              if field in known and isinstance(items := value.get(field), list)]
+    for field, items, item_cls in nested:
+        for i, item in enumerate(items):
+            if typo is None and isinstance(item, dict):
+                typo = _misspelling(item, item_cls.__struct_fields__, f"$.{field}[{i}]",
+                                    _NESTED[field][1])
     if typo is not None:
         raise typo
     kept = {k: v for k, v in value.items() if k in known}
-    if isinstance(todos, list) and "todos" in kept:
-        kept["todos"] = [{k: v for k, v in t.items() if k in todo_fields}
-                         if isinstance(t, dict) else t for t in todos]
+    for field, items, item_cls in nested:
+        kept[field] = [{k: v for k, v in item.items() if k in item_cls.__struct_fields__}
+                       if isinstance(item, dict) else item for item in items]
     return _encoder.encode(kept)
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "FORMAT_VERSION",
     "KNOWN_TRIGGERS",
     "OPERATOR_TRIGGERS",
+    "AnnouncedCall",
     "Brief",
     "BriefKind",
     "Environment",
@@ -243,10 +244,25 @@ class Turn(RecordBase, tag="turn", kw_only=True, frozen=True):
         return self.trigger in OPERATOR_TRIGGERS
 
 
+class AnnouncedCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+                    forbid_unknown_fields=True):
+    """A tool call an assistant message made, as the model wrote it. Its result is a ``tool``
+    record with the same ``call_id`` (RFC 0008 decision 5)."""
+
+    call_id: str
+    name: str
+    #: The arguments as the model wrote them (a JSON string, usually).
+    arguments: str = ""
+
+
 class Message(RecordBase, tag="message", kw_only=True, frozen=True):
     turn_id: str | None = None
     role: MessageRole
     text: str
+    #: The calls an assistant reply announced, durable with the reply: a runtime restarted
+    #: between the reply and the results (or another process) still knows them. Left out when
+    #: empty, so a message without calls is the line it always was.
+    tool_calls: list[AnnouncedCall] = []
 
     @property
     def by_operator(self) -> bool:
