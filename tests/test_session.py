@@ -106,20 +106,20 @@ def test_unanswered_calls_become_pending_and_a_late_result_still_lands() -> None
     assert tools[0].turn_id == tools[1].turn_id
 
 
-def test_a_call_announced_before_a_restart_is_recorded_with_tool_run(tmp_path: Path) -> None:
-    """Announced calls live in the announcing Session's memory (RFC 0008 decision 5): a runtime
-    restarted after a crash between the reply and the result is told so, and how to record the
-    result, and tool_run records it with the call's name and arguments."""
+def test_a_result_for_a_call_never_announced_says_how_to_record_it(tmp_path: Path) -> None:
+    """Announced calls are in the ledger (RFC 0008 decision 5; tests/test_announced_calls.py
+    has restarts and other Sessions): a restarted runtime's result for a call no reply
+    announced is refused, the error says so and how to record such a run (tool_run)."""
     db = tmp_path / "agent.db"
     crashed = open_session(db)
     crashed.operator_message("Deploy the release.")
     crashed.assistant_message("Deploying.", tool_calls=[ToolCall("c1", "bash", {"cmd": "deploy"})])
-    # The process dies here: no close, so the call is never written as pending.
     restarted = open_session(db)
     with pytest.raises(InputError) as refused:
-        restarted.tool_result("c1", "deployed")
+        restarted.tool_result("c2", "deployed")
     message = str(refused.value)
-    assert "no tool call 'c1' is waiting for a result in this session" in message
+    assert "no tool call 'c2' is waiting for a result: no reply of the latest turns announced" \
+        in message
     assert "tool_run(name, arguments, output)" in message
     ref = restarted.tool_run("bash", {"cmd": "deploy"}, "deployed")
     stored = restarted.store.get(ref)
