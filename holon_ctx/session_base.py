@@ -388,8 +388,10 @@ class _SessionBase:
                                  "open_wait)", source=where, path="wait_id") from None
             # A ledger-wide rule failed (a wait never opened, an unknown pin target or turn):
             # report it against the helper's own argument.
-            raise InputError(exc.message, source=where,
-                             path=_FIELD_ARG.get(exc.path or "", exc.path)) from None
+            path = exc.path or ""
+            # An announced call's field is the helper's argument too (tool_calls[0].arguments).
+            raise InputError(exc.message, source=where, path=_FIELD_ARG.get(
+                path, path[2:] if path.startswith("$.tool_calls") else exc.path)) from None
         # Ids and turns are explicit, so the batch is stored exactly as built.
         self._end = batch.pos + len(batch.records)
         self._end_known = True

@@ -20,7 +20,7 @@ import pytest
 
 from holon_ctx import Session, ToolCall, open_session
 from holon_ctx.errors import InputError, LedgerFormatError
-from holon_ctx.ledger.codec import encode_record
+from holon_ctx.ledger.codec import MAX_LINE_BYTES, encode_record
 from holon_ctx.ledger.importer import export_jsonl, import_jsonl
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import (
@@ -265,6 +265,23 @@ def test_a_reply_stores_its_calls_and_a_reply_without_calls_is_the_line_it_was()
     assert lines[called]["tool_calls"] == [
         {"call_id": "c1", "name": "bash", "arguments": '{"all": true, "cmd": "ls"}'},
         {"call_id": "c2", "name": "read_file", "arguments": "{}"}]
+    session.close()
+
+
+def test_a_reply_whose_calls_overflow_its_line_is_refused_naming_the_arguments() -> None:
+    """The calls are in the reply's line, so their arguments count towards its 4 MiB: an
+    oversize one is refused naming the call's arguments, and nothing is appended."""
+    session = open_session(MemoryStore())
+    session.operator_message("Write the fixture file.")
+    end = session.store.end_pos()
+    huge = "x" * (MAX_LINE_BYTES + 1)
+    with pytest.raises(InputError, match=r"^assistant_message: tool_calls\[1\]\.arguments: the "
+                                         "record's ledger line would be"):
+        session.assistant_message("Writing it.", tool_calls=[
+            ToolCall("c1", "mkdir", "fixtures"), ToolCall("c2", "write_file", huge)])
+    assert session.store.end_pos() == end
+    with pytest.raises(InputError, match="no tool call 'c2' is waiting"):
+        session.tool_result("c2", "written")
     session.close()
 
 

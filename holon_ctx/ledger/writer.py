@@ -224,10 +224,14 @@ class _Appender:
         size = len(encoded) - 1
         if size <= MAX_LINE_BYTES:
             return
-        texts = [name for name in record.__struct_fields__
-                 if isinstance(getattr(record, name), str)]
-        field = max(texts, key=lambda name: len(getattr(record, name)))
-        raise self.fail(line, f"$.{field}",
+        texts = {f"$.{name}": len(value) for name in record.__struct_fields__
+                 if isinstance(value := getattr(record, name), str)}
+        if isinstance(record, Message):
+            # A reply's announced calls carry the model's arguments, maybe the bulk of the line.
+            texts.update({f"$.tool_calls[{i}].arguments": len(call.arguments)
+                          for i, call in enumerate(record.tool_calls)})
+        field = max(texts, key=lambda path: texts[path])
+        raise self.fail(line, field,
                         f"the record's ledger line would be {size} bytes, over the "
                         f"{MAX_LINE_BYTES} byte limit of a line; keep large texts outside the "
                         "ledger (a tool's or task's full output behind output_ref) and store a "
