@@ -48,9 +48,9 @@ def database_path_problem(path: str | Path, *, new: bool, directory: bool = True
 def sqlite_file(path: str | Path) -> bool | None:
     """Whether the file at ``path`` is an SQLite database, asked of SQLite itself: True when
     SQLite reads it as one; False when SQLite says it is not one (or it is empty, or not a
-    regular file), so its bytes may be read (a regular file's: a FIFO's open blocks without a
-    writer and its read takes the bytes from their reader); None when SQLite could not tell (it cannot open
-    the file, a writer holds it, it is damaged).
+    regular file), so a regular file's bytes may be read (not a FIFO's: its open blocks with no
+    writer, and a read takes the bytes from their reader); None when SQLite could not tell (it
+    cannot open the file, or its header is damaged).
 
     Why not read its header: closing any descriptor of a file releases every POSIX lock this
     process holds on it, those of SQLite connections open on it included (a second session on
