@@ -184,3 +184,29 @@ def test_a_bad_line_in_a_pipe_is_named_by_the_pipe(tmp_path: Path,
     feeder.join(timeout=30)
     assert code == 2
     assert err.startswith(f"holon-ctx: error: {fifo}:2: ")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("opener", ["cli --db", "open_session"])
+def test_a_fifo_given_as_the_database_is_not_read_for_a_transcript(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], opener: str) -> None:
+    """A FIFO where the database belongs is refused as a database, its head never read: looking
+    for a ledger or transcript in it read it (with no writer, that open blocked for ever)."""
+    import holon_ctx
+
+    fifo = tmp_path / "agent.db"
+    os.mkfifo(fifo)
+    # A writer with a transcript, so that a read of the FIFO's head finds one (and ends).
+    feeder = _feed(fifo, b'[{"role": "user", "content": "hi"}]\n')
+    if opener == "cli --db":
+        code, out, err = _run(["stats", "--db", str(fifo)], capsys)
+        assert (code, out) == (2, "")
+        assert err.startswith(f"holon-ctx: error: {fifo}: ")
+        assert err.count("\n") == 1
+        assert "transcript" not in err
+    else:
+        with pytest.raises(holon_ctx.HolonCtxError) as raised:
+            holon_ctx.open_session(fifo).close()
+        assert "transcript" not in str(raised.value)
+    feeder.join(timeout=30)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.db"]

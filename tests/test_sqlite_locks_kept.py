@@ -85,3 +85,34 @@ def test_sqlite_file_tells_databases_from_files_without_reading_them(tmp_path: P
     assert sqlite_file(empty) is False
     assert sqlite_file(tmp_path) is False
     assert sqlite_file(tmp_path / "missing.db") is False
+
+
+def _wal_ledger(tmp_path: Path) -> Path:
+    """A WAL-mode ledger closed cleanly: its -wal and -shm files are gone, as after any run."""
+    db = tmp_path / "agent.db"
+    with holon_ctx.open_session(db) as session:
+        session.operator_message("Keep every record.")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.db"]
+    return db
+
+
+def test_asking_whether_a_file_is_a_database_leaves_no_file_beside_it(tmp_path: Path) -> None:
+    """The question is read-only: a read-only connection to a WAL database made its -wal and
+    -shm files and, read-only, could not remove them when it closed."""
+    db = _wal_ledger(tmp_path)
+    before = db.read_bytes()
+    assert sqlite_file(db) is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.db"]
+    assert db.read_bytes() == before
+
+
+def test_a_refused_import_of_a_database_leaves_its_directory_as_it_was(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`holon-ctx import --db new.db ledger.db` exits 2 with one line and writes nothing: not
+    the new database, nor a -wal or -shm beside the ledger it refused."""
+    db = _wal_ledger(tmp_path)
+    assert main(["import", "--db", str(tmp_path / "new.db"), str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "an SQLite database, not ledger JSONL or a transcript" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.db"]

@@ -48,8 +48,9 @@ def database_path_problem(path: str | Path, *, new: bool, directory: bool = True
 def sqlite_file(path: str | Path) -> bool | None:
     """Whether the file at ``path`` is an SQLite database, asked of SQLite itself: True when
     SQLite reads it as one; False when SQLite says it is not one (or it is empty, or not a
-    regular file), so its bytes may be read; None when SQLite could not tell (it cannot open
-    the file, a writer holds it, it is damaged).
+    regular file), so a regular file's bytes may be read (not a FIFO's: its open blocks with no
+    writer, and a read takes the bytes from their reader); None when SQLite could not tell (it
+    cannot open the file, or its header is damaged).
 
     Why not read its header: closing any descriptor of a file releases every POSIX lock this
     process holds on it, those of SQLite connections open on it included (a second session on
@@ -58,12 +59,18 @@ def sqlite_file(path: str | Path) -> bool | None:
     commit of this process goes to the deleted WAL: acknowledged appends vanish, or the file
     reads as malformed (sqlite.org, "How To Corrupt An SQLite Database File", 2.2). SQLite
     shares its own descriptors of a file within a process and closes none under a lock.
+
+    The connection is ``immutable``: it reads the main file only, takes no lock and opens no
+    ``-wal`` or ``-shm`` file. A plain read-only one made both beside a WAL database that no
+    connection had open and, read-only, could not remove them: a refused import left two files
+    beside the ledger it refused. Only the header is read, which a checkpoint never changes in
+    a way that makes a database read as another kind of file.
     """
     p = Path(path)
     try:
         if not p.is_file() or p.stat().st_size == 0:
             return False
-        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     except (OSError, sqlite3.Error):
         return None
     try:

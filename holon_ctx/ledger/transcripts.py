@@ -291,9 +291,11 @@ def not_a_database(path: str | Path) -> str | None:
     transcript (``"ledger JSONL"``, ``"a JSON transcript"``); None for an SQLite file, an empty or
     missing one, and anything else (the store's own error says it is not a database). Reads the
     file's head only, and only once SQLite says it is not a database: reading a database this
-    process has open would release its connections' locks (:func:`sqlite_file`)."""
+    process has open would release its connections' locks (:func:`sqlite_file`). A FIFO or a
+    device is never read here: sqlite_file says False for it, yet opening a FIFO with no writer
+    blocks for ever, and a read takes its bytes from whoever reads it next."""
     path = Path(path)
-    if sqlite_file(path) is not False:
+    if not path.is_file() or sqlite_file(path) is not False:
         return None
     try:
         with path.open("rb") as f:
