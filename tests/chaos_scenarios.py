@@ -49,6 +49,7 @@ import holon_ctx
 from holon_ctx.errors import BudgetTooSmallError, InputError
 from holon_ctx.ledger.records import Tool, Turn
 from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.projection.base.model import Moment
 from holon_ctx.projection.provider_formats.providers import measure
 from holon_ctx.projection.session.session import Layout
 
@@ -76,6 +77,14 @@ def rebuilt_digest(store: LedgerStore, planned: int, limit_pos: int) -> str:
         projector = fresh._projectors[Layout.MESSAGES]
         projector.rebuild(budget_tokens=planned)
         return messages_digest(projector.request(budget_tokens=planned, limit_pos=limit_pos))
+
+
+def state_at(store: LedgerStore, limit_pos: int) -> tuple[Any, Any]:
+    """What a request at ``limit_pos`` reads now of what a compaction can still change there:
+    the newest episode visible and the governed state (the request's moment, RFC 0020)."""
+    with holon_ctx.Session(store, compaction=None, owns_store=True) as fresh:
+        moment = fresh._projectors[Layout.MESSAGES].moment(ledger_end=limit_pos)
+        return moment.archive, moment.controls.at(limit_pos)
 
 
 #: Rebuild every request in a new process at teardown (the slow tier: a process start each).
@@ -159,6 +168,9 @@ class ChaosMachine(RuleBasedStateMachine):
         #: (planned tokens, position, digest) of every request checked: a new process with
         #: another string hashing rebuilds them at teardown when ``CROSS_PROCESS`` is set.
         self.made: list[tuple[int, int, str]] = []
+        #: What each of them read that a later compaction can change at its position
+        #: (:func:`state_at`, as the request's moment had it).
+        self.read_at: list[tuple[Any, Any]] = []
 
     def make_store(self) -> LedgerStore:
         return open_where(self.ledger_at)
@@ -184,8 +196,20 @@ class ChaosMachine(RuleBasedStateMachine):
             lost = sorted(set(self.announced) - recorded)
             assert not lost, f"announced calls missing from the ledger: {lost}"
             if CROSS_PROCESS and self.made:
-                again = rebuilt_elsewhere(self.ledger_at, [(p, pos) for p, pos, _ in self.made])
-                assert again == [d for _, _, d in self.made], "another process rebuilt others"
+                asked = [(p, pos) for p, pos, _ in self.made]
+                again = rebuilt_elsewhere(self.ledger_at, asked)
+                now = [rebuilt_digest(self.make_store(), p, pos) for p, pos in asked]
+                assert again == now, "another process rebuilt others"
+                # Where a compaction that ran later, with nothing appended, stamped its archive
+                # run or control snapshot at a request's own position, a request there reads
+                # the new state (RFC 0020, "A request is one moment"; Moment's docstring): the
+                # request as made is compared only where the state there is still what it read.
+                kept = [state_at(self.make_store(), pos) == read
+                        for (_, pos, _), read in zip(self.made, self.read_at, strict=True)]
+                changed = [(p, pos) for (p, pos, d), n, same in zip(self.made, now, kept,
+                                                                    strict=True)
+                           if same and n != d]
+                assert not changed, f"rebuilt later, requests changed at {changed}"
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -337,6 +361,9 @@ class ChaosMachine(RuleBasedStateMachine):
                               messages.limit_pos) == digest, "rebuild != the runtime's request"
         self.checked_requests += 1
         self.made.append((request.planned_tokens, messages.limit_pos, digest))
+        moment = messages.moment
+        assert isinstance(moment, Moment)
+        self.read_at.append((moment.archive, moment.controls.at(messages.limit_pos)))
 
     # -- compaction, lifetime, imports -------------------------------------------------------------
     @rule(who=WHO, recent=st.integers(2, 5))
