@@ -40,8 +40,7 @@ def not_a_database_file(path: str | Path) -> str | None:
     except OSError:
         return None
     if 0 < size < _HEADER_BYTES:
-        return (f"not a usable holon-ctx database (file is not a database: {size} bytes, "
-                f"shorter than an SQLite header)")
+        return "not a usable holon-ctx database (file is not a database)"  # SQLite's words
     return None
 
 
