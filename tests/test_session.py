@@ -285,6 +285,11 @@ def test_bad_arguments_fail_at_the_call_naming_the_argument(
         case: str, call: Callable[[holon_ctx.Session], object], message: str) -> None:
     """Each helper refuses a wrong argument with one line naming helper and argument, and
     appends nothing."""
+    _refused(call, message)
+
+
+def _refused(call: Callable[[holon_ctx.Session], object], message: str) -> holon_ctx.Session:
+    """A session in which ``call`` raised one line starting with ``message``, appending nothing."""
     s = _session()
     before = s.store.end_pos()
     with pytest.raises(InputError) as info:
@@ -292,6 +297,7 @@ def test_bad_arguments_fail_at_the_call_naming_the_argument(
     assert str(info.value).startswith(message), str(info.value)
     assert "\n" not in str(info.value)
     assert s.store.end_pos() == before
+    return s
 
 
 #: A lone UTF-16 surrogate where a helper takes text no UTF-8 ledger holds. Tool arguments and
@@ -332,13 +338,7 @@ def test_a_lone_surrogate_is_refused_where_it_is_given(
         case: str, call: Callable[[holon_ctx.Session], object], message: str) -> None:
     """Text that is not valid Unicode is one-line ``InputError`` at the call that gave it;
     nothing is appended, and the session still records a call and closes."""
-    s = _session()
-    before = s.store.end_pos()
-    with pytest.raises(InputError) as info:
-        call(s)
-    assert str(info.value).startswith(message), str(info.value)
-    assert "\n" not in str(info.value)
-    assert s.store.end_pos() == before
+    s = _refused(call, message)
     s.assistant_message("reading", tool_calls=[ToolCall("c2", "cat", {"p": "a"})])
     s.close()
     assert [r.status for r in records(s.store) if isinstance(r, Tool)] == [ToolStatus.PENDING]
