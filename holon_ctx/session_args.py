@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from holon_ctx.errors import InputError, quote_value
 from holon_ctx.ledger.codec import id_error
+from holon_ctx.ledger.fieldcheck import unicode_error
 from holon_ctx.ledger.records import EXTENSION_TRIGGER, KNOWN_TRIGGERS, Todo
 
 __all__ = [
@@ -45,11 +46,17 @@ def type_name(value: Any) -> str:
 
 def check_text(where: str, name: str, value: Any, *, required: bool = False) -> str:
     """A string (non-empty when ``required``), as a plain ``str``: a subclass (LangChain's text
-    accessor, a numpy string) passes the type check but cannot be stored, so it is copied."""
+    accessor, a numpy string) passes the type check but cannot be stored, so it is copied.
+    A lone surrogate is refused here, at the call that gave it: a value the session holds before
+    writing it (an announced call's name and arguments) would otherwise fail only later, in
+    another helper or in ``close``."""
     if not isinstance(value, str):
         raise InputError(f"expected a string, got {type_name(value)}", source=where, path=name)
     if required and not value.strip():
         raise InputError("must not be empty", source=where, path=name)
+    problem = unicode_error(value)
+    if problem is not None:
+        raise InputError(problem, source=where, path=name)
     return value if type(value) is str else str.__str__(value)
 
 

@@ -230,7 +230,7 @@ class _SessionBase:
         self._use_model("Session", model)
         self._pending: dict[str, _Call] = {}
         self._late: dict[str, _Call] = {}
-        #: When the session compacts by itself (counted from the turn it opens at, below).
+        #: When the session compacts by itself (resumed from the archive, below).
         self._schedule = CompactionSchedule()
         self._closed = False
         self._turn: _TurnState | None = None
@@ -242,7 +242,8 @@ class _SessionBase:
         #: Mint ids checked against the ledger (after one was found taken: _Taken).
         self._check_ids = False
         self._load_state()
-        self._schedule.compacted(-1 if self._turn is None else self._turn.seq)
+        self._schedule = CompactionSchedule.resumed(
+            compaction, self._upkeep.episodes, None if self._turn is None else self._turn.seq)
 
     def _use_model(self, where: str, model: str | None) -> None:
         """Count, frame and calibrate requests as ``model``'s provider does (RFC 0022)."""

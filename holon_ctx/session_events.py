@@ -67,7 +67,10 @@ def _arguments_json(value: object, where: str = "ToolCall") -> str:
     if isinstance(value, str):
         return check_text(where, "arguments", value)
     if isinstance(value, Mapping):
-        return json.dumps(dict(value), ensure_ascii=False, sort_keys=True, default=str)
+        # The canonical JSON keeps non-ASCII text as it is, so a lone surrogate in a value or key
+        # stays one: checked as any text is, before the call is held.
+        return check_text(where, "arguments",
+                          json.dumps(dict(value), ensure_ascii=False, sort_keys=True, default=str))
     raise InputError(f"expected a JSON string or a mapping, got {type(value).__name__}",
                      source=where, path="arguments")
 

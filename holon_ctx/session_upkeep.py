@@ -103,6 +103,26 @@ class CompactionSchedule:
         """A compaction ran in turn ``seq`` (by itself or asked for)."""
         self.last_seq = seq
 
+    @classmethod
+    def resumed(cls, policy: CompactionPolicy | None, episodes: EpisodeStore,
+                seq: int | None) -> CompactionSchedule:
+        """The schedule of a session opened on a ledger whose newest turn is ``seq``.
+
+        The count goes on from the archive, not from the open: a runtime that opens the session
+        for each turn (a serverless handler, a job per wake, a crash-restart loop) would
+        otherwise never reach ``every_turns`` and never compact. The archive says where the
+        last compaction ran, at the latest: one that archived through turn F ran in turn
+        F + ``recent_turns`` or later. With nothing archived the count starts at the first
+        turn, as a new session's does, so the first request past ``every_turns`` compacts (and
+        rebuilds episodes kept in memory). Either way a session compacts no later than one
+        that never stopped; it may compact sooner, never skips one."""
+        if seq is None or policy is None:
+            return cls(last_seq=-1 if seq is None else seq)
+        last = episodes.last()
+        if last is None:
+            return cls(last_seq=-1)
+        return cls(last_seq=min(seq, last.span.last_seq + policy.recent_turns))
+
 
 @attrs.define
 class Upkeep:

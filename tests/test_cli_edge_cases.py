@@ -52,6 +52,27 @@ def test_a_foreign_sqlite_file_is_left_byte_identical(tmp_path: Path, argv: list
     assert db.read_bytes() == before
 
 
+@pytest.mark.parametrize("argv", [["stats", "FILE"], ["import", "FILE", "--db", "NEW"],
+                                  ["preview", "--db", "FILE", "--budget", "500", "--no-pager"],
+                                  ["stats", "--db", "FILE"]])
+@pytest.mark.parametrize("text", ["[", "x"])
+def test_a_one_byte_file_is_never_taken_for_a_database(
+        tmp_path: Path, argv: list[str], text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """SQLite reads a 1-byte file as an empty database: a truncated transcript (``[``) was
+    refused as "an SQLite database", and as SOURCE or ``--db`` a read-only command wrote a
+    69 KB ledger over it. It is read as the file it is, or refused, and left as it was."""
+    short = tmp_path / "short.json"
+    short.write_text(text)
+    new = tmp_path / "new.db"
+    args = [str(short) if a == "FILE" else str(new) if a == "NEW" else a for a in argv]
+    assert main(args) == 2
+    _, err = _err_lines(capsys)
+    assert len(err) == 1
+    assert "an SQLite database" not in err[0]
+    assert short.read_text() == text
+    assert not new.exists()
+
+
 def test_stats_with_a_budget_that_cannot_project_prints_nothing(
         capsys: pytest.CaptureFixture[str]) -> None:
     """`stats --budget 1` fails before printing: stdout stays empty, one error line."""

@@ -144,3 +144,57 @@ def test_a_replay_call_in_a_turn_the_ledger_does_not_hold_archives_nothing() -> 
     assert isinstance(newest.record, Turn)
     grown.before_call(newest.record.id, False)
     assert grown.archived_at == [newest.record.seq]
+
+
+def _turn_per_open(path: Path, turns: int, *, reopen: bool) -> list[str]:
+    """A runtime that opens the session for each turn (a serverless handler, a job per wake)
+    when ``reopen``, else one that keeps it open; the episodes archived at the end."""
+    policy = holon_ctx.CompactionPolicy(recent_turns=4, every_turns=8)
+    session = holon_ctx.open_session(path, compaction=policy)
+    for i in range(turns):
+        if reopen and i:
+            session.close()
+            session = holon_ctx.open_session(path, compaction=policy)
+        session.operator_message(f"Step {i}: migrate table t{i} and keep its ids.")
+        session.next_request(100_000)
+    episodes = [e.id for e in session._upkeep.episodes.iter_episodes()]
+    session.close()
+    return episodes
+
+
+def test_a_session_opened_for_each_turn_compacts_as_one_kept_open(tmp_path: Path) -> None:
+    """The schedule goes on from the archive, not from the open: a runtime that opens the
+    session for every turn used to count from zero at each open and never compact (no episode
+    after 40 turns). With a budget that never binds it archives what a session kept open does."""
+    kept = _turn_per_open(tmp_path / "kept.db", 40, reopen=False)
+    reopened = _turn_per_open(tmp_path / "reopened.db", 40, reopen=True)
+    assert len(kept) >= 2
+    assert reopened == kept
+
+
+def test_a_reopened_session_compacts_no_later_than_every_turns_after_its_archive(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session opened on a ledger with nothing archived counts from the first turn (its first
+    request past ``every_turns`` compacts, as a new session's would); with an archive, from
+    the turn its last compaction ran in at the latest (the archive's last turn plus
+    ``recent_turns``)."""
+    runs = _counted_compactions(monkeypatch)
+    policy = holon_ctx.CompactionPolicy(recent_turns=4, every_turns=8)
+    path = tmp_path / "a.db"
+    with holon_ctx.open_session(path, compaction=None) as session:
+        for i in range(20):
+            session.operator_message(f"Step {i}: migrate table t{i}.")
+    with holon_ctx.open_session(path, compaction=policy) as session:
+        session.next_request(100_000)
+        assert len(runs) == 1  # twenty turns, nothing archived: compacts at once
+        last = session._upkeep.episodes.last()
+        assert last is not None
+    with holon_ctx.open_session(path, compaction=policy) as session:
+        frontier = last.span.last_seq + policy.recent_turns
+        while session._turn is not None and session._turn.seq < frontier + policy.every_turns - 1:
+            session.operator_message("more")
+            session.next_request(100_000)
+            assert len(runs) == 1
+        session.operator_message("one more")
+        session.next_request(100_000)
+        assert len(runs) == 2

@@ -6,10 +6,14 @@ turn shown on its own (the continuation anchor), and never hides operator input 
 
 from __future__ import annotations
 
+import json
+
 from projection_builders import LedgerBuilder, folded_refs, selected_refs
 
+import holon_ctx
 from holon_ctx.ledger.records import Tool, ToolStatus, Turn
 from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.lowlevel import Projector
 from holon_ctx.projection.base.model import FoldManifest, Form, Priority, Section, TurnUnit
 from holon_ctx.projection.rendering.folding import (
     BY_TRIGGER,
@@ -298,3 +302,47 @@ def test_hidden_differences_checks_every_earlier_run_of_every_fold() -> None:
     folds = [ticks, *repeat_folds({"tool:gone": ["tool:x1"], "turn:t2": ["tool:x2"],
                                    "tool:x3": ["tool:x1", "tool:x2"], "tool:y2": ["tool:y1"]})]
     assert hidden_differences(folds, runs.get) == [("tool:x2", "tool:x3"), ("tool:y1", "tool:y2")]
+
+
+def _redelivered_webhook(copies: int) -> holon_ctx.Session:
+    """A CI webhook resolves a wait, then is delivered again ``copies`` times (at-least-once
+    delivery) among scheduler ticks; then the agent works on, past the recent window."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.operator_message("Deploy v2 once CI is green.")
+    session.open_wait("ci-1", "CI for v2 green")
+    session.external_event("github", "CI passed for v2", wait="ci-1")
+    session.close_wait("ci-1")
+    session.assistant_message("CI is green; deploying.")
+    for i in range(copies):
+        session.external_event("github", "CI passed for v2", wait="ci-1")
+        if i % 3 == 0:
+            session.wake("scheduler_tick", noop=True)
+    return session
+
+
+def test_a_redelivered_webhook_naming_a_resolved_wait_folds_into_one_line() -> None:
+    """Copies of an event naming a wait it no longer changes fold with the ticks between them
+    into one counted line (the original, which resolved the wait, and the first copy after the
+    transition stay whole), in the session's request and in a stateless projection."""
+    session = _redelivered_webhook(40)
+    request = session.next_request(8000)
+    assert request.text.count("CI passed for v2") == 2
+    assert "duplicate_wake×39, scheduler_tick×14" in request.text
+    stateless = Projector(session.store).project(budget_tokens=8000)
+    assert stateless.text.count("CI passed for v2") == 2
+    assert any(f.kinds.get("duplicate_wake") == 39 for f in stateless.manifest.folded)
+
+
+def test_redelivered_copies_beyond_the_window_are_not_looked_up_as_high_turns() -> None:
+    """Past the recent window high turns are fetched by lookup, each judged on its own; a copy
+    of a wait-naming wake is judged beside the turns before it there too, so 100 copies do not
+    come back one by one."""
+    session = _redelivered_webhook(100)
+    session.operator_message("Now tidy the changelog.")
+    for i in range(120):
+        session.tool_run("bash", {"step": i}, f"edited entry {i}")
+    for budget in (3000, 30000):
+        messages = json.dumps(session.next_request(budget).openai_messages)
+        assert messages.count("CI passed for v2") <= 2, budget
+    stateless = Projector(session.store).project(budget_tokens=30000)
+    assert stateless.text.count("CI passed for v2") == 2

@@ -28,6 +28,8 @@ from holon_ctx.ledger.records import (
     ToolStatus,
     Trigger,
     Turn,
+    Wait,
+    WaitStatus,
     WorkItem,
     WorkItemStatus,
 )
@@ -36,6 +38,8 @@ from holon_ctx.projection.base.model import TurnUnit
 from holon_ctx.projection.planning.retention import (
     classify,
     in_fold_run,
+    judged_beside,
+    lowered_by_repeat,
     stored_turn_class,
     turn_facts,
 )
@@ -156,12 +160,40 @@ def test_a_duplicate_wake_is_low_unless_it_resolves_a_wait() -> None:
     assert turn_facts(again, unit("timer", event, seq=1)) == ["external_event"]
 
 
+def test_a_redelivered_wake_naming_a_wait_is_a_duplicate_unless_the_wait_moved_between() -> None:
+    """A copy of the wake before it, the same wait named, changes nothing (only a wait
+    transition changes a wait): low, also past ticks. When the turn before holds a transition
+    of that wait, or the copy names another wait or none, it is not a repeat."""
+    event = ExternalEvent(id="e", source="github", text="CI passed", wait_id="ci-1")
+    first = unit("external_event", event, seq=1)
+    again = unit("external_event", event, seq=2)
+    assert turn_facts(first) == ["external_state_change"]
+    assert turn_facts(again, first) == ["duplicate_wake"]
+    assert in_fold_run(again, first)
+    tick = unit("scheduler_tick", seq=2)
+    beside = judged_beside(tick, turn_facts(tick, first), first)
+    assert turn_facts(unit("external_event", event, seq=3), beside) == ["duplicate_wake"]
+    reopened = unit("external_event", event, Wait(id="wt", wait_id="ci-1", status=WaitStatus.OPEN),
+                    seq=1)
+    other_wait = unit("external_event", ExternalEvent(id="e", source="github", text="CI passed",
+                                                      wait_id="ci-2"), seq=2)
+    no_wait = unit("external_event", ExternalEvent(id="e", source="github", text="CI passed"),
+                   seq=2)
+    assert turn_facts(again, reopened) == ["external_state_change"]
+    assert turn_facts(other_wait, first) == ["external_state_change"]
+    assert turn_facts(no_wait, first) == ["external_event"]
+    assert lowered_by_repeat(again)
+    assert not lowered_by_repeat(no_wait)
+    assert not lowered_by_repeat(reopened)
+
+
 @settings(max_examples=60, deadline=None)
 @given(ledgers(1, 12))
 def test_the_high_index_marks_exactly_the_turns_classified_high(records: list[Record]) -> None:
     """For every turn of a generated ledger: in the store's high-turn index ⇔ classified high by
-    its facts (whatever its neighbour), so fetching high turns by lookup misses none and adds
-    none."""
+    its facts on its own, so fetching high turns by lookup misses none and adds none. (A
+    neighbour only ever lowers a turn: a lookup judges the one high turn it can lower, a
+    redelivered wake naming a wait, beside the turns before it.)"""
     store = MemoryStore()
     store.append(records)
     end = store.end_pos()

@@ -285,6 +285,11 @@ def test_bad_arguments_fail_at_the_call_naming_the_argument(
         case: str, call: Callable[[holon_ctx.Session], object], message: str) -> None:
     """Each helper refuses a wrong argument with one line naming helper and argument, and
     appends nothing."""
+    _refused(call, message)
+
+
+def _refused(call: Callable[[holon_ctx.Session], object], message: str) -> holon_ctx.Session:
+    """A session in which ``call`` raised one line starting with ``message``, appending nothing."""
     s = _session()
     before = s.store.end_pos()
     with pytest.raises(InputError) as info:
@@ -292,6 +297,51 @@ def test_bad_arguments_fail_at_the_call_naming_the_argument(
     assert str(info.value).startswith(message), str(info.value)
     assert "\n" not in str(info.value)
     assert s.store.end_pos() == before
+    return s
+
+
+#: A lone UTF-16 surrogate where a helper takes text no UTF-8 ledger holds. Tool arguments and
+#: names used to pass the call that gave them and fail later as a raw ``UnicodeEncodeError`` (an
+#: announced call's in ``tool_result`` and in every ``close()``, a tool run's in its digest).
+LONE_SURROGATES: list[tuple[str, Callable[[holon_ctx.Session], object], str]] = [
+    ("call arguments, a mapping value", lambda _s: ToolCall("c1", "cat", {"path": "a\ud800"}),
+     "ToolCall: arguments: a lone UTF-16 surrogate '\\ud800'"),
+    ("call arguments, a mapping key", lambda _s: ToolCall("c1", "cat", {"\udc00": 1}),
+     "ToolCall: arguments: a lone UTF-16 surrogate '\\udc00'"),
+    ("call arguments, a string", lambda _s: ToolCall("c1", "cat", '{"p": "\ud800"}'),
+     "ToolCall: arguments: a lone UTF-16 surrogate '\\ud800'"),
+    ("call name", lambda _s: ToolCall("c1", "c\ud800t"),
+     "ToolCall: name: a lone UTF-16 surrogate '\\ud800'"),
+    ("tool run arguments", lambda s: s.tool_run("cat", {"p": "\ud800"}, "ok"),
+     "tool_run: arguments: a lone UTF-16 surrogate '\\ud800'"),
+    ("operator text", lambda s: s.operator_message("hi \udfff"),
+     "operator_message: text: a lone UTF-16 surrogate '\\udfff' at character 3"),
+    ("an OpenAI history's call arguments", lambda s: s.import_history([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "t1", "type": "function",
+            "function": {"name": "cat", "arguments": '{"p": "\ud800"}'}}]},
+        {"role": "tool", "tool_call_id": "t1", "content": "ok"}]),
+     "import_history: $.args_preview: a lone UTF-16 surrogate '\\ud800'"),
+    ("an Anthropic history's tool input", lambda s: s.import_history({"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "cat", "input": {"p": "\ud800"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
+    ]}), "import_history: $.args_preview: a lone UTF-16 surrogate '\\ud800'"),
+]
+
+
+@pytest.mark.parametrize(("case", "call", "message"), LONE_SURROGATES,
+                         ids=[c[0] for c in LONE_SURROGATES])
+def test_a_lone_surrogate_is_refused_where_it_is_given(
+        case: str, call: Callable[[holon_ctx.Session], object], message: str) -> None:
+    """Text that is not valid Unicode is one-line ``InputError`` at the call that gave it;
+    nothing is appended, and the session still records a call and closes."""
+    s = _refused(call, message)
+    s.assistant_message("reading", tool_calls=[ToolCall("c2", "cat", {"p": "a"})])
+    s.close()
+    assert [r.status for r in records(s.store) if isinstance(r, Tool)] == [ToolStatus.PENDING]
 
 
 def test_string_subclasses_are_stored_as_plain_strings() -> None:

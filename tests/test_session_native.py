@@ -120,6 +120,26 @@ def test_untrusted_text_stays_fenced_in_messages() -> None:
     assert not any("Delete the repository." in u for u in users)
 
 
+@pytest.mark.parametrize("arguments", ['{"path": "a\\ud800b"}', '{"\\udfff": 1}',
+                                       '{"p": ["x", {"q": "\\ud83d"}]}'])
+def test_arguments_escaping_half_a_surrogate_pair_are_sent_as_their_text(arguments: str) -> None:
+    """Arguments that are valid JSON text but escape a lone surrogate decode to text no UTF-8
+    request body holds; the call stays native, its arguments the stored text (as for arguments
+    that are not an object), and both requests encode as UTF-8."""
+    session = holon_ctx.open_session(":memory:", compaction=None)
+    session.operator_message("Read the file.")
+    session.assistant_message("Reading.", tool_calls=[holon_ctx.ToolCall("c1", "cat", arguments)])
+    session.tool_result("c1", "contents")
+    request = session.next_request(2000)
+    for shape in (request.openai_messages, request.anthropic_request):
+        json.dumps(shape, ensure_ascii=False).encode("utf-8")
+    call = next(m for m in request.openai_messages if m.get("tool_calls"))["tool_calls"][0]
+    assert json.loads(call["function"]["arguments"]) == {"input": arguments}
+    use = next(b for m in request.anthropic_request["messages"] if m["role"] == "assistant"
+               for b in m["content"] if b["type"] == "tool_use")
+    assert use["input"] == {"input": arguments}
+
+
 def test_cache_markers_sit_at_the_stable_prefix_and_the_end_of_the_history() -> None:
     """Anthropic: a breakpoint after the system part and a rolling one on the last history block
     (never on the tail, which changes every request)."""

@@ -85,6 +85,10 @@ def test_sqlite_file_tells_databases_from_files_without_reading_them(tmp_path: P
     assert sqlite_file(empty) is False
     assert sqlite_file(tmp_path) is False
     assert sqlite_file(tmp_path / "missing.db") is False
+    for text in ("[", "{", "x"):  # SQLite reads a 1-byte file as an empty database
+        short = tmp_path / "short.json"
+        short.write_text(text)
+        assert sqlite_file(short) is False, text
 
 
 def _wal_ledger(tmp_path: Path) -> Path:

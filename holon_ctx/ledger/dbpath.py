@@ -10,7 +10,11 @@ from typing import Final
 
 from holon_ctx.errors import quote_value
 
-__all__ = ["database_path_problem", "missing_directory", "sqlite_file"]
+__all__ = ["database_path_problem", "missing_directory", "not_a_database_file", "sqlite_file"]
+
+
+#: The SQLite file header's size: every database file that holds anything is at least this.
+_HEADER_BYTES = 100
 
 
 def missing_directory(path: str | Path) -> str | None:
@@ -24,6 +28,20 @@ def missing_directory(path: str | Path) -> str | None:
     what = "is not a directory" if parent.exists() else "does not exist"
     return (f"the directory {quote_value(str(parent))} {what}: create it first (the database "
             "file is made in it)")
+
+
+def not_a_database_file(path: str | Path) -> str | None:
+    """Why the existing file at ``path`` cannot be a database, or None: one of 1 to 99 bytes is
+    shorter than SQLite's header. SQLite itself takes a 1-byte file for an empty database and
+    would write a ledger over it (a read-only command too); an empty file is a new database."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size if str(path) != ":memory:" and p.is_file() else 0
+    except OSError:
+        return None
+    if 0 < size < _HEADER_BYTES:
+        return "not a usable holon-ctx database (file is not a database)"  # SQLite's words
+    return None
 
 
 #: Names the readers take for a ledger JSONL file or a transcript, never a database's.
@@ -68,7 +86,9 @@ def sqlite_file(path: str | Path) -> bool | None:
     """
     p = Path(path)
     try:
-        if not p.is_file() or p.stat().st_size == 0:
+        # Shorter than the 100-byte header, a file is no database (SQLite reads a 1-byte file
+        # as an empty one, and a transcript of "[" was refused as "an SQLite database").
+        if not p.is_file() or p.stat().st_size < _HEADER_BYTES:
             return False
         db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     except (OSError, sqlite3.Error):

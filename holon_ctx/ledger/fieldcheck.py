@@ -24,7 +24,7 @@ import msgspec
 from holon_ctx.errors import quote_value
 from holon_ctx.ledger.records import Record
 
-__all__ = ["check_types"]
+__all__ = ["check_types", "unicode_error"]
 
 #: A checker returns None when the value fits, else what was expected (for the message).
 _Check = Callable[[Any, str], tuple[str, str] | None]
@@ -38,6 +38,17 @@ def check_types(record: object) -> str | None:
         return f"$: expected a ledger record ({names}), got {_got(record)}"
     problem = checker(record, "$")
     return None if problem is None else f"{problem[0]}: {problem[1]}"
+
+
+def unicode_error(text: str) -> str | None:
+    """What keeps ``text`` from being valid Unicode (a lone UTF-16 surrogate, which no UTF-8
+    ledger, request or HTTP body can hold), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"a lone UTF-16 surrogate {quote_value(text[exc.start])} at character "
+                f"{exc.start}: text must be valid Unicode")
+    return None
 
 
 def _got(value: Any) -> str:
@@ -122,11 +133,7 @@ def _scalar_checker(tp: Any) -> _Check:
         def string(value: Any, path: str) -> tuple[str, str] | None:
             if not isinstance(value, str):
                 return path, f"expected a str, got {_got(value)}"
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                return path, (f"a lone UTF-16 surrogate {quote_value(value[exc.start])} at character "
-                              f"{exc.start}: text must be valid Unicode")
-            return None
+            problem = unicode_error(value)
+            return None if problem is None else (path, problem)
         return string
     raise TypeError(f"no field check for {quote_value(tp)}")  # a new field type: teach this module

@@ -31,7 +31,7 @@ import msgspec
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger import compaction_lock, locking
 from holon_ctx.ledger.body import record_body
-from holon_ctx.ledger.dbpath import missing_directory
+from holon_ctx.ledger.dbpath import missing_directory, not_a_database_file
 from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
@@ -123,7 +123,7 @@ class SqliteStore:
         self.path = str(path)
         self._counter = counter or default_counter()
         self.lock_timeout = locking.lock_timeout(lock_timeout)
-        problem = missing_directory(path)
+        problem = missing_directory(path) or not_a_database_file(path)
         if problem is not None:
             raise StoreError(f"{self.path}: {problem}")
         try:

@@ -44,8 +44,11 @@ _ID_SAFE = re.compile(r"[^A-Za-z0-9_.:-]")
 
 
 def digest(text: str) -> str:
-    """``sha256:<hex>`` of the exact text (the tool-arguments digest)."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """``sha256:<hex>`` of the exact text (the tool-arguments digest). A lone surrogate is hashed
+    as it is (``surrogatepass``) rather than raising here: the record's own field check refuses
+    that text with one line naming the field, which a ``UnicodeEncodeError`` from a hash would
+    pre-empt."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def rfc3339(value: Any) -> str | None:

@@ -35,7 +35,11 @@ from holon_ctx.projection.base.model import (
 )
 from holon_ctx.projection.planning.context import Context
 from holon_ctx.projection.planning.planner import Bound, tier_start
-from holon_ctx.projection.planning.retention import Retention, in_fold_run
+from holon_ctx.projection.planning.retention import (
+    Retention,
+    extends_fold_run,
+    lowered_by_repeat,
+)
 from holon_ctx.projection.planning.turns import Tier, TurnItems
 from holon_ctx.projection.planning.view import Page, load_page, units_of
 
@@ -45,6 +49,9 @@ __all__ = ["HighTurns", "History", "Pages", "episode_spans"]
 _HIGH_CHUNK = 16
 #: Ranks of high-turn items start here: after every page item of their tier.
 _HIGH_ORDER = 1 << 20
+#: Turns read before a looked-up wake that may be a redelivered copy (HighTurns._context): a
+#: copy usually follows its original within a few ticks or retries.
+_REPEAT_CONTEXT = 16
 
 
 def episode_spans(store: LedgerStore | None,
@@ -144,7 +151,7 @@ class History:
         view = self.ctx.view
         oldest = last.units[0].turn.seq if last.units else view.current.turn.seq
         page = load_page(self.store, before_seq=oldest, index=index, limit_pos=view.limit_pos,
-                         limits=self.ctx.policy.window, extend=in_fold_run)
+                         limits=self.ctx.policy.window, extend=extends_fold_run)
         self.pages.append(page)
         if not page.units:
             return None
@@ -242,6 +249,16 @@ class HighTurns:
         return Bound(tier_start(self._rank_tier(self.base + self.taken)), Section.RECENT_TURNS,
                      _HIGH_ORDER + self.taken, lead=bool(self.history.ctx.topic))
 
+    def _context(self, unit: TurnUnit) -> list[TurnUnit]:
+        """The turns just before a looked-up turn that a neighbour may make low (a redelivered
+        wake naming a wait), to judge it as a page would; a few, so a copy after a longer run
+        of ticks is judged alone and kept (classified up)."""
+        h = self.history
+        if h.store is None or not lowered_by_repeat(unit):
+            return []
+        limit = h.ctx.view.limit_pos
+        return units_of(h.store, h.store.turns_before(unit.turn.seq, _REPEAT_CONTEXT, limit), limit)
+
     def load(self) -> Sequence[Item]:
         h = self.history
         turns = self._peek()
@@ -259,7 +276,7 @@ class HighTurns:
         for i, unit in enumerate(sorted(units, key=lambda u: -u.turn.seq)):
             if unit.turn.id in skip or h.covered(unit):
                 continue
-            h.retention.read_alone(unit)
+            h.retention.read_alone(unit, self._context(unit))
             if h.retention.priority(unit)[0] is not Priority.HIGH:
                 continue  # pinned (shown elsewhere) or not high as of this turn
             rank = first + i

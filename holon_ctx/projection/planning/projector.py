@@ -39,7 +39,7 @@ from holon_ctx.projection.planning.manifest import (
     assemble,
 )
 from holon_ctx.projection.planning.planner import Plan, plan
-from holon_ctx.projection.planning.retention import FactsCache, Retention, in_fold_run
+from holon_ctx.projection.planning.retention import FactsCache, Retention, extends_fold_run
 from holon_ctx.projection.planning.shown_lines import fold_shown_lines
 from holon_ctx.projection.planning.turns import TurnItems
 from holon_ctx.projection.planning.view import load_view
@@ -91,7 +91,7 @@ class Projector:
             raise InputError(f"budget must be a positive number of tokens, got {quote_value(budget_tokens)}",
                              path="budget_tokens")
         r = self.renderer
-        view = load_view(self.store, at=at, extend=in_fold_run, policy=self.policy,
+        view = load_view(self.store, at=at, extend=extends_fold_run, policy=self.policy,
                          limit_pos=limit_pos)
         # Control state is read per call: it changes outside the ledger (reconciliation).
         control = settle_control(self.store, self.control.control_state(), view.limit_pos) \

@@ -12,17 +12,27 @@ which is what guarantees that folding never hides operator input or a state chan
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from holon_ctx.ledger.facts import RULES, record_facts, trigger_facts
-from holon_ctx.ledger.records import Brief, BriefKind, ExternalEvent, Outcome, SideEffect, Tool, Trigger
+from holon_ctx.ledger.records import (
+    Brief,
+    BriefKind,
+    ExternalEvent,
+    Outcome,
+    SideEffect,
+    Tool,
+    Trigger,
+    Wait,
+)
 from holon_ctx.ledger.store import LedgerStore
 from holon_ctx.projection.base.model import Priority, TurnUnit
 from holon_ctx.projection.planning.view import Page
 
-__all__ = ["RULES", "FactsCache", "Retention", "classify", "in_fold_run", "judged_beside",
-           "may_join_fold_run", "stored_turn_class", "turn_facts"]
+__all__ = ["RULES", "FactsCache", "Retention", "classify", "extends_fold_run", "in_fold_run",
+           "judged_beside", "lowered_by_repeat", "may_join_fold_run", "stored_turn_class",
+           "turn_facts"]
 
 #: Triggers whose turn is diagnostic when it holds nothing but the runtime's note, by fact.
 _DIAGNOSTIC_TRIGGERS: Final[dict[Trigger, str]] = {
@@ -38,8 +48,10 @@ _TICK_TRIGGERS: Final = frozenset({Trigger.SCHEDULER_TICK, Trigger.TIMER})
 _NOTHING_HAPPENED: Final = frozenset({"noop_tick", *_DIAGNOSTIC_TRIGGERS.values()})
 
 
+#: Facts of a wake's events alone: an event naming a wait is a state change until it repeats.
+_EVENTS_ONLY: Final = frozenset({"external_event", "external_state_change"})
 #: Facts of a wake that brought nothing but its events (new or repeated).
-_WAKE_ONLY: Final = frozenset({"external_event", "duplicate_wake"})
+_WAKE_ONLY: Final = _EVENTS_ONLY | {"duplicate_wake"}
 #: Sources a run of wakes remembers (the newest): bounds the merged unit below.
 _WAKE_SOURCES: Final = 8
 
@@ -121,7 +133,7 @@ def _low_value(unit: TurnUnit, previous: TurnUnit | None, facts: list[str],
         return "noop_tick"
     if _is_repeated_poll(unit, previous) and set(facts) <= {"tool_summary", "progress_brief"}:
         return "repeated_pending_poll"
-    if (trigger is Trigger.EXTERNAL_EVENT and set(facts) <= {"external_event"}
+    if (trigger is Trigger.EXTERNAL_EVENT and set(facts) <= _EVENTS_ONLY
             and _is_duplicate_wake(unit, previous)):
         return "duplicate_wake"
     return None
@@ -148,21 +160,38 @@ def _is_repeated_poll(unit: TurnUnit, previous: TurnUnit | None) -> bool:
 
 
 def _is_duplicate_wake(unit: TurnUnit, previous: TurnUnit | None) -> bool:
-    """Each source of the wake's events sent exactly these texts (same order, same bytes) in
-    ``previous`` (a wake, holding also the newest events of other sources: judged_beside).
+    """Each source of the wake's events sent exactly these events (same order, same bytes, the
+    same wait named or none) in ``previous`` (a wake, holding also the newest events of other
+    sources: judged_beside).
 
     Identical means identical: a text differing in whitespace, a digit or the order of JSON
-    keys is another event, shown — a fold never hides text that differs."""
+    keys is another event, shown — a fold never hides text that differs. An event naming a wait
+    is a state change the first time; a redelivered copy (a webhook sent again after the wait
+    was resolved) changes nothing, since only a wait transition changes a wait, unless
+    ``previous`` holds a transition of that wait, after which the copy may be what answers it."""
     if previous is None or previous.turn.kind is not Trigger.EXTERNAL_EVENT:
         return False
-    def events(u: TurnUnit) -> dict[str, list[str]]:
-        by_source: dict[str, list[str]] = {}
+    def events(u: TurnUnit) -> dict[str, list[tuple[str, str | None]]]:
+        by_source: dict[str, list[tuple[str, str | None]]] = {}
         for r in u.records:
             if isinstance(r.record, ExternalEvent):
-                by_source.setdefault(r.record.source, []).append(r.record.text)
+                by_source.setdefault(r.record.source, []).append((r.record.text, r.record.wait_id))
         return by_source
     mine, before = events(unit), events(previous)
+    waits = {wait for texts in mine.values() for _, wait in texts if wait is not None}
+    if any(isinstance(r.record, Wait) and r.record.wait_id in waits for r in previous.records):
+        return False
     return bool(mine) and all(before.get(source) == texts for source, texts in mine.items())
+
+
+def lowered_by_repeat(unit: TurnUnit) -> bool:
+    """Whether ``unit``, high on its own, may be a low repeat beside the turns before it: a wake
+    whose events name a wait (high the first time) may be a redelivered copy
+    (:func:`_is_duplicate_wake`). A lookup of high turns judges such a turn in context."""
+    if unit.turn.kind is not Trigger.EXTERNAL_EVENT:
+        return False
+    facts = set(turn_facts(unit))
+    return "external_state_change" in facts and facts <= _EVENTS_ONLY
 
 
 def classify(facts: list[str]) -> Priority:
@@ -185,6 +214,17 @@ def stored_turn_class(store: LedgerStore, seq: int, limit_pos: int) -> tuple[Pri
 def in_fold_run(unit: TurnUnit, previous: TurnUnit | None) -> bool:
     """Whether a turn is low or diagnostic by its own facts (a page takes such runs whole)."""
     return classify(turn_facts(unit, previous)) >= Priority.LOW
+
+
+def extends_fold_run(unit: TurnUnit, previous: TurnUnit | None) -> bool:
+    """Whether a page reaching back from ``unit`` to ``previous`` takes ``previous``'s run in
+    (``view.load_page``): ``unit`` is low beside it, or ``unit`` is a wake after a turn in which
+    nothing happened — judged past the run (:func:`judged_beside`), it may repeat the wake before
+    the run, which a page starting at ``unit`` would not see (and show the copy whole)."""
+    if in_fold_run(unit, previous):
+        return True
+    return (unit.turn.kind is Trigger.EXTERNAL_EVENT and previous is not None
+            and set(turn_facts(previous)) <= _NOTHING_HAPPENED)
 
 
 def may_join_fold_run(unit: TurnUnit, previous: TurnUnit | None) -> bool:
@@ -243,10 +283,15 @@ class Retention:
             facts = self._facts[unit.turn.id] = self._cache.facts(unit, prev)
             prev = judged_beside(unit, facts, prev)
 
-    def read_alone(self, unit: TurnUnit) -> None:
-        """Classify a turn read on its own (by lookup), judged without a neighbour: the repeat
-        rules that need one only ever make a turn low, never high."""
-        self._facts[unit.turn.id] = self._cache.facts(unit, None)
+    def read_alone(self, unit: TurnUnit, before: Sequence[TurnUnit] = ()) -> None:
+        """Classify a turn read on its own (by lookup), judged beside the turns ``before`` it
+        (oldest first; none: without a neighbour). The repeat rules that need a neighbour only
+        ever make a turn low, never high, so a turn judged alone is classified up; ``before`` is
+        given for the one high turn a neighbour can make low (:func:`lowered_by_repeat`)."""
+        prev: TurnUnit | None = None
+        for earlier in before:
+            prev = judged_beside(earlier, self._cache.facts(earlier, prev), prev)
+        self._facts[unit.turn.id] = self._cache.facts(unit, prev)
 
     def facts(self, unit: TurnUnit) -> list[str]:
         """Facts of a turn read in a page; a turn fetched on its own is judged without a

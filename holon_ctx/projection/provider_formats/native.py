@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import msgspec
 
+from holon_ctx.ledger.fieldcheck import unicode_error
 from holon_ctx.ledger.records import Message, MessageRole, Tool
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.projection.base.framing import Framing, Role, arguments_json
@@ -133,6 +134,11 @@ def _call(tool: Tool, framing: Framing) -> Call | None:
     arguments: dict[str, Any] = (parsed if isinstance(parsed, dict)
                                     else {"input": tool.args_preview})
     encoded = arguments_json(arguments)
+    if unicode_error(encoded) is not None:
+        # Valid JSON can escape half a surrogate pair ("\ud800"): decoded, it is text no UTF-8
+        # request body holds (an SDK's encoder raises). The stored text is valid; send that.
+        arguments = {"input": tool.args_preview}
+        encoded = arguments_json(arguments)
     tokens = framing.call(tool.call_id, tool.tool_name, encoded)
     return Call(call_id=tool.call_id, name=tool.tool_name, arguments=arguments,
                 arguments_json=encoded, tokens=tokens)

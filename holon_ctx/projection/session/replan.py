@@ -44,7 +44,7 @@ from holon_ctx.projection.planning.manifest import SECTION_TITLES, Projection
 from holon_ctx.projection.planning.pins import SLOTS
 from holon_ctx.projection.planning.planner import Plan
 from holon_ctx.projection.planning.projector import plan_and_assemble
-from holon_ctx.projection.planning.retention import FactsCache, Retention, in_fold_run
+from holon_ctx.projection.planning.retention import FactsCache, Retention, extends_fold_run
 from holon_ctx.projection.planning.turns import ChainOf, Tier, TurnItems
 from holon_ctx.projection.planning.view import View, load_view
 from holon_ctx.projection.provider_formats.native import Part, parts_of_blocks, system_part, text_part
@@ -132,7 +132,7 @@ class Prepared:
 def prepare(store: LedgerStore, r: Renderer, policy: Policy, episodes: EpisodeSource | None,
             control: ControlState | None, *, limit_pos: int) -> Prepared:
     """Read what a re-plan as of ``limit_pos`` plans from (see :class:`Prepared`)."""
-    view = load_view(store, limit_pos=limit_pos, extend=in_fold_run, policy=policy)
+    view = load_view(store, limit_pos=limit_pos, extend=extends_fold_run, policy=policy)
     ctx = analyse(view, store, policy, control)
     episode_items, recalled = sections.episodes(ctx, r, episodes)
     return Prepared(view=view, ctx=ctx, episode_items=tuple(episode_items),
