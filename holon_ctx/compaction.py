@@ -47,7 +47,7 @@ from holon_ctx.continuity.store import FactKind
 from holon_ctx.ledger.compaction_lock import appends_held, process_lock
 from holon_ctx.ledger.records import Message, Pin
 from holon_ctx.ledger.store import LedgerStore
-from holon_ctx.memory.archiver import Archiver, ArchiveReport
+from holon_ctx.memory.archiver import Archiver, ArchiveReport, WouldArchive
 from holon_ctx.memory.episodes import Episode, encode_episode
 from holon_ctx.memory.store import EpisodeStore
 from holon_ctx.projection.base.model import ControlHistory, ControlState
@@ -122,9 +122,19 @@ def compact(
     newest one the governed store holds, so a compaction never fails for another's clock."""
     archiver = archiver or Archiver(ledger, episodes)
 
-    def run() -> CompactionResult:
+    def run(*, archiving: bool = True) -> CompactionResult:
         return _compact_locked(ledger, episodes, continuity, session=session,
-                               clock=_store_clock(continuity, clock), archiver=archiver)
+                               clock=_store_clock(continuity, clock), archiver=archiver,
+                               archiving=archiving)
+
+    def run_if_nothing_archives() -> CompactionResult | None:
+        # The archive stops before building the first range that closes (it would write it):
+        # a dry run that builds episodes only to throw them away cost a sealing compaction
+        # ~6 ms of CPU at 10k messages.
+        try:
+            return run(archiving=False)
+        except WouldArchive:
+            return None
     recent, sid = archiver.policy.recent_turns, session.session_id
     # On a server, most compactions (one turn in four while the budget binds) find nothing to
     # archive or seal: tried first on the answers of one statement, without the lock, they are
@@ -133,7 +143,7 @@ def compact(
     # RFC 0026 decision 13). Any other store runs it once, under the lock, as before.
     alone = getattr(ledger, "compact_alone", None)
     if callable(alone):
-        done = alone(run, recent_turns=recent, governed=sid,
+        done = alone(run_if_nothing_archives, recent_turns=recent, governed=sid,
                      stores=(episodes, continuity.backend))
         if isinstance(done, CompactionResult):
             return done
@@ -166,9 +176,10 @@ def _compact_locked(
     session: SessionConfig,
     clock: Callable[[], datetime],
     archiver: Archiver | None,
+    archiving: bool = True,
 ) -> CompactionResult:
     archiver = archiver or Archiver(ledger, episodes)
-    report = archiver.archive()
+    report = archiver.archive(archiving=archiving)
     # The envelope covers every episode archived since the last sealed one, not only this run's:
     # a compaction killed after archiving and before sealing leaves episodes that the next run
     # must seal, or their range would never be covered by any envelope.
