@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ from holon_ctx.postgres import PostgresStore
 from holon_ctx.postgres.episodes import PostgresEpisodeStore
 
 _MANUAL = holon_ctx.CompactionPolicy(every_turns=10_000, binding_turns=10_000)
+_NOW = datetime(2026, 12, 6, tzinfo=UTC)
 #: What of each derived table a compaction decides (no sid, no time; envelopes, facts and
 #: events in the order written).
 _DERIVED = {
@@ -119,15 +120,12 @@ def _runtime(pg_url: str, key: str, seed: int) -> tuple[list[str], dict[str, Any
     """A runtime under the default policy with a tight budget (so it compacts every few turns,
     mostly finding nothing), open waits, pending calls and unknown side effects: its requests'
     digests, its derived rows, and the rebuild's digest of each request."""
-    start = datetime(2026, 12, 6, tzinfo=UTC)
-    ticks = iter(range(1 << 20))
-
-    def clock() -> datetime:
-        return start + timedelta(seconds=next(ticks))
-
     store = PostgresStore(pg_url, session=key)
-    session = holon_ctx.open_session(store, clock=clock, compaction=holon_ctx.CompactionPolicy(
-        recent_turns=4, every_turns=6, binding_turns=2))
+    # One moment for every write: both runs stamp the same times (a store's clock never goes
+    # below the newest time it holds, so a constant clock is accepted).
+    session = holon_ctx.open_session(store, clock=lambda: _NOW,
+                                     compaction=holon_ctx.CompactionPolicy(
+                                         recent_turns=4, every_turns=6, binding_turns=2))
     rng, waits = random.Random(seed), list[str]()
     made: list[str] = []
     asked: list[tuple[int, int]] = []
@@ -179,7 +177,7 @@ def test_a_compaction_that_archives_runs_under_the_lock_and_writes_what_it_did(
                 _old_path(patch)
             store = PostgresStore(pg_url, session=f"{pg_session_key}-{ahead}")
             session = holon_ctx.open_session(store, compaction=_MANUAL,
-                                             clock=lambda: datetime(2026, 12, 6, tzinfo=UTC))
+                                             clock=lambda: _NOW)
             try:
                 _plain_turns(session, 0, 40)
                 first = session.compact()
