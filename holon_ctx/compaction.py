@@ -119,7 +119,10 @@ def compact(
     Under the ledger's compaction lock (RFC 0020): another runtime, or ``holon-ctx compact``,
     compacting the same ledger waits, then finds this one's episodes and envelope and seals only
     what is still unsealed, if anything. Times are read inside the lock and never below the
-    newest one the governed store holds, so a compaction never fails for another's clock."""
+    newest one the governed store holds, so a compaction never fails for another's clock.
+    A store that can read a compaction ahead (PostgreSQL) first tries it without the lock on
+    one statement's answers: one that writes nothing returns from there (RFC 0026 decision 13).
+    """
     archiver = archiver or Archiver(ledger, episodes)
 
     def run(*, archiving: bool = True) -> CompactionResult:
