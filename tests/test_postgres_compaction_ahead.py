@@ -24,6 +24,7 @@ from pg_round_trips import RoundTrips
 from session_procs import messages_digest
 
 import holon_ctx
+from holon_ctx.memory import ArchivePolicy, Archiver
 from holon_ctx.postgres import PostgresStore
 from holon_ctx.postgres.episodes import PostgresEpisodeStore
 
@@ -211,4 +212,60 @@ def test_episodes_on_another_connection_are_never_compacted_without_the_lock(
     finally:
         session.close()
         episodes.close()
+        store.close()
+
+
+def test_a_compaction_that_writes_nothing_does_not_wait_for_anothers_lock(
+        pg_url: str, pg_session_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While another process holds the session's compaction lock, a compaction with nothing to
+    write returns (it takes no lock); one with something to write waits for the lock, as before
+    (here past a short timeout: one line saying who held it)."""
+    monkeypatch.setenv("HOLON_CTX_LOCK_TIMEOUT", "0.3")
+    store = PostgresStore(pg_url, session=pg_session_key)
+    other = PostgresStore(pg_url, session=pg_session_key, create=False)
+    session = holon_ctx.open_session(store, compaction=_MANUAL)
+    try:
+        _plain_turns(session, 0, 40)
+        assert session.compact().envelope_id is not None
+        with other.compaction_lock():
+            trips = RoundTrips(store.connection)
+            result = session.compact()
+            assert result.envelope_id is None
+            assert not result.archive.archived
+            assert trips.count == 1
+            _plain_turns(session, 40, 40)
+            with pytest.raises(holon_ctx.StoreError, match="held the lock"):
+                session.compact()
+        assert session.compact().envelope_id is not None
+    finally:
+        session.close()
+        other.close()
+        store.close()
+
+
+def test_episodes_another_compaction_left_unsealed_are_sealed_under_the_lock(
+        pg_url: str, pg_session_key: str) -> None:
+    """Another process archived episodes and stopped before sealing them (a crash, or a
+    compaction still running): a compaction finds them unsealed in its read ahead, so it does
+    not return from there but seals them under the lock."""
+    store = PostgresStore(pg_url, session=pg_session_key)
+    session = holon_ctx.open_session(store, compaction=_MANUAL)
+    other = PostgresStore(pg_url, session=pg_session_key, create=False)
+    episodes = PostgresEpisodeStore(other.connection, session=pg_session_key)
+    try:
+        _plain_turns(session, 0, 40)
+        assert session.compact().envelope_id is not None
+        _plain_turns(session, 40, 40)
+        archived = Archiver(other, episodes, policy=ArchivePolicy(recent_turns=16)).archive()
+        assert archived.archived
+        result = session.compact()
+        assert not result.archive.archived  # the other process archived them
+        assert result.envelope_id is not None
+        newest = episodes.last()
+        assert newest is not None
+        assert result.envelope_id.endswith("-" + newest.span.last_turn.removeprefix("turn:"))
+    finally:
+        session.close()
+        episodes.close()
+        other.close()
         store.close()
