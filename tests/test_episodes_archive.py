@@ -15,7 +15,7 @@ from holon_ctx.errors import InputError, StoreError
 from holon_ctx.ledger.episode_store import MemoryEpisodeStore
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import Record, SideEffect, Tool, ToolStatus, Turn
-from holon_ctx.memory.archiver import ArchivePolicy, Archiver
+from holon_ctx.memory.archiver import ArchivePolicy, Archiver, WouldArchive
 from holon_ctx.memory.boundaries import BoundaryPolicy
 from holon_ctx.memory.builder import build_episode
 from holon_ctx.memory.episodes import encode_episode, source_digest
@@ -149,6 +149,24 @@ def test_the_last_open_range_waits_for_its_boundary() -> None:
     assert episodes.count() == 0
     _, episodes, _ = archived(c.records, recent=2, max_range=4)
     assert [e.id for e in episodes.iter_episodes()] == ["e0-3", "e4-7"]
+
+
+def test_a_run_not_archiving_stops_at_the_first_range_that_closes() -> None:
+    """``archive(archiving=False)`` (a compaction tried without its lock, RFC 0026 decision 13)
+    raises WouldArchive naming the first turn of the first range that closes, having stored
+    nothing; where nothing closes it reports what ``archive()`` reports."""
+    c = Conv()
+    for i in range(12):
+        c.operator(f"billing replication step {i}: keep the billing replica in sync")
+    ledger, episodes = make_stores("memory")
+    ledger.append(c.records)
+    archiver = Archiver(ledger, episodes, policy=policy(recent=2, max_range=4))
+    with pytest.raises(WouldArchive, match="turn:"):
+        archiver.archive(archiving=False)
+    assert episodes.count() == 0
+    first = archiver.archive()
+    assert [e.id for e in episodes.iter_episodes()] == ["e0-3", "e4-7"]
+    assert archiver.archive(archiving=False) == archiver.archive() != first
 
 
 def test_a_turn_is_never_covered_twice_by_the_store() -> None:

@@ -48,7 +48,8 @@ from holon_ctx.memory.store import EpisodeStore, OpenRow, Resolution
 from holon_ctx.memory.summarizer import Summarizer, summarize
 from holon_ctx.memory.unresolved import LedgerFacts, is_open, key_work_item, resolves
 
-__all__ = ["ArchivePolicy", "ArchiveReport", "Archiver", "RebuildReport", "VerifyReport"]
+__all__ = ["ArchivePolicy", "ArchiveReport", "Archiver", "RebuildReport", "VerifyReport",
+           "WouldArchive"]
 
 #: Open items checked against the ledger per run (the rest wait for the next run).
 _OPEN_CHECK: Final = 4096
@@ -76,6 +77,10 @@ class ArchivePolicy:
         return {"policy": msgspec.json.encode(
             {"builder": 1, "boundaries": attrs.asdict(self.boundaries),
              "budget": attrs.asdict(self.budget)}).decode()}
+
+
+class WouldArchive(Exception):
+    """``archive(archiving=False)`` met a range that closes: the run would archive it."""
 
 
 @attrs.frozen
@@ -125,12 +130,16 @@ class Archiver:
         self.forms = forms
 
     # -- public --------------------------------------------------------------------------------
-    def archive(self, *, at: str | None = None, to_edge: bool = False) -> ArchiveReport:
+    def archive(self, *, at: str | None = None, to_edge: bool = False,
+                archiving: bool = True) -> ArchiveReport:
         """Archive every closed range older than the recent window (idempotent).
 
         ``to_edge``: also close the range still open at the window's edge, so that every turn
         outside the window is archived (an explicit run, ``holon-ctx episodes archive``; a
-        session's own runs never do: each would cut a range of a few turns, RFC 0029)."""
+        session's own runs never do: each would cut a range of a few turns, RFC 0029).
+        ``archiving=False``: raise :class:`WouldArchive` at the first range that closes,
+        before building its episode (a compaction tried without its lock asks only whether
+        there is anything to write: RFC 0026 decision 13)."""
         self._check_policy()
         current, limit_pos = resolve_limit(self.ledger, at)
         assert isinstance(current.record, Turn)
@@ -144,7 +153,8 @@ class Archiver:
         last = self.store.last()
         after = last.span.last_seq if last is not None else None
         edges = frozenset(_seq(t) for t in edge if after is None or _seq(t) > after)
-        report = self._run(after, horizon, limit_pos, summarize_new=True, edges=edges)
+        report = self._run(after, horizon, limit_pos, summarize_new=True, edges=edges,
+                           archiving=archiving)
         return attrs.evolve(report, horizon=horizon.ref)
 
     def rebuild(self) -> RebuildReport:
@@ -211,7 +221,8 @@ class Archiver:
                              "rebuild them to change settings")
 
     def _run(self, after_seq: int | None, look: StoredRecord, limit_pos: int, *,
-             summarize_new: bool, edges: frozenset[int] = frozenset()) -> ArchiveReport:
+             summarize_new: bool, edges: frozenset[int] = frozenset(),
+             archiving: bool = True) -> ArchiveReport:
         look_turn = look.record
         assert isinstance(look_turn, Turn)
         start, look_settle = self._span(after_seq, look, look_turn, limit_pos)
@@ -228,6 +239,8 @@ class Archiver:
                         tools.extend((k, stored.pos, unit.turn.seq)
                                      for k in resolves(stored.record, stored.ref))
                 closed.extend(r for r in segmenter.push(unit) if r.last_seq < look_turn.seq)
+            if closed and not archiving:
+                raise WouldArchive(closed[0].units[0].stored.ref)
             episodes = [build_episode(r.units, closed_by=r.closed_by, budget=self.policy.budget)
                         for r in closed]
             if episodes:

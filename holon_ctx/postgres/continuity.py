@@ -74,7 +74,12 @@ class PostgresContinuityBackend:
         journal and body of its newest envelopes, the current facts of ``kinds``) are answered
         from one round trip made on entry: what is read before every request (the projection's
         control state, ``compaction.GovernedControl``) costs one wait on the server, not six.
-        Answers are as of entry, kept only inside the block, and dropped by any write."""
+        Answers are as of entry, kept only inside the block, and dropped by any write. Inside
+        a compaction's read ahead (``compaction_ahead.py``) the kinds-less read it makes is
+        answered from there already: nothing is read."""
+        if not kinds and self._h.ahead("governed", session_id) is not MISSING:
+            yield
+            return
         args: dict[str, Any] = {"sid": self._h.sid, "session": session_id}
         ids, journal, bodies, facts = self._h.batch([
             ("SELECT envelope_id FROM holon_continuity_envelopes WHERE sid=%(sid)s AND "
@@ -143,6 +148,9 @@ class PostgresContinuityBackend:
     def latest_fact(self, kind: str, key: str) -> bytes | None:
         if self._sealing is not None:
             return self._sealing.latest_fact(kind, key)
+        ahead = self._h.ahead("fact", kind, key)  # a compaction's (compaction_ahead.py)
+        if ahead is not MISSING:
+            return None if ahead is None else bytes(ahead)
         row = self._h.one("SELECT body FROM holon_continuity_facts WHERE sid=%(sid)s AND "
                           "kind=%(kind)s AND key=%(key)s ORDER BY seq DESC LIMIT 1",
                           {"kind": kind, "key": key})
@@ -174,6 +182,9 @@ class PostgresContinuityBackend:
         if ("envelope", envelope_id) in self._ahead:
             body: bytes = self._ahead[("envelope", envelope_id)]
             return body
+        ahead = self._h.ahead("envelope", envelope_id)  # a compaction's (compaction_ahead.py)
+        if ahead is not MISSING:
+            return bytes(ahead)
         row = self._h.one("SELECT body FROM holon_continuity_envelopes WHERE sid=%(sid)s AND "
                           "envelope_id=%(id)s", {"id": envelope_id})
         return None if row is None else bytes(row[0])
@@ -207,6 +218,9 @@ class PostgresContinuityBackend:
             return self._sealing.steps(envelope_id)
         if ("steps", envelope_id) in self._ahead:
             return dict(self._ahead[("steps", envelope_id)])
+        ahead = self._h.ahead("steps", envelope_id)  # a compaction's (compaction_ahead.py)
+        if ahead is not MISSING:
+            return dict(ahead)
         return {str(step): bytes(body) for step, body in self._h.rows(
             "SELECT step, body FROM holon_continuity_journal WHERE sid=%(sid)s AND "
             "envelope_id=%(id)s", {"id": envelope_id})}

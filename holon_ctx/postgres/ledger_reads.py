@@ -10,9 +10,9 @@ must (the prefetched work-item states), which is why both halves share one objec
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -28,6 +28,7 @@ from holon_ctx.postgres.ahead import read_ahead
 from holon_ctx.postgres.appends import (
     Known,
 )
+from holon_ctx.postgres.compaction_ahead import compaction_reads, run_alone
 from holon_ctx.postgres.connection import psycopg_module
 from holon_ctx.postgres.epochs import PostgresEpochStore
 from holon_ctx.postgres.schema import SESSION_TABLES
@@ -36,6 +37,7 @@ from holon_ctx.postgres.usage import PostgresUsageStore
 from holon_ctx.tokens import TokenCounter, default_counter
 
 _PAGE: Final = 2048
+_T = TypeVar("_T")
 
 _record_decoder = msgspec.json.Decoder(Record)
 _wi_decoder = msgspec.json.Decoder(WorkItemState)
@@ -193,6 +195,9 @@ class _PostgresLedgerBase:
         return self.get(f"turn:{turn_id}")
 
     def next_turn_pos(self, seq: int) -> int | None:
+        ahead = self._h.ahead("next_turn_pos", seq)  # a compaction's (compaction_ahead.py)
+        if ahead is not MISSING:
+            return None if ahead is None else int(ahead)
         row = self._one("SELECT pos FROM holon_turns WHERE sid=%s AND seq>%s ORDER BY seq LIMIT 1",
                         (self.sid, seq))
         return None if row is None else int(row[0])
@@ -200,6 +205,9 @@ class _PostgresLedgerBase:
     def latest_turn(self, limit_pos: int) -> StoredRecord | None:
         """The turn; its records come back in the same round trip for the ``records_of_turns``
         call that follows (the projector reads the current turn, then its records)."""
+        ahead = self._h.ahead("latest_turn", self._counter_id, limit_pos)  # a compaction's
+        if ahead is not MISSING:
+            return None if ahead is None else self._decoded.stored(*ahead)
         found = self._turns_and_records(_LATEST_TURN, {"lim": limit_pos})
         return found[0] if found else None
 
@@ -209,6 +217,10 @@ class _PostgresLedgerBase:
         turns and then their records: one round trip instead of two)."""
         if count <= 0:
             return []
+        ahead = self._h.ahead("turns_before", self._counter_id, seq, count, limit_pos)
+        if ahead is not MISSING:  # a compaction's read ahead (compaction_ahead.py)
+            stored = self._decoded.stored
+            return [stored(*row) for row in ahead]
         return self._turns_and_records(_TURNS_BEFORE, {"seq": seq, "lim": limit_pos, "n": count})
 
     def _turns_and_records(self, turns_sql: str, args: dict[str, Any]) -> list[StoredRecord]:
@@ -369,6 +381,25 @@ class _PostgresLedgerBase:
         turns = int(self._one("SELECT count(*) FROM holon_turns WHERE sid=%s", (sid,))[0])
         return LedgerStats(turns=turns, records=sum(kinds.values()), records_by_kind=kinds,
                            tokens_by_kind=tokens, tokens_by_trust=trust, counter=counter)
+
+    def compaction_reads(self, recent_turns: int, governed: str) -> AbstractContextManager[None]:
+        """Inside the block, a compaction's reads (of ``recent_turns`` recent turns, sealing for
+        governed session ``governed``) answered by this store and the stores sharing its
+        connection from one statement run on entry (``holon_ctx.postgres.compaction_ahead``)."""
+        return compaction_reads(self._h, counter=self._counter_id, recent_turns=recent_turns,
+                                governed=governed)
+
+    def compact_alone(self, fn: Callable[[], _T], *, recent_turns: int, governed: str,
+                      stores: Sequence[object]) -> _T | None:
+        """``fn()``, a compaction, answered by one statement alone and without the compaction
+        lock, or None when it would read anything else or write (``compaction_ahead.run_alone``)
+        or when one of ``stores`` (its episode and governed stores) is not on this store's
+        connection: a store elsewhere could be written to outside the lock."""
+        if not all(isinstance(h := getattr(store, "_h", None), SessionHandle)
+                   and h.link is self._h.link and h.sid == self.sid for store in stores):
+            return None
+        return run_alone(self._h, fn, counter=self._counter_id, recent_turns=recent_turns,
+                         governed=governed)
 
     @contextmanager
     def compaction_lock(self) -> Iterator[None]:

@@ -27,7 +27,7 @@ from holon_ctx.errors import StoreError, quote_value
 from holon_ctx.postgres.connection import connect, describe, psycopg_module, store_error
 from holon_ctx.postgres.schema import create_session, ensure_schema, find_session
 
-__all__ = ["MISSING", "ConnectionLost", "Link", "SessionHandle"]
+__all__ = ["MISSING", "ConnectionLost", "Link", "NotAnswered", "SessionHandle"]
 
 _T = TypeVar("_T")
 #: Up to this many rows an append's inserts are pipelined INSERTs (one round trip for all tables);
@@ -42,6 +42,11 @@ class ConnectionLost(StoreError):
     network fault); the next call reconnects. A write's commit may or may not have landed."""
 
 
+class NotAnswered(Exception):
+    """A statement was about to be sent while its link was ``dry``: the work run on answers read
+    ahead needs the server (``holon_ctx.postgres.compaction_ahead.run_alone``)."""
+
+
 class Link:
     """A connection, and, when it was opened from a URL, how to open it again: what every store
     sharing the connection holds, so one reconnection serves them all."""
@@ -54,6 +59,9 @@ class Link:
         #: the read, its session's ``sid`` and its arguments: every store sharing the connection
         #: looks here before asking the server. Emptied by any statement that is not a read.
         self.ahead: dict[tuple[Any, ...], Any] = {}
+        #: Nothing may reach the server: every call raises :class:`NotAnswered` before sending
+        #: (a compaction tried on its answers read ahead alone, ``compaction_ahead.run_alone``).
+        self.dry = False
         _LINKS[conn] = self
 
     @classmethod
@@ -150,6 +158,8 @@ class SessionHandle:
         reads, so it runs again once on a new connection when the one it met was dead."""
         if self.closed:
             raise StoreError(f"{self.where}: the store is closed")
+        if self.link.dry:
+            raise NotAnswered(self.where)
         if not reads:
             # A write (or a lock) may change what was read ahead: nothing is answered from it
             # after (a compaction before a request's walk reads the server again).
