@@ -94,6 +94,16 @@ class _EpochPlanner(_ProjectorBase):
                     break
                 continue
             room = budget - tail_cost - (state.frozen_tokens - frozen.projection.used_tokens)
+            if frozen.pinned_need is not None \
+                    and frozen.pinned_need > room - self._growth(budget, limit):
+                # Raised to the brim, the request would leave less room than the history grows
+                # by in a turn: the very next record would re-plan again, and so on at every
+                # record, each re-plan planning the turn again (a long turn, or steps each
+                # larger than the room, at a small budget; RFC 0010, decision 7). The raise
+                # stops at the low-water ceiling instead, keeping ``1 - low_water`` of the
+                # budget to grow into — save what the operator's words need: they come first.
+                kept = room - budget + int(budget * self.session.low_water)
+                room = min(room, max(kept, frozen.words_need or 0))
             need = frozen.pinned_need
             if not shrinking and need is not None and plan_budget < min(need, room):
                 # Up to the room there is: a pinned turn that still does not fit whole is then
