@@ -68,6 +68,9 @@ GROW_NEWEST_ROUND = 4.5
 #: The round of every other turn's grow step: after every other step of every tier, so a field
 #: is cut to its cap only when the whole budget binds.
 GROW_ROUND = float(1 << 40)
+#: The pinned reasons that make a turn's words the operator's current request: the current turn,
+#: the turn it continues, the newest operator intent (pins.pinned_turns).
+_CURRENT_REQUEST = frozenset({"current_turn", "continuation_anchor", "latest_operator_intent"})
 #: How far ahead of the pinned slot orders (pins.SLOTS, -30 and up) a pinned upgrade that brings
 #: the operator's words in is taken.
 _WORDS_FIRST = 1000.0
@@ -179,10 +182,12 @@ class _Sequence:
                     # Pinned rounds follow the items' own order across sections (control notices,
                     # current turn, question, anchor, work item, …), not the fair share: these
                     # are not competing evidence but the order the prompt must not lose them in.
-                    # A pinned turn's form that brings the operator's words in goes before every
-                    # other upgrade: the current step's tool output never pushes out what was
-                    # asked (RFC 0010, decision 7).
+                    # A form that brings the operator's current request in (the words of the
+                    # current turn, of the turn it continues, of the newest intent) goes before
+                    # every other upgrade: the current step's tool output never pushes out what
+                    # was asked (RFC 0010, decision 7).
                     words = (rnd == 1 and item.kind == "turn"
+                             and not _CURRENT_REQUEST.isdisjoint(item.reasons)
                              and operator_chars(item.forms[form]) > words_before)
                     key = (rnd, float(item.order) - (_WORDS_FIRST if words else 0.0),
                            section_index, 0, i)
