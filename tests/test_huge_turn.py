@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import re
+import sqlite3
 from typing import Any
 
 import pytest
@@ -186,3 +187,25 @@ def test_a_turn_within_the_policy_shows_every_record(tmp_path: Any) -> None:
     store = SqliteStore(path)
     refs = [s.ref for s in store.records_between(0, store.end_pos()) if s.ref.startswith("tool:")]
     assert all(ref in projection.text for ref in refs)
+
+
+def test_a_huge_turn_asked_at_every_record_equals_a_cold_walk(tmp_path: Any) -> None:
+    """The growth room a re-plan keeps is read from the epoch starts, not from when requests
+    were made: asking after every record gives the bytes a cold session gives at the end."""
+    rng = random.Random(11)
+    path = str(tmp_path / "ledger.db")
+    words = _words(rng, 20)
+    with holon_ctx.open_session(path) as session:
+        session.operator_message(words)
+        for k in range(sized(70, 160)):
+            session.tool_run("bash", {"command": f"grep {k}"}, _output(rng, k, 6000))
+            warm = session.next_request(2048)
+        _check(warm, words, 2048)
+    # A cold walk of the same ledger: the saved epochs are derived data (docs/session.md).
+    cold_path = str(tmp_path / "cold.db")
+    with sqlite3.connect(path) as src, sqlite3.connect(cold_path) as dst:
+        src.backup(dst)
+        dst.execute("DELETE FROM session_epochs")
+        dst.execute("DELETE FROM session_state")
+    with holon_ctx.open_session(cold_path) as cold:
+        assert cold.next_request(2048).openai_messages == warm.openai_messages
