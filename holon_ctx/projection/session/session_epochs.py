@@ -101,15 +101,18 @@ class _EpochPlanner(_ProjectorBase):
                     break
                 continue
             room = budget - tail_cost - (state.frozen_tokens - frozen.projection.used_tokens)
-            if _thrashing(reason, after, frozen) and frozen.pinned_need is not None \
+            if self.renderer.huge(frozen.view.current) and _thrashing(reason, after, frozen) \
+                    and frozen.pinned_need is not None \
                     and frozen.pinned_need > room - self._growth(budget, limit):
-                # The epoch it replaces lasted a few turns at most, and raised to the brim the
-                # request would leave less room than the history grows by in a turn: the next
-                # record would re-plan again, and so on at every record, each re-plan planning
-                # the turn again (a long turn, or steps each larger than the room, at a small
-                # budget; RFC 0010, decision 7). The raise stops at the low-water ceiling instead,
-                # keeping ``1 - low_water`` of the budget to grow into — save what the
-                # operator's words need: they come first.
+                # A huge current turn whose last epoch lasted a few turns at most, and raised to
+                # the brim the request would leave less room than the history grows by in a
+                # turn: the next record would re-plan again, and so on at every record, each
+                # re-plan planning the turn again (RFC 0010, decision 7). Only a huge turn: a
+                # loop of agent steps keeps its previous step whole at the brim (the last two
+                # steps are what the next one continues from, tests/test_session_frontier.py).
+                # The raise stops at the low-water ceiling instead, keeping ``1 - low_water`` of
+                # the budget to grow into — save what the operator's words need: they come
+                # first.
                 kept = room - budget + int(budget * self.session.low_water)
                 room = min(room, max(kept, frozen.words_need or 0))
             need = frozen.pinned_need
