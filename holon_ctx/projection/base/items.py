@@ -21,7 +21,7 @@ from holon_ctx.errors import EngineError
 from holon_ctx.projection.base.model import Form, Priority, Section
 
 __all__ = ["Block", "BlockKind", "ClipFn", "GrowFn", "Item", "LazyRendered", "Mark", "Note",
-           "NoteKind", "Rendered", "notes_kept"]
+           "NoteKind", "Rendered", "notes_kept", "operator_chars"]
 
 
 class BlockKind(StrEnum):
@@ -234,6 +234,12 @@ class LazyRendered(Rendered):
     __hash__ = Rendered.__hash__
 
 
+def operator_chars(form: Rendered) -> int:
+    """Characters of the operator's own words ``form`` shows (a turn's form: an episode's lazy
+    form would be written to be read)."""
+    return sum(len(b.body) for b in form.blocks if b.kind is BlockKind.OPERATOR)
+
+
 #: ``clip(form, limit)``: the form cut to at most ``limit`` tokens, or None (see clipping.py).
 ClipFn = Callable[[Rendered, int], Rendered | None]
 #: ``grow(limit)``: the full form with its per-field caps lifted — every field whole (``limit``
@@ -261,6 +267,10 @@ class Item:
     #: A turn whose full form cuts a field to its per-field cap offers the field whole when the
     #: budget has room (planner.py, "grow" steps); None when nothing in it is cut.
     grow: GrowFn | None = attrs.field(default=None, eq=False)
+    #: ``shrink(limit)``: what the planner takes instead of its full form cut short when that
+    #: does not fit (None: the form clipped, clipping.py). A huge turn offers its newest records
+    #: that fit, its operator's words first (RFC 0010, decision 7).
+    shrink: Callable[[int], Rendered | None] | None = attrs.field(default=None, eq=False)
     #: A larger form shown whole or not at all: a list whose smaller form already names what
     #: matters and counts what it leaves out (the execution frontier) is never replaced by its
     #: larger form cut short, which would drop the newest entries behind a clip note.

@@ -98,6 +98,8 @@ class Omission(StrEnum):
     SUPERSEDED = "superseded_by_later_state"
     OTHER_WORK_ITEM = "owned_by_other_work_item"
     OUTSIDE_WINDOW = "outside_recent_window"
+    #: An older record of a huge turn, counted on the turn's fold line (Policy.turn_records).
+    EARLIER_IN_TURN = "earlier_record_of_huge_turn"
 
 
 class SectionManifest(msgspec.Struct, kw_only=True):

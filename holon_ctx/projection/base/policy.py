@@ -142,3 +142,9 @@ class Policy:
     #: Lines of output an earlier run of a command keeps when its next run printed something
     #: else (the lines that differ; its full text stays one ref away).
     changed_lines: int = 12
+    #: Records a turn's full form shows besides the operator's words, the newest: a turn with
+    #: more (a runtime that records a long piece of work as one turn of hundreds of tool runs)
+    #: shows its operator's words, one counted line for its older records (each one ref away)
+    #: and its newest this many. It bounds what one turn costs to render, so a re-plan inside a
+    #: huge turn costs what one in a short turn does (RFC 0010, decision 7).
+    turn_records: int = 48

@@ -14,7 +14,7 @@ from typing import Final
 import attrs
 import msgspec
 
-from holon_ctx.projection.base.items import Block, BlockKind, Item, NoteKind, Rendered
+from holon_ctx.projection.base.items import Block, BlockKind, Item, Mark, NoteKind, Rendered
 from holon_ctx.projection.base.model import (
     SECTION_ORDER,
     EpisodeManifest,
@@ -264,6 +264,9 @@ def _dropped_refs(item: Item, form: Form, rendered: Rendered) -> list[dict[str, 
         return []
     dropped = (Omission.OTHER_WORK_ITEM if Omission.OTHER_WORK_ITEM.value in item.reasons else
                Omission.CLIPPED if rendered.clipped else
+               # A huge turn's form counts its older records on a fold line (render.py).
+               Omission.EARLIER_IN_TURN if form is Form.FULL and item.kind == "turn"
+               and any(b.mark is Mark.FOLD for b in rendered.blocks) else
                Omission.COMPACTED if form is Form.COMPACT else Omission.REF_ONLY)
     return [{"ref": ref, "reason": dropped.value} for ref in missing]
 

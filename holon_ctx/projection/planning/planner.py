@@ -33,7 +33,7 @@ from typing import NamedTuple, Protocol
 import attrs
 
 from holon_ctx.errors import BudgetTooSmallError
-from holon_ctx.projection.base.items import Block, ClipFn, Item, Rendered
+from holon_ctx.projection.base.items import Block, ClipFn, Item, Rendered, operator_chars
 from holon_ctx.projection.base.model import SECTION_ORDER, Form, Priority, Section
 
 __all__ = ["SECTION_WEIGHTS", "Block", "Bound", "Item", "Plan", "Rendered", "Source",
@@ -68,6 +68,12 @@ GROW_NEWEST_ROUND = 4.5
 #: The round of every other turn's grow step: after every other step of every tier, so a field
 #: is cut to its cap only when the whole budget binds.
 GROW_ROUND = float(1 << 40)
+#: The pinned reasons that make a turn's words the operator's current request: the current turn,
+#: the turn it continues, the newest operator intent (pins.pinned_turns).
+_CURRENT_REQUEST = frozenset({"current_turn", "continuation_anchor", "latest_operator_intent"})
+#: How far ahead of the pinned slot orders (pins.SLOTS, -30 and up) a pinned upgrade that brings
+#: the operator's words in is taken.
+_WORDS_FIRST = 1000.0
 #: The round of a deferred item's full form (an unrelated topic's decision, RFC 0030): after
 #: every other step, grow steps included.
 DEFERRED_ROUND = GROW_ROUND + 1
@@ -156,7 +162,7 @@ class _Sequence:
         # Per-item step chains in section order, then one sort by key.
         for item in sorted(items, key=lambda it: (_SECTION_INDEX[it.section], it.order)):
             section_index = _SECTION_INDEX[item.section]
-            prev_tokens = 0
+            prev_tokens = words_before = 0
             for i, form in enumerate(sorted(item.forms)):
                 rnd = step_round(item, form, i)
                 delta = item.forms[form].tokens - prev_tokens
@@ -176,10 +182,20 @@ class _Sequence:
                     # Pinned rounds follow the items' own order across sections (control notices,
                     # current turn, question, anchor, work item, …), not the fair share: these
                     # are not competing evidence but the order the prompt must not lose them in.
-                    key = (rnd, float(item.order), section_index, 0, i)
+                    # A form that brings the operator's current request in (the words of the
+                    # current turn, of the turn it continues, of the newest intent) goes before
+                    # every other upgrade: the current step's tool output never pushes out what
+                    # was asked (RFC 0010, decision 7).
+                    words = (rnd == 1 and item.kind == "turn"
+                             and not _CURRENT_REQUEST.isdisjoint(item.reasons)
+                             and operator_chars(item.forms[form]) > words_before)
+                    key = (rnd, float(item.order) - (_WORDS_FIRST if words else 0.0),
+                           section_index, 0, i)
                 else:
                     key = (rnd, share, section_index, item.order, i)
                 steps.append(Step(item, form, delta, key))
+                if rnd == 1 and item.kind == "turn":
+                    words_before = max(words_before, operator_chars(item.forms[form]))
             if item.grow is not None and Form.FULL in item.forms:
                 grown = item.grow(None)
                 # The whole form can cost less than the capped one (a command the whole message
@@ -363,12 +379,18 @@ class _Run:
         room = self.budget_tokens - self.used - header
         prev = self.chosen.get(item.key)
         base = prev[1].tokens if prev else 0
-        clipped = (self.clip(item.forms[step.form], room + base)
-                   if room > 0 and not ((item.whole or item.deferred) and prev is not None)
-                   else None)
+        clipped = None
+        if room > 0 and not ((item.whole or item.deferred) and prev is not None):
+            if item.shrink is not None and step.form is Form.FULL:
+                clipped = item.shrink(room + base)
+            if clipped is None:
+                clipped = self.clip(item.forms[step.form], room + base)
         if (clipped is None or clipped.tokens <= base
                 or clipped.tokens - base + header > self.budget_tokens - self.used
-                or (prev is not None and not set(prev[1].refs) <= set(clipped.refs))):
+                or (prev is not None and not set(prev[1].refs) <= set(clipped.refs))
+                or (prev is not None and operator_chars(clipped) < operator_chars(prev[1]))):
+            # (A pinned turn's compact form shows the operator's words whole: a full form cut
+            # inside them would show more of its tool runs and less of what was asked.)
             return False
         self.need = self.used + cost
         self.upgrade_at.setdefault(item.key, self.need)

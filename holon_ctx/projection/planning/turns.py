@@ -103,9 +103,14 @@ class TurnItems:
                 return r.turn_full_within(unit, full_head, elsewhere, limit,
                                           exact=section is Section.CURRENT_INPUT,
                                           verbatim=verbatim)
+        shrink = None
+        if Form.FULL in forms and r.huge(unit):
+            def shrink(limit: int) -> Rendered | None:
+                return r.turn_newest_within(unit, full_head, elsewhere, limit,
+                                            verbatim=verbatim)
         return Item(key=unit.ref, section=section, priority=priority, reasons=item_reasons,
                     order=order, position=position, forms=forms, refs=refs,
-                    chain=chain, kind="turn", tier=tier, grow=grow,
+                    chain=chain, kind="turn", tier=tier, grow=grow, shrink=shrink,
                     required=required and priority is not Priority.PINNED,
                     # A turn the current input continues (its anchor chain) is never an
                     # unrelated topic, whatever its words: the runtime says it is the subject.

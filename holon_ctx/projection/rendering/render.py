@@ -9,15 +9,17 @@ built from the episode in :mod:`holon_ctx.projection.rendering.episode_forms`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Final, TypeAlias
 
 import attrs
 
-from holon_ctx.ledger.records import Message, Tool
+from holon_ctx.ledger.records import Message, Tool, ToolStatus
 from holon_ctx.ledger.state import WaitState, WorkItemState
-from holon_ctx.projection.base.formats import label_value, one_line, operator_label
-from holon_ctx.projection.base.items import Block, BlockKind, Rendered
+from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.projection.base.formats import FOLD_PREFIX, label_value, one_line, operator_label
+from holon_ctx.projection.base.items import Block, BlockKind, Mark, Rendered
 from holon_ctx.projection.base.model import Form, Priority, TurnUnit
 from holon_ctx.projection.base.policy import TextLimits
 from holon_ctx.projection.base.waits import Settled
@@ -46,6 +48,10 @@ _EXTRAS: Final = sorted([(h, 0) for h in range(1, _EXTRA_CHARS + 1)]
 #: tail at most (Renderer._fill).
 _FILL_CUTS: Final = (0, 3, 7, 12, 18, 25, 33, 42)
 _FILL_CHARS: Final = 160
+
+
+def _by_operator(stored: StoredRecord) -> bool:
+    return isinstance(stored.record, Message) and stored.record.by_operator
 
 
 class Renderer(RecordRenderer):
@@ -80,14 +86,41 @@ class Renderer(RecordRenderer):
 
     def turn_full(self, unit: TurnUnit, head: str,
                   elsewhere: Mapping[str, Instead] | None = None, floor: int = 0,
-                  extra: Extra = (0, 0), *, verbatim: bool = False) -> Rendered:
+                  extra: Extra = (0, 0), *, verbatim: bool = False,
+                  newest: int | None = None) -> Rendered:
         """The turn's heading, then its body (:meth:`turn_body`); an empty ``head``: the body
         alone (a loop step among the recent turns, whose first fence names it; see
         turns.TurnItems)."""
         key = ("full", unit.ref, head, tuple(r.ref for r in unit.records),
-               tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra, verbatim)
+               tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra, verbatim,
+               newest)
         return self.memo(key, lambda: self.rendered(self._headed(unit, head, self.turn_body(
-            unit, elsewhere, floor, extra, verbatim=verbatim))))
+            unit, elsewhere, floor, extra, verbatim=verbatim, newest=newest))))
+
+    def huge(self, unit: TurnUnit) -> bool:
+        """The turn holds more records besides the operator's words than its full form shows
+        (``Policy.turn_records``): its older records are one counted line."""
+        limit = self.policy.turn_records
+        return len(unit.records) > limit and sum(
+            1 for s in unit.records if not _by_operator(s)) > limit
+
+    def turn_newest_within(self, unit: TurnUnit, head: str,
+                           elsewhere: Mapping[str, Instead] | None, limit: int, *,
+                           verbatim: bool = False) -> Rendered | None:
+        """A huge turn's full form with as many of its newest records as fit ``limit`` tokens:
+        its operator's words, the counted line, the newest records (None: not even the words
+        and the line fit). What a binding budget cuts of a huge turn is its oldest evidence,
+        never its newest nor the operator's words (RFC 0010, decision 7)."""
+        lo, hi = 0, self.policy.turn_records
+        best: Rendered | None = None
+        while lo <= hi:  # forms grow with the records shown: the largest that fits
+            mid = (lo + hi) // 2
+            form = self.turn_full(unit, head, elsewhere, verbatim=verbatim, newest=mid)
+            if form.tokens <= limit:
+                best, lo = form, mid + 1
+            else:
+                hi = mid - 1
+        return best
 
     def _headed(self, unit: TurnUnit, head: str, body: tuple[Block, ...]) -> list[Block]:
         if head:
@@ -101,7 +134,7 @@ class Renderer(RecordRenderer):
 
     def turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, Instead] | None = None,
                   floor: int = 0, extra: Extra = (0, 0), *,
-                  verbatim: bool = False) -> tuple[Block, ...]:
+                  verbatim: bool = False, newest: int | None = None) -> tuple[Block, ...]:
         """The turn's records as blocks; a record in ``elsewhere`` is one line saying where it is
         (or the blocks given for it: a compact form).
 
@@ -111,8 +144,10 @@ class Renderer(RecordRenderer):
         is in the manifest, never in the body.
         """
         key = ("turn_body", unit.ref, tuple(r.ref for r in unit.records),
-               tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra, verbatim)
-        return self.memo(key, lambda: self._turn_body(unit, elsewhere, floor, extra, verbatim))
+               tuple(sorted(elsewhere.items())) if elsewhere else (), floor, extra, verbatim,
+               newest)
+        return self.memo(key, lambda: self._turn_body(unit, elsewhere, floor, extra, verbatim,
+                                                      newest))
 
     def turn_full_within(self, unit: TurnUnit, head: str, elsewhere: Mapping[str, Instead] | None,
                          limit: int | None, *, exact: bool = False,
@@ -180,9 +215,10 @@ class Renderer(RecordRenderer):
         return best
 
     def _turn_body(self, unit: TurnUnit, elsewhere: Mapping[str, Instead] | None,
-                   floor: int, extra: Extra = (0, 0),
-                   verbatim: bool = False) -> tuple[Block, ...]:
-        repeats = tool_repeats(unit.records)
+                   floor: int, extra: Extra = (0, 0), verbatim: bool = False,
+                   newest: int | None = None) -> tuple[Block, ...]:
+        records, left_out = self._shown_records(unit, newest)
+        repeats = tool_repeats(records)
         hidden = {r for refs in repeats.values() for r in refs}
         sole = sum(1 for r in unit.records if isinstance(r.record, Tool)) == 1
         blocks: list[Block] = []
@@ -191,9 +227,14 @@ class Renderer(RecordRenderer):
         # The operator's words come first, then what happened: a clipped full form then always
         # keeps them (and so every ref its pinned compact form showed, which the planner needs
         # to accept the clip without losing a ref).
-        ordered = sorted(unit.records, key=lambda r: not (
-            isinstance(r.record, Message) and r.record.by_operator))
+        ordered = sorted(records, key=lambda r: not _by_operator(r))
+        if left_out:
+            words = sum(1 for r in records if _by_operator(r))
+            ordered.insert(words, left_out[0])  # the counted line's place (below)
         for stored in ordered:
+            if left_out and stored is left_out[0]:
+                blocks.append(self._left_out_line(left_out))
+                continue
             if stored.ref in hidden:
                 continue
             if elsewhere and stored.ref in elsewhere:
@@ -207,6 +248,36 @@ class Renderer(RecordRenderer):
                 stored, repeats, "".join(b.body for b in blocks if b.kind is BlockKind.FENCED),
                 floor, extra, sole_call=sole, verbatim=verbatim))
         return tuple(blocks)
+
+    def _shown_records(self, unit: TurnUnit, newest: int | None,
+                       ) -> tuple[Sequence[StoredRecord], Sequence[StoredRecord]]:
+        """(the records a turn's full form shows, its older records left out): all of them, or
+        for a huge turn (:meth:`huge`) the operator's words and the newest ``newest`` records
+        (``Policy.turn_records`` when None) of the rest."""
+        if not self.huge(unit):
+            return unit.records, ()
+        keep = self.policy.turn_records if newest is None else newest
+        rest = [s for s in unit.records if not _by_operator(s)]
+        left_out = rest[:len(rest) - keep]
+        first_shown = len(left_out)
+        shown = [s for s in unit.records if _by_operator(s)] + rest[first_shown:]
+        return sorted(shown, key=lambda s: s.pos), left_out
+
+    def _left_out_line(self, left_out: Sequence[StoredRecord]) -> Block:
+        """``- folded tool:x2–tool:x301: tool run×290, failed run×8, reply×2 (300 earlier records
+        of this turn, each by its ref)``: a huge turn's older records, counted by kind."""
+        kinds: Counter[str] = Counter()
+        for stored in left_out:
+            rec = stored.record
+            kinds["failed run" if isinstance(rec, Tool) and rec.status is not ToolStatus.OK
+                  else "tool run" if isinstance(rec, Tool)
+                  else "reply" if isinstance(rec, Message) else type(rec).__name__.lower()] += 1
+        summary = ", ".join(f"{k}×{n}" for k, n in sorted(kinds.items(),
+                                                          key=lambda kv: (-kv[1], kv[0])))
+        first, last = left_out[0].ref, left_out[-1].ref
+        span = first if first == last else f"{first}–{last}"
+        return self.line(f"{FOLD_PREFIX}{span}: {summary} ({len(left_out)} earlier records of "
+                         "this turn, each by its ref)", mark=Mark.FOLD)
 
     def turn_compact_verbatim(self, unit: TurnUnit, head: str) -> Rendered:
         """One line of facts, then each operator message in full (capped like FULL)."""

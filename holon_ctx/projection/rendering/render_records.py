@@ -157,13 +157,23 @@ class RecordRenderer(BlockRenderer):
                     extra: Extra = (0, 0), *, sole_call: bool = False,
                     verbatim: bool = False) -> list[Block]:
         caps = caps or self.caps
+        call = self.call_shown(rec, above, sole=sole_call)
+        # The run's blocks depend on ``above`` only through ``call``: remembered, a turn's
+        # forms (its grow and shrink searches, each re-plan of a growing turn) render each run
+        # once, not once per form (RFC 0010, decision 7).
+        return list(self.memo(("tool_blocks", stored.ref, tuple(folded), call, caps, extra,
+                               verbatim),
+                              lambda: tuple(self._tool_blocks(stored, rec, folded, call, caps,
+                                                              extra, verbatim))))
+
+    def _tool_blocks(self, stored: StoredRecord, rec: Tool, folded: list[str], call: str,
+                     caps: TokenCaps, extra: Extra, verbatim: bool) -> list[Block]:
         side = f"; side effect {rec.side_effect.value}" if rec.side_effect and \
             rec.side_effect.value != "none" else ""
         repeat = f"; ×{len(folded) + 1} identical calls (earlier: {', '.join(folded)})" \
             if folded else ""
         # Only a failure or an unresolved side effect is an alert; a completed one is a fact.
         alert = ALERT if rec.failed or rec.side_effect_unresolved else ""
-        call = self.call_shown(rec, above, sole=sole_call)
         facts = (f"{call + ' ' if call else ''}→ {run_status(rec.status.value, rec.exit_code)}"
                  f"{side}{self.files_written(rec)}{repeat}")
         if not rec.output.strip():

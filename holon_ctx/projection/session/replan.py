@@ -24,7 +24,7 @@ import attrs
 
 from holon_ctx.errors import BudgetTooSmallError
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
-from holon_ctx.projection.base.items import BlockKind, Item, Rendered
+from holon_ctx.projection.base.items import BlockKind, Item, Rendered, operator_chars
 from holon_ctx.projection.base.model import (
     ControlState,
     EpisodeSource,
@@ -77,6 +77,10 @@ class Frozen:
     #: form would enter (None: all are full). A re-plan raises its budget toward it: the current
     #: input, its anchor and the previous step are what the next turns continue from.
     pinned_need: int | None = None
+    #: The smallest plan budget at which every pinned turn shows the operator's words as fully
+    #: as its richest form does (None: all do). A re-plan raises its budget to it before any
+    #: growth room is kept (RFC 0010, decision 7).
+    words_need: int | None = None
     #: Unresolved side effects among the turns the re-plan read (key → the run's ref).
     unresolved: dict[str, str] = attrs.Factory(dict)
     #: Keys of the open items the episodes shown state ``STILL OPEN`` (in any form but left out):
@@ -183,13 +187,15 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     shown = _shown_turns(projection)
     open_turn = _open_turn(projection, chosen)
     pinned_need = _pinned_need(ctx, items, chosen)
+    words_need = _words_need(items, chosen)
     # The keys the listed episodes say STILL OPEN: a record resolving one re-plans (RFC 0023).
     listed = {e.ref for e in projection.manifest.episodes if e.representation != "omitted"}
     still_open = frozenset(key for ep in recalled if ep.ref in listed
                            for key in ep.open_keys or ())
     return Frozen(projection=projection, parts=tuple(parts), prefix_count=prefix_count,
                   view=view, ctx=ctx, shown=shown, open_turn=open_turn, tally=tally,
-                  frontier_cover=cover, pinned_need=pinned_need, unresolved=unresolved,
+                  frontier_cover=cover, pinned_need=pinned_need, words_need=words_need,
+                  unresolved=unresolved,
                   still_open=still_open)
 
 
@@ -236,6 +242,22 @@ def _pinned_need(ctx: Context, items: Sequence[Item], chosen: Plan) -> int | Non
              if key not in chosen.chosen or chosen.chosen[key][0] is not Form.FULL
              or chosen.chosen[key][1].clipped]
     return max((n for n in needs if n is not None), default=None)
+
+
+def _words_need(items: Sequence[Item], chosen: Plan) -> int | None:
+    """The plan budget at which every pinned turn shows the operator's words as its richest
+    form does, when one does not (see :attr:`Frozen.words_need`)."""
+    needs: list[int] = []
+    for it in items:
+        if it.kind != "turn" or it.priority is not Priority.PINNED:
+            continue
+        most = max(operator_chars(form) for form in it.forms.values())
+        pick = chosen.chosen.get(it.key)
+        if most and (pick is None or operator_chars(pick[1]) < most):
+            need = chosen.upgrade_at.get(it.key, chosen.omitted.get(it.key))
+            if need is not None:
+                needs.append(need)
+    return max(needs, default=None)
 
 
 def _records(units: Sequence[TurnUnit], view: View) -> dict[str, StoredRecord]:

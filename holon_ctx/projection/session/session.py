@@ -264,7 +264,8 @@ class SessionProjector(_EpochPlanner):
                 control = controls.at(stored.pos + 1)
                 why = self._step(state, stored, control)
                 if why is not None:
-                    state = self._replan(budget, stored.pos + 1, control, reason=why)
+                    state = self._replan(budget, stored.pos + 1, control, reason=why,
+                                         after=state.start)
                     replanned, reason = True, why
                 else:
                     state.pos = stored.pos + 1
@@ -274,7 +275,8 @@ class SessionProjector(_EpochPlanner):
             control = settle_control(self.store, controls.at(end), end)
             if state.frozen_tokens + state.appended_tokens() + self._tail_cost(
                     state, self._tail(state, end, control)) > budget:
-                state = self._replan(budget, end, control, reason="over_budget")
+                state = self._replan(budget, end, control, reason="over_budget",
+                                     after=state.start)
                 replanned, reason = True, "over_budget"
         except BaseException:
             # A half-walked state must not be reused: the next request starts from the saved epoch.

@@ -33,6 +33,11 @@ from holon_ctx.projection.session.work_state import say_work_state, work_key, wo
 GROWTH_TURNS: Final = 16
 #: Tokens a record's label line and framing add to its body in the history (about).
 RECORD_OVERHEAD: Final = 12
+#: An over-budget re-plan of an epoch that started at most this many turns before is a walk that
+#: re-plans at nearly every turn: it keeps room to grow (RFC 0010, decision 7). Three: an epoch
+#: that kept ``1 - low_water`` of the budget lasts two or three turns of steps each about an
+#: entry's share, and must still count, or the next re-plan fills the budget again.
+THRASH_TURNS: Final = 3
 #: Positions whose reads a request keeps (``_prepared_at``): about 0.1-0.3 MB each (a view of
 #: page 0 with its records, the recalled episodes, tier 0's items). Every try of a need search
 #: walks from the same checkpoint turn, so the first positions kept are the ones reused; past
@@ -47,10 +52,12 @@ class _EpochPlanner(_ProjectorBase):
     """Re-plans and the persisted epochs of ``SessionProjector``."""
 
     # -- re-plans and persistence -------------------------------------------------------------------
-    def _replan(self, budget: int, limit: int, control: object, *, reason: str) -> WalkState:
+    def _replan(self, budget: int, limit: int, control: object, *, reason: str,
+                after: EpochStart | None = None) -> WalkState:
         """A new epoch at position ``limit``, planned at the low-water budget — raised until the
         pinned turns (the current input, its anchor, the previous step) are in their full forms,
-        lowered until the frozen part and the tail fit (the tail is not planned: it is stated)."""
+        lowered until the frozen part and the tail fit (the tail is not planned: it is stated).
+        ``after``: the epoch it replaces (None: none, or a checkpoint's)."""
         low_water = plan_budget = self._low_water(budget, limit)
         whole = self._opens_ledger(limit)
         # Every epoch sends the environment in the one form the budget fixes (_environment_form),
@@ -94,6 +101,20 @@ class _EpochPlanner(_ProjectorBase):
                     break
                 continue
             room = budget - tail_cost - (state.frozen_tokens - frozen.projection.used_tokens)
+            if self.renderer.huge(frozen.view.current) and _thrashing(reason, after, frozen) \
+                    and frozen.pinned_need is not None \
+                    and frozen.pinned_need > room - self._growth(budget, limit):
+                # A huge current turn whose last epoch lasted a few turns at most, and raised to
+                # the brim the request would leave less room than the history grows by in a
+                # turn: the next record would re-plan again, and so on at every record, each
+                # re-plan planning the turn again (RFC 0010, decision 7). Only a huge turn: a
+                # loop of agent steps keeps its previous step whole at the brim (the last two
+                # steps are what the next one continues from, tests/test_session_frontier.py).
+                # The raise stops at the low-water ceiling instead, keeping ``1 - low_water`` of
+                # the budget to grow into — save what the operator's words need: they come
+                # first.
+                kept = room - budget + int(budget * self.session.low_water)
+                room = min(room, max(kept, frozen.words_need or 0))
             need = frozen.pinned_need
             if not shrinking and need is not None and plan_budget < min(need, room):
                 # Up to the room there is: a pinned turn that still does not fit whole is then
@@ -274,7 +295,7 @@ class _EpochPlanner(_ProjectorBase):
             return None
         start = earlier[-1]
         return self._replan(budget, start.limit_pos, controls.at(start.limit_pos),
-                            reason=start.reason)
+                            reason=start.reason, after=earlier[-2] if len(earlier) > 1 else None)
 
     def _restore(self, budget: int, start: EpochStart, frozen: Persisted) -> WalkState | None:
         """The saved epoch as a walk state; None when it names a turn the ledger does not hold
@@ -304,6 +325,14 @@ class _EpochPlanner(_ProjectorBase):
         if not state.whole:  # the frozen part says the work state as of its re-plan
             state.work_stated = work_key(work_reads(self.store, state, limit))
         return state
+
+
+def _thrashing(reason: str, after: EpochStart | None, frozen: Frozen) -> bool:
+    """An over-budget re-plan of an epoch that started at most :data:`THRASH_TURNS` turns ago:
+    a walk that re-plans at (nearly) every turn or record. Read from the epoch starts, so a process that
+    re-plans at a saved start decides as the walk did."""
+    return (reason == "over_budget" and after is not None
+            and after.turn_seq >= frozen.view.current.turn.seq - THRASH_TURNS)
 
 
 _persisted_decoder = msgspec.json.Decoder(Persisted)
