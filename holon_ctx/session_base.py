@@ -230,6 +230,9 @@ class _SessionBase:
         self._use_model("Session", model)
         self._pending: dict[str, _Call] = {}
         self._late: dict[str, _Call] = {}
+        #: Calls this Session announced itself and still waits for: kept when it reloads the
+        #: ledger, which rebuilds the others from its latest two turns only.
+        self._announced: set[str] = set()
         #: When the session compacts by itself (resumed from the archive, below).
         self._schedule = CompactionSchedule()
         self._closed = False
@@ -298,7 +301,12 @@ class _SessionBase:
         batch that opened the latest turn wrote (they belong to the turn of their call)."""
         end = self._end = self.store.end_pos()
         self._end_known = True
+        # This Session's own calls stay waiting however many turns other writers appended since
+        # (their results are still to come from this runtime); a record of one in the turns
+        # read below still settles it.
+        mine = {cid: call for cid, call in self._pending.items() if cid in self._announced}
         self._pending.clear()
+        self._pending.update(mine)
         latest = self.store.latest_turn(end)
         if latest is None:
             return

@@ -216,6 +216,7 @@ class _SessionEvents(_SessionBase):
         assert self._turn is not None
         self._turn.has_reply = True
         self._follow_calls(message)
+        self._announced.update(c.call_id for c in calls)
         return ref
 
     @_retrying
@@ -246,6 +247,7 @@ class _SessionEvents(_SessionBase):
                          files_written=files_written, call_id=call_id, output_ref=output_ref)
         self._pending.pop(call_id, None)
         self._late.pop(call_id, None)
+        self._announced.discard(call_id)
         return ref
 
     @_retrying

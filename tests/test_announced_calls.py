@@ -361,3 +361,22 @@ def test_an_announcement_round_trips_through_jsonl_and_reads_past_its_own_x_fiel
     assert isinstance(stored.record, Message)
     assert stored.record.tool_calls == [AnnouncedCall(call_id="c1", name="bash",
                                                       arguments="ls -la")]
+
+
+def test_the_announcer_keeps_its_calls_however_many_turns_others_append(opener: Opener) -> None:
+    """A worker pool whose other workers open turns while this one runs its tool: the ledger is
+    reloaded from its latest two turns, and the announcing Session's own calls stay waiting
+    (found by the four-process writer test: 'no tool call ... is waiting' after others' turns).
+    The result lands in the call's turn, after the ``pending`` record the turn's closing wrote."""
+    announcer, others = opener("pool"), opener("pool")
+    announce(announcer)
+    for k in range(4):
+        others.wake("timer")
+        others.operator_message(f"Status of job {k}?")
+    announcer.tool_result("call_deploy", "release 4.2 rolled out to 12/12 hosts",
+                          side_effect="completed")
+    announcer.tool_result("call_health", '{"status": "ok"}')
+    tools = [r for r in opener("pool").store.iter_records() if isinstance(r, Tool)]
+    assert [(t.call_id, t.status, t.turn_id) for t in tools] == [
+        ("call_deploy", ToolStatus.PENDING, "t0"), ("call_health", ToolStatus.PENDING, "t0"),
+        ("call_deploy", ToolStatus.OK, "t0"), ("call_health", ToolStatus.OK, "t0")]
