@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from provider_shapes import assert_openai_pairing
 from test_frontier import (
     TRAJECTORIES,
     _message_shown,
@@ -19,7 +20,6 @@ from test_frontier import (
     load,
     needs_corpus,
 )
-from test_session_native import _openai_pairing
 
 from holon_ctx.projection.provider_formats.providers import measure
 from holon_ctx.projection.session.session import Layout, SessionProjector
@@ -52,7 +52,7 @@ def test_every_turn_keeps_the_frontier(path: Path) -> None:
                 "budget_holds": measure(messages, counter) <= budget,
             }
             try:
-                _openai_pairing(messages)
+                assert_openai_pairing(messages)
             except AssertionError:
                 checks["tool_pairing"] = False
             failures.extend((k, budget, name) for name, ok in checks.items() if not ok)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
-from collections.abc import Sequence
-from typing import Any
 
 import pytest
-from provider_shapes import OPENAI_BY_ROLE, assert_anthropic_declared, assert_declared
+from provider_shapes import (
+    OPENAI_BY_ROLE,
+    assert_anthropic_declared,
+    assert_anthropic_order,
+    assert_declared,
+    assert_openai_pairing,
+)
 from session_helpers import check_request, content_stream, walk
 
 import holon_ctx
@@ -42,45 +45,6 @@ def agent_loop(seed: int, steps: int) -> LedgerStore:
     return session.store
 
 
-def _openai_pairing(messages: Sequence[Any]) -> None:
-    """Every tool call is answered by a tool message right after its assistant message, and
-    every tool message answers a call made just before it."""
-    waiting: list[str] = []
-    for msg in messages:
-        role = msg["role"]
-        if role == "tool":
-            assert waiting, msg
-            assert msg["tool_call_id"] == waiting.pop(0), msg
-            continue
-        assert not waiting, f"calls {waiting} unanswered before a {role} message"
-        if role == "assistant":
-            waiting = [c["id"] for c in msg.get("tool_calls", [])]
-    assert not waiting
-
-
-def _anthropic_order(request: dict[str, Any]) -> None:
-    """Roles alternate starting and ending with the user; each tool_use is answered first thing
-    in the next user message; at most four cache breakpoints."""
-    messages = request["messages"]
-    assert messages[0]["role"] == "user"
-    assert messages[-1]["role"] == "user"
-    marks = sum("cache_control" in b for b in request["system"])
-    for before, after in itertools.pairwise(messages):
-        assert before["role"] != after["role"]
-    for i, msg in enumerate(messages):
-        marks += sum("cache_control" in b for b in msg["content"])
-        if msg["role"] != "assistant":
-            continue
-        uses = [b["id"] for b in msg["content"] if b["type"] == "tool_use"]
-        answers = [b["tool_use_id"] for b in messages[i + 1]["content"][:len(uses)]
-                   if b["type"] == "tool_result"]
-        assert answers == uses
-    results = [b["tool_use_id"] for m in messages for b in m["content"] if b["type"] == "tool_result"]
-    calls = [b["id"] for m in messages for b in m["content"] if b["type"] == "tool_use"]
-    assert sorted(results) == sorted(calls)
-    assert 1 <= marks <= 4
-
-
 @pytest.mark.parametrize(("seed", "budget"), [(1, 1500), (2, 3000), (3, 8000)])
 def test_messages_pair_every_call_and_keep_provider_order(seed: int, budget: int) -> None:
     """On every turn: OpenAI tool calls answered in order, Anthropic roles alternating with
@@ -92,12 +56,12 @@ def test_messages_pair_every_call_and_keep_provider_order(seed: int, budget: int
         check_request(request)
         replans += request.replanned
         openai = request.openai_messages()
-        _openai_pairing(openai)
+        assert_openai_pairing(openai)
         for msg in openai:
             assert_declared(msg, OPENAI_BY_ROLE[msg["role"]])
         anthropic = dict(request.anthropic_request())
         assert_anthropic_declared(anthropic)
-        _anthropic_order(anthropic)
+        assert_anthropic_order(anthropic)
         native_calls += sum(len(m.get("tool_calls", [])) for m in openai)
     assert replans >= 2
     assert native_calls > 0

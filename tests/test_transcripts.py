@@ -243,6 +243,10 @@ def test_detection_says_which_format_and_why(tmp_path: Path) -> None:
 
 
 Bad = tuple[str, str, Any, str, str]
+#: A provider naming both replies' calls ``call_1``: the first answered before the second.
+REUSED: list[dict[str, Any]] = [OPENAI[1], {"role": "assistant", "tool_calls": [
+    OPENAI[2]["tool_calls"][0]]}, OPENAI[4], {"role": "assistant", "tool_calls": [
+        OPENAI[2]["tool_calls"][0]]}, OPENAI[4]]
 #: (name, --from, content, JSON path, message): each a transcript that must import nothing. A bare
 #: message list's paths start at ``$[i]``: a path names a place the input has (issue 27).
 BAD: list[Bad] = [
@@ -260,6 +264,14 @@ BAD: list[Bad] = [
     ("duplicate-call-id", "openai",
      [OPENAI[1], {"role": "assistant", "tool_calls": [OPENAI[2]["tool_calls"][0]] * 2}],
      "$[1].tool_calls[1]", "duplicate tool call id 'call_1'"),
+    # An id may be reused once its call is answered (RFC 0008, decision 6): a result pairs with
+    # the newest call of its id, and the errors name that call and its result.
+    ("second-result-after-reuse", "openai", [*REUSED, REUSED[2]],
+     "$[5].tool_call_id", "a second result for tool call 'call_1' (first at $[4].tool_call_id)"),
+    ("reused-call-left-unanswered", "openai",
+     [*REUSED[:4], {"role": "user", "content": "?"}, REUSED[4]],
+     "$[5].tool_call_id", "tool call 'call_1' ($[3].tool_calls[0]) was left without a result "
+     "when its turn ended; a result must come before the next user or assistant turn"),
     ("missing-role", "openai", [{"content": "hi"}], "$[0].role", "missing required field"),
     ("user-without-content", "openai", [{"role": "user"}], "$[0].content",
      "missing required field"),

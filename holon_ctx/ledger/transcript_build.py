@@ -204,8 +204,13 @@ class LedgerBuilder:
         if problem:
             # The provider's id goes into the ledger as is (call_id), under the ledger's id rule.
             raise self.fail(path, f"tool call id: {problem}")
-        if call_id in self.pending or call_id in self.answered or call_id in self.unanswered:
+        if call_id in self.pending:
             raise self.fail(path, f"duplicate tool call id {quote_value(call_id)}")
+        # An id is a call's while it waits for its result: a runtime may reuse it once the call
+        # is answered or its turn closed (``call_0`` in every reply; RFC 0008, decision 6), and
+        # a later result pairs with the newest call of its id, so the older call leaves the books.
+        self.answered.pop(call_id, None)
+        self.unanswered.pop(call_id, None)
         self.pending[call_id] = PendingCall(call_id=call_id, record_id=self.rid("x", key),
                                             turn_id=self.turn_id, name=name,
                                             arguments=arguments, path=path)

@@ -34,7 +34,7 @@ whole history is never counted again either: a replay costs O(new text) per call
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from typing import Any, Final
 
 import attrs
@@ -52,6 +52,7 @@ from holon_ctx.projection.planning.projector import Projector
 from holon_ctx.projection.planning.sections import environment_blocks
 from holon_ctx.projection.provider_formats.native import (
     Part,
+    call_ids,
     openai_messages,
     parts_of_blocks,
     system_part,
@@ -190,6 +191,9 @@ class _History:
         #: Each turn's records (``parts`` rendered them), and every tool run with its turn.
         self.runs: list[list[StoredRecord]] = []
         self.tools: list[tuple[int, str]] = []
+        #: Each native call id and the turn its first call is in: a later call under it is text,
+        #: as in a session's request (native.parts_of_blocks' ``used``).
+        self.first_use: dict[str, int] = {}
         #: Masked turns' parts, by turn and the refs masked in it (a set that only grows).
         self._masked: dict[tuple[int, frozenset[str]], list[Part]] = {}
         # Its own renderer: a masked run has the ref of the whole one, and renderers memoise.
@@ -224,18 +228,22 @@ class _History:
 
     def _add(self, run: list[StoredRecord]) -> None:
         previous = self.parts[-1][-1] if self.parts and self.parts[-1] else None
-        parts = self._render(run, self.renderer, first=not self.parts, previous=previous)
-        if run and not isinstance(run[0].record, Turn) and self.parts:
+        parts = self._render(run, self.renderer, first=not self.parts, previous=previous,
+                             used=self.first_use.keys())
+        late = bool(run) and not isinstance(run[0].record, Turn) and bool(self.parts)
+        turn = len(self.parts) - 1 if late else len(self.parts)
+        for call_id in call_ids(parts):
+            self.first_use.setdefault(call_id, turn)
+        if late:
             self.parts[-1].extend(parts)  # late records of the turn before
             self.runs[-1].extend(run)
         else:
             self.parts.append(parts)
             self.runs.append(list(run))
-        turn = len(self.parts) - 1
         self.tools.extend((turn, s.ref) for s in run if isinstance(s.record, Tool))
 
     def _render(self, run: Sequence[StoredRecord], r: Renderer, *, first: bool,
-                previous: Part | None) -> list[Part]:
+                previous: Part | None, used: Set[str]) -> list[Part]:
         blocks = []
         for stored in run:
             if isinstance(stored.record, Turn):
@@ -248,7 +256,7 @@ class _History:
         if first:
             # The history's title and its trust note, as the session's history opens.
             blocks.insert(0, r.line(SECTION_TITLES[Section.RECENT_TURNS]))
-        return parts_of_blocks(blocks, records, r.framing, previous=previous)
+        return parts_of_blocks(blocks, records, r.framing, previous=previous, used=used)
 
     def masked_messages(self, keep: int) -> list[Any]:
         """The history with every tool output but the newest ``keep`` replaced by a placeholder
@@ -268,7 +276,8 @@ class _History:
             run = [_masked(s, self.counter) if s.ref in refs else s for s in self.runs[turn]]
             before = self.parts[turn - 1] if turn else []
             found = self._render(run, self._masker, first=turn == 0,
-                                 previous=before[-1] if before else None)
+                                 previous=before[-1] if before else None,
+                                 used={i for i, t in self.first_use.items() if t < turn})
             self._masked[(turn, refs)] = found
         return found
 

@@ -14,10 +14,14 @@ the text layout). Two kinds differ:
   in the next user message (Anthropic), holding the call's label line and its fenced output.
 
 A call is native only when the ledger says so: the tool record has a provider ``call_id``, comes
-right after the assistant message of its turn (or that message's other results), and its id and
-name are valid for both APIs. Anything else — a tool the runtime ran itself, a call whose reply
-was compacted away — stays a labelled user-role part, so no request built here can hold a call
-without its result or a result without its call.
+right after the assistant message of its turn (or that message's other results), its id and
+name are valid for both APIs, and no earlier native call of the same request has its id (a
+runtime may reuse ids across replies, ``call_0`` in every one; Anthropic refuses a request whose
+``tool_use`` ids repeat, and OpenAI's pairing of results by id becomes ambiguous: RFC 0008,
+decision 6). Anything else — a tool the runtime ran itself, a call whose reply was compacted
+away, a reused id — stays a labelled user-role part (the call's label line and its fenced
+result, as the text layout shows them), so no request built here can hold a call without its
+result, a result without its call, or two calls under one id.
 
 Token accounting (:func:`message_tokens`) is :func:`~holon_ctx.projection.base.framing.measure_request`'s
 under the session's framing rule (RFC 0022): content tokens, each message's role and markers, each
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any, Final
 
 import msgspec
@@ -53,8 +57,8 @@ from holon_ctx.projection.base.spans import Span, blocks_of, spans_of
 from holon_ctx.projection.provider_formats.providers import CACHE_CONTROL
 from holon_ctx.tokens import seam_tokens
 
-__all__ = ["Call", "Part", "Role", "anthropic_request", "framing_between", "openai_messages",
-           "parts_of_blocks", "system_part", "text_part"]
+__all__ = ["Call", "Part", "Role", "anthropic_request", "call_ids", "framing_between",
+           "openai_messages", "parts_of_blocks", "system_part", "text_part"]
 
 #: Ids and names both APIs accept (Anthropic's tool_use id pattern; OpenAI's function name).
 _CALL_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -149,18 +153,28 @@ def _is_assistant(stored: StoredRecord | None) -> bool:
             and stored.record.role is MessageRole.ASSISTANT)
 
 
+def call_ids(parts: Iterable[Part]) -> set[str]:
+    """The ids of the native calls ``parts`` make (what :func:`parts_of_blocks` takes as ``used``)."""
+    return {c.call_id for part in parts for c in part.calls}
+
+
 def parts_of_blocks(blocks: Iterable[Block], records: Mapping[str, StoredRecord],
-                    framing: Framing, *, previous: Part | None = None) -> list[Part]:
+                    framing: Framing, *, previous: Part | None = None,
+                    used: Set[str] = frozenset()) -> list[Part]:
     """The parts of a run of rendered blocks, in order.
 
     ``records`` maps refs to the records the blocks show (a block shows the record of its first
     ref). ``previous`` is the part just before these blocks, when a tool result may still attach
-    to it. A turn heading (a label line showing only a ``turn:`` ref) is in the text layout only:
+    to it. ``used`` holds the ids of the native calls the request makes before these blocks: a
+    call under one of them, or under an id an earlier call of this run took, stays text (the
+    first call of an id in a request is the native one, so a request stays a prefix of the
+    next). A turn heading (a label line showing only a ``turn:`` ref) is in the text layout only:
     in messages the roles and the records' own labels say what it would, and a part's place in
     messages never depends on what comes after it (a request must stay a prefix of the next).
     """
     counter = framing.counter
     parts: list[Part] = []
+    taken: set[str] = set()  # ids this run's calls took
     last = previous
     for block in blocks:
         ref = block.ref
@@ -178,12 +192,13 @@ def parts_of_blocks(blocks: Iterable[Block], records: Mapping[str, StoredRecord]
                 last.role is Role.ASSISTANT or last.role is Role.TOOL) and (
                 call := _call(stored.record, framing)) is not None and _same_turn(
                     stored, last, records):
-            part = Part(role=Role.TOOL, text=text, text_tokens=block.tokens, content=text,
-                        content_tokens=block.tokens, call_id=call.call_id, refs=block.refs,
-                        spans=spans)
-            owner = _attach(parts, call)
-            if owner is None:
+            if call.call_id in used or call.call_id in taken or _attach(parts, call) is None:
                 part = text_part(text, block.tokens, block.refs, spans=spans)
+            else:
+                taken.add(call.call_id)
+                part = Part(role=Role.TOOL, text=text, text_tokens=block.tokens, content=text,
+                            content_tokens=block.tokens, call_id=call.call_id, refs=block.refs,
+                            spans=spans)
         elif (ref is not None and ref.startswith("turn:") and block.kind is BlockKind.HEADING
               and not block.body):
             part = Part(role=Role.USER, text=text, text_tokens=block.tokens, content="",
@@ -205,8 +220,6 @@ def _attach(parts: list[Part], call: Call) -> Part | None:
     for i in range(len(parts) - 1, -1, -1):
         part = parts[i]
         if part.role is Role.ASSISTANT:
-            if any(c.call_id == call.call_id for c in part.calls):
-                return None
             parts[i] = msgspec.structs.replace(part, calls=(*part.calls, call))
             return parts[i]
         if part.role is not Role.TOOL:
@@ -316,6 +329,6 @@ def anthropic_request(parts: Sequence[Part], *, rolling_after: int | None) -> An
 
 
 def render_parts(form: Rendered, records: Mapping[str, StoredRecord], framing: Framing,
-                 *, previous: Part | None = None) -> list[Part]:
+                 *, previous: Part | None = None, used: Set[str] = frozenset()) -> list[Part]:
     """:func:`parts_of_blocks` over a rendered form."""
-    return parts_of_blocks(form.blocks, records, framing, previous=previous)
+    return parts_of_blocks(form.blocks, records, framing, previous=previous, used=used)

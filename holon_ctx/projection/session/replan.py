@@ -47,7 +47,13 @@ from holon_ctx.projection.planning.projector import plan_and_assemble
 from holon_ctx.projection.planning.retention import FactsCache, Retention, extends_fold_run
 from holon_ctx.projection.planning.turns import ChainOf, Tier, TurnItems
 from holon_ctx.projection.planning.view import View, load_view
-from holon_ctx.projection.provider_formats.native import Part, parts_of_blocks, system_part, text_part
+from holon_ctx.projection.provider_formats.native import (
+    Part,
+    call_ids,
+    parts_of_blocks,
+    system_part,
+    text_part,
+)
 from holon_ctx.projection.rendering.effects import track_effects
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.tokens import TokenCounter
@@ -317,12 +323,15 @@ def _history_parts(projection: Projection, records: dict[str, StoredRecord],
         return []
     title = SECTION_TITLES[Section.RECENT_TURNS] + "\n"
     parts = [text_part(title, r.counter.count(title), spans=(title_span(title),))]
+    used: set[str] = set()  # the native call ids of the turns so far (each id once a request)
     for _, form in recent:
-        parts.extend(parts_of_form(form, records, r, previous=parts[-1]))
+        made = parts_of_form(form, records, r, previous=parts[-1], used=used)
+        used |= call_ids(made)
+        parts.extend(made)
     return parts
 
 
 def parts_of_form(form: Rendered, records: dict[str, StoredRecord], r: Renderer, *,
-                  previous: Part | None) -> list[Part]:
+                  previous: Part | None, used: set[str]) -> list[Part]:
     """A rendered form as parts (:func:`~holon_ctx.projection.provider_formats.native.parts_of_blocks`)."""
-    return parts_of_blocks(form.blocks, records, r.framing, previous=previous)
+    return parts_of_blocks(form.blocks, records, r.framing, previous=previous, used=used)

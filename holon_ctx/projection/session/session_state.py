@@ -44,6 +44,7 @@ from holon_ctx.projection.provider_formats.native import (
     Part,
     Role,
     anthropic_request,
+    call_ids,
     framing_between,
     openai_messages,
     parts_of_blocks,
@@ -301,6 +302,8 @@ class WalkState:
     closed_texts: list[str] = attrs.Factory(list)
     closed_contents: list[str] = attrs.Factory(list)
     closed_content_tokens: int = 0
+    #: Native call ids before the last segment, read lazily, then kept (a repeat stays text).
+    _used_ids: set[str] | None = None
     #: Refs of the records appended since the re-plan, in order (only ever appended to, so a
     #: request's manifest can take its prefix later: :class:`Snapshot`).
     appended_refs: list[str] = attrs.Factory(list)
@@ -319,7 +322,7 @@ class WalkState:
         """End the frozen history with ``part`` (a re-plan's work state, RFC 0025)."""
         self.frozen_tokens += parts_cost([part], self.frozen_sums()[4], self.layout, framing)
         self.frozen.append(part)
-        self._frozen_sums = None
+        self._frozen_sums = self._used_ids = None
 
     def append_state(self, part: Part, framing: Framing) -> None:
         """Append ``part``, a statement of no record's (the work state), as a segment of its
@@ -338,7 +341,14 @@ class WalkState:
             self.closed_texts.append(last.text)
             self.closed_contents.append(last.content)
             self.closed_content_tokens += last.content_tokens
+            if self._used_ids is not None:
+                self._used_ids |= call_ids(last.parts)
         self.segments.append(seg)
+
+    def used_call_ids(self) -> set[str]:
+        if self._used_ids is None:
+            self._used_ids = call_ids((*self.frozen, *self.closed_parts))
+        return self._used_ids
 
     def frozen_sums(self) -> tuple[str, str, int, int, Role | None]:
         """``(text, content, content tokens, prefix tokens, last role)`` of the frozen part."""
@@ -420,7 +430,8 @@ def append_record(state: WalkState, stored: StoredRecord, r: Renderer, *, new_tu
                       if isinstance(rec, Turn) else r.record_blocks(stored, {}, verbatim=True))
     records = {s.ref: s for s in seg.records}
     previous = _last_part_before(state, seg)
-    parts = parts_of_blocks(seg.blocks, records, r.framing, previous=previous)
+    parts = parts_of_blocks(seg.blocks, records, r.framing, previous=previous,
+                            used=state.used_call_ids())
     state.appended_total += seg.set_parts(
         parts, parts_cost(parts, previous.role if previous else None, state.layout, r.framing))
     if turn_id is not None:
