@@ -48,7 +48,7 @@ def assert_anthropic_declared(request: Mapping[str, Any]) -> None:
 def assert_openai_pairing(messages: Sequence[Any]) -> None:
     """Every tool call is answered by a tool message right after its assistant message, every
     tool message answers a call made just before it, and no two calls of the request share an
-    id (a result is paired with its call by id: RFC 0008, decision 6)."""
+    id (a result is paired with its call by id: RFC 0008, decision 9)."""
     waiting: list[str] = []
     ids: list[str] = []
     for msg in messages:

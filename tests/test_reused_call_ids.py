@@ -3,7 +3,7 @@
 Anthropic refuses a request whose ``tool_use`` ids repeat, and OpenAI pairs a ``tool`` message
 with a call by id, so two calls under one id make the pairing ambiguous. A request sends the
 first call of an id natively and each later one as labelled text (its label line and fenced
-result in the user role): RFC 0008, decision 6. Checked on every request a reusing runtime gets
+result in the user role): RFC 0008, decision 9. Checked on every request a reusing runtime gets
 (the library's, a session projector's walk, the preview's, ``project``'s, replay's baselines),
 on generated ledgers that reuse ids, and on the import of such a transcript, which is accepted.
 """

@@ -264,7 +264,7 @@ BAD: list[Bad] = [
     ("duplicate-call-id", "openai",
      [OPENAI[1], {"role": "assistant", "tool_calls": [OPENAI[2]["tool_calls"][0]] * 2}],
      "$[1].tool_calls[1]", "duplicate tool call id 'call_1'"),
-    # An id may be reused once its call is answered (RFC 0008, decision 6): a result pairs with
+    # An id may be reused once its call is answered (RFC 0008, decision 9): a result pairs with
     # the newest call of its id, and the errors name that call and its result.
     ("second-result-after-reuse", "openai", [*REUSED, REUSED[2]],
      "$[5].tool_call_id", "a second result for tool call 'call_1' (first at $[4].tool_call_id)"),

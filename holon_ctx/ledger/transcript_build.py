@@ -207,7 +207,7 @@ class LedgerBuilder:
         if call_id in self.pending:
             raise self.fail(path, f"duplicate tool call id {quote_value(call_id)}")
         # An id is a call's while it waits for its result: a runtime may reuse it once the call
-        # is answered or its turn closed (``call_0`` in every reply; RFC 0008, decision 6), and
+        # is answered or its turn closed (``call_0`` in every reply; RFC 0008, decision 9), and
         # a later result pairs with the newest call of its id, so the older call leaves the books.
         self.answered.pop(call_id, None)
         self.unanswered.pop(call_id, None)

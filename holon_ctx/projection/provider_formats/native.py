@@ -18,7 +18,7 @@ right after the assistant message of its turn (or that message's other results),
 name are valid for both APIs, and no earlier native call of the same request has its id (a
 runtime may reuse ids across replies, ``call_0`` in every one; Anthropic refuses a request whose
 ``tool_use`` ids repeat, and OpenAI's pairing of results by id becomes ambiguous: RFC 0008,
-decision 6). Anything else — a tool the runtime ran itself, a call whose reply was compacted
+decision 9). Anything else — a tool the runtime ran itself, a call whose reply was compacted
 away, a reused id — stays a labelled user-role part (the call's label line and its fenced
 result, as the text layout shows them), so no request built here can hold a call without its
 result, a result without its call, or two calls under one id.
