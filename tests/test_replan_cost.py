@@ -18,6 +18,7 @@ import re
 import unicodedata
 
 import attrs
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,11 +30,16 @@ from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.projection.base import formats
 from holon_ctx.projection.base.formats import neutralise_repeat_marks
+from holon_ctx.projection.base.framing import Role
 from holon_ctx.projection.base.policy import Policy, TokenCaps
+from holon_ctx.projection.base.spans import Span
 from holon_ctx.projection.planning.frontier import Frontier
+from holon_ctx.projection.provider_formats.native import Call, Part
 from holon_ctx.projection.rendering import render_base
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.projection.rendering.render_records import _KEY_LINE, _key_lines
+from holon_ctx.projection.session.persisted import PersistedPart, persisted_parts, restored_parts
+from holon_ctx.projection.session.session import Layout
 from holon_ctx.session import ToolCall
 from holon_ctx.tokens import TokenCounter, counter_for_encoding, default_counter
 
@@ -302,3 +308,67 @@ def test_an_excerpt_s_count_is_the_count_of_its_text(lines: list[str], cap: int,
     assert tokens == counter.count(text)
     if excerpt:
         assert formats.EXCERPT_MARK.search(text)
+
+
+# -- an epoch's row: each text stored once (2026-12-06 afternoon, branch replan2) -------------------
+
+_PART_TEXT = st.text(st.sampled_from("ab \n<>\"é…"), max_size=12)
+
+
+@st.composite
+def _parts(draw: st.DrawFn) -> Part:
+    text = draw(_PART_TEXT)
+    tokens = draw(st.integers(0, 9))
+    same = draw(st.booleans())
+    return Part(role=draw(st.sampled_from(list(Role))), text=text, text_tokens=tokens,
+                content=text if same else draw(_PART_TEXT),
+                content_tokens=tokens if draw(st.booleans()) else draw(st.integers(0, 9)),
+                calls=tuple(Call(call_id=f"c{i}", name="sh", arguments={}, arguments_json="{}",
+                                 tokens=i)
+                            for i in range(draw(st.integers(0, 2)))),
+                call_id=draw(st.sampled_from([None, "c1"])),
+                refs=tuple(draw(st.lists(st.sampled_from(["turn:t1", "tool:x1"]), max_size=2))),
+                stable_end=draw(st.booleans()),
+                spans=tuple(draw(st.lists(st.just(Span(kind="label", trust=None, head=1, body=0,
+                                                         tail=0, ref=None)), max_size=2))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(_parts(), max_size=5))
+def test_a_part_stored_without_its_repeated_content_reads_back_as_it_was(parts: list[Part]) -> None:
+    """Every field of every part comes back through the row's encoding, whether its content and
+    count equal its text's or not (an empty text, an empty content beside a text, a count
+    alone differing): only what equals what is kept is left out."""
+    row = msgspec.json.encode(persisted_parts(parts))
+    assert restored_parts(msgspec.json.decode(row, type=list[PersistedPart])) == parts
+
+
+def test_an_epoch_row_stores_each_text_once_and_an_older_row_still_reads() -> None:
+    """A session's saved epoch holds each part's text once (its content only where it differs:
+    the model's replies), is smaller than the layout that stored both by at least the texts
+    left out, and restores to the parts the walk froze; a row in that older layout (each part
+    whole) reads back as the same parts, so an epoch saved before this change is used, not
+    re-planned."""
+    with holon_ctx.open_session(":memory:") as session:
+        session.operator_message("Make the suite pass.")
+        for i in range(6):
+            session.assistant_message(f"step {i}", tool_calls=[
+                ToolCall(f"c{i}", "shell", {"cmd": f"pytest -q tests/test_m{i % 2}.py"})])
+            session.tool_result(f"c{i}", f"test_{i} PASSED\n" * 3)
+        sent = session.next_request(2500)._messages  # type: ignore[attr-defined]
+        assert sent.replanned
+        projector = session._projectors[Layout.MESSAGES]  # type: ignore[attr-defined]
+        saved = projector.epochs.load(projector.state_key(2500))
+        assert saved is not None
+    row = msgspec.json.decode(saved.frozen)
+    restored = restored_parts(msgspec.json.decode(msgspec.json.encode(row["parts"]),
+                                                  type=list[PersistedPart]))
+    assert restored == list(sent.parts[:len(restored)])
+    assert any(p.role is Role.USER for p in restored)
+    for stored, part in zip(row["parts"], restored, strict=True):
+        assert ("content" in stored) == (part.content != part.text)
+    older = dict(row, parts=[msgspec.to_builtins(p) for p in restored])
+    left_out = sum(len(msgspec.json.encode(p.text)) for p in restored if p.content == p.text)
+    assert len(msgspec.json.encode(older)) - len(saved.frozen) >= left_out
+    assert restored_parts(msgspec.json.decode(msgspec.json.encode(older["parts"]),
+                                              type=list[PersistedPart])) == restored
