@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
+from types import SimpleNamespace
 
 import attrs
 import msgspec
@@ -34,6 +35,7 @@ from holon_ctx.projection.base.framing import Role
 from holon_ctx.projection.base.policy import Policy, TokenCaps
 from holon_ctx.projection.base.spans import Span
 from holon_ctx.projection.planning.frontier import Frontier
+from holon_ctx.projection.planning.history import episode_spans, stored_turn_seq
 from holon_ctx.projection.provider_formats.native import Call, Part
 from holon_ctx.projection.rendering import render_base
 from holon_ctx.projection.rendering.render import Renderer
@@ -372,3 +374,48 @@ def test_an_epoch_row_stores_each_text_once_and_an_older_row_still_reads() -> No
     assert len(msgspec.json.encode(older)) - len(saved.frozen) >= left_out
     assert restored_parts(msgspec.json.decode(msgspec.json.encode(older["parts"]),
                                               type=list[PersistedPart])) == restored
+
+
+# -- a recalled episode's turn range, its ends' sequence numbers remembered (branch replan2) -------
+
+def test_episode_spans_read_through_the_renderer_s_memo_are_the_store_s_and_read_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a re-plan's ``prepare`` now asks: each end of a recalled episode's range by the
+    renderer's memo. The spans are those read from the store (an episode whose end the store
+    does not hold has none); a second re-plan reads no turn it has found; a turn not found is
+    asked again, and counted once it is there."""
+    with holon_ctx.open_session(":memory:", compaction=None) as session:
+        for i in range(5):
+            session.operator_message(f"request {i}")
+        store = session.store
+        ids = [s.record.id for s in store.records_between(0, store.end_pos())
+               if isinstance(s.record, Turn)]
+        episodes = [SimpleNamespace(covers=(f"turn:{ids[0]}", f"turn:{ids[2]}")),
+                    SimpleNamespace(covers=(f"turn:{ids[3]}", f"turn:{ids[4]}")),
+                    SimpleNamespace(covers=(f"turn:{ids[1]}", "turn:later"))]
+        reads: list[str] = []
+        real_turn = type(store).turn
+
+        def counted(self: object, turn_id: str) -> object:
+            reads.append(turn_id)
+            return real_turn(self, turn_id)  # type: ignore[arg-type]
+        monkeypatch.setattr(type(store), "turn", counted)
+        r = _renderer(500)
+
+        def memo_seq(turn_id: str) -> int | None:
+            return r.memo(("turn_seq", turn_id), lambda: stored_turn_seq(store, turn_id))
+        plain = episode_spans(store, episodes)  # type: ignore[arg-type]
+        assert plain == [(store.turn(ids[0]).turn_seq, store.turn(ids[2]).turn_seq),  # type: ignore[union-attr]
+                         (store.turn(ids[3]).turn_seq, store.turn(ids[4]).turn_seq)]  # type: ignore[union-attr]
+        reads.clear()
+        assert episode_spans(store, episodes, memo_seq) == plain  # type: ignore[arg-type]
+        assert len(reads) == 6
+        reads.clear()
+        assert episode_spans(store, episodes, memo_seq) == plain  # type: ignore[arg-type]
+        assert reads == ["later"]  # the turn not found is asked again; the others are kept
+        session.operator_message("request 5")
+        later = store.records_between(0, store.end_pos())[-2].record
+        assert isinstance(later, Turn)
+        episodes[2] = SimpleNamespace(covers=(f"turn:{ids[1]}", f"turn:{later.id}"))
+        assert episode_spans(store, episodes, memo_seq) == [  # type: ignore[arg-type]
+            *plain, (store.turn(ids[1]).turn_seq, later.seq)]  # type: ignore[union-attr]
