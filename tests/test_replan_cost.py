@@ -16,6 +16,8 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
+from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 
 import attrs
@@ -29,6 +31,7 @@ from holon_ctx.ledger.body import _MARKUP, id_problem, neutralise_fences, record
 from holon_ctx.ledger.records import Origin, Tool, ToolStatus, Trust, Turn
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.ledger.units import TurnUnit
+from holon_ctx.postgres import PostgresStore
 from holon_ctx.projection.base import formats
 from holon_ctx.projection.base.formats import neutralise_repeat_marks
 from holon_ctx.projection.base.framing import Role
@@ -40,6 +43,7 @@ from holon_ctx.projection.provider_formats.native import Call, Part
 from holon_ctx.projection.rendering import render_base
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.projection.rendering.render_records import _KEY_LINE, _key_lines
+from holon_ctx.projection.session import replan as replan_module
 from holon_ctx.projection.session.persisted import PersistedPart, persisted_parts, restored_parts
 from holon_ctx.projection.session.session import Layout
 from holon_ctx.session import ToolCall
@@ -419,3 +423,72 @@ def test_episode_spans_read_through_the_renderer_s_memo_are_the_store_s_and_read
         episodes[2] = SimpleNamespace(covers=(f"turn:{ids[1]}", f"turn:{later.id}"))
         assert episode_spans(store, episodes, memo_seq) == [  # type: ignore[arg-type]
             *plain, (store.turn(ids[1]).turn_seq, later.seq)]  # type: ignore[union-attr]
+
+
+def _recalling_loop(open_ledger: Callable[[str], object]) -> list[object]:
+    """A conversation that compacts as it goes and whose operator returns to earlier subjects
+    (so re-plans recall archived episodes), at a budget that re-plans often: each request's
+    messages and counts."""
+    out: list[object] = []
+    subjects = ["billing export", "search ranking", "login throttle", "report footer"]
+    rng = random.Random(11)
+    with holon_ctx.open_session(open_ledger("run")) as session:  # type: ignore[arg-type]
+        for i in range(48):
+            subject = subjects[(i // 3) % len(subjects)] if i % 6 else rng.choice(subjects)
+            session.operator_message(f"Request {i}: fix the {subject} and add a test for it.")
+            session.assistant_message(f"Working on the {subject}.", tool_calls=[
+                ToolCall(f"c{i}", "shell", {"cmd": f"pytest -q tests/test_{i % 5}.py"})])
+            session.tool_result(f"c{i}", "".join(f"test_{j} {rng.choice(['PASSED', 'FAILED'])}\n"
+                                                 for j in range(rng.choice((3, 25)))))
+            request = session.next_request(3000)
+            out.append((request.openai_messages, request.request_tokens))
+    return out
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite", "postgres"])
+def test_a_session_s_requests_are_the_same_bytes_with_episode_ranges_remembered_or_read(
+        store: str, tmp_path: Path, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request of a session that recalls archived episodes is the same with the episodes'
+    turn ranges read through the renderer's memo as read from the store at each re-plan, on
+    every store; and the memo was used (fewer turns read, with episodes recalled)."""
+    opened: list[PostgresStore] = []
+
+    def open_ledger(tag: str) -> object:
+        if store == "memory":
+            return ":memory:"
+        if store == "sqlite":
+            return tmp_path / f"{tag}-{len(list(tmp_path.iterdir()))}.db"
+        ledger = PostgresStore(request.getfixturevalue("pg_url"),
+                               session=f"{request.getfixturevalue('pg_session_key')}-{len(opened)}")
+        opened.append(ledger)
+        return ledger
+
+    real_spans = replan_module.episode_spans
+    recalled: list[int] = []
+
+    def spans(store_: object, episodes: object, turn_seq: object = None) -> object:
+        recalled.append(len(episodes))  # type: ignore[arg-type]
+        return real_spans(store_, episodes, turn_seq)  # type: ignore[arg-type]
+    monkeypatch.setattr(replan_module, "episode_spans", spans)
+    real_read = replan_module.stored_turn_seq
+    reads: list[str] = []
+
+    def read(store_: object, turn_id: str) -> int | None:
+        reads.append(turn_id)
+        return real_read(store_, turn_id)  # type: ignore[arg-type]
+    monkeypatch.setattr(replan_module, "stored_turn_seq", read)
+    remembered = _recalling_loop(open_ledger)
+    assert sum(recalled) > 0, "the loop recalls archived episodes"
+    # Each projector (the messages and the text layout) has its renderer: each reads an end
+    # once, and finds it in its memo at its next re-plan recalling the same episode.
+    assert len(reads) < 2 * sum(recalled), "ends were found in the memo"
+
+    def read_each_time(store_: object, episodes: object, turn_seq: object = None) -> object:
+        return real_spans(store_, episodes)  # type: ignore[arg-type]
+    monkeypatch.setattr(replan_module, "episode_spans", read_each_time)
+    try:
+        assert _recalling_loop(open_ledger) == remembered
+    finally:
+        for ledger in opened:
+            ledger.close()
