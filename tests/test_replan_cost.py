@@ -492,3 +492,66 @@ def test_a_session_s_requests_are_the_same_bytes_with_episode_ranges_remembered_
     finally:
         for ledger in opened:
             ledger.close()
+
+
+def _step(session: holon_ctx.Session, i: int, rng: random.Random) -> None:
+    if i % 4 == 0:
+        session.operator_message(f"Request {i}: make module m{i % 3} pass, with a test.")
+    session.assistant_message(f"Step {i}: running the tests.", tool_calls=[
+        ToolCall(f"c{i}", "shell", {"cmd": f"pytest -q tests/test_m{i % 3}.py"})])
+    session.tool_result(f"c{i}", "".join(f"test_{j} {rng.choice(['PASSED', 'FAILED'])}\n"
+                                         for j in range(rng.choice((2, 20)))))
+
+
+@pytest.mark.parametrize("budget", [1800, 6000])
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_session_reopened_from_its_saved_epochs_sends_what_one_kept_open_sends(
+        store: str, budget: int, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The saved epochs (each text once) are what a new process continues from: a session
+    reopened every five turns — each reopening loads the epoch its store saved — sends, request
+    for request, the bytes and counts a session kept open sends, on SQLite and PostgreSQL, at a
+    budget that re-plans often and at one that re-plans seldom; and some reopening continued a
+    saved epoch instead of re-planning."""
+    keys = iter(range(2))
+
+    def ledger() -> object:
+        if store == "sqlite":
+            return tmp_path / f"ledger-{next(keys)}.db"
+        return PostgresStore(request.getfixturevalue("pg_url"),
+                             session=f"{request.getfixturevalue('pg_session_key')}-{next(keys)}")
+
+    def closed(where: object) -> None:
+        if isinstance(where, PostgresStore):
+            where.close()
+
+    def reopened(where: object) -> object:
+        if isinstance(where, PostgresStore):
+            return PostgresStore(request.getfixturevalue("pg_url"), session=where.session,
+                                 create=False)
+        return where
+
+    rng = random.Random(5)
+    kept_open: list[object] = []
+    first = ledger()
+    with holon_ctx.open_session(first) as session:  # type: ignore[arg-type]
+        for i in range(30):
+            _step(session, i, rng)
+            sent = session.next_request(budget)
+            kept_open.append((sent.openai_messages, sent.request_tokens))
+    closed(first)
+    rng = random.Random(5)
+    again: list[object] = []
+    continued = 0
+    where = ledger()
+    for start in range(0, 30, 5):
+        where = reopened(where)
+        with holon_ctx.open_session(where) as session:  # type: ignore[arg-type]
+            for i in range(start, start + 5):
+                _step(session, i, rng)
+                sent = session.next_request(budget)
+                again.append((sent.openai_messages, sent.request_tokens))
+                if i == start and start and not sent.manifest["session"]["replanned"]:
+                    continued += 1
+        closed(where)
+    assert again == kept_open
+    assert continued > 0, "a reopened session continued an epoch its store saved"
