@@ -16,8 +16,12 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
 
 import attrs
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,13 +31,21 @@ from holon_ctx.ledger.body import _MARKUP, id_problem, neutralise_fences, record
 from holon_ctx.ledger.records import Origin, Tool, ToolStatus, Trust, Turn
 from holon_ctx.ledger.store import StoredRecord
 from holon_ctx.ledger.units import TurnUnit
+from holon_ctx.postgres import PostgresStore
 from holon_ctx.projection.base import formats
 from holon_ctx.projection.base.formats import neutralise_repeat_marks
+from holon_ctx.projection.base.framing import Role
 from holon_ctx.projection.base.policy import Policy, TokenCaps
+from holon_ctx.projection.base.spans import Span
 from holon_ctx.projection.planning.frontier import Frontier
+from holon_ctx.projection.planning.history import episode_spans, stored_turn_seq
+from holon_ctx.projection.provider_formats.native import Call, Part
 from holon_ctx.projection.rendering import render_base
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.projection.rendering.render_records import _KEY_LINE, _key_lines
+from holon_ctx.projection.session import replan as replan_module
+from holon_ctx.projection.session.persisted import PersistedPart, persisted_parts, restored_parts
+from holon_ctx.projection.session.session import Layout
 from holon_ctx.session import ToolCall
 from holon_ctx.tokens import TokenCounter, counter_for_encoding, default_counter
 
@@ -302,3 +314,244 @@ def test_an_excerpt_s_count_is_the_count_of_its_text(lines: list[str], cap: int,
     assert tokens == counter.count(text)
     if excerpt:
         assert formats.EXCERPT_MARK.search(text)
+
+
+# -- an epoch's row: each text stored once (2026-12-06 afternoon, branch replan2) -------------------
+
+_PART_TEXT = st.text(st.sampled_from("ab \n<>\"é…"), max_size=12)
+
+
+@st.composite
+def _parts(draw: st.DrawFn) -> Part:
+    text = draw(_PART_TEXT)
+    tokens = draw(st.integers(0, 9))
+    same = draw(st.booleans())
+    return Part(role=draw(st.sampled_from(list(Role))), text=text, text_tokens=tokens,
+                content=text if same else draw(_PART_TEXT),
+                content_tokens=tokens if draw(st.booleans()) else draw(st.integers(0, 9)),
+                calls=tuple(Call(call_id=f"c{i}", name="sh", arguments={}, arguments_json="{}",
+                                 tokens=i)
+                            for i in range(draw(st.integers(0, 2)))),
+                call_id=draw(st.sampled_from([None, "c1"])),
+                refs=tuple(draw(st.lists(st.sampled_from(["turn:t1", "tool:x1"]), max_size=2))),
+                stable_end=draw(st.booleans()),
+                spans=tuple(draw(st.lists(st.just(Span(kind="label", trust=None, head=1, body=0,
+                                                         tail=0, ref=None)), max_size=2))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(_parts(), max_size=5))
+def test_a_part_stored_without_its_repeated_content_reads_back_as_it_was(parts: list[Part]) -> None:
+    """Every field of every part comes back through the row's encoding, whether its content and
+    count equal its text's or not (an empty text, an empty content beside a text, a count
+    alone differing): only what equals what is kept is left out."""
+    row = msgspec.json.encode(persisted_parts(parts))
+    assert restored_parts(msgspec.json.decode(row, type=list[PersistedPart])) == parts
+
+
+def test_an_epoch_row_stores_each_text_once_and_an_older_row_still_reads() -> None:
+    """A session's saved epoch holds each part's text once (its content only where it differs:
+    the model's replies), is smaller than the layout that stored both by at least the texts
+    left out, and restores to the parts the walk froze; a row in that older layout (each part
+    whole) reads back as the same parts, so an epoch saved before this change is used, not
+    re-planned."""
+    with holon_ctx.open_session(":memory:") as session:
+        session.operator_message("Make the suite pass.")
+        for i in range(6):
+            session.assistant_message(f"step {i}", tool_calls=[
+                ToolCall(f"c{i}", "shell", {"cmd": f"pytest -q tests/test_m{i % 2}.py"})])
+            session.tool_result(f"c{i}", f"test_{i} PASSED\n" * 3)
+        sent = session.next_request(2500)._messages  # type: ignore[attr-defined]
+        assert sent.replanned
+        projector = session._projectors[Layout.MESSAGES]  # type: ignore[attr-defined]
+        saved = projector.epochs.load(projector.state_key(2500))
+        assert saved is not None
+    row = msgspec.json.decode(saved.frozen)
+    restored = restored_parts(msgspec.json.decode(msgspec.json.encode(row["parts"]),
+                                                  type=list[PersistedPart]))
+    assert restored == list(sent.parts[:len(restored)])
+    assert any(p.role is Role.USER for p in restored)
+    for stored, part in zip(row["parts"], restored, strict=True):
+        assert ("content" in stored) == (part.content != part.text)
+    older = dict(row, parts=[msgspec.to_builtins(p) for p in restored])
+    left_out = sum(len(msgspec.json.encode(p.text)) for p in restored if p.content == p.text)
+    assert len(msgspec.json.encode(older)) - len(saved.frozen) >= left_out
+    assert restored_parts(msgspec.json.decode(msgspec.json.encode(older["parts"]),
+                                              type=list[PersistedPart])) == restored
+
+
+# -- a recalled episode's turn range, its ends' sequence numbers remembered (branch replan2) -------
+
+def test_episode_spans_read_through_the_renderer_s_memo_are_the_store_s_and_read_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a re-plan's ``prepare`` now asks: each end of a recalled episode's range by the
+    renderer's memo. The spans are those read from the store (an episode whose end the store
+    does not hold has none); a second re-plan reads no turn it has found; a turn not found is
+    asked again, and counted once it is there."""
+    with holon_ctx.open_session(":memory:", compaction=None) as session:
+        for i in range(5):
+            session.operator_message(f"request {i}")
+        store = session.store
+        ids = [s.record.id for s in store.records_between(0, store.end_pos())
+               if isinstance(s.record, Turn)]
+        episodes = [SimpleNamespace(covers=(f"turn:{ids[0]}", f"turn:{ids[2]}")),
+                    SimpleNamespace(covers=(f"turn:{ids[3]}", f"turn:{ids[4]}")),
+                    SimpleNamespace(covers=(f"turn:{ids[1]}", "turn:later"))]
+        reads: list[str] = []
+        real_turn = type(store).turn
+
+        def counted(self: object, turn_id: str) -> object:
+            reads.append(turn_id)
+            return real_turn(self, turn_id)  # type: ignore[arg-type]
+        monkeypatch.setattr(type(store), "turn", counted)
+        r = _renderer(500)
+
+        def memo_seq(turn_id: str) -> int | None:
+            return r.memo(("turn_seq", turn_id), lambda: stored_turn_seq(store, turn_id))
+        plain = episode_spans(store, episodes)  # type: ignore[arg-type]
+        assert plain == [(store.turn(ids[0]).turn_seq, store.turn(ids[2]).turn_seq),  # type: ignore[union-attr]
+                         (store.turn(ids[3]).turn_seq, store.turn(ids[4]).turn_seq)]  # type: ignore[union-attr]
+        reads.clear()
+        assert episode_spans(store, episodes, memo_seq) == plain  # type: ignore[arg-type]
+        assert len(reads) == 6
+        reads.clear()
+        assert episode_spans(store, episodes, memo_seq) == plain  # type: ignore[arg-type]
+        assert reads == ["later"]  # the turn not found is asked again; the others are kept
+        session.operator_message("request 5")
+        later = store.records_between(0, store.end_pos())[-2].record
+        assert isinstance(later, Turn)
+        episodes[2] = SimpleNamespace(covers=(f"turn:{ids[1]}", f"turn:{later.id}"))
+        assert episode_spans(store, episodes, memo_seq) == [  # type: ignore[arg-type]
+            *plain, (store.turn(ids[1]).turn_seq, later.seq)]  # type: ignore[union-attr]
+
+
+def _recalling_loop(open_ledger: Callable[[str], object]) -> list[object]:
+    """A conversation that compacts as it goes and whose operator returns to earlier subjects
+    (so re-plans recall archived episodes), at a budget that re-plans often: each request's
+    messages and counts."""
+    out: list[object] = []
+    subjects = ["billing export", "search ranking", "login throttle", "report footer"]
+    rng = random.Random(11)
+    with holon_ctx.open_session(open_ledger("run")) as session:  # type: ignore[arg-type]
+        for i in range(48):
+            subject = subjects[(i // 3) % len(subjects)] if i % 6 else rng.choice(subjects)
+            session.operator_message(f"Request {i}: fix the {subject} and add a test for it.")
+            session.assistant_message(f"Working on the {subject}.", tool_calls=[
+                ToolCall(f"c{i}", "shell", {"cmd": f"pytest -q tests/test_{i % 5}.py"})])
+            session.tool_result(f"c{i}", "".join(f"test_{j} {rng.choice(['PASSED', 'FAILED'])}\n"
+                                                 for j in range(rng.choice((3, 25)))))
+            request = session.next_request(3000)
+            out.append((request.openai_messages, request.request_tokens))
+    return out
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite", "postgres"])
+def test_a_session_s_requests_are_the_same_bytes_with_episode_ranges_remembered_or_read(
+        store: str, tmp_path: Path, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request of a session that recalls archived episodes is the same with the episodes'
+    turn ranges read through the renderer's memo as read from the store at each re-plan, on
+    every store; and the memo was used (fewer turns read, with episodes recalled)."""
+    opened: list[PostgresStore] = []
+
+    def open_ledger(tag: str) -> object:
+        if store == "memory":
+            return ":memory:"
+        if store == "sqlite":
+            return tmp_path / f"{tag}-{len(list(tmp_path.iterdir()))}.db"
+        ledger = PostgresStore(request.getfixturevalue("pg_url"),
+                               session=f"{request.getfixturevalue('pg_session_key')}-{len(opened)}")
+        opened.append(ledger)
+        return ledger
+
+    real_spans = replan_module.episode_spans
+    recalled: list[int] = []
+
+    def spans(store_: object, episodes: object, turn_seq: object = None) -> object:
+        recalled.append(len(episodes))  # type: ignore[arg-type]
+        return real_spans(store_, episodes, turn_seq)  # type: ignore[arg-type]
+    monkeypatch.setattr(replan_module, "episode_spans", spans)
+    real_read = replan_module.stored_turn_seq
+    reads: list[str] = []
+
+    def read(store_: object, turn_id: str) -> int | None:
+        reads.append(turn_id)
+        return real_read(store_, turn_id)  # type: ignore[arg-type]
+    monkeypatch.setattr(replan_module, "stored_turn_seq", read)
+    remembered = _recalling_loop(open_ledger)
+    assert sum(recalled) > 0, "the loop recalls archived episodes"
+    # Each projector (the messages and the text layout) has its renderer: each reads an end
+    # once, and finds it in its memo at its next re-plan recalling the same episode.
+    assert len(reads) < 2 * sum(recalled), "ends were found in the memo"
+
+    def read_each_time(store_: object, episodes: object, turn_seq: object = None) -> object:
+        return real_spans(store_, episodes)  # type: ignore[arg-type]
+    monkeypatch.setattr(replan_module, "episode_spans", read_each_time)
+    try:
+        assert _recalling_loop(open_ledger) == remembered
+    finally:
+        for ledger in opened:
+            ledger.close()
+
+
+def _step(session: holon_ctx.Session, i: int, rng: random.Random) -> None:
+    if i % 4 == 0:
+        session.operator_message(f"Request {i}: make module m{i % 3} pass, with a test.")
+    session.assistant_message(f"Step {i}: running the tests.", tool_calls=[
+        ToolCall(f"c{i}", "shell", {"cmd": f"pytest -q tests/test_m{i % 3}.py"})])
+    session.tool_result(f"c{i}", "".join(f"test_{j} {rng.choice(['PASSED', 'FAILED'])}\n"
+                                         for j in range(rng.choice((2, 20)))))
+
+
+@pytest.mark.parametrize("budget", [1800, 6000])
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_session_reopened_from_its_saved_epochs_sends_what_one_kept_open_sends(
+        store: str, budget: int, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The saved epochs (each text once) are what a new process continues from: a session
+    reopened every five turns — each reopening loads the epoch its store saved — sends, request
+    for request, the bytes and counts a session kept open sends, on SQLite and PostgreSQL, at a
+    budget that re-plans often and at one that re-plans seldom; and some reopening continued a
+    saved epoch instead of re-planning."""
+    keys = iter(range(2))
+
+    def ledger() -> object:
+        if store == "sqlite":
+            return tmp_path / f"ledger-{next(keys)}.db"
+        return PostgresStore(request.getfixturevalue("pg_url"),
+                             session=f"{request.getfixturevalue('pg_session_key')}-{next(keys)}")
+
+    def closed(where: object) -> None:
+        if isinstance(where, PostgresStore):
+            where.close()
+
+    def reopened(where: object) -> object:
+        if isinstance(where, PostgresStore):
+            return PostgresStore(request.getfixturevalue("pg_url"), session=where.session,
+                                 create=False)
+        return where
+
+    rng = random.Random(5)
+    kept_open: list[object] = []
+    first = ledger()
+    with holon_ctx.open_session(first) as session:  # type: ignore[arg-type]
+        for i in range(30):
+            _step(session, i, rng)
+            sent = session.next_request(budget)
+            kept_open.append((sent.openai_messages, sent.request_tokens))
+    closed(first)
+    rng = random.Random(5)
+    again: list[object] = []
+    continued = 0
+    where = ledger()
+    for start in range(0, 30, 5):
+        where = reopened(where)
+        with holon_ctx.open_session(where) as session:  # type: ignore[arg-type]
+            for i in range(start, start + 5):
+                _step(session, i, rng)
+                sent = session.next_request(budget)
+                again.append((sent.openai_messages, sent.request_tokens))
+                if i == start and start and not sent.manifest["session"]["replanned"]:
+                    continued += 1
+        closed(where)
+    assert again == kept_open
+    assert continued > 0, "a reopened session continued an epoch its store saved"

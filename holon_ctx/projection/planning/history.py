@@ -20,7 +20,7 @@ facts of their turns, which turns already have an item, and every chunk's items 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from holon_ctx.ledger.facts import HIGH_FACTS
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
@@ -43,7 +43,7 @@ from holon_ctx.projection.planning.retention import (
 from holon_ctx.projection.planning.turns import Tier, TurnItems
 from holon_ctx.projection.planning.view import Page, load_page, units_of
 
-__all__ = ["HighTurns", "History", "Pages", "episode_spans"]
+__all__ = ["HighTurns", "History", "Pages", "episode_spans", "stored_turn_seq"]
 
 #: High turns read per lookup: small, so the reads follow the budget closely.
 _HIGH_CHUNK = 16
@@ -54,15 +54,24 @@ _HIGH_ORDER = 1 << 20
 _REPEAT_CONTEXT = 16
 
 
-def episode_spans(store: LedgerStore | None,
-                  recalled: Sequence[RecalledEpisode]) -> list[tuple[int, int]]:
-    """Turn sequence ranges (closed) of ``recalled``: what each episode covers."""
+def episode_spans(store: LedgerStore | None, recalled: Sequence[RecalledEpisode],
+                  turn_seq: Callable[[str], int | None] | None = None) -> list[tuple[int, int]]:
+    """Turn sequence ranges (closed) of ``recalled``: what each episode covers. ``turn_seq``: a
+    turn's sequence number by id, None for a turn the store does not hold (default: read from
+    ``store``, :func:`stored_turn_seq`)."""
+    seq_of = turn_seq or (lambda turn_id: stored_turn_seq(store, turn_id))
     spans = []
     for ep in recalled:
-        ends = [store.turn(ref.removeprefix("turn:")) if store else None for ref in ep.covers]
-        if ends[0] is not None and ends[1] is not None:
-            spans.append((ends[0].turn_seq or 0, ends[1].turn_seq or 0))
+        first, last = (seq_of(ref.removeprefix("turn:")) for ref in ep.covers)
+        if first is not None and last is not None:
+            spans.append((first, last))
     return spans
+
+
+def stored_turn_seq(store: LedgerStore | None, turn_id: str) -> int | None:
+    """The sequence number of turn ``turn_id`` in ``store`` (None: not there)."""
+    found = store.turn(turn_id) if store else None
+    return None if found is None else found.turn_seq or 0
 
 
 class History:

@@ -18,6 +18,7 @@ from holon_ctx.projection.base.model import ControlHistory, Form
 from holon_ctx.projection.planning.frontier import Tally
 from holon_ctx.projection.planning.sections import environment_blocks
 from holon_ctx.projection.planning.view import continuation_anchor
+from holon_ctx.projection.session.persisted import persisted_parts, restored_parts
 from holon_ctx.projection.session.replan import Frozen, Prepared, prepare, replan
 from holon_ctx.projection.session.session_base import _ProjectorBase
 from holon_ctx.projection.session.session_state import (
@@ -259,7 +260,7 @@ class _EpochPlanner(_ProjectorBase):
     def _persist(self, state: WalkState) -> None:
         tally = state.tally
         frozen = Persisted(
-            parts=state.frozen, prefix_count=state.prefix_count,
+            parts=persisted_parts(state.frozen), prefix_count=state.prefix_count,
             frozen_tokens=state.frozen_tokens, manifest=state.manifest, env_ref=state.env_ref,
             work_item_id=state.work_item_id, shown=sorted(state.shown),
             open_turn=state.open_turn,
@@ -309,7 +310,7 @@ class _EpochPlanner(_ProjectorBase):
         t = frozen.tally
         state = WalkState(
             key=self.state_key(budget), budget=budget, layout=self.layout, start=start,
-            frozen=list(frozen.parts), prefix_count=frozen.prefix_count,
+            frozen=restored_parts(frozen.parts), prefix_count=frozen.prefix_count,
             frozen_tokens=frozen.frozen_tokens, manifest=frozen.manifest, env_ref=frozen.env_ref,
             work_item_id=frozen.work_item_id, shown=set(frozen.shown),
             open_turn=frozen.open_turn,

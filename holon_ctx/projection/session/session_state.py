@@ -53,6 +53,7 @@ from holon_ctx.projection.provider_formats.native import (
 from holon_ctx.projection.rendering.folding import fold_item
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.projection.session.checkpoints import checkpoint_turn, opens_block
+from holon_ctx.projection.session.persisted import PersistedPart
 
 __all__ = [
     "Layout",
@@ -385,7 +386,8 @@ class PersistedTally(msgspec.Struct, frozen=True):
 class Persisted(msgspec.Struct, frozen=True):
     """The frozen part of an epoch as :class:`~holon_ctx.ledger.epochs.EpochState` stores it."""
 
-    parts: list[Part]
+    #: The parts, each message content stored only where it is not the text (:mod:`.persisted`).
+    parts: list[PersistedPart]
     prefix_count: int
     frozen_tokens: int
     manifest: Manifest
