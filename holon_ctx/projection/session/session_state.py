@@ -377,8 +377,7 @@ class PersistedTally(msgspec.Struct, frozen=True):
     pending: int
     run_keys: list[tuple[str, str]]
     files: dict[str, list[str]]
-    #: :attr:`~holon_ctx.projection.planning.frontier.Tally.pending_calls` and ``answered`` (empty in an
-    #: epoch saved before they were kept: its counts are as they were then).
+    #: ``Tally.pending_calls`` and ``answered`` (empty in an epoch saved before they were kept).
     pending_calls: dict[str, str] = {}
     answered: dict[str, str] = {}
 
