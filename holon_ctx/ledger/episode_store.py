@@ -39,6 +39,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from holon_ctx.continuity.sqlite_backend import file_name
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger import locking
 from holon_ctx.ledger.postings import (
@@ -141,7 +142,7 @@ class SqliteEpisodeStore:
         self.path = str(path)
         timeout = locking.lock_timeout()
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+            self._db = sqlite3.connect(file_name(self.path), isolation_level=None, check_same_thread=False,
                                        timeout=timeout)
             self._db.execute("PRAGMA synchronous=NORMAL")
             if create:
