@@ -356,9 +356,8 @@ class SqliteEpisodeStore:
 
     def open_rows(self, max_num: int, limit_pos: int, limit: int) -> list[OpenRow]:
         cols = "num, episode_id, last_seq, key, kind, pinned, resolved_pos, exact"
-        # The open ones and those resolved after limit_pos, in one statement so one snapshot:
-        # read apart, an item another connection marked resolved after limit_pos between the
-        # two reads was in both.
+        # The open ones and those resolved after limit_pos, in one statement (one snapshot): read
+        # apart, an item another connection resolved after limit_pos between the reads was in both.
         found = self._db.execute(
             f"SELECT * FROM (SELECT {cols} FROM episodes_open WHERE resolved_pos IS NULL "
             "AND num<=? ORDER BY pinned DESC, num DESC LIMIT ?) UNION ALL "
