@@ -31,10 +31,13 @@ def missing_directory(path: str | Path) -> str | None:
 
 
 def not_a_database_file(path: str | Path) -> str | None:
-    """Why the existing file at ``path`` cannot be a database, or None: one of 1 to 99 bytes is
+    """Why the existing file at ``path`` cannot be a database, or None: a directory; one of 1 to 99 bytes is
     shorter than SQLite's header. SQLite itself takes a 1-byte file for an empty database and
     would write a ledger over it (a read-only command too); an empty file is a new database."""
     p = Path(path)
+    if str(path) != ":memory:" and p.is_dir():
+        # SQLite says only "unable to open database file".
+        return "is a directory, not a database file"
     try:
         size = p.stat().st_size if str(path) != ":memory:" and p.is_file() else 0
     except OSError:

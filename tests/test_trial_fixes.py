@@ -1,0 +1,54 @@
+"""Small defects found by trying the CLI as a new user would (branch polish, part 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_huge_turn import huge_turn
+
+from holon_ctx.cli.main import main
+
+ONE_TURN = '{"type":"turn","id":"t1","seq":1,"trigger":"operator_input"}\n'
+
+
+@pytest.mark.parametrize("argv", [["stats", "--db", "{d}"], ["import", "{f}", "--db", "{d}"],
+                                  ["import", "{f}", "--db", "{d}/"],
+                                  ["preview", "--db", "{d}", "--budget", "3000"]],
+                         ids=["stats", "import", "import-slash", "preview"])
+def test_a_directory_given_as_db_is_named_as_one(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It said ``not a usable holon-ctx database (unable to open database file)``, SQLite's words."""
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "l.jsonl").write_text(ONE_TURN, encoding="utf-8")
+    d, f = str(tmp_path / "adir"), str(tmp_path / "l.jsonl")
+    assert main([a.format(d=d, f=f) for a in argv]) == 2
+    assert capsys.readouterr().err == f"holon-ctx: error: {d}: is a directory, not a database file\n"
+    assert list((tmp_path / "adir").iterdir()) == []
+
+
+@pytest.mark.parametrize(("turns", "words"), [(1, "1 model call at"), (2, "2 model calls at")])
+def test_replay_counts_its_calls_in_words(turns: int, words: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """It said ``replay of 1 model calls``."""
+    src = tmp_path / "l.jsonl"
+    src.write_text("".join(ONE_TURN.replace("t1", f"t{n}").replace('"seq":1', f'"seq":{n}')
+                           for n in range(1, turns + 1)), encoding="utf-8")
+    assert main(["replay", str(src), "--budget", "2000"]) == 0
+    assert capsys.readouterr().out.startswith(f"replay of {words} 2,000 tokens")
+
+
+def test_explain_of_a_record_appended_since_the_re_plan_says_it_is_in_the_request(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A session's plan is as of its re-plan; the newest record of a huge turn (its 60th run,
+    tool:x61) came after it and is in the request's appended part. explain said
+    ``not_yet_appended — appended after turn:t0, the turn projected`` beside ``in the request …
+    the history appended since``."""
+    db = str(tmp_path / "huge.db")
+    huge_turn(db, records=60, words=20, steps=False, seed=3, max_bytes=1500)
+    assert main(["explain", "--db", db, "--budget", "4000", "tool:x61", "--json"]) == 0
+    e = json.loads(capsys.readouterr().out)
+    assert e["session"]["in_request"] == "appended"
+    assert e["status"] == "in_full"
+    assert e["to_get_in"] == "nothing: it is in the request"
