@@ -52,3 +52,23 @@ def test_explain_of_a_record_appended_since_the_re_plan_says_it_is_in_the_reques
     assert e["session"]["in_request"] == "appended"
     assert e["status"] == "in_full"
     assert e["to_get_in"] == "nothing: it is in the request"
+
+
+@pytest.mark.parametrize("mode", ["session", "stateless"])
+def test_preview_counts_a_huge_turns_folded_records_as_left_out(
+        mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The prompt showed ``folded tool:x2–tool:x60 … (59 earlier records of this turn)`` while
+    the summary said ``left out nothing: every candidate is in the prompt in full`` (session):
+    a huge turn is one item shown in full, its older records left out by ref only."""
+    db = str(tmp_path / "huge.db")
+    huge_turn(db, records=60, words=20, steps=False, seed=3, max_bytes=1500)
+    assert main(["project", "--db", db, "--budget", "1500", "--mode", mode, "--json"]) == 0
+    manifest = json.loads(capsys.readouterr().out)
+    earlier = sum(1 for s in manifest["sections"] for o in s["omitted"]
+                  if o["reason"] == "earlier_record_of_huge_turn")
+    assert earlier > 0
+    assert main(["preview", "--db", db, "--budget", "1500", "--mode", mode, "--plain",
+                 "--width", "400", "--no-pager"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("left out "))
+    assert f"{earlier} earlier records of a huge turn counted on its fold line" in line
+    assert "every candidate is in the prompt in full" not in line
