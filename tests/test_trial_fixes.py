@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from test_huge_turn import huge_turn
 
+from holon_ctx import ToolCall
 from holon_ctx.cli.main import main
+from holon_ctx.errors import InputError
 
 ONE_TURN = '{"type":"turn","id":"t1","seq":1,"trigger":"operator_input"}\n'
 
@@ -72,3 +74,20 @@ def test_preview_counts_a_huge_turns_folded_records_as_left_out(
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("left out "))
     assert f"{earlier} earlier records of a huge turn counted on its fold line" in line
     assert "every candidate is in the prompt in full" not in line
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_tool_call_arguments_with_a_non_finite_float_are_refused(value: float) -> None:
+    """A mapping was stored as ``{"b": NaN}``, which is not JSON (json.dumps writes it unless
+    told not to): refused where the call is built, naming the field."""
+    with pytest.raises(InputError) as info:
+        ToolCall("c1", "bash", {"nested": [{"b": value}]})
+    assert str(info.value) == "ToolCall: arguments: a float that is NaN or infinite is not JSON"
+
+
+def test_tool_call_arguments_that_hold_themselves_are_refused() -> None:
+    args: dict[str, object] = {}
+    args["self"] = args
+    with pytest.raises(InputError, match=r"^ToolCall: arguments: not JSON: Circular reference"):
+        ToolCall("c1", "bash", args)
+    assert json.loads(ToolCall("c1", "bash", {"ok": 1.5}).arguments) == {"ok": 1.5}
