@@ -91,3 +91,27 @@ def test_tool_call_arguments_that_hold_themselves_are_refused() -> None:
     with pytest.raises(InputError, match=r"^ToolCall: arguments: not JSON: Circular reference"):
         ToolCall("c1", "bash", args)
     assert json.loads(ToolCall("c1", "bash", {"ok": 1.5}).arguments) == {"ok": 1.5}
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["stats", ""], "SOURCE is empty: name a file"),
+    (["preview", "", "--budget", "4000"], "SOURCE is empty: name a file"),
+    (["stats", "--db", ""], "--db is empty: name a database file or a postgresql:// URL"),
+    (["import", "", "--db", "{tmp}/x.db"], "FILE is empty: name a file"),
+    (["import", "{ledger}", "--db", ""], "--db is empty: name a database file or a postgresql:// URL"),
+    (["export", "--db", "{tmp}/x.db", "-o", ""], "-o is empty: name a file"),
+    (["explain", "{ledger}", "--budget", "3000", ""], "SOURCE or REF is empty: name a file and a ref"),
+    (["replay", "{ledger}", "--budget", "3000", "--price", ""],
+     "--price is empty: name a price table or its file"),
+], ids=["stats", "preview", "stats-db", "import-file", "import-db", "export-o", "explain-ref",
+        "replay-price"])
+def test_an_empty_path_is_named_as_empty(argv: list[str], said: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty path read as the current directory: ``.: cannot read: Is a directory``, or
+    ``.: not a usable holon-ctx database``; ``export -o ""`` wrote to stdout."""
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text(ONE_TURN, encoding="utf-8")
+    assert main([a.format(tmp=tmp_path, ledger=ledger) for a in argv]) == 2
+    out = capsys.readouterr()
+    assert (out.out, out.err) == ("", f"holon-ctx: error: {said}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l.jsonl"]
