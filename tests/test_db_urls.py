@@ -106,3 +106,22 @@ def test_a_url_of_another_scheme_is_refused_not_taken_for_a_path(
     assert out.err == (f"holon-ctx: error: --db: a {scheme}:// URL is not a database holon-ctx "
                        "opens: it takes a postgresql:// URL or the path of a SQLite file\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("url", ["mysql://u:s3cret@h/app", "postgresql+psycopg://u:s3cret@h/app",
+                                 "sqlite:///ledger.db"])
+@pytest.mark.parametrize("key", [None, "k"])
+def test_open_session_refuses_a_url_of_another_scheme(
+        url: str, key: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library took it for a SQLite path: ``the directory 'mysql:/u:s3cret@h' does not
+    exist``, the password in the message."""
+    import holon_ctx
+
+    monkeypatch.chdir(tmp_path)
+    scheme = url.split("://", maxsplit=1)[0]
+    with pytest.raises(holon_ctx.InputError) as info:
+        holon_ctx.open_session(url, session_key=key)
+    assert str(info.value) == (f"open_session: where: a {scheme}:// URL is not a ledger holon_ctx "
+                               "opens: give a postgresql:// URL, the path of a SQLite file or a "
+                               "LedgerStore")
+    assert list(tmp_path.iterdir()) == []

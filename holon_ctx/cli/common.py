@@ -128,7 +128,8 @@ def db_name(db: str, session: str | None) -> str:
     return f"{describe(db)} session {quote_value(session)}" if is_postgres_url(db) else db
 
 
-#: ``scheme://`` at the start of a --db: a URL, not a file path.
+#: ``scheme://`` at the start of a --db: a URL, not a file path (the library's open_session
+#: asks ledger/dbpath.url_scheme; the CLI's API stays short, so the one pattern is here again).
 _URL: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
