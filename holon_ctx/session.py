@@ -59,7 +59,7 @@ from holon_ctx.errors import (
     LedgerFormatError,
     quote_value,
 )
-from holon_ctx.ledger.dbpath import database_path_problem
+from holon_ctx.ledger.dbpath import database_path_problem, url_scheme
 from holon_ctx.ledger.records import Record, record_ref
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
@@ -469,6 +469,10 @@ def open_session(where: str | os.PathLike[str] | LedgerStore, *,
     w = "open_session"
     profile = model_profile(model, where=w)
     counter = counter_for_encoding(profile.encoding)
+    if isinstance(where, str) and not is_postgres_url(where) and (scheme := url_scheme(where)):
+        # Named by its scheme only: the rest of a URL may hold a password.
+        raise InputError(f"a {scheme} URL is not a ledger holon_ctx opens: give a postgresql:// "
+                         "URL, the path of a SQLite file or a LedgerStore", source=w, path="where")
     if session_key is not None and not (isinstance(where, str) and is_postgres_url(where)):
         raise InputError("a session key picks a session of a postgresql:// database; this is "
                          "not one", source=w, path="session_key")

@@ -69,8 +69,16 @@ def _arguments_json(value: object, where: str = "ToolCall") -> str:
     if isinstance(value, Mapping):
         # The canonical JSON keeps non-ASCII text as it is, so a lone surrogate in a value or key
         # stays one: checked as any text is, before the call is held.
-        return check_text(where, "arguments",
-                          json.dumps(dict(value), ensure_ascii=False, sort_keys=True, default=str))
+        try:
+            text = json.dumps(dict(value), ensure_ascii=False, sort_keys=True, default=str,
+                              allow_nan=False)
+        except ValueError as exc:
+            # Without allow_nan=False json.dumps writes NaN or Infinity, which is not JSON: a
+            # provider refuses the request replaying the call, long after it could be fixed.
+            why = ("a float that is NaN or infinite is not JSON" if "compliant" in str(exc)
+                   else f"not JSON: {exc}")  # a mapping that holds itself
+            raise InputError(why, source=where, path="arguments") from None
+        return check_text(where, "arguments", text)
     raise InputError(f"expected a JSON string or a mapping, got {type(value).__name__}",
                      source=where, path="arguments")
 

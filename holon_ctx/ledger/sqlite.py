@@ -28,6 +28,7 @@ from typing import Any, Final, cast
 
 import msgspec
 
+from holon_ctx.continuity.sqlite_backend import file_name
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger import compaction_lock, locking
 from holon_ctx.ledger.body import record_body
@@ -127,7 +128,7 @@ class SqliteStore:
         if problem is not None:
             raise StoreError(f"{self.path}: {problem}")
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+            self._db = sqlite3.connect(file_name(self.path), isolation_level=None, check_same_thread=False,
                                        timeout=self.lock_timeout)
             # Refuse a foreign database before touching it: even switching the journal mode
             # rewrites its header, and a refused file must stay byte-identical.

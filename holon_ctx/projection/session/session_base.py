@@ -69,7 +69,8 @@ class _ProjectorBase:
         self.epochs: EpochStore = epochs if epochs is not None else MemoryEpochStore()
         #: How the provider frames a request (RFC 0022): the messages layout is budgeted with it.
         self.framing = Framing(framing or OPENAI, self.counter)
-        self.renderer = Renderer(self.counter, store.counter_identity, self.policy, self.framing)
+        self.renderer = Renderer(self.counter, store.counter_identity, self.policy, self.framing,
+                                 store=store)
         self._entry_renderers: dict[int, Renderer] = {}
         self._facts = FactsCache()
         self._headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
