@@ -409,10 +409,12 @@ class Session(_SessionEvents):
 
     @_retrying
     def _write_pending(self) -> None:
-        """Calls still waiting when the session closes, written as ``pending``."""
-        batch = _Batch(self.store, self.store.end_pos(), self._check_ids)
+        """Calls still waiting when the session closes, written as ``pending``: from the ledger
+        as it is (another writer's turn may have written them ``pending`` already: once each)."""
+        batch = _Batch(self.store, self._catch_up("close", read=True), self._check_ids)
         self._add_pending(batch)
-        self._append("close", batch)
+        if batch.records:
+            self._append("close", batch)
 
     def __enter__(self) -> Session:
         return self

@@ -110,8 +110,8 @@ def _high(store: PostgresStore) -> list[str]:
 
 
 def test_version_1_schema_migrates_and_indexes_its_high_turns(schema_url: str) -> None:
-    """A schema-1 database with ledgers in it opens as version 2 with every session's high-turn
-    index built from its records; a stale index key rebuilds it the same way."""
+    """A schema-1 database with ledgers in it opens as the current version with every session's
+    high-turn index built from its records; a stale index key rebuilds it the same way."""
     import psycopg
     from test_store_conformance import HIGH_LEDGER
 
@@ -123,7 +123,7 @@ def test_version_1_schema_migrates_and_indexes_its_high_turns(schema_url: str) -
     with psycopg.connect(schema_url, autocommit=True) as conn:
         # What version 1 had: none of the tables later versions add.
         conn.execute("DROP TABLE holon_high_turns, holon_session_epochs, holon_session_state, "
-                     "holon_usage, holon_episodes_runs, holon_episodes_forms")
+                     "holon_usage, holon_episodes_runs, holon_episodes_forms, holon_calls")
         conn.execute("DELETE FROM holon_meta WHERE key='high_index'")
         conn.execute("UPDATE holon_meta SET value='1' WHERE key='schema_version'")
     assert migrate(schema_url) == (1, SCHEMA_VERSION)

@@ -896,20 +896,22 @@ def test_high_index_is_rebuilt_when_its_key_changes(tmp_path: Path, stale: str) 
 
 
 def test_a_version_1_database_migrates_and_indexes_its_high_turns(tmp_path: Path) -> None:
-    """A schema-1 ledger (no high_turns table, no key) opens as version 2 with its index built."""
+    """A schema-1 ledger (no high_turns table, no key) opens as the current version with its
+    index built."""
     path = tmp_path / "v1.db"
     store = SqliteStore(path)
     store.append(HIGH_LEDGER)
     store.close()
     with sqlite3.connect(path) as db:
         db.execute("DROP TABLE high_turns")
+        db.execute("DROP TABLE calls")
         db.execute("DELETE FROM meta WHERE key='high_index'")
         db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
     again = SqliteStore(path)
     assert refs(again.high_turns_before(99, 10, len(HIGH_LEDGER))) == [
         "turn:h3", "turn:h2", "turn:h1"]
     again.close()
-    assert _meta(path) == {"schema_version": "2", "high_index": HIGH_INDEX_KEY}
+    assert _meta(path) == {"schema_version": str(SCHEMA_VERSION), "high_index": HIGH_INDEX_KEY}
 
 
 def test_other_counter_recomputes_and_keeps_foreign_counts(tmp_path: Path) -> None:
