@@ -428,3 +428,30 @@ def test_a_version_7_postgres_database_migrates_with_every_sessions_waiting_call
         assert _results(session, "call_ci") == [(ToolStatus.PENDING, "t0"),
                                                 (ToolStatus.OK, "t0")]
         session.close()
+
+
+def test_a_catch_up_reads_every_waiting_call_in_three_round_trips(pg_url: str,
+                                                                   pg_session_key: str) -> None:
+    """On PostgreSQL a Session catching up with another writer reads the ledger's end, then the
+    waiting calls with the end they are as of, then the newest turn with its records: three
+    round trips, however long the history and however many calls wait in it (four before: the
+    end twice and the turn before the newest, and the calls further back never read)."""
+    from pg_round_trips import RoundTrips
+
+    trips = []
+    for turns in (1, 30):
+        key = f"{pg_session_key}-{turns}"
+        writer = open_session(pg_url, session_key=key, compaction=None)
+        for k in range(3):
+            writer.operator_message(f"Job {k}.")
+            writer.assistant_message("Started.", tool_calls=[ToolCall(f"job{k}", "run", "{}")])
+            chat_turns(writer, turns)
+        reader = open_session(pg_url, session_key=key, compaction=None)
+        writer.operator_message("Any of them done?")
+        counter = RoundTrips(reader.store.connection)  # type: ignore[attr-defined]
+        reader._catch_up("test", read=True)
+        trips.append(counter.count)
+        assert sorted(reader._late) == ["job0", "job1", "job2"]
+        writer.close()
+        reader.close()
+    assert trips == [3, 3]
