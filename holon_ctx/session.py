@@ -17,9 +17,11 @@ Tool calls. The ledger keeps a call and its result in one ``tool`` record. A cal
 ``assistant_message(tool_calls=…)`` is stored with the reply (the message's ``tool_calls``) and
 waits until ``tool_result(call_id, …)`` writes that record in the call's turn. A call still
 waiting when a new turn opens (or the session closes) is written with status ``pending``; a result
-that comes later still lands, as a second record of the same call. Reopening a ledger, or catching
-up with another writer, rebuilds the waiting calls from its latest two turns (RFC 0008 decision 5),
-so a restarted runtime or another process records the results.
+that comes later still lands, as a second record of the same call, however many turns later. A
+call's state is its newest record, which every store indexes in the append's own transaction:
+reopening a ledger, or catching up with another writer, reads every call still waiting with the
+ledger's end (RFC 0008 decision 5), so a restarted runtime or another process records the results,
+writes ``pending`` once per call, and is refused a second result.
 
 Other writers. A session keeps the current turn, the work item and the waiting calls in memory and
 names records by position. Before each append it checks the ledger's end: when another writer
