@@ -15,12 +15,15 @@ calls still waiting in one query, however old, and never the ledger they are in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 from holon_ctx.ledger.records import Message, Record, Tool
 from holon_ctx.ledger.store import CallRecord, CallState
 
-__all__ = ["CallRecord", "CallState", "call_marks", "newest_marks"]
+__all__ = ["CallRecord", "CallState", "call_marks", "last_per_call", "newest_marks"]
+
+_Row = TypeVar("_Row", bound=Sequence[Any])
 
 
 def call_marks(record: Record) -> list[tuple[str, CallState]]:
@@ -41,3 +44,10 @@ def newest_marks(rows: Iterable[tuple[int, Record]]) -> dict[str, tuple[int, Cal
         for call_id, state in call_marks(record):
             newest[call_id] = (pos, state)
     return newest
+
+
+def last_per_call(rows: Iterable[_Row]) -> list[_Row]:
+    """Index rows in ledger order, each ``(…key, pos, state)`` (the key: the call id, with the
+    session before it on PostgreSQL), the last of each key only: a reply's call and its result
+    are often in one batch of an import, and one upsert per call is half the statements."""
+    return list({tuple(row[:-2]): row for row in rows}.values())

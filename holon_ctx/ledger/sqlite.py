@@ -32,7 +32,7 @@ import msgspec
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger import calls_sqlite, compaction_lock, locking
 from holon_ctx.ledger.body import record_body
-from holon_ctx.ledger.calls import call_marks
+from holon_ctx.ledger.calls import call_marks, last_per_call
 from holon_ctx.ledger.dbpath import missing_directory, not_a_database_file
 from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
@@ -307,7 +307,7 @@ class SqliteStore:
         if self._pending_high:
             self._db.executemany("INSERT OR IGNORE INTO high_turns VALUES (?,?)", self._pending_high)
         if self._pending_calls:
-            self._db.executemany(calls_sqlite.UPSERT, self._pending_calls)
+            self._db.executemany(calls_sqlite.UPSERT, last_per_call(self._pending_calls))
         self._drop_pending()
 
     def _drop_pending(self) -> None:

@@ -30,6 +30,7 @@ from typing import Any, Final
 import msgspec
 
 from holon_ctx.errors import LedgerFormatError, StoreError, quote_value
+from holon_ctx.ledger.calls import last_per_call
 from holon_ctx.ledger.records import Record, Turn, record_ref
 from holon_ctx.ledger.state import TurnInfo, WaitState
 from holon_ctx.ledger.writer import LedgerMovedError, Lookups, Row, append_records
@@ -220,6 +221,7 @@ class PostgresStore(_PostgresLedgerBase):
         """Insert the buffered rows (inside the batch's transaction), and at the end of a batch
         its new ``end_pos`` with them; the pending sets and the prefetched answers go too: from
         now on the database answers for those rows."""
+        self._buf["calls"] = last_per_call(self._buf["calls"])
         self._h.insert([(*self._INSERTS[name], rows) for name, rows in self._buf.items()],
                        after=[] if end_pos is None else [
                            ("UPDATE holon_sessions SET end_pos=%s WHERE sid=%s",
