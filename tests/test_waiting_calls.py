@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_announced_calls import Opener, _lines, kill_when, sessions
 
 from holon_ctx import Session, ToolCall, open_session
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.codec import encode_record
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import (
     AnnouncedCall,
@@ -455,3 +458,73 @@ def test_a_catch_up_reads_every_waiting_call_in_three_round_trips(pg_url: str,
         writer.close()
         reader.close()
     assert trips == [3, 3]
+
+
+# -- any interleaving ------------------------------------------------------------------------------
+#: What a runtime does next: the operator speaks (a new turn), the model replies with some calls,
+#: a waiting call's result comes back, a result comes back a second time; and, in the
+#: interrupted run only, the runtime restarts (a new Session, the old one dropped unclosed) or
+#: another worker's Session does the next step.
+_OPS = st.lists(st.one_of(
+    st.just(("say", 0)), st.tuples(st.just("reply"), st.integers(0, 3)),
+    st.tuples(st.just("result"), st.integers(0, 50)), st.tuples(st.just("again"), st.integers(0, 50)),
+    st.just(("restart", 0)), st.just(("switch", 0))), min_size=1, max_size=40)
+
+
+def _play(ops: list[tuple[str, int]], sessions: Callable[[], Session], *,
+          interrupted: bool) -> list[str]:
+    """Run ``ops`` and return what each step answered (a ref, or the refusal)."""
+    pool = [sessions(), sessions()]
+    current = 0
+    announced: list[str] = []
+    answered: list[str] = []
+    said: list[str] = []
+    pool[current].operator_message("Start.")
+    for op, arg in ops:
+        session = pool[current]
+        try:
+            if op == "say":
+                said.append(session.operator_message(f"Status {len(said)}?"))
+            elif op == "reply":
+                ids = [f"c{len(announced) + k}" for k in range(arg)]
+                announced.extend(ids)
+                said.append(session.assistant_message(
+                    "On it.", tool_calls=[ToolCall(i, "job", {"n": i}) for i in ids]))
+            elif op in ("result", "again"):
+                pick = ([c for c in announced if c not in answered] if op == "result"
+                        else answered)
+                if pick:
+                    call = pick[arg % len(pick)]
+                    if op == "result":
+                        answered.append(call)
+                    said.append(session.tool_result(call, f"{call} done"))
+            elif interrupted and op == "restart":
+                pool[current] = sessions()
+            elif interrupted and op == "switch":
+                current = 1 - current
+        except InputError as exc:
+            said.append(str(exc))
+    return said
+
+
+@settings(max_examples=40)
+@given(ops=_OPS)
+def test_any_interleaving_of_restarts_and_workers_writes_the_uninterrupted_ledger(
+        ops: list[tuple[str, int]]) -> None:
+    """Whatever the runtime does, restarting between any two steps or handing any step to
+    another worker's Session leaves the ledger one uninterrupted Session leaves, and each step
+    answers the same: the same refs, the same refusals (a second result, named by its call)."""
+    ledgers = []
+    answers = []
+    for interrupted in (False, True):
+        store = MemoryStore()
+        answers.append(_play(ops, lambda store=store: open_session(store, compaction=None),
+                             interrupted=interrupted))
+        ledgers.append([encode_record(r) for r in store.iter_records()])
+    assert answers[1] == answers[0]
+    assert ledgers[1] == ledgers[0]
+    tools = [r for r in MemoryStore.iter_records(store) if isinstance(r, Tool)]
+    pending = [t.call_id for t in tools if t.status is ToolStatus.PENDING]
+    results = [t.call_id for t in tools if t.status is not ToolStatus.PENDING]
+    assert len(pending) == len(set(pending)), "a call written pending twice"
+    assert len(results) == len(set(results)), "a call with two results"
