@@ -13,6 +13,7 @@ the two ledgers must be the same records, byte for byte.
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -507,6 +508,26 @@ def _play(ops: list[tuple[str, int]], sessions: Callable[[], Session], *,
     return said
 
 
+def _interleavings(ops: list[tuple[str, int]], make: Callable[[str], Callable[[], Session]]
+                   ) -> None:
+    """``ops`` played by one Session and with restarts and workers (``make(name)``: what opens a
+    Session on the ledger ``name``), compared."""
+    ledgers = []
+    answers = []
+    for interrupted in (False, True):
+        sessions = make("interrupted" if interrupted else "clean")
+        answers.append(_play(ops, sessions, interrupted=interrupted))
+        ledger = sessions().store
+        ledgers.append([encode_record(r) for r in ledger.iter_records()])
+    assert answers[1] == answers[0]
+    assert ledgers[1] == ledgers[0]
+    tools = [r for r in ledger.iter_records() if isinstance(r, Tool)]
+    pending = [t.call_id for t in tools if t.status is ToolStatus.PENDING]
+    results = [t.call_id for t in tools if t.status is not ToolStatus.PENDING]
+    assert len(pending) == len(set(pending)), "a call written pending twice"
+    assert len(results) == len(set(results)), "a call with two results"
+
+
 @settings(max_examples=40)
 @given(ops=_OPS)
 def test_any_interleaving_of_restarts_and_workers_writes_the_uninterrupted_ledger(
@@ -514,17 +535,18 @@ def test_any_interleaving_of_restarts_and_workers_writes_the_uninterrupted_ledge
     """Whatever the runtime does, restarting between any two steps or handing any step to
     another worker's Session leaves the ledger one uninterrupted Session leaves, and each step
     answers the same: the same refs, the same refusals (a second result, named by its call)."""
-    ledgers = []
-    answers = []
-    for interrupted in (False, True):
+    def make(_name: str) -> Callable[[], Session]:
         store = MemoryStore()
-        answers.append(_play(ops, lambda store=store: open_session(store, compaction=None),
-                             interrupted=interrupted))
-        ledgers.append([encode_record(r) for r in store.iter_records()])
-    assert answers[1] == answers[0]
-    assert ledgers[1] == ledgers[0]
-    tools = [r for r in MemoryStore.iter_records(store) if isinstance(r, Tool)]
-    pending = [t.call_id for t in tools if t.status is ToolStatus.PENDING]
-    results = [t.call_id for t in tools if t.status is not ToolStatus.PENDING]
-    assert len(pending) == len(set(pending)), "a call written pending twice"
-    assert len(results) == len(set(results)), "a call with two results"
+        return lambda: open_session(store, compaction=None)
+    _interleavings(ops, make)
+
+
+@settings(max_examples=10)
+@given(ops=_OPS)
+def test_any_interleaving_on_sqlite_writes_the_uninterrupted_ledger(
+        ops: list[tuple[str, int]]) -> None:
+    """The same on SQLite files, each Session on its own connection (the index read from the
+    file, not from the memory of the store that wrote it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _interleavings(ops, lambda name: lambda: open_session(Path(tmp) / f"{name}.db",
+                                                              compaction=None))
