@@ -139,7 +139,9 @@ class Session(_SessionEvents):
             # Named by the ledger's end and looked up there: another runtime can still take an
             # id before the append (an import does not pin the end), and then they are named
             # again at the new end, as a helper's are when the ledger moved (_retrying).
-            waiting = _Batch(self.store, self.store.end_pos(), True)
+            # Caught up first: the calls another Session announced (or wrote pending) since this
+            # one's last append are the ledger's, and are written pending once.
+            waiting = _Batch(self.store, self._catch_up(w, read=True), True)
             self._add_pending(waiting)
             try:
                 if isinstance(history, str | os.PathLike):

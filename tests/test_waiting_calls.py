@@ -550,3 +550,26 @@ def test_any_interleaving_on_sqlite_writes_the_uninterrupted_ledger(
     with tempfile.TemporaryDirectory() as tmp:
         _interleavings(ops, lambda name: lambda: open_session(Path(tmp) / f"{name}.db",
                                                               compaction=None))
+
+
+def test_an_import_by_another_session_writes_the_calls_waiting_pending_first(
+        opener: Opener) -> None:
+    """A history imported by a Session that has not appended since another one announced a call:
+    the call is written ``pending`` before the history's turns, as the announcing Session's own
+    import writes it (before, the importer's stale state had no waiting call, and the call was
+    left announced under turns that closed without it)."""
+    history = [{"role": "user", "content": "What did the nightly run say?"},
+               {"role": "assistant", "content": "All green."}]
+
+    def steps(announcer: Session, importer: Session) -> Session:
+        start_ci(announcer)
+        importer.import_history(history)
+        ci_result(announcer)
+        return announcer
+
+    importer = opener("pool")
+    pool = steps(opener("pool"), importer)
+    clean = opener("clean")
+    steps(clean, clean)
+    assert _lines(pool) == _lines(clean)
+    assert _results(pool, "call_ci") == [(ToolStatus.PENDING, "t0"), (ToolStatus.OK, "t0")]
