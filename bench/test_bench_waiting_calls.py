@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_bench_real_turn import _pct, _save
 
 import holon_ctx
 from holon_ctx.ledger.records import (
@@ -68,11 +69,6 @@ def ledger(n_records: int) -> list[Record]:
     return out
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def _timed(fn: Callable[[], object], rounds: int) -> dict[str, float]:
     walls, cpus = [], []
     for _ in range(rounds):
@@ -82,14 +78,6 @@ def _timed(fn: Callable[[], object], rounds: int) -> dict[str, float]:
         cpus.append(time.process_time() - c)
     return {"wall_p50_ms": 1000 * _pct(walls, 0.5), "wall_p90_ms": 1000 * _pct(walls, 0.9),
             "cpu_p50_ms": 1000 * _pct(cpus, 0.5)}
-
-
-def _save(benchmark: Any, key: str, info: dict[str, Any]) -> None:
-    benchmark.extra_info.update(info)
-    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    data[key] = info
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True))
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +108,7 @@ def _measure(benchmark: Any, key: str, make: Callable[[], Any], trips: Callable[
     session.close()
     store.close()
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
-    _save(benchmark, key, info)
+    _save(benchmark, key, info, RESULTS)
     print(json.dumps(info, indent=1))
 
 
