@@ -12,6 +12,7 @@ the two ledgers must be the same records, byte for byte.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import tempfile
 import threading
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_announced_calls import Opener, _lines, kill_when, sessions
+from test_announced_calls import ROOT, Opener, _lines, kill_when, sessions
 
 from holon_ctx import Session, ToolCall, open_session
 from holon_ctx.errors import InputError
@@ -573,3 +574,64 @@ def test_an_import_by_another_session_writes_the_calls_waiting_pending_first(
     steps(clean, clean)
     assert _lines(pool) == _lines(clean)
     assert _results(pool, "call_ci") == [(ToolStatus.PENDING, "t0"), (ToolStatus.OK, "t0")]
+
+
+RACER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import holon_ctx
+where, key, who = sys.argv[2], sys.argv[3], sys.argv[4]
+session = (holon_ctx.open_session(where, session_key=key, compaction=None) if key
+           else holon_ctx.open_session(where, compaction=None))
+print("ready", flush=True)
+for line in sys.stdin:
+    try:
+        print("stored " + session.tool_result(line.strip(), "result from " + who), flush=True)
+    except holon_ctx.InputError as exc:
+        print(exc, flush=True)
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_two_processes_racing_to_record_one_result_exactly_one_wins(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The race between two runtime processes (each its own Session and connection), each
+    given the same call id at the same moment, ``ROUNDS`` calls: one result stored for each,
+    the other process refused naming the call."""
+    import subprocess
+    import sys
+
+    if backend == "sqlite":
+        where, key = str(tmp_path / "race.db"), ""
+        announcer = open_session(where, compaction=None)
+    else:
+        where, key = request.getfixturevalue("pg_url"), request.getfixturevalue("pg_session_key")
+        announcer = open_session(where, session_key=key, compaction=None)
+    announcer.operator_message("Run the checks.")
+    tests = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    racers = [subprocess.Popen([sys.executable, "-c", RACER, tests, where, key, who],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env) for who in ("p", "q")]
+    try:
+        for racer in racers:
+            assert racer.stdout is not None
+            assert racer.stdout.readline() == "ready\n", racer.communicate()
+        for k in range(ROUNDS):
+            call = f"call_{k}"
+            announcer.assistant_message(f"Check {k}.", tool_calls=[ToolCall(call, "check", "{}")])
+            announcer.operator_message(f"And {k}?")
+            for racer in racers:
+                assert racer.stdin is not None
+                racer.stdin.write(call + "\n")
+                racer.stdin.flush()
+            got = [racer.stdout.readline().strip() for racer in racers]  # type: ignore[union-attr]
+            assert len([g for g in got if g.startswith("stored tool:")]) == 1, got
+            assert next(g for g in got if not g.startswith("stored")).startswith(
+                f"tool_result: call_id: call '{call}' has its result already"), got
+            assert [s for s, _ in _results(announcer, call)] == [ToolStatus.PENDING,
+                                                                  ToolStatus.OK]
+    finally:
+        for racer in racers:
+            racer.communicate(timeout=60)
+        announcer.close()
