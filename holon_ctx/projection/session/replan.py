@@ -88,9 +88,12 @@ class Frozen:
     still_open: frozenset[str] = frozenset()
 
 
-def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Renderer) -> list[Item]:
+def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Renderer, *,
+                   anchor_cap: int | None = None) -> list[Item]:
     """The current input's turns as recent turns, in ledger order (each keeps its pinned slot
-    order, so the planner upgrades them in the usual precedence)."""
+    order, so the planner upgrades them in the usual precedence). ``anchor_cap``: a continuation
+    anchor whose full form takes more tokens is offered in its compact form only (see
+    :func:`replan`)."""
     view = ctx.view
     items: list[Item] = []
     wanted: list[tuple[TurnUnit, str]] = []
@@ -102,8 +105,15 @@ def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Rendere
         wanted.append((ctx.previous_step, "previous_step"))
     wanted.append((view.current, "current_turn"))
     for unit, slot_name in wanted:
-        items.append(turns.item(unit, Section.RECENT_TURNS, SLOTS[slot_name].order,
-                                (unit.turn.seq,), chain_of(unit.turn.id)))
+        item = turns.item(unit, Section.RECENT_TURNS, SLOTS[slot_name].order,
+                          (unit.turn.seq,), chain_of(unit.turn.id))
+        if slot_name == "continuation_anchor" and anchor_cap is not None \
+                and Form.FULL in item.forms and Form.COMPACT in item.forms \
+                and item.forms[Form.FULL].tokens > anchor_cap:
+            # (Its compact form keeps the operator's words verbatim, the anchor's point.)
+            item = attrs.evolve(item, forms={f: v for f, v in item.forms.items()
+                                             if f is not Form.FULL}, grow=None, shrink=None)
+        items.append(item)
     if ctx.exchange is not None:
         exchange = sections.exchange_item(ctx, r)
         items.append(attrs.evolve(exchange, section=Section.RECENT_TURNS,
@@ -147,14 +157,25 @@ def prepare(store: LedgerStore, r: Renderer, policy: Policy, episodes: EpisodeSo
 def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
            episodes: EpisodeSource | None, control: ControlState | None, *, limit_pos: int,
            budget_tokens: int, headers: dict[Section, int],
-           environment_form: Form | None = None, prepared: Prepared | None = None) -> Frozen:
+           environment_form: Form | None = None, prepared: Prepared | None = None,
+           anchor_cap: int | None = None) -> Frozen:
     """Plan the ledger as of ``limit_pos`` under ``budget_tokens`` and lay it out (see above).
 
     ``environment_form``: the environment's one form, decided by the caller (None: the planner
     chooses, as a stateless projection does). A session fixes it for its budget, so that the
     stable prefix reads the same at every re-plan whatever the plan budget (RFC 0025).
     ``prepared``: what :func:`prepare` read at this position with this ``control`` and
-    ``episodes`` (None: read now)."""
+    ``episodes`` (None: read now).
+
+    ``anchor_cap``: a continuation anchor whose full form takes more tokens is offered in its
+    compact form only — the operator's words verbatim, its records each by a line — so that the
+    turns pinned whole leave room for an agent loop to go on (RFC 0010, decision 7). The anchor
+    of a loop is the operator's turn, whose full form holds the loop's first reply and output;
+    left to the planner, a re-plan at a small budget raised its plan to the brim for it and the
+    last two steps, the next step did not fit, and the loop re-planned at almost every step. A
+    session passes what leaves room for three steps (session_epochs); fixed by the budget, not by
+    the room at each re-plan, so every epoch shows the anchor in the same form and its cached
+    prefix survives the re-plans (as the environment's, RFC 0025)."""
     if prepared is None:
         prepared = prepare(store, r, policy, episodes, control, limit_pos=limit_pos)
     refused = prepared.refusals.get(environment_form)
@@ -169,8 +190,8 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     if environment_form is not None:
         environment = [attrs.evolve(it, forms={environment_form: it.forms[environment_form]})
                        for it in environment]
-    items = [*environment, *episode_items,
-             *_tier0(history, prepared).items, *_current_items(ctx, turns, history.chain_of, r)]
+    items = [*environment, *episode_items, *_tier0(history, prepared).items,
+             *_current_items(ctx, turns, history.chain_of, r, anchor_cap=anchor_cap)]
     try:
         projection, chosen = plan_and_assemble(ctx, history, items, recalled, r,
                                                budget_tokens=budget_tokens, headers=headers)
