@@ -61,7 +61,7 @@ def _pinned_forms(request: holon_ctx.Request) -> dict[str, tuple[str, int, int]]
             for reason in it["reasons"] if reason in ("previous_step", "current_turn")}
 
 
-@pytest.mark.parametrize("seed", [3, 8])
+@pytest.mark.parametrize("seed", [3, 6])
 def test_an_agent_loop_at_2048_re_plans_a_bounded_share_of_its_steps(
         tmp_path: Path, seed: int) -> None:
     path = str(tmp_path / "loop.db")
