@@ -48,6 +48,7 @@ from holon_ctx.projection.planning.retention import FactsCache, Retention, exten
 from holon_ctx.projection.planning.turns import ChainOf, Tier, TurnItems
 from holon_ctx.projection.planning.view import View, load_view
 from holon_ctx.projection.provider_formats.native import Part, parts_of_blocks, system_part, text_part
+from holon_ctx.projection.rendering.clipping import Clipper
 from holon_ctx.projection.rendering.effects import track_effects
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.tokens import TokenCounter
@@ -110,15 +111,45 @@ def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Rendere
         if slot_name == "continuation_anchor" and anchor_cap is not None \
                 and Form.FULL in item.forms and Form.COMPACT in item.forms \
                 and item.forms[Form.FULL].tokens > anchor_cap:
-            # (Its compact form keeps the operator's words verbatim, the anchor's point.)
-            item = attrs.evolve(item, forms={f: v for f, v in item.forms.items()
-                                             if f is not Form.FULL}, grow=None, shrink=None)
+            item = _words_only(item, r)
         items.append(item)
     if ctx.exchange is not None:
         exchange = sections.exchange_item(ctx, r)
         items.append(attrs.evolve(exchange, section=Section.RECENT_TURNS,
                                   position=(ctx.exchange.unit.turn.seq, 1)))
     return items
+
+
+def _words_only(item: Item, r: Renderer) -> Item:
+    """A capped anchor (see :func:`replan`): its full form cut right after the operator's words,
+    with the ref of its full text — the same first bytes as the full form, so a prompt that
+    showed the anchor whole (a whole epoch, RFC 0025) keeps the words in its cached prefix.
+    When no shorter cut keeps every word: its compact form (the words verbatim, its records a
+    line each) if that is shorter, else the item as it is (its full form is the words)."""
+    full = item.forms[Form.FULL]
+    words = [b for b in full.blocks if b.kind is BlockKind.OPERATOR]
+    clip = Clipper(r).clip
+    lo, hi = 1, full.tokens
+    best: Rendered | None = None
+    while lo <= hi:  # the shortest cut that keeps every block of the words as it is
+        mid = (lo + hi) // 2
+        cut = clip(full, mid)
+        if cut is not None and all(b in cut.blocks for b in words):
+            best, hi = cut, mid - 1
+        else:
+            lo = mid + 1
+    lower = [v for f, v in item.forms.items() if f < Form.COMPACT]
+    if best is not None and best.tokens < full.tokens \
+            and all(set(v.refs) <= set(best.refs) for v in lower):
+        # In place of the compact form too: a larger budget never loses a ref (the compact
+        # form's lines name each record; the cut names the turn's full text instead).
+        forms = {f: v for f, v in item.forms.items() if f < Form.COMPACT}
+        forms[Form.FULL] = best
+    elif item.forms[Form.COMPACT].tokens < full.tokens:
+        forms = {f: v for f, v in item.forms.items() if f is not Form.FULL}
+    else:
+        return item  # its full form is the words (nothing else to give way)
+    return attrs.evolve(item, forms=forms, grow=None, shrink=None)
 
 
 @attrs.frozen
@@ -167,9 +198,10 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     ``prepared``: what :func:`prepare` read at this position with this ``control`` and
     ``episodes`` (None: read now).
 
-    ``anchor_cap``: a continuation anchor whose full form takes more tokens is offered in its
-    compact form only — the operator's words verbatim, its records each by a line — so that the
-    turns pinned whole leave room for an agent loop to go on (RFC 0010, decision 7). The anchor
+    ``anchor_cap``: a continuation anchor whose full form takes more tokens is offered only as
+    its operator's words — the full form cut right after them, with the ref of its full text
+    (:func:`_words_only`) — so that the turns pinned whole leave room for an agent loop to go
+    on (RFC 0010, decision 7). The anchor
     of a loop is the operator's turn, whose full form holds the loop's first reply and output;
     left to the planner, a re-plan at a small budget raised its plan to the brim for it and the
     last two steps, the next step did not fit, and the loop re-planned at almost every step. A
