@@ -127,17 +127,9 @@ def _words_only(item: Item, r: Renderer) -> Item:
     When no shorter cut keeps every word: its compact form (the words verbatim, its records a
     line each) if that is shorter, else the item as it is (its full form is the words)."""
     full = item.forms[Form.FULL]
-    words = [b for b in full.blocks if b.kind is BlockKind.OPERATOR]
-    clip = Clipper(r).clip
-    lo, hi = 1, full.tokens
-    best: Rendered | None = None
-    while lo <= hi:  # the shortest cut that keeps every block of the words as it is
-        mid = (lo + hi) // 2
-        cut = clip(full, mid)
-        if cut is not None and all(b in cut.blocks for b in words):
-            best, hi = cut, mid - 1
-        else:
-            lo = mid + 1
+    # Remembered by the form it cuts: a loop's re-plans (and each plan budget a re-plan tries)
+    # cut the same anchor again and again, ~11 clips a search.
+    (best,) = r.memo(("anchor_words_cut", full.text, full.tokens), lambda: (_cut(full, r),))
     lower = [v for f, v in item.forms.items() if f < Form.COMPACT]
     if best is not None and best.tokens < full.tokens \
             and all(set(v.refs) <= set(best.refs) for v in lower):
@@ -150,6 +142,23 @@ def _words_only(item: Item, r: Renderer) -> Item:
     else:
         return item  # its full form is the words (nothing else to give way)
     return attrs.evolve(item, forms=forms, grow=None, shrink=None)
+
+
+def _cut(full: Rendered, r: Renderer) -> Rendered | None:
+    """The shortest cut of ``full`` that keeps every block of the operator's words as it is
+    (None: none does)."""
+    words = [b for b in full.blocks if b.kind is BlockKind.OPERATOR]
+    clip = Clipper(r).clip
+    lo, hi = 1, full.tokens
+    best: Rendered | None = None
+    while lo <= hi:  # a longer cut keeps more of the blocks: the least that keeps the words
+        mid = (lo + hi) // 2
+        cut = clip(full, mid)
+        if cut is not None and all(b in cut.blocks for b in words):
+            best, hi = cut, mid - 1
+        else:
+            lo = mid + 1
+    return best
 
 
 @attrs.frozen
