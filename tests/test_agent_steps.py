@@ -6,9 +6,9 @@ request at 2,048 tokens, outputs of 0.2-8 KB. Before decision 7's amendment a re
 plan for the pinned turns — the anchor in its full form, which holds the loop's first reply and
 output (the operator's turn), and the last two steps — to the brim, so the next step did not fit
 and re-planned again: a re-plan at almost every step (326 epochs for 350 steps in the
-benchmark). Now a re-plan offers the anchor in its compact form (the words verbatim) when its
-full form takes more than an entry's share of the budget: the pinned turns take at most about
-three quarters of it, and the next step fits beside them. What every request still promises:
+benchmark). Now a re-plan offers the anchor cut right after the operator's words when its full
+form leaves no room for three steps of an entry's share each: the next step fits beside the
+pinned turns. What every request still promises:
 the operator's words verbatim, the previous step and the current one shown (their replies
 verbatim, their outputs verbatim or cut with the ref of their full text, and whole in their
 planned form at a re-plan), never over budget.
@@ -30,10 +30,10 @@ from holon_ctx.ledger.records import Tool
 pytestmark = pytest.mark.scaled
 
 BUDGET = 2048
-#: The share of steps that may re-plan. With the anchor, the previous step and the current one
-#: each within about an entry's share (a quarter of the budget) a re-plan leaves room for one
-#: more step, so an epoch holds about two; the tail and each step's framing end some after one.
-#: Before: about every step.
+#: The share of steps that may re-plan. The anchor's full form is kept only where it leaves room
+#: for three steps of an entry's share (a quarter of the budget) each, so a re-plan leaves room
+#: for one more step and an epoch holds about two; the tail ends some after one. Before: about
+#: every step.
 MAX_REPLAN_SHARE = 0.6
 
 
