@@ -46,7 +46,7 @@ from holon_ctx.tokens import TokenCounter, store_counter
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/13"
+ENGINE_VERSION: Final = "session/14"
 
 
 class _ProjectorBase:
