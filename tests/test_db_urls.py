@@ -125,3 +125,19 @@ def test_open_session_refuses_a_url_of_another_scheme(
                                "opens: give a postgresql:// URL, the path of a SQLite file or a "
                                "LedgerStore")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:s3c?ret@h/app",
+                                 "postgresql://u:s3c?ret@h:5432/app?sslmode=require"])
+def test_a_password_holding_a_question_mark_is_a_password(url: str) -> None:
+    """libpq looks for the user's ``@`` up to the first ``/`` only, so an unencoded ``?`` is part
+    of the password (``conninfo_to_dict`` gives ``password='s3c?ret'``). It was taken for the
+    start of the query: the URL was refused as "port 'ret'…" or "port 's3c'…" and described as
+    ``postgresql://u:s3c``, part of the password in the message."""
+    pytest.importorskip("psycopg")
+    from psycopg.conninfo import conninfo_to_dict
+
+    assert conninfo_to_dict(url)["password"] == "s3c?ret"
+    assert url_problem(url) is None
+    assert "s3c" not in describe(url)
+    assert describe(url).startswith("postgresql://u@h")

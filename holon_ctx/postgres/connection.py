@@ -45,7 +45,11 @@ def psycopg_module() -> ModuleType:
 def _parts(url: str) -> tuple[str, str, str]:
     """``url`` as scheme (with ``://``), authority (``user:password@hosts``) and the rest."""
     scheme, _, rest = url.partition("://")
-    authority = re.split(r"[/?]", rest, maxsplit=1)[0]
+    # libpq looks for the user's '@' up to the first '/' only: a '?' before it is the password's
+    # (``u:pa?ss@h``), not the query's start, which would quote the password as a host or port.
+    user_end = rest.split("/", 1)[0].rfind("@") + 1
+    hosts = re.split(r"[/?]", rest[user_end:], maxsplit=1)[0]
+    authority = rest[:user_end] + hosts
     return f"{scheme}://", authority, rest[len(authority):]
 
 
