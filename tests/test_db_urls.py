@@ -141,3 +141,21 @@ def test_a_password_holding_a_question_mark_is_a_password(url: str) -> None:
     assert url_problem(url) is None
     assert "s3c" not in describe(url)
     assert describe(url).startswith("postgresql://u@h")
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("postgresql://u:s3c ret@h/app", "unexpected spaces found in the password"),
+    ("postgresql://u:s3c%zzret@h/app", "invalid percent-encoded token: the password"),
+    ("postgresql://u:s3c%00ret@h/app", "forbidden value %00 in percent-encoded value: the password"),
+    ("postgresql://u@h/app?password=s3c ret", "unexpected spaces found in the password"),
+    ("postgresql://u@h/app?sslmode=require&password=s3c%zz",
+     "invalid percent-encoded token: the password"),
+])
+def test_libpq_s_message_does_not_quote_the_password(url: str, problem: str) -> None:
+    """libpq's parser quotes the value it could not decode, the password included: the message
+    was 'unexpected spaces found in "s3c ret"'. What it says of the value is kept."""
+    pytest.importorskip("psycopg")
+    found = url_problem(url)
+    assert found is not None
+    assert problem in found
+    assert "s3c" not in found + describe(url)

@@ -62,6 +62,14 @@ def _redacted(url: str) -> str:
     return scheme + authority + rest.split("?", 1)[0]
 
 
+def _passwords(url: str) -> list[str]:
+    """The passwords ``url`` holds as written: after ``USER:`` and in a ``password=`` parameter."""
+    _, authority, rest = _parts(url)
+    found = [authority.rsplit("@", 1)[0].partition(":")[2]] if "@" in authority else []
+    found += re.findall(r"[?&]password=([^&]*)", rest)
+    return [p for p in found if p]
+
+
 def _port_problem(port: str) -> str | None:
     if port == "":
         return None  # libpq's default port, as "host:" means
@@ -113,6 +121,10 @@ def url_problem(url: str) -> str | None:
         # libpq quotes the whole URL in some messages ('… in URI: "postgresql://u:pw@…"'):
         # the password must not reach the error.
         reason = re.sub(r'\s*in URI: ".*$', "", first_line(exc))
+        # It quotes a value it could not decode too, whole: 'unexpected spaces found in "…"'.
+        secrets = _passwords(url)
+        reason = re.sub(r'"([^"]*)"', lambda m: "the password" if any(
+            p in m.group(1) for p in secrets) else m.group(0), reason)
         return f"not a usable PostgreSQL URL: {reason}"
     for port in str(info.get("port") or "").split(","):  # ?port=… too
         if problem := _port_problem(port):
