@@ -159,3 +159,23 @@ def test_libpq_s_message_does_not_quote_the_password(url: str, problem: str) -> 
     assert found is not None
     assert problem in found
     assert "s3c" not in found + describe(url)
+
+
+@pytest.mark.parametrize("url", ["postgresql://agent:s3c/ret@db.example/app",
+                                 "postgresql://agent:123/s3cret@127.0.0.1:5432/app",
+                                 "postgresql://agent:s3c/r?et@db.example/app?sslmode=require"])
+def test_a_slash_in_the_password_is_refused_without_showing_it(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """libpq reads 'agent:s3c/ret@db.example/app' as host 'agent', port 's3c' and database
+    'ret@db.example/app': a '/' ends its search for the user's '@'. The error said "port 's3c'
+    is not a number" under the name postgresql://agent:s3c/ret@db.example/app, or, with a
+    numeric start, dialled host 'agent' and printed the same name: the whole password."""
+    problem = url_problem(url)
+    assert problem is not None
+    assert "%2F" in problem
+    assert "s3c" not in problem + describe(url)
+    assert describe(url).startswith("postgresql://agent@")
+    assert main(["stats", "--db", url, "--session-key", "k"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "s3c" not in err

@@ -53,9 +53,21 @@ def _parts(url: str) -> tuple[str, str, str]:
     return f"{scheme}://", authority, rest[len(authority):]
 
 
+def _slashed_password(authority: str, rest: str) -> int | None:
+    """Where the ``@`` ending a user's part that holds a ``/`` is in ``rest`` (None: there is
+    none). libpq ends its search for the ``@`` at the first ``/``, so ``u:pa/ss@h/db`` is the
+    host ``u``, port ``pa`` and database ``ss@h/db``: each message quoting one showed the
+    password."""
+    # Up to the first '=': an '@' in a query's value (``application_name=a@b``) is not one.
+    head = rest.split("=", 1)[0]
+    return head.rindex("@") if "@" not in authority and "@" in head else None
+
+
 def _redacted(url: str) -> str:
     """``url`` as written, without its password or query (which may hold ``password=``)."""
     scheme, authority, rest = _parts(url)
+    if (cut := _slashed_password(authority, rest)) is not None:
+        authority, rest = authority + rest[:cut + 1], rest[cut + 1:]
     if "@" in authority:
         userinfo, hosts = authority.rsplit("@", 1)
         authority = f"{userinfo.split(':', 1)[0]}@{hosts}"
@@ -88,7 +100,10 @@ def url_problem(url: str) -> str | None:
     1-65535, a host with a space or a bare ``:`` (an IPv6 address goes in brackets). What libpq
     means by a part left out (``postgresql:///db``: the local socket and the login's user) is
     kept. The password is never quoted."""
-    _, authority, _ = _parts(url)
+    _, authority, rest = _parts(url)
+    if _slashed_password(authority, rest) is not None:
+        return ("an '@' after the host: a '/' in a user name or password is written %2F (and an "
+                "'@' in a database name %40)")
     if "@" in authority:
         userinfo, authority = authority.rsplit("@", 1)
         if not userinfo.split(":", 1)[0]:
