@@ -60,6 +60,20 @@ def test_a_transcript_cut_inside_a_value_names_its_line_and_field(
     assert not (tmp_path / "out.db").exists()
 
 
+@pytest.mark.parametrize("after", [b"\n", b"\r\n", b"\n\n"])
+def test_a_transcript_cut_inside_a_string_then_a_newline_is_named_cut_short(
+        after: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file cut inside a string and then ended with a newline (an editor saving it, a copy
+    that adds one) is the same cut: it was 'invalid JSON: JSON is malformed: invalid character
+    (byte N)', neither field nor cut said, as a ledger line's was before."""
+    text = json.dumps(TRANSCRIPT, indent=2, ensure_ascii=False)
+    raw, line = _cut(text, text.index(MARK) + 4)
+    src = tmp_path / "chat.json"
+    src.write_bytes(raw + after)
+    assert main(["stats", str(src)]) == 2
+    assert capsys.readouterr().err == f"holon-ctx: error: {src}:{line}: $[3].content: {CUT_SHORT}\n"
+
+
 def test_a_transcript_cut_between_messages_names_the_last_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Cut between two elements, no field is open: the line is where the text ends."""

@@ -125,3 +125,57 @@ def test_open_session_refuses_a_url_of_another_scheme(
                                "opens: give a postgresql:// URL, the path of a SQLite file or a "
                                "LedgerStore")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:s3c?ret@h/app",
+                                 "postgresql://u:s3c?ret@h:5432/app?sslmode=require"])
+def test_a_password_holding_a_question_mark_is_a_password(url: str) -> None:
+    """libpq looks for the user's ``@`` up to the first ``/`` only, so an unencoded ``?`` is part
+    of the password (``conninfo_to_dict`` gives ``password='s3c?ret'``). It was taken for the
+    start of the query: the URL was refused as "port 'ret'…" or "port 's3c'…" and described as
+    ``postgresql://u:s3c``, part of the password in the message."""
+    pytest.importorskip("psycopg")
+    from psycopg.conninfo import conninfo_to_dict
+
+    assert conninfo_to_dict(url)["password"] == "s3c?ret"
+    assert url_problem(url) is None
+    assert "s3c" not in describe(url)
+    assert describe(url).startswith("postgresql://u@h")
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("postgresql://u:s3c ret@h/app", "unexpected spaces found in the password"),
+    ("postgresql://u:s3c%zzret@h/app", "invalid percent-encoded token: the password"),
+    ("postgresql://u:s3c%00ret@h/app", "forbidden value %00 in percent-encoded value: the password"),
+    ("postgresql://u@h/app?password=s3c ret", "unexpected spaces found in the password"),
+    ("postgresql://u@h/app?sslmode=require&password=s3c%zz",
+     "invalid percent-encoded token: the password"),
+])
+def test_libpq_s_message_does_not_quote_the_password(url: str, problem: str) -> None:
+    """libpq's parser quotes the value it could not decode, the password included: the message
+    was 'unexpected spaces found in "s3c ret"'. What it says of the value is kept."""
+    pytest.importorskip("psycopg")
+    found = url_problem(url)
+    assert found is not None
+    assert problem in found
+    assert "s3c" not in found + describe(url)
+
+
+@pytest.mark.parametrize("url", ["postgresql://agent:s3c/ret@db.example/app",
+                                 "postgresql://agent:123/s3cret@127.0.0.1:5432/app",
+                                 "postgresql://agent:s3c/r?et@db.example/app?sslmode=require"])
+def test_a_slash_in_the_password_is_refused_without_showing_it(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """libpq reads 'agent:s3c/ret@db.example/app' as host 'agent', port 's3c' and database
+    'ret@db.example/app': a '/' ends its search for the user's '@'. The error said "port 's3c'
+    is not a number" under the name postgresql://agent:s3c/ret@db.example/app, or, with a
+    numeric start, dialled host 'agent' and printed the same name: the whole password."""
+    problem = url_problem(url)
+    assert problem is not None
+    assert "%2F" in problem
+    assert "s3c" not in problem + describe(url)
+    assert describe(url).startswith("postgresql://agent@")
+    assert main(["stats", "--db", url, "--session-key", "k"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "s3c" not in err

@@ -64,12 +64,28 @@ def _labels(text: str) -> dict[str, str]:
     return found
 
 
+#: Records after the ledger above: each wait id used again (a runtime's ``wait-0`` in every
+#: step), or a closed wait given another status.
+LATER = [
+    '{"type":"turn","id":"t5","seq":5,"trigger":"timer"}',
+    '{"type":"wait","id":"w6","turn_id":"t5","wait_id":"ci-1","status":"open","condition":"CI of PR 43"}',
+    '{"type":"wait","id":"w7","turn_id":"t5","wait_id":"deploy-1","status":"expired"}',
+]
+
+
 @pytest.mark.parametrize("mode", ["stateless", "session"])
 @pytest.mark.parametrize("store", ["file", "sqlite"])
+@pytest.mark.parametrize("later", [0, 1, 2, 3])
 def test_a_prompt_labels_each_wait_answer_by_the_state_it_found(
-        mode: str, store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        mode: str, store: str, later: int, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever follows: a wait transition appended later (the id opened again, a closed wait
+    expired: ``later``) must not change a label. It did: the status was read from the wait's
+    latest transition and, that one being after the record, became 'already closed', so a
+    restarted session, a re-plan or a replay labelled differently what a running session had
+    sent."""
     src = tmp_path / "late.jsonl"
-    src.write_text(LEDGER, encoding="utf-8")
+    src.write_text(LEDGER + "".join(line + "\n" for line in LATER[:later]), encoding="utf-8")
     source = [str(src)]
     if store == "sqlite":
         assert main(["import", str(src), "--db", str(tmp_path / "l.db")]) == 0

@@ -25,7 +25,7 @@ from typing import Final, Protocol, runtime_checkable
 
 import attrs
 
-from holon_ctx.ledger.records import ExternalEvent, TaskResult
+from holon_ctx.ledger.records import ExternalEvent, TaskResult, Wait
 from holon_ctx.ledger.state import WaitState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 
@@ -157,9 +157,24 @@ def closed_before(store: LedgerStore, pos: int, wait_id: str) -> str | None:
     at every later projection and in a rebuild."""
     wait = next((w for w in store.open_waits(pos) if w.wait_id == wait_id), None)
     if wait is None:
-        # The status that closed it, when the wait's latest transition is that one (every
-        # store keeps the latest; one after ``pos`` hides which it was, so it stays "closed").
+        # The status that closed it: the wait's latest transition when that is before ``pos``
+        # (every store keeps the latest); else the last one before ``pos``, read from the
+        # wait's first opening on. A transition after ``pos`` (the id opened again, a closed
+        # wait expired) must not change the label: a restarted session would not send what
+        # the running one did.
         latest = store.wait_state(wait_id) if isinstance(store, _LatestWait) else None
-        return latest.status.value if latest is not None and latest.pos < pos else "closed"
+        if latest is not None and latest.pos < pos:
+            return latest.status.value
+        opened = store.get(latest.opened_ref) if latest is not None else None
+        if opened is None:
+            return "closed"
+        events = keyed_events(store, "wait_transitions", _transitions,
+                              {wait_id: opened.pos}, pos)[wait_id]
+        return events[-1][2] if events else "closed"
     by = answered_waits(store, [wait], pos).get(wait_id)
     return None if by is None else f"answered by {by}"
+
+
+def _transitions(stored: StoredRecord) -> Iterable[tuple[str, str]]:
+    rec = stored.record
+    return ((rec.wait_id, rec.status.value),) if isinstance(rec, Wait) else ()

@@ -20,6 +20,8 @@ import re
 from pathlib import Path
 from typing import Final
 
+import msgspec
+
 from holon_ctx.errors import InputError, quote_value
 from holon_ctx.ledger.jsonlocate import open_path
 
@@ -75,6 +77,14 @@ def decode_problem(raw: bytes, message: str) -> tuple[str, int | None, str | Non
             escape = low.group().decode("ascii")
             return (f"invalid JSON: the escape {escape} is the low half of a UTF-16 surrogate "
                     f"pair without its high half; text must be valid Unicode", low.start(), None)
+    if message != _CUT and (body := raw.rstrip()) != raw:
+        # Cut inside a string and then ended by a newline (a file an editor saved, a copy that
+        # added one), the text has the decoder name that newline an invalid character.
+        try:
+            msgspec.json.decode(body)
+        except msgspec.DecodeError as cut:
+            if str(cut) == _CUT:
+                message = _CUT
     if message == _CUT:
         # The decoder names no offset for this: the place is where the text ends, and the field
         # the value it was in the middle of (a file cut short by a crash or a partial copy).

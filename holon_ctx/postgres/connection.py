@@ -45,17 +45,41 @@ def psycopg_module() -> ModuleType:
 def _parts(url: str) -> tuple[str, str, str]:
     """``url`` as scheme (with ``://``), authority (``user:password@hosts``) and the rest."""
     scheme, _, rest = url.partition("://")
-    authority = re.split(r"[/?]", rest, maxsplit=1)[0]
+    # libpq looks for the user's '@' up to the first '/' only: a '?' before it is the password's
+    # (``u:pa?ss@h``), not the query's start, which would quote the password as a host or port.
+    user_end = rest.split("/", 1)[0].rfind("@") + 1
+    hosts = re.split(r"[/?]", rest[user_end:], maxsplit=1)[0]
+    authority = rest[:user_end] + hosts
     return f"{scheme}://", authority, rest[len(authority):]
+
+
+def _slashed_password(authority: str, rest: str) -> int | None:
+    """Where the ``@`` ending a user's part that holds a ``/`` is in ``rest`` (None: there is
+    none). libpq ends its search for the ``@`` at the first ``/``, so ``u:pa/ss@h/db`` is the
+    host ``u``, port ``pa`` and database ``ss@h/db``: each message quoting one showed the
+    password."""
+    # Up to the first '=': an '@' in a query's value (``application_name=a@b``) is not one.
+    head = rest.split("=", 1)[0]
+    return head.rindex("@") if "@" not in authority and "@" in head else None
 
 
 def _redacted(url: str) -> str:
     """``url`` as written, without its password or query (which may hold ``password=``)."""
     scheme, authority, rest = _parts(url)
+    if (cut := _slashed_password(authority, rest)) is not None:
+        authority, rest = authority + rest[:cut + 1], rest[cut + 1:]
     if "@" in authority:
         userinfo, hosts = authority.rsplit("@", 1)
         authority = f"{userinfo.split(':', 1)[0]}@{hosts}"
     return scheme + authority + rest.split("?", 1)[0]
+
+
+def _passwords(url: str) -> list[str]:
+    """The passwords ``url`` holds as written: after ``USER:`` and in a ``password=`` parameter."""
+    _, authority, rest = _parts(url)
+    found = [authority.rsplit("@", 1)[0].partition(":")[2]] if "@" in authority else []
+    found += re.findall(r"[?&]password=([^&]*)", rest)
+    return [p for p in found if p]
 
 
 def _port_problem(port: str) -> str | None:
@@ -76,7 +100,10 @@ def url_problem(url: str) -> str | None:
     1-65535, a host with a space or a bare ``:`` (an IPv6 address goes in brackets). What libpq
     means by a part left out (``postgresql:///db``: the local socket and the login's user) is
     kept. The password is never quoted."""
-    _, authority, _ = _parts(url)
+    _, authority, rest = _parts(url)
+    if _slashed_password(authority, rest) is not None:
+        return ("an '@' after the host: a '/' in a user name or password is written %2F (and an "
+                "'@' in a database name %40)")
     if "@" in authority:
         userinfo, authority = authority.rsplit("@", 1)
         if not userinfo.split(":", 1)[0]:
@@ -109,6 +136,10 @@ def url_problem(url: str) -> str | None:
         # libpq quotes the whole URL in some messages ('… in URI: "postgresql://u:pw@…"'):
         # the password must not reach the error.
         reason = re.sub(r'\s*in URI: ".*$', "", first_line(exc))
+        # It quotes a value it could not decode too, whole: 'unexpected spaces found in "…"'.
+        secrets = _passwords(url)
+        reason = re.sub(r'"([^"]*)"', lambda m: "the password" if any(
+            p in m.group(1) for p in secrets) else m.group(0), reason)
         return f"not a usable PostgreSQL URL: {reason}"
     for port in str(info.get("port") or "").split(","):  # ?port=… too
         if problem := _port_problem(port):
