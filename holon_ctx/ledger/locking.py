@@ -31,6 +31,7 @@ __all__ = [
     "lock_error",
     "lock_timeout",
     "translate_lock_errors",
+    "write_at_open",
 ]
 
 #: Seconds a writer waits for another writer before giving up: long enough for most imports.
@@ -86,6 +87,25 @@ def translate_lock_errors(path: str, timeout: float | None = None) -> Iterator[N
         if not is_lock_error(exc):
             raise
         raise lock_error(path, lock_timeout(timeout)) from None
+
+
+@contextmanager
+def write_at_open(db: sqlite3.Connection, path: str) -> Iterator[None]:
+    """``BEGIN IMMEDIATE … COMMIT`` for what a store writes as it opens (a schema migration, an
+    index rebuilt from the records). SQLite rolls back by itself on a full disk or an I/O error,
+    so ROLLBACK is issued only while a transaction is still open (its own "no transaction is
+    active" hid the cause); a write that fails for another reason than the lock says it could
+    not write: the database is not at fault, as "not a usable database" would say."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException as exc:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.OperationalError) and not is_lock_error(exc):
+            raise StoreError(f"{path}: cannot write: {exc}") from None
+        raise
 
 
 def describe_lock_holder(path: str) -> str | None:

@@ -185,8 +185,7 @@ class SqliteStore:
                 f"{self.path}: schema version {version} is newer than this holon-ctx "
                 f"supports ({SCHEMA_VERSION}); upgrade holon-ctx")
         while version < SCHEMA_VERSION:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with locking.write_at_open(db, self.path):
                 for stmt in _MIGRATIONS[version].split(";"):
                     if stmt.strip():
                         db.execute(stmt)
@@ -195,10 +194,6 @@ class SqliteStore:
                 version += 1
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                            (str(version),))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
 
     def _check_high_index(self) -> None:
         """Rebuild the high-turn index when it was built under other retention facts (or by a
@@ -207,12 +202,10 @@ class SqliteStore:
         if row is not None and row[0] == HIGH_INDEX_KEY:
             return
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with locking.write_at_open(db, self.path):
             # Another process may have rebuilt it while this one waited for the lock.
             row = db.execute("SELECT value FROM meta WHERE key='high_index'").fetchone()
             if row is not None and row[0] == HIGH_INDEX_KEY:
-                db.execute("COMMIT")
                 return
             db.execute("DELETE FROM high_turns")
             rows = db.execute("SELECT pos, turn_seq, line FROM records WHERE turn_seq IS NOT NULL "
@@ -222,10 +215,6 @@ class SqliteStore:
                                [(seq, pos) for pos, seq, line in batch
                                 if marks_high(_record_decoder.decode(line))])
             db.execute("INSERT OR REPLACE INTO meta VALUES ('high_index', ?)", (HIGH_INDEX_KEY,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     # -- append backend -------------------------------------------------------------------
     @property
