@@ -37,6 +37,7 @@ from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.store import LedgerStats, StoredRecord
+from holon_ctx.ledger.walpolicy import tune_wal
 from holon_ctx.ledger.writer import Row, append_records
 from holon_ctx.tokens import TokenCounter, default_counter
 
@@ -135,6 +136,7 @@ class SqliteStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             self._db.execute("PRAGMA foreign_keys=OFF")
+            tune_wal(self._db)
             self._migrate()
             self._check_high_index()
         except sqlite3.DatabaseError as exc:
