@@ -28,7 +28,7 @@ __all__ = ["SCHEMA_VERSION", "SQLiteBackend"]
 #: Version of the ``continuity_*`` table layout; a database with another version is refused.
 SCHEMA_VERSION: Final = "1"
 #: A connection this backend opens checkpoints as the ledger's do (see ``__init__``).
-_WAL_AUTOCHECKPOINT: Final = 4000
+_WAL_AUTOCHECKPOINT: Final = 2000
 _WAL_SIZE_LIMIT: Final = 64 * 1024 * 1024
 
 _APPEND_ONLY: Final = ("continuity_envelopes", "continuity_journal", "continuity_events")

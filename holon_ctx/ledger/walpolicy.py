@@ -16,10 +16,10 @@ __all__ = ["WAL_AUTOCHECKPOINT", "WAL_SIZE_LIMIT", "tune_wal"]
 
 #: Pages in the WAL before a commit checkpoints it (SQLite's default is 1,000). A checkpoint
 #: copies each page once however often the WAL holds it, and a turn rewrites the same index
-#: leaves: on the 100k bench loop a checkpoint of ~1,000 frames cost 3.3 ms CPU, one of ~4,000
-#: 5.5 ms — a checkpoint every ~90 turns instead of every ~24, a third of the CPU and of the disk
-#: flushes in all. ~16 MiB of WAL between checkpoints.
-WAL_AUTOCHECKPOINT: Final = 4000
+#: leaves: on the 100k bench loop, over 250 turns, 9 checkpoints at 1,000 cost 88-103 ms of CPU
+#: in all, 5 at 2,000 37-41 ms (most 3-6 ms each), 2 at 4,000 36-39 ms (16-22 ms each): 2,000
+#: halves the sum and keeps each one small (RFC 0001, "WAL checkpoints"). ~8 MiB of WAL.
+WAL_AUTOCHECKPOINT: Final = 2000
 #: Bytes the WAL file is cut back to when a checkpoint lets it restart: a reader that held a
 #: snapshot through several thresholds grew it, and SQLite otherwise keeps the high-water size.
 WAL_SIZE_LIMIT: Final = 64 * 1024 * 1024
