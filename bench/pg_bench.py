@@ -28,7 +28,7 @@ __all__ = ["bench_url", "cached_session", "clone", "drop", "next_turns"]
 
 ADMIN_URL = os.environ.get("HOLON_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 _LEDGER_TABLES = ("holon_records", "holon_turns", "holon_token_counts", "holon_work_item_states",
-                  "holon_wait_states")
+                  "holon_wait_states", "holon_calls")
 
 
 def bench_url() -> str:

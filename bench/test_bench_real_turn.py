@@ -84,13 +84,13 @@ def _texts_one(messages: list[dict[str, Any]]) -> list[str]:
             for m in messages]
 
 
-def _save(benchmark: Any, key: str, info: dict[str, Any]) -> None:
-    """``info`` as this run's figures under ``key``, beside the other tests' in RESULTS."""
+def _save(benchmark: Any, key: str, info: dict[str, Any], results: Path = RESULTS) -> None:
+    """``info`` as this run's figures under ``key``, beside the other tests' in ``results``."""
     benchmark.extra_info.update(info)
-    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    data = json.loads(results.read_text()) if results.exists() else {}
     data[key] = info
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True))
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(data, indent=1, sort_keys=True))
 
 
 def _postgres_url() -> str | None:

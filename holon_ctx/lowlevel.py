@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from holon_ctx.ledger.importer import export_jsonl, import_jsonl
     from holon_ctx.ledger.memory import MemoryStore
     from holon_ctx.ledger.sqlite import SqliteStore
-    from holon_ctx.ledger.store import LedgerStats, StoredRecord
+    from holon_ctx.ledger.store import CallRecord, CallState, LedgerStats, StoredRecord
     from holon_ctx.ledger.transcripts import (
         Detection,
         TranscriptFormat,
@@ -60,6 +60,8 @@ __all__ = [
     "ArchivePolicy",
     "Archiver",
     "BoundaryPolicy",
+    "CallRecord",
+    "CallState",
     "ControlState",
     "Detection",
     "Episode",
@@ -102,6 +104,8 @@ _HOMES = {
     "ArchivePolicy": "holon_ctx.memory",
     "Archiver": "holon_ctx.memory",
     "BoundaryPolicy": "holon_ctx.memory.boundaries",
+    "CallRecord": "holon_ctx.ledger.store",
+    "CallState": "holon_ctx.ledger.store",
     "ControlState": "holon_ctx.projection.base.model",
     "Detection": "holon_ctx.ledger.transcripts",
     "Episode": "holon_ctx.memory.episodes",

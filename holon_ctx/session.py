@@ -17,9 +17,11 @@ Tool calls. The ledger keeps a call and its result in one ``tool`` record. A cal
 ``assistant_message(tool_calls=…)`` is stored with the reply (the message's ``tool_calls``) and
 waits until ``tool_result(call_id, …)`` writes that record in the call's turn. A call still
 waiting when a new turn opens (or the session closes) is written with status ``pending``; a result
-that comes later still lands, as a second record of the same call. Reopening a ledger, or catching
-up with another writer, rebuilds the waiting calls from its latest two turns (RFC 0008 decision 5),
-so a restarted runtime or another process records the results.
+that comes later still lands, as a second record of the same call, however many turns later. A
+call's state is its newest record, which every store indexes in the append's own transaction:
+reopening a ledger, or catching up with another writer, reads every call still waiting with the
+ledger's end (RFC 0008 decision 5), so a restarted runtime or another process records the results,
+writes ``pending`` once per call, and is refused a second result.
 
 Other writers. A session keeps the current turn, the work item and the waiting calls in memory and
 names records by position. Before each append it checks the ledger's end: when another writer
@@ -59,7 +61,7 @@ from holon_ctx.errors import (
     LedgerFormatError,
     quote_value,
 )
-from holon_ctx.ledger.dbpath import database_path_problem
+from holon_ctx.ledger.dbpath import database_path_problem, url_scheme
 from holon_ctx.ledger.records import Record, record_ref
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.ledger.store import LedgerStore
@@ -137,7 +139,9 @@ class Session(_SessionEvents):
             # Named by the ledger's end and looked up there: another runtime can still take an
             # id before the append (an import does not pin the end), and then they are named
             # again at the new end, as a helper's are when the ledger moved (_retrying).
-            waiting = _Batch(self.store, self.store.end_pos(), True)
+            # Caught up first: the calls another Session announced (or wrote pending) since this
+            # one's last append are the ledger's, and are written pending once.
+            waiting = _Batch(self.store, self._catch_up(w, read=True), True)
             self._add_pending(waiting)
             try:
                 if isinstance(history, str | os.PathLike):
@@ -409,10 +413,12 @@ class Session(_SessionEvents):
 
     @_retrying
     def _write_pending(self) -> None:
-        """Calls still waiting when the session closes, written as ``pending``."""
-        batch = _Batch(self.store, self.store.end_pos(), self._check_ids)
+        """Calls still waiting when the session closes, written as ``pending``: from the ledger
+        as it is (another writer's turn may have written them ``pending`` already: once each)."""
+        batch = _Batch(self.store, self._catch_up("close", read=True), self._check_ids)
         self._add_pending(batch)
-        self._append("close", batch)
+        if batch.records:
+            self._append("close", batch)
 
     def __enter__(self) -> Session:
         return self
@@ -469,6 +475,10 @@ def open_session(where: str | os.PathLike[str] | LedgerStore, *,
     w = "open_session"
     profile = model_profile(model, where=w)
     counter = counter_for_encoding(profile.encoding)
+    if isinstance(where, str) and not is_postgres_url(where) and (scheme := url_scheme(where)):
+        # Named by its scheme only: the rest of a URL may hold a password.
+        raise InputError(f"a {scheme} URL is not a ledger holon_ctx opens: give a postgresql:// "
+                         "URL, the path of a SQLite file or a LedgerStore", source=w, path="where")
     if session_key is not None and not (isinstance(where, str) and is_postgres_url(where)):
         raise InputError("a session key picks a session of a postgresql:// database; this is "
                          "not one", source=w, path="session_key")

@@ -45,7 +45,7 @@ from holon_ctx.ledger.records import (
     Turn,
     record_ref,
 )
-from holon_ctx.ledger.store import LedgerStore
+from holon_ctx.ledger.store import CallRecord, CallState, LedgerStore
 from holon_ctx.ledger.transcript_build import digest
 from holon_ctx.ledger.usage_sqlite import usage_store_for
 from holon_ctx.ledger.writer import LedgerMovedError
@@ -83,6 +83,24 @@ class _TurnState:
     anchor: str | None
     #: True once the turn holds a model reply: the next reply opens an agent-step turn.
     has_reply: bool = False
+
+
+def _waiting_call(call_id: str, rec: Record) -> _Call:
+    """The waiting call ``call_id`` as its newest record (its announcing reply, or the
+    ``pending`` record of it) states it."""
+    if isinstance(rec, Tool):
+        return _Call(rec.turn_id or "", rec.tool_name, rec.args_preview)
+    assert isinstance(rec, Message)
+    call = next(c for c in rec.tool_calls if c.call_id == call_id)
+    return _Call(rec.turn_id or "", call.name, call.arguments)
+
+
+def _call_order(found: CallRecord) -> tuple[int, int]:
+    """Where ``found``'s newest record puts the call: its position, then its place among the
+    calls of one reply."""
+    rec = found.stored.record
+    calls = [c.call_id for c in rec.tool_calls] if isinstance(rec, Message) else []
+    return found.stored.pos, calls.index(found.call_id) if found.call_id in calls else 0
 
 
 class _Moved(Exception):
@@ -228,11 +246,11 @@ class _SessionBase:
         #: so a request stays whole after it (the text needs the session's stores).
         self._unread: weakref.WeakSet[Request] = weakref.WeakSet()
         self._use_model("Session", model)
+        #: Calls waiting for a result: announced in the current turn's exchange (written
+        #: ``pending`` when a turn opens), and left ``pending`` (a late result lands however
+        #: many turns later). Rebuilt from the store's index of calls on every reload.
         self._pending: dict[str, _Call] = {}
         self._late: dict[str, _Call] = {}
-        #: Calls this Session announced itself and still waits for: kept when it reloads the
-        #: ledger, which rebuilds the others from its latest two turns only.
-        self._announced: set[str] = set()
         #: When the session compacts by itself (resumed from the archive, below).
         self._schedule = CompactionSchedule()
         self._closed = False
@@ -292,52 +310,40 @@ class _SessionBase:
     def _load_state(self) -> None:
         """Current turn, work item and the calls waiting for a result, as the ledger left them.
 
-        The waiting calls are rebuilt from the ledger (RFC 0008 decision 5): a call announced
-        in an assistant message of the latest turn or the one before (a reply's ``tool_calls``)
-        with no ``tool`` record of its id since waits (``_pending``), a call whose newest record
-        is ``pending`` (written when its turn closed) takes a late result (``_late``). So a
-        runtime restarted between a reply and its results, or another process, records them as
-        the announcing session would have. The turn before is read for the pending records the
-        batch that opened the latest turn wrote (they belong to the turn of their call)."""
-        end = self._end = self.store.end_pos()
-        self._end_known = True
-        # This Session's own calls stay waiting however many turns other writers appended since
-        # (their results are still to come from this runtime); a record of one in the turns
-        # read below still settles it.
-        mine = {cid: call for cid, call in self._pending.items() if cid in self._announced}
+        The waiting calls are every call whose newest record is its announcement (``_pending``)
+        or ``pending`` (``_late``), however far back (RFC 0008 decision 5): the store keeps each
+        call's newest record in the append's own transaction and answers with the ledger's end
+        in one read, so the rest is read as of that end. A runtime restarted between a reply and
+        its results, or another Session, records them as the announcing one would have, writes
+        ``pending`` for a call once, and is refused a second result."""
+        end, calls = self.store.waiting_calls()
+        self._end, self._end_known = end, True
         self._pending.clear()
-        self._pending.update(mine)
+        self._late.clear()
+        # In ledger order, a reply's calls in the order it made them: the order an
+        # uninterrupted session writes them ``pending`` in (stores order by position only).
+        for found in sorted(calls, key=_call_order):
+            waiting = _waiting_call(found.call_id, found.stored.record)
+            (self._pending if found.state is CallState.ANNOUNCED else self._late)[
+                found.call_id] = waiting
         latest = self.store.latest_turn(end)
         if latest is None:
             return
         turn = latest.record
         assert isinstance(turn, Turn)
-        # The latest turn's records first: a server store read them with the turn (one trip).
+        # A server store read the latest turn's records with the turn (one round trip).
         own = self.store.records_of_turns(turn.seq, turn.seq, end)
-        before = [] if turn.seq == 0 else self.store.records_of_turns(turn.seq - 1, turn.seq - 1,
-                                                                      end)
         replied = any((isinstance(r, Message) and r.role is MessageRole.ASSISTANT)
                       or (isinstance(r, Tool) and r.call_id is not None)
                       for r in (s.record for s in own))
         self._turn = _TurnState(turn.id, turn.seq, turn.trigger, turn.anchor_turn_id, replied)
         self._work_item = turn.work_item_id
-        for stored in sorted([*before, *own], key=lambda s: s.pos):
-            self._follow_calls(stored.record)
 
-    def _follow_calls(self, rec: Record) -> None:
-        """Apply one record, in ledger order, to the calls waiting (as the helpers do)."""
-        if isinstance(rec, Message):
-            for call in rec.tool_calls:
-                self._late.pop(call.call_id, None)
-                self._pending[call.call_id] = _Call(rec.turn_id or "", call.name,
-                                                    call.arguments)
-        elif isinstance(rec, Tool) and rec.call_id is not None:
-            self._pending.pop(rec.call_id, None)
-            if rec.pending:
-                self._late[rec.call_id] = _Call(rec.turn_id or "", rec.tool_name,
-                                                rec.args_preview)
-            else:
-                self._late.pop(rec.call_id, None)
+    def _follow_calls(self, rec: Message) -> None:
+        """The calls a reply this session appended announces now wait (as a reload finds them)."""
+        for call in rec.tool_calls:
+            self._late.pop(call.call_id, None)
+            self._pending[call.call_id] = _waiting_call(call.call_id, rec)
 
     @property
     def current_turn(self) -> str | None:

@@ -34,6 +34,7 @@ from holon_ctx.ledger.records import (
     WorkItem,
     WorkItemStatus,
 )
+from holon_ctx.ledger.store import CallState
 from holon_ctx.ledger.transcript_build import AGENT_STEP, digest
 from holon_ctx.session_args import (
     check_flag,
@@ -69,8 +70,16 @@ def _arguments_json(value: object, where: str = "ToolCall") -> str:
     if isinstance(value, Mapping):
         # The canonical JSON keeps non-ASCII text as it is, so a lone surrogate in a value or key
         # stays one: checked as any text is, before the call is held.
-        return check_text(where, "arguments",
-                          json.dumps(dict(value), ensure_ascii=False, sort_keys=True, default=str))
+        try:
+            text = json.dumps(dict(value), ensure_ascii=False, sort_keys=True, default=str,
+                              allow_nan=False)
+        except ValueError as exc:
+            # Without allow_nan=False json.dumps writes NaN or Infinity, which is not JSON: a
+            # provider refuses the request replaying the call, long after it could be fixed.
+            why = ("a float that is NaN or infinite is not JSON" if "compliant" in str(exc)
+                   else f"not JSON: {exc}")  # a mapping that holds itself
+            raise InputError(why, source=where, path="arguments") from None
+        return check_text(where, "arguments", text)
     raise InputError(f"expected a JSON string or a mapping, got {type(value).__name__}",
                      source=where, path="arguments")
 
@@ -216,7 +225,6 @@ class _SessionEvents(_SessionBase):
         assert self._turn is not None
         self._turn.has_reply = True
         self._follow_calls(message)
-        self._announced.update(c.call_id for c in calls)
         return ref
 
     @_retrying
@@ -232,23 +240,34 @@ class _SessionEvents(_SessionBase):
         ledger line holds at most ``MAX_LINE_BYTES`` (4 MiB), and a bigger record is refused."""
         w = "tool_result"
         call_id = check_id(w, "call_id", call_id)
+        # Made again after another writer appended first (_retrying), the ledger is read before
+        # the call is looked up: two Sessions recording one result at once both find it
+        # waiting, one append lands, and the other, reading the ledger again, finds it answered.
+        self._catch_up(w)
         call = self._pending.get(call_id) or self._late.get(call_id)
         if call is None:
-            # Announced calls are in the ledger with their reply, and a session rebuilds the
-            # waiting ones from its latest two turns (RFC 0008 decision 5): a call not found was
-            # never announced there (or its result is recorded). tool_run names the call itself.
-            raise InputError(f"no tool call {quote_value(call_id)} is waiting for a result: no "
-                             "reply of the latest turns announced it, or its result is recorded "
-                             "(announce calls with assistant_message(tool_calls=...); record a "
-                             "call made otherwise with tool_run(name, arguments, output))",
-                             source=w, path="call_id")
+            raise self._not_waiting(w, call_id)
         ref = self._tool(w, call.turn_id, call.name, call.arguments, output, status=status,
                          exit_code=exit_code, side_effect=side_effect,
                          files_written=files_written, call_id=call_id, output_ref=output_ref)
         self._pending.pop(call_id, None)
         self._late.pop(call_id, None)
-        self._announced.discard(call_id)
         return ref
+
+    def _not_waiting(self, w: str, call_id: str) -> InputError:
+        """Why ``call_id`` takes no result: it has one, or no reply announced it. A Session
+        knows every waiting call however old (RFC 0008 decision 5), so the store's record of
+        the call says which (read only here, on the error's path)."""
+        found = self.store.call_record(call_id)
+        if found is not None and found.state is CallState.ANSWERED:
+            return InputError(f"call {quote_value(call_id)} has its result already "
+                              f"({found.stored.ref}): a call takes one result (record another "
+                              "run of the tool with tool_run(name, arguments, output))",
+                              source=w, path="call_id")
+        return InputError(f"no tool call {quote_value(call_id)} is waiting for a result: no reply "
+                          "announced it (announce calls with assistant_message(tool_calls=...); "
+                          "record a call made otherwise with tool_run(name, arguments, output))",
+                          source=w, path="call_id")
 
     @_retrying
     def tool_run(self, tool_name: str, arguments: str | Mapping[str, Any], output: str = "", *,

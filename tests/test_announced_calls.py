@@ -8,6 +8,7 @@ byte for byte (ids are ledger positions, so any record more, less or elsewhere s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,29 +42,40 @@ ROOT = Path(__file__).resolve().parent.parent
 Opener = Callable[[str], Session]
 
 
-@pytest.fixture(params=["sqlite", "postgres", "memory"])
-def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[str], Session]]:
-    """``opener(name)`` opens a Session on the ledger ``name`` (each call a new Session object on
-    the same ledger: a SQLite file, a PostgreSQL session key, one MemoryStore)."""
+@contextlib.contextmanager
+def sessions(kind: str, tmp_path: Path, request: pytest.FixtureRequest,
+             **options: Any) -> Iterator[Opener]:
+    """``opener(name)`` opens a Session (with ``options``) on the ledger ``name`` of store
+    ``kind`` (each call a new Session object on the same ledger: a SQLite file, a PostgreSQL
+    session key, one MemoryStore); they are closed at the end."""
     opened: list[Session] = []
     memories: dict[str, MemoryStore] = {}
-    if request.param == "postgres":
+    if kind == "postgres":
         url = request.getfixturevalue("pg_url")
         key = request.getfixturevalue("pg_session_key")
 
     def open_one(name: str) -> Session:
-        if request.param == "sqlite":
-            session = open_session(tmp_path / f"{name}.db")
-        elif request.param == "postgres":
-            session = open_session(url, session_key=f"{key}-{name}")
+        if kind == "sqlite":
+            session = open_session(tmp_path / f"{name}.db", **options)
+        elif kind == "postgres":
+            session = open_session(url, session_key=f"{key}-{name}", **options)
         else:
-            session = open_session(memories.setdefault(name, MemoryStore()))
+            session = open_session(memories.setdefault(name, MemoryStore()), **options)
         opened.append(session)
         return session
 
-    yield open_one
-    for session in opened:
-        session.close()
+    try:
+        yield open_one
+    finally:
+        for session in opened:
+            session.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    """:func:`sessions` of each store kind, with the default policy."""
+    with sessions(request.param, tmp_path, request) as open_one:
+        yield open_one
 
 
 def _lines(session: Session) -> list[str]:
@@ -104,6 +117,21 @@ time.sleep(600)
 """
 
 
+def kill_when(script: str, line: str, *args: str) -> None:
+    """Run ``script`` (``sys.argv[1]`` is the tests directory, then ``args``) in a new process
+    and SIGKILL it as soon as it prints ``line``."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    child = subprocess.Popen([sys.executable, "-c", script, str(ROOT / "tests"), *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == f"{line}\n", child.communicate()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_a_runtime_killed_between_the_reply_and_its_results_records_them_after_a_restart(
         backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
@@ -121,18 +149,7 @@ def test_a_runtime_killed_between_the_reply_and_its_results_records_them_after_a
 
         def reopen(name: str) -> Session:
             return open_session(where, session_key=key if name == "crashed" else f"{key}-{name}")
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    child = subprocess.Popen([sys.executable, "-c", CRASHING_RUNTIME, str(ROOT / "tests"),
-                              where, key], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env)
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline() == "announced\n", child.communicate()
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.communicate(timeout=60)
-    assert child.returncode == -signal.SIGKILL
-
+    kill_when(CRASHING_RUNTIME, "announced", where, key)
     restarted = reopen("crashed")
     uninterrupted = reopen("clean")
     try:
@@ -207,7 +224,7 @@ def test_one_session_announces_and_another_records_the_result(opener: Opener) ->
         worker.tool_result("call_deploy", "release 4.2 rolled out to 12/12 hosts",
                            side_effect="completed")
         announcer.operator_message("Any news on the health check?")
-        with pytest.raises(InputError, match="no tool call 'call_deploy' is waiting"):
+        with pytest.raises(InputError, match="call 'call_deploy' has its result already"):
             announcer.tool_result("call_deploy", "again")
         return announcer
 

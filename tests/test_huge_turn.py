@@ -189,6 +189,16 @@ def test_a_turn_within_the_policy_shows_every_record(tmp_path: Any) -> None:
     assert all(ref in projection.text for ref in refs)
 
 
+def cold_copy(path: str, cold_path: str) -> str:
+    """A copy of the ledger at ``path`` without its saved epochs, for a cold walk of the same
+    ledger (the saved epochs are derived data, docs/session.md); returns ``cold_path``."""
+    with sqlite3.connect(path) as src, sqlite3.connect(cold_path) as dst:
+        src.backup(dst)
+        dst.execute("DELETE FROM session_epochs")
+        dst.execute("DELETE FROM session_state")
+    return cold_path
+
+
 def test_a_huge_turn_asked_at_every_record_equals_a_cold_walk(tmp_path: Any) -> None:
     """The growth room a re-plan keeps is read from the epoch starts, not from when requests
     were made: asking after every record gives the bytes a cold session gives at the end."""
@@ -201,11 +211,5 @@ def test_a_huge_turn_asked_at_every_record_equals_a_cold_walk(tmp_path: Any) -> 
             session.tool_run("bash", {"command": f"grep {k}"}, _output(rng, k, 6000))
             warm = session.next_request(2048)
         _check(warm, words, 2048)
-    # A cold walk of the same ledger: the saved epochs are derived data (docs/session.md).
-    cold_path = str(tmp_path / "cold.db")
-    with sqlite3.connect(path) as src, sqlite3.connect(cold_path) as dst:
-        src.backup(dst)
-        dst.execute("DELETE FROM session_epochs")
-        dst.execute("DELETE FROM session_state")
-    with holon_ctx.open_session(cold_path) as cold:
+    with holon_ctx.open_session(cold_copy(path, str(tmp_path / "cold.db"))) as cold:
         assert cold.next_request(2048).openai_messages == warm.openai_messages

@@ -118,8 +118,7 @@ def test_a_result_for_a_call_never_announced_says_how_to_record_it(tmp_path: Pat
     with pytest.raises(InputError) as refused:
         restarted.tool_result("c2", "deployed")
     message = str(refused.value)
-    assert "no tool call 'c2' is waiting for a result: no reply of the latest turns announced" \
-        in message
+    assert "no tool call 'c2' is waiting for a result: no reply announced it" in message
     assert "tool_run(name, arguments, output)" in message
     ref = restarted.tool_run("bash", {"cmd": "deploy"}, "deployed")
     stored = restarted.store.get(ref)

@@ -95,7 +95,7 @@ def test_a_call_id_still_waiting_from_an_earlier_reply_is_refused() -> None:
     # Answered: the id may be used again, and a second result for it is refused.
     s.assistant_message("three", tool_calls=[ToolCall("c1", "bash", "ls -a")])
     s.tool_result("c1", ".\n..\na.txt")
-    with pytest.raises(InputError, match="no tool call 'c1' is waiting"):
+    with pytest.raises(InputError, match=r"call 'c1' has its result already \(tool:x"):
         s.tool_result("c1", "again")
 
 
@@ -117,7 +117,7 @@ def test_a_reopened_session_knows_which_calls_still_wait(tmp_path: Path) -> None
     with open_session(db, compaction=None) as s:
         s.tool_result("a", "eu done")
     with open_session(db, compaction=None) as s:
-        with pytest.raises(InputError, match="no tool call 'a' is waiting"):
+        with pytest.raises(InputError, match=r"call 'a' has its result already \(tool:x"):
             s.tool_result("a", "eu again")
         s.tool_result("b", "us done")
         s.assistant_message("both deployed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -127,9 +128,21 @@ def db_name(db: str, session: str | None) -> str:
     return f"{describe(db)} session {quote_value(session)}" if is_postgres_url(db) else db
 
 
+#: ``scheme://`` at the start of a --db: a URL, not a file path (the library's open_session
+#: asks ledger/dbpath.url_scheme; the CLI's API stays short, so the one pattern is here again).
+_URL: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def check_session_key(path: str, session: str | None) -> None:
-    """A session key goes with a postgresql:// --db only: with a SQLite file (one ledger) it
-    would be dropped without a word, so it is refused, before anything is made."""
+    """A --db that is not a postgresql:// URL is a SQLite file path: one that reads as a URL of
+    another kind (``mysql://``, SQLAlchemy's ``postgresql+psycopg://``, ``sqlite:///x.db``)
+    would otherwise be taken for a path and fail on a directory named ``mysql:``, so it is
+    refused by its scheme. A session key goes with a postgresql:// --db only: with a SQLite
+    file (one ledger) it would be dropped without a word. Both before anything is made."""
+    if not is_postgres_url(path) and (url := _URL.match(path)):
+        # Named by its scheme only: the rest of a URL may hold a password.
+        raise InputError(f"a {url.group()} URL is not a database holon-ctx opens: it takes a "
+                         "postgresql:// URL or the path of a SQLite file", source="--db")
     if session and not is_postgres_url(path):
         raise InputError("--session-key applies to a postgresql:// --db only", source=path)
 

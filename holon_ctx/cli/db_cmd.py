@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from holon_ctx.cli.common import console
+from holon_ctx.cli.common import check_session_key, console
 from holon_ctx.errors import InputError, quote_value
 from holon_ctx.postgres import describe, is_postgres_url
 
@@ -35,6 +35,7 @@ def register(subparsers: Any) -> None:
 
 
 def _url(args: argparse.Namespace) -> str:
+    check_session_key(args.db, None)  # a URL of another scheme, named without its password
     if not is_postgres_url(args.db):
         raise InputError("`holon-ctx db` works on a postgresql:// URL (a SQLite file is one "
                          "ledger: it has no sessions, and migrates when opened)", source=args.db)

@@ -85,7 +85,9 @@ def _build_new(dest: Path, work: Callable[[SqliteStore], T]) -> T | _Taken:
 
 def _self_contained(path: Path) -> None:
     """Fold the WAL into the file: a WAL is named after its database, so it cannot be moved."""
-    db = sqlite3.connect(path, isolation_level=None)
+    # Absolute: SQLite reads a relative name starting with "file:" as a URI (SqliteStore's
+    # file_name says more), and would fold some other file's WAL.
+    db = sqlite3.connect(os.path.abspath(path), isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=DELETE")
     finally:

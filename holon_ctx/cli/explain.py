@@ -25,7 +25,7 @@ from holon_ctx.cli._api import BY_TRIGGER, BlockKind, Turn, forgeries, stored_tu
 from holon_ctx.errors import UnknownRefError
 from holon_ctx.lowlevel import Form, ItemDecision, Omission, Projection, Projector, Section, StoredRecord
 
-__all__ = ["Explanation", "episode_lookup", "explain", "omission_reason"]
+__all__ = ["REASON_WORDS", "Explanation", "episode_lookup", "explain", "omission_reason"]
 
 
 def episode_lookup(projector: Projector) -> Callable[[int], dict[str, Any] | None]:
@@ -235,6 +235,15 @@ def explain(store: LedgerStore, projector: Projector, p: Projection, ref_arg: st
         # The item's reason, as the preview's table gives it (its refs may all be shown).
         reason = omission_reason(d)
     item = None if d is None else _item_dict(d)
+    if reason == Omission.EARLIER_IN_TURN.value:
+        # Counted on its own turn's fold line, whichever step placed it (a session's fold list
+        # says "folded", a plan's turn item "compacted"): neither low-value turns nor a digest.
+        return Explanation(**base, status="folded", record=record, item=item, reason=reason,
+                           summary=_EARLIER_IN_TURN, fold=_fold_dict(extra),
+                           to_get_in=_EARLIER_TO_GET_IN + (
+                               f"; the turn is shown whole at a budget of ≥ {d.next_budget} "
+                               "tokens by the plan's order" if d is not None and d.next_budget
+                               else ""))
     result = Explanation(**base, status=status, record=record, item=item, reason=reason,
                          summary=_summary(status, ref, record, item))
     if status == "folded":
@@ -274,8 +283,7 @@ def _explain_fold(result: Explanation, store: LedgerStore, p: Projection, stored
     if owner is not None and stored.turn_seq is not None:
         record["priority"], record["facts"] = _turn_class(store, stored.turn_seq, limit_pos)
     if fold is not None:
-        result.fold = {"first": fold.first, "last": fold.last, "count": fold.count,
-                       "kinds": fold.kinds}
+        result.fold = _fold_dict(fold)
     elif d is not None:
         result.fold = {**_fold_run(store, p, d.key.removeprefix("fold:"), limit_pos),
                        "shown": False}
@@ -286,6 +294,38 @@ def _explain_fold(result: Explanation, store: LedgerStore, p: Projection, stored
         "operator (a pin record targeting it)")
     if fold is None and d is not None and d.next_budget:
         result.to_get_in += f"; the fold line itself enters at a budget of ≥ {d.next_budget}"
+
+
+def _fold_dict(fold: Any) -> dict[str, Any] | None:
+    """A fold the prompt shows (a FoldManifest), as the explanation gives it; None for none."""
+    if fold is None:
+        return None
+    return {"first": fold.first, "last": fold.last, "count": fold.count, "kinds": fold.kinds}
+
+
+_EARLIER_IN_TURN = "counted on its turn's fold line: an earlier record of a huge turn"
+_EARLIER_TO_GET_IN = (
+    "nothing about this record alone: a turn larger than the budget shows the operator's words "
+    "and its newest records, and counts the earlier ones on one fold line (RFC 0010, decision 7)")
+
+#: Every reason code a manifest gives a ref it leaves out or shrinks, in words (explain prints
+#: both). tests/test_explain_reasons.py fails on a reason the engine can give without words here.
+REASON_WORDS: dict[str, str] = {
+    Omission.BUDGET.value: "left out: the budget was spent on items of higher priority",
+    Omission.FOLDED.value: "part of a run of low-value turns shown as one counted line",
+    Omission.REPEATED_TOOL_CALL.value: ("a repeat of a tool call: the newest run is shown and the "
+                                        "earlier ones counted on its line"),
+    Omission.COMPACTED.value: "its turn is shown as a one-line digest to fit the budget",
+    Omission.REF_ONLY.value: "named by its ref without its content, to fit the budget",
+    Omission.CLIPPED.value: "its item is cut to fit the last tokens of the budget",
+    Omission.SUPERSEDED.value: "a later state record (environment, work item) replaces it",
+    Omission.OTHER_WORK_ITEM.value: ("its turn belongs to another work item: shown short, as "
+                                     "context rather than evidence for the current one"),
+    Omission.OUTSIDE_WINDOW.value: "older than the recent window of turns",
+    Omission.EARLIER_IN_TURN.value: (
+        "an earlier record of a huge turn: the turn shows its newest records that fit and counts "
+        "the earlier ones on one fold line"),
+}
 
 
 def _how_to_get_in(p: Projection, ref: str, owner: str | None, status: str,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
+from holon_ctx.cli.explain import REASON_WORDS
 from holon_ctx.cli.layout import emit, hang, kv
 from holon_ctx.cli.preview import TAGS
 from holon_ctx.cli.wording import plural
@@ -57,7 +58,8 @@ def print_explanation(console: Console, e: Explanation) -> None:
     if e.shown_as:
         rows.append(("shown", e.shown_as))
     if e.reason:
-        rows.append(("reason", e.reason))
+        words = REASON_WORDS.get(e.reason)
+        rows.append(("reason", f"{e.reason} — {words}" if words else e.reason))
     rows.extend(_context_rows(e))
     rows.append(("to get in", e.to_get_in))
     emit(console, [*hang(console, title, console.width), *kv(console, rows)])

@@ -21,7 +21,7 @@ from types import FrameType
 from holon_ctx import __version__
 from holon_ctx.cli._api import translate_lock_errors
 from holon_ctx.cli.terminal import terminal_safe
-from holon_ctx.errors import EngineError, HolonCtxError
+from holon_ctx.errors import EngineError, HolonCtxError, InputError
 
 __all__ = ["build_parser", "main"]
 
@@ -107,6 +107,22 @@ def _discard_stdout() -> None:
         pass  # stdout is not a real file (tests capture it): nothing will flush it to a disk
 
 
+#: Arguments that name a file: the attribute, how --help names it, and what it takes.
+_PATHS = (("source", "SOURCE", "a file"), ("file", "FILE", "a file"),
+          ("db", "--db", "a database file or a postgresql:// URL"), ("output", "-o", "a file"),
+          ("price", "--price", "a price table or its file"))
+
+
+def _refuse_empty_paths(args: argparse.Namespace) -> None:
+    """An empty path (``--db ""``, an unset shell variable) reads as the current directory:
+    ``.: cannot read: Is a directory``. Said as what it is, before anything is opened."""
+    for dest, name, what in _PATHS:
+        if getattr(args, dest, None) == "":
+            raise InputError(f"{name} is empty: name {what}")
+    if any(o == "" for o in getattr(args, "operands", None) or ()):
+        raise InputError("SOURCE or REF is empty: name a file and a ref")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -115,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _refuse_empty_paths(args)
         db = getattr(args, "db", None)
         # The stores translate lock timeouts themselves; this catches any raw one left, so it is
         # still one line naming the database and, when it can be seen, who holds the lock.

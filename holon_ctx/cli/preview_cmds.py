@@ -312,6 +312,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         result.mode = args.mode
         result.session = {"epoch_started_at": view.started_at, "epoch_reason": view.reason,
                           "in_request": view.request.where(result.ref)}
+        if result.status == "not_yet_appended" and result.session["in_request"] is not None:
+            # The plan explained is the epoch's, as of its re-plan; a record appended since is
+            # in the request all the same (its appended part), not "after the turn projected".
+            result.status, result.to_get_in = "in_full", "nothing: it is in the request"
+            result.summary = (f"in the request, in the part appended since the session's "
+                              f"re-plan at {view.started_at}")
         result.usage = usage_of(store, result.current_turn)
     if args.json:
         write_data_json(to_json(result) + b"\n")

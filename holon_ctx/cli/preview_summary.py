@@ -25,7 +25,15 @@ from rich.text import Text
 from holon_ctx.cli.explain import omission_reason
 from holon_ctx.cli.layout import hang, kv
 from holon_ctx.cli.wording import plural
-from holon_ctx.lowlevel import ControlState, Form, ItemDecision, Priority, Projection, Section
+from holon_ctx.lowlevel import (
+    ControlState,
+    Form,
+    ItemDecision,
+    Omission,
+    Priority,
+    Projection,
+    Section,
+)
 
 __all__ = ["Column", "detail_lines", "glance_lines", "left_out_rows", "table_lines"]
 
@@ -165,12 +173,19 @@ def _episodes(p: Projection) -> str:
 
 def _left_out(p: Projection) -> str:
     rows = left_out_rows(p)
+    # A huge turn is one item shown in full while its older records are left out, counted on
+    # its fold line (RFC 0010, decision 7): no item row says so, so this line does.
+    earlier = sum(1 for s in p.manifest.sections for o in s.omitted
+                  if o["reason"] == Omission.EARLIER_IN_TURN.value)
+    huge = (f"{plural(earlier, 'earlier record')} of a huge turn counted on its fold line "
+            f"({Omission.EARLIER_IN_TURN.value})")
     if not rows:
-        text = "nothing: every candidate is in the prompt in full"
+        text = (f"every item is in the prompt, but {huge}" if earlier
+                else "nothing: every candidate is in the prompt in full")
     else:
         high = sum(1 for d, _ in rows if d.priority <= Priority.HIGH)
         text = (f"{plural(len(rows), 'item')}" + (f", {high} of them high priority" if high else "")
-                + f"; by reason {_by_reason(rows)}")
+                + f"; by reason {_by_reason(rows)}" + (f"; and {huge}" if earlier else ""))
     window = p.manifest.window
     if not window.get("reached_start"):
         text += f"; turns before {window.get('first')} are outside the window"

@@ -271,7 +271,8 @@ def _report_lines(out: Any, reports: list[ApproachReport], budget: int, price: P
     def para(text: str, style: str = "") -> None:
         lines.extend(hang(out, Text(text, style=style), width, 2))
 
-    para(f"replay of {len(reports[0].rows):,} model calls at {budget:,} tokens, priced as "
+    calls = len(reports[0].rows)
+    para(f"replay of {calls:,} model call{'' if calls == 1 else 's'} at {budget:,} tokens, priced as "
          f"{price.name} (cache read {price.cache_read}x, write {price.cache_write}x)", "bold")
     header, rows = _turn_table(reports, observed)
     lines.extend(table_lines(out, width, header, rows))

@@ -23,7 +23,17 @@ from holon_ctx.continuity.backend import StoredEvent
 from holon_ctx.continuity.exceptions import DuplicateRecordError
 from holon_ctx.errors import StoreError, quote_value
 
-__all__ = ["SCHEMA_VERSION", "SQLiteBackend"]
+__all__ = ["SCHEMA_VERSION", "SQLiteBackend", "file_name"]
+
+
+def file_name(path: str) -> str:
+    """What to give ``sqlite3.connect`` to open the file ``path``, as written.
+
+    SQLite built with URI file names on (Debian's and most distributions' are) reads a name that
+    starts with ``file:`` as a URI even when Python passes ``uri=False``: ``file:x.db`` opened
+    ``x.db``, so a database built under ``file:x.db.new-…`` went into another file and an empty
+    one was published. ``./`` before it makes it a plain relative path again."""
+    return f"./{path}" if path.startswith("file:") else path
 
 #: Version of the ``continuity_*`` table layout; a database with another version is refused.
 SCHEMA_VERSION: Final = "1"
@@ -96,7 +106,7 @@ class SQLiteBackend:
             else:
                 # ``timeout``: how long a write waits for another writer's lock (the ledger's
                 # commands pass their own, so the governed store waits as long as the ledger does).
-                self._conn = sqlite3.connect(os.fspath(source), isolation_level=None,
+                self._conn = sqlite3.connect(file_name(os.fspath(source)), isolation_level=None,
                                              timeout=timeout)
                 # Beside a ledger, the file's checkpoint settings (holon_ctx.ledger.walpolicy:
                 # this package imports nothing of the ledger, so the values are repeated, and

@@ -21,15 +21,15 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Final
+from typing import Final, Protocol, runtime_checkable
 
 import attrs
 
-from holon_ctx.ledger.records import ExternalEvent, TaskResult
+from holon_ctx.ledger.records import ExternalEvent, TaskResult, Wait
 from holon_ctx.ledger.state import WaitState
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 
-__all__ = ["SETTLE_SCAN", "Event", "Extract", "answered_waits", "keyed_events"]
+__all__ = ["SETTLE_SCAN", "Event", "Extract", "answered_waits", "closed_before", "keyed_events"]
 
 #: Records read per page when an index catches up: bounds what one read holds in memory, not how
 #: far back a resolving record is found. A projection pays the read only for records no earlier
@@ -138,3 +138,43 @@ def answered_waits(store: LedgerStore, waits: Sequence[WaitState], limit_pos: in
     wanted = {w.wait_id: w.pos + 1 for w in waits}
     found = keyed_events(store, "answers", _answers, wanted, limit_pos)
     return {wait_id: events[0][1] for wait_id, events in found.items() if events}
+
+
+@runtime_checkable
+class _LatestWait(Protocol):
+    def wait_state(self, wait_id: str) -> WaitState | None: ...
+
+
+def closed_before(store: LedgerStore, pos: int, wait_id: str) -> str | None:
+    """How wait ``wait_id`` stood just before ledger position ``pos`` when it was no longer
+    waiting: its status (``"resolved"``, ``"cancelled"``, ``"expired"``; ``"closed"`` when
+    that is not known), or ``"answered by REF"`` (an earlier task result or event named it
+    since); None when it was still open.
+
+    A record at ``pos`` naming the wait is then a late or repeated answer (a webhook delivered
+    twice, a result after the wait was cancelled), not the one that resolved it: the prompt's
+    label must not say it matched. Only records before ``pos`` count, so the answer is the same
+    at every later projection and in a rebuild."""
+    wait = next((w for w in store.open_waits(pos) if w.wait_id == wait_id), None)
+    if wait is None:
+        # The status that closed it: the wait's latest transition when that is before ``pos``
+        # (every store keeps the latest); else the last one before ``pos``, read from the
+        # wait's first opening on. A transition after ``pos`` (the id opened again, a closed
+        # wait expired) must not change the label: a restarted session would not send what
+        # the running one did.
+        latest = store.wait_state(wait_id) if isinstance(store, _LatestWait) else None
+        if latest is not None and latest.pos < pos:
+            return latest.status.value
+        opened = store.get(latest.opened_ref) if latest is not None else None
+        if opened is None:
+            return "closed"
+        events = keyed_events(store, "wait_transitions", _transitions,
+                              {wait_id: opened.pos}, pos)[wait_id]
+        return events[-1][2] if events else "closed"
+    by = answered_waits(store, [wait], pos).get(wait_id)
+    return None if by is None else f"answered by {by}"
+
+
+def _transitions(stored: StoredRecord) -> Iterable[tuple[str, str]]:
+    rec = stored.record
+    return ((rec.wait_id, rec.status.value),) if isinstance(rec, Wait) else ()

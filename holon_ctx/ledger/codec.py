@@ -22,7 +22,7 @@ import msgspec
 
 from holon_ctx.errors import LedgerFormatError, quote_value
 from holon_ctx.ledger.body import id_problem
-from holon_ctx.ledger.jsoninput import MAX_JSON_DEPTH, decode_problem, nesting_offset
+from holon_ctx.ledger.jsoninput import CUT_SHORT, MAX_JSON_DEPTH, decode_problem, nesting_offset
 from holon_ctx.ledger.records import (
     EXTENSION_TRIGGER,
     FORMAT_VERSION,
@@ -113,7 +113,6 @@ _CLASS_OF_TYPE: dict[str, type[msgspec.Struct]] = {
 #: Field names of chat and tool formats a ledger line may be written from, and the ledger's own.
 _FOREIGN_NAMES: Final = {"content": "text", "message": "text", "body": "text", "name": "tool_name",
                          "tool": "tool_name", "kind": "type", "timestamp": "at", "time": "at"}
-_TRUNCATED: Final = "invalid JSON: Input data was truncated"
 _MSGSPEC_PATH = re.compile(r"^(?P<msg>.*?)(?: - at `(?P<path>[^`]+)`)?$", re.DOTALL)
 
 # Default provenance by record kind: what a runtime appending the record asserts when it does
@@ -495,8 +494,17 @@ def decode_line(raw: bytes, *, source: str, line: int, check: bool = True) -> Re
             msg = f"missing required field (one of {', '.join(_TYPES)})" + _chat_hint(raw)
         raise LedgerFormatError(msg, source=source, line=line, path=path) from None
     except msgspec.DecodeError as exc:
-        raise LedgerFormatError(decode_problem(raw, str(exc))[0], source=source,
-                                line=line) from None
+        message, _, where = decode_problem(raw, str(exc))
+        body = raw.rstrip(b"\r\n")
+        if body != raw:
+            # A line cut inside a string ends at its newline, which the decoder names as an
+            # invalid character; without it the cut is seen as one, and the open field named.
+            try:
+                msgspec.json.decode(body)
+            except msgspec.DecodeError as cut:
+                if (cut_short := decode_problem(body, str(cut)))[0] == CUT_SHORT:
+                    message, _, where = cut_short
+        raise LedgerFormatError(message, source=source, line=line, path=where) from None
     problem = check_record(record) if check else None
     if problem:
         path, _, msg = problem.partition(": ")
@@ -543,11 +551,12 @@ def iter_jsonl(
         try:
             record = decode_line(raw, source=source, line=line_no, check=check)
         except LedgerFormatError as exc:
-            if not raw.endswith(b"\n") and exc.message == _TRUNCATED:
+            if not raw.endswith(b"\n") and exc.message == CUT_SHORT:
                 raise LedgerFormatError(
                     "truncated last line (no newline at end and not complete JSON)",
                     source=source,
                     line=line_no,
+                    path=exc.path,
                 ) from None
             raise
         saw_record = True

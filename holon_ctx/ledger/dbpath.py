@@ -4,13 +4,27 @@ is a database at all, asked without opening it behind SQLite's back (:func:`sqli
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Final
 
 from holon_ctx.errors import quote_value
 
-__all__ = ["database_path_problem", "missing_directory", "not_a_database_file", "sqlite_file"]
+__all__ = ["database_path_problem", "missing_directory", "not_a_database_file", "sqlite_file",
+           "url_scheme"]
+
+#: ``scheme://`` at the start of a name: a URL, not a file path.
+_URL: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def url_scheme(name: str) -> str | None:
+    """``"mysql://"`` for a name that starts like a URL, else None. A caller that opens
+    postgresql:// URLs asks after taking those: any other URL given where a ledger is named
+    (``mysql://``, SQLAlchemy's ``postgresql+psycopg://``, ``sqlite:///x.db``) would be taken
+    for a SQLite path and fail on a directory named ``mysql:``, its password in the message."""
+    found = _URL.match(name)
+    return None if found is None else found.group()
 
 
 #: The SQLite file header's size: every database file that holds anything is at least this.
@@ -31,10 +45,13 @@ def missing_directory(path: str | Path) -> str | None:
 
 
 def not_a_database_file(path: str | Path) -> str | None:
-    """Why the existing file at ``path`` cannot be a database, or None: one of 1 to 99 bytes is
+    """Why the existing file at ``path`` cannot be a database, or None: a directory; one of 1 to 99 bytes is
     shorter than SQLite's header. SQLite itself takes a 1-byte file for an empty database and
     would write a ledger over it (a read-only command too); an empty file is a new database."""
     p = Path(path)
+    if str(path) != ":memory:" and p.is_dir():
+        # SQLite says only "unable to open database file".
+        return "is a directory, not a database file"
     try:
         size = p.stat().st_size if str(path) != ":memory:" and p.is_file() else 0
     except OSError:

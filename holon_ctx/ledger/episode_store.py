@@ -38,6 +38,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from holon_ctx.continuity.sqlite_backend import file_name
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger import locking, walpolicy
 from holon_ctx.ledger.postings import (
@@ -140,7 +141,7 @@ class SqliteEpisodeStore:
         self.path = str(path)
         timeout = locking.lock_timeout()
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+            self._db = sqlite3.connect(file_name(self.path), isolation_level=None, check_same_thread=False,
                                        timeout=timeout)
             self._db.execute("PRAGMA synchronous=NORMAL")
             walpolicy.tune_wal(self._db)
@@ -355,9 +356,8 @@ class SqliteEpisodeStore:
 
     def open_rows(self, max_num: int, limit_pos: int, limit: int) -> list[OpenRow]:
         cols = "num, episode_id, last_seq, key, kind, pinned, resolved_pos, exact"
-        # The open ones and those resolved after limit_pos, in one statement so one snapshot:
-        # read apart, an item another connection marked resolved after limit_pos between the
-        # two reads was in both.
+        # The open ones and those resolved after limit_pos, in one statement (one snapshot): read
+        # apart, an item another connection resolved after limit_pos between the reads was in both.
         found = self._db.execute(
             f"SELECT * FROM (SELECT {cols} FROM episodes_open WHERE resolved_pos IS NULL "
             "AND num<=? ORDER BY pinned DESC, num DESC LIMIT ?) UNION ALL "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import msgspec
 
+from holon_ctx.continuity.sqlite_backend import file_name
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger.epochs import (
     EpochStart,
@@ -38,7 +39,7 @@ class SqliteEpochStore:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(file_name(self.path), isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA busy_timeout=10000")
             # Derived data, as the ledger's own tables and the episodes (synchronous=NORMAL in
             # WAL): a re-plan lost to a power cut is walked again from the checkpoint, the same

@@ -20,9 +20,12 @@ import re
 from pathlib import Path
 from typing import Final
 
-from holon_ctx.errors import InputError, quote_value
+import msgspec
 
-__all__ = ["MAX_JSON_DEPTH", "checked_path", "decode_problem", "nesting_offset", "read_capped"]
+from holon_ctx.errors import InputError, quote_value
+from holon_ctx.ledger.jsonlocate import open_path
+
+__all__ = ["CUT_SHORT", "MAX_JSON_DEPTH", "checked_path", "decode_problem", "nesting_offset", "read_capped"]
 
 #: Deepest nesting of arrays and objects accepted in any JSON input.
 MAX_JSON_DEPTH: Final = 128
@@ -32,6 +35,9 @@ _TOKENS = re.compile(rb'\\.|["\[\]{}]', re.DOTALL)
 _HIGH = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
 _LOW = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _READ_CHUNK: Final = 1 << 20
+_CUT: Final = "Input data was truncated"  # msgspec's words for a document that ends too soon
+#: What :func:`decode_problem` says of JSON text that ends inside a value.
+CUT_SHORT: Final = "invalid JSON: the text ends before this value is complete (cut short?)"
 
 
 def nesting_offset(raw: bytes) -> int | None:
@@ -56,27 +62,42 @@ def nesting_offset(raw: bytes) -> int | None:
     return None
 
 
-def decode_problem(raw: bytes, message: str) -> tuple[str, int | None]:
-    """The decoder's ``message`` in plain words, and the byte offset it is about (if known)."""
+def decode_problem(raw: bytes, message: str) -> tuple[str, int | None, str | None]:
+    """The decoder's ``message`` in plain words, the byte offset it is about (if known) and the
+    JSON path it is about (for text cut short, the value left open where it ends)."""
     for high in _HIGH.finditer(raw):
         if _inside_string(raw, high.start()) and not _LOW.match(raw, high.end()):
             escape = high.group().decode("ascii")
             return (f"invalid JSON: the escape {escape} is half of a UTF-16 surrogate pair "
                     f"(it must be followed by a low surrogate \\udc00-\\udfff); text must be "
-                    f"valid Unicode", high.start())
+                    f"valid Unicode", high.start(), None)
     for low in _LOW.finditer(raw):
         before = raw[max(0, low.start() - 6):low.start()]
         if _inside_string(raw, low.start()) and not _HIGH.fullmatch(before):
             escape = low.group().decode("ascii")
             return (f"invalid JSON: the escape {escape} is the low half of a UTF-16 surrogate "
-                    f"pair without its high half; text must be valid Unicode", low.start())
+                    f"pair without its high half; text must be valid Unicode", low.start(), None)
+    if message != _CUT and (body := raw.rstrip()) != raw:
+        # Cut inside a string and then ended by a newline (a file an editor saved, a copy that
+        # added one), the text has the decoder name that newline an invalid character.
+        try:
+            msgspec.json.decode(body)
+        except msgspec.DecodeError as cut:
+            if str(cut) == _CUT:
+                message = _CUT
+    if message == _CUT:
+        # The decoder names no offset for this: the place is where the text ends, and the field
+        # the value it was in the middle of (a file cut short by a crash or a partial copy).
+        end = len(raw.rstrip())
+        where = open_path(raw)
+        return CUT_SHORT, max(end - 1, 0), None if where == "$" else where
     offset = None
     if "(byte " in message:
         try:
             offset = int(message.rsplit("(byte ", 1)[1].rstrip(")"))
         except ValueError:
             offset = None
-    return f"invalid JSON: {message}", offset
+    return f"invalid JSON: {message}", offset, None
 
 
 def _inside_string(raw: bytes, offset: int) -> bool:

@@ -39,7 +39,7 @@ from typing import Final
 
 import msgspec
 
-__all__ = ["line_of", "value_offset"]
+__all__ = ["line_of", "open_path", "value_offset"]
 
 _WS: Final = re.compile(rb"[ \t\r\n]*")
 # A whole string, escapes included: "\"" does not end it (unrolled: no backtracking per byte).
@@ -177,3 +177,83 @@ def line_of(raw: bytes, path: str) -> int | None:
     """The 1-based line where :func:`value_offset` finds ``path``, or None."""
     offset = value_offset(raw, path)
     return None if offset is None else raw.count(b"\n", 0, offset) + 1
+
+
+# For a document cut short: a string either closes or runs to the end of the text (a final lone
+# backslash included), so a cut inside a string still ends the walk inside that string.
+_CUT_TOKEN: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:(?P<closed>")|\\?\Z)|[\[\]{},:]',
+                               re.DOTALL)
+
+
+class _Open:
+    """An array or object still open, and the step into the value being read in it: an object's
+    key (``""`` until one is read), an array's index. ``inside`` is whether that value is itself
+    open (its text begun and not finished) rather than the cut falling between two values."""
+
+    __slots__ = ("index", "inside", "key")
+
+    def __init__(self, is_object: bool) -> None:
+        self.key: str | None = "" if is_object else None
+        self.index = 0
+        self.inside = False
+
+    def step(self) -> str:
+        return f"[{self.index}]" if self.key is None else f".{self.key}"
+
+
+def open_path(raw: bytes) -> str:
+    """The JSON path of the innermost value still open where ``raw`` ends (``$.messages[3]
+    .content`` for a transcript cut inside that string): where a truncated document was cut.
+
+    One pass, no recursion, on the error path only. Each open array or object is a frame; a
+    frame closed by its bracket is dropped, and the frames left when the text ends are the path.
+    A value already complete where the text ends (a closed string or bracket, or the cut falls
+    between two members or elements) stops the path at its container. A number or literal at
+    the very end counts as open: ``12`` may have been ``123``. Text that is not a cut JSON
+    document gives a path that may stop short, never an error."""
+    frames: list[_Open] = []
+    awaiting_key = False  # the innermost frame is an object between members
+
+    def inside(now: bool) -> None:
+        if frames:
+            frames[-1].inside = now
+
+    last = 0
+    for match in _CUT_TOKEN.finditer(raw):
+        last = match.end()
+        token = match.group()
+        top = frames[-1] if frames else None
+        if token[:1] == b'"':
+            if top is not None and top.key is not None and awaiting_key:
+                try:
+                    top.key = msgspec.json.decode(token, type=str)
+                except msgspec.DecodeError:  # the key itself was cut
+                    top.key = token[1:].decode("utf-8", "replace")
+                awaiting_key = False
+            else:
+                inside(match.group("closed") is None)
+        elif token in (b"{", b"["):
+            inside(True)
+            frames.append(_Open(token == b"{"))
+            awaiting_key = token == b"{"
+        elif token in (b"}", b"]"):
+            if frames:
+                frames.pop()
+            inside(False)
+            awaiting_key = False
+        elif token == b":" and top is not None and top.key is not None:
+            top.inside = True
+        elif token == b"," and top is not None:
+            top.inside = False
+            if top.key is None:
+                top.index += 1
+            else:
+                awaiting_key = True
+    if raw[last:].strip():
+        inside(True)  # a number or literal the text ends in
+    path = "$"
+    for frame in frames:
+        if not frame.inside:
+            break
+        path += frame.step()
+    return path

@@ -13,10 +13,11 @@ from typing import TypeVar
 import attrs
 
 from holon_ctx.ledger.body import record_body
+from holon_ctx.ledger.calls import call_marks
 from holon_ctx.ledger.facts import marks_high
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Environment, Pin, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
-from holon_ctx.ledger.store import LedgerStats, StoredRecord
+from holon_ctx.ledger.store import CallRecord, CallState, LedgerStats, StoredRecord
 from holon_ctx.ledger.writer import Row, append_records
 from holon_ctx.tokens import TokenCounter, default_counter
 
@@ -45,6 +46,9 @@ class MemoryStore:
         # The high-turn index: sorted seqs of turns marked high, and the position that marked each.
         self._high_seqs: list[int] = []
         self._high_pos: dict[int, int] = {}
+        #: Each call's newest (position, state), and the positions of those still waiting.
+        self._calls: dict[str, tuple[int, CallState]] = {}
+        self._waiting: dict[str, int] = {}
         self._staged: list[Row] = []
         # Indexes over the staged batch, so a large batch costs O(1) per lookup and a duplicate
         # is found however far back in the batch its first copy is.
@@ -142,6 +146,11 @@ class MemoryStore:
         if row.marks_high and row.turn_seq is not None and row.turn_seq not in self._high_pos:
             self._high_pos[row.turn_seq] = row.pos
             bisect.insort(self._high_seqs, row.turn_seq)
+        for call_id, state in call_marks(rec):
+            self._calls[call_id] = (row.pos, state)
+            self._waiting.pop(call_id, None)
+            if state is not CallState.ANSWERED:
+                self._waiting[call_id] = row.pos
         if isinstance(rec, Environment):
             self._env.append(row.pos)
         if isinstance(rec, Pin):
@@ -240,6 +249,15 @@ class MemoryStore:
     def pins(self, limit_pos: int, count: int) -> list[StoredRecord]:
         i = bisect.bisect_left(self._pins, limit_pos)
         return [self._rows[p] for p in self._pins[max(0, i - count):i]]
+
+    def waiting_calls(self) -> tuple[int, list[CallRecord]]:
+        # Kept in order of their newest record: a call's entry moves to the end when it changes.
+        return len(self._rows), [CallRecord(cid, self._calls[cid][1], self._rows[pos])
+                                 for cid, pos in self._waiting.items()]
+
+    def call_record(self, call_id: str) -> CallRecord | None:
+        found = self._calls.get(call_id)
+        return None if found is None else CallRecord(call_id, found[1], self._rows[found[0]])
 
     def iter_records(self) -> Iterator[Record]:
         return (row.record for row in self._rows)

@@ -1,17 +1,17 @@
 """The SQLite store: the embedded default. WAL journal, one transaction per append batch.
 
-Layout (schema version 2). ``records`` is the append-only truth: the canonical JSONL line of each
+Layout (schema version 3). ``records`` is the append-only truth: the canonical JSONL line of each
 record by position. Every other table is derived from it at append time and can be rebuilt with
 :meth:`SqliteStore.rebuild_derived`: ``turns`` (by sequence, with an operator-intent partial index
 for the continuation anchor), ``token_counts`` (per counter identity), ``work_item_states`` and
 ``wait_states`` (folded transitions), and ``high_turns`` (v2: each turn marked high by a retention
-fact, with the position of the record that marked it; see :mod:`holon_ctx.ledger.facts`). The
+fact, with the position of the record that marked it; see :mod:`holon_ctx.ledger.facts`) and
+``calls`` (v3: each tool call's newest record, :mod:`holon_ctx.ledger.calls_sqlite`). The
 high-turn index is rebuilt on open when it was built under another ``HIGH_INDEX_KEY`` (meta
 ``high_index``). Each projection read is an indexed range or point query.
 
-Length: past the house's ~400 lines because the store is one class over one connection (schema,
-migrations, the append backend and every read of the Protocol); splitting it would split the
-transaction handling the reads and writes share.
+Length: past the house's ~400 lines: one class over one connection (schema, migrations, the append
+backend, every read of the Protocol); splitting it would split the transactions they share.
 
 Durability: a batch is one ``BEGIN IMMEDIATE … COMMIT``. A writer killed mid-batch leaves nothing of
 that batch (WAL rollback on next open); readers in other processes see only committed batches.
@@ -28,22 +28,23 @@ from typing import Any, Final, cast
 
 import msgspec
 
+from holon_ctx.continuity.sqlite_backend import file_name
 from holon_ctx.errors import StoreError
-from holon_ctx.ledger import compaction_lock, locking
+from holon_ctx.ledger import calls_sqlite, compaction_lock, locking, walpolicy
 from holon_ctx.ledger.body import record_body
+from holon_ctx.ledger.calls import call_marks, last_per_call
 from holon_ctx.ledger.dbpath import missing_directory, not_a_database_file
 from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Record, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
-from holon_ctx.ledger.store import LedgerStats, StoredRecord
-from holon_ctx.ledger.walpolicy import tune_wal
+from holon_ctx.ledger.store import CallRecord, LedgerStats, StoredRecord
 from holon_ctx.ledger.writer import Row, append_records
 from holon_ctx.tokens import TokenCounter, default_counter
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore", "missing_directory"]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 _INTENT_TRIGGERS = tuple(sorted(OPERATOR_TRIGGERS - {"approval_decision"}))
 
 _SCHEMA_V1 = """
@@ -87,8 +88,9 @@ CREATE TABLE IF NOT EXISTS high_turns (seq INTEGER PRIMARY KEY, pos INTEGER NOT 
 """
 
 #: Migrations from version N to N+1. Version 0 is an empty file.
-_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2}
-_DERIVED_TABLES = ("turns", "token_counts", "work_item_states", "wait_states", "high_turns")
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: calls_sqlite.SCHEMA_V3}
+_DERIVED_TABLES = ("turns", "token_counts", "work_item_states", "wait_states", "high_turns",
+                   "calls")
 #: SQLite uses a partial index only when the query repeats the index's WHERE term verbatim; without
 #: this prefix, latest_environment and pins walked back through every record (O(history)).
 _ENV_PIN = "WHERE r.kind IN ('environment', 'pin') AND "
@@ -128,7 +130,7 @@ class SqliteStore:
         if problem is not None:
             raise StoreError(f"{self.path}: {problem}")
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+            self._db = sqlite3.connect(file_name(self.path), isolation_level=None, check_same_thread=False,
                                        timeout=self.lock_timeout)
             # Refuse a foreign database before touching it: even switching the journal mode
             # rewrites its header, and a refused file must stay byte-identical.
@@ -136,7 +138,7 @@ class SqliteStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             self._db.execute("PRAGMA foreign_keys=OFF")
-            tune_wal(self._db)
+            walpolicy.tune_wal(self._db)  # checkpoints: RFC 0001, "WAL checkpoints"
             self._migrate()
             self._check_high_index()
         except sqlite3.DatabaseError as exc:
@@ -164,6 +166,7 @@ class SqliteStore:
         self._pending_refs: set[str] = set()
         self._pending_counts: list[tuple[str, int, int]] = []
         self._pending_high: list[tuple[int, int]] = []
+        self._pending_calls: list[tuple[str, int, str]] = []
         self._decoded = DecodedRecords(self._counter)
         self._open_waits = OpenWaits(self)
 
@@ -187,6 +190,8 @@ class SqliteStore:
                 for stmt in _MIGRATIONS[version].split(";"):
                     if stmt.strip():
                         db.execute(stmt)
+                if version == 2:  # the calls index of an existing ledger, from its records
+                    calls_sqlite.fill(db)
                 version += 1
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                            (str(version),))
@@ -281,6 +286,7 @@ class SqliteStore:
             # INSERT OR IGNORE in position order: the first record that marks the turn wins.
             self._pending_high.append((row.turn_seq, row.pos))
         rec = row.record
+        self._pending_calls.extend((cid, row.pos, state.value) for cid, state in call_marks(rec))
         if row.turn is not None and isinstance(rec, Turn):
             db.execute("INSERT INTO turns VALUES (?,?,?,?,?)",
                        (rec.seq, rec.id, row.pos, int(rec.trigger in _INTENT_TRIGGERS),
@@ -301,6 +307,8 @@ class SqliteStore:
             self._db.executemany("INSERT INTO token_counts VALUES (?,?,?)", self._pending_counts)
         if self._pending_high:
             self._db.executemany("INSERT OR IGNORE INTO high_turns VALUES (?,?)", self._pending_high)
+        if self._pending_calls:
+            self._db.executemany(calls_sqlite.UPSERT, last_per_call(self._pending_calls))
         self._drop_pending()
 
     def _drop_pending(self) -> None:
@@ -308,6 +316,7 @@ class SqliteStore:
         self._pending_refs.clear()
         self._pending_counts.clear()
         self._pending_high.clear()
+        self._pending_calls.clear()
 
     @contextmanager
     def _write(self) -> Iterator[None]:
@@ -510,6 +519,12 @@ class SqliteStore:
         found = self._query(_ENV_PIN + "r.kind='pin' AND r.pos<? ORDER BY r.pos DESC LIMIT ?",
                             (limit_pos, max(count, 0)))
         return found[::-1]
+
+    def waiting_calls(self) -> tuple[int, list[CallRecord]]:
+        return calls_sqlite.waiting(self._db, self._at_positions)
+
+    def call_record(self, call_id: str) -> CallRecord | None:
+        return calls_sqlite.newest(self._db, call_id, self._at_positions)
 
     def iter_records(self) -> Iterator[Record]:
         cur = self._db.execute("SELECT line FROM records ORDER BY pos")

@@ -9,6 +9,7 @@ sequence numbers, a work item, the newest N), never by the size of the history.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -16,7 +17,7 @@ import attrs
 from holon_ctx.ledger.records import Record
 from holon_ctx.ledger.state import WaitState, WorkItemState
 
-__all__ = ["LedgerStats", "LedgerStore", "StoredRecord"]
+__all__ = ["CallRecord", "CallState", "LedgerStats", "LedgerStore", "StoredRecord"]
 
 
 @attrs.frozen
@@ -29,6 +30,23 @@ class StoredRecord:
     #: Tokens of :func:`holon_ctx.ledger.body.record_body` under the store's counter.
     tokens: int
     turn_seq: int | None
+
+
+class CallState(StrEnum):
+    """A tool call's state, as its newest record says (``holon_ctx.ledger.calls``)."""
+
+    ANNOUNCED = "announced"
+    PENDING = "pending"
+    ANSWERED = "answered"
+
+
+@attrs.frozen
+class CallRecord:
+    """A call and its newest record (the announcing reply, its ``pending`` record or its result)."""
+
+    call_id: str
+    state: CallState
+    stored: StoredRecord
 
 
 @attrs.frozen
@@ -114,6 +132,17 @@ class LedgerStore(Protocol):
 
     def pins(self, limit_pos: int, count: int) -> list[StoredRecord]:
         """The newest ``count`` pins, oldest first."""
+        ...
+
+    def waiting_calls(self) -> tuple[int, list[CallRecord]]:
+        """The ledger's end and, as of that end (read together), every tool call whose newest
+        record is its announcement or ``pending``, oldest record first: the calls still waiting
+        for a result, however old (``holon_ctx.ledger.calls``; a derived index kept at append
+        time, so the read is bounded by the calls waiting, never by the history)."""
+        ...
+
+    def call_record(self, call_id: str) -> CallRecord | None:
+        """Call ``call_id``'s newest record, whatever its state (None: no record names it)."""
         ...
 
     def iter_records(self) -> Iterator[Record]: ...

@@ -123,9 +123,9 @@ def load_json(path: Path, raw: bytes | None = None) -> Any:
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        message, offset = decode_problem(raw, str(exc))
+        message, offset, where = decode_problem(raw, str(exc))
         line = None if offset is None else raw.count(b"\n", 0, offset) + 1
-        raise LedgerFormatError(message, source=source, line=line) from None
+        raise LedgerFormatError(message, source=source, line=line, path=where) from None
 
 
 def _looks_like_ledger(raw: bytes) -> bool:

@@ -15,6 +15,7 @@ from typing import Final
 
 import msgspec
 
+from holon_ctx.continuity.sqlite_backend import file_name
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger.usage import WINDOW, MemoryUsageStore, Observation, UsageStore
 from holon_ctx.ledger.walpolicy import tune_wal
@@ -39,7 +40,7 @@ class SqliteUsageStore:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(file_name(self.path), isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA busy_timeout=10000")
             tune_wal(self._db)
         except sqlite3.Error as exc:

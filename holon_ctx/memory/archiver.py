@@ -205,7 +205,8 @@ class Archiver:
         digest = source_digest(s.record for s in source_records(units))
         if digest != ep.digest:
             return f"digest mismatch: stored {ep.digest}, ledger gives {digest}"
-        again = build_episode(units, closed_by=ep.closed_by, budget=self.policy.budget)
+        again = build_episode(units, closed_by=ep.closed_by, budget=self.policy.budget,
+                              waits=self.ledger)
         if encode_episode(again) != encode_episode(ep):
             return "content differs from what the ledger gives"
         return None
@@ -241,8 +242,8 @@ class Archiver:
                 closed.extend(r for r in segmenter.push(unit) if r.last_seq < look_turn.seq)
             if closed and not archiving:
                 raise WouldArchive(closed[0].units[0].stored.ref)
-            episodes = [build_episode(r.units, closed_by=r.closed_by, budget=self.policy.budget)
-                        for r in closed]
+            episodes = [build_episode(r.units, closed_by=r.closed_by, budget=self.policy.budget,
+                                      waits=self.ledger) for r in closed]
             if episodes:
                 # A run's episodes are the archive from the ledger position it read up to on:
                 # recall as of an earlier position does not see them (RFC 0020). A rebuild does

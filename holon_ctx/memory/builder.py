@@ -27,6 +27,7 @@ from typing import Final
 
 import attrs
 
+from holon_ctx.ledger.answers import closed_before
 from holon_ctx.ledger.questions import ends_with_question
 from holon_ctx.ledger.records import (
     Brief,
@@ -48,7 +49,7 @@ from holon_ctx.ledger.records import (
     WorkItem,
     WorkItemStatus,
 )
-from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.memory.episodes import Claim, Episode, Field, Span, episode_id, source_digest
 from holon_ctx.memory.unresolved import OpenKind, call_key, is_approval, resolves, todo_key
@@ -171,7 +172,7 @@ def source_records(units: Sequence[TurnUnit]) -> list[StoredRecord]:
 class _Walk:
     """One pass over a range's records, filling the claim fields."""
 
-    def __init__(self, budget: FieldBudget) -> None:
+    def __init__(self, budget: FieldBudget, waits: LedgerStore | None = None) -> None:
         self.budget = budget
         self.fields: dict[Field, list[Claim]] = {f: [] for f in Field}
         self.open: dict[str, Claim] = {}
@@ -183,6 +184,18 @@ class _Walk:
         self.blockers: dict[str, tuple[str, str]] = {}
         self.files: dict[str, list[str]] = {}
         self.tool_groups: dict[tuple[str, str, str, str], list[StoredRecord]] = {}
+        #: The ledger, asked how a wait a record names stood before it (the range's own
+        #: records cannot say: a wait's end is a range boundary); None labels as the record says.
+        self.waits = waits
+
+    def named_wait(self, stored: StoredRecord, wait_id: str | None, verb: str) -> str:
+        """``VERB wait W``, or ``names wait W, already resolved`` (``closed_before``) when the
+        wait was no longer open before ``stored``; "" for no wait."""
+        if wait_id is None:
+            return ""
+        name = label_value(wait_id, 60)
+        closed = None if self.waits is None else closed_before(self.waits, stored.pos, wait_id)
+        return f"names wait {name}, already {closed}" if closed else f"{verb} wait {name}"
 
     def add(self, field: Field, claim: Claim) -> None:
         self.fields[field].append(claim)
@@ -217,7 +230,8 @@ class _Walk:
             case TaskResult():
                 self.task(stored, rec)
             case ExternalEvent():
-                extra = f", matches wait {label_value(rec.wait_id, 60)}" if rec.wait_id else ""
+                named = self.named_wait(stored, rec.wait_id, "matches")
+                extra = f", {named}" if named else ""
                 self.quoted(Field.RESULTS, "external_event",
                             f"external event from {label_value(rec.source, 40)} "
                             f"(untrusted, not operator input{extra})", stored, rec.text)
@@ -278,8 +292,8 @@ class _Walk:
             facts.append("verification")
         if rec.spawned_by_turn_id:
             facts.append(f"spawned by turn:{rec.spawned_by_turn_id}")
-        if rec.wait_id:
-            facts.append(f"answers wait {label_value(rec.wait_id, 60)}")
+        if named := self.named_wait(stored, rec.wait_id, "answers"):
+            facts.append(named)
         if rec.output_ref:
             facts.append(f"output {label_value(rec.output_ref, 80)}")
         self.quoted(Field.RESULTS, "verification" if rec.verification else "task_outcome",
@@ -425,12 +439,14 @@ def _closed(status: WorkItemStatus | None) -> bool:
 
 
 def build_episode(units: Sequence[TurnUnit], *, closed_by: str,
-                  budget: FieldBudget | None = None) -> Episode:
-    """The episode of a closed range of turns (oldest first, records as the range settled)."""
+                  budget: FieldBudget | None = None, waits: LedgerStore | None = None) -> Episode:
+    """The episode of a closed range of turns (oldest first, records as the range settled);
+    ``waits``, the ledger they come from, tells a record answering a wait that was no longer
+    open (a late or repeated answer) from the one that matched it."""
     if not units:
         raise ValueError("an episode covers at least one turn")
     records = source_records(units)
-    walk = _Walk(budget or FieldBudget())
+    walk = _Walk(budget or FieldBudget(), waits)
     for stored in records:
         walk.record(stored)
     walk.close()

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import msgspec
 
+from holon_ctx.ledger.calls import call_marks
 from holon_ctx.ledger.records import OPERATOR_TRIGGERS, Turn
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
 from holon_ctx.ledger.writer import Row
@@ -68,7 +69,10 @@ x AS (INSERT INTO holon_wait_states SELECT s.sid, u.pos, u.id, u.status,
       decode(u.state, 'base64') FROM s, json_to_recordset(%(waits)s::json)
       AS u(pos bigint, id text, status text, state text)),
 h AS (INSERT INTO holon_high_turns SELECT s.sid, u.* FROM s, json_to_recordset(%(high)s::json)
-      AS u(seq bigint, pos bigint) ON CONFLICT (sid, seq) DO NOTHING)
+      AS u(seq bigint, pos bigint) ON CONFLICT (sid, seq) DO NOTHING),
+k AS (INSERT INTO holon_calls SELECT s.sid, u.* FROM s, json_to_recordset(%(calls)s::json)
+      AS u(call_id text, pos bigint, state text) ON CONFLICT (sid, call_id) DO UPDATE
+      SET pos = excluded.pos, state = excluded.state WHERE holon_calls.pos < excluded.pos)
 SELECT count(*) FROM s"""
 
 #: Each table's columns after ``sid``, as :data:`APPEND_IF_END` names them in its JSON rows.
@@ -79,6 +83,7 @@ _COLUMNS: Final = {
     "wis": ("pos", "id", "state"),
     "waits": ("pos", "id", "status", "state"),
     "high": ("seq", "pos"),
+    "calls": ("call_id", "pos", "state"),
 }
 
 
@@ -90,7 +95,7 @@ def record_values(row: Row) -> tuple[Any, ...]:
 
 def derived_values(row: Row, counter_identity: str) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """``(table, values after sid)`` of the rows derived from ``row``: its count, and its turn,
-    work-item state, wait state and high-turn mark when it has them."""
+    work-item state, wait state, high-turn mark and calls' new states when it has them."""
     yield "counts", (counter_identity, row.pos, row.tokens)
     rec = row.record
     if row.turn is not None and isinstance(rec, Turn):
@@ -104,6 +109,8 @@ def derived_values(row: Row, counter_identity: str) -> Iterator[tuple[str, tuple
     if row.marks_high and row.turn_seq is not None:
         # In position order, ON CONFLICT DO NOTHING: the first record that marks it wins.
         yield "high", (row.turn_seq, row.pos)
+    for call_id, call_state in call_marks(rec):
+        yield "calls", (call_id, row.pos, call_state.value)
 
 
 def append_params(sid: int, old_end: int, rows: list[Row],
@@ -114,6 +121,8 @@ def append_params(sid: int, old_end: int, rows: list[Row],
         tables["records"].append(dict(zip(_COLUMNS["records"], record_values(row), strict=True)))
         for table, values in derived_values(row, counter_identity):
             tables[table].append(dict(zip(_COLUMNS[table], values, strict=True)))
+    # One row per call: an upsert may not touch a row twice in one statement (the newest wins).
+    tables["calls"] = list({row["call_id"]: row for row in tables["calls"]}.values())
     return {"sid": sid, "old_end": old_end, "new_end": old_end + len(rows),
             **{name: _encode(found).decode() for name, found in tables.items()}}
 

@@ -30,6 +30,7 @@ from typing import Any, Final
 import msgspec
 
 from holon_ctx.errors import LedgerFormatError, StoreError, quote_value
+from holon_ctx.ledger.calls import last_per_call
 from holon_ctx.ledger.records import Record, Turn, record_ref
 from holon_ctx.ledger.state import TurnInfo, WaitState
 from holon_ctx.ledger.writer import LedgerMovedError, Lookups, Row, append_records
@@ -45,6 +46,7 @@ from holon_ctx.postgres.appends import (
 )
 from holon_ctx.postgres.connection import psycopg_module
 from holon_ctx.postgres.ledger_reads import _PostgresLedgerBase, _record_decoder, _wait_decoder, _wi_decoder
+from holon_ctx.postgres.schema import UPSERT_CALL
 from holon_ctx.postgres.session import ConnectionLost
 
 #: The session row, locked as every append locks it first (``appends_held``).
@@ -55,7 +57,7 @@ _IDLE: Final = 0
 __all__ = ["PostgresStore"]
 
 _DERIVED_TABLES: Final = ("holon_turns", "holon_token_counts", "holon_work_item_states",
-                          "holon_wait_states", "holon_high_turns")
+                          "holon_wait_states", "holon_high_turns", "holon_calls")
 #: Buffered rows that force an insert mid-chunk (a chunk of 512 records makes at most ~1k rows;
 #: this only bounds memory for a backend driven without prefetch).
 _PENDING_ROWS: Final = 4096
@@ -206,6 +208,8 @@ class PostgresStore(_PostgresLedgerBase):
         # Never through COPY (it has no ON CONFLICT): session.insert sends it as INSERTs.
         "high": ("holon_high_turns",
                  "INSERT INTO holon_high_turns VALUES (%s,%s,%s) ON CONFLICT (sid, seq) DO NOTHING"),
+        # Never through COPY either; a row per statement, so a batch may name a call twice.
+        "calls": ("holon_calls", UPSERT_CALL),
         # Counts a read made under this counter (use_counter); another process may have written
         # the same ones, so conflicts are skipped (never through COPY either).
         "recounts": ("holon_token_counts",
@@ -217,6 +221,7 @@ class PostgresStore(_PostgresLedgerBase):
         """Insert the buffered rows (inside the batch's transaction), and at the end of a batch
         its new ``end_pos`` with them; the pending sets and the prefetched answers go too: from
         now on the database answers for those rows."""
+        self._buf["calls"] = last_per_call(self._buf["calls"])
         self._h.insert([(*self._INSERTS[name], rows) for name, rows in self._buf.items()],
                        after=[] if end_pos is None else [
                            ("UPDATE holon_sessions SET end_pos=%s WHERE sid=%s",

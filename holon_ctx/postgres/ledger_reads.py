@@ -23,7 +23,7 @@ from holon_ctx.ledger.locking import lock_timeout
 from holon_ctx.ledger.readcache import DecodedRecords, OpenWaits
 from holon_ctx.ledger.records import Record
 from holon_ctx.ledger.state import TurnInfo, WaitState, WorkItemState
-from holon_ctx.ledger.store import LedgerStats, StoredRecord
+from holon_ctx.ledger.store import CallRecord, CallState, LedgerStats, StoredRecord
 from holon_ctx.postgres.ahead import read_ahead
 from holon_ctx.postgres.appends import (
     Known,
@@ -56,6 +56,11 @@ _TURNS_AND_RECORDS = (
     f"SELECT {_COLS}, r.kind = 'turn' FROM holon_records r WHERE r.sid=%(sid)s AND "
     "(r.pos = ANY(ARRAY(SELECT pos FROM t)) OR (r.turn_seq BETWEEN (SELECT min(seq) FROM t) "
     "AND (SELECT max(seq) FROM t) AND r.pos + 0 < %(lim)s AND r.kind <> 'turn'))")
+#: The end and the calls waiting as of it (one statement: one snapshot), each with its newest
+#: record; the partial index holds only the calls waiting (postgres/schema.py, version 8).
+_WAITING_CALLS = (f"SELECT s.end_pos, c.call_id, c.state, {_COLS} FROM holon_sessions s "
+                  "LEFT JOIN (holon_calls c JOIN holon_records r ON r.sid=c.sid AND r.pos=c.pos) "
+                  "ON c.sid=s.sid AND c.state <> 'answered' WHERE s.sid=%(sid)s ORDER BY r.pos")
 #: The advisory lock space of compactions (``pg_advisory_lock(class, session)``): "HOLC".
 _COMPACTION_LOCK_CLASS: Final = 0x484F4C43
 _INT4: Final = 2**31
@@ -135,7 +140,7 @@ class _PostgresLedgerBase:
         self._appended = 0
         self._buf: dict[str, list[tuple[Any, ...]]] = {
             "records": [], "counts": [], "turns": [], "wis": [], "waits": [], "high": [],
-            "recounts": []}
+            "calls": [], "recounts": []}
         self._pending_refs: set[str] = set()
         self._pending_turns: dict[str, TurnInfo] = {}
         self._pending_last: TurnInfo | None = None
@@ -348,6 +353,26 @@ class _PostgresLedgerBase:
         found = self._records("WHERE r.sid=%(sid)s AND r.kind='pin' AND r.pos<%(lim)s "
                               "ORDER BY r.pos DESC LIMIT %(n)s", {"lim": limit_pos, "n": count})
         return found[::-1]
+
+    def waiting_calls(self) -> tuple[int, list[CallRecord]]:
+        rows = self._rows(_WAITING_CALLS, {"sid": self.sid, "counter": self._counter_id},
+                          binary=True)
+        if not rows:
+            raise StoreError(f"{self.where}: session {quote_value(self.session)} was deleted")
+        end = int(rows[0][0])
+        if self._known is not None and self._known.end != end:
+            self._known = None  # another writer appended (as end_pos)
+        stored = self._decoded.stored
+        return end, [CallRecord(cid, CallState(state), stored(*row))
+                     for _, cid, state, *row in rows if cid is not None]
+
+    def call_record(self, call_id: str) -> CallRecord | None:
+        found = self._rows(f"SELECT c.state, {_COLS} FROM holon_calls c JOIN holon_records r "
+                           "ON r.sid=c.sid AND r.pos=c.pos WHERE c.sid=%(sid)s AND "
+                           "c.call_id=%(id)s", {"sid": self.sid, "id": call_id,
+                                                "counter": self._counter_id}, binary=True)
+        return None if not found else CallRecord(call_id, CallState(found[0][0]),
+                                                 self._decoded.stored(*found[0][1:]))
 
     def iter_records(self) -> Iterator[Record]:
         """Every record in order, as of the call (a page of positions per round trip)."""

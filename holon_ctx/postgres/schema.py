@@ -26,6 +26,9 @@ estimate, which calibration reads by model and ``replay`` / ``explain`` by turn.
 ``holon_episodes_runs``, the ledger position each archive run read up to (RFC 0020). Version 7
 adds ``holon_episodes_forms``, the token counts of each episode's rendered forms stored when it is
 archived (RFC 0024 decision 6; :mod:`holon_ctx.memory.index`): derived, as the episodes are.
+Version 8 adds ``holon_calls``, each tool call's newest record (position and state), written by
+every append and filled from the records of existing sessions when it migrates
+(:func:`rebuild_calls`; RFC 0008 decision 5, :mod:`holon_ctx.ledger.calls`): derived.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import attrs
 import msgspec
 
 from holon_ctx.errors import StoreError, quote_value
+from holon_ctx.ledger.calls import call_marks
 from holon_ctx.ledger.facts import HIGH_INDEX_KEY, marks_high
 from holon_ctx.ledger.records import Record
 
@@ -44,7 +48,7 @@ __all__ = ["SCHEMA_VERSION", "SESSION_TABLES", "SessionInfo", "check_session_key
            "create_session", "delete_session", "ensure_schema", "find_session", "list_sessions",
            "schema_version"]
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 #: Key of the transaction-level advisory lock that serialises migrations (arbitrary, fixed).
 _MIGRATION_LOCK: Final = 0x686F6C6F6E  # "holon"
 
@@ -233,9 +237,20 @@ _V7_EPISODE_FORMS = [
     *(f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _V7_SESSION_TABLES),
 ]
 
+_V8_SESSION_TABLES: Final = ("holon_calls",)
+_V8_CALLS = [
+    # call_id → its newest record's position and state (announced, pending, answered); the
+    # partial index holds the calls still waiting, what a session reads when it opens.
+    """CREATE TABLE holon_calls (
+        sid bigint NOT NULL, call_id text NOT NULL, pos bigint NOT NULL, state text NOT NULL,
+        PRIMARY KEY (sid, call_id))""",
+    "CREATE INDEX holon_calls_waiting ON holon_calls (sid, pos) WHERE state <> 'answered'",
+    *(f"ALTER TABLE {table} ALTER COLUMN sid SET STATISTICS 0" for table in _V8_SESSION_TABLES),
+]
+
 #: Every table keyed by session: what deleting a session empties (a test checks the catalogue).
 SESSION_TABLES: Final = (*_V2_SESSION_TABLES, *_V4_SESSION_TABLES, *_V5_SESSION_TABLES,
-                         *_V6_SESSION_TABLES, *_V7_SESSION_TABLES)
+                         *_V6_SESSION_TABLES, *_V7_SESSION_TABLES, *_V8_SESSION_TABLES)
 
 #: Migrations from version N to N+1, each a list of statements run in one transaction.
 MIGRATIONS: Final[dict[int, list[str]]] = {
@@ -246,7 +261,12 @@ MIGRATIONS: Final[dict[int, list[str]]] = {
     4: _V5_USAGE,
     5: _V6_EPISODE_RUNS,
     6: _V7_EPISODE_FORMS,
+    7: _V8_CALLS,
 }
+#: The newest record wins, whatever order rows come in (each row its own statement).
+UPSERT_CALL: Final = ("INSERT INTO holon_calls VALUES (%s,%s,%s,%s) ON CONFLICT (sid, call_id) "
+                      "DO UPDATE SET pos = excluded.pos, state = excluded.state "
+                      "WHERE holon_calls.pos < excluded.pos")
 
 
 def schema_version(conn: Any, where: str) -> int:
@@ -276,6 +296,8 @@ def ensure_schema(conn: Any, where: str) -> int:
         while version < SCHEMA_VERSION:
             for statement in MIGRATIONS[version]:
                 conn.execute(statement)
+            if version == 7:  # the calls of the sessions already there, from their records
+                rebuild_calls(conn)
             version += 1
             conn.execute("INSERT INTO holon_meta VALUES ('schema_version', %s) ON CONFLICT (key) "
                          "DO UPDATE SET value = excluded.value", (str(version),))
@@ -310,6 +332,25 @@ def rebuild_high_turns(conn: Any, sid: int | None = None) -> None:
     if sid is None:
         conn.execute("INSERT INTO holon_meta VALUES ('high_index', %s) ON CONFLICT (key) "
                       "DO UPDATE SET value = excluded.value", (HIGH_INDEX_KEY,))
+
+
+def rebuild_calls(conn: Any, sid: int | None = None) -> None:
+    """Recompute ``holon_calls`` from the replies and ``tool`` records (every session, or
+    ``sid``'s) inside the caller's transaction; each call's newest record is kept in memory
+    until its session's records are read (a call id per entry, not its records)."""
+    session, args = ("sid=%s", (sid,)) if sid is not None else ("true", ())
+    conn.execute(f"DELETE FROM holon_calls WHERE {session}", args)
+    newest: dict[tuple[int, str], tuple[int, str]] = {}
+    with conn.cursor(name="holon_calls_rebuild") as cur:
+        cur.execute(f"SELECT sid, pos, line FROM holon_records WHERE {session} "
+                    "AND kind IN ('message', 'tool') ORDER BY sid, pos", args, binary=True)
+        while batch := cur.fetchmany(4096):
+            for s, pos, line in batch:
+                for call_id, state in call_marks(_record_decoder.decode(line)):
+                    newest[s, call_id] = (pos, state.value)
+    with conn.cursor() as ins:
+        ins.executemany(UPSERT_CALL, [(s, cid, pos, state)
+                                      for (s, cid), (pos, state) in newest.items()])
 
 
 def check_session_key(key: str) -> str:

@@ -80,11 +80,17 @@ def load_price_table(path: str | Path) -> PriceTable:
     """A price table from a JSON file ``{"name": …, "cache_read": 0.1, "cache_write": 1.25}``."""
     source = str(path)
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = Path(path).read_bytes()
+        raw = json.loads(data.decode("utf-8"))
     except OSError as exc:
         raise InputError(f"cannot read price table: {exc.strerror}", source=source) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a JSON price table ({exc})", source=source) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not a JSON price table: invalid UTF-8 at byte {exc.start}",
+                         source=source, line=data.count(b"\n", 0, exc.start) + 1) from None
+    except json.JSONDecodeError as exc:
+        # file:line as every other reader says it, not the decoder's "line 3 column 1 (char 34)".
+        raise InputError(f"not a JSON price table: {exc.msg} (column {exc.colno})",
+                         source=source, line=exc.lineno) from None
     if not isinstance(raw, dict):
         raise InputError("expected a JSON object", source=source, path="$")
     values: dict[str, float] = {}

@@ -185,7 +185,8 @@ class _History:
     def __init__(self, store: LedgerStore, counter: TokenCounter) -> None:
         self.store = store
         self.counter = counter
-        self.renderer = Renderer(counter, store.counter_identity, Policy(caps=_UNCAPPED))
+        self.renderer = Renderer(counter, store.counter_identity, Policy(caps=_UNCAPPED),
+                                 store=store)
         self.system: Part | None = None
         self.parts: list[list[Part]] = []  # per turn
         #: Each turn's records (``parts`` rendered them), and every tool run with its turn.
@@ -197,7 +198,8 @@ class _History:
         #: Masked turns' parts, by turn and the refs masked in it (a set that only grows).
         self._masked: dict[tuple[int, frozenset[str]], list[Part]] = {}
         # Its own renderer: a masked run has the ref of the whole one, and renderers memoise.
-        self._masker = Renderer(counter, store.counter_identity, Policy(caps=_UNCAPPED))
+        self._masker = Renderer(counter, store.counter_identity, Policy(caps=_UNCAPPED),
+                                store=store)
         self.pos = 0
 
     def grow(self, limit: int) -> None:

@@ -70,7 +70,7 @@ class Projector:
         policy = policy or Policy()
         self.policy = policy if limits is None else attrs.evolve(policy, window=limits)
         self.limits = self.policy.window
-        self.renderer = Renderer(self.counter, store.counter_identity, self.policy)
+        self.renderer = Renderer(self.counter, store.counter_identity, self.policy, store=store)
         self._facts = FactsCache()
         self._headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}
 

@@ -25,7 +25,7 @@ import attrs
 
 from holon_ctx.ledger.body import block_safe, record_body_counted
 from holon_ctx.ledger.records import Tool, Trust
-from holon_ctx.ledger.store import StoredRecord
+from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.projection.base.formats import (
     FENCE_CLOSE,
     HEADING,
@@ -56,8 +56,13 @@ class BlockRenderer:
 
     def __init__(self, counter: TokenCounter, store_counter: str,
                  policy: Policy | None = None, framing: Framing | None = None, *,
-                 records_of: BlockRenderer | None = None) -> None:
+                 records_of: BlockRenderer | None = None,
+                 store: LedgerStore | None = None) -> None:
         self.counter = counter
+        #: The ledger the records come from, asked whether a wait a record names was still open
+        #: (``closed_before``); None (a renderer of loose records) labels as the record says.
+        self.store: LedgerStore | None = (store if store is not None or records_of is None
+                                          else records_of.store)
         #: How the provider frames a request of these blocks (RFC 0022; default OpenAI's).
         self.framing = framing if framing is not None else default_framing(counter)
         self.policy = policy or Policy()

@@ -19,6 +19,7 @@ from typing import Final
 
 import attrs
 
+from holon_ctx.ledger.answers import closed_before
 from holon_ctx.ledger.body import block_safe, record_body
 from holon_ctx.ledger.records import (
     Brief,
@@ -112,12 +113,13 @@ class RecordRenderer(BlockRenderer):
                 block = fenced(stored, f"brief {ref} ({rec.kind.value}, model-written):",
                                caps.brief)
             case TaskResult():
-                label = _task_label(rec, ref, chars)
+                label = _task_label(rec, ref, chars, self.named_wait(stored, rec.wait_id,
+                                                                     "resolves"))
                 block = (fenced(stored, label, caps.task) if rec.summary.strip()
                          else self.line(label, [ref]))
             case ExternalEvent():
-                wait = (f", matches wait {label_value(rec.wait_id, chars.ident)}" if rec.wait_id
-                        else "")
+                named = self.named_wait(stored, rec.wait_id, "matches")
+                wait = f", {named}" if named else ""
                 block = fenced(
                     stored, f"{ref} from {label_value(rec.source, chars.source)} (untrusted, not "
                     f"operator input{wait}):", caps.external)
@@ -135,6 +137,19 @@ class RecordRenderer(BlockRenderer):
             case _:
                 block = self.line(f"{ref}", [ref])
         return [block]
+
+    def named_wait(self, stored: StoredRecord, wait_id: str | None, verb: str) -> str:
+        """``matches wait W`` (``verb``) for a record naming a wait that was open; ``names wait W,
+        already answered by REF`` or ``already closed`` when it was not (a late or repeated
+        answer must not read as the one that resolved it); "" when it names none."""
+        if wait_id is None:
+            return ""
+        ident = label_value(wait_id, self.chars.ident)
+        store = self.store
+        closed = "" if store is None else self.memo(
+            ("closed_before", stored.ref),
+            lambda: closed_before(store, stored.pos, wait_id) or "")
+        return f"names wait {ident}, already {closed}" if closed else f"{verb} wait {ident}"
 
     def work_item_change(self, stored: StoredRecord, rec: WorkItem, *,
                          current_objective: bool = False,
@@ -286,15 +301,15 @@ _COMMAND_BEFORE: Final = frozenset("\n`$ \t")
 _COMMAND_AFTER: Final = frozenset("\n`")
 
 
-def _task_label(rec: TaskResult, ref: str, chars: TextLimits) -> str:
+def _task_label(rec: TaskResult, ref: str, chars: TextLimits, named_wait: str) -> str:
     """A task result's label line: the task, its status and what it says it did."""
     facts = [f"task {label_value(rec.task_id, chars.ident)} {rec.status.value}"]
     if rec.verification:
         facts.append("verification")
     if rec.spawned_by_turn_id:
         facts.append(f"spawned by turn:{rec.spawned_by_turn_id}")
-    if rec.wait_id:
-        facts.append(f"resolves wait {label_value(rec.wait_id, chars.ident)}")
+    if named_wait:
+        facts.append(named_wait)
     if rec.output_ref:
         facts.append(f"output {label_value(rec.output_ref, chars.output_ref)}")
     return f"{ref}: " + "; ".join(facts)

@@ -54,6 +54,7 @@ from holon_ctx.projection.provider_formats.native import (
     system_part,
     text_part,
 )
+from holon_ctx.projection.rendering.clipping import Clipper
 from holon_ctx.projection.rendering.effects import track_effects
 from holon_ctx.projection.rendering.render import Renderer
 from holon_ctx.tokens import TokenCounter
@@ -94,9 +95,12 @@ class Frozen:
     still_open: frozenset[str] = frozenset()
 
 
-def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Renderer) -> list[Item]:
+def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Renderer, *,
+                   anchor_cap: int | None = None) -> list[Item]:
     """The current input's turns as recent turns, in ledger order (each keeps its pinned slot
-    order, so the planner upgrades them in the usual precedence)."""
+    order, so the planner upgrades them in the usual precedence). ``anchor_cap``: a continuation
+    anchor whose full form takes more tokens is offered in its compact form only (see
+    :func:`replan`)."""
     view = ctx.view
     items: list[Item] = []
     wanted: list[tuple[TurnUnit, str]] = []
@@ -108,13 +112,59 @@ def _current_items(ctx: Context, turns: TurnItems, chain_of: ChainOf, r: Rendere
         wanted.append((ctx.previous_step, "previous_step"))
     wanted.append((view.current, "current_turn"))
     for unit, slot_name in wanted:
-        items.append(turns.item(unit, Section.RECENT_TURNS, SLOTS[slot_name].order,
-                                (unit.turn.seq,), chain_of(unit.turn.id)))
+        item = turns.item(unit, Section.RECENT_TURNS, SLOTS[slot_name].order,
+                          (unit.turn.seq,), chain_of(unit.turn.id))
+        if slot_name == "continuation_anchor" and anchor_cap is not None \
+                and Form.FULL in item.forms and Form.COMPACT in item.forms \
+                and item.forms[Form.FULL].tokens > anchor_cap:
+            item = _words_only(item, r)
+        items.append(item)
     if ctx.exchange is not None:
         exchange = sections.exchange_item(ctx, r)
         items.append(attrs.evolve(exchange, section=Section.RECENT_TURNS,
                                   position=(ctx.exchange.unit.turn.seq, 1)))
     return items
+
+
+def _words_only(item: Item, r: Renderer) -> Item:
+    """A capped anchor (see :func:`replan`): its full form cut right after the operator's words,
+    with the ref of its full text — the same first bytes as the full form, so a prompt that
+    showed the anchor whole (a whole epoch, RFC 0025) keeps the words in its cached prefix.
+    When no shorter cut keeps every word: its compact form (the words verbatim, its records a
+    line each) if that is shorter, else the item as it is (its full form is the words)."""
+    full = item.forms[Form.FULL]
+    # Remembered by the form it cuts: a loop's re-plans (and each plan budget a re-plan tries)
+    # cut the same anchor again and again, ~11 clips a search.
+    (best,) = r.memo(("anchor_words_cut", full.text, full.tokens), lambda: (_cut(full, r),))
+    lower = [v for f, v in item.forms.items() if f < Form.COMPACT]
+    if best is not None and best.tokens < full.tokens \
+            and all(set(v.refs) <= set(best.refs) for v in lower):
+        # In place of the compact form too: a larger budget never loses a ref (the compact
+        # form's lines name each record; the cut names the turn's full text instead).
+        forms = {f: v for f, v in item.forms.items() if f < Form.COMPACT}
+        forms[Form.FULL] = best
+    elif item.forms[Form.COMPACT].tokens < full.tokens:
+        forms = {f: v for f, v in item.forms.items() if f is not Form.FULL}
+    else:
+        return item  # its full form is the words (nothing else to give way)
+    return attrs.evolve(item, forms=forms, grow=None, shrink=None)
+
+
+def _cut(full: Rendered, r: Renderer) -> Rendered | None:
+    """The shortest cut of ``full`` that keeps every block of the operator's words as it is
+    (None: none does)."""
+    words = [b for b in full.blocks if b.kind is BlockKind.OPERATOR]
+    clip = Clipper(r).clip
+    lo, hi = 1, full.tokens
+    best: Rendered | None = None
+    while lo <= hi:  # a longer cut keeps more of the blocks: the least that keeps the words
+        mid = (lo + hi) // 2
+        cut = clip(full, mid)
+        if cut is not None and all(b in cut.blocks for b in words):
+            best, hi = cut, mid - 1
+        else:
+            lo = mid + 1
+    return best
 
 
 @attrs.frozen
@@ -159,14 +209,26 @@ def prepare(store: LedgerStore, r: Renderer, policy: Policy, episodes: EpisodeSo
 def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
            episodes: EpisodeSource | None, control: ControlState | None, *, limit_pos: int,
            budget_tokens: int, headers: dict[Section, int],
-           environment_form: Form | None = None, prepared: Prepared | None = None) -> Frozen:
+           environment_form: Form | None = None, prepared: Prepared | None = None,
+           anchor_cap: int | None = None) -> Frozen:
     """Plan the ledger as of ``limit_pos`` under ``budget_tokens`` and lay it out (see above).
 
     ``environment_form``: the environment's one form, decided by the caller (None: the planner
     chooses, as a stateless projection does). A session fixes it for its budget, so that the
     stable prefix reads the same at every re-plan whatever the plan budget (RFC 0025).
     ``prepared``: what :func:`prepare` read at this position with this ``control`` and
-    ``episodes`` (None: read now)."""
+    ``episodes`` (None: read now).
+
+    ``anchor_cap``: a continuation anchor whose full form takes more tokens is offered only as
+    its operator's words — the full form cut right after them, with the ref of its full text
+    (:func:`_words_only`) — so that the turns pinned whole leave room for an agent loop to go
+    on (RFC 0010, decision 7). The anchor
+    of a loop is the operator's turn, whose full form holds the loop's first reply and output;
+    left to the planner, a re-plan at a small budget raised its plan to the brim for it and the
+    last two steps, the next step did not fit, and the loop re-planned at almost every step. A
+    session passes what leaves room for three steps (session_epochs); fixed by the budget, not by
+    the room at each re-plan, so every epoch shows the anchor in the same form and its cached
+    prefix survives the re-plans (as the environment's, RFC 0025)."""
     if prepared is None:
         prepared = prepare(store, r, policy, episodes, control, limit_pos=limit_pos)
     refused = prepared.refusals.get(environment_form)
@@ -181,8 +243,8 @@ def replan(store: LedgerStore, r: Renderer, policy: Policy, facts: FactsCache,
     if environment_form is not None:
         environment = [attrs.evolve(it, forms={environment_form: it.forms[environment_form]})
                        for it in environment]
-    items = [*environment, *episode_items,
-             *_tier0(history, prepared).items, *_current_items(ctx, turns, history.chain_of, r)]
+    items = [*environment, *episode_items, *_tier0(history, prepared).items,
+             *_current_items(ctx, turns, history.chain_of, r, anchor_cap=anchor_cap)]
     try:
         projection, chosen = plan_and_assemble(ctx, history, items, recalled, r,
                                                budget_tokens=budget_tokens, headers=headers)

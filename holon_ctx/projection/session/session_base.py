@@ -46,7 +46,7 @@ from holon_ctx.tokens import TokenCounter, store_counter
 
 #: Changes whenever what a walk renders changes: part of every state key, so a persisted state
 #: made by other code is never continued (it is rebuilt instead).
-ENGINE_VERSION: Final = "session/13"
+ENGINE_VERSION: Final = "session/14"
 
 
 class _ProjectorBase:
@@ -69,7 +69,8 @@ class _ProjectorBase:
         self.epochs: EpochStore = epochs if epochs is not None else MemoryEpochStore()
         #: How the provider frames a request (RFC 0022): the messages layout is budgeted with it.
         self.framing = Framing(framing or OPENAI, self.counter)
-        self.renderer = Renderer(self.counter, store.counter_identity, self.policy, self.framing)
+        self.renderer = Renderer(self.counter, store.counter_identity, self.policy, self.framing,
+                                 store=store)
         self._entry_renderers: dict[int, Renderer] = {}
         self._facts = FactsCache()
         self._headers = {s: self.counter.count(SECTION_TITLES[s] + "\n") for s in Section}

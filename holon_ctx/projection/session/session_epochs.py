@@ -69,13 +69,18 @@ class _EpochPlanner(_ProjectorBase):
         tried_full = shrinking = False
         over = step = 0
         prepared = self._prepared_at(limit, control)
+        # The continuation anchor's full form only where it leaves room for three agent steps
+        # of the largest size a step joins the history in (a reply and a result, the result at
+        # most an entry's share): the previous step, the current one and the next (replan's
+        # ``anchor_cap``; RFC 0010, decision 7). Fixed by the budget, so every epoch agrees.
+        anchor_cap = budget - 3 * (int(budget * self.session.entry_share) + 2 * RECORD_OVERHEAD)
         for _ in range(16):
             try:
                 frozen = replan(self.store, self.renderer, self.policy, self._facts,
                                 self.episodes, control,  # type: ignore[arg-type]
                                 limit_pos=limit, budget_tokens=plan_budget,
                                 headers=self._headers, environment_form=env_form,
-                                prepared=prepared)
+                                prepared=prepared, anchor_cap=anchor_cap)
             except BudgetTooSmallError as exc:
                 if tried_full or plan_budget >= budget:
                     # Said against the caller's budget: the pinned part the planner could not
