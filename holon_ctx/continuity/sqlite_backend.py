@@ -37,6 +37,9 @@ def file_name(path: str) -> str:
 
 #: Version of the ``continuity_*`` table layout; a database with another version is refused.
 SCHEMA_VERSION: Final = "1"
+#: A connection this backend opens checkpoints as the ledger's do (see ``__init__``).
+_WAL_AUTOCHECKPOINT: Final = 2000
+_WAL_SIZE_LIMIT: Final = 64 * 1024 * 1024
 
 _APPEND_ONLY: Final = ("continuity_envelopes", "continuity_journal", "continuity_events")
 
@@ -105,6 +108,13 @@ class SQLiteBackend:
                 # commands pass their own, so the governed store waits as long as the ledger does).
                 self._conn = sqlite3.connect(file_name(os.fspath(source)), isolation_level=None,
                                              timeout=timeout)
+                # Beside a ledger, the file's checkpoint settings (holon_ctx.ledger.walpolicy:
+                # this package imports nothing of the ledger, so the values are repeated, and
+                # tests/test_wal_policy.py holds them equal): SQLite checkpoints from whichever
+                # connection commits past its own threshold, so this one must not keep the
+                # default. (secure_delete is left as built: this store's rows are tiny.)
+                self._conn.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT}")
+                self._conn.execute(f"PRAGMA journal_size_limit={_WAL_SIZE_LIMIT}")
             with self._write():
                 for statement in _statements():
                     self._conn.execute(statement)

@@ -8,8 +8,7 @@ tables loses nothing the ledger cannot rebuild):
 
 ``episodes``           one row per episode: ``num`` (append order), id, covered range, owner,
                        digest, term count, canonical body. Append-only.
-``episodes_turns``     turn id (primary key) → ``num``: the database itself refuses a turn
-                       covered by two episodes.
+``episodes_turns``     turn id (primary key) → ``num``: the database refuses a turn in two episodes.
 ``episodes_terms``     term → document frequency and number of posting blocks.
 ``episodes_postings``  (term, block) → up to :data:`BLOCK` postings packed as little-endian
                        uint32 triples ``(num, tf, length)``. Appending touches only the last block
@@ -41,7 +40,7 @@ from typing import Any
 
 from holon_ctx.continuity.sqlite_backend import file_name
 from holon_ctx.errors import StoreError
-from holon_ctx.ledger import locking
+from holon_ctx.ledger import locking, walpolicy
 from holon_ctx.ledger.postings import (
     BLOCK,
     PostingsHead,
@@ -145,6 +144,7 @@ class SqliteEpisodeStore:
             self._db = sqlite3.connect(file_name(self.path), isolation_level=None, check_same_thread=False,
                                        timeout=timeout)
             self._db.execute("PRAGMA synchronous=NORMAL")
+            walpolicy.tune_wal(self._db)
             if create:
                 self._db.executescript(_SCHEMA)
             elif not self._db.execute(

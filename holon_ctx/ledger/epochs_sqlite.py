@@ -17,6 +17,7 @@ from holon_ctx.ledger.epochs import (
     decode_starts,
     decode_state,
 )
+from holon_ctx.ledger.walpolicy import tune_wal
 
 __all__ = ["SqliteEpochStore", "epoch_store_for"]
 
@@ -44,6 +45,7 @@ class SqliteEpochStore:
             # WAL): a re-plan lost to a power cut is walked again from the checkpoint, the same
             # bytes (RFC 0024 decision 4), so its commit need not wait for a disk flush.
             self._db.execute("PRAGMA synchronous=NORMAL")
+            tune_wal(self._db)
             self._created = False
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open session state ({exc})") from None

@@ -10,9 +10,8 @@ fact, with the position of the record that marked it; see :mod:`holon_ctx.ledger
 high-turn index is rebuilt on open when it was built under another ``HIGH_INDEX_KEY`` (meta
 ``high_index``). Each projection read is an indexed range or point query.
 
-Length: past the house's ~400 lines because the store is one class over one connection (schema,
-migrations, the append backend and every read of the Protocol); splitting it would split the
-transaction handling the reads and writes share.
+Length: past the house's ~400 lines: one class over one connection (schema, migrations, the append
+backend, every read of the Protocol); splitting it would split the transactions they share.
 
 Durability: a batch is one ``BEGIN IMMEDIATE … COMMIT``. A writer killed mid-batch leaves nothing of
 that batch (WAL rollback on next open); readers in other processes see only committed batches.
@@ -31,7 +30,7 @@ import msgspec
 
 from holon_ctx.continuity.sqlite_backend import file_name
 from holon_ctx.errors import StoreError
-from holon_ctx.ledger import calls_sqlite, compaction_lock, locking
+from holon_ctx.ledger import calls_sqlite, compaction_lock, locking, walpolicy
 from holon_ctx.ledger.body import record_body
 from holon_ctx.ledger.calls import call_marks, last_per_call
 from holon_ctx.ledger.dbpath import missing_directory, not_a_database_file
@@ -139,6 +138,7 @@ class SqliteStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             self._db.execute("PRAGMA foreign_keys=OFF")
+            walpolicy.tune_wal(self._db)  # checkpoints: RFC 0001, "WAL checkpoints"
             self._migrate()
             self._check_high_index()
         except sqlite3.DatabaseError as exc:

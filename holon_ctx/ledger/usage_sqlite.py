@@ -18,6 +18,7 @@ import msgspec
 from holon_ctx.continuity.sqlite_backend import file_name
 from holon_ctx.errors import StoreError
 from holon_ctx.ledger.usage import WINDOW, MemoryUsageStore, Observation, UsageStore
+from holon_ctx.ledger.walpolicy import tune_wal
 
 __all__ = ["SqliteUsageStore", "usage_store_for"]
 
@@ -41,6 +42,7 @@ class SqliteUsageStore:
         try:
             self._db = sqlite3.connect(file_name(self.path), isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA busy_timeout=10000")
+            tune_wal(self._db)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open usage observations ({exc})") from None
         self._created = False
