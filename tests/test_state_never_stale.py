@@ -42,7 +42,7 @@ from holon_ctx.ledger.records import (
 )
 from holon_ctx.ledger.sqlite import SqliteStore
 from holon_ctx.memory import source
-from holon_ctx.memory.unresolved import todo_key
+from holon_ctx.memory.unresolved import call_key, todo_key
 from holon_ctx.projection.base import waits
 from holon_ctx.projection.planning.projector import Projector
 from holon_ctx.projection.session.session import SessionProjector
@@ -497,7 +497,7 @@ _STILL_OPEN_WAIT = re.compile(r"\[STILL OPEN[^\]]*\] waiting: wait (\S+?):", re.
 def open_keys(records: list[Record]) -> dict[str, bool]:
     """Whether each obligation key the family can leave is open in the ledger, read here from
     the records: waits (:func:`latest_state`), the work item's todos and blocker, pending calls
-    (the session keys a call by its provider id)."""
+    (the session keys a call by its provider id, tool and arguments: ``call_key``)."""
     out = {f"wait_id:{w}": t.open for w, t in latest_state(records).items()}
     for wid, t in items_state(records).items():
         finished = t.status in ("done", "abandoned")
@@ -506,7 +506,7 @@ def open_keys(records: list[Record]) -> dict[str, bool]:
             out[todo_key(wid, text)] = not finished and not done
     for rec in records:
         if isinstance(rec, Tool) and rec.call_id:
-            out[f"call:{rec.call_id}"] = rec.status is ToolStatus.PENDING
+            out[f"call:{call_key(rec, '')}"] = rec.status is ToolStatus.PENDING
     return out
 
 

@@ -52,7 +52,14 @@ from holon_ctx.ledger.records import (
 from holon_ctx.ledger.store import LedgerStore, StoredRecord
 from holon_ctx.ledger.units import TurnUnit
 from holon_ctx.memory.episodes import Claim, Episode, Field, Span, episode_id, source_digest
-from holon_ctx.memory.unresolved import OpenKind, call_key, is_approval, resolves, todo_key
+from holon_ctx.memory.unresolved import (
+    OpenKind,
+    call_key,
+    call_label,
+    is_approval,
+    resolves,
+    todo_key,
+)
 from holon_ctx.projection.base.formats import code_span, label_value, one_line, speech
 
 __all__ = ["DECISION_MARKERS", "FIELD_OF", "SHORT_REPLY", "FieldBudget", "build_episode",
@@ -304,7 +311,7 @@ class _Walk:
         for resolved in resolves(rec, stored.ref):
             self.open.pop(resolved, None)
         preview = f"{label_value(rec.tool_name, 40)} {code_span(rec.args_preview, 100)}"
-        call = label_value(key, 80)
+        call = label_value(call_label(rec, stored.ref), 80)
         if rec.pending:
             self.open[f"call:{key}"] = _claim(
                 OpenKind.TOOL_CALL_PENDING.value, f"tool call pending: {preview} (call {call})",

@@ -18,8 +18,11 @@ work_item_blocked      ``blocked:<work item>``      the blocker is cleared or th
                                                     done or abandoned
 =====================  ==========================  ===========================================
 
-``<call>`` is the provider call id when the runtime recorded one, else ``<tool>#<args digest>``,
-else the tool record's own ref (which nothing later can resolve: such an item stays open, which is
+``<call>`` is ``<provider call id>/<tool>#<args digest>`` when the runtime recorded a call id (a
+provider may reuse an id for another call once the first is answered: the id alone would let
+the second settle the first's items; an archive made before 2026-12-06 keyed such a call by its
+id alone, and a run of that id still settles those), else ``<tool>#<args digest>``, else the tool
+record's own ref (which nothing later can resolve: such an item stays open, which is
 the safe side). Kinds marked *pinned* put their episode in the PINNED retention class until they
 are resolved: a pending tool call, approval or unknown side effect must never drop out of view.
 """
@@ -43,6 +46,7 @@ __all__ = [
     "LedgerFacts",
     "OpenKind",
     "call_key",
+    "call_label",
     "is_approval",
     "is_open",
     "key_work_item",
@@ -91,10 +95,30 @@ def is_approval(wait_id: str, condition: str) -> bool:
 def call_key(tool: Tool, ref: str) -> str:
     """What identifies one call across its runs (see the module docstring)."""
     if tool.call_id:
-        return tool.call_id
+        # A provider may reuse an id once its call is answered (RFC 0008, decision 9): the id
+        # alone would let `ls logs` under `call_0` settle the unknown effect of `deploy v2`
+        # made under `call_0` before. A call's runs all carry its tool and arguments.
+        return f"{tool.call_id}/{tool.tool_name}#{(tool.args_digest or _digest(tool.args_preview))[:23]}"
     if tool.args_digest:
         return f"{tool.tool_name}#{tool.args_digest}"
     return f"ref:{ref}"
+
+
+def call_label(tool: Tool, ref: str) -> str:
+    """How a call is named to the model: its provider id when it has one, else its key."""
+    return tool.call_id or call_key(tool, ref)
+
+
+def _legacy_keys(tool: Tool, keys: Iterable[str]) -> list[str]:
+    """Keys an archive made before 2026-12-06 holds for a call with an id (``call:<id>``,
+    ``effect:<id>``): a run of the same id still settles those, as it did then."""
+    if not tool.call_id:
+        return []
+    return [f"{key.partition(':')[0]}:{tool.call_id}" for key in keys]
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def todo_key(work_item_id: str, text: str) -> str:
@@ -120,7 +144,7 @@ def resolves(tool: Tool, ref: str) -> tuple[str, ...]:
         keys.append(f"call:{call}")
     if tool.side_effect in (SideEffect.NONE, SideEffect.COMPLETED):
         keys.append(f"effect:{call}")
-    return tuple(keys)
+    return (*keys, *_legacy_keys(tool, keys))
 
 
 def tool_events(stored: StoredRecord) -> Iterable[tuple[str, str]]:
@@ -132,10 +156,10 @@ def tool_events(stored: StoredRecord) -> Iterable[tuple[str, str]]:
     if not isinstance(tool, Tool):
         return ()
     out = [(key, "resolve") for key in resolves(tool, stored.ref)]
-    if tool.side_effect_unresolved:
-        out.append((f"effect:{call_key(tool, stored.ref)}", "reopen"))
+    reopened = [f"effect:{call_key(tool, stored.ref)}"] if tool.side_effect_unresolved else []
     if tool.pending:
-        out.append((f"call:{call_key(tool, stored.ref)}", "reopen"))
+        reopened.append(f"call:{call_key(tool, stored.ref)}")
+    out.extend((key, "reopen") for key in (*reopened, *_legacy_keys(tool, reopened)))
     return out
 
 
