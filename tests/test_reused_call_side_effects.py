@@ -33,7 +33,8 @@ def _deploy_then(reused: str, command: str, effect: str) -> holon_ctx.Session:
 def test_another_command_under_a_reused_id_leaves_the_unknown_effect_in_the_prompt() -> None:
     with _deploy_then("call_0", "ls logs", "none") as s:
         text = s.next_request(4000).text
-    assert WARNING in text and "deploy v2" in text.split(WARNING, 1)[1]
+    assert WARNING in text
+    assert "deploy v2" in text.split(WARNING, 1)[1]
 
 
 def test_the_same_call_reported_again_still_settles_its_effect() -> None:
@@ -88,7 +89,8 @@ def test_an_archive_keyed_by_the_id_alone_is_still_settled_by_that_id() -> None:
     later run of that id settles them as it did (the safe side for new archives, the old
     behaviour for old ones)."""
     done = resolves(_tool("call_0", "ls", effect=SideEffect.NONE), "tool:x2")
-    assert "effect:call_0" in done and "call:call_0" in done
+    assert "effect:call_0" in done
+    assert "call:call_0" in done
     assert f"effect:{call_key(_tool('call_0', 'ls'), 'tool:x2')}" in done
     assert f"effect:{call_key(_tool('call_0', 'deploy'), 'tool:x1')}" not in done
     assert resolves(_tool(None, "ls", effect=SideEffect.NONE), "tool:x3") == (
