@@ -27,6 +27,7 @@ from test_announced_calls import ROOT, Opener, _lines, kill_when, sessions
 
 from holon_ctx import Session, ToolCall, open_session
 from holon_ctx.errors import InputError
+from holon_ctx.ledger.calls import last_per_call
 from holon_ctx.ledger.codec import encode_record
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import (
@@ -635,3 +636,17 @@ def test_two_processes_racing_to_record_one_result_exactly_one_wins(
         for racer in racers:
             racer.communicate(timeout=60)
         announcer.close()
+
+
+def test_an_append_upserts_each_call_once_with_its_newest_row() -> None:
+    """``last_per_call`` (what a batch's index rows are cut to before their upserts): one row
+    per key, the newest, in the order the keys first appear, for SQLite's ``(call, pos,
+    state)`` rows and PostgreSQL's ``(session, call, pos, state)``. A reply's call and its
+    result in one import batch are one upsert, not two (the mutation sample of 2026-12-06,
+    seed 1486458052: ``row[:-2]`` → ``row[:2]`` kept every row and no test saw it)."""
+    sqlite_rows = [("c1", 4, "announced"), ("c2", 4, "announced"), ("c1", 5, "answered"),
+                   ("c2", 6, "pending"), ("c2", 9, "answered")]
+    assert last_per_call(sqlite_rows) == [("c1", 5, "answered"), ("c2", 9, "answered")]
+    pg_rows = [(7, "c1", 4, "announced"), (8, "c1", 4, "announced"), (7, "c1", 5, "answered")]
+    assert last_per_call(pg_rows) == [(7, "c1", 5, "answered"), (8, "c1", 4, "announced")]
+    assert last_per_call([]) == []
