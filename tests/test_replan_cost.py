@@ -349,6 +349,25 @@ def test_a_part_stored_without_its_repeated_content_reads_back_as_it_was(parts: 
     assert restored_parts(msgspec.json.decode(row, type=list[PersistedPart])) == parts
 
 
+def test_a_content_equal_to_its_text_is_left_out_whatever_object_holds_it() -> None:
+    """Parts read back from a row (or an older row that held both) carry a content that equals
+    their text but is another string, and counts past 256 are other int objects: a re-plan
+    writing them again still stores each text and count once (equal, not identical, is what
+    is left out; the mutation sample of 2026-12-06, seed 1806284020, kept `is` there)."""
+    text = "".join(["make the suite ", "pass"] * 40)
+    tokens = int("1000")
+    older = msgspec.json.encode([{"role": "user", "text": text, "text_tokens": tokens,
+                                  "content": text, "content_tokens": tokens}])
+    parts = restored_parts(msgspec.json.decode(older, type=list[PersistedPart]))
+    assert parts[0].content == parts[0].text
+    assert parts[0].content is not parts[0].text
+    again = msgspec.to_builtins(persisted_parts(parts))
+    assert again == [{"role": "user", "text": text, "text_tokens": 1000}]
+    fresh = Part(role=Role.USER, text=text, text_tokens=int("1000"), content="".join(text),
+                 content_tokens=int("1000"))
+    assert msgspec.to_builtins(persisted_parts([fresh])) == again
+
+
 def test_an_epoch_row_stores_each_text_once_and_an_older_row_still_reads() -> None:
     """A session's saved epoch holds each part's text once (its content only where it differs:
     the model's replies), is smaller than the layout that stored both by at least the texts

@@ -27,6 +27,8 @@ from test_announced_calls import ROOT, Opener, _lines, kill_when, sessions
 
 from holon_ctx import Session, ToolCall, open_session
 from holon_ctx.errors import InputError
+from holon_ctx.ledger import calls_sqlite
+from holon_ctx.ledger.calls import last_per_call
 from holon_ctx.ledger.codec import encode_record
 from holon_ctx.ledger.memory import MemoryStore
 from holon_ctx.ledger.records import (
@@ -635,3 +637,60 @@ def test_two_processes_racing_to_record_one_result_exactly_one_wins(
         for racer in racers:
             racer.communicate(timeout=60)
         announcer.close()
+
+
+def test_an_append_upserts_each_call_once_with_its_newest_row() -> None:
+    """``last_per_call`` (what a batch's index rows are cut to before their upserts): one row
+    per key, the newest, in the order the keys first appear, for SQLite's ``(call, pos,
+    state)`` rows and PostgreSQL's ``(session, call, pos, state)``. A reply's call and its
+    result in one import batch are one upsert, not two (the mutation sample of 2026-12-06,
+    seed 1486458052: ``row[:-2]`` → ``row[:2]`` kept every row and no test saw it)."""
+    sqlite_rows = [("c1", 4, "announced"), ("c2", 4, "announced"), ("c1", 5, "answered"),
+                   ("c2", 6, "pending"), ("c2", 9, "answered")]
+    assert last_per_call(sqlite_rows) == [("c1", 5, "answered"), ("c2", 9, "answered")]
+    pg_rows = [(7, "c1", 4, "announced"), (8, "c1", 4, "announced"), (7, "c1", 5, "answered")]
+    assert last_per_call(pg_rows) == [(7, "c1", 5, "answered"), (8, "c1", 4, "announced")]
+    assert last_per_call([]) == []
+
+
+class _AppendBetweenReads:
+    """A store's connection that lets another writer commit right after the first statement
+    ``calls_sqlite.waiting`` reads (the ledger's end), before it reads the calls."""
+
+    def __init__(self, db: sqlite3.Connection, write: Callable[[], None]) -> None:
+        self._db, self._write = db, write
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._db.in_transaction
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        cursor = self._db.execute(sql, *args)
+        if sql.startswith("SELECT max(pos)"):
+            self._write()
+        return cursor
+
+
+def test_the_waiting_calls_and_the_ledger_end_are_one_snapshot(tmp_path: Path) -> None:
+    """Another writer announces a call between the two reads of ``waiting``: the calls come
+    with the end they were read at, so none waits past the end returned (a session catching up
+    from that end would read the call's reply again). Before the snapshot's BEGIN was pinned
+    (the mutation sample of 2026-12-06, seed 1486458052, ``began = not …`` → ``began = …``), the
+    two reads could see two states."""
+    reader, writer = SqliteStore(tmp_path / "l.db"), SqliteStore(tmp_path / "l.db")
+    reply = Message(id="r1", turn_id="t0", role=MessageRole.ASSISTANT, text="Starting.",
+                    tool_calls=[AnnouncedCall(call_id="call_ci", name="run", arguments="{}")])
+    reader.append([Turn(id="t0", seq=0, trigger="operator_input"),
+                   Message(id="u1", turn_id="t0", role=MessageRole.OPERATOR, text="Run CI.")])
+    db = reader._db  # type: ignore[attr-defined]
+    end, found = calls_sqlite.waiting(
+        _AppendBetweenReads(db, lambda: writer.append([reply])),  # type: ignore[arg-type]
+        reader._at_positions)  # type: ignore[attr-defined]
+    assert end == 2
+    assert found == []
+    end, found = reader.waiting_calls()
+    assert end == 3
+    assert [(c.call_id, c.state, c.stored.pos) for c in found] == [
+        ("call_ci", CallState.ANNOUNCED, 2)]
+    writer.close()
+    reader.close()
