@@ -18,13 +18,14 @@ work_item_blocked      ``blocked:<work item>``      the blocker is cleared or th
                                                     done or abandoned
 =====================  ==========================  ===========================================
 
-``<call>`` is ``<provider call id>/<tool>#<args digest>`` when the runtime recorded a call id (a
-provider may reuse an id for another call once the first is answered: the id alone would let
-the second settle the first's items; an archive made before 2026-12-06 keyed such a call by its
-id alone, and a run of that id still settles those), else ``<tool>#<args digest>``, else the tool
-record's own ref (which nothing later can resolve: such an item stays open, which is
-the safe side). Kinds marked *pinned* put their episode in the PINNED retention class until they
-are resolved: a pending tool call, approval or unknown side effect must never drop out of view.
+``<call>`` is ``<provider call id>/<tool>#<8 hex digits of the args digest>`` when the runtime
+recorded a call id (a provider may reuse an id for another call once the first is answered: the
+id alone would let the second settle the first's items; an archive made before 2026-12-06 keyed
+such a call by its id alone, and a run of that id still settles those), else
+``<tool>#<args digest>``, else the tool record's own ref (which nothing later can resolve: such
+an item stays open, which is the safe side). Kinds marked *pinned* put their episode in the
+PINNED retention class until they are resolved: a pending tool call, approval or unknown side
+effect must never drop out of view.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def call_key(tool: Tool, ref: str) -> str:
         # A provider may reuse an id once its call is answered (RFC 0008, decision 9): the id
         # alone would let `ls logs` under `call_0` settle the unknown effect of `deploy v2`
         # made under `call_0` before. A call's runs all carry its tool and arguments.
-        return f"{tool.call_id}/{tool.tool_name}#{(tool.args_digest or _digest(tool.args_preview))[:23]}"
+        return f"{tool.call_id}/{tool.tool_name}#{_short_digest(tool)}"
     if tool.args_digest:
         return f"{tool.tool_name}#{tool.args_digest}"
     return f"ref:{ref}"
@@ -117,8 +118,15 @@ def _legacy_keys(tool: Tool, keys: Iterable[str]) -> list[str]:
     return [f"{key.partition(':')[0]}:{tool.call_id}" for key in keys]
 
 
-def _digest(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+def _short_digest(tool: Tool) -> str:
+    """Eight hex digits of the call's arguments: they tell apart the calls of one reused id and
+    tool (a collision keeps the older behaviour, never loses an item), and the key is shown in
+    every governed notice, so each digit costs tokens in the current state."""
+    digest = tool.args_digest.removeprefix("sha256:")
+    if not re.fullmatch(r"[0-9a-f]{8,}", digest):
+        digest = hashlib.sha256((tool.args_digest or tool.args_preview).encode(
+            "utf-8", "surrogatepass")).hexdigest()
+    return digest[:8]
 
 
 def todo_key(work_item_id: str, text: str) -> str:
