@@ -23,8 +23,9 @@ away, a reused id — stays a labelled user-role part (the call's label line and
 result, as the text layout shows them), so no request built here can hold a call without its
 result, a result without its call, or two calls under one id.
 
-Token accounting (:func:`message_tokens`) is :func:`~holon_ctx.projection.base.framing.measure_request`'s
-under the session's framing rule (RFC 0022): content tokens, each message's role and markers, each
+Token accounting (the session's ``parts_cost``, and the reply priming) is
+:func:`~holon_ctx.projection.base.framing.measure_request`'s under the session's framing rule
+(RFC 0022): content tokens, each message's role and markers, each
 call's id, type, name and arguments, each result's call id, and the reply priming. It is computed
 per part as the parts are laid out, so a session knows a request's size without measuring it;
 tests re-measure every request.
@@ -234,17 +235,6 @@ def framing_between(framing: Framing, previous: Role | None, part: Part) -> int:
     if not part.content and not part.calls:
         return 0
     return framing.between(previous, part.role, call_id=part.call_id)
-
-
-def message_tokens(parts: Sequence[Part], framing: Framing) -> int:
-    """Tokens of the messages these parts make (see the module docstring), reply priming included."""
-    total = framing.reply
-    role: Role | None = None
-    for part in parts:
-        total += framing_between(framing, role, part) + part.content_tokens + part.call_tokens
-        if part.content or part.calls:
-            role = part.role
-    return total
 
 
 def openai_messages(parts: Iterable[Part]) -> list[OpenAIMessage]:
